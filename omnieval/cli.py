@@ -1,0 +1,146 @@
+"""The ``omnieval`` command: run | demo | metrics | stats | datasets | models | bench.
+
+Each subcommand parses its arguments and makes one library call; heavy modules are imported inside the handlers so
+``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from omnieval.schema import InputError
+
+
+def _run(args: argparse.Namespace) -> int:
+    from omnieval.config import load_run_config
+    from omnieval.pipeline import run_evaluation
+
+    config = load_run_config(args.config)
+    if args.out:
+        config = config.model_copy(update={"output": args.out})
+    result = run_evaluation(config, address=args.address)
+    print(result.summary())
+    return 0 if result.ok else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from omnieval.demo import run_demo
+
+    return run_demo(args.out, with_hf=not args.no_hf, anchors=args.anchors, questions=args.questions,
+                    seed=args.seed)
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from omnieval.metrics import metrics_command
+
+    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from omnieval.stats import stats_command
+
+    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
+
+
+def _datasets_synth(args: argparse.Namespace) -> int:
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors, n_questions=args.questions)
+    print(f"wrote synthetic dissonance benchmark to {path}")
+    return 0
+
+
+def _models_tiny(args: argparse.Namespace) -> int:
+    from omnieval.tiny_models import build_tiny_model
+
+    path = build_tiny_model(args.arch, args.out, seed=args.seed)
+    print(f"wrote tiny random-weight {args.arch} model to {path}")
+    return 0
+
+
+def _bench_pipeline(args: argparse.Namespace) -> int:
+    from omnieval.bench import bench_pipeline
+
+    return bench_pipeline(anchors=args.anchors, questions=args.questions, workdir=args.workdir)
+
+
+def _bench_stats(args: argparse.Namespace) -> int:
+    from omnieval.bench_stats import bench_stats
+
+    return bench_stats(quick=args.quick)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="omnieval", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run one evaluation from a YAML config")
+    p.add_argument("config")
+    p.add_argument("--out", help="override the config's output directory")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("demo", help="synthetic benchmark + local Ray + simulated and tiny transformers models")
+    p.add_argument("--out", default="./omnieval-demo")
+    p.add_argument("--no-hf", action="store_true", help="skip the tiny transformers model")
+    p.add_argument("--anchors", type=int, default=4)
+    p.add_argument("--questions", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("metrics", help="metrics table with bootstrap CIs from predictions files")
+    p.add_argument("predictions", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_metrics)
+
+    p = sub.add_parser("stats", help="significance tests from predictions files")
+    p.add_argument("predictions", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--permutations", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_stats)
+
+    p = sub.add_parser("datasets", help="benchmark tools")
+    dsub = p.add_subparsers(dest="datasets_command", required=True)
+    s = dsub.add_parser("synth", help="write the built-in synthetic dissonance benchmark")
+    s.add_argument("--out", required=True)
+    s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
+    s.add_argument("--questions", type=int, default=2, help="questions per anchor (paper scale: ~9.4)")
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=_datasets_synth)
+
+    p = sub.add_parser("models", help="model tools")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    s = msub.add_parser("tiny", help="write a tiny random-weight model and its tokenizer (no download)")
+    s.add_argument("--arch", required=True, help="qwen2.5-omni | qwen2")
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=_models_tiny)
+
+    p = sub.add_parser("bench", help="benchmarks that print a table with ratios against a baseline")
+    bsub = p.add_subparsers(dest="bench_command", required=True)
+    s = bsub.add_parser("pipeline", help="end-to-end instances/s vs the bare engine, decode ms per clip")
+    s.add_argument("--anchors", type=int, default=8)
+    s.add_argument("--questions", type=int, default=4)
+    s.add_argument("--workdir", default=None)
+    s.set_defaults(func=_bench_pipeline)
+    s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
+    s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    s.set_defaults(func=_bench_stats)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"omnieval: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

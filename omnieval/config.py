@@ -1,0 +1,127 @@
+"""Run configuration: a pydantic ``RunConfig`` read from YAML with ``yaml.safe_load``.
+
+A run is plain data: this config plus the versions and seed recorded in ``run.json`` rebuild it exactly. Every
+error names the file and the field (``models[1].engine``), and is raised before any model work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from omnieval.prompts import PROMPT_STYLES
+from omnieval.schema import InputError
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Config):
+    """One model: which engine runs it and how it is scaled."""
+
+    name: str = Field(min_length=1)
+    engine: str
+    options: dict[str, Any] = Field(default_factory=dict, description="engine-specific keyword arguments")
+    replicas: int = Field(default=1, ge=1, description="engine actors (each holds one model copy)")
+    batch_size: int = Field(default=16, ge=1)
+    num_gpus: float = Field(default=0.0, ge=0.0, description="GPUs per replica (0 on CPU machines)")
+    num_cpus: float = Field(default=1.0, ge=0.0, description="CPUs per replica")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        from omnieval.engines.base import known_engines
+
+        if v not in known_engines():
+            raise ValueError(f"unknown engine {v!r}; known engines: {', '.join(known_engines())}")
+        return v
+
+
+class DecodeConfig(_Config):
+    num_frames: int = Field(default=8, ge=1, description="video frames sampled uniformly per clip")
+    max_side: int | None = Field(default=320, ge=16, description="downscale frames so the longer side fits")
+    sample_rate: int = Field(default=16_000, ge=1000)
+    media_check: Literal["probe", "exists", "off"] = Field(
+        default="probe", description="pre-flight check of every distinct media file before model work")
+    batch_size: int = Field(default=32, ge=1)
+
+
+class RayConfig(_Config):
+    num_cpus: int | None = Field(
+        default=None, ge=1, description="logical CPUs of the embedded local Ray (default: max(8, cores))")
+
+
+class RunConfig(_Config):
+    name: str = "run"
+    protocol: Literal["dissonance"] = "dissonance"
+    benchmark: str
+    output: str
+    seed: int = 0
+    prompts: list[str] = Field(default_factory=lambda: ["zs"])
+    models: list[ModelConfig] = Field(min_length=1)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    limit_items: int | None = Field(default=None, ge=1, description="evaluate only the first N items")
+
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompts(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if p not in PROMPT_STYLES:
+                raise ValueError(f"unknown prompt style {p!r}; known: {', '.join(PROMPT_STYLES)}")
+        if not v:
+            raise ValueError("at least one prompt style")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> RunConfig:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique, repeated: {dupes}")
+        return self
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str | Path | None = None) -> RunConfig:
+    """Validate a config mapping; relative ``benchmark``/``output`` paths are taken relative to ``base_dir``."""
+    if not isinstance(data, dict):
+        raise InputError("a run config must be a YAML mapping", file=file)
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(err["msg"], file=file, field=_field_path(err["loc"]) or None) from None
+    if base_dir is not None:
+        updates = {}
+        for key in ("benchmark", "output"):
+            value = getattr(config, key)
+            if "://" not in value and not Path(value).is_absolute():
+                updates[key] = str((Path(base_dir) / value).resolve())
+        config = config.model_copy(update=updates)
+    return config
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
+    return parse_run_config(data, file=path, base_dir=path.parent)

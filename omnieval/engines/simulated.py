@@ -1,0 +1,90 @@
+"""A simulated model with a configurable modality-reliance profile: the known-answer instrument.
+
+It reads no media. It reads the instance's ``evidence`` (which option each modality's content supports, recorded by
+the protocol that built the instance) and behaves like a model that perceives each modality with a set probability:
+
+1. Each modality ``m`` is perceived with probability ``reliance[m]`` (missing modalities: 0).
+2. Each perceived modality votes for the option its content supports (if any).
+3. Decision: a unique top-voted option is chosen. A tie between two or more options (the modalities conflict) is
+   an abstention with probability ``abstain_on_conflict``, else one of the tied options at random. No vote at all is
+   an abstention with probability ``abstain_on_unsupported``, else a uniform guess among the non-abstention options.
+4. Logits: ``margin`` on the decided option plus Gaussian ``noise`` on every option, divided by ``temperature``;
+   ``option_logprobs`` = log-softmax over the options, choice = argmax, confidence = restricted-softmax max (rs).
+5. ``invalid_rate``: that share of answers is unparseable (choice null), to exercise the invalid path.
+
+So a text-only model (``reliance={"text": 0.9}``) is right ~0.9 + 0.1/4 of the time where text is clean and near
+chance where the text shows another anchor whose answer is not an option. Every draw is keyed on
+``(seed, model, instance_id, purpose)``: deterministic for any batching, worker count or order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from omnieval.engines.base import Engine, EngineRequest, EngineResult, register_engine, result_from_option_logprobs
+from omnieval.keyed import keyed_rng
+
+
+@register_engine("simulated")
+class SimulatedEngine(Engine):
+    def __init__(self, model: str, *, reliance: dict[str, float] | None = None, abstain_on_conflict: float = 0.5,
+                 abstain_on_unsupported: float = 0.2, margin: float = 4.0, noise: float = 1.0,
+                 temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0):
+        super().__init__(model)
+        self.reliance = dict(reliance or {"video": 0.8, "audio": 0.6, "text": 0.9})
+        for name, value in [*self.reliance.items(), ("abstain_on_conflict", abstain_on_conflict),
+                            ("abstain_on_unsupported", abstain_on_unsupported), ("invalid_rate", invalid_rate)]:
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"simulated engine: {name} must be in [0, 1], got {value}")
+        if temperature <= 0:
+            raise ValueError("simulated engine: temperature must be > 0")
+        self.abstain_on_conflict = abstain_on_conflict
+        self.abstain_on_unsupported = abstain_on_unsupported
+        self.margin, self.noise, self.temperature = margin, noise, temperature
+        self.invalid_rate, self.seed = invalid_rate, seed
+
+    def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
+        inst = request.instance
+        votes: dict[str, int] = {}
+        for modality in sorted(inst.evidence):
+            perceived = rng.random() < self.reliance.get(modality, 0.0)
+            label = inst.evidence[modality]
+            if perceived and label is not None:
+                votes[label] = votes.get(label, 0) + 1
+        answers = [lab for lab in inst.option_labels if lab != inst.abstain_label]
+        if votes:
+            top = max(votes.values())
+            tied = sorted(lab for lab, v in votes.items() if v == top)
+            if len(tied) == 1:
+                return tied[0]
+            if inst.abstain_label and rng.random() < self.abstain_on_conflict:
+                return inst.abstain_label
+            return tied[int(rng.integers(len(tied)))]
+        if inst.abstain_label and rng.random() < self.abstain_on_unsupported:
+            return inst.abstain_label
+        return answers[int(rng.integers(len(answers)))]
+
+    def _score_one(self, request: EngineRequest) -> EngineResult:
+        inst = request.instance
+        rng = keyed_rng(self.seed, self.model, inst.instance_id, request.prompt_style, "simulated")
+        decided = self._decide(request, rng)
+        logits = rng.normal(0.0, self.noise, size=len(inst.option_labels))
+        logits[inst.option_labels.index(decided)] += self.margin
+        logits = logits / self.temperature
+        logprobs = logits - np.logaddexp.reduce(logits)
+        text = f"Answer: {inst.option_labels[int(np.argmax(logprobs))]} (simulated)"
+        if rng.random() < self.invalid_rate:
+            return EngineResult(choice=None, option_logprobs=[float(x) for x in logprobs],
+                                raw_text="(simulated) I am not sure what you are asking.")
+        return result_from_option_logprobs(inst.option_labels, logprobs.tolist(), raw_text=text)
+
+    def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
+        out = []
+        for request in requests:
+            try:
+                out.append(self._score_one(request))
+            except Exception as exc:  # one bad request never sinks the batch
+                out.append(EngineResult(choice=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
+        return out

@@ -1,0 +1,1 @@
+"""Media decoding (PyAV in the hot path), synthesis helpers and the decode-once cache."""

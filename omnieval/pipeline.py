@@ -1,0 +1,321 @@
+"""One evaluation run as a Ray Data streaming pipeline.
+
+The plan (what to evaluate) is made on the driver, before any model work, and fails loud on bad input:
+load + validate the benchmark -> ``protocol.expand`` into instances -> pre-flight check of every distinct media file
+-> anti-join with what already finished (resume). Then, per model, the rows (instance x prompt style) stream through
+
+    media stage (resolves each distinct media through the run's ``MediaCache``: decoded once, shared by all)
+      -> engine stage (an actor pool: ``replicas`` actors, each ``num_gpus``/``num_cpus``, batches of ``batch_size``)
+      -> driver: prediction rows flushed as atomic Parquet parts (the resume log), progress bar
+
+and finally all parts are consolidated into ``predictions.parquet`` sorted by (model, prompt, instance_id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from omnieval.config import ModelConfig, RunConfig
+from omnieval.schema import Instance
+
+FLUSH_ROWS = 256
+FLUSH_SECONDS = 5.0
+
+
+@dataclass
+class RunResult:
+    output: str
+    predictions_path: str
+    n_instances: int
+    n_rows: int
+    n_skipped: int
+    n_errors: int
+    decode_counts: dict[str, int] = field(default_factory=dict)
+    accuracy_table: str = ""
+    ok: bool = True
+
+    def summary(self) -> str:
+        lines = [f"predictions: {self.predictions_path}",
+                 f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
+                 f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}"]
+        if self.accuracy_table:
+            lines += ["", "accuracy by condition (valid predictions):", self.accuracy_table]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    root: Path
+    instances: list[Instance]
+    media_specs: dict[str, object]  # relative path -> MediaSpec
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """Everything that can fail on input fails here, before Ray or any engine starts."""
+    from omnieval.datasets.benchmark import check_media, load_benchmark
+    from omnieval.media.cache import MediaSpec
+    from omnieval.media.decode import content_hash
+    from omnieval.protocols import dissonance
+
+    bench = load_benchmark(config.benchmark)
+    items = bench.items[: config.limit_items] if config.limit_items else bench.items
+    instances = dissonance.expand_all(items, bench.anchors, config.seed, file=Path(bench.root) / "items.jsonl")
+    check_media(bench, mode=config.decode.media_check)
+    specs: dict[str, MediaSpec] = {}
+    for inst in instances:
+        for seg in inst.segments:
+            if seg.kind != "media" or seg.path in specs:
+                continue
+            params = _decode_params(config, seg.modality)
+            full = str(Path(bench.root) / seg.path)
+            specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
+                                        modality=seg.modality, params=params)
+    return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+
+
+def _decode_params(config: RunConfig, modality: str) -> tuple[tuple[str, object], ...]:
+    d = config.decode
+    if modality == "video":
+        return (("max_side", d.max_side), ("num_frames", d.num_frames))
+    if modality == "audio":
+        return (("sample_rate", d.sample_rate),)
+    return ()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stages
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class MediaBundle:
+    """The decoded media of one row, keyed by segment path. A class rather than a dict so that Ray Data stores the
+    column as pickled Python objects instead of inferring an Arrow struct from the keys."""
+
+    media: dict
+
+
+class MediaStage:
+    """Attach decoded media to each row. Cheap: the decoding happens in the cache's decode tasks, once per file."""
+
+    def __init__(self, cache_name: str, namespace: str, specs: dict):
+        import ray
+
+        self.cache = ray.get_actor(cache_name, namespace=namespace)
+        self.specs = specs
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import ray
+
+        from omnieval.media.cache import MediaFailure
+
+        per_row = [json.loads(p) for p in batch["media_paths"]]
+        distinct = sorted({p for paths in per_row for p in paths})
+        wrapped = ray.get(self.cache.lookup.remote([self.specs[p] for p in distinct])) if distinct else []
+        decoded = dict(zip(distinct, ray.get([w[0] for w in wrapped]), strict=True))
+        media_col, error_col = [], []
+        for paths in per_row:
+            failures = [f"{decoded[p].message}" for p in paths if isinstance(decoded[p], MediaFailure)]
+            media_col.append({p: decoded[p] for p in paths} if not failures else {})
+            error_col.append("media decode failed: " + "; ".join(failures) if failures else "")
+        batch["media"] = np.empty(len(per_row), dtype=object)
+        for i, media in enumerate(media_col):
+            batch["media"][i] = MediaBundle(media)
+        batch["decode_error"] = np.array(error_col, dtype=object)
+        return batch
+
+
+class EngineStage:
+    """One engine replica. Rows whose media failed to decode become errored predictions without a model call."""
+
+    def __init__(self, model: dict):
+        from omnieval.engines.base import create_engine
+
+        self.model = ModelConfig.model_validate(model)
+        self.engine = create_engine(self.model.engine, model=self.model.name, **self.model.options)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
+        from omnieval.engines.base import EngineRequest, EngineResult
+        from omnieval.store import predictions_table
+
+        instances = [Instance.model_validate_json(s) for s in batch["instance_json"]]
+        prompts = [str(p) for p in batch["prompt"]]
+        errors = [str(e) for e in batch["decode_error"]]
+        todo = [i for i, e in enumerate(errors) if not e]
+        results: dict[int, EngineResult] = {i: EngineResult(choice=None, error=errors[i])
+                                            for i in range(len(instances)) if errors[i]}
+        start = time.perf_counter()
+        if todo:
+            requests = [EngineRequest(instances[i], batch["media"][i].media, prompts[i]) for i in todo]
+            try:
+                scored = self.engine.score(requests)
+                if len(scored) != len(requests):
+                    raise RuntimeError(f"engine returned {len(scored)} results for {len(requests)} requests")
+            except Exception as exc:  # an engine failure marks this batch, the run goes on
+                scored = [EngineResult(choice=None, error=f"engine error: {type(exc).__name__}: {exc}")] * len(todo)
+            results.update(zip(todo, scored, strict=True))
+        latency = (time.perf_counter() - start) / max(1, len(todo))
+        rows = [prediction_row(inst, prompts[i], results[i], self.model, latency if i in todo else None)
+                for i, inst in enumerate(instances)]
+        return predictions_table(rows)
+
+
+def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency: float | None) -> dict:
+    choice = res.choice if res.choice in inst.option_labels else None
+    return {
+        "model": model.name, "prompt": prompt, "protocol": inst.protocol, "split": inst.split,
+        "item_id": inst.item_id, "instance_id": inst.instance_id, "condition": inst.condition,
+        "target": inst.target, "choice": choice, "abstain_label": inst.abstain_label,
+        "confidence": res.confidence if choice is not None else None,
+        "confidence_method": res.confidence_method if choice is not None else None,
+        "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
+        "category": inst.category, "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
+        "error": res.error, "latency_s": latency, "engine": model.engine,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Run
+# ---------------------------------------------------------------------------------------------------------------
+
+def ensure_ray(config: RunConfig, address: str | None = None) -> None:
+    """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
+    max(8, cores): engine replicas, the media stage and decode tasks each hold a CPU slot, and on a 2-core machine
+    the slots, not the cores, would otherwise deadlock the pipeline."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=config.ray.num_cpus or max(8, os.cpu_count() or 1), include_dashboard=False,
+                 log_to_driver=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.verbose_stats_logs = False
+
+
+def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True) -> RunResult:
+    import ray
+
+    from omnieval.media.cache import MediaCache
+    from omnieval.store import RunStore, consolidate
+
+    plan = make_plan(config)
+    store = RunStore(config.output)
+    started = time.time()
+    ensure_ray(config, address)
+    namespace = "omnieval"
+    cache_name = f"media-cache-{uuid.uuid4().hex[:12]}"
+    cache = MediaCache.options(name=cache_name, namespace=namespace).remote()
+    n_rows = n_skipped = 0
+    try:
+        for model in config.models:
+            done = store.finished_ids(model.name)
+            rows = []
+            for inst in plan.instances:
+                media_paths = json.dumps([s.path for s in inst.segments if s.kind == "media"])
+                for prompt in config.prompts:
+                    if (prompt, inst.instance_id) in done:
+                        n_skipped += 1
+                        continue
+                    rows.append({"instance_json": inst.model_dump_json(), "prompt": prompt,
+                                 "media_paths": media_paths, "instance_id": inst.instance_id})
+            if rows:
+                n_rows += _run_model(model, rows, plan, config, store, cache_name, namespace, progress)
+        decode_counts = ray.get(cache.decode_counts.remote())
+    finally:
+        ray.kill(cache)
+    tables = [store.read_parts(m.name) for m in config.models]
+    predictions = consolidate(tables)
+    store.write_table("predictions.parquet", predictions)
+    n_errors = sum(e is not None for e in predictions["error"].to_pylist())
+    store.write_json("run.json", run_record(config, started, plan, predictions, n_errors, decode_counts))
+    return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
+                     n_instances=len(plan.instances), n_rows=n_rows, n_skipped=n_skipped, n_errors=n_errors,
+                     decode_counts=decode_counts, accuracy_table=accuracy_by_condition(predictions))
+
+
+def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConfig, store, cache_name: str,
+               namespace: str, progress: bool) -> int:
+    import ray
+    from ray.data import ActorPoolStrategy
+    from tqdm import tqdm
+
+    n_blocks = max(1, min(len(rows) // 32, 64))
+    ds = ray.data.from_items(rows, override_num_blocks=n_blocks)
+    ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": cache_name, "namespace": namespace,
+                                                            "specs": plan.media_specs},
+                        compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size, num_cpus=0.25)
+    engine_kwargs = {"num_cpus": model.num_cpus}
+    if model.num_gpus:
+        engine_kwargs["num_gpus"] = model.num_gpus
+    ds = ds.map_batches(EngineStage, fn_constructor_kwargs={"model": model.model_dump()},
+                        compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size,
+                        **engine_kwargs)
+    buffer: list[pa.Table] = []
+    buffered, written, last = 0, 0, time.monotonic()
+    bar = tqdm(total=len(rows), desc=f"{model.name}", unit="inst", disable=not progress, file=sys.stderr)
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        buffer.append(block)
+        buffered += block.num_rows
+        bar.update(block.num_rows)
+        if buffered >= FLUSH_ROWS or time.monotonic() - last > FLUSH_SECONDS:
+            store.append_part(model.name, pa.concat_tables(buffer).to_pylist())
+            written, buffer, buffered, last = written + buffered, [], 0, time.monotonic()
+    if buffer:
+        store.append_part(model.name, pa.concat_tables(buffer).to_pylist())
+        written += buffered
+    bar.close()
+    return written
+
+
+def accuracy_by_condition(predictions: pa.Table) -> str:
+    """A small text table: accuracy of valid predictions per model x prompt x condition (columns)."""
+    import polars as pl
+
+    if predictions.num_rows == 0:
+        return ""
+    df = pl.from_arrow(predictions.select(["model", "prompt", "condition", "target", "choice"]))
+    valid = df.filter(pl.col("choice").is_not_null())
+    if valid.is_empty():
+        return "(no valid predictions)"
+    acc = (valid.group_by(["model", "prompt", "condition"])
+           .agg((pl.col("choice") == pl.col("target")).mean().round(3).alias("acc"))
+           .pivot(on="condition", index=["model", "prompt"], values="acc", sort_columns=True)
+           .sort(["model", "prompt"]))
+    with pl.Config(tbl_rows=100, tbl_cols=20, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        return str(acc)
+
+
+def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Table, n_errors: int,
+               decode_counts: dict[str, int]) -> dict:
+    import importlib.metadata as md
+
+    def version(pkg: str) -> str | None:
+        try:
+            return md.version(pkg)
+        except md.PackageNotFoundError:
+            return None
+
+    return {
+        "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
+        "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
+        | {"python": platform.python_version()},
+        "counts": {"instances": len(plan.instances), "predictions": predictions.num_rows, "errors": n_errors,
+                   "distinct_media": len(plan.media_specs), "decodes": sum(decode_counts.values())},
+    }

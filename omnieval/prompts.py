@@ -1,0 +1,104 @@
+"""Prompt templates, option labelling and answer parsing (SPEC section 7). Pure functions, no model code.
+
+A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
+every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
+the labelled options and the instruction of the prompt style. Engines turn parts into their own input format
+(a chat template with media placeholders for HF, ``prompt`` + ``multi_modal_data`` for vLLM).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from omnieval.schema import Instance
+
+INSTRUCTIONS: dict[str, str] = {
+    "zs": "Answer with the option's letter from the given choices directly.",
+    "cot": ("Think step by step about the question and the inputs. Then give your final answer on the last line "
+            "in the form 'Answer: <letter>'."),
+}
+PROMPT_STYLES = tuple(INSTRUCTIONS)
+
+
+@dataclass(frozen=True)
+class PromptPart:
+    """``kind='text'`` with ``text``, or ``kind='media'`` with ``modality`` and benchmark-relative ``path``."""
+
+    kind: str
+    text: str | None = None
+    modality: str | None = None
+    path: str | None = None
+
+
+def format_options(labels: Sequence[str], texts: Sequence[str]) -> str:
+    return "\n".join(f"{label}. {text}" for label, text in zip(labels, texts, strict=True))
+
+
+def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
+    """The prompt of one instance in a prompt style: media parts, then the text parts merged into one block."""
+    if style not in INSTRUCTIONS:
+        raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
+    media = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
+    context = [s.text for s in instance.segments if s.kind == "text" and s.text]
+    body = "\n\n".join([*context, f"Question: {instance.question}",
+                        "Options:\n" + format_options(instance.option_labels, instance.option_texts),
+                        INSTRUCTIONS[style]])
+    return [*media, PromptPart("text", text=body)]
+
+
+def prompt_text(parts: Sequence[PromptPart], placeholder: dict[str, str] | None = None) -> str:
+    """Flatten parts to one string, media as ``placeholder[modality]`` (default ``<modality>``)."""
+    placeholder = placeholder or {}
+    out = []
+    for part in parts:
+        if part.kind == "media":
+            out.append(placeholder.get(part.modality, f"<{part.modality}>"))
+        else:
+            out.append(part.text or "")
+    return "\n".join(out)
+
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence[str] = ()) -> str | None:
+    """Parse a model's answer into one of ``labels`` or None (invalid).
+
+    Order (SPEC section 7): strip ``<think>`` blocks; an explicit ``Answer: X`` / ``answer is X`` / ``(X)`` pattern
+    (the last explicit one wins, since reasoning may mention options before concluding; letters are
+    matched in upper case only, so 'the answer is a cat' is not read as A); else a lone option letter;
+    else an exact option-text match; else None.
+    """
+    if not text:
+        return None
+    body = _THINK.sub(" ", text).strip()
+    if not body:
+        return None
+    label_set = "".join(re.escape(lab) for lab in labels)
+    cls = f"[{label_set}]"
+    explicit = [
+        rf"(?i:answer)\s*(?i:is|:)\s*[\*\"'\(\[]*\s*({cls})(?![A-Za-z])",
+        rf"\(({cls})\)",
+    ]
+    for pattern in explicit:
+        hits = [h for h in re.findall(pattern, body) if h in labels]
+        if hits:
+            return hits[-1]
+    lone = re.fullmatch(rf"\s*[\*\"'\(\[]*({cls})[\)\]\.\:\*\"']*\s*", body)
+    if lone:
+        return lone.group(1)
+    first_line = body.splitlines()[0].strip()
+    lead = re.match(rf"({cls})[\.\):](\s|$)", first_line)
+    if lead:
+        return lead.group(1)
+    normalized = _norm(body)
+    matches = [lab for lab, opt in zip(labels, option_texts, strict=False) if _norm(opt) == normalized]
+    if len(matches) == 1:
+        return matches[0]
+    return None
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[\s\.\!\"']+", " ", s).strip().lower()

@@ -1,0 +1,214 @@
+"""The tables that flow between stages (SPEC.md section 1).
+
+Three distinct types, each with its own job (nothing mutates one into the next):
+
+* ``Item``: one base question of a benchmark, as read from ``items.jsonl``. Per protocol.
+* ``Instance``: what one model call sees: ordered prompt ``segments`` (text, or a reference to a media file), the
+  option labels and texts, the target label. Produced by ``protocol.expand``.
+* ``Prediction``: one row per (instance, model, prompt style): the hand-off to the statistics. Its Arrow schema is
+  ``PREDICTION_SCHEMA``; other tools can write the same columns and ``omnieval metrics`` reads them.
+
+Media paths inside items are relative to the benchmark directory; ``resolve_media_path`` rejects paths that leave it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Modality = Literal["video", "audio", "image", "text", "pointcloud"]
+MEDIA_MODALITIES: tuple[str, ...] = ("video", "audio", "image", "pointcloud")
+LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class InputError(ValueError):
+    """Bad user input: a config, a benchmark file, an item. The message names file, item and field."""
+
+    def __init__(self, message: str, *, file: str | Path | None = None, item: str | None = None,
+                 field: str | None = None):
+        self.file, self.item, self.field = (str(file) if file else None), item, field
+        where = ", ".join(f"{k} {v!r}" for k, v in (("file", self.file), ("item", item), ("field", field)) if v)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class Strict(BaseModel):
+    """Base for every table model: unknown fields are errors (typos surface), values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Items
+# ---------------------------------------------------------------------------------------------------------------
+
+class DissonanceMedia(Strict):
+    """The three renderings of one anchor: ``video``/``audio`` are file paths, ``text`` is an inline passage."""
+
+    video: str
+    audio: str
+    text: str
+
+
+class Anchor(Strict):
+    """One entry of a split's anchor library (``anchors.jsonl``): the assets used when a modality is replaced."""
+
+    anchor: str
+    split: str
+    media: DissonanceMedia
+
+
+class DissonanceItem(Strict):
+    """A base question of the dissonance protocol (SPEC section 3)."""
+
+    item_id: str
+    benchmark: str = "benchmark"
+    split: str = "all"
+    question: str
+    anchor: str
+    media: DissonanceMedia
+    answer_key: dict[str, str] = Field(description="anchor -> answer text for this question")
+    options: list[str] = Field(description="the four non-abstention answer texts")
+    abstain_text: str = "I cannot answer"
+    target_override: dict[str, str] | None = Field(
+        default=None, description="condition (C000..C111) -> target answer text (or the abstention text)")
+    task: str | None = None
+    category: str | None = None
+
+    @field_validator("item_id")
+    @classmethod
+    def _nonempty_id(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("item_id must be a non-empty string")
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _options_distinct(cls, v: list[str]) -> list[str]:
+        if len(v) < 2:
+            raise ValueError("needs at least two options")
+        if len(set(v)) != len(v):
+            raise ValueError(f"options must be distinct, got {v}")
+        return v
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Instances
+# ---------------------------------------------------------------------------------------------------------------
+
+class Segment(Strict):
+    """One piece of a prompt, in order. ``kind='text'`` carries ``text``; ``kind='media'`` carries a ``modality``
+    and a ``path`` relative to the benchmark root (decoded once per run and shared by every instance using it)."""
+
+    kind: Literal["text", "media"]
+    text: str | None = None
+    modality: Modality | None = None
+    path: str | None = None
+
+
+class Instance(Strict):
+    """What one model call sees. ``instance_id`` is stable: same item, condition and seed -> same id and content.
+
+    ``evidence`` maps each modality to the option label the content of that modality supports (or None): the
+    protocol knows it because it built the instance; the simulated engine uses it as its ground truth percept and no
+    real engine ever reads it.
+    """
+
+    instance_id: str
+    item_id: str
+    protocol: str
+    benchmark: str
+    split: str
+    condition: str
+    segments: list[Segment]
+    question: str
+    option_labels: list[str]
+    option_texts: list[str]
+    target: str
+    abstain_label: str | None = None
+    k: int | None = None
+    anchor: str | None = None
+    task: str | None = None
+    category: str | None = None
+    evidence: dict[str, str | None] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Predictions
+# ---------------------------------------------------------------------------------------------------------------
+
+PREDICTION_SCHEMA = pa.schema([
+    ("model", pa.string()),
+    ("prompt", pa.string()),
+    ("protocol", pa.string()),
+    ("split", pa.string()),
+    ("item_id", pa.string()),
+    ("instance_id", pa.string()),
+    ("condition", pa.string()),
+    ("target", pa.string()),
+    ("choice", pa.string()),
+    ("abstain_label", pa.string()),
+    ("confidence", pa.float64()),
+    ("confidence_method", pa.string()),
+    ("n_options", pa.int32()),
+    ("k", pa.int32()),
+    ("anchor", pa.string()),
+    ("task", pa.string()),
+    ("category", pa.string()),
+    ("option_logprobs", pa.list_(pa.float64())),
+    ("raw_text", pa.string()),
+    ("error", pa.string()),
+    ("latency_s", pa.float64()),
+    ("engine", pa.string()),
+])
+"""Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS."""
+
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "model", "prompt", "protocol", "split", "item_id", "instance_id", "condition", "target", "choice",
+    "abstain_label", "confidence", "confidence_method",
+)
+
+
+class Prediction(Strict):
+    """One row of the predictions table; validated before it is written."""
+
+    model: str
+    prompt: str
+    protocol: str
+    split: str
+    item_id: str
+    instance_id: str
+    condition: str
+    target: str
+    choice: str | None
+    abstain_label: str | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence_method: Literal["rs", "tp"] | None = None
+    n_options: int | None = None
+    k: int | None = None
+    anchor: str | None = None
+    task: str | None = None
+    category: str | None = None
+    option_logprobs: list[float] | None = None
+    raw_text: str | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    engine: str | None = None
+
+
+def resolve_media_path(root: str | Path, rel: str, *, file: str | Path | None = None, item: str | None = None,
+                       field: str | None = None) -> Path:
+    """Resolve a benchmark-relative media path; reject absolute paths and paths that leave the benchmark folder."""
+    root_path = Path(root).resolve()
+    if not isinstance(rel, str) or not rel:
+        raise InputError("media path must be a non-empty string", file=file, item=item, field=field)
+    if Path(rel).is_absolute():
+        raise InputError(f"media path {rel!r} is absolute; paths are relative to the benchmark folder",
+                         file=file, item=item, field=field)
+    full = (root_path / rel).resolve()
+    if full != root_path and root_path not in full.parents:
+        raise InputError(f"media path {rel!r} resolves outside the benchmark folder {root_path}",
+                         file=file, item=item, field=field)
+    return full

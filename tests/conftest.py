@@ -1,0 +1,24 @@
+"""Shared fixtures. Ray starts once per test session (2-5 s), never per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray with 8 logical CPUs (the embedded default): engine replicas, the media stage and decode tasks
+    each hold a slot, and 2 real cores would deadlock the actor pools."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,54 @@
+"""Prompt rendering and answer parsing (SPEC section 7), including adversarial outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnieval.prompts import parse_answer, render_prompt
+from omnieval.schema import Instance, Segment
+
+LABELS = list("ABCDE")
+TEXTS = ["a red circle", "a blue square", "a green star", "a cat", "I cannot answer"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("B", "B"),
+    ("  (C) ", "C"),
+    ("Answer: D", "D"),
+    ("answer: d", None),  # lower-case letters are words, not labels
+    ("The answer is A.", "A"),
+    ("**Answer:** E", "E"),
+    ("I think it might be (A), but on reflection the answer is (C).", "C"),
+    ("<think>Option A looks right. Answer: A</think>Answer: B", "B"),
+    ("<think>unterminated reasoning Answer: A", None),
+    ("C. a green star", "C"),
+    ("a blue square", "B"),
+    ("A blue square.", "B"),
+    ("the answer is a cat", None),  # 'a' is an article, and 'a cat' is not the whole answer
+    ("a cat", "D"),
+    ("", None),
+    (None, None),
+    ("I refuse.", None),
+    ("F", None),  # not a label of this instance
+    ("Answer: F", None),
+    ("ABBA", None),
+])
+def test_parse_answer(text, expected):
+    assert parse_answer(text, LABELS, TEXTS) == expected
+
+
+def test_render_puts_media_first_then_one_text_block():
+    inst = Instance(instance_id="x", item_id="i", protocol="dissonance", benchmark="b", split="s", condition="C000",
+                    segments=[Segment(kind="media", modality="video", path="v.mp4"),
+                              Segment(kind="media", modality="audio", path="a.wav"),
+                              Segment(kind="text", text="Text: hello")],
+                    question="What is shown?", option_labels=LABELS, option_texts=TEXTS, target="A")
+    parts = render_prompt(inst, "zs")
+    assert [p.kind for p in parts] == ["media", "media", "text"]
+    assert [p.modality for p in parts[:2]] == ["video", "audio"]
+    body = parts[2].text
+    assert body.index("Text: hello") < body.index("Question: What is shown?") < body.index("A. a red circle")
+    assert "letter" in body
+    assert "Answer: <letter>" in render_prompt(inst, "cot")[2].text
+    with pytest.raises(KeyError):
+        render_prompt(inst, "fewshot")
