@@ -1,0 +1,147 @@
+"""Protocol ``dissonance`` (OMD-Bench; SPEC.md section 3).
+
+Every item is expanded into the 8 corruption vectors ``C000 .. C111`` (digits: video, audio, text; 1 = replaced by
+the asset of another anchor of the same split). Options are the item's four answers plus the abstention option,
+shuffled per instance and labelled A-E. The target follows the evidence rule: each modality supports the answer of
+the anchor it shows (if that answer is an option); the option with strictly more support than every other wins,
+else the abstention option. A human ``target_override`` wins over the rule.
+
+All randomness (replacement anchors, option order) is keyed on ``(seed, item_id, condition, purpose)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from omnieval.keyed import keyed_rng
+from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment
+
+NAME = "dissonance"
+MODALITIES: tuple[str, ...] = ("video", "audio", "text")
+CONDITIONS: tuple[str, ...] = tuple("C" + "".join(map(str, bits)) for bits in itertools.product((0, 1), repeat=3))
+Item = DissonanceItem
+
+
+def condition_vector(condition: str) -> tuple[int, int, int]:
+    """``'C101'`` -> ``(1, 0, 1)`` (video, audio, text; 1 = corrupted)."""
+    if condition not in CONDITIONS:
+        raise ValueError(f"unknown dissonance condition {condition!r}")
+    return tuple(int(c) for c in condition[1:])  # type: ignore[return-value]
+
+
+def level(condition: str) -> int:
+    """Corruption level k = number of replaced modalities."""
+    return sum(condition_vector(condition))
+
+
+def instance_id(item_id: str, condition: str, seed: int) -> str:
+    return f"{item_id}|{condition}|s{seed}"
+
+
+def validate(item: DissonanceItem, library: Mapping[str, Anchor], *, file: str | Path | None = None) -> None:
+    """Cross-field checks a pydantic model cannot do alone; errors name the file, item and field."""
+    where = {"file": file, "item": item.item_id}
+    if item.anchor not in library:
+        raise InputError(f"anchor {item.anchor!r} is not in the anchor library of split {item.split!r}",
+                         field="anchor", **where)
+    others = [a for a in library if a != item.anchor]
+    if not others:
+        raise InputError(f"split {item.split!r} has a single anchor: nothing to replace a modality with",
+                         field="anchor", **where)
+    if item.anchor not in item.answer_key:
+        raise InputError(f"answer_key has no answer for the item's own anchor {item.anchor!r}",
+                         field="answer_key", **where)
+    own = item.answer_key[item.anchor]
+    if own not in item.options:
+        raise InputError(f"the answer of the item's anchor ({own!r}) is not among the options",
+                         field="options", **where)
+    if item.abstain_text in item.options:
+        raise InputError("the abstention text is also one of the answer options", field="abstain_text", **where)
+    if item.target_override:
+        allowed = set(item.options) | {item.abstain_text}
+        for cond, text in item.target_override.items():
+            if cond not in CONDITIONS:
+                raise InputError(f"unknown condition {cond!r}", field=f"target_override.{cond}", **where)
+            if text not in allowed:
+                raise InputError(f"override {text!r} is neither an option nor the abstention text",
+                                 field=f"target_override.{cond}", **where)
+
+
+def evidence_target(evidence: Mapping[str, str | None], abstain_label: str) -> str:
+    """The evidence rule: the label with strictly more support than every other, else the abstention label."""
+    support: dict[str, int] = {}
+    for label in evidence.values():
+        if label is not None:
+            support[label] = support.get(label, 0) + 1
+    if not support:
+        return abstain_label
+    ranked = sorted(support.values(), reverse=True)
+    if len(ranked) > 1 and ranked[0] == ranked[1]:
+        return abstain_label
+    return max(support, key=support.__getitem__)
+
+
+def expand(item: DissonanceItem, library: Mapping[str, Anchor], seed: int) -> list[Instance]:
+    """The 8 instances of one item. ``library`` is the anchor library of the item's split."""
+    others = sorted(a for a in library if a != item.anchor)
+    instances = []
+    for condition in CONDITIONS:
+        vector = condition_vector(condition)
+        shown: dict[str, str] = {}
+        for modality, corrupted in zip(MODALITIES, vector, strict=True):
+            if corrupted:
+                rng = keyed_rng(seed, item.item_id, condition, "replace", modality)
+                shown[modality] = others[int(rng.integers(len(others)))]
+            else:
+                shown[modality] = item.anchor
+        texts = [*item.options, item.abstain_text]
+        order = keyed_rng(seed, item.item_id, condition, "options").permutation(len(texts))
+        option_texts = [texts[i] for i in order]
+        labels = list(LABELS[: len(option_texts)])
+        label_of = dict(zip(option_texts, labels, strict=True))
+        abstain_label = label_of[item.abstain_text]
+        evidence = {m: label_of.get(item.answer_key.get(shown[m], ""), None) for m in MODALITIES}
+        if item.target_override and condition in item.target_override:
+            target = label_of[item.target_override[condition]]
+        else:
+            target = evidence_target(evidence, abstain_label)
+        video = item.media.video if shown["video"] == item.anchor else library[shown["video"]].media.video
+        audio = item.media.audio if shown["audio"] == item.anchor else library[shown["audio"]].media.audio
+        passage = item.media.text if shown["text"] == item.anchor else library[shown["text"]].media.text
+        instances.append(Instance(
+            instance_id=instance_id(item.item_id, condition, seed),
+            item_id=item.item_id, protocol=NAME, benchmark=item.benchmark, split=item.split,
+            condition=condition, question=item.question,
+            segments=[Segment(kind="media", modality="video", path=video),
+                      Segment(kind="media", modality="audio", path=audio),
+                      Segment(kind="text", text=f"Text: {passage}")],
+            option_labels=labels, option_texts=option_texts, target=target, abstain_label=abstain_label,
+            k=sum(vector), anchor=item.anchor, task=item.task, category=item.category, evidence=evidence,
+        ))
+    return instances
+
+
+def build_library(anchors: Iterable[Anchor]) -> dict[str, dict[str, Anchor]]:
+    """split -> anchor name -> Anchor."""
+    out: dict[str, dict[str, Anchor]] = {}
+    for a in anchors:
+        out.setdefault(a.split, {})[a.anchor] = a
+    return out
+
+
+def expand_all(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], seed: int, *,
+               file: str | Path | None = None) -> list[Instance]:
+    """Validate every item against its split's library (fail loud, before any model work), then expand."""
+    libraries = build_library(anchors)
+    out: list[Instance] = []
+    for item in items:
+        library = libraries.get(item.split, {})
+        validate(item, library, file=file)
+    for item in items:
+        out.extend(expand(item, libraries[item.split], seed))
+    return out
+
+
+# === metrics (cell means -> metric values) ===
