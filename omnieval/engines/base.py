@@ -66,7 +66,7 @@ class Engine(ABC):
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         """Score a batch. Must return exactly ``len(requests)`` results in the same order."""
 
-    def close(self) -> None:  # optional hook
+    def close(self) -> None:  # noqa: B027 (an optional hook with a default, not an abstract method)
         """Release resources (GPU memory, subprocesses)."""
 
 

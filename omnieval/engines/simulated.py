@@ -11,6 +11,7 @@ the protocol that built the instance) and behaves like a model that perceives ea
 4. Logits: ``margin`` on the decided option plus Gaussian ``noise`` on every option, divided by ``temperature``;
    ``option_logprobs`` = log-softmax over the options, choice = argmax, confidence = restricted-softmax max (rs).
 5. ``invalid_rate``: that share of answers is unparseable (choice null), to exercise the invalid path.
+6. ``delay_ms``: sleep that long per request, to emulate a model's latency in pipeline tests and benchmarks.
 
 So a text-only model (``reliance={"text": 0.9}``) is right ~0.9 + 0.1/4 of the time where text is clean and near
 chance where the text shows another anchor whose answer is not an option. Every draw is keyed on
@@ -19,6 +20,7 @@ chance where the text shows another anchor whose answer is not an option. Every 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,7 +33,7 @@ from omnieval.keyed import keyed_rng
 class SimulatedEngine(Engine):
     def __init__(self, model: str, *, reliance: dict[str, float] | None = None, abstain_on_conflict: float = 0.5,
                  abstain_on_unsupported: float = 0.2, margin: float = 4.0, noise: float = 1.0,
-                 temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0):
+                 temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0, delay_ms: float = 0.0):
         super().__init__(model)
         self.reliance = dict(reliance or {"video": 0.8, "audio": 0.6, "text": 0.9})
         for name, value in [*self.reliance.items(), ("abstain_on_conflict", abstain_on_conflict),
@@ -43,7 +45,7 @@ class SimulatedEngine(Engine):
         self.abstain_on_conflict = abstain_on_conflict
         self.abstain_on_unsupported = abstain_on_unsupported
         self.margin, self.noise, self.temperature = margin, noise, temperature
-        self.invalid_rate, self.seed = invalid_rate, seed
+        self.invalid_rate, self.seed, self.delay_ms = invalid_rate, seed, delay_ms
 
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance
@@ -82,6 +84,8 @@ class SimulatedEngine(Engine):
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         out = []
+        if self.delay_ms:
+            time.sleep(self.delay_ms * len(requests) / 1000)
         for request in requests:
             try:
                 out.append(self._score_one(request))

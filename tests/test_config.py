@@ -1,0 +1,64 @@
+"""Run configs: valid ones load, invalid ones fail before any work with an error naming file and field."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnieval.cli import main
+from omnieval.config import load_run_config
+from omnieval.schema import InputError
+
+VALID = """
+name: t
+benchmark: bench
+output: out
+prompts: [zs, cot]
+models:
+  - name: sim
+    engine: simulated
+    options: {reliance: {text: 0.9}}
+"""
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_valid_config_resolves_paths_relative_to_the_file(tmp_path):
+    config = load_run_config(_write(tmp_path, VALID))
+    assert config.benchmark == str(tmp_path / "bench")
+    assert config.output == str(tmp_path / "out")
+    assert config.prompts == ["zs", "cot"] and config.models[0].replicas == 1
+
+
+@pytest.mark.parametrize("text, field, words", [
+    (VALID.replace("engine: simulated", "engine: gpt-omni-9000"), "models[0].engine", "unknown engine"),
+    (VALID.replace("prompts: [zs, cot]", "prompts: [zs, fewshot]"), "prompts", "unknown prompt style"),
+    (VALID + "    replicas: -2\n", "models[0].replicas", "greater than or equal"),
+    (VALID.replace("benchmark: bench\n", ""), "benchmark", "required"),
+    (VALID + "colour: blue\n", "colour", "Extra inputs"),
+    (VALID + "  - name: sim\n    engine: simulated\n", None, "unique"),
+])
+def test_invalid_config_names_file_and_field(tmp_path, text, field, words):
+    path = _write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_run_config(path)
+    msg = str(err.value)
+    assert str(path) in msg and words in msg
+    if field:
+        assert f"field '{field}'" in msg
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    path = _write(tmp_path, "name: t\nmodels: [unclosed\n")
+    with pytest.raises(InputError, match=r"invalid YAML at line \d+"):
+        load_run_config(path)
+
+
+def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
+    path = _write(tmp_path, VALID.replace("engine: simulated", "engine: nope"))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown engine 'nope'" in err and str(path) in err and "Traceback" not in err
