@@ -195,15 +195,19 @@ def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
     max(8, cores): engine replicas, the media stage and decode tasks each hold a CPU slot, and on a 2-core machine
     the slots, not the cores, would otherwise deadlock the pipeline."""
-    import ray
+    import logging
 
+    import ray
+    import ray.data
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # after import: ray.data configures its loggers
     if ray.is_initialized():
         return
     if address:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         ray.init(num_cpus=config.ray.num_cpus or max(8, os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False)
+                 log_to_driver=False, logging_level=logging.WARNING)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.verbose_stats_logs = False
