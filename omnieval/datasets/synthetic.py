@@ -1,0 +1,136 @@
+"""The built-in synthetic dissonance benchmark: real media files, made here, deterministic from a seed.
+
+Each anchor is a fictional creature whose identity every modality carries: the video shows its colour, size, speed
+and stripes; the audio its call (tone frequency and number of beeps); the text passage names it and states its
+facts. A question bank asks for facts (home world, food, ...); each question's answer key gives every entity its own
+answer, so an anchor's answer is evidence for that anchor.
+
+Options are the anchor's answer plus three distractors drawn mostly from answers of *outside* entities (not anchors
+of the benchmark); with probability ``p_bench_distractor`` one distractor is the answer of another benchmark anchor.
+So a replaced modality usually supports no option, and the evidence-rule targets resemble the paper's human labels:
+abstention rare at k=2, nearly always at k=3 (SPEC section 3).
+
+Default size is small for CI (4 anchors x 2 questions x 2 splits = 16 items, 128 instances); paper scale is
+``n_anchors=27, n_questions=10`` (with ``question_jitter`` giving ~9.4 questions per anchor on average).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from omnieval.keyed import keyed_rng
+from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia
+
+COLOURS = ["red", "blue", "green", "yellow", "magenta", "cyan", "orange", "purple", "white", "brown", "pink",
+           "gray", "lime", "navy", "olive", "teal", "maroon", "gold", "salmon", "violet", "turquoise", "khaki",
+           "coral", "indigo", "orchid", "tan", "plum", "crimson", "silver", "chocolate"]
+QUESTIONS = [
+    ("home", "Which world does this creature come from?", "world"),
+    ("food", "What does this creature eat?", "food"),
+    ("friend", "Who is this creature's best friend?", "friend"),
+    ("tool", "Which tool does this creature carry?", "tool"),
+    ("song", "What is the name of this creature's favourite song?", "song"),
+    ("ship", "Which ship does this creature travel on?", "ship"),
+    ("game", "Which game does this creature play?", "game"),
+    ("city", "In which city was this creature born?", "city"),
+    ("gem", "Which gem does this creature guard?", "gem"),
+    ("river", "Beside which river does this creature sleep?", "river"),
+    ("star", "Which star does this creature follow?", "star"),
+    ("book", "Which book does this creature read?", "book"),
+]
+_SYLLABLES = ["ka", "zor", "bli", "mu", "tra", "vel", "qui", "nop", "dar", "fen", "lo", "gri", "sha", "pim", "ru",
+              "tek", "wa", "xin", "yol", "bex", "cor", "dil", "eph", "gus"]
+
+
+def _word(rng, used: set[str], parts: int = 3) -> str:
+    while True:
+        word = "".join(_SYLLABLES[int(i)] for i in rng.integers(len(_SYLLABLES), size=parts)).capitalize()
+        if word not in used:
+            used.add(word)
+            return word
+
+
+def _entities(seed: int, split: str, n: int, used: set[str]) -> list[str]:
+    rng = keyed_rng(seed, split, "entity-names")
+    return [_word(rng, used) for _ in range(n)]
+
+
+def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: int = 4, n_questions: int = 2,
+                              splits: tuple[str, ...] = ("real", "synthetic"), n_outside: int = 12,
+                              p_bench_distractor: float = 1 / 3, question_jitter: bool = False) -> Path:
+    """Write the benchmark folder (``benchmark.json``, ``anchors.jsonl``, ``items.jsonl``, ``media/``) and return
+    its path. Written into a temporary folder first and moved into place, so a half-written benchmark never exists.
+    """
+    if n_anchors < 2:
+        raise ValueError("a dissonance benchmark needs at least 2 anchors per split")
+    if not 1 <= n_questions <= len(QUESTIONS):
+        raise ValueError(f"n_questions must be in 1..{len(QUESTIONS)}")
+    if n_anchors > len(COLOURS):
+        raise ValueError(f"at most {len(COLOURS)} anchors per split")
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
+    try:
+        anchors, items = [], []
+        used: set[str] = set()
+        for split in splits:
+            names = _entities(seed, split, n_anchors, used)
+            outside = _entities(seed, split + "/outside", n_outside, used)
+            answers = {qid: {e: _word(keyed_rng(seed, split, qid, e, "answer"), used) for e in names + outside}
+                       for qid, _, _ in QUESTIONS}
+            for i, name in enumerate(names):
+                media = _write_anchor_media(tmp, split, i, name, answers)
+                anchors.append(Anchor(anchor=name, split=split, media=media))
+            for name in names:
+                rng = keyed_rng(seed, split, name, "questions")
+                count = n_questions
+                if question_jitter:
+                    count = int(min(len(QUESTIONS), max(1, n_questions + rng.integers(-2, 2))))
+                for qid, question, _ in [QUESTIONS[j] for j in sorted(rng.permutation(len(QUESTIONS))[:count])]:
+                    items.append(_item(seed, split, name, qid, question, names, outside, answers[qid], anchors,
+                                       p_bench_distractor))
+        (tmp / "anchors.jsonl").write_text("".join(a.model_dump_json() + "\n" for a in anchors))
+        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
+        meta = {"name": "omnieval-synthetic", "protocol": "dissonance", "seed": seed, "splits": list(splits),
+                "n_anchors": n_anchors, "n_questions": n_questions, "generator": "omnieval.datasets.synthetic"}
+        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
+
+
+def _write_anchor_media(root: Path, split: str, index: int, name: str, answers: dict) -> DissonanceMedia:
+    from omnieval.media.synth import beep_audio, moving_box_video
+
+    rel = Path("media") / split / name
+    colour = COLOURS[index]
+    box, speed, stripes = 40 + 10 * (index % 4), 30 + 25 * (index % 5), index % 3
+    frequency, beeps = 300 + 90 * index, 1 + index % 4
+    moving_box_video(root / rel / "video.mp4", colour=colour, box=box, speed=speed, stripes=stripes)
+    beep_audio(root / rel / "audio.wav", frequency=frequency, beeps=beeps)
+    facts = "; ".join(f"its {label} is {answers[qid][name]}" for qid, _, label in QUESTIONS)
+    text = (f"This is {name}, a {colour} creature {box} pixels wide with {stripes} white stripes that drifts at "
+            f"{speed} pixels per second and calls with {beeps} beeps at {frequency} Hz. About {name}: {facts}.")
+    return DissonanceMedia(video=str(rel / "video.mp4"), audio=str(rel / "audio.wav"), text=text)
+
+
+def _item(seed, split, name, qid, question, names, outside, answers, anchors, p_bench) -> DissonanceItem:
+    rng = keyed_rng(seed, split, name, qid, "options")
+    others = [n for n in names if n != name]
+    chosen_outside = [outside[int(i)] for i in rng.permutation(len(outside))[:3]]
+    distractors = list(chosen_outside)
+    if rng.random() < p_bench:
+        distractors[0] = others[int(rng.integers(len(others)))]
+    key_entities = [name, *others, *distractors]
+    media = next(a.media for a in anchors if a.anchor == name and a.split == split)
+    return DissonanceItem(
+        item_id=f"{split}-{name.lower()}-{qid}", benchmark="omnieval-synthetic", split=split, question=question,
+        anchor=name, media=media, answer_key={e: answers[e] for e in dict.fromkeys(key_entities)},
+        options=[answers[name], *(answers[d] for d in distractors)], task=qid, category="synthetic")

@@ -1,0 +1,151 @@
+"""The Ray Data pipeline end to end on the synthetic benchmark with real media files (local Ray)."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from omnieval.config import parse_run_config
+from omnieval.pipeline import run_evaluation
+from omnieval.protocols import dissonance
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
+
+
+def _config(bench, out, models, **kw):
+    data = {"benchmark": str(bench), "output": str(out), "models": models, "prompts": kw.pop("prompts", ["zs"]),
+            "decode": {"num_frames": 4, "max_side": 96, **kw.pop("decode", {})}, **kw}
+    return parse_run_config(data)
+
+
+SIM = {"name": "sim", "engine": "simulated", "options": {"seed": 1}}
+
+
+def _table(path) -> pa.Table:
+    return pq.read_table(path)
+
+
+def test_end_to_end_counts_columns_and_decode_once(ray_session, bench, tmp_path):
+    models = [SIM, {"name": "sim-text", "engine": "simulated", "options": {"reliance": {"text": 0.9}}}]
+    result = run_evaluation(_config(bench, tmp_path / "run", models, prompts=["zs", "cot"]), progress=False)
+    table = _table(result.predictions_path)
+    n_items = sum(1 for _ in open(Path(bench) / "items.jsonl"))
+    assert result.n_instances == n_items * 8
+    assert table.num_rows == n_items * 8 * 2 * 2 == result.n_rows
+    df = pl.from_arrow(table)
+    assert df.select(pl.struct("model", "prompt", "instance_id").n_unique()).item() == table.num_rows
+    assert set(df["condition"].unique()) == set(dissonance.CONDITIONS)
+    assert df["error"].null_count() == table.num_rows and (df["engine"] == "simulated").all()
+    assert df["choice"].is_in(["A", "B", "C", "D", "E"]).all()
+    # every distinct media file decoded exactly once, although each is used by many instances and two models
+    assert result.decode_counts and set(result.decode_counts.values()) == {1}
+    from omnieval.pipeline import make_plan
+
+    plan = make_plan(_config(bench, tmp_path / "unused", models))
+    assert len(result.decode_counts) == len({s.key for s in plan.media_specs.values()})
+    record = __import__("json").loads((tmp_path / "run" / "run.json").read_text())
+    assert record["counts"]["predictions"] == table.num_rows and record["versions"]["ray"]
+
+
+def _canonical(path) -> bytes:
+    """The predictions table without the one column that measures time, serialised to bytes."""
+    table = _table(path).drop_columns(["latency_s"])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_same_predictions_for_any_replicas_and_batch_size(ray_session, bench, tmp_path):
+    outs = []
+    for replicas, batch in [(1, 4), (2, 4), (2, 32)]:
+        model = SIM | {"replicas": replicas, "batch_size": batch}
+        result = run_evaluation(_config(bench, tmp_path / f"r{replicas}b{batch}", [model],
+                                        decode={"batch_size": 7}), progress=False)
+        outs.append(_canonical(result.predictions_path))
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_known_answer_text_only_model(ray_session, bench, tmp_path):
+    """A text-only simulated model: near its set accuracy where text is clean (k<=1), near chance where the text
+    is replaced at k=1 (it then sees no support for any option and guesses among the four answers)."""
+    model = {"name": "text-only", "engine": "simulated",
+             "options": {"reliance": {"text": 0.9}, "abstain_on_unsupported": 0.0, "margin": 12.0, "noise": 0.5}}
+    result = run_evaluation(_config(bench, tmp_path / "run", [model], prompts=["zs", "cot"]), progress=False)
+    df = pl.from_arrow(_table(result.predictions_path)).with_columns(ok=pl.col("choice") == pl.col("target"))
+    acc = dict(df.group_by("condition").agg(pl.col("ok").mean()).iter_rows())
+    n = df.filter(pl.col("condition") == "C000").height
+    expected = 0.9 + 0.1 * 0.25
+    for cond in ("C000", "C100", "C010"):
+        assert abs(acc[cond] - expected) < 4 * math.sqrt(expected * (1 - expected) / n) + 0.02, (cond, acc)
+    # corrupted text at k=1: chance among the answers, unless the replacement anchor's answer is an option
+    assert acc["C001"] < 0.45, acc
+
+
+def test_runtime_decode_failure_marks_only_its_instances(ray_session, bench, tmp_path):
+    broken = tmp_path / "bench"
+    shutil.copytree(bench, broken)
+    victim = sorted((broken / "media").rglob("*.mp4"))[0]
+    victim.write_bytes(victim.read_bytes()[:300])  # header survives, the stream does not
+    rel = str(victim.relative_to(broken))
+    result = run_evaluation(_config(broken, tmp_path / "run", [SIM], decode={"media_check": "exists"}),
+                            progress=False)
+    df = pl.from_arrow(_table(result.predictions_path))
+    from omnieval.pipeline import make_plan
+
+    plan = make_plan(_config(broken, tmp_path / "unused", [SIM], decode={"media_check": "exists"}))
+    uses = {i.instance_id for i in plan.instances if any(s.path == rel for s in i.segments)}
+    errored = set(df.filter(pl.col("error").is_not_null())["instance_id"])
+    assert uses and errored == uses
+    assert df.filter(pl.col("error").is_not_null())["choice"].null_count() == len(uses)
+    assert rel.split("/")[-1] in df.filter(pl.col("error").is_not_null())["error"][0]
+    assert df.height == result.n_instances
+
+
+def test_interrupted_run_resumes_with_every_instance_exactly_once(bench, tmp_path):
+    """Kill the whole process group (driver and its local Ray) half way, rerun, count instance ids."""
+    config = {"benchmark": str(bench), "output": str(tmp_path / "run"), "prompts": ["zs"],
+              "models": [{"name": "slow", "engine": "simulated", "batch_size": 4,
+                          "options": {"delay_ms": 40, "seed": 2}}],
+              "decode": {"num_frames": 4, "max_side": 96}, "ray": {"num_cpus": 4}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "omnieval.cli", "run", str(path)]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts = tmp_path / "run" / "parts" / "slow"
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(parts.glob("part-*.parquet")):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = pa.concat_tables([pq.read_table(p) for p in parts.glob("part-*.parquet")])
+    total = sum(1 for _ in open(Path(bench) / "items.jsonl")) * 8
+    assert 0 < first.num_rows < total, "the run must have been interrupted half way"
+    assert not (tmp_path / "run" / "predictions.parquet").exists()
+
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resumed (skipped): {first.num_rows}" in done.stdout
+    final = pl.from_arrow(_table(tmp_path / "run" / "predictions.parquet"))
+    assert final.height == total and final["instance_id"].n_unique() == total
+    every_part = pa.concat_tables([pq.read_table(p) for p in parts.glob("part-*.parquet")])
+    assert every_part.num_rows == total  # nothing scored twice
