@@ -44,12 +44,13 @@ def bench_pipeline(anchors: int = 8, questions: int = 4, workdir: str | None = N
     if not (bench_dir / "items.jsonl").exists():
         make_dissonance_benchmark(bench_dir, seed=0, n_anchors=anchors, n_questions=questions)
     model = {"name": "sim", "engine": "simulated", "batch_size": 64, "options": {"seed": 0}}
-    config = parse_run_config({"benchmark": str(bench_dir), "output": str(tmp / "run"), "models": [model],
+    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=tmp))  # fresh outputs: nothing to resume
+    config = parse_run_config({"benchmark": str(bench_dir), "output": str(runs / "measured"), "models": [model],
                                "prompts": ["zs"], "decode": {"num_frames": 8, "max_side": 320}})
     ensure_ray(config)
 
     # warm-up run (actor start-up, imports), then the measured run into a fresh output folder
-    run_evaluation(config.model_copy(update={"output": str(tmp / "warmup")}), progress=False)
+    run_evaluation(config.model_copy(update={"output": str(runs / "warmup")}), progress=False)
     start = time.perf_counter()
     result = run_evaluation(config, progress=False)
     e2e_s = time.perf_counter() - start

@@ -4,8 +4,9 @@ The plan (what to evaluate) is made on the driver, before any model work, and fa
 load + validate the benchmark -> ``protocol.expand`` into instances -> pre-flight check of every distinct media file
 -> anti-join with what already finished (resume). Then, per model, the rows (instance x prompt style) stream through
 
-    media stage (resolves each distinct media through the run's ``MediaCache``: decoded once, shared by all)
-      -> engine stage (an actor pool: ``replicas`` actors, each ``num_gpus``/``num_cpus``, batches of ``batch_size``)
+    media stage (makes sure each distinct media file is decoded, once, through the run's ``MediaCache``)
+      -> engine stage (an actor pool: ``replicas`` actors, each ``num_gpus``/``num_cpus``, batches of ``batch_size``;
+         decoded arrays are read by key from the object store, never copied into the stream's rows)
       -> driver: prediction rows flushed as atomic Parquet parts (the resume log), progress bar
 
 and finally all parts are consolidated into ``predictions.parquet`` sorted by (model, prompt, instance_id).
@@ -19,6 +20,7 @@ import platform
 import sys
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,16 +102,9 @@ def _decode_params(config: RunConfig, modality: str) -> tuple[tuple[str, object]
 # Stages
 # ---------------------------------------------------------------------------------------------------------------
 
-@dataclass
-class MediaBundle:
-    """The decoded media of one row, keyed by segment path. A class rather than a dict so that Ray Data stores the
-    column as pickled Python objects instead of inferring an Arrow struct from the keys."""
-
-    media: dict
-
-
 class MediaStage:
-    """Attach decoded media to each row. Cheap: the decoding happens in the cache's decode tasks, once per file."""
+    """Make sure every media file of the batch is decoded (launching each distinct decode once, through the run's
+    cache) and record failures per row. Rows carry media *keys* on; the arrays stay in the object store."""
 
     def __init__(self, cache_name: str, namespace: str, specs: dict):
         import ray
@@ -120,32 +115,45 @@ class MediaStage:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import ray
 
-        from omnieval.media.cache import MediaFailure
-
         per_row = [json.loads(p) for p in batch["media_paths"]]
         distinct = sorted({p for paths in per_row for p in paths})
-        wrapped = ray.get(self.cache.lookup.remote([self.specs[p] for p in distinct])) if distinct else []
-        decoded = dict(zip(distinct, ray.get([w[0] for w in wrapped]), strict=True))
-        media_col, error_col = [], []
-        for paths in per_row:
-            failures = [f"{decoded[p].message}" for p in paths if isinstance(decoded[p], MediaFailure)]
-            media_col.append({p: decoded[p] for p in paths} if not failures else {})
-            error_col.append("media decode failed: " + "; ".join(failures) if failures else "")
-        batch["media"] = np.empty(len(per_row), dtype=object)
-        for i, media in enumerate(media_col):
-            batch["media"][i] = MediaBundle(media)
-        batch["decode_error"] = np.array(error_col, dtype=object)
+        refs = ray.get(self.cache.lookup.remote([self.specs[p] for p in distinct])) if distinct else []
+        status = dict(zip(distinct, ray.get([r[0] for r in refs]), strict=True))
+        errors = ["; ".join(status[p] for p in paths if status[p]) for paths in per_row]
+        batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
         return batch
 
 
 class EngineStage:
-    """One engine replica. Rows whose media failed to decode become errored predictions without a model call."""
+    """One engine replica. Fetches decoded media by key (zero-copy from the object store, kept in a small
+    per-actor LRU); rows whose media failed to decode become errored predictions without a model call."""
 
-    def __init__(self, model: dict):
+    MEDIA_LRU = 512
+
+    def __init__(self, model: dict, cache_name: str, namespace: str, specs: dict):
+        import ray
+
         from omnieval.engines.base import create_engine
 
         self.model = ModelConfig.model_validate(model)
         self.engine = create_engine(self.model.engine, model=self.model.name, **self.model.options)
+        self.cache = ray.get_actor(cache_name, namespace=namespace)
+        self.specs = specs
+        self.local: OrderedDict[str, object] = OrderedDict()
+
+    def _media(self, paths: set[str]) -> dict[str, object]:
+        import ray
+
+        missing = sorted(p for p in paths if p not in self.local)
+        if missing:
+            refs = ray.get(self.cache.lookup.remote([self.specs[p] for p in missing]))
+            for path, payload in zip(missing, ray.get([r[1] for r in refs]), strict=True):
+                self.local[path] = payload
+        for p in paths:
+            self.local.move_to_end(p)
+        while len(self.local) > max(self.MEDIA_LRU, len(paths)):
+            self.local.popitem(last=False)
+        return {p: self.local[p] for p in paths}
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
         from omnieval.engines.base import EngineRequest, EngineResult
@@ -159,7 +167,10 @@ class EngineStage:
                                             for i in range(len(instances)) if errors[i]}
         start = time.perf_counter()
         if todo:
-            requests = [EngineRequest(instances[i], batch["media"][i].media, prompts[i]) for i in todo]
+            paths = [[s.path for s in instances[i].segments if s.kind == "media"] for i in todo]
+            media = self._media({p for ps in paths for p in ps})
+            requests = [EngineRequest(instances[i], {p: media[p] for p in ps}, prompts[i])
+                        for i, ps in zip(todo, paths, strict=True)]
             try:
                 scored = self.engine.score(requests)
                 if len(scored) != len(requests):
@@ -268,7 +279,8 @@ def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConf
     engine_kwargs = {"num_cpus": model.num_cpus}
     if model.num_gpus:
         engine_kwargs["num_gpus"] = model.num_gpus
-    ds = ds.map_batches(EngineStage, fn_constructor_kwargs={"model": model.model_dump()},
+    ds = ds.map_batches(EngineStage, fn_constructor_kwargs={"model": model.model_dump(), "cache_name": cache_name,
+                                                             "namespace": namespace, "specs": plan.media_specs},
                         compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size,
                         **engine_kwargs)
     buffer: list[pa.Table] = []
