@@ -76,13 +76,13 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     try:
         anchors, items = [], []
         used: set[str] = set()
-        for split in splits:
+        for split_index, split in enumerate(splits):
             names = _entities(seed, split, n_anchors, used)
             outside = _entities(seed, split + "/outside", n_outside, used)
             answers = {qid: {e: _word(keyed_rng(seed, split, qid, e, "answer"), used) for e in names + outside}
                        for qid, _, _ in QUESTIONS}
             for i, name in enumerate(names):
-                media = _write_anchor_media(tmp, split, i, name, answers)
+                media = _write_anchor_media(tmp, split, split_index, i, name, answers)
                 anchors.append(Anchor(anchor=name, split=split, media=media))
             for name in names:
                 rng = keyed_rng(seed, split, name, "questions")
@@ -106,14 +106,19 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     return out
 
 
-def _write_anchor_media(root: Path, split: str, index: int, name: str, answers: dict) -> DissonanceMedia:
+def _write_anchor_media(root: Path, split: str, split_index: int, index: int, name: str,
+                        answers: dict) -> DissonanceMedia:
+    """Anchors differ within a split (colour, size, speed, stripes; pitch, beeps) and splits differ from each
+    other (background, colour and pitch offsets), so no two media files of a benchmark have the same bytes."""
     from omnieval.media.synth import beep_audio, moving_box_video
 
     rel = Path("media") / split / name
-    colour = COLOURS[index]
+    colour = COLOURS[(index + 11 * split_index) % len(COLOURS)]
+    background = ["black", "0x202040", "0x204020", "0x402020"][split_index % 4]
     box, speed, stripes = 40 + 10 * (index % 4), 30 + 25 * (index % 5), index % 3
-    frequency, beeps = 300 + 90 * index, 1 + index % 4
-    moving_box_video(root / rel / "video.mp4", colour=colour, box=box, speed=speed, stripes=stripes)
+    frequency, beeps = 300 + 90 * index + 45 * split_index, 1 + index % 4
+    moving_box_video(root / rel / "video.mp4", colour=colour, background=background, box=box, speed=speed,
+                     stripes=stripes)
     beep_audio(root / rel / "audio.wav", frequency=frequency, beeps=beeps)
     facts = "; ".join(f"its {label} is {answers[qid][name]}" for qid, _, label in QUESTIONS)
     text = (f"This is {name}, a {colour} creature {box} pixels wide with {stripes} white stripes that drifts at "

@@ -1,0 +1,23 @@
+"""The demo and `omnieval run` through the command line, end to end on a local Ray."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from omnieval.cli import main
+from omnieval.protocols import dissonance
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_without_hf_runs_end_to_end_and_resumes(ray_session, tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--no-hf"]) == 0
+    out = capsys.readouterr().out
+    table = pq.read_table(tmp_path / "demo" / "run" / "predictions.parquet")
+    assert table.num_rows == 2 * 128
+    assert all(c in out for c in dissonance.CONDITIONS) and "sim-text-only" in out
+    assert str(tmp_path / "demo" / "run" / "predictions.parquet") in out
+    # a second run finds everything done and scores nothing
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--no-hf"]) == 0
+    assert "rows scored now: 0  resumed (skipped): 256" in capsys.readouterr().out
