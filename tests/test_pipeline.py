@@ -152,3 +152,29 @@ def test_interrupted_run_resumes_with_every_instance_exactly_once(bench, tmp_pat
     assert final.height == total and final["instance_id"].n_unique() == total
     every_part = pa.concat_tables([pq.read_table(p) for p in parts.glob("part-*.parquet")])
     assert every_part.num_rows == total  # nothing scored twice
+
+
+def test_tiny_transformers_omni_model_through_the_pipeline(ray_session, bench, tmp_path):
+    """The real transformers path inside Ray actors on decoded video and audio: valid choices, confidences from the
+    restricted softmax of the option logprobs, and the same table again with two replicas."""
+    import numpy as np
+    from scipy.special import softmax
+
+    from omnieval.tiny_models import build_tiny_model
+
+    path = build_tiny_model("qwen2.5-omni", tmp_path / "tiny-omni", seed=0)
+    tables = []
+    for replicas in (1, 2):
+        model = {"name": "tiny-omni", "engine": "hf", "replicas": replicas, "batch_size": 4,
+                 "options": {"path": str(path)}}
+        result = run_evaluation(_config(bench, tmp_path / f"run{replicas}", [model], limit_items=2),
+                                progress=False)
+        tables.append(_canonical(result.predictions_path))
+    df = pl.from_arrow(_table(result.predictions_path))
+    assert df.height == 16 and df["error"].null_count() == 16 and (df["engine"] == "hf").all()
+    for row in df.iter_rows(named=True):
+        probs = softmax(np.array(row["option_logprobs"]))
+        assert row["choice"] == "ABCDE"[int(np.argmax(probs))]
+        assert row["confidence"] == pytest.approx(probs.max(), rel=1e-9)
+    assert df["choice"].n_unique() > 1  # the media and texts differ, so do the answers
+    assert tables[0] == tables[1]

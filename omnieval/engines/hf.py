@@ -1,0 +1,251 @@
+"""The transformers engine: option-label logits from one forward pass -> choice and rs confidence (SPEC section 7).
+
+Options (the run config's ``options``): ``path`` (model folder, required), ``dtype`` (``float32``), ``device``
+(``cpu``; ``cuda`` where configured), ``max_new_tokens`` for ``cot`` (64), ``batch_size`` (8: zero-shot requests are
+padded on the left and scored together).
+
+Two families, detected from the folder's ``config.json``:
+
+* **omni** (``model_type: qwen2_5_omni``; also a thinker-only ``qwen2_5_omni_thinker`` save): the Qwen2.5-Omni
+  thinker, loaded from the full-model folder (its ``thinker.`` weights; talker and token2wav are never built). The
+  prompt goes through the model's chat template with one placeholder per media part (media first, then the text
+  part); video frames, audio waveforms and images from ``DecodedMedia`` go in with it. The official
+  ``Qwen2_5OmniProcessor`` needs torchvision (not installable next to a CPU torch), so ``omni_inputs.py`` builds
+  the same inputs without it, reading the sizes from the folder's ``processor_config.json``. Other media kinds
+  (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
+* **text** (any other ``AutoModelForCausalLM``): text only. Each media part becomes a one-line note,
+  ``[video omitted: this model takes text only]``, so the model still sees that something was there (a text
+  baseline; it is told, not left to guess, that it cannot see the video).
+
+Zero-shot: next-token logits after the assistant turn opens. ``option_logprobs`` = full-vocabulary log-softmax at
+the option-label tokens (``A``, ``B``, ...); choice = argmax of their restricted softmax, confidence = its max.
+
+Chain-of-thought: greedy generation (deterministic) up to ``max_new_tokens``; ``raw_text`` keeps it. A second pass
+reads the label logits at the answer position: prompt + the generated text up to and including its last
+``Answer:``, or, if it wrote none, prompt + the whole reasoning + ``\\nAnswer:``; the label tokens there are
+`` A``, `` B``, ... (with the space that follows ``Answer:``). Rule: choice = the label parsed from the generated
+text (``parse_answer``) when it parses, else the argmax at the answer position; confidence = the restricted
+softmax of the chosen label at the answer position (so a parsed answer the logits disagree with gets low
+confidence).
+
+A request that cannot be scored (missing or wrong media, a label that is not one token, a failing forward pass)
+gets an ``EngineResult`` with ``error`` set; ``score`` never raises for one request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from omnieval.engines.base import (
+    Engine,
+    EngineRequest,
+    EngineResult,
+    register_engine,
+    restricted_softmax,
+    result_from_option_logprobs,
+)
+from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
+from omnieval.prompts import PromptPart, parse_answer, render_prompt
+
+TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
+UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
+OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@register_engine("hf")
+class HFEngine(Engine):
+    def __init__(self, model: str, *, path: str, dtype: str = "float32", device: str = "cpu",
+                 max_new_tokens: int = 64, batch_size: int = 8):
+        super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
+                         batch_size=batch_size)
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise FileNotFoundError(f"hf engine: no config.json in the model folder {self.path}")
+        if dtype not in DTYPES:
+            raise ValueError(f"hf engine: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if max_new_tokens < 1 or batch_size < 1:
+            raise ValueError("hf engine: max_new_tokens and batch_size must be >= 1")
+        self.device, self.dtype = torch.device(device), DTYPES[dtype]
+        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+        with _quiet_default_talker_config():
+            self._load()
+
+    def _load(self) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.omni = json.loads((self.path / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
+        if self.omni:
+            from transformers import Qwen2_5OmniThinkerForConditionalGeneration
+
+            # from_pretrained takes the thinker sub-config and strips the checkpoint's "thinker." prefix.
+            net = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(self.path, dtype=self.dtype)
+            self.pre = OmniPreprocessor.from_folder(self.path, self.tokenizer)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            net = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+            self.pre = None
+        self.net = net.to(self.device).eval()
+
+    # -- prompts ----------------------------------------------------------------------------------------------
+    def prompt_text(self, parts: Sequence[PromptPart]) -> str:
+        """The chat-formatted prompt: media parts as placeholders (omni) or as text notes (text-only models)."""
+        content = []
+        for part in parts:
+            if part.kind == "text":
+                content.append({"type": "text", "text": part.text or ""})
+            elif self.omni and part.modality in OMNI_MODALITIES:
+                content.append({"type": part.modality})
+            else:
+                note = TEXT_ONLY_NOTE if not self.omni else UNSUPPORTED_NOTE
+                content.append({"type": "text", "text": note.format(modality=part.modality) + "\n"})
+        if not self.tokenizer.chat_template:
+            return "".join(c.get("text", "") for c in content) + "\n"
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def encode(self, request: EngineRequest, parts: Sequence[PromptPart], text: str) -> Encoded:
+        if not self.omni:
+            return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
+        media = []
+        for part in parts:
+            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
+                continue
+            item = request.media[part.path]
+            if item.modality != part.modality:
+                raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
+            media.append(item)
+        return self.pre(text, media)
+
+    def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
+        ids = []
+        for label in labels:
+            enc = self.tokenizer.encode(prefix + label, add_special_tokens=False)
+            if len(enc) != 1:
+                raise ValueError(f"option label {prefix + label!r} is not a single token for this tokenizer")
+            ids.append(enc[0])
+        return ids
+
+    # -- model calls ------------------------------------------------------------------------------------------
+    def _inputs(self, batch: Sequence[Encoded]) -> dict:
+        return collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
+
+    @torch.no_grad()
+    def next_token_logprobs(self, batch: Sequence[Encoded]) -> torch.Tensor:
+        """(len(batch), vocab) float32 log-softmax of the next token after each prompt."""
+        logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
+        return torch.log_softmax(logits, dim=-1).cpu()
+
+    @torch.no_grad()
+    def generate(self, enc: Encoded) -> str:
+        inputs = self._inputs([enc])
+        eos = [i for i in {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>")}
+               if isinstance(i, int) and i >= 0]
+        out = self.net.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False, temperature=None,
+                                top_p=None, top_k=None, pad_token_id=self.pad_id, eos_token_id=eos or None)
+        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    def _prepare(self, request: EngineRequest) -> tuple[list[PromptPart], str]:
+        inst = request.instance
+        missing = [s.path for s in inst.segments if s.kind == "media" and s.path not in request.media]
+        if missing:
+            raise ValueError(f"media not decoded for this request: {', '.join(map(str, missing))}")
+        parts = render_prompt(inst, request.prompt_style)
+        return parts, self.prompt_text(parts)
+
+    def _score_zs(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
+        """Encode each request (errors stay per request), then one forward pass per ``batch_size`` chunk; a chunk
+        that fails is retried one request at a time so only the bad request carries the error."""
+        results: list[EngineResult | None] = [None] * len(requests)
+        ready: list[tuple[int, Encoded, list[int]]] = []
+        for i, req in enumerate(requests):
+            try:
+                parts, text = self._prepare(req)
+                ready.append((i, self.encode(req, parts, text), self.label_ids(req.instance.option_labels)))
+            except Exception as exc:
+                results[i] = _error(exc)
+        for start in range(0, len(ready), self.batch_size):
+            chunk = ready[start:start + self.batch_size]
+            try:
+                logprobs = self.next_token_logprobs([enc for _, enc, _ in chunk])
+                rows = list(zip(chunk, logprobs, strict=True))
+            except Exception:
+                rows = []
+                for item in chunk:
+                    try:
+                        rows.append((item, self.next_token_logprobs([item[1]])[0]))
+                    except Exception as exc:
+                        results[item[0]] = _error(exc)
+            for (i, _, ids), lp in rows:
+                labels = requests[i].instance.option_labels
+                results[i] = result_from_option_logprobs(labels, [float(lp[t]) for t in ids])
+        return results  # type: ignore[return-value]
+
+    def _score_cot(self, request: EngineRequest) -> EngineResult:
+        inst = request.instance
+        parts, text = self._prepare(request)
+        generated = self.generate(self.encode(request, parts, text))
+        cut = generated.rfind("Answer:")
+        reasoning = generated[:cut + len("Answer:")] if cut >= 0 else generated.rstrip() + "\nAnswer:"
+        try:
+            ids = self.label_ids(inst.option_labels, prefix=" ")
+        except ValueError:  # tokenizers without " A" tokens: read the bare letter after "Answer: "
+            reasoning, ids = reasoning + " ", self.label_ids(inst.option_labels)
+        logprobs = self.next_token_logprobs([self.encode(request, parts, text + reasoning)])[0]
+        option_lp = [float(logprobs[t]) for t in ids]
+        probs = restricted_softmax(option_lp)
+        parsed = parse_answer(generated, inst.option_labels, inst.option_texts)
+        best = inst.option_labels.index(parsed) if parsed is not None else int(np.argmax(probs))
+        return EngineResult(choice=inst.option_labels[best], confidence=probs[best], confidence_method="rs",
+                            option_logprobs=option_lp, raw_text=generated)
+
+    def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
+        results: list[EngineResult | None] = [None] * len(requests)
+        zs = [i for i, r in enumerate(requests) if r.prompt_style != "cot"]
+        for i, res in zip(zs, self._score_zs([requests[i] for i in zs]), strict=True):
+            results[i] = res
+        for i, req in enumerate(requests):
+            if req.prompt_style == "cot":
+                try:
+                    results[i] = self._score_cot(req)
+                except Exception as exc:
+                    results[i] = _error(exc)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.net = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+@contextmanager
+def _quiet_default_talker_config():
+    """transformers 5.19 builds a default Qwen2.5-Omni talker config (7B ids, 8k vocabulary) whenever it parses an
+    omni config and warns that those default ids are out of range, for every checkpoint. Drop exactly that message
+    while loading; every other warning passes."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "must be `None` or an integer within the vocabulary" not in record.getMessage()
+
+    logger, drop = logging.getLogger("transformers.configuration_utils"), Drop()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def _error(exc: Exception) -> EngineResult:
+    return EngineResult(choice=None, error=f"hf engine: {type(exc).__name__}: {exc}")

@@ -1,0 +1,116 @@
+"""Tiny random-weight models: built offline, loadable with the standard classes, deterministic in the seed, and laid
+out the way vLLM loads a Qwen2.5-Omni checkpoint (STACK.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from omnieval.tiny_models import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS, build_tiny_model  # noqa: E402
+
+
+def tiny_model(tmp_path_factory, arch: str, seed: int = 0) -> Path:
+    """Build each (arch, seed) once per test session, shared by every module through the session's base temp."""
+    out = tmp_path_factory.getbasetemp() / "tiny-models" / f"{arch}-seed{seed}"
+    if not (out / "config.json").exists():
+        build_tiny_model(arch, out, seed=seed)
+    return out
+
+
+@pytest.fixture(scope="module")
+def qwen2_dir(tmp_path_factory):
+    return tiny_model(tmp_path_factory, "qwen2")
+
+
+@pytest.fixture(scope="module")
+def omni_dir(tmp_path_factory):
+    return tiny_model(tmp_path_factory, "qwen2.5-omni")
+
+
+def test_qwen2_loads_with_auto_classes(qwen2_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen2_dir)
+    model = AutoModelForCausalLM.from_pretrained(qwen2_dir).eval()
+    cfg = model.config
+    assert cfg.model_type == "qwen2" and cfg.hidden_size // cfg.num_attention_heads >= 32
+    assert cfg.vocab_size == len(tok)
+    for s in SINGLE_TOKEN_STRINGS + ["<|im_start|>", "<|im_end|>"]:
+        assert len(tok.encode(s, add_special_tokens=False)) == 1, s
+    text = tok.apply_chat_template([{"role": "user", "content": "Question: which?"}], tokenize=False,
+                                   add_generation_prompt=True)
+    ids = tok(text, return_tensors="pt")["input_ids"]
+    assert ids[0, 0].item() == tok.convert_tokens_to_ids("<|im_start|>")
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert logits.shape == (1, ids.shape[1], cfg.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_omni_layout_is_what_vllm_loads(omni_dir):
+    cfg = json.loads((omni_dir / "config.json").read_text())
+    assert cfg["model_type"] == "qwen2_5_omni" and cfg["architectures"] == ["Qwen2_5OmniModel"]
+    assert cfg["enable_audio_output"] is False
+    thinker = cfg["thinker_config"]
+    text = thinker["text_config"]
+    head = text["hidden_size"] // text["num_attention_heads"]
+    assert head >= 32 and sum(text["rope_parameters"]["mrope_section"]) == head // 2
+    keys = load_file(omni_dir / "model.safetensors").keys()
+    assert keys and all(k.startswith("thinker.") for k in keys)
+    proc = json.loads((omni_dir / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Qwen2_5OmniProcessor"
+    assert proc["feature_extractor"]["feature_extractor_type"] == "WhisperFeatureExtractor"
+    tok_cfg = json.loads((omni_dir / "tokenizer_config.json").read_text())
+    for name, token in OMNI_MEDIA_TOKENS.items():
+        assert tok_cfg[name] == token
+    assert tok_cfg["eos_token"] == "<|im_end|>" and tok_cfg["pad_token"] == "<|endoftext|>"
+
+
+def test_omni_thinker_loads_and_runs_with_media(omni_dir):
+    from transformers import AutoTokenizer, Qwen2_5OmniThinkerForConditionalGeneration
+
+    tok = AutoTokenizer.from_pretrained(omni_dir)
+    thinker = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(omni_dir).eval()
+    saved = load_file(omni_dir / "model.safetensors")
+    for name, value in thinker.state_dict().items():
+        assert torch.equal(saved["thinker." + name], value), name
+    assert thinker.config.vision_start_token_id == tok.convert_tokens_to_ids("<|vision_bos|>")
+    assert thinker.config.video_token_id == tok.convert_tokens_to_ids(tok.video_token)
+    assert thinker.config.audio_token_id == tok.convert_tokens_to_ids(tok.audio_token)
+    text = tok.apply_chat_template([{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Q"}]}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert "<|vision_bos|><|VIDEO|><|vision_eos|>Q<|im_end|>" in text
+
+
+def test_same_seed_same_model_other_seed_other_weights(tmp_path, qwen2_dir):
+    again = build_tiny_model("qwen2", tmp_path / "again", seed=0)
+    other = build_tiny_model("qwen2", tmp_path / "other", seed=1)
+    a, b, c = (load_file(p / "model.safetensors") for p in (qwen2_dir, again, other))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (qwen2_dir / "tokenizer.json").read_bytes() == (again / "tokenizer.json").read_bytes()
+    shared = [k for k in a if k in c and a[k].shape == c[k].shape and a[k].std() > 0]
+    assert shared and not all(torch.equal(a[k], c[k]) for k in shared)
+
+
+def test_omni_same_seed_same_weights(tmp_path, omni_dir):
+    again = build_tiny_model("qwen2.5-omni", tmp_path / "again", seed=0)
+    a, b = load_file(omni_dir / "model.safetensors"), load_file(again / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_unknown_arch_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown tiny model arch"):
+        build_tiny_model("llama-9000", tmp_path)
+
+
+def test_cli_writes_a_tiny_model(tmp_path, capsys):
+    from omnieval.cli import main
+
+    assert main(["models", "tiny", "--arch", "qwen2", "--out", str(tmp_path / "m")]) == 0
+    assert (tmp_path / "m" / "config.json").exists() and "wrote tiny" in capsys.readouterr().out
