@@ -50,11 +50,10 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
+from omnieval.engines.chat import chat_prompt, cot_answer_position, label_token_ids
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
-TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
-UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
 OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -99,19 +98,7 @@ class HFEngine(Engine):
     # -- prompts ----------------------------------------------------------------------------------------------
     def prompt_text(self, parts: Sequence[PromptPart]) -> str:
         """The chat-formatted prompt: media parts as placeholders (omni) or as text notes (text-only models)."""
-        content = []
-        for part in parts:
-            if part.kind == "text":
-                content.append({"type": "text", "text": part.text or ""})
-            elif self.omni and part.modality in OMNI_MODALITIES:
-                content.append({"type": part.modality})
-            else:
-                note = TEXT_ONLY_NOTE if not self.omni else UNSUPPORTED_NOTE
-                content.append({"type": "text", "text": note.format(modality=part.modality) + "\n"})
-        if not self.tokenizer.chat_template:
-            return "".join(c.get("text", "") for c in content) + "\n"
-        return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                  add_generation_prompt=True)
+        return chat_prompt(self.tokenizer, parts, self.omni)
 
     def encode(self, request: EngineRequest, parts: Sequence[PromptPart], text: str) -> Encoded:
         if not self.omni:
@@ -127,13 +114,7 @@ class HFEngine(Engine):
         return self.pre(text, media)
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
-        ids = []
-        for label in labels:
-            enc = self.tokenizer.encode(prefix + label, add_special_tokens=False)
-            if len(enc) != 1:
-                raise ValueError(f"option label {prefix + label!r} is not a single token for this tokenizer")
-            ids.append(enc[0])
-        return ids
+        return label_token_ids(self.tokenizer, labels, prefix)
 
     # -- model calls ------------------------------------------------------------------------------------------
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
@@ -195,12 +176,7 @@ class HFEngine(Engine):
         inst = request.instance
         parts, text = self._prepare(request)
         generated = self.generate(self.encode(request, parts, text))
-        cut = generated.rfind("Answer:")
-        reasoning = generated[:cut + len("Answer:")] if cut >= 0 else generated.rstrip() + "\nAnswer:"
-        try:
-            ids = self.label_ids(inst.option_labels, prefix=" ")
-        except ValueError:  # tokenizers without " A" tokens: read the bare letter after "Answer: "
-            reasoning, ids = reasoning + " ", self.label_ids(inst.option_labels)
+        reasoning, ids = cot_answer_position(self.tokenizer, generated, inst.option_labels)
         logprobs = self.next_token_logprobs([self.encode(request, parts, text + reasoning)])[0]
         option_lp = [float(logprobs[t]) for t in ids]
         probs = restricted_softmax(option_lp)

@@ -1,0 +1,51 @@
+"""Prompt assembly and label read-out shared by the transformers and vLLM engines (pure functions over a
+tokenizer), so both engines put exactly the same tokens in front of a model and read the same positions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omnieval.engines.omni_inputs import OMNI_MODALITIES
+from omnieval.prompts import PromptPart
+
+TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
+UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
+
+
+def chat_prompt(tokenizer, parts: Sequence[PromptPart], omni: bool) -> str:
+    """The chat-formatted prompt: media parts as placeholders (omni models) or one-line text notes (text models)."""
+    content = []
+    for part in parts:
+        if part.kind == "text":
+            content.append({"type": "text", "text": part.text or ""})
+        elif omni and part.modality in OMNI_MODALITIES:
+            content.append({"type": part.modality})
+        else:
+            note = TEXT_ONLY_NOTE if not omni else UNSUPPORTED_NOTE
+            content.append({"type": "text", "text": note.format(modality=part.modality) + "\n"})
+    if not tokenizer.chat_template:
+        return "".join(c.get("text", "") for c in content) + "\n"
+    return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+def label_token_ids(tokenizer, labels: Sequence[str], prefix: str = "") -> list[int]:
+    """One token id per option label; a label that is not a single token is an error (its logit is undefined)."""
+    ids = []
+    for label in labels:
+        enc = tokenizer.encode(prefix + label, add_special_tokens=False)
+        if len(enc) != 1:
+            raise ValueError(f"option label {prefix + label!r} is not a single token for this tokenizer")
+        ids.append(enc[0])
+    return ids
+
+
+def cot_answer_position(tokenizer, generated: str, labels: Sequence[str]) -> tuple[str, list[int]]:
+    """Where CoT confidence is read: the reasoning up to and including its last ``Answer:`` (or the whole reasoning
+    plus ``\\nAnswer:``), and the label tokens expected there (`` A``.., else ``A``.. after ``Answer: ``)."""
+    cut = generated.rfind("Answer:")
+    reasoning = generated[:cut + len("Answer:")] if cut >= 0 else generated.rstrip() + "\nAnswer:"
+    try:
+        return reasoning, label_token_ids(tokenizer, labels, prefix=" ")
+    except ValueError:  # tokenizers without " A" tokens: read the bare letter after "Answer: "
+        return reasoning + " ", label_token_ids(tokenizer, labels)
