@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from omnieval.datasets.benchmark import check_media, load_benchmark
@@ -38,38 +40,65 @@ def _error(fn) -> str:
     return str(err.value)
 
 
-def test_item_missing_a_field(bench):
-    item = _edit_first_item(bench, lambda r: r.pop("question"))
-    msg = _error(lambda: load_benchmark(bench))
-    assert "items.jsonl" in msg and repr(item) in msg and "field 'question'" in msg
+def _names(msg: str, file: str, item: str, field: str) -> bool:
+    return file in msg and f"item {item!r}" in msg and f"field {field!r}" in msg
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r.pop("question"), "question"),
+    (lambda r: r.__setitem__("options", "not a list"), "options"),
+    (lambda r: r["media"].__setitem__("audio", 7), "media.audio"),
+    (lambda r: r.__setitem__("qestion", "typo"), "qestion"),
+    (lambda r: r.__setitem__("anchor", "Nobody"), "anchor"),
+])
+def test_bad_item_names_file_item_and_field(bench, edit, field):
+    item = _edit_first_item(bench, edit)
+    assert _names(_error(lambda: load_benchmark(bench)), "items.jsonl", item, field)
 
 
 def test_media_path_leaving_the_benchmark(bench):
     item = _edit_first_item(bench, lambda r: r["media"].__setitem__("video", "../../etc/passwd"))
     msg = _error(lambda: load_benchmark(bench))
-    assert "outside the benchmark folder" in msg and repr(item) in msg and "media.video" in msg
+    assert "outside the benchmark folder" in msg and _names(msg, "items.jsonl", item, "media.video")
 
 
 def test_missing_media_file(bench):
-    victim = next((bench / "media").rglob("audio.wav"))
-    victim.unlink()
+    first = json.loads((bench / "items.jsonl").read_text().splitlines()[0])
+    (bench / first["media"]["audio"]).unlink()
     msg = _error(lambda: check_media(load_benchmark(bench), "exists"))
-    assert "does not exist" in msg and "media.audio" in msg and "item '" in msg
+    assert "does not exist" in msg and _names(msg, "items.jsonl", first["item_id"], "media.audio")
 
 
 def test_corrupt_video_is_caught_by_the_probe(bench):
-    victim = next((bench / "media").rglob("video.mp4"))
-    victim.write_bytes(b"\x00" * 1000)
-    msg = _error(lambda: check_media(load_benchmark(bench), "probe"))
-    assert "not a readable video" in msg and "media.video" in msg and "item '" in msg
+    first = json.loads((bench / "items.jsonl").read_text().splitlines()[0])
+    (bench / first["media"]["video"]).write_bytes(b"\x00" * 1000)
+    loaded = load_benchmark(bench)
+    assert check_media(loaded, "exists") == 4  # exists: no file is opened
+    msg = _error(lambda: check_media(loaded, "probe"))
+    assert "not a readable video" in msg and _names(msg, "items.jsonl", first["item_id"], "media.video")
 
 
 def test_invalid_json_line_and_duplicate_ids(bench):
     path = bench / "items.jsonl"
     good = path.read_text()
     path.write_text(good + "{not json\n")
-    assert "line 3 is not valid JSON" in _error(lambda: load_benchmark(bench))
+    msg = _error(lambda: load_benchmark(bench))
+    assert "line 3 is not valid JSON" in msg and "items.jsonl" in msg
     first = good.splitlines()[0]
     path.write_text(good + first + "\n")
     msg = _error(lambda: load_benchmark(bench))
-    assert "duplicate item_id" in msg and "field 'item_id'" in msg
+    assert "duplicate item_id" in msg and _names(msg, "items.jsonl", json.loads(first)["item_id"], "item_id")
+
+
+def test_items_parquet_loads_like_jsonl(bench):
+    """Arrow turns ``answer_key`` dicts into structs holding every row's keys (None where absent): still loads."""
+    jsonl = bench / "items.jsonl"
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    pq.write_table(pa.Table.from_pylist(records), bench / "items.parquet")
+    expected = load_benchmark(bench).items
+    jsonl.unlink()
+    loaded = load_benchmark(bench)
+    assert loaded.items == expected and loaded.items_file.endswith("items.parquet")
+    records[1]["options"] = 3
+    pq.write_table(pa.Table.from_pylist(records[1:]), bench / "items.parquet")
+    assert _names(_error(lambda: load_benchmark(bench)), "items.parquet", records[1]["item_id"], "options")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from omnieval.cli import main
 from omnieval.datasets.benchmark import check_media, load_benchmark
 from omnieval.datasets.synthetic import make_dissonance_benchmark
 from omnieval.media.decode import decode_audio, decode_video
+from omnieval.media.synth import has_speech
 from omnieval.protocols import dissonance
 
 
@@ -21,7 +23,7 @@ def _digest(folder):
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
-    a = make_dissonance_benchmark(tmp_path / "a", seed=5, n_anchors=3, n_questions=1)
+    a = make_dissonance_benchmark(tmp_path / "a", seed=5, n_anchors=3, n_questions=1, workers=1)
     assert main(["datasets", "synth", "--out", str(tmp_path / "b"), "--seed", "5", "--anchors", "3",
                  "--questions", "1"]) == 0
     c = make_dissonance_benchmark(tmp_path / "c", seed=6, n_anchors=3, n_questions=1)
@@ -37,6 +39,32 @@ def test_items_validate_expand_and_media_check(tmp_path):
     assert len(instances) == 128
     for item in bench.items:
         assert item.answer_key[item.anchor] in item.options and len(item.options) == 4
+
+
+def test_options_mostly_from_outside_entities(tmp_path):
+    """Each anchor's answer is its own; at most one distractor is another benchmark anchor's answer, the rest
+    belong to outside entities, and the answer key names every entity behind an option."""
+    bench = load_benchmark(make_dissonance_benchmark(tmp_path / "b", n_anchors=6, n_questions=3,
+                                                     splits=("real",)))
+    names = {a.anchor for a in bench.anchors}
+    n_bench_distractors = []
+    for item in bench.items:
+        owner = {answer: entity for entity, answer in item.answer_key.items()}
+        assert len(owner) == len(item.answer_key)  # answers distinct across entities
+        assert names <= item.answer_key.keys() and all(o in owner for o in item.options)
+        assert owner[item.options[0]] == item.anchor
+        n_bench_distractors.append(sum(owner[o] in names for o in item.options[1:]))
+    assert max(n_bench_distractors) == 1 and 0 < sum(n_bench_distractors) < len(bench.items) / 2
+
+
+@pytest.mark.skipif(not has_speech(), reason="espeak-ng is not installed")
+def test_spoken_names_are_deterministic(tmp_path):
+    kw = {"n_anchors": 2, "n_questions": 1, "splits": ("real",), "speech": True}
+    a = make_dissonance_benchmark(tmp_path / "a", **kw)
+    assert _digest(a) == _digest(make_dissonance_benchmark(tmp_path / "b", **kw))
+    assert json.loads((a / "benchmark.json").read_text())["speech"] is True
+    wave = decode_audio(next((a / "media").rglob("audio.wav"))).data
+    assert len(wave) == 48000 and np.abs(wave[24000:]).max() > 0.05  # the name is spoken after the 1 s of tones
 
 
 def test_anchors_look_and_sound_different(tmp_path):

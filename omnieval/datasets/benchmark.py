@@ -20,23 +20,30 @@ ITEM_MODELS = {"dissonance": DissonanceItem}
 
 @dataclass
 class Benchmark:
+    """A loaded, validated benchmark: ``root`` is the absolute folder that every media path is relative to."""
+
     root: str
     name: str
     protocol: str
     items: list = field(default_factory=list)
     anchors: list[Anchor] = field(default_factory=list)
+    items_file: str = ""
 
 
 def _field(err: dict) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(item)"
 
 
-def _read_records(path: Path) -> list[tuple[int, dict]]:
-    """(line number, record) pairs from JSONL or Parquet."""
+def _read_records(path: Path) -> list[tuple[str, dict]]:
+    """(position, record) pairs from JSONL (``line N``) or Parquet (``row N``)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return list(enumerate(pq.read_table(path).to_pylist(), start=1))
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise InputError(f"not a readable Parquet file: {exc}", file=path) from None
+        return [(f"row {i}", _from_arrow(row)) for i, row in enumerate(rows, start=1)]
     records = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -48,21 +55,34 @@ def _read_records(path: Path) -> list[tuple[int, dict]]:
                 raise InputError(f"line {lineno} is not valid JSON: {exc.msg}", file=path) from None
             if not isinstance(record, dict):
                 raise InputError(f"line {lineno} is not a JSON object", file=path)
-            records.append((lineno, record))
+            records.append((f"line {lineno}", record))
     return records
 
 
-def _parse(model, path: Path, lineno: int, record: dict, id_key: str):
+def _from_arrow(value):
+    """Undo what Arrow does to JSON-like records: a map column comes back as a list of (key, value) pairs, and a
+    struct column holds every key of every row, with None where a row had none (so drop the Nones)."""
+    if isinstance(value, dict):
+        return {k: _from_arrow(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {k: _from_arrow(v) for k, v in value}
+    if isinstance(value, list):
+        return [_from_arrow(v) for v in value]
+    return value
+
+
+def _parse(model, path: Path, where: str, record: dict, id_key: str):
     try:
         return model.model_validate(record)
     except ValidationError as exc:
         err = exc.errors()[0]
-        item = record.get(id_key) if isinstance(record.get(id_key), str) else f"line {lineno}"
-        raise InputError(f"{err['msg']} (line {lineno})", file=path, item=item, field=_field(err)) from None
+        item = record.get(id_key) if isinstance(record.get(id_key), str) else where
+        raise InputError(f"{err['msg']} ({where})", file=path, item=item, field=_field(err)) from None
 
 
 def load_benchmark(path: str | Path) -> Benchmark:
-    root = Path(path)
+    """Read and validate a benchmark folder (no media file is opened: ``check_media`` does that)."""
+    root = Path(path).resolve()
     if not root.is_dir():
         raise InputError("benchmark folder does not exist", file=root)
     meta: dict = {}
@@ -79,29 +99,46 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
     items, seen = [], {}
-    for lineno, record in _read_records(items_path):
-        item = _parse(ITEM_MODELS[protocol], items_path, lineno, record, "item_id")
+    for where, record in _read_records(items_path):
+        item = _parse(ITEM_MODELS[protocol], items_path, where, record, "item_id")
         if item.item_id in seen:
-            raise InputError(f"duplicate item_id (first on line {seen[item.item_id]}, again on line {lineno})",
+            raise InputError(f"duplicate item_id (first on {seen[item.item_id]}, again on {where})",
                              file=items_path, item=item.item_id, field="item_id")
-        seen[item.item_id] = lineno
+        seen[item.item_id] = where
         for fname in ("video", "audio"):
             resolve_media_path(root, getattr(item.media, fname), file=items_path, item=item.item_id,
                                field=f"media.{fname}")
         items.append(item)
     anchors = []
-    anchors_path = root / "anchors.jsonl"
-    if protocol == "dissonance":
-        if not anchors_path.exists():
-            raise InputError("the dissonance protocol needs an anchor library (anchors.jsonl)", file=root)
-        for lineno, record in _read_records(anchors_path):
-            anchor = _parse(Anchor, anchors_path, lineno, record, "anchor")
-            for fname in ("video", "audio"):
-                resolve_media_path(root, getattr(anchor.media, fname), file=anchors_path, item=anchor.anchor,
-                                   field=f"media.{fname}")
-            anchors.append(anchor)
+    if protocol == "dissonance":  # cross-field checks (anchor in its split's library, answer among the options)
+        from omnieval.protocols.dissonance import build_library, validate
+
+        anchors = _load_anchors(root)
+        libraries = build_library(anchors)
+        for item in items:
+            validate(item, libraries.get(item.split, {}), file=items_path)
     return Benchmark(root=str(root.resolve()), name=meta.get("name", root.name), protocol=protocol, items=items,
-                     anchors=anchors)
+                     anchors=anchors, items_file=str(items_path.resolve()))
+
+
+def _load_anchors(root: Path) -> list[Anchor]:
+    """The anchor library; an anchor name may appear once per split."""
+    path = root / "anchors.jsonl"
+    if not path.exists():
+        raise InputError("the dissonance protocol needs an anchor library (anchors.jsonl)", file=root)
+    anchors, seen = [], {}
+    for where, record in _read_records(path):
+        anchor = _parse(Anchor, path, where, record, "anchor")
+        key = (anchor.split, anchor.anchor)
+        if key in seen:
+            raise InputError(f"anchor listed twice for split {anchor.split!r} ({seen[key]} and {where})",
+                             file=path, item=anchor.anchor, field="anchor")
+        seen[key] = where
+        for fname in ("video", "audio"):
+            resolve_media_path(root, getattr(anchor.media, fname), file=path, item=anchor.anchor,
+                               field=f"media.{fname}")
+        anchors.append(anchor)
+    return anchors
 
 
 def media_uses(bench: Benchmark) -> dict[tuple[str, str], tuple[str, str, str]]:
@@ -111,7 +148,7 @@ def media_uses(bench: Benchmark) -> dict[tuple[str, str], tuple[str, str, str]]:
     for item in bench.items:
         for fname in ("video", "audio"):
             uses.setdefault((getattr(item.media, fname), fname),
-                            (str(root / "items.jsonl"), item.item_id, f"media.{fname}"))
+                            (bench.items_file or str(root / "items.jsonl"), item.item_id, f"media.{fname}"))
     for anchor in bench.anchors:
         for fname in ("video", "audio"):
             uses.setdefault((getattr(anchor.media, fname), fname),
@@ -124,6 +161,8 @@ def check_media(bench: Benchmark, mode: str = "probe") -> int:
     Returns the number of files checked; raises ``InputError`` naming the file, the first user and the field."""
     from omnieval.media.decode import MediaError, probe_media
 
+    if mode not in ("probe", "exists", "off"):
+        raise ValueError(f"media check mode must be 'probe', 'exists' or 'off', not {mode!r}")
     if mode == "off":
         return 0
     uses = media_uses(bench)

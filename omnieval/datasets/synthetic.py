@@ -1,24 +1,29 @@
 """The built-in synthetic dissonance benchmark: real media files, made here, deterministic from a seed.
 
 Each anchor is a fictional creature whose identity every modality carries: the video shows its colour, size, speed
-and stripes; the audio its call (tone frequency and number of beeps); the text passage names it and states its
-facts. A question bank asks for facts (home world, food, ...); each question's answer key gives every entity its own
-answer, so an anchor's answer is evidence for that anchor.
+and stripes; the audio its call (tone frequency and number of beeps, optionally followed by its spoken name); the
+text passage names it, describes how it looks and sounds, and states its facts. A question bank asks for facts
+(home world, food, ...); each question's answer key gives every entity its own answer, so an anchor's answer is
+evidence for that anchor.
 
 Options are the anchor's answer plus three distractors drawn mostly from answers of *outside* entities (not anchors
 of the benchmark); with probability ``p_bench_distractor`` one distractor is the answer of another benchmark anchor.
 So a replaced modality usually supports no option, and the evidence-rule targets resemble the paper's human labels:
-abstention rare at k=2, nearly always at k=3 (SPEC section 3).
+abstention rare at k=2, nearly always at k=3 (SPEC section 3). At paper scale (27 anchors, seed 0) the abstention
+targets are 0 at k<=1, 2.2-2.6% at k=2 and 97-99% at k=3 (paper: <=4% and ~98%).
 
 Default size is small for CI (4 anchors x 2 questions x 2 splits = 16 items, 128 instances); paper scale is
-``n_anchors=27, n_questions=10`` (with ``question_jitter`` giving ~9.4 questions per anchor on average).
+``n_anchors=27, n_questions=10`` (4,320 instances; ``question_jitter`` varies the count per anchor by -2..+1,
+a mean of ~9.5 questions and ~4,140 instances, close to the paper's ~9.4).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from omnieval.keyed import keyed_rng
@@ -60,10 +65,19 @@ def _entities(seed: int, split: str, n: int, used: set[str]) -> list[str]:
 
 def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: int = 4, n_questions: int = 2,
                               splits: tuple[str, ...] = ("real", "synthetic"), n_outside: int = 12,
-                              p_bench_distractor: float = 1 / 3, question_jitter: bool = False) -> Path:
+                              p_bench_distractor: float = 1 / 3, question_jitter: bool = False,
+                              speech: bool = False, workers: int | None = None) -> Path:
     """Write the benchmark folder (``benchmark.json``, ``anchors.jsonl``, ``items.jsonl``, ``media/``) and return
     its path. Written into a temporary folder first and moved into place, so a half-written benchmark never exists.
+
+    ``speech=True`` makes each anchor's audio its tone pattern followed by its name spoken by espeak-ng (when the
+    binary exists; else tones only, recorded as ``"speech": false`` in ``benchmark.json``). Media files are made by
+    ``workers`` parallel ffmpeg processes (default: CPU count); each file depends only on its own arguments, so the
+    bytes do not depend on the number of workers.
     """
+    from omnieval.media.synth import has_speech
+
+    speech = speech and has_speech()
     if n_anchors < 2:
         raise ValueError("a dissonance benchmark needs at least 2 anchors per split")
     if not 1 <= n_questions <= len(QUESTIONS):
@@ -74,7 +88,7 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
     try:
-        anchors, items = [], []
+        anchors, items, jobs = [], [], []
         used: set[str] = set()
         for split_index, split in enumerate(splits):
             names = _entities(seed, split, n_anchors, used)
@@ -82,8 +96,9 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
             answers = {qid: {e: _word(keyed_rng(seed, split, qid, e, "answer"), used) for e in names + outside}
                        for qid, _, _ in QUESTIONS}
             for i, name in enumerate(names):
-                media = _write_anchor_media(tmp, split, split_index, i, name, answers)
+                media, job = _anchor_media(tmp, split, split_index, i, name, answers, speech)
                 anchors.append(Anchor(anchor=name, split=split, media=media))
+                jobs.extend(job)
             for name in names:
                 rng = keyed_rng(seed, split, name, "questions")
                 count = n_questions
@@ -92,10 +107,14 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
                 for qid, question, _ in [QUESTIONS[j] for j in sorted(rng.permutation(len(QUESTIONS))[:count])]:
                     items.append(_item(seed, split, name, qid, question, names, outside, answers[qid], anchors,
                                        p_bench_distractor))
+        with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:  # ffmpeg runs outside the GIL
+            list(pool.map(lambda write: write(), jobs))
         (tmp / "anchors.jsonl").write_text("".join(a.model_dump_json() + "\n" for a in anchors))
         (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
         meta = {"name": "omnieval-synthetic", "protocol": "dissonance", "seed": seed, "splits": list(splits),
-                "n_anchors": n_anchors, "n_questions": n_questions, "generator": "omnieval.datasets.synthetic"}
+                "n_anchors": n_anchors, "n_questions": n_questions, "question_jitter": question_jitter,
+                "p_bench_distractor": p_bench_distractor, "n_outside": n_outside, "speech": speech,
+                "generator": "omnieval.datasets.synthetic"}
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         if out.exists():
             shutil.rmtree(out)
@@ -106,24 +125,33 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     return out
 
 
-def _write_anchor_media(root: Path, split: str, split_index: int, index: int, name: str,
-                        answers: dict) -> DissonanceMedia:
-    """Anchors differ within a split (colour, size, speed, stripes; pitch, beeps) and splits differ from each
-    other (background, colour and pitch offsets), so no two media files of a benchmark have the same bytes."""
-    from omnieval.media.synth import beep_audio, moving_box_video
+def _anchor_media(root: Path, split: str, split_index: int, index: int, name: str, answers: dict,
+                  speech: bool) -> tuple[DissonanceMedia, list]:
+    """The anchor's media references and passage, plus the synthesis calls that write its files.
+
+    Anchors differ within a split (colour, size, speed, stripes; pitch, beeps) and splits differ from each other
+    (background, colour and pitch offsets), so no two media files of a benchmark have the same bytes."""
+    from functools import partial
+
+    from omnieval.media.synth import beep_audio, moving_box_video, spoken_call
 
     rel = Path("media") / split / name
     colour = COLOURS[(index + 11 * split_index) % len(COLOURS)]
     background = ["black", "0x202040", "0x204020", "0x402020"][split_index % 4]
     box, speed, stripes = 40 + 10 * (index % 4), 30 + 25 * (index % 5), index % 3
     frequency, beeps = 300 + 90 * index + 45 * split_index, 1 + index % 4
-    moving_box_video(root / rel / "video.mp4", colour=colour, background=background, box=box, speed=speed,
-                     stripes=stripes)
-    beep_audio(root / rel / "audio.wav", frequency=frequency, beeps=beeps)
+    video = partial(moving_box_video, root / rel / "video.mp4", colour=colour, background=background, box=box,
+                    speed=speed, stripes=stripes)
+    if speech:
+        audio = partial(spoken_call, root / rel / "audio.wav", word=name, frequency=frequency, beeps=beeps)
+    else:
+        audio = partial(beep_audio, root / rel / "audio.wav", frequency=frequency, beeps=beeps)
     facts = "; ".join(f"its {label} is {answers[qid][name]}" for qid, _, label in QUESTIONS)
+    call = f"{beeps} beeps at {frequency} Hz" + (" and then says its name" if speech else "")
     text = (f"This is {name}, a {colour} creature {box} pixels wide with {stripes} white stripes that drifts at "
-            f"{speed} pixels per second and calls with {beeps} beeps at {frequency} Hz. About {name}: {facts}.")
-    return DissonanceMedia(video=str(rel / "video.mp4"), audio=str(rel / "audio.wav"), text=text)
+            f"{speed} pixels per second and calls with {call}. About {name}: {facts}.")
+    media = DissonanceMedia(video=str(rel / "video.mp4"), audio=str(rel / "audio.wav"), text=text)
+    return media, [video, audio]
 
 
 def _item(seed, split, name, qid, question, names, outside, answers, anchors, p_bench) -> DissonanceItem:

@@ -3,8 +3,15 @@
 PyAV (FFmpeg's libraries in-process) is the hot path: measured here ~10x faster than spawning an ``ffmpeg``
 process per clip, which is what the ``*_ffmpeg`` functions do (kept for the pipeline benchmark's comparison).
 
-Frame sampling rule (both decoders): the clip's duration is cut into N equal time bins and the frame shown at the
-centre of each bin is taken (the last frame whose presentation time is <= the centre). Every bad file raises
+Frame sampling rule (both decoders): the clip's duration D comes from the stream header (stream duration, else
+frame count / frame rate, else the container's duration); it is cut into N equal bins and, for the centre
+``c_i = (i + 0.5) * D / N`` of each bin (measured from the first frame's timestamp), the frame *on screen* at
+``c_i`` is taken: the last frame whose presentation time is <= ``c_i``. Frames are decoded in one pass and only the
+N picked frames are converted to RGB, so memory stays at N frames whatever the clip's length. A stream with no
+header duration (a raw .h264 file) is buffered and D is taken from its decoded timestamps (or frame indexes).
+
+Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it.
+A decode that stops well short of the declared duration is reported as truncated. Every bad file raises
 ``MediaError`` naming the file, never a raw library exception.
 """
 
@@ -16,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
+
+_COMPLETE = 0.9  # a decode covering less than this share of the declared duration is a truncated file
 
 
 class MediaError(Exception):
@@ -38,6 +47,8 @@ def content_hash(path: str | Path, **params) -> str:
 def _open(path: str | Path):
     import av
 
+    if not Path(path).is_file():
+        raise MediaError(f"{path}: file does not exist")
     try:
         return av.open(str(path))
     except (av.error.FFmpegError, OSError, ValueError) as exc:
@@ -56,14 +67,31 @@ def _pick(frame_times: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def _resize_to(max_side: int | None, width: int, height: int) -> tuple[int, int]:
+    """Output size with the longer side <= ``max_side``, aspect kept, both sides even (what video encoders want)."""
     if not max_side or max(width, height) <= max_side:
         return width, height
     scale = max_side / max(width, height)
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
+def _header_duration(duration: float | None, frames: int | None, rate: float | None,
+                     container_s: float | None) -> float | None:
+    """The clip duration the sampling rule uses, shared by both decoders (PyAV attributes or ffprobe fields)."""
+    for value in (duration, frames / rate if frames and rate else None, container_s):
+        if value and value > 0:
+            return float(value)
+    return None
+
+
+def _stream_duration(stream, container) -> float | None:
+    rate = stream.average_rate or stream.guessed_rate
+    return _header_duration(float(stream.duration * stream.time_base) if stream.duration else None,
+                            stream.frames, float(rate) if rate else None,
+                            container.duration / 1e6 if container.duration else None)
+
+
 def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None) -> DecodedMedia:
-    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled uniformly (see module doc), longer side <= max_side."""
+    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled by the module's rule, longer side <= ``max_side``."""
     import av
 
     container = _open(path)
@@ -71,54 +99,96 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
         if not container.streams.video:
             raise MediaError(f"{path}: no video stream")
         stream = container.streams.video[0]
+        duration = _stream_duration(stream, container)
+        rate = float(stream.average_rate or stream.guessed_rate or 25)
+        timed = _timed(container.decode(stream), rate)
+        if duration is None:  # no header duration (e.g. a raw .h264 stream): buffer the frames, then pick
+            frames = list(timed)
+            if not frames:
+                raise MediaError(f"{path}: no decodable video frames")
+            times = np.array([t for t, _ in frames])
+            step = float(np.median(np.diff(times))) if len(times) > 1 else 1 / rate
+            duration = float(times[-1] - times[0] + step)
+            picked = [frames[i][1] for i in _pick(times - times[0], sample_times(duration, num_frames))]
+            n_decoded = len(frames)
+        else:
+            picked, n_decoded = _stream_pick(path, timed, duration, num_frames)
         width, height = _resize_to(max_side, stream.codec_context.width, stream.codec_context.height)
-        frames, times = [], []
-        for frame in container.decode(stream):
-            if frame.pts is None:
-                continue
-            times.append(float(frame.pts * frame.time_base))
-            frames.append(frame.to_ndarray(format="rgb24", width=width, height=height))
+        rgb: dict[int, np.ndarray] = {}  # a frame picked for several bins is converted once
+        for f in picked:
+            if id(f) not in rgb:
+                rgb[id(f)] = f.to_ndarray(format="rgb24", width=width, height=height)
+        data = np.stack([rgb[id(f)] for f in picked])
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: video decoding failed: {exc}") from None
     finally:
         container.close()
-    if not frames:
-        raise MediaError(f"{path}: no decodable video frames")
-    times_arr = np.asarray(times) - times[0]
-    order = np.argsort(times_arr, kind="stable")
-    times_arr = times_arr[order]
-    step = float(np.median(np.diff(times_arr))) if len(times_arr) > 1 else 1.0
-    duration = float(times_arr[-1] + step)
-    picked = _pick(times_arr, sample_times(duration, num_frames))
-    data = np.stack([frames[order[i]] for i in picked])
     return DecodedMedia("video", data, content_hash="", path=str(path), fps=num_frames / duration,
-                        meta={"duration": duration, "source_frames": len(frames)})
+                        meta={"duration": duration, "decoded_frames": n_decoded})
+
+
+def _timed(frames, rate: float):
+    """(presentation time in s, frame); a frame without a timestamp (raw streams) is placed at index / rate."""
+    for i, frame in enumerate(frames):
+        yield (float(frame.pts * frame.time_base) if frame.pts is not None else i / rate), frame
+
+
+def _stream_pick(path, timed, duration: float, num_frames: int) -> tuple[list, int]:
+    """One pass over the decoded frames keeping only the frame on screen at each bin centre; stops early once the
+    last centre is passed. Raises MediaError when the stream ends far short of ``duration``."""
+    targets = sample_times(duration, num_frames)
+    picked, prev, start, n, t, gap = [], None, None, 0, 0.0, 0.0
+    for when, frame in timed:
+        t, last = when, t
+        start, gap = (t, 0.0) if start is None else (start, t - last)
+        n += 1
+        while len(picked) < num_frames and t - start > targets[len(picked)] + 1e-9:
+            picked.append(prev if prev is not None else frame)
+        if len(picked) == num_frames:
+            return picked, n
+        prev = frame
+    if prev is None:
+        raise MediaError(f"{path}: no decodable video frames")
+    if t - start + gap < _COMPLETE * duration:
+        raise MediaError(f"{path}: truncated video: frames end at {t - start:.2f} s of a declared {duration:.2f} s")
+    picked.extend([prev] * (num_frames - len(picked)))
+    return picked, n
 
 
 def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> DecodedMedia:
-    """Mono float32 in [-1, 1] at ``sample_rate`` Hz, from an audio file or the audio stream of a video."""
+    """Mono float32 in [-1, 1] at ``sample_rate`` Hz (PyAV's resampler), from an audio file or the audio stream of a
+    video, trimmed to the stream's declared duration."""
     import av
 
     container = _open(path)
     try:
         if not container.streams.audio:
             raise MediaError(f"{path}: no audio stream")
+        stream = container.streams.audio[0]
+        declared = float(stream.duration * stream.time_base) if stream.duration else None
         resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
         chunks = []
-        for frame in container.decode(container.streams.audio[0]):
-            for out in resampler.resample(frame):
-                chunks.append(out.to_ndarray().reshape(-1))
-        for out in resampler.resample(None):
-            chunks.append(out.to_ndarray().reshape(-1))
+        for frame in container.decode(stream):
+            chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(frame))
+        chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(None))
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: audio decoding failed: {exc}") from None
     finally:
         container.close()
     if not chunks:
         raise MediaError(f"{path}: no decodable audio samples")
-    data = np.concatenate(chunks).astype(np.float32)
+    data = _trim(path, np.concatenate(chunks).astype(np.float32, copy=False), declared, sample_rate)
     return DecodedMedia("audio", data, content_hash="", path=str(path), sample_rate=sample_rate,
                         meta={"duration": len(data) / sample_rate})
+
+
+def _trim(path, data: np.ndarray, declared: float | None, sample_rate: int) -> np.ndarray:
+    if not declared:
+        return data
+    n = round(declared * sample_rate)
+    if len(data) < _COMPLETE * n:
+        raise MediaError(f"{path}: truncated audio: {len(data) / sample_rate:.2f} s of a declared {declared:.2f} s")
+    return data[:n]
 
 
 def decode_image(path: str | Path) -> DecodedMedia:
@@ -136,26 +206,28 @@ def decode_image(path: str | Path) -> DecodedMedia:
     return DecodedMedia("image", data, content_hash="", path=str(path))
 
 
+DECODERS = {"video": decode_video, "audio": decode_audio, "image": decode_image}
+
+
 def decode_media(path: str | Path, modality: str, **params) -> DecodedMedia:
-    """Dispatch on modality; the result carries the content hash of file + parameters."""
-    decoders = {"video": decode_video, "audio": decode_audio, "image": decode_image}
-    if modality not in decoders:
+    """Dispatch on modality; the result carries ``content_hash(path, modality=..., **params)``, the same key the
+    pipeline computes before decoding."""
+    if modality not in DECODERS:
         raise MediaError(f"{path}: no decoder for modality {modality!r}")
-    decoded = decoders[modality](path, **params)
+    decoded = DECODERS[modality](path, **params)
     key = content_hash(path, modality=modality, **params)
     return DecodedMedia(decoded.modality, decoded.data, key, decoded.path, decoded.fps, decoded.sample_rate,
                         decoded.meta)
 
 
 def probe_media(path: str | Path, modality: str) -> None:
-    """Cheap pre-flight check: the container opens and has a stream of that kind with a first decodable frame."""
+    """Cheap pre-flight check: the container opens and has a stream of that kind whose first frame decodes.
+    A file cut short after its first frames passes; the full decode reports it later for its instances only."""
     import av
 
-    if not Path(path).is_file():
-        raise MediaError(f"{path}: file does not exist")
+    kind = {"video": "video", "image": "video", "audio": "audio"}.get(modality)
     container = _open(path)
     try:
-        kind = {"video": "video", "image": "video", "audio": "audio"}.get(modality)
         if kind is None:
             return
         streams = getattr(container.streams, kind)
@@ -170,33 +242,64 @@ def probe_media(path: str | Path, modality: str) -> None:
         container.close()
 
 
-# -- the ffmpeg-python path (one ffmpeg process per clip), for the benchmark's comparison --------------------------
+# -- the ffmpeg-python path (ffprobe + one ffmpeg process per clip), for the benchmark's comparison ---------------
 
-def decode_video_ffmpeg(path: str | Path, num_frames: int = 8) -> np.ndarray:
-    """Same sampling rule as ``decode_video`` for constant-frame-rate clips, through ``ffprobe`` (size, rate) and one
-    ``ffmpeg`` subprocess writing raw RGB frames to a pipe."""
+def _ffmpeg_run(path, stream) -> bytes:
     import ffmpeg
 
     try:
-        stream = ffmpeg.probe(str(path), select_streams="v:0")["streams"][0]
-        width, height = stream["width"], stream["height"]
-        num, den = (int(x) for x in stream["r_frame_rate"].split("/"))
-        out, _ = (ffmpeg.input(str(path)).output("pipe:", format="rawvideo", pix_fmt="rgb24")
-                  .run(capture_stdout=True, capture_stderr=True))
+        out, _ = stream.run(capture_stdout=True, capture_stderr=True)
     except ffmpeg.Error as exc:
         raise MediaError(f"{path}: ffmpeg failed: {exc.stderr.decode(errors='replace')[-300:]}") from None
+    return out
+
+
+def _ffprobe(path, selector: str) -> tuple[dict, float | None]:
+    import ffmpeg
+
+    if not Path(path).is_file():
+        raise MediaError(f"{path}: file does not exist")
+    try:
+        info = ffmpeg.probe(str(path), select_streams=selector)
+    except ffmpeg.Error as exc:
+        raise MediaError(f"{path}: ffprobe failed: {exc.stderr.decode(errors='replace')[-300:]}") from None
+    if not info.get("streams"):
+        raise MediaError(f"{path}: no {selector} stream")
+    container = info.get("format", {}).get("duration")
+    return info["streams"][0], float(container) if container else None
+
+
+def decode_video_ffmpeg(path: str | Path, num_frames: int = 8) -> np.ndarray:
+    """Same frames as ``decode_video`` for constant-frame-rate clips: the header duration and rate from ``ffprobe``
+    give the frame indexes, and ffmpeg's ``select`` filter writes only those frames as raw RGB to a pipe."""
+    import ffmpeg
+
+    info, container_s = _ffprobe(path, "v:0")
+    width, height = int(info["width"]), int(info["height"])
+    num, den = (int(x) for x in info.get("avg_frame_rate", "0/1").split("/"))
+    rate = num / den if num and den else None
+    nb = int(info["nb_frames"]) if info.get("nb_frames", "").isdigit() else None
+    duration = _header_duration(float(info["duration"]) if info.get("duration") else None, nb, rate, container_s)
+    if duration is None or rate is None:
+        raise MediaError(f"{path}: no duration or frame rate in the header")
+    wanted = np.floor(sample_times(duration, num_frames) * rate + 1e-9).astype(int)
+    if nb:
+        wanted = np.clip(wanted, 0, nb - 1)
+    unique = sorted(set(wanted.tolist()))
+    expr = "+".join(f"eq(n,{i})" for i in unique)
+    out = _ffmpeg_run(path, ffmpeg.input(str(path)).filter("select", expr)
+                      .output("pipe:", format="rawvideo", pix_fmt="rgb24", vsync="passthrough"))
     frames = np.frombuffer(out, np.uint8).reshape(-1, height, width, 3)
-    times = np.arange(len(frames)) * den / num
-    duration = len(frames) * den / num
-    return frames[_pick(times, sample_times(duration, num_frames))]
+    if len(frames) != len(unique):
+        raise MediaError(f"{path}: ffmpeg returned {len(frames)} of {len(unique)} selected frames (truncated?)")
+    return frames[[unique.index(i) for i in wanted]]
 
 
 def decode_audio_ffmpeg(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> np.ndarray:
+    """Same samples as ``decode_audio`` (up to resampler differences) through ffprobe + an ffmpeg f32le pipe."""
     import ffmpeg
 
-    try:
-        out, _ = (ffmpeg.input(str(path)).output("pipe:", format="f32le", ac=1, ar=sample_rate)
-                  .run(capture_stdout=True, capture_stderr=True))
-    except ffmpeg.Error as exc:
-        raise MediaError(f"{path}: ffmpeg failed: {exc.stderr.decode(errors='replace')[-300:]}") from None
-    return np.frombuffer(out, np.float32).copy()
+    info, _ = _ffprobe(path, "a:0")
+    declared = float(info["duration"]) if info.get("duration") else None
+    out = _ffmpeg_run(path, ffmpeg.input(str(path)).output("pipe:", format="f32le", ac=1, ar=sample_rate))
+    return _trim(path, np.frombuffer(out, np.float32).copy(), declared, sample_rate)
