@@ -1,14 +1,21 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
-.PHONY: setup demo test lint
+.PHONY: setup setup-vllm demo test test-vllm lint
 
 setup:
 	bash scripts/setup.sh
 
+setup-vllm:
+	bash scripts/setup_vllm.sh
+
 demo: setup
 	.venv/bin/omnieval demo --out ./omnieval-demo
 
-test: setup
+test: setup setup-vllm
 	.venv/bin/python -m pytest -q tests
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py
+
+test-vllm: setup-vllm
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests

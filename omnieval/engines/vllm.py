@@ -1,0 +1,162 @@
+"""The vLLM engine: one in-process ``vllm.LLM`` per engine replica, batched generation, exact option logprobs.
+
+Runs inside the pipeline's engine actors like any other engine (``replicas`` actors, ``num_gpus`` each); the
+``ray.data.llm`` processor path (placement groups for tensor-parallel models) is the next step and will share this
+module's prompt and read-out code.
+
+* Prompts are built by ``engines/chat.py`` exactly as for the transformers engine (media placeholders first for
+  omni models, a one-line note per media part for text models), so both engines see the same tokens.
+* Zero-shot: ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=<label ids>)`` returns the
+  full-vocabulary log-probabilities of every option-label token in one decoding step (exact: unlike
+  ``allowed_token_ids``, no label can fall out of a top-k). Choice and rs confidence as SPEC section 7.
+* Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
+  rule), same choice rule as the transformers engine.
+* Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
+  ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
+  across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps.
+
+In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from omnieval.engines.base import (
+    Engine,
+    EngineRequest,
+    EngineResult,
+    register_engine,
+    restricted_softmax,
+    result_from_option_logprobs,
+)
+from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, label_token_ids
+from omnieval.prompts import parse_answer, render_prompt
+
+OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")
+
+
+@register_engine("vllm")
+class VLLMEngine(Engine):
+    def __init__(self, model: str, *, path: str, dtype: str = "auto", max_model_len: int = 8192,
+                 gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
+                 max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
+                 engine_kwargs: dict | None = None):
+        super().__init__(model, path=path)
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise FileNotFoundError(f"vllm engine: no config.json in the model folder {self.path}")
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import LLM
+
+        self.omni = json.loads((self.path / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
+        kwargs = dict(engine_kwargs or {})
+        if limit_mm_per_prompt:
+            kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
+        self.llm = LLM(model=str(self.path), dtype=dtype, max_model_len=max_model_len,
+                       gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
+                       enforce_eager=enforce_eager, seed=seed, **kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_new_tokens = max_new_tokens
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
+        parts = render_prompt(request.instance, request.prompt_style)
+        prompt: dict = {"prompt": chat_prompt(self.tokenizer, parts, self.omni) + suffix}
+        if not self.omni:
+            return prompt
+        data: dict[str, list] = {}
+        uuids: dict[str, list] = {}
+        fps: list[float] = []
+        for part in parts:
+            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
+                continue
+            if part.path not in request.media:
+                raise ValueError(f"media not decoded for this request: {part.path}")
+            item = request.media[part.path]
+            value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
+            data.setdefault(item.modality, []).append(value)
+            uuids.setdefault(item.modality, []).append(item.content_hash or None)
+            if item.modality == "video":
+                fps.append(item.fps or 2.0)
+        prompt["multi_modal_data"] = {k: v[0] if len(v) == 1 else v for k, v in data.items()}
+        prompt["multi_modal_uuids"] = uuids
+        if fps:
+            prompt["mm_processor_kwargs"] = {"fps": fps[0] if len(fps) == 1 else fps}
+        return prompt
+
+    def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list[list[float]]:
+        """Full-vocabulary logprobs of the given token ids at the next position, one list per prompt."""
+        from vllm import SamplingParams
+
+        params = [SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ids) for ids in label_ids]
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [[float(out.outputs[0].logprobs[0][t].logprob) for t in ids] for out, ids in zip(outs, label_ids)]
+
+    def _batched(self, fn, items: list) -> list:
+        """Run ``fn`` on the whole batch; if that fails, one by one so only the bad request carries the error."""
+        try:
+            return fn(items)
+        except Exception:
+            out = []
+            for item in items:
+                try:
+                    out.extend(fn([item]))
+                except Exception as exc:
+                    out.append(exc)
+            return out
+
+    # -- scoring ------------------------------------------------------------------------------------------------
+    def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
+        results: list[EngineResult | None] = [None] * len(requests)
+        zs, cot = [], []
+        for i, req in enumerate(requests):
+            try:
+                entry = (i, self._prompt(req), label_token_ids(self.tokenizer, req.instance.option_labels))
+                (cot if req.prompt_style == "cot" else zs).append(entry)
+            except Exception as exc:
+                results[i] = _error(exc)
+        if zs:
+            scored = self._batched(lambda e: self._one_token([p for _, p, _ in e], [ids for _, _, ids in e]), zs)
+            for (i, _, _), lp in zip(zs, scored, strict=True):
+                labels = requests[i].instance.option_labels
+                results[i] = _error(lp) if isinstance(lp, Exception) else result_from_option_logprobs(labels, lp)
+        if cot:
+            texts = self._batched(self._generate, [p for _, p, _ in cot])
+            second = []
+            for (i, _, _), text in zip(cot, texts, strict=True):
+                if isinstance(text, Exception):
+                    results[i] = _error(text)
+                    continue
+                labels = requests[i].instance.option_labels
+                reasoning, ids = cot_answer_position(self.tokenizer, text, labels)
+                second.append((i, text, self._prompt(requests[i], suffix=reasoning), ids))
+            scored = self._batched(lambda e: self._one_token([p for _, _, p, _ in e], [d for *_, d in e]), second)
+            for (i, text, _, _), lp in zip(second, scored, strict=True):
+                if isinstance(lp, Exception):
+                    results[i] = _error(lp)
+                    continue
+                inst = requests[i].instance
+                res = result_from_option_logprobs(inst.option_labels, lp, raw_text=text)
+                parsed = parse_answer(text, inst.option_labels, inst.option_texts)
+                if parsed is not None and parsed != res.choice:  # the parsed answer wins (same rule as hf)
+                    res.confidence = restricted_softmax(lp)[inst.option_labels.index(parsed)]
+                    res.choice = parsed
+                results[i] = res
+        return results  # type: ignore[return-value]
+
+    def _generate(self, prompts: list[dict]) -> list[str]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=self.max_new_tokens, temperature=0.0)
+        return [o.outputs[0].text for o in self.llm.generate(prompts, params, use_tqdm=False)]
+
+    def close(self) -> None:
+        self.llm = None
+
+
+def _error(exc: Exception) -> EngineResult:
+    return EngineResult(choice=None, error=f"vllm engine: {type(exc).__name__}: {exc}")

