@@ -46,7 +46,8 @@ def _stats(args: argparse.Namespace) -> int:
 def _datasets_synth(args: argparse.Namespace) -> int:
     from omnieval.datasets.synthetic import make_dissonance_benchmark
 
-    path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors, n_questions=args.questions)
+    path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors, n_questions=args.questions,
+                                     speech=args.speech, question_jitter=args.question_jitter)
     print(f"wrote synthetic dissonance benchmark to {path}")
     return 0
 
@@ -109,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
     s.add_argument("--questions", type=int, default=2, help="questions per anchor (paper scale: ~9.4)")
+    s.add_argument("--question-jitter", action="store_true",
+                   help="vary the questions per anchor around --questions (paper scale: 10 with jitter ~ 9.6)")
+    s.add_argument("--speech", action="store_true", help="add the creature's spoken name (needs espeak-ng)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_datasets_synth)
 
