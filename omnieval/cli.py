@@ -66,6 +66,13 @@ def _bench_pipeline(args: argparse.Namespace) -> int:
     return bench_pipeline(anchors=args.anchors, questions=args.questions, workdir=args.workdir)
 
 
+def _bench_engine(args: argparse.Namespace) -> int:
+    from omnieval.bench_engine import bench_engine
+
+    return bench_engine(model=args.model, anchors=args.anchors, questions=args.questions, device=args.device,
+                        vllm_options=args.vllm_options, workdir=args.workdir)
+
+
 def _bench_stats(args: argparse.Namespace) -> int:
     from omnieval.bench_stats import bench_stats
 
@@ -131,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--questions", type=int, default=4)
     s.add_argument("--workdir", default=None)
     s.set_defaults(func=_bench_pipeline)
+    s = bsub.add_parser("engine", help="vLLM pipeline vs bare vLLM vs a transformers loop (needs vllm)")
+    s.add_argument("--model", default=None, help="model folder (default: a tiny random-weight Qwen2)")
+    s.add_argument("--anchors", type=int, default=8)
+    s.add_argument("--questions", type=int, default=4)
+    s.add_argument("--device", default="cpu", help="cpu | cuda")
+    s.add_argument("--vllm-options", default=None, help="JSON of extra vllm engine options")
+    s.add_argument("--workdir", default=None)
+    s.set_defaults(func=_bench_engine)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.set_defaults(func=_bench_stats)

@@ -1,0 +1,105 @@
+"""``omnieval bench engine``: instances/s of the vLLM path against its limit and against the way peers run HF models.
+
+Rows of the printed table (the same synthetic benchmark and the same model in every row):
+
+* pipeline: ``run_evaluation`` with the ``vllm`` engine (Ray Data: media stage, engine actor, Parquet parts),
+  wall time including the engine actor's start-up;
+* bare vLLM: ``vllm.LLM.generate`` in one process on the same prompts, pre-built, media pre-decoded: the limit;
+* transformers loop, batch size 1: the ``hf`` engine called one instance at a time, the way lmms-eval's and
+  VLMEvalKit's HF paths run (the peer);
+* transformers, batched: the ``hf`` engine with its own batching.
+
+Model load times are measured and printed apart. Where ``--model`` is not given, a tiny random-weight Qwen2 is
+built (text model: media become a note), so the harness runs anywhere; on a GPU give a real model folder and
+``--device cuda``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+
+def bench_engine(model: str | None = None, anchors: int = 8, questions: int = 4, device: str = "cpu",
+                 vllm_options: str | None = None, workdir: str | None = None) -> int:
+    import os
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.engines import EngineRequest, create_engine
+    from omnieval.media.decode import decode_media
+    from omnieval.pipeline import ensure_ray, make_plan, run_evaluation
+
+    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="omnieval-bench-engine-"))
+    bench_dir = tmp / "benchmark"
+    if not (bench_dir / "items.jsonl").exists():
+        make_dissonance_benchmark(bench_dir, seed=0, n_anchors=anchors, n_questions=questions)
+    if model is None:
+        from omnieval.tiny_models import build_tiny_model
+
+        model = str(build_tiny_model("qwen2", tmp / "tiny-qwen2", seed=0))
+    options = {"path": model, "max_model_len": 4096}
+    if device == "cpu":
+        options |= {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True}
+    options |= json.loads(vllm_options) if vllm_options else {}
+    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=tmp))
+    config = parse_run_config({
+        "benchmark": str(bench_dir), "output": str(runs / "pipeline"), "prompts": ["zs"],
+        "models": [{"name": "vllm", "engine": "vllm", "batch_size": 64, "options": options,
+                    "num_gpus": 1 if device != "cpu" else 0}]})
+    plan = make_plan(config)
+    n = len(plan.instances)
+    decoded = {p: decode_media(s.path, s.modality, **dict(s.params)) for p, s in plan.media_specs.items()}
+    requests = [EngineRequest(i, {s.path: decoded[s.path] for s in i.segments if s.kind == "media"}, "zs")
+                for i in plan.instances]
+
+    ensure_ray(config)
+    start = time.perf_counter()
+    run_evaluation(config, progress=False)
+    pipeline_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    engine = create_engine("vllm", model="bare", **options)
+    vllm_load = time.perf_counter() - start
+    prompts = [engine._prompt(r) for r in requests]
+    from omnieval.engines.chat import label_token_ids
+
+    ids = [label_token_ids(engine.tokenizer, r.instance.option_labels) for r in requests]
+    start = time.perf_counter()
+    engine._one_token(prompts, ids)
+    bare_s = time.perf_counter() - start
+    engine.close()
+
+    start = time.perf_counter()
+    hf = create_engine("hf", model="hf", path=model, device=device, batch_size=1)
+    hf_load = time.perf_counter() - start
+    start = time.perf_counter()
+    for r in requests:
+        hf.score([r])
+    loop_s = time.perf_counter() - start
+    hf.batch_size = 16
+    start = time.perf_counter()
+    for i in range(0, n, 64):
+        hf.score(requests[i:i + 64])
+    batched_s = time.perf_counter() - start
+
+    limit = n / bare_s
+    rows = [
+        ("omnieval pipeline, vllm engine (incl. actor start)", n / pipeline_s, pipeline_s),
+        ("bare vllm.LLM.generate, pre-built prompts (limit)", limit, bare_s),
+        ("transformers loop, batch size 1 (peer)", n / loop_s, loop_s),
+        ("transformers, batched (16)", n / batched_s, batched_s),
+    ]
+    print(f"omnieval bench engine: {n} instances, model {model}, device {device}; "
+          f"load: vllm {vllm_load:.1f} s, transformers {hf_load:.1f} s")
+    header = ("measurement", "inst/s", "seconds", "vs bare vLLM")
+    table = [header] + [(name, f"{rate:,.1f}", f"{secs:.2f}", f"{rate / limit:.3f}") for name, rate, secs in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    for k, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0
