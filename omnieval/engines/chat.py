@@ -8,8 +8,17 @@ from collections.abc import Sequence
 from omnieval.engines.omni_inputs import OMNI_MODALITIES
 from omnieval.prompts import PromptPart
 
+OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
 TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
 UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
+
+
+def is_omni_model(folder) -> bool:
+    """Whether a model folder holds an omni (Qwen2.5-Omni family) model, from its ``config.json``."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(folder) / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
 
 
 def chat_prompt(tokenizer, parts: Sequence[PromptPart], omni: bool) -> str:

@@ -34,7 +34,6 @@ gets an ``EngineResult`` with ``error`` set; ``score`` never raises for one requ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,11 +49,10 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
-from omnieval.engines.chat import chat_prompt, cot_answer_position, label_token_ids
+from omnieval.engines.chat import chat_prompt, cot_answer_position, is_omni_model, label_token_ids
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
-OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -81,7 +79,7 @@ class HFEngine(Engine):
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.omni = json.loads((self.path / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
+        self.omni = is_omni_model(self.path)
         if self.omni:
             from transformers import Qwen2_5OmniThinkerForConditionalGeneration
 

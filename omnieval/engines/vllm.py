@@ -20,7 +20,6 @@ In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,10 +32,8 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
-from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, label_token_ids
+from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, is_omni_model, label_token_ids
 from omnieval.prompts import parse_answer, render_prompt
-
-OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")
 
 
 @register_engine("vllm")
@@ -52,7 +49,7 @@ class VLLMEngine(Engine):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
-        self.omni = json.loads((self.path / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
+        self.omni = is_omni_model(self.path)
         kwargs = dict(engine_kwargs or {})
         if limit_mm_per_prompt:
             kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
