@@ -145,3 +145,115 @@ def expand_all(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], seed:
 
 
 # === metrics (cell means -> metric values) ===
+# SPEC section 3's metrics as functions of cell means. Every array holds one value per bootstrap row (row 0 = the
+# data, rows 1..R = resamples), so one resampling pass serves every metric and each CI is the metric recomputed on
+# the resamples' cell means. ``metrics_spec()`` tells ``omnieval.metrics`` which cells to build and how to read them.
+
+import numpy as np  # noqa: E402
+
+LEVELS: tuple[int, ...] = (0, 1, 2, 3)
+ONLY_CORRUPTED: dict[str, str] = {"video": "C100", "audio": "C010", "text": "C001"}
+
+
+def clean_set_condition(mask: int) -> str:
+    """The condition in which exactly the modalities in bitmask ``mask`` are clean (bit 0 video, 1 audio, 2 text)."""
+    return "C" + "".join("0" if mask >> m & 1 else "1" for m in range(len(MODALITIES)))
+
+
+def accuracy_k(acc: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """Mean of the condition accuracies at each level k (k=1, 2 average three conditions each), not pooled."""
+    return {k: np.mean([acc[c] for c in CONDITIONS if level(c) == k], axis=0) for k in LEVELS}
+
+
+def ace(abstention: Mapping[int, np.ndarray], human: Mapping[int, np.ndarray]) -> np.ndarray:
+    """Abstention calibration error: ``(1/4) sum_k |abstention_k - human_abstention_k|``."""
+    return np.mean([np.abs(abstention[k] - human[k]) for k in LEVELS], axis=0)
+
+
+def shapley(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Exact Shapley value per modality with v(S) = accuracy of the condition where exactly S is clean."""
+    from kernels.shapley import shapley_values
+
+    table = np.column_stack([acc[clean_set_condition(mask)] for mask in range(2 ** len(MODALITIES))])
+    phi = shapley_values(np.ascontiguousarray(table, dtype=np.float64))
+    return {m: phi[:, i] for i, m in enumerate(MODALITIES)}
+
+
+def reliance(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``(acc[C000] - acc[C_m]) / acc[C000]`` with C_m = only modality m corrupted (NaN where acc[C000] = 0)."""
+    base = acc["C000"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {m: np.where(base > 0, (base - acc[c]) / np.where(base > 0, base, 1), np.nan)
+                for m, c in ONLY_CORRUPTED.items()}
+
+
+def metric_rows(cells):
+    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.metrics.Cells``).
+
+    Yields ``(metric, key, values over rows, n)``; metrics whose cells are missing in this unit are left out.
+    """
+    acc = {c: cells.mean("acc", c) for c in CONDITIONS if cells.has("acc", c)}
+    n_acc = {c: cells.n("acc", c) for c in acc}
+    for c in acc:
+        yield "accuracy", c, acc[c], n_acc[c]
+    complete = len(acc) == len(CONDITIONS)
+    if complete:
+        for k, values in accuracy_k(acc).items():
+            yield "accuracy_k", str(k), values, sum(n_acc[c] for c in CONDITIONS if level(c) == k)
+    abst = {k: cells.mean("abst", str(k)) for k in LEVELS if cells.has("abst", str(k))}
+    human = {k: cells.mean("human", str(k)) for k in LEVELS if cells.has("human", str(k))}
+    for k in abst:
+        yield "abstention_k", str(k), abst[k], cells.n("abst", str(k))
+    for k in human:
+        yield "human_abstention_k", str(k), human[k], cells.n("human", str(k))
+    if len(abst) == len(LEVELS) and len(human) == len(LEVELS):
+        yield "ace", "", ace(abst, human), sum(cells.n("abst", str(k)) for k in LEVELS)
+    for method, k in cells.keys("conf"):
+        yield "confidence_k", f"{k}{cells.method_suffix(method)}", cells.mean("conf", method, k), \
+            cells.n("conf", method, k)
+    for method in sorted({key[1] for key in cells.stats if key[0] == "ece"}):
+        for name in ("ece", "rc_auc"):
+            values, n = cells.stat(name, method)
+            yield name, cells.method_suffix(method), values, n
+    if complete:
+        n_all = sum(n_acc.values())
+        for m, values in shapley(acc).items():
+            yield "shapley", m, values, n_all
+        for m, values in reliance(acc).items():
+            yield "reliance", m, values, n_acc["C000"] + n_acc[ONLY_CORRUPTED[m]]
+    for (anchor,) in cells.keys("anchor"):
+        yield "anchor_accuracy", anchor, cells.mean("anchor", anchor), cells.n("anchor", anchor)
+    if cells.has("invalid"):
+        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+
+
+def derive_columns(frame):
+    """``k`` from the condition name where the input has none (other tools' files), and the k=0 validity flag."""
+    import polars as pl
+
+    from_condition = pl.col("condition").replace_strict({c: level(c) for c in CONDITIONS}, default=None,
+                                                        return_dtype=pl.Int64)
+    k = pl.coalesce(pl.col("k").cast(pl.Int64), from_condition) if "k" in frame.columns else from_condition
+    frame = frame.with_columns(k=k)
+    return frame.with_columns(valid_k0=pl.col("valid") & (pl.col("k") == 0))
+
+
+def metrics_spec():
+    """The cells and metric function of this protocol for ``omnieval.metrics`` (one bootstrap pass for all)."""
+    from omnieval.metrics import CellFamily, ProtocolMetrics
+
+    return ProtocolMetrics(
+        name=NAME,
+        families=(
+            CellFamily("acc", "correct", "valid", ("condition",)),
+            CellFamily("abst", "abstained", "valid", ("k",)),
+            CellFamily("human", "human_abstain", None, ("k",)),
+            CellFamily("conf", "confidence", "has_conf", ("conf_method", "k")),
+            CellFamily("anchor", "correct", "valid_k0", ("anchor",)),
+            CellFamily("invalid", "invalid"),
+        ),
+        metrics=metric_rows,
+        derive=derive_columns,
+        conditions=CONDITIONS,
+        calibration=True,
+    )

@@ -1,0 +1,128 @@
+"""Calibration: restricted softmax, ECE and the risk-coverage AUC, on the data or under bootstrap weights.
+
+ECE and RC-AUC are not functions of a few cell means (RC-AUC depends on the ranking of every instance), so under the
+clustered bootstrap they are evaluated on the resample itself: a resample is a row of item multiplicities ``W[r]``
+(from ``kernels.bootstrap.resample_counts``) and instance ``t`` of item ``item[t]`` counts ``W[r, item[t]]`` times.
+A row of ones gives the point estimate, so the estimate and its CI come from the same code.
+
+Definitions (SPEC section 3):
+
+* ECE: 10 equal-width confidence bins ``[b/10, (b+1)/10)`` (the last one closed at 1),
+  ``sum_b (n_b / N) |acc_b - conf_b|`` = ``sum_b |sum correct - sum conf| / N``.
+* RC-AUC: sort by confidence descending; risk at coverage i/N = error rate of the top i; average over i = 1..N.
+  Instances with equal confidence have no order of their own: the value is the expectation over a uniformly random
+  order of each tie group (bootstrap copies of one instance are ties too), which makes it independent of row order.
+  Within a tie group of size c with e errors entered after C0 instances and E0 errors, position j has expected risk
+  ``(E0 + j e/c) / (C0 + j)``; the sum over j is ``e + (E0 - C0 e/c) (H(C0 + c) - H(C0))`` with harmonic numbers H.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from kernels.bootstrap import blocks
+
+
+@njit(cache=True)
+def restricted_softmax(logprobs):
+    """Softmax over each row's option-label logprobs; NaN / -inf entries (labels not offered) get probability 0."""
+    out = np.zeros(logprobs.shape)
+    for i in range(logprobs.shape[0]):
+        top = -np.inf
+        for j in range(logprobs.shape[1]):
+            v = logprobs[i, j]
+            if not np.isnan(v) and v > top:
+                top = v
+        if top == -np.inf:
+            out[i, :] = np.nan
+            continue
+        total = 0.0
+        for j in range(logprobs.shape[1]):
+            v = logprobs[i, j]
+            if not np.isnan(v) and v > -np.inf:
+                out[i, j] = np.exp(v - top)
+                total += out[i, j]
+        for j in range(logprobs.shape[1]):
+            out[i, j] /= total
+    return out
+
+
+@njit(cache=True)
+def _calibration_rows(weights, s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic, ece, auc):
+    """ECE and RC-AUC of every row of ``weights``, instances pre-sorted by confidence (see module docstring)."""
+    n = s_item.shape[0]
+    for r in range(weights.shape[0]):
+        w_row = weights[r]
+        total = 0
+        errors = 0.0
+        area = 0.0
+        gap = 0.0
+        c = 0
+        e = 0.0
+        g = 0.0
+        for t in range(n):  # branch-light: zero weights just add zeros
+            w = w_row[s_item[t]]
+            c += w
+            e += w * s_err[t]
+            g += w * s_gap[t]
+            if bin_end[t]:
+                gap += abs(g)
+                g = 0.0
+            if group_end[t]:
+                rate = s_err[t] if single[t] else e / max(c, 1)
+                area += e + (errors - total * rate) * (harmonic[total + c] - harmonic[total])
+                total += c
+                errors += e
+                c = 0
+                e = 0.0
+        if total > 0:
+            ece[r] = gap / total
+            auc[r] = area / total
+
+
+@njit(cache=True, parallel=True)
+def _calibration_rows_parallel(weights, s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic, ece,
+                               auc, n_blocks):
+    size = (weights.shape[0] + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        lo = b * size
+        hi = min(weights.shape[0], lo + size)
+        if lo < hi:
+            _calibration_rows(weights[lo:hi], s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic,
+                              ece[lo:hi], auc[lo:hi])
+
+
+def calibration_weighted(weights, item, conf, correct, n_bins=10):
+    """``(ece[r], rc_auc[r])`` for every row of item multiplicities ``weights[r, item]``.
+
+    ``item[t]``, ``conf[t]`` in [0, 1], ``correct[t]`` in {0, 1} describe the instances (valid predictions with a
+    confidence, one confidence method). NaN where a resample holds no instance. Sorted by confidence, tie groups
+    and bins are contiguous runs, so running sums are flushed at their ends (a tie never straddles a bin edge).
+    """
+    conf = np.asarray(conf, dtype=np.float64)
+    n = len(conf)
+    order = np.argsort(-conf, kind="stable")
+    s_item = np.ascontiguousarray(np.asarray(item, dtype=np.int64)[order])
+    s_conf = conf[order]
+    s_corr = np.asarray(correct, dtype=np.float64)[order]
+    s_err = 1.0 - s_corr
+    s_gap = s_corr - s_conf
+    s_bin = np.minimum((s_conf * n_bins).astype(np.int64), n_bins - 1)
+    group_end = np.ones(n, dtype=np.bool_)
+    bin_end = np.ones(n, dtype=np.bool_)
+    group_end[:-1] = s_conf[1:] != s_conf[:-1]
+    bin_end[:-1] = s_bin[1:] != s_bin[:-1]
+    single = group_end.copy()  # a tie group of one: its error rate is known without a division
+    single[1:] &= group_end[:-1]
+    bound = int(weights.max()) * n if weights.size else 0  # no resample holds more instances
+    harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, bound + 1))])
+    ece = np.full(weights.shape[0], np.nan)
+    auc = np.full(weights.shape[0], np.nan)
+    args = (weights, s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic, ece, auc)
+    n_blocks = blocks(weights.shape[0], weights.shape[0] * 3.0 * n)
+    if n_blocks == 1:
+        _calibration_rows(*args)
+    else:
+        _calibration_rows_parallel(*args, n_blocks)
+    return ece, auc

@@ -1,0 +1,474 @@
+"""``omnieval metrics``: predictions files -> the long metrics table with clustered bootstrap CIs (SPEC 1.4, 2).
+
+How it flows (DESIGN decision 5):
+
+1. ``read_predictions`` reads Parquet / JSONL / CSV with the SPEC 1.3 columns (unknown columns kept; a missing
+   required column is an ``InputError`` naming file and column) and derives the row flags every protocol shares:
+   ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``, ``invalid``, ``has_conf``.
+2. Per protocol, a ``ProtocolMetrics`` spec from ``REGISTRY`` names its **cell families** (a cell = the mean of one
+   column over the rows of one unit x key, e.g. correctness per condition) and one function from those cells to
+   metric rows. A unit is model x prompt x split; items (``item_id``) are the resampling clusters.
+3. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples items and yields every cell's resampled sum and
+   count at once; row 0 is the data itself. The protocol's metric function runs once on all rows (vectorised over
+   the resample axis), so adding a metric never adds a pass. ECE and RC-AUC, which depend on the ranking of
+   instances rather than on cell means, are evaluated on the same resamples' item multiplicities
+   (``kernels.calibration``). The 95% percentile interval comes from resamples 1..R.
+
+A protocol plugs in with ``register(ProtocolMetrics(...))``; its formulas live in its own module under
+``omnieval/protocols``. Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``,
+so models and prompts on the same items of a split get the same resamples (paired), for any thread count.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from kernels.bootstrap import pattern_sums, percentile_interval, resample_sums
+from kernels.calibration import calibration_weighted, restricted_softmax
+from omnieval.keyed import keyed_seed
+from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
+
+UNIT = ("model", "prompt", "split")
+TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
+CONFIDENCE_LEVEL = 0.95
+N_BINS = 10
+_CHUNK_CELLS = 4_000_000  # resamples x items held at once as int32 multiplicities (16 MB)
+_SEP = "\x1f"
+
+MetricRow = tuple[str, str, np.ndarray, int]
+"""(metric, key, values over rows [data, resample 1, ..., resample R], n)."""
+
+
+@dataclass(frozen=True)
+class CellFamily:
+    """Cells ``name|key``: the mean of column ``value`` over the rows where ``where`` holds, one cell per distinct
+    value of the ``by`` columns. A family whose ``by`` column is absent from the input is skipped."""
+
+    name: str
+    value: str
+    where: str | None = None
+    by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProtocolMetrics:
+    """What ``omnieval metrics`` needs from a protocol: its cells, its metric function, its calibration.
+
+    ``derive`` adds protocol columns to the prepared frame (e.g. the corruption level from the condition);
+    ``conditions``, if given, is the set of valid condition names (checked per input file);
+    ``calibration``: ECE and RC-AUC per confidence method over the rows where the column ``has_conf`` holds.
+    """
+
+    name: str
+    families: tuple[CellFamily, ...]
+    metrics: Callable[[Cells], Iterable[MetricRow]]
+    derive: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    conditions: tuple[str, ...] | None = None
+    calibration: bool = False
+
+
+REGISTRY: dict[str, ProtocolMetrics] = {}
+
+
+def register(spec: ProtocolMetrics) -> None:
+    """Add (or replace) a protocol's metric definitions."""
+    REGISTRY[spec.name] = spec
+
+
+@dataclass
+class Cells:
+    """Resampled cell sums and counts of one unit. Row 0 is the data, rows 1..R the bootstrap resamples.
+
+    ``methods``: the confidence methods present in the protocol's input (confidence metrics carry a ``@method``
+    key suffix when there are several: they are never pooled).
+    """
+
+    sums: np.ndarray
+    counts: np.ndarray
+    index: dict[tuple[str, ...], int]
+    stats: dict[tuple[str, ...], tuple[np.ndarray, int]] = field(default_factory=dict)
+    methods: tuple[str, ...] = ()
+
+    def has(self, family: str, *key: str) -> bool:
+        return (family, *key) in self.index
+
+    def keys(self, family: str) -> list[tuple[str, ...]]:
+        """Keys of a family present in this unit, sorted."""
+        return sorted(k[1:] for k in self.index if k[0] == family)
+
+    def sum(self, family: str, *key: str) -> np.ndarray:
+        return self.sums[:, self.index[(family, *key)]]
+
+    def count(self, family: str, *key: str) -> np.ndarray:
+        return self.counts[:, self.index[(family, *key)]]
+
+    def mean(self, family: str, *key: str) -> np.ndarray:
+        """Cell mean on every row (NaN where a resample drew no row of the cell)."""
+        c = self.count(family, *key)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(c > 0, self.sum(family, *key) / np.where(c > 0, c, 1), np.nan)
+
+    def n(self, family: str, *key: str) -> int:
+        """Rows behind the cell in the data (row 0)."""
+        return int(self.count(family, *key)[0])
+
+    def stat(self, name: str, *key: str) -> tuple[np.ndarray, int]:
+        """An instance-level statistic (``ece`` / ``rc_auc`` per method): values over rows, and its n."""
+        return self.stats[(name, *key)]
+
+    def method_suffix(self, method: str) -> str:
+        return f"@{method}" if len(self.methods) > 1 else ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading predictions
+# ---------------------------------------------------------------------------------------------------------------
+
+def _read_one(path: Path) -> pl.DataFrame:
+    if not path.is_file():
+        raise InputError("no such predictions file", file=path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pl.read_parquet(path)
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return pl.read_ndjson(path, infer_schema_length=None)
+        if suffix == ".csv":
+            return pl.read_csv(path, infer_schema=False)  # all strings; typed below (ids stay strings)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputError(f"cannot read predictions: {exc}", file=path) from exc
+    raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
+
+
+def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """Required columns present and typed; confidence in [0, 1]; protocol conditions known."""
+    for column in REQUIRED_COLUMNS:
+        if column not in frame.columns:
+            raise InputError(f"missing required column {column!r}", file=path, field=column)
+    casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
+    casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
+    for column in ("anchor", "task", "subtask", "category"):
+        if column in frame.columns:
+            casts[column] = pl.Utf8
+    for column, dtype in casts.items():
+        try:
+            frame = frame.with_columns(pl.col(column).cast(dtype))
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
+                from exc
+    conf = frame["confidence"].drop_nulls()
+    if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
+        raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
+    for name, spec in REGISTRY.items():
+        if spec.conditions is None:
+            continue
+        bad = frame.filter((pl.col("protocol") == name) & ~pl.col("condition").is_in(list(spec.conditions)))
+        if len(bad):
+            raise InputError(f"unknown {name} condition {bad['condition'][0]!r} (expected one of "
+                             f"{', '.join(spec.conditions)})", file=path, field="condition")
+    return frame
+
+
+def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
+    """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
+    chosen label (method ``rs``), as the engines do when they score from logits (SPEC section 7)."""
+    if "option_logprobs" not in frame.columns or not isinstance(frame.schema["option_logprobs"], pl.List):
+        return frame
+    need = (pl.col("confidence").is_null() & pl.col("choice").is_not_null()
+            & pl.col("option_logprobs").list.len().fill_null(0).gt(0))
+    rows = frame.with_row_index("_row").filter(need)
+    if not len(rows):
+        return frame
+    lists = rows["option_logprobs"].to_list()
+    width = max(len(x) for x in lists)
+    logprobs = np.full((len(lists), width), np.nan)
+    for i, values in enumerate(lists):
+        logprobs[i, : len(values)] = [np.nan if v is None else v for v in values]
+    probs = restricted_softmax(logprobs)
+    label = np.array([LABELS.find(c) if isinstance(c, str) and len(c) == 1 else -1 for c in rows["choice"]])
+    ok = (label >= 0) & (label < width)
+    conf = np.full(len(lists), np.nan)
+    conf[ok] = probs[np.nonzero(ok)[0], label[ok]]
+    fill = pl.DataFrame({"_row": rows["_row"], "_conf": conf}).filter(pl.col("_conf").is_not_nan())
+    out = frame.with_row_index("_row").join(fill, on="_row", how="left")
+    return out.with_columns(
+        confidence=pl.coalesce("confidence", "_conf"),
+        confidence_method=pl.when(pl.col("_conf").is_not_null() & pl.col("confidence_method").is_null())
+        .then(pl.lit("rs")).otherwise(pl.col("confidence_method")),
+    ).drop("_row", "_conf")
+
+
+def read_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
+    """Concatenate predictions files (columns missing from some files become null; extra columns are kept)."""
+    _load_protocols()
+    frames = [_normalise(_read_one(Path(p)), Path(p)) for p in paths]
+    if not frames:
+        raise InputError("no predictions files given")
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    return _fill_confidence_from_logprobs(frame)
+
+
+def prepare(frame: pl.DataFrame) -> pl.DataFrame:
+    """Row flags shared by every protocol (invalid = null choice; excluded from accuracy, abstention, calibration)."""
+    valid = pl.col("choice").is_not_null()
+    return frame.with_columns(
+        valid=valid,
+        invalid=~valid,
+        correct=valid & (pl.col("choice") == pl.col("target")).fill_null(False),
+        abstained=valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
+        human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
+        has_conf=valid & pl.col("confidence").is_not_null(),
+        conf_method=pl.col("confidence_method").fill_null("unknown"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One unit: per-item cell matrix -> one bootstrap pass
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class UnitData:
+    """Per-item sums and counts of every cell of one unit, and the instances behind its calibration."""
+
+    key: tuple[str, ...]
+    n_items: int
+    cells: list[tuple[str, ...]]
+    sums: np.ndarray  # (items, cells)
+    counts: np.ndarray  # (items, cells)
+    calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (item, conf, correct)
+
+
+def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
+    """Long table ``(unit..., item, cell, s, c)`` over all families, by polars group-bys on the whole frame."""
+    parts = []
+    for fam in families:
+        if any(b not in frame.columns for b in fam.by) or fam.value not in frame.columns:
+            continue
+        sel = frame if fam.where is None else frame.filter(pl.col(fam.where))
+        keys = [pl.lit(fam.name), *(pl.col(b).cast(pl.Utf8) for b in fam.by)]
+        parts.append(
+            sel.group_by([*UNIT, "_item", *fam.by])
+            .agg(s=pl.col(fam.value).cast(pl.Float64).sum(), c=pl.len().cast(pl.Float64))
+            .select(*UNIT, "_item", pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
+            .drop_nulls("cell")
+        )
+    if not parts:
+        return pl.DataFrame(schema={**{u: pl.Utf8 for u in UNIT}, "_item": pl.UInt32, "cell": pl.Utf8,
+                                    "s": pl.Float64, "c": pl.Float64})
+    return pl.concat(parts)
+
+
+def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
+    """Split a prepared protocol frame into units with their per-item cell matrices (items sorted by item_id)."""
+    frame = frame.with_columns(_item=(pl.col("item_id").rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1)
+    cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
+    calib: dict[tuple, pl.DataFrame] = {}
+    if spec.calibration:
+        calib = frame.filter("has_conf").partition_by(list(UNIT), as_dict=True)
+    out = []
+    for row in sizes.sort(list(UNIT)).iter_rows(named=True):
+        key = tuple(row[u] for u in UNIT)
+        n = int(row["n"])
+        long = cells.get(key)
+        names: list[tuple[str, ...]] = []
+        sums = np.zeros((n, 0))
+        counts = np.zeros((n, 0))
+        if long is not None:
+            names_raw = sorted(long["cell"].unique().to_list())
+            j = long["cell"].cast(pl.Enum(names_raw)).to_physical().to_numpy().astype(np.int64)
+            i = long["_item"].to_numpy().astype(np.int64)
+            sums = np.zeros((n, len(names_raw)))
+            counts = np.zeros((n, len(names_raw)))
+            np.add.at(sums, (i, j), long["s"].to_numpy())
+            np.add.at(counts, (i, j), long["c"].to_numpy())
+            names = [tuple(name.split(_SEP)) for name in names_raw]
+        calibration = {}
+        if key in calib:
+            for (method,), g in calib[key].partition_by("conf_method", as_dict=True).items():
+                calibration[method] = (g["_item"].to_numpy().astype(np.int64),
+                                       g["confidence"].to_numpy().astype(np.float64),
+                                       g["correct"].to_numpy().astype(np.float64))
+        out.append(UnitData(key, n, names, sums, counts, calibration))
+    return out
+
+
+def _compress(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct non-constant columns of ``values`` (items x channels): constant channels (e.g. one instance per
+    item and condition) resample to ``n * constant`` and duplicated channels to the same sums, so neither needs to
+    be resampled. Returns ``(distinct, inverse, constant_mask, constant_values)``."""
+    const = np.all(values == values[:1], axis=0) if len(values) else np.ones(values.shape[1], bool)
+    varying = values[:, ~const]
+    if varying.shape[1]:
+        distinct, inverse = np.unique(varying, axis=1, return_inverse=True)
+    else:
+        distinct, inverse = varying, np.zeros(0, dtype=np.int64)
+    return (np.ascontiguousarray(distinct), inverse.reshape(-1),
+            const, values[0, const] if len(values) else np.zeros(int(const.sum())))
+
+
+def _csr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(indptr, indices, data, n_cols)`` of a dense items x channels matrix (for ``resample_sums``)."""
+    items, cols = np.nonzero(values)
+    indptr = np.searchsorted(items, np.arange(values.shape[0] + 1)).astype(np.int64)
+    return indptr, cols.astype(np.int64), np.ascontiguousarray(values[items, cols]), values.shape[1]
+
+
+def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int) -> tuple[np.ndarray, dict]:
+    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic."""
+    values = np.hstack([unit.sums, unit.counts])
+    n = unit.n_items
+    distinct, inverse, const, const_values = _compress(values)
+    seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
+    rows = np.empty((resamples + 1, distinct.shape[1]))
+    rows[0] = distinct.sum(axis=0)
+    calib = {m: [np.empty(resamples + 1), np.empty(resamples + 1)] for m in unit.calibration}
+    ones = np.ones((1, n), dtype=np.int32)
+    for method, (item, conf, correct) in unit.calibration.items():
+        e, a = calibration_weighted(ones, item, conf, correct, N_BINS)
+        calib[method][0][0], calib[method][1][0] = e[0], a[0]
+    if resamples:
+        patterns = None
+        if not unit.calibration and np.all(distinct == np.round(distinct)):
+            patterns, pattern_counts = np.unique(distinct, axis=0, return_counts=True)
+            if len(patterns) * 40 > n:  # the shortcut only pays with few distinct per-item patterns
+                patterns = None
+        sparse = (distinct != 0).mean(axis=0) < 0.2 if n else np.zeros(distinct.shape[1], bool)
+        if patterns is not None:
+            rows[1:] = pattern_sums(np.ascontiguousarray(patterns), pattern_counts.astype(np.int64), 0, resamples,
+                                    seed_u, stream_u)
+        else:
+            dense = np.ascontiguousarray(distinct[:, ~sparse])
+            csr = _csr(distinct[:, sparse])
+            step = max(1, _CHUNK_CELLS // max(n, 1))
+            for r0 in range(0, resamples, step):
+                r1 = min(resamples, r0 + step)
+                w, sums = resample_sums(dense, r0, r1, seed_u, stream_u, csr)
+                rows[1 + r0:1 + r1, ~sparse] = sums[:, :dense.shape[1]]
+                rows[1 + r0:1 + r1, sparse] = sums[:, dense.shape[1]:]
+                for method, (item, conf, correct) in unit.calibration.items():
+                    e, a = calibration_weighted(w, item, conf, correct, N_BINS)
+                    calib[method][0][1 + r0:1 + r1], calib[method][1][1 + r0:1 + r1] = e, a
+    full = np.empty((resamples + 1, values.shape[1]))
+    full[:, ~const] = rows[:, inverse]
+    full[:, const] = n * const_values
+    return full, calib
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------------------------
+
+def _protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int) -> list[dict]:
+    methods = tuple(sorted(frame.filter("has_conf")["conf_method"].unique().to_list()))
+    out: list[dict] = []
+    for unit in unit_data(frame, spec):
+        stream = keyed_seed(0, "bootstrap", spec.name, unit.key[2])
+        full, calib = bootstrap_unit(unit, resamples, seed, stream)
+        n_cells = len(unit.cells)
+        cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
+                      index={name: i for i, name in enumerate(unit.cells)}, methods=methods)
+        for method, (ece, auc) in calib.items():
+            n = len(unit.calibration[method][0])
+            cells.stats[("ece", method)] = (ece, n)
+            cells.stats[("rc_auc", method)] = (auc, n)
+        rows = list(spec.metrics(cells))
+        if not rows:
+            continue
+        values = np.column_stack([np.asarray(r[2], dtype=np.float64) for r in rows])
+        if resamples:
+            alpha = (1 - CONFIDENCE_LEVEL) / 2
+            low, high = percentile_interval(np.ascontiguousarray(values[1:]), alpha, 1 - alpha)
+        else:
+            low = high = np.full(len(rows), np.nan)
+        model, prompt, split = unit.key
+        for j, (metric, key, _, n) in enumerate(rows):
+            out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
+                        "key": key, "value": _num(values[0, j]), "ci_low": _num(low[j]),
+                        "ci_high": _num(high[j]), "n": int(n)})
+    return out
+
+
+def _num(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
+
+
+def _generic_metrics(cells: Cells) -> Iterable[MetricRow]:
+    """Fallback for a protocol with no registered metrics: accuracy per condition and the invalid rate."""
+    for (condition,) in cells.keys("acc"):
+        yield "accuracy", condition, cells.mean("acc", condition), cells.n("acc", condition)
+    if cells.has("invalid"):
+        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+
+
+GENERIC = ProtocolMetrics(
+    name="*",
+    families=(CellFamily("acc", "correct", "valid", ("condition",)), CellFamily("invalid", "invalid")),
+    metrics=_generic_metrics,
+)
+
+
+def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
+    """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``)."""
+    _load_protocols()
+    frame = prepare(predictions)
+    rows: list[dict] = []
+    for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
+        spec = REGISTRY.get(protocol)
+        if spec is None:
+            print(f"omnieval metrics: no metric definitions for protocol {protocol!r}: accuracy per condition "
+                  "and invalid rate only", file=sys.stderr)
+            spec = ProtocolMetrics(protocol, GENERIC.families, GENERIC.metrics)
+        part = frame.filter(pl.col("protocol") == protocol)
+        if spec.derive is not None:
+            part = spec.derive(part)
+        rows.extend(_protocol_rows(part, spec, resamples, seed))
+    schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
+                                                         "ci_high": pl.Float64, "n": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
+    """Library entry point: predictions files -> metrics table."""
+    _load_protocols()
+    return metrics_table(read_predictions(paths), resamples=resamples, seed=seed)
+
+
+def _load_protocols() -> None:
+    """Import the protocol modules that register metric definitions (idempotent)."""
+    if "dissonance" not in REGISTRY:
+        from omnieval.protocols import crossmodal, dissonance
+
+        for module in (dissonance, crossmodal):
+            register(module.metrics_spec())
+
+
+def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0) -> int:
+    """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``."""
+    start = time.perf_counter()
+    _load_protocols()
+    predictions = read_predictions(paths)
+    table = metrics_table(predictions, resamples=resamples, seed=seed)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    table.write_csv(folder / "metrics.csv")
+    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
+    arrow = table.to_arrow()
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
+    import pyarrow.parquet as pq
+
+    pq.write_table(arrow, folder / "metrics.parquet")
+    doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
+           "percentile bootstrap over item_id", "inputs": [str(p) for p in paths], "metrics": table.to_dicts()}
+    (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
+    print(f"omnieval metrics: {len(table)} rows from {len(predictions)} predictions in "
+          f"{time.perf_counter() - start:.1f} s -> {folder}")
+    return 0

@@ -1,0 +1,190 @@
+"""``omnieval stats``: significance tests on predictions files (SPEC sections 2 and 3, paper appendix A.11).
+
+Tests (one row each in ``tests.csv``):
+
+* ``wilcoxon`` (dissonance, per model x prompt x split): per anchor, the accuracy drop caused by corrupting one
+  modality (``acc[C000] - acc[C_m]``); Wilcoxon signed-rank between the drops of two modalities over anchors
+  (``text_vs_video``, ``text_vs_audio``, ``video_vs_audio``; estimate = mean drop difference, positive = the first
+  modality's corruption hurts more).
+* ``friedman`` (dissonance, per prompt x split x level k): models as treatments, anchors as blocks, per-anchor
+  accuracy at level k as the observation (anchors every model answered).
+* ``mcnemar`` (dissonance, per prompt x split): every model pair at C000 on the items both answered validly
+  (exact binomial McNemar from statsmodels; estimate = accuracy difference).
+* ``permutation`` (every protocol, per model x split): paired sign-flip test between two prompt styles (``zs`` vs
+  ``cot``; any pair present) on matched instances; per item the mean correctness difference over its matched
+  instances; ``kernels.permutation`` (estimate = mean per-item difference, second minus first).
+
+The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
+(statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
+Invalid predictions (null choice) are left out, as in every accuracy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from kernels.permutation import sign_flip_test
+from omnieval.keyed import keyed_seed
+from omnieval.metrics import prepare, read_predictions
+
+TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
+                "p_adjusted", "n")
+DROP_CONDITIONS = {"video": "C100", "audio": "C010", "text": "C001"}
+WILCOXON_PAIRS = (("text", "video"), ("text", "audio"), ("video", "audio"))
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _row(protocol, model, prompt, split, test, comparison, statistic, estimate, p, n) -> dict:
+    f = _finite
+    return {"protocol": protocol, "model": model, "prompt": prompt, "split": split, "test": test,
+            "comparison": comparison, "statistic": f(statistic), "estimate": f(estimate), "p_value": f(p),
+            "p_adjusted": None, "n": int(n)}
+
+
+def _safe(test, *args, **kwargs):
+    """Run a scipy/statsmodels test; degenerate input (all differences zero, one block...) gives NaNs."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = test(*args, **kwargs)
+        return float(result.statistic), float(result.pvalue)
+    except (ValueError, ZeroDivisionError):
+        return np.nan, np.nan
+
+
+def _anchor_accuracy(valid: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    return valid.group_by(["model", "prompt", "split", "anchor", *by]).agg(acc=pl.col("correct").mean())
+
+
+def wilcoxon_tests(frame: pl.DataFrame) -> list[dict]:
+    from scipy.stats import wilcoxon
+
+    valid = frame.filter(pl.col("valid") & pl.col("anchor").is_not_null()
+                         & pl.col("condition").is_in(["C000", *DROP_CONDITIONS.values()]))
+    rows = []
+    acc = _anchor_accuracy(valid, ["condition"])
+    for (model, prompt, split), g in sorted(acc.partition_by(["model", "prompt", "split"], as_dict=True).items()):
+        wide = g.pivot("condition", index="anchor", values="acc")
+        if not all(c in wide.columns for c in ["C000", *DROP_CONDITIONS.values()]):
+            continue
+        wide = wide.drop_nulls()
+        drop = {m: (wide["C000"] - wide[c]).to_numpy() for m, c in DROP_CONDITIONS.items()}
+        for a, b in WILCOXON_PAIRS:
+            stat, p = _safe(wilcoxon, drop[a], drop[b])
+            rows.append(_row("dissonance", model, prompt, split, "wilcoxon", f"{a}_vs_{b}", stat,
+                             float(np.mean(drop[a] - drop[b])) if len(wide) else np.nan, p, len(wide)))
+    return rows
+
+
+def friedman_tests(frame: pl.DataFrame) -> list[dict]:
+    from scipy.stats import friedmanchisquare
+
+    valid = frame.filter(pl.col("valid") & pl.col("anchor").is_not_null())
+    rows = []
+    acc = _anchor_accuracy(valid, ["k"])
+    for (prompt, split, k), g in sorted(acc.partition_by(["prompt", "split", "k"], as_dict=True).items()):
+        wide = g.pivot("model", index="anchor", values="acc").drop_nulls()
+        models = sorted(c for c in wide.columns if c != "anchor")
+        if len(models) < 3 or len(wide) < 2:
+            continue
+        stat, p = _safe(friedmanchisquare, *(wide[m].to_numpy() for m in models))
+        rows.append(_row("dissonance", f"all ({len(models)})", prompt, split, "friedman", f"k={k}", stat, np.nan, p,
+                         len(wide)))
+    return rows
+
+
+def mcnemar_tests(frame: pl.DataFrame) -> list[dict]:
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    base = frame.filter(pl.col("valid") & (pl.col("condition") == "C000"))
+    rows = []
+    for (prompt, split), g in sorted(base.partition_by(["prompt", "split"], as_dict=True).items()):
+        wide = g.group_by(["item_id", "model"]).agg(pl.col("correct").mean() >= 0.5) \
+            .pivot("model", index="item_id", values="correct")
+        models = sorted(c for c in wide.columns if c != "item_id")
+        for a, b in itertools.combinations(models, 2):
+            pair = wide.select(a, b).drop_nulls()
+            x, y = pair[a].to_numpy(), pair[b].to_numpy()
+            table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
+            stat, p = _safe(mcnemar, table, exact=True)
+            rows.append(_row("dissonance", f"{a} vs {b}", prompt, split, "mcnemar", "C000", stat,
+                             float(x.mean() - y.mean()) if len(pair) else np.nan, p, len(pair)))
+    return rows
+
+
+def permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
+    valid = frame.filter("valid")
+    rows = []
+    for (protocol, model, split), g in sorted(valid.partition_by(["protocol", "model", "split"],
+                                                                 as_dict=True).items()):
+        wide = g.group_by(["item_id", "condition", "prompt"]).agg(pl.col("correct").cast(pl.Float64).mean()) \
+            .pivot("prompt", index=["item_id", "condition"], values="correct")
+        prompts = sorted(c for c in wide.columns if c not in ("item_id", "condition"))
+        if {"zs", "cot"} <= set(prompts):
+            prompts = ["zs", "cot", *[p for p in prompts if p not in ("zs", "cot")]]
+        for a, b in itertools.combinations(prompts, 2):
+            per_item = wide.drop_nulls([a, b]).group_by("item_id").agg((pl.col(b) - pl.col(a)).mean().alias("d"))
+            d = np.ascontiguousarray(per_item.sort("item_id")["d"].to_numpy(), dtype=np.float64)
+            stream = keyed_seed(0, "permutation", protocol, model, split, a, b)
+            estimate, p = sign_flip_test(d, permutations, np.uint64(seed % 2**64), np.uint64(stream))
+            rows.append(_row(protocol, model, f"{a}|{b}", split, "permutation", f"{b}_vs_{a}", estimate, estimate,
+                             p, len(d)))
+    return rows
+
+
+def _bh(table: pl.DataFrame) -> pl.DataFrame:
+    from statsmodels.stats.multitest import multipletests
+
+    if table.is_empty():
+        return table
+    family = [pl.col("test"), pl.col("protocol"),
+              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("prompt")),
+              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("split"))]
+    table = table.with_row_index("_row").with_columns(_family=pl.concat_str(family, separator="|"))
+    adjusted = np.full(len(table), np.nan)
+    for _, g in table.partition_by("_family", as_dict=True).items():
+        p = g["p_value"].to_numpy().astype(np.float64)
+        ok = np.isfinite(p)
+        if ok.any():
+            adjusted[g["_row"].to_numpy()[ok]] = multipletests(p[ok], method="fdr_bh")[1]
+    return table.with_columns(p_adjusted=pl.Series(adjusted).fill_nan(None)).drop("_row", "_family")
+
+
+def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0) -> pl.DataFrame:
+    """All tests of a predictions frame (as returned by ``read_predictions``) as one table."""
+    from omnieval.protocols import dissonance
+
+    frame = prepare(predictions)
+    rows = permutation_tests(frame, permutations, seed)
+    dis = frame.filter(pl.col("protocol") == dissonance.NAME)
+    if len(dis):
+        dis = dissonance.derive_columns(dis)
+        if "anchor" in dis.columns:
+            rows = wilcoxon_tests(dis) + friedman_tests(dis) + rows
+        rows = rows + mcnemar_tests(dis)
+    schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
+    table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return _bh(table)
+
+
+def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0) -> int:
+    """Write ``tests.csv`` and ``tests.parquet`` to ``out``."""
+    start = time.perf_counter()
+    paths = list(paths)
+    table = stats_table(read_predictions(paths), permutations=permutations, seed=seed)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    table.write_csv(folder / "tests.csv")
+    table.write_parquet(folder / "tests.parquet")
+    print(f"omnieval stats: {len(table)} tests in {time.perf_counter() - start:.1f} s -> {folder}")
+    return 0

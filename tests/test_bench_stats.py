@@ -1,0 +1,31 @@
+"""The stats bench's synthetic inputs are valid predictions; the quick bench runs end to end (slow)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from omnieval.bench_stats import bench_stats, synthetic_crossmodal, synthetic_dissonance
+from omnieval.metrics import metrics_table
+from omnieval.schema import REQUIRED_COLUMNS
+
+
+def test_synthetic_predictions_have_the_schema_and_give_every_metric():
+    dis = synthetic_dissonance(n_models=1, prompts=("zs",), splits=("s",), n_items=20)
+    xm = synthetic_crossmodal(n_models=1, n_items=50)
+    for frame in (dis, xm):
+        assert set(REQUIRED_COLUMNS) <= set(frame.columns)
+    assert len(dis) == 20 * 8 and dis["choice"].null_count() < len(dis)
+    metrics = set(metrics_table(dis, resamples=20)["metric"])
+    assert metrics == {"accuracy", "accuracy_k", "abstention_k", "human_abstention_k", "ace", "confidence_k", "ece",
+                       "rc_auc", "shapley", "reliance", "anchor_accuracy", "invalid_rate"}
+    xm_table = metrics_table(xm, resamples=20)
+    assert set(xm_table.filter(pl.col("metric") == "disparity")["key"]) == {"T_vs_V", "T_vs_A", "V_vs_A"}
+
+
+@pytest.mark.slow
+def test_quick_bench_prints_its_table(capsys):
+    assert bench_stats(quick=True) == 0
+    out = capsys.readouterr().out
+    for part in ("(a)", "(b)", "(c)", "(d)", "x"):
+        assert part in out

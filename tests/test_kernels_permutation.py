@@ -1,0 +1,54 @@
+"""Sign-flip permutation test against scipy.stats.permutation_test (one sample, permutation_type='samples')."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from scipy import stats
+
+from kernels.permutation import sign_flip_test
+
+U = np.uint64
+
+
+def scipy_p(d, resamples):
+    res = stats.permutation_test((d,), lambda x, axis: x.mean(axis), permutation_type="samples",
+                                 n_resamples=resamples, vectorized=True, rng=np.random.default_rng(0))
+    return res.pvalue
+
+
+def test_exact_enumeration_equals_scipy():
+    rng = np.random.default_rng(0)
+    for n in (3, 8, 12):
+        d = np.round(rng.normal(0.2, 1, n), 2)
+        mean, p = sign_flip_test(d, 10_000, U(0), U(1))
+        assert np.isclose(mean, d.mean())
+        assert np.isclose(p, scipy_p(d, 10_000), rtol=1e-9)
+
+
+def test_random_flips_within_monte_carlo_error_of_scipy():
+    rng = np.random.default_rng(1)
+    for shift in (0.0, 0.15, 0.3):
+        d = rng.normal(shift, 1, 80)
+        _, p = sign_flip_test(d, 10_000, U(3), U(2))
+        ref = scipy_p(d, 10_000)
+        tol = 5 * np.sqrt(2 * max(ref, 1e-3) * (1 - ref) / 10_000) + 2e-4
+        assert abs(p - ref) < tol, (shift, p, ref)
+
+
+def test_all_zero_differences_give_p_one_and_threads_do_not_matter(monkeypatch):
+    import kernels.bootstrap
+
+    _, p = sign_flip_test(np.zeros(100), 1000, U(0), U(0))
+    assert p == 1.0
+    d = np.random.default_rng(2).normal(0.1, 1, 200)
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads, limit in ((1, 0), (2, 0), (2, 10**12)):
+            monkeypatch.setattr(kernels.bootstrap, "PARALLEL_WORK", limit)
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            results.append(sign_flip_test(d, 5000, U(9), U(9)))
+    finally:
+        numba.set_num_threads(before)
+    assert results[0] == results[1] == results[2]
