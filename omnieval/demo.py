@@ -55,5 +55,25 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     result = run_evaluation(load_run_config(config_path))
     print(result.summary())
     print(f"\nrun record: {Path(result.output) / 'run.json'}")
-    print(f"next: omnieval metrics {result.predictions_path} --out {out / 'metrics'}")
+    print_reliance(result.predictions_path, out / "metrics")
     return 0 if result.ok else 1
+
+
+def print_reliance(predictions: str, out: Path, resamples: int = 2000) -> None:
+    """Metrics with CIs for the demo run, and the headline: which modality each model relies on (Shapley)."""
+    import polars as pl
+
+    from omnieval.metrics import metrics_command
+
+    metrics_command([predictions], str(out), resamples=resamples, seed=0)
+    table = pl.read_parquet(out / "metrics.parquet")
+    shapley = (table.filter(pl.col("metric") == "shapley")
+               .with_columns(pl.format("{} [{}, {}]", pl.col("value").round(2), pl.col("ci_low").round(2),
+                                       pl.col("ci_high").round(2)).alias("shapley (95% CI)"))
+               .pivot(on="key", index=["model", "split"], values="shapley (95% CI)")
+               .sort(["model", "split"]))
+    print("\nShapley modality attribution of accuracy (value [95% bootstrap CI]):")
+    with pl.Config(tbl_rows=50, tbl_cols=10, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   fmt_str_lengths=40):
+        print(shapley)
+    print(f"all metrics: {out / 'metrics.csv'}   significance tests: omnieval stats {predictions} --out DIR")
