@@ -18,6 +18,7 @@ def test_demo_without_hf_runs_end_to_end_and_resumes(ray_session, tmp_path, caps
     assert table.num_rows == 2 * 128
     assert all(c in out for c in dissonance.CONDITIONS) and "sim-text-only" in out
     assert str(tmp_path / "demo" / "run" / "predictions.parquet") in out
+    assert "Shapley modality attribution" in out and (tmp_path / "demo" / "metrics" / "metrics.csv").exists()
     # a second run finds everything done and scores nothing
     assert main(["demo", "--out", str(tmp_path / "demo"), "--no-hf"]) == 0
     assert "rows scored now: 0  resumed (skipped): 256" in capsys.readouterr().out
