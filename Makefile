@@ -12,10 +12,10 @@ demo: setup
 
 test: setup setup-vllm
 	.venv/bin/python -m pytest -q tests
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py
 
 test-vllm: setup-vllm
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests

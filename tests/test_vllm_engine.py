@@ -28,8 +28,13 @@ def qwen2(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(qwen2):
-    return create_engine("vllm", model="tiny", path=str(qwen2), dtype="float32", gpu_memory_utilization=0.1,
-                         enforce_eager=True, max_model_len=2048, max_new_tokens=16)
+    import gc
+
+    eng = create_engine("vllm", model="tiny", path=str(qwen2), dtype="float32", gpu_memory_utilization=0.1,
+                        enforce_eager=True, max_model_len=2048, max_new_tokens=16)
+    yield eng
+    eng.close()  # one in-process vLLM engine at a time: free it before another module builds its own
+    gc.collect()
 
 
 def _instance(n: int) -> Instance:
@@ -98,3 +103,4 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
         [EngineRequest(i, {}, "zs") for i in instances])
     assert df["choice"].to_list() == [r.choice for r in expected]
     assert np.allclose(np.array(df["option_logprobs"].to_list()), [r.option_logprobs for r in expected], atol=1e-5)
+
