@@ -79,8 +79,8 @@ def make_plan(config: RunConfig) -> Plan:
     check_media(bench, mode=config.decode.media_check)
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
-        for seg in inst.segments:
-            if seg.kind != "media" or seg.path in specs:
+        for seg in inst.media_segments():
+            if seg.path in specs:
                 continue
             params = _decode_params(config, seg.modality)
             full = str(Path(bench.root) / seg.path)
@@ -167,7 +167,7 @@ class EngineStage:
                                             for i in range(len(instances)) if errors[i]}
         start = time.perf_counter()
         if todo:
-            paths = [[s.path for s in instances[i].segments if s.kind == "media"] for i in todo]
+            paths = [[s.path for s in instances[i].media_segments()] for i in todo]
             media = self._media({p for ps in paths for p in ps})
             requests = [EngineRequest(instances[i], {p: media[p] for p in ps}, prompts[i])
                         for i, ps in zip(todo, paths, strict=True)]
@@ -193,7 +193,8 @@ def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency
         "confidence": res.confidence if choice is not None else None,
         "confidence_method": res.confidence_method if choice is not None else None,
         "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
-        "category": inst.category, "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
+        "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
+        "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
         "error": res.error, "latency_s": latency, "engine": model.engine,
     }
 
@@ -243,7 +244,7 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
             done = store.finished_ids(model.name)
             rows = []
             for inst in plan.instances:
-                media_paths = json.dumps([s.path for s in inst.segments if s.kind == "media"])
+                media_paths = json.dumps([s.path for s in inst.media_segments()])
                 for prompt in config.prompts:
                     if (prompt, inst.instance_id) in done:
                         n_skipped += 1

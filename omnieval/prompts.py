@@ -2,7 +2,8 @@
 
 A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
 every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
-the labelled options and the instruction of the prompt style. Engines turn parts into their own input format
+the labelled options and the instruction of the prompt style. Where the options are media (``option_segments``),
+each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. Engines turn parts into their own input format
 (a chat template with media placeholders for HF, ``prompt`` + ``multi_modal_data`` for vLLM).
 """
 
@@ -42,10 +43,32 @@ def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
         raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
     media = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
     context = [s.text for s in instance.segments if s.kind == "text" and s.text]
-    body = "\n\n".join([*context, f"Question: {instance.question}",
-                        "Options:\n" + format_options(instance.option_labels, instance.option_texts),
-                        INSTRUCTIONS[style]])
-    return [*media, PromptPart("text", text=body)]
+    if instance.option_segments is None:
+        body = "\n\n".join([*context, f"Question: {instance.question}",
+                            "Options:\n" + format_options(instance.option_labels, instance.option_texts),
+                            INSTRUCTIONS[style]])
+        return [*media, PromptPart("text", text=body)]
+    # Media options: every candidate is shown right after its label, so the model sees each one (a model shown only
+    # the first candidate's media scores at chance).
+    parts = [*media, PromptPart("text", text="\n\n".join([*context, f"Question: {instance.question}", "Options:"]))]
+    for label, seg in zip(instance.option_labels, instance.option_segments, strict=True):
+        if seg.kind == "media":
+            parts += [PromptPart("text", text=f"{label}."), PromptPart("media", modality=seg.modality, path=seg.path)]
+        else:
+            parts.append(PromptPart("text", text=f"{label}. {seg.text}"))
+    parts.append(PromptPart("text", text=INSTRUCTIONS[style]))
+    return _merge_text(parts)
+
+
+def _merge_text(parts: list[PromptPart]) -> list[PromptPart]:
+    """Join consecutive text parts with a newline (fewer, larger text blocks; same tokens to a chat template)."""
+    out: list[PromptPart] = []
+    for part in parts:
+        if part.kind == "text" and out and out[-1].kind == "text":
+            out[-1] = PromptPart("text", text=f"{out[-1].text}\n{part.text}")
+        else:
+            out.append(part)
+    return out
 
 
 def prompt_text(parts: Sequence[PromptPart], placeholder: dict[str, str] | None = None) -> str:

@@ -111,9 +111,14 @@ class Segment(Strict):
 class Instance(Strict):
     """What one model call sees. ``instance_id`` is stable: same item, condition and seed -> same id and content.
 
-    ``evidence`` maps each modality to the option label the content of that modality supports (or None): the
-    protocol knows it because it built the instance; the simulated engine uses it as its ground truth percept and no
-    real engine ever reads it.
+    ``option_segments``: where options are media (crossmodal candidates, contrastive inputs), one segment per option
+    label, shown right after its label (``A. <audio>``, ``B. <audio>``, ...); ``option_texts`` then hold short
+    descriptions for logs and text matching. None when every option is plain text.
+
+    ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
+    built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
+    is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
+    audio context to text candidates needs both).
     """
 
     instance_id: str
@@ -131,8 +136,17 @@ class Instance(Strict):
     k: int | None = None
     anchor: str | None = None
     task: str | None = None
+    subtask: str | None = None
     category: str | None = None
+    n_inputs: int | None = None
+    selection_type: str | None = None
+    answer_modality: str | None = None
+    option_segments: list[Segment] | None = None
     evidence: dict[str, str | None] = Field(default_factory=dict)
+
+    def media_segments(self) -> list[Segment]:
+        """Every media segment the model is shown: the context's, then the options' (in label order)."""
+        return [s for s in [*self.segments, *(self.option_segments or [])] if s.kind == "media"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -156,7 +170,11 @@ PREDICTION_SCHEMA = pa.schema([
     ("k", pa.int32()),
     ("anchor", pa.string()),
     ("task", pa.string()),
+    ("subtask", pa.string()),
     ("category", pa.string()),
+    ("n_inputs", pa.int32()),
+    ("selection_type", pa.string()),
+    ("answer_modality", pa.string()),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -190,7 +208,11 @@ class Prediction(Strict):
     k: int | None = None
     anchor: str | None = None
     task: str | None = None
+    subtask: str | None = None
     category: str | None = None
+    n_inputs: int | None = None
+    selection_type: str | None = None
+    answer_modality: str | None = None
     option_logprobs: list[float] | None = None
     raw_text: str | None = None
     error: str | None = None

@@ -136,7 +136,7 @@ class HFEngine(Engine):
     # -- scoring ----------------------------------------------------------------------------------------------
     def _prepare(self, request: EngineRequest) -> tuple[list[PromptPart], str]:
         inst = request.instance
-        missing = [s.path for s in inst.segments if s.kind == "media" and s.path not in request.media]
+        missing = [s.path for s in inst.media_segments() if s.path not in request.media]
         if missing:
             raise ValueError(f"media not decoded for this request: {', '.join(map(str, missing))}")
         parts = render_prompt(inst, request.prompt_style)

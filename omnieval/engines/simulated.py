@@ -3,8 +3,12 @@
 It reads no media. It reads the instance's ``evidence`` (which option each modality's content supports, recorded by
 the protocol that built the instance) and behaves like a model that perceives each modality with a set probability:
 
-1. Each modality ``m`` is perceived with probability ``reliance[m]`` (missing modalities: 0).
-2. Each perceived modality votes for the option its content supports (if any).
+1. Each percept in the instance's ``evidence`` is perceived with probability ``reliance[percept]``. A percept is a
+   modality (``video``) or a joint percept (``audio+text``: e.g. matching an audio context to text candidates);
+   a joint percept missing from ``reliance`` gets the product of its modalities' reliances (all must be perceived),
+   so ``{"image+text": 0.9}`` is a model that only succeeds when it combines both, and ``{"audio": 0.7,
+   "text": 0.9}`` one whose audio->text matching succeeds 0.63 of the time. Missing modalities: 0.
+2. Each perceived percept votes for the option its content supports (if any).
 3. Decision: a unique top-voted option is chosen. A tie between two or more options (the modalities conflict) is
    an abstention with probability ``abstain_on_conflict``, else one of the tied options at random. No vote at all is
    an abstention with probability ``abstain_on_unsupported``, else a uniform guess among the non-abstention options.
@@ -47,12 +51,18 @@ class SimulatedEngine(Engine):
         self.margin, self.noise, self.temperature = margin, noise, temperature
         self.invalid_rate, self.seed, self.delay_ms = invalid_rate, seed, delay_ms
 
+    def perceive_probability(self, percept: str) -> float:
+        """``reliance[percept]``, else for a joint percept the product of its modalities' reliances."""
+        if percept in self.reliance:
+            return float(self.reliance[percept])
+        return float(np.prod([self.reliance.get(m, 0.0) for m in percept.split("+")]))
+
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance
         votes: dict[str, int] = {}
-        for modality in sorted(inst.evidence):
-            perceived = rng.random() < self.reliance.get(modality, 0.0)
-            label = inst.evidence[modality]
+        for percept in sorted(inst.evidence):
+            perceived = rng.random() < self.perceive_probability(percept)
+            label = inst.evidence[percept]
             if perceived and label is not None:
                 votes[label] = votes.get(label, 0) + 1
         answers = [lab for lab in inst.option_labels if lab != inst.abstain_label]

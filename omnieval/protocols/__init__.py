@@ -1,2 +1,44 @@
-"""One module per protocol: item validation, ``expand(item) -> instances``, the target rule, and the metric
-definitions as functions of cell means."""
+"""One module per protocol. The contract every protocol module meets (the pipeline, the benchmark loader and
+``omnieval metrics`` use nothing else):
+
+``NAME: str``
+    the protocol's name as written in ``benchmark.json``, run configs and the ``protocol`` column.
+``Item: type[pydantic.BaseModel]``
+    one line of ``items.jsonl`` (extra fields forbidden, so typos surface with the field named).
+``Options: type[pydantic.BaseModel]``
+    the protocol's knobs, set under ``protocol_options:`` in a run config (all fields defaulted).
+``media_refs(item) -> list[tuple[str, str, str]]``
+    ``(relative path, modality, field)`` of every media file the item uses, ``field`` as a dotted path for errors
+    (``media.video``, ``options.B.input``): the loader rejects paths that leave the benchmark folder, the pre-flight
+    check opens each distinct file once.
+``validate_items(items, bench, file) -> None``
+    cross-item checks a pydantic model cannot do alone; raises ``InputError`` naming file, item and field.
+``expand_all(items, bench, seed, options) -> list[Instance]``
+    every instance of the given items: stable ids, keyed randomness only (``omnieval.keyed``), never order-dependent.
+``metrics_spec() -> omnieval.metrics.ProtocolMetrics``
+    the cells and the metric function of SPEC's section for this protocol.
+
+``bench`` is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root folder, items, and the protocol's extra
+tables such as the dissonance anchor library).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+PROTOCOLS: dict[str, str] = {
+    "dissonance": "omnieval.protocols.dissonance",
+    "crossmodal": "omnieval.protocols.crossmodal",
+}
+
+
+def get_protocol(name: str) -> ModuleType:
+    """The protocol module called ``name``; ``KeyError`` listing the known ones otherwise."""
+    if name not in PROTOCOLS:
+        raise KeyError(f"unknown protocol {name!r}; known protocols: {', '.join(PROTOCOLS)}")
+    return importlib.import_module(PROTOCOLS[name])
+
+
+def known_protocols() -> tuple[str, ...]:
+    return tuple(PROTOCOLS)
