@@ -444,11 +444,11 @@ def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: 
 
 def _load_protocols() -> None:
     """Import the protocol modules that register metric definitions (idempotent)."""
-    if "dissonance" not in REGISTRY:
-        from omnieval.protocols import crossmodal, dissonance
+    from omnieval.protocols import PROTOCOLS, get_protocol
 
-        for module in (dissonance, crossmodal):
-            register(module.metrics_spec())
+    for name in PROTOCOLS:
+        if name not in REGISTRY:
+            register(get_protocol(name).metrics_spec())
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0) -> int:
