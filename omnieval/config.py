@@ -57,7 +57,10 @@ class RayConfig(_Config):
 
 class RunConfig(_Config):
     name: str = "run"
-    protocol: Literal["dissonance"] = "dissonance"
+    protocol: str | None = Field(
+        default=None, description="the benchmark's protocol (from its benchmark.json when not given; must agree)")
+    protocol_options: dict[str, Any] = Field(
+        default_factory=dict, description="the protocol's knobs (its ``Options`` model), checked before model work")
     benchmark: str
     output: str
     seed: int = 0
@@ -66,6 +69,15 @@ class RunConfig(_Config):
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     limit_items: int | None = Field(default=None, ge=1, description="evaluate only the first N items")
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, v: str | None) -> str | None:
+        from omnieval.protocols import known_protocols
+
+        if v is not None and v not in known_protocols():
+            raise ValueError(f"unknown protocol {v!r}; known protocols: {', '.join(known_protocols())}")
+        return v
 
     @field_validator("prompts")
     @classmethod

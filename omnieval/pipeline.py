@@ -71,11 +71,12 @@ def make_plan(config: RunConfig) -> Plan:
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.media.cache import MediaSpec
     from omnieval.media.decode import content_hash
-    from omnieval.protocols import dissonance
 
     bench = load_benchmark(config.benchmark)
+    protocol = protocol_of(config, bench)
+    options = protocol_options(config, protocol)
     items = bench.items[: config.limit_items] if config.limit_items else bench.items
-    instances = dissonance.expand_all(items, bench.anchors, config.seed, file=Path(bench.root) / "items.jsonl")
+    instances = protocol.expand_all(items, bench, config.seed, options)
     check_media(bench, mode=config.decode.media_check)
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
@@ -87,6 +88,32 @@ def make_plan(config: RunConfig) -> Plan:
             specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
                                         modality=seg.modality, params=params)
     return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+
+
+def protocol_of(config: RunConfig, bench):
+    """The benchmark's protocol module; a config that names another protocol is an error."""
+    from omnieval.protocols import get_protocol
+    from omnieval.schema import InputError
+
+    if config.protocol is not None and config.protocol != bench.protocol:
+        raise InputError(f"the config asks for protocol {config.protocol!r} but benchmark {bench.root} is a "
+                         f"{bench.protocol!r} benchmark", field="protocol")
+    return get_protocol(bench.protocol)
+
+
+def protocol_options(config: RunConfig, protocol):
+    """``protocol_options`` validated by the protocol's ``Options`` model (errors name the option)."""
+    from pydantic import ValidationError
+
+    from omnieval.schema import InputError
+
+    try:
+        return protocol.Options.model_validate(config.protocol_options)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{err['msg']} (protocol {protocol.NAME})",
+                         field=f"protocol_options.{where}" if where else "protocol_options") from None
 
 
 def _decode_params(config: RunConfig, modality: str) -> tuple[tuple[str, object], ...]:
@@ -194,7 +221,8 @@ def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency
         "confidence_method": res.confidence_method if choice is not None else None,
         "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
         "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
-        "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
+        "selection_type": inst.selection_type, "answer_modality": inst.answer_modality,
+        "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
         "error": res.error, "latency_s": latency, "engine": model.engine,
     }
 

@@ -3,8 +3,9 @@
 A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
 every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
 the labelled options and the instruction of the prompt style. Where the options are media (``option_segments``),
-each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. Engines turn parts into their own input format
-(a chat template with media placeholders for HF, ``prompt`` + ``multi_modal_data`` for vLLM).
+each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. Engines
+turn parts into their own input format (a chat template with media placeholders for HF, ``prompt`` +
+``multi_modal_data`` for vLLM).
 """
 
 from __future__ import annotations

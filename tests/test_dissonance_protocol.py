@@ -125,6 +125,6 @@ def test_target_override_wins():
 ])
 def test_validation_errors_name_file_item_and_field(kwargs, field):
     with pytest.raises(InputError) as err:
-        dissonance.expand_all([_item(**kwargs)], ANCHORS, seed=0, file="bench/items.jsonl")
+        dissonance.expand_items([_item(**kwargs)], ANCHORS, seed=0, file="bench/items.jsonl")
     msg = str(err.value)
     assert "bench/items.jsonl" in msg and "'i1'" in msg and field in msg

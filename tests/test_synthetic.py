@@ -35,7 +35,7 @@ def test_items_validate_expand_and_media_check(tmp_path):
     bench = load_benchmark(make_dissonance_benchmark(tmp_path / "b"))
     assert len(bench.items) == 16 and {i.split for i in bench.items} == {"real", "synthetic"}
     assert check_media(bench, "probe") == 16  # 4 anchors x 2 splits x (video, audio)
-    instances = dissonance.expand_all(bench.items, bench.anchors, seed=0)
+    instances = dissonance.expand_items(bench.items, bench.anchors, seed=0)
     assert len(instances) == 128
     for item in bench.items:
         assert item.answer_key[item.anchor] in item.options and len(item.options) == 4
@@ -86,7 +86,7 @@ def test_abstention_targets_have_the_papers_shape(tmp_path):
     bench = load_benchmark(make_dissonance_benchmark(tmp_path / "b", n_anchors=12, n_questions=6,
                                                      splits=("real",)))
     share = collections.defaultdict(list)
-    for inst in dissonance.expand_all(bench.items, bench.anchors, seed=0):
+    for inst in dissonance.expand_items(bench.items, bench.anchors, seed=0):
         share[inst.k].append(inst.target == inst.abstain_label)
     rates = {k: float(np.mean(v)) for k, v in share.items()}
     assert rates[0] == rates[1] == 0.0

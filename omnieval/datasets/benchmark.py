@@ -1,7 +1,8 @@
 """Load a benchmark folder in omnieval's own format and check it before any model work.
 
-A folder holds ``benchmark.json`` (name, protocol; optional), ``items.jsonl`` (or ``items.parquet``) and, for the
-dissonance protocol, ``anchors.jsonl`` (the anchor library). Every problem raises ``InputError`` naming the file,
+A folder holds ``benchmark.json`` (name, protocol; optional, the protocol defaults to ``dissonance``), ``items.jsonl``
+(or ``items.parquet``) in the protocol's ``Item`` format and, for the dissonance protocol, ``anchors.jsonl`` (the
+anchor library). Every problem raises ``InputError`` naming the file,
 the item (or line) and the field.
 """
 
@@ -13,9 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from omnieval.schema import Anchor, DissonanceItem, InputError, resolve_media_path
-
-ITEM_MODELS = {"dissonance": DissonanceItem}
+from omnieval.schema import Anchor, InputError, resolve_media_path
 
 
 @dataclass
@@ -82,6 +81,8 @@ def _parse(model, path: Path, where: str, record: dict, id_key: str):
 
 def load_benchmark(path: str | Path) -> Benchmark:
     """Read and validate a benchmark folder (no media file is opened: ``check_media`` does that)."""
+    from omnieval.protocols import get_protocol, known_protocols
+
     root = Path(path).resolve()
     if not root.is_dir():
         raise InputError("benchmark folder does not exist", file=root)
@@ -92,33 +93,30 @@ def load_benchmark(path: str | Path) -> Benchmark:
             meta = json.loads(meta_path.read_text())
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=meta_path) from None
-    protocol = meta.get("protocol", "dissonance")
-    if protocol not in ITEM_MODELS:
-        raise InputError(f"unknown protocol {protocol!r}", file=meta_path, field="protocol")
+    protocol_name = meta.get("protocol", "dissonance")
+    if protocol_name not in known_protocols():
+        raise InputError(f"unknown protocol {protocol_name!r}; known protocols: {', '.join(known_protocols())}",
+                         file=meta_path, field="protocol")
+    protocol = get_protocol(protocol_name)
     items_path = next((p for p in (root / "items.jsonl", root / "items.parquet") if p.exists()), None)
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
     items, seen = [], {}
     for where, record in _read_records(items_path):
-        item = _parse(ITEM_MODELS[protocol], items_path, where, record, "item_id")
+        item = _parse(protocol.Item, items_path, where, record, "item_id")
         if item.item_id in seen:
             raise InputError(f"duplicate item_id (first on {seen[item.item_id]}, again on {where})",
                              file=items_path, item=item.item_id, field="item_id")
         seen[item.item_id] = where
-        for fname in ("video", "audio"):
-            resolve_media_path(root, getattr(item.media, fname), file=items_path, item=item.item_id,
-                               field=f"media.{fname}")
+        for rel, _, fname in protocol.media_refs(item):
+            resolve_media_path(root, rel, file=items_path, item=item.item_id, field=fname)
         items.append(item)
-    anchors = []
-    if protocol == "dissonance":  # cross-field checks (anchor in its split's library, answer among the options)
-        from omnieval.protocols.dissonance import build_library, validate
-
-        anchors = _load_anchors(root)
-        libraries = build_library(anchors)
-        for item in items:
-            validate(item, libraries.get(item.split, {}), file=items_path)
-    return Benchmark(root=str(root.resolve()), name=meta.get("name", root.name), protocol=protocol, items=items,
-                     anchors=anchors, items_file=str(items_path.resolve()))
+    bench = Benchmark(root=str(root), name=meta.get("name", root.name), protocol=protocol_name, items=items,
+                      items_file=str(items_path.resolve()))
+    if protocol_name == "dissonance":  # our own format keeps the anchor library beside the items
+        bench.anchors = _load_anchors(root)
+    protocol.validate_items(items, bench, file=items_path)
+    return bench
 
 
 def _load_anchors(root: Path) -> list[Anchor]:
@@ -145,10 +143,12 @@ def media_uses(bench: Benchmark) -> dict[tuple[str, str], tuple[str, str, str]]:
     """(relative path, modality) -> (file, first item or anchor using it, field) for every distinct media file."""
     uses: dict[tuple[str, str], tuple[str, str, str]] = {}
     root = Path(bench.root)
+    from omnieval.protocols import get_protocol
+
+    protocol = get_protocol(bench.protocol)
     for item in bench.items:
-        for fname in ("video", "audio"):
-            uses.setdefault((getattr(item.media, fname), fname),
-                            (bench.items_file or str(root / "items.jsonl"), item.item_id, f"media.{fname}"))
+        for rel, modality, fname in protocol.media_refs(item):
+            uses.setdefault((rel, modality), (bench.items_file or str(root / "items.jsonl"), item.item_id, fname))
     for anchor in bench.anchors:
         for fname in ("video", "audio"):
             uses.setdefault((getattr(anchor.media, fname), fname),

@@ -4,8 +4,9 @@ It reads no media. It reads the instance's ``evidence`` (which option each modal
 the protocol that built the instance) and behaves like a model that perceives each modality with a set probability:
 
 1. Each percept in the instance's ``evidence`` is perceived with probability ``reliance[percept]``. A percept is a
-   modality (``video``) or a joint percept (``audio+text``: e.g. matching an audio context to text candidates);
-   a joint percept missing from ``reliance`` gets the product of its modalities' reliances (all must be perceived),
+   modality (``video``), a joint percept (``image+text``: the image and the question together) or a directed one
+   (``audio->text``: matching an audio context to text candidates, which may differ from ``text->audio``);
+   a joint or directed percept missing from ``reliance`` gets the product of its modalities' reliances,
    so ``{"image+text": 0.9}`` is a model that only succeeds when it combines both, and ``{"audio": 0.7,
    "text": 0.9}`` one whose audio->text matching succeeds 0.63 of the time. Missing modalities: 0.
 2. Each perceived percept votes for the option its content supports (if any).
@@ -24,6 +25,7 @@ chance where the text shows another anchor whose answer is not an option. Every 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 
@@ -55,7 +57,7 @@ class SimulatedEngine(Engine):
         """``reliance[percept]``, else for a joint percept the product of its modalities' reliances."""
         if percept in self.reliance:
             return float(self.reliance[percept])
-        return float(np.prod([self.reliance.get(m, 0.0) for m in percept.split("+")]))
+        return float(np.prod([self.reliance.get(m, 0.0) for m in re.split(r"\+|->", percept)]))
 
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance

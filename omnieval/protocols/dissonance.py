@@ -15,6 +15,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from omnieval.keyed import keyed_rng
 from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment
 
@@ -131,8 +133,8 @@ def build_library(anchors: Iterable[Anchor]) -> dict[str, dict[str, Anchor]]:
     return out
 
 
-def expand_all(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], seed: int, *,
-               file: str | Path | None = None) -> list[Instance]:
+def expand_items(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], seed: int, *,
+                 file: str | Path | None = None) -> list[Instance]:
     """Validate every item against its split's library (fail loud, before any model work), then expand."""
     libraries = build_library(anchors)
     out: list[Instance] = []
@@ -142,6 +144,28 @@ def expand_all(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], seed:
     for item in items:
         out.extend(expand(item, libraries[item.split], seed))
     return out
+
+
+class Options(BaseModel):
+    """The dissonance protocol has no knobs yet (the corruption vectors are SPEC's eight)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def media_refs(item: DissonanceItem) -> list[tuple[str, str, str]]:
+    return [(item.media.video, "video", "media.video"), (item.media.audio, "audio", "media.audio")]
+
+
+def validate_items(items: Sequence[DissonanceItem], bench, file: str | Path | None = None) -> None:
+    """Every item against its split's anchor library."""
+    libraries = build_library(bench.anchors)
+    for item in items:
+        validate(item, libraries.get(item.split, {}), file=file)
+
+
+def expand_all(items: Sequence[DissonanceItem], bench, seed: int, options: Options | None = None) -> list[Instance]:
+    """The protocol contract's entry: ``expand_items`` over the benchmark's anchor library."""
+    return expand_items(items, bench.anchors, seed, file=bench.items_file or None)
 
 
 # === metrics (cell means -> metric values) ===
