@@ -44,11 +44,25 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _datasets_synth(args: argparse.Namespace) -> int:
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    if args.protocol == "crossmodal":
+        from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
 
-    path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors, n_questions=args.questions,
-                                     speech=args.speech, question_jitter=args.question_jitter)
-    print(f"wrote synthetic dissonance benchmark to {path}")
+        path = make_crossmodal_benchmark(args.out, seed=args.seed, n_entities=args.entities)
+    else:
+        from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+        path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors,
+                                         n_questions=args.questions, speech=args.speech,
+                                         question_jitter=args.question_jitter)
+    print(f"wrote synthetic {args.protocol} benchmark to {path}")
+    return 0
+
+
+def _datasets_xmodbench(args: argparse.Namespace) -> int:
+    from omnieval.datasets.xmodbench import convert_xmodbench
+
+    report = convert_xmodbench(args.release, args.out, copy_media=args.copy, name=args.name)
+    print(report.summary())
     return 0
 
 
@@ -113,8 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("datasets", help="benchmark tools")
     dsub = p.add_subparsers(dest="datasets_command", required=True)
-    s = dsub.add_parser("synth", help="write the built-in synthetic dissonance benchmark")
+    s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True)
+    s.add_argument("--protocol", default="dissonance", choices=["dissonance", "crossmodal"])
+    s.add_argument("--entities", type=int, default=6, help="crossmodal: creatures (items = 2 x entities)")
     s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
     s.add_argument("--questions", type=int, default=2, help="questions per anchor (paper scale: ~9.4)")
     s.add_argument("--question-jitter", action="store_true",
@@ -122,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--speech", action="store_true", help="add the creature's spoken name (needs espeak-ng)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_datasets_synth)
+
+    s = dsub.add_parser("xmodbench", help="convert an XModBench release (JSON per subtask and direction)")
+    s.add_argument("release", help="the release folder (JSON files and media)")
+    s.add_argument("--out", required=True, help="the benchmark folder to write")
+    s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
+    s.add_argument("--name", default="xmodbench")
+    s.set_defaults(func=_datasets_xmodbench)
 
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)
