@@ -19,6 +19,13 @@ def test_demo_without_hf_runs_end_to_end_and_resumes(ray_session, tmp_path, caps
     assert all(c in out for c in dissonance.CONDITIONS) and "sim-text-only" in out
     assert str(tmp_path / "demo" / "run" / "predictions.parquet") in out
     assert "Shapley modality attribution" in out and (tmp_path / "demo" / "metrics" / "metrics.csv").exists()
+    # the crossmodal part: 24 items x 6 directions x 2 simulated models, with its headline table
+    xm = pq.read_table(tmp_path / "demo" / "crossmodal" / "run" / "predictions.parquet")
+    assert xm.num_rows == 24 * 6 * 2 and set(xm["protocol"].to_pylist()) == {"crossmodal"}
+    assert "Modality disparity, direction imbalance and consistency" in out and "disparity T_vs_V" in out
+    assert (tmp_path / "demo" / "crossmodal" / "metrics" / "metrics.csv").exists()
     # a second run finds everything done and scores nothing
     assert main(["demo", "--out", str(tmp_path / "demo"), "--no-hf"]) == 0
-    assert "rows scored now: 0  resumed (skipped): 256" in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert "rows scored now: 0  resumed (skipped): 256" in again
+    assert "rows scored now: 0  resumed (skipped): 288" in again
