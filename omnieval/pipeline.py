@@ -347,6 +347,25 @@ def accuracy_by_condition(predictions: pa.Table) -> str:
         return str(acc)
 
 
+def git_commit() -> str | None:
+    """The code's commit: ``OMNIEVAL_GIT_COMMIT`` (set it where the code travels without ``.git``, e.g. a Ray job's
+    working dir), else ``git rev-parse HEAD`` of the package's checkout with ``-dirty`` for uncommitted changes."""
+    import subprocess
+
+    if os.environ.get("OMNIEVAL_GIT_COMMIT"):
+        return os.environ["OMNIEVAL_GIT_COMMIT"]
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Table, n_errors: int,
                decode_counts: dict[str, int]) -> dict:
     import importlib.metadata as md
@@ -357,8 +376,14 @@ def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Ta
         except md.PackageNotFoundError:
             return None
 
+    errors = [e for e in predictions["error"].to_pylist() if e] if predictions.num_rows else []
+    kinds: dict[str, int] = {}
+    for e in errors:
+        kinds[e.split(":")[0]] = kinds.get(e.split(":")[0], 0) + 1
     return {
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
+        "git_commit": git_commit(),
+        "errors": {"count": n_errors, "by_kind": kinds, "examples": errors[:5]},
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": len(plan.instances), "predictions": predictions.num_rows, "errors": n_errors,

@@ -122,6 +122,9 @@ def test_runtime_decode_failure_marks_only_its_instances(ray_session, bench, tmp
     assert df.filter(pl.col("error").is_not_null())["choice"].null_count() == len(uses)
     assert rel.split("/")[-1] in df.filter(pl.col("error").is_not_null())["error"][0]
     assert df.height == result.n_instances
+    record = __import__("json").loads((tmp_path / "run" / "run.json").read_text())
+    assert record["errors"]["count"] == len(uses) == record["errors"]["by_kind"]["media decode failed"]
+    assert record["git_commit"] is None or len(record["git_commit"]) >= 40
 
 
 def test_interrupted_run_resumes_with_every_instance_exactly_once(bench, tmp_path):
