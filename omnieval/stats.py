@@ -13,6 +13,9 @@ Tests (one row each in ``tests.csv``):
 * ``permutation`` (every protocol, per model x split): paired sign-flip test between two prompt styles (``zs`` vs
   ``cot``; any pair present) on matched instances; per item the mean correctness difference over its matched
   instances; ``kernels.permutation`` (estimate = mean per-item difference, second minus first).
+* ``permutation_models`` (every protocol, per prompt x split): the same paired sign-flip test between every pair of
+  models (``model`` = ``a vs b``, in order of first appearance), on the instances both answered validly, pooled
+  over all conditions (``comparison`` = ``all``) and per condition; estimate = mean per-item difference, a minus b.
 
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
 (statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
@@ -142,6 +145,31 @@ def permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list
     return rows
 
 
+def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
+    valid = frame.filter("valid")
+    order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
+    rows = []
+    for (protocol, prompt, split), g in sorted(valid.partition_by(["protocol", "prompt", "split"],
+                                                                  as_dict=True).items()):
+        wide = g.group_by(["item_id", "condition", "model"]).agg(pl.col("correct").cast(pl.Float64).mean()) \
+            .pivot("model", index=["item_id", "condition"], values="correct")
+        models = sorted((c for c in wide.columns if c not in ("item_id", "condition")), key=order.__getitem__)
+        conditions = sorted(wide["condition"].unique().to_list())
+        for a, b in itertools.combinations(models, 2):
+            pair = wide.drop_nulls([a, b])
+            for comparison in ["all", *conditions] if len(conditions) > 1 else ["all"]:
+                sel = pair if comparison == "all" else pair.filter(pl.col("condition") == comparison)
+                per_item = sel.group_by("item_id").agg((pl.col(a) - pl.col(b)).mean().alias("d")).sort("item_id")
+                d = np.ascontiguousarray(per_item["d"].to_numpy(), dtype=np.float64)
+                if not len(d):
+                    continue
+                stream = keyed_seed(0, "permutation_models", protocol, prompt, split, a, b, comparison)
+                estimate, p = sign_flip_test(d, permutations, np.uint64(seed % 2**64), np.uint64(stream))
+                rows.append(_row(protocol, f"{a} vs {b}", prompt, split, "permutation_models", comparison,
+                                 estimate, estimate, p, len(d)))
+    return rows
+
+
 def _bh(table: pl.DataFrame) -> pl.DataFrame:
     from statsmodels.stats.multitest import multipletests
 
@@ -165,7 +193,7 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
     from omnieval.protocols import dissonance
 
     frame = prepare(predictions)
-    rows = permutation_tests(frame, permutations, seed)
+    rows = permutation_tests(frame, permutations, seed) + model_permutation_tests(frame, permutations, seed)
     dis = frame.filter(pl.col("protocol") == dissonance.NAME)
     if len(dis):
         dis = dissonance.derive_columns(dis)

@@ -124,4 +124,4 @@ def test_stats_command_writes_tests_csv(study, tmp_path):
     out = pl.read_csv(tmp_path / "out" / "tests.csv")
     assert {"protocol", "model", "split", "test", "comparison", "statistic", "p_value", "p_adjusted",
             "n"} <= set(out.columns)
-    assert set(out["test"]) == {"wilcoxon", "friedman", "mcnemar", "permutation"}
+    assert set(out["test"]) == {"wilcoxon", "friedman", "mcnemar", "permutation", "permutation_models"}
