@@ -43,3 +43,41 @@ def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tmp_path):
         assert np.allclose(g.option_logprobs, r.option_logprobs, atol=1e-3), (g.option_logprobs, r.option_logprobs)
         assert g.choice == r.choice
     assert got[0].option_logprobs != got[1].option_logprobs  # the video reaches the model
+
+
+def test_crossmodal_candidates_as_images_and_audio_equal_the_transformers_engine(tmp_path):
+    """A crossmodal instance shows four candidate images (or four audio clips) interleaved with their labels: vLLM
+    receives every candidate and scores exactly like the transformers engine."""
+    from omnieval.protocols import crossmodal
+    from omnieval.protocols.crossmodal import Entity, Item
+
+    path = build_tiny_model("qwen2.5-omni", tmp_path / "omni", seed=0)
+
+    def entity(name: str) -> Entity:
+        return Entity(text=f"the {name}", audio=f"{name}.wav", image=f"{name}.image")
+
+    item = Item(item_id="q", context=entity("dog"), distractors=[entity(n) for n in ("cat", "cow", "owl")])
+    instances = [i for i in crossmodal.expand_all([item], None, seed=0) if i.condition in ("A->V", "V->A")]
+    rng = np.random.default_rng(0)
+    t = np.arange(16000) / 16000
+    media = {}
+    for k, name in enumerate(("dog", "cat", "cow", "owl")):
+        wave = (0.3 * np.sin(2 * np.pi * (300 + 100 * k) * t)).astype(np.float32)
+        media[f"{name}.wav"] = DecodedMedia("audio", wave, f"a-{name}", sample_rate=16000)
+        media[f"{name}.image"] = DecodedMedia("image", rng.integers(0, 256, (56, 84, 3), dtype=np.uint8), f"i-{name}")
+    requests = [EngineRequest(i, media, "zs") for i in instances]
+    changed = {**media, "owl.image": DecodedMedia("image", 255 - media["owl.image"].data, "i-owl-2"),
+               "owl.wav": DecodedMedia("audio", media["owl.wav"].data[::-1].copy(), "a-owl-2", sample_rate=16000)}
+    requests += [EngineRequest(i, changed, "zs") for i in instances]
+    omni = create_engine("vllm", model="omni", path=str(path), dtype="float32", gpu_memory_utilization=0.1,
+                         enforce_eager=True, max_model_len=4096,
+                         limit_mm_per_prompt={"video": 0, "audio": 4, "image": 4})
+    got = omni.score(requests)
+    omni.close()
+    ref = create_engine("hf", model="omni", path=str(path)).score(requests)
+    for g, r in zip(got, ref, strict=True):
+        assert g.error is None and r.error is None
+        assert np.allclose(g.option_logprobs, r.option_logprobs, atol=1e-3), (g.option_logprobs, r.option_logprobs)
+    # the last candidate reaches the model: changing it changes the scores
+    for before, after in zip(got[:2], got[2:], strict=True):
+        assert not np.allclose(before.option_logprobs, after.option_logprobs)
