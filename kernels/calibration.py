@@ -81,16 +81,53 @@ def _calibration_rows(weights, s_item, s_conf, s_err, s_gap, group_end, bin_end,
             auc[r] = area / total
 
 
+@njit(cache=True)
+def _calibration_rows_distinct(weights, s_item, s_err, s_gap, bin_end, harmonic, ece, auc):
+    """``_calibration_rows`` when no two instances share a confidence (the usual case with continuous
+    confidences): every tie group is the ``w`` copies of one instance, whose error rate is its own error, so the
+    group sums collapse to ``w * err`` and the loop needs no group bookkeeping and no branch besides bin ends.
+    Same formulas in the same order as the general loop (bit-identical results)."""
+    n = s_item.shape[0]
+    for r in range(weights.shape[0]):
+        w_row = weights[r]
+        total = 0
+        errors = 0.0
+        area = 0.0
+        gap = 0.0
+        g = 0.0
+        for t in range(n):
+            w = w_row[s_item[t]]
+            err = s_err[t]
+            e = w * err
+            g += w * s_gap[t]
+            if bin_end[t]:
+                gap += abs(g)
+                g = 0.0
+            area += e + (errors - total * err) * (harmonic[total + w] - harmonic[total])
+            total += w
+            errors += e
+        if total > 0:
+            ece[r] = gap / total
+            auc[r] = area / total
+
+
 @njit(cache=True, parallel=True)
 def _calibration_rows_parallel(weights, s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic, ece,
                                auc, n_blocks):
     size = (weights.shape[0] + n_blocks - 1) // n_blocks
+    distinct = True
+    for t in range(single.shape[0]):
+        distinct &= single[t]
     for b in prange(n_blocks):
         lo = b * size
         hi = min(weights.shape[0], lo + size)
         if lo < hi:
-            _calibration_rows(weights[lo:hi], s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic,
-                              ece[lo:hi], auc[lo:hi])
+            if distinct:
+                _calibration_rows_distinct(weights[lo:hi], s_item, s_err, s_gap, bin_end, harmonic, ece[lo:hi],
+                                           auc[lo:hi])
+            else:
+                _calibration_rows(weights[lo:hi], s_item, s_conf, s_err, s_gap, group_end, bin_end, single,
+                                  harmonic, ece[lo:hi], auc[lo:hi])
 
 
 def calibration_weighted(weights, item, conf, correct, n_bins=10):
@@ -121,8 +158,10 @@ def calibration_weighted(weights, item, conf, correct, n_bins=10):
     auc = np.full(weights.shape[0], np.nan)
     args = (weights, s_item, s_conf, s_err, s_gap, group_end, bin_end, single, harmonic, ece, auc)
     n_blocks = blocks(weights.shape[0], weights.shape[0] * 3.0 * n)
-    if n_blocks == 1:
-        _calibration_rows(*args)
-    else:
+    if n_blocks > 1:
         _calibration_rows_parallel(*args, n_blocks)
+    elif single.all():
+        _calibration_rows_distinct(weights, s_item, s_err, s_gap, bin_end, harmonic, ece, auc)
+    else:
+        _calibration_rows(*args)
     return ece, auc

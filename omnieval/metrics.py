@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kernels.bootstrap import pattern_sums, percentile_interval, resample_sums
+from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted, restricted_softmax
 from omnieval.keyed import keyed_seed
 from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
@@ -322,45 +322,75 @@ def _csr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     return indptr, cols.astype(np.int64), np.ascontiguousarray(values[items, cols]), values.shape[1]
 
 
+_SPARSE = 0.03
+"""Non-integer channels with non-zeros on fewer than this share of items go to the sparse (CSR) part of index
+resampling, which costs per non-zero (~10 ns: a branch and a scattered addition). Integer channels, sparse or not,
+are packed several to a 64-bit word (``kernels.bootstrap``), which costs ~0.1 ns per word and item: cheaper even
+for one cell per anchor among hundreds of items."""
+
+
+def _pattern_shortcut(distinct: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(patterns, counts)`` when the pattern shortcut is cheaper than index resampling for these per-item rows.
+
+    Both are exact; the choice is speed only. Rough per-resample costs (ns, measured on 2 cores): the shortcut
+    ~(3 + 0.3 channels) per pattern plus ~4.5 sqrt(n) for the Poissonised multinomial's corrections; index
+    resampling ~(1 + 0.4 packed words) per item. Only integer rows qualify (counts and 0/1 outcomes), so every
+    resampled sum stays an exact integer.
+    """
+    if n == 0 or distinct.shape[1] == 0 or not np.all(distinct == np.round(distinct)):
+        return None
+    spans = distinct.max(axis=0) - distinct.min(axis=0)
+    bits = sum(int(n * s).bit_length() for s in spans)
+    index_cost = n * (1.0 + 0.4 * np.ceil(bits / 56))
+    patterns, counts = np.unique(distinct, axis=0, return_counts=True)
+    k = len(patterns)
+    pattern_cost = k * (3.0 + 0.3 * distinct.shape[1]) + (4.5 * np.sqrt(n) if k > 2 else 0.0)
+    if pattern_cost >= index_cost:
+        return None
+    return np.ascontiguousarray(patterns), counts.astype(np.int64)
+
+
 def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int) -> tuple[np.ndarray, dict]:
-    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic."""
+    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic.
+
+    The channel matrix comes back Fortran-ordered (each channel's rows contiguous), the layout the metric
+    functions read. Sums-only resampling (no item multiplicity matrix) whenever no calibration statistic needs one.
+    """
     values = np.hstack([unit.sums, unit.counts])
     n = unit.n_items
     distinct, inverse, const, const_values = _compress(values)
     seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
-    rows = np.empty((resamples + 1, distinct.shape[1]))
-    rows[0] = distinct.sum(axis=0)
+    rows_t = np.empty((distinct.shape[1], resamples + 1))  # channel x row
+    rows_t[:, 0] = distinct.sum(axis=0)
     calib = {m: [np.empty(resamples + 1), np.empty(resamples + 1)] for m in unit.calibration}
     ones = np.ones((1, n), dtype=np.int32)
     for method, (item, conf, correct) in unit.calibration.items():
         e, a = calibration_weighted(ones, item, conf, correct, N_BINS)
         calib[method][0][0], calib[method][1][0] = e[0], a[0]
-    if resamples:
-        patterns = None
-        if not unit.calibration and np.all(distinct == np.round(distinct)):
-            patterns, pattern_counts = np.unique(distinct, axis=0, return_counts=True)
-            if len(patterns) * 40 > n:  # the shortcut only pays with few distinct per-item patterns
-                patterns = None
-        sparse = (distinct != 0).mean(axis=0) < 0.2 if n else np.zeros(distinct.shape[1], bool)
-        if patterns is not None:
-            rows[1:] = pattern_sums(np.ascontiguousarray(patterns), pattern_counts.astype(np.int64), 0, resamples,
-                                    seed_u, stream_u)
+    if resamples and (distinct.shape[1] or unit.calibration):
+        shortcut = None if unit.calibration else _pattern_shortcut(distinct, n)
+        if shortcut is not None:
+            rows_t[:, 1:] = pattern_sums(shortcut[0], shortcut[1], 0, resamples, seed_u, stream_u).T
         else:
+            sparse = ((distinct != 0).mean(axis=0) < _SPARSE) & np.any(distinct != np.round(distinct), axis=0) \
+                if n else np.zeros(distinct.shape[1], bool)
+            order = np.concatenate([np.nonzero(~sparse)[0], np.nonzero(sparse)[0]])  # channels as resampled
             dense = np.ascontiguousarray(distinct[:, ~sparse])
             csr = _csr(distinct[:, sparse])
+            if not unit.calibration:
+                rows_t[order, 1:] = cluster_sums(dense, 0, resamples, seed_u, stream_u, csr).T
             step = max(1, _CHUNK_CELLS // max(n, 1))
-            for r0 in range(0, resamples, step):
+            for r0 in range(0, resamples if unit.calibration else 0, step):
                 r1 = min(resamples, r0 + step)
                 w, sums = resample_sums(dense, r0, r1, seed_u, stream_u, csr)
-                rows[1 + r0:1 + r1, ~sparse] = sums[:, :dense.shape[1]]
-                rows[1 + r0:1 + r1, sparse] = sums[:, dense.shape[1]:]
+                rows_t[order, 1 + r0:1 + r1] = sums.T
                 for method, (item, conf, correct) in unit.calibration.items():
                     e, a = calibration_weighted(w, item, conf, correct, N_BINS)
                     calib[method][0][1 + r0:1 + r1], calib[method][1][1 + r0:1 + r1] = e, a
-    full = np.empty((resamples + 1, values.shape[1]))
-    full[:, ~const] = rows[:, inverse]
-    full[:, const] = n * const_values
-    return full, calib
+    full_t = np.empty((values.shape[1], resamples + 1))
+    full_t[np.nonzero(~const)[0]] = rows_t[inverse]
+    full_t[np.nonzero(const)[0]] = (n * const_values)[:, None]
+    return full_t.T, calib
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -383,16 +413,18 @@ def _protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, s
         rows = list(spec.metrics(cells))
         if not rows:
             continue
-        values = np.column_stack([np.asarray(r[2], dtype=np.float64) for r in rows])
+        values = np.empty((len(rows), resamples + 1))  # metric x row: each metric's resamples contiguous
+        for j, r in enumerate(rows):
+            values[j] = r[2]
         if resamples:
             alpha = (1 - CONFIDENCE_LEVEL) / 2
-            low, high = percentile_interval(np.ascontiguousarray(values[1:]), alpha, 1 - alpha)
+            low, high = percentile_interval(values[:, 1:].T, alpha, 1 - alpha)
         else:
             low = high = np.full(len(rows), np.nan)
         model, prompt, split = unit.key
         for j, (metric, key, _, n) in enumerate(rows):
             out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
-                        "key": key, "value": _num(values[0, j]), "ci_low": _num(low[j]),
+                        "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
                         "ci_high": _num(high[j]), "n": int(n)})
     return out
 

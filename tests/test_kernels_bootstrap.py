@@ -169,3 +169,43 @@ def test_percentile_interval_matches_numpy_and_drops_nan():
     ref_low, ref_high = np.nanpercentile(samples[:, :5], [2.5, 97.5], axis=0)
     assert np.allclose(low[:5], ref_low) and np.allclose(high[:5], ref_high)
     assert np.isnan(low[5]) and np.isnan(high[5])
+
+
+def test_poissonised_multinomial_is_exactly_multinomial():
+    """Three categories with counts (3, 2, 1), n = 6: the joint law of the draws against scipy's multinomial pmf,
+    over every outcome (a chi-square test on the 28 joint outcomes), for both correction directions (t < n, t > n)."""
+    from numba import njit
+
+    from kernels.binomial import multinomial_poissonized, poisson_tables, poissonized_lambda
+    from kernels.rng import stream_key
+
+    counts = np.array([3, 2, 1], dtype=np.int64)
+    n = int(counts.sum())
+    lo, off, cdf, guide = poisson_tables(poissonized_lambda(n) * counts / n)
+    unit_category = np.repeat(np.arange(3, dtype=np.int64), counts)
+
+    @njit
+    def draws(size):
+        out = np.zeros((size, 3), dtype=np.int64)
+        for r in range(size):
+            multinomial_poissonized(stream_key(U(11), U(5), r), n, lo, off, cdf, guide, unit_category, out[r])
+        return out
+
+    size = 60_000
+    out = draws(size)
+    assert np.all(out.sum(axis=1) == n)
+    outcomes = [(a, b, n - a - b) for a in range(n + 1) for b in range(n + 1 - a)]
+    law = stats.multinomial(n, counts / n)
+    observed = {o: 0 for o in outcomes}
+    for row in map(tuple, out):
+        observed[row] += 1
+    expected = np.array([law.pmf(o) * size for o in outcomes])
+    obs = np.array([observed[o] for o in outcomes])
+    big = expected >= 5
+    obs_b = np.append(obs[big], obs[~big].sum())
+    exp_b = np.append(expected[big], expected[~big].sum())
+    assert stats.chisquare(obs_b, exp_b * obs_b.sum() / exp_b.sum()).pvalue > 1e-3
+    # The same test has the power to reject a slightly wrong law (frequencies 0.45/0.35/0.2 instead of 1/2, 1/3, 1/6).
+    wrong = np.array([stats.multinomial(n, [0.45, 0.35, 0.2]).pmf(o) * size for o in outcomes])
+    wrong_b = np.append(wrong[big], wrong[~big].sum())
+    assert stats.chisquare(obs_b, wrong_b * obs_b.sum() / wrong_b.sum()).pvalue < 1e-3
