@@ -30,6 +30,7 @@ from types import ModuleType
 PROTOCOLS: dict[str, str] = {
     "dissonance": "omnieval.protocols.dissonance",
     "crossmodal": "omnieval.protocols.crossmodal",
+    "spectrum": "omnieval.protocols.spectrum",
 }
 
 

@@ -1,0 +1,610 @@
+"""Convert multiple-choice VQA benchmarks, as lmms-eval and VLMEvalKit users hold them, into an omnieval benchmark
+folder for the ``spectrum`` protocol: ``benchmark.json`` (``{"name": ..., "protocol": "spectrum"}``),
+``items.jsonl`` and the images extracted to ``media/``.
+
+Sources (``fmt="auto"`` tells them apart):
+
+* **Parquet** (``.parquet`` file, or a folder of them, e.g. a Hugging Face dataset snapshot's ``data/``): shards
+  named ``<split>-00000-of-00001.parquet`` give their split;
+* **``datasets.save_to_disk`` folders**: ``state.json`` + ``dataset_info.json`` + Arrow stream files (one split),
+  or ``dataset_dict.json`` with one such folder per split. Read with pyarrow: the ``datasets`` package is not
+  needed;
+* **VLMEvalKit TSV**: base64 image column ``image`` (a value of 64 characters or fewer names the ``index`` of the
+  row whose image it shares, VLMEvalKit's space saving), ``question``, option columns ``A``.. , ``answer``,
+  ``category``, ``index``, optional ``hint`` and ``split``.
+
+Columns (each overridable, see ``Columns``): the id from ``index`` / ``id`` / ``question_id`` (else the row number);
+the question (a non-empty ``hint`` goes first, on its own line, as VLMEvalKit and lmms-eval prompt MMBench); options
+as letter columns ``A``, ``B``, .. (trailing empty ones dropped), ``choice_a``.. , or a list column ``options`` /
+``choices`` (also a string holding a Python list, as MMMU stores them); the answer as a label (``"B"``), a 0-based
+index (an integer, or digits when no option reads the same), an option text, or a ``ClassLabel`` id (its names come
+from the Hugging Face features metadata); the image as Hugging Face stores an ``Image`` feature (``{bytes, path}``),
+raw bytes, base64 text, or a path (relative to the source file's folder). Multi-image rows are refused.
+
+Items get ``answer`` as a label and ``media = {"image": "media/<content hash>.<ext>"}``: an image shared by several
+rows (MMBench repeats them) is written once. With more than one split in the source the item id is
+``<split>/<id>``. Errors are ``InputError`` naming the file, the row (and item id) and the column.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import csv
+import hashlib
+import json
+import math
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from omnieval.protocols.spectrum import Item
+from omnieval.schema import LABELS, InputError
+
+Format = Literal["auto", "parquet", "hf-disk", "tsv"]
+AnswerFormat = Literal["auto", "label", "index", "text"]
+_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}$")
+_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"),
+                (b"BM", ".bmp"), (b"II*\x00", ".tif"), (b"MM\x00*", ".tif"))
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Source column names; ``None`` = detect from the usual names (the first present wins)."""
+
+    id: str | None = None
+    question: str = "question"
+    hint: str | None = "hint"
+    options: str | None = None
+    answer: str = "answer"
+    image: str | None = None
+    category: str | None = "category"
+    task: str | None = None
+    split: str | None = "split"
+
+    ID_NAMES = ("index", "id", "question_id", "qid", "sample_id")
+    OPTION_LISTS = ("options", "choices")
+    IMAGE_NAMES = ("image", "img", "image_path", "image_1")
+
+
+@dataclass
+class Converted:
+    """What ``convert_mcq`` wrote: the folder, the item count per split, the distinct images, the rows skipped."""
+
+    out: Path
+    splits: dict[str, int]
+    n_media: int
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return sum(self.splits.values())
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{s}: {n}" for s, n in self.splits.items())
+        skipped = f"; skipped {len(self.skipped)} rows without an image" if self.skipped else ""
+        return f"wrote {self.n_items} items ({parts}) and {self.n_media} images to {self.out}{skipped}"
+
+
+@dataclass
+class _Row:
+    file: Path
+    number: int  # 0-based row number in its file
+    split: str | None
+    record: dict[str, Any]
+    features: dict  # Hugging Face features of the file (for ClassLabel names), {} when unknown
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading the sources
+# ---------------------------------------------------------------------------------------------------------------
+
+def detect_format(source: Path) -> str:
+    if source.is_file():
+        suffix = source.suffix.lower()
+        if suffix == ".parquet":
+            return "parquet"
+        if suffix in (".tsv", ".txt"):
+            return "tsv"
+        raise InputError(f"unknown source format {suffix!r} (expected .parquet, .tsv or a save_to_disk folder)",
+                         file=source)
+    if source.is_dir():
+        if (source / "dataset_dict.json").is_file() or (source / "state.json").is_file():
+            return "hf-disk"
+        if any(source.rglob("*.parquet")):
+            return "parquet"
+        if any(source.glob("*.tsv")):
+            return "tsv"
+        raise InputError("no Parquet files, TSV files or save_to_disk metadata in this folder", file=source)
+    raise InputError("no such file or folder", file=source)
+
+
+def _hf_features(metadata: dict | None) -> dict:
+    """The features dict of Hugging Face's Arrow/Parquet schema metadata (``b"huggingface"``), or {}."""
+    raw = (metadata or {}).get(b"huggingface")
+    if not raw:
+        return {}
+    try:
+        info = json.loads(raw)
+    except (ValueError, TypeError):
+        return {}
+    return (info.get("info") or {}).get("features") or {}
+
+
+def _parquet_rows(source: Path, split: str | None) -> Iterator[_Row]:
+    import pyarrow.parquet as pq
+
+    files = [source] if source.is_file() else sorted(source.rglob("*.parquet"))
+    for path in files:
+        match = _SHARD.match(path.stem)
+        file_split = split or (match.group("split") if match else None)
+        try:
+            pf = pq.ParquetFile(path)
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise InputError(f"not a readable Parquet file: {exc}", file=path) from None
+        features = _hf_features(pf.schema_arrow.metadata)
+        number = 0
+        for batch in pf.iter_batches(batch_size=64):
+            for record in batch.to_pylist():
+                yield _Row(path, number, file_split, record, features)
+                number += 1
+
+
+def _arrow_files(folder: Path) -> list[Path]:
+    state_path = folder / "state.json"
+    if state_path.is_file():
+        try:
+            state = json.loads(state_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", file=state_path) from None
+        files = [folder / f["filename"] for f in state.get("_data_files", []) if "filename" in f]
+        if files:
+            return files
+    return sorted(folder.glob("*.arrow"))
+
+
+def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
+    import pyarrow as pa
+
+    folders: list[tuple[Path, str | None]]
+    dict_path = source / "dataset_dict.json"
+    if dict_path.is_file():
+        try:
+            names = json.loads(dict_path.read_text()).get("splits", [])
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", file=dict_path) from None
+        folders = [(source / name, split or name) for name in names]
+    else:
+        state = {}
+        if (source / "state.json").is_file():
+            try:
+                state = json.loads((source / "state.json").read_text())
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", file=source / "state.json") from None
+        folders = [(source, split or state.get("_split"))]
+    for folder, folder_split in folders:
+        files = _arrow_files(folder)
+        if not files:
+            raise InputError("no Arrow data files in this save_to_disk folder", file=folder)
+        info_features = {}
+        if (folder / "dataset_info.json").is_file():
+            try:
+                info_features = json.loads((folder / "dataset_info.json").read_text()).get("features") or {}
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", file=folder / "dataset_info.json") from None
+        number = 0
+        for path in files:
+            if not path.is_file():
+                raise InputError("Arrow data file listed in state.json is missing", file=path)
+            try:
+                reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+            except pa.ArrowInvalid:
+                reader = pa.ipc.open_file(pa.memory_map(str(path)))  # an Arrow IPC file rather than a stream
+            except Exception as exc:
+                raise InputError(f"not a readable Arrow file: {exc}", file=path) from None
+            features = info_features or _hf_features(reader.schema.metadata)
+            batches = reader if isinstance(reader, pa.ipc.RecordBatchStreamReader) else \
+                (reader.get_batch(i) for i in range(reader.num_record_batches))
+            for batch in batches:
+                for start in range(0, batch.num_rows, 64):
+                    for record in batch.slice(start, 64).to_pylist():
+                        yield _Row(path, number, folder_split, record, features)
+                        number += 1
+
+
+def _tsv_rows(source: Path, split: str | None) -> Iterator[_Row]:
+    files = [source] if source.is_file() else sorted(source.glob("*.tsv"))
+    limit = csv.field_size_limit()
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images are long fields
+    try:
+        for path in files:
+            with open(path, encoding="utf-8", newline="") as f:
+                reader = csv.DictReader(f, delimiter="\t")
+                for number, record in enumerate(reader):
+                    if None in record:
+                        raise InputError(f"row {number} has more fields than the header", file=path,
+                                         item=f"row {number}")
+                    yield _Row(path, number, split, dict(record), {})
+    except csv.Error as exc:
+        raise InputError(f"not a readable TSV file: {exc}", file=source) from None
+    finally:
+        csv.field_size_limit(limit)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One row -> one item
+# ---------------------------------------------------------------------------------------------------------------
+
+def _missing(value) -> bool:
+    """None, NaN (pandas' empty cell) or a blank string."""
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and (not value.strip() or value.strip().lower() == "nan")
+
+
+def _text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+class _RowError(Exception):
+    def __init__(self, message: str, column: str | None):
+        super().__init__(message)
+        self.column = column
+
+
+def _options(record: dict, columns: Columns) -> tuple[list[str], str]:
+    """Option texts and the column(s) they came from."""
+    if columns.options:
+        name = columns.options
+        if name not in record:
+            raise _RowError(f"no column {name!r}", name)
+        return _option_list(record[name], name), name
+    for names in (list(LABELS), [f"choice_{label.lower()}" for label in LABELS]):
+        if names[0] in record:
+            values = []
+            for col in names:
+                if col not in record:
+                    break
+                values.append((col, record[col]))
+            while values and _missing(values[-1][1]):
+                values.pop()
+            for col, value in values:
+                if _missing(value):
+                    raise _RowError("empty option before a later non-empty one", col)
+            if values:
+                return [_text(v) for _, v in values], f"{names[0]}.."
+    for name in Columns.OPTION_LISTS:
+        if name in record:
+            return _option_list(record[name], name), name
+    raise _RowError("no options: expected columns A, B, .. or a list column options / choices", None)
+
+
+def _option_list(value, column: str) -> list[str]:
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise _RowError("options text is not a list", column) from None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise _RowError(f"options must be a list, got {type(value).__name__}", column)
+    if any(_missing(v) for v in value):
+        raise _RowError("an option is empty", column)
+    return [_text(v) for v in value]
+
+
+def _answer(value, options: list[str], fmt: str, features: dict, column: str) -> str:
+    """The correct option's label."""
+    labels = LABELS[: len(options)]
+    if _missing(value):
+        raise _RowError("no answer", column)
+    names = (features.get(column) or {}).get("names") if isinstance(features.get(column), dict) else None
+    if names and isinstance(value, int) and fmt == "auto":  # a ClassLabel: its id -> its name
+        if not 0 <= value < len(names):
+            raise _RowError(f"class id {value} outside the {len(names)} class names", column)
+        value = names[value]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+
+    def by_index(i: int) -> str:
+        if not 0 <= i < len(options):
+            raise _RowError(f"answer index {i} outside the {len(options)} options (0-based)", column)
+        return labels[i]
+
+    def by_text(text: str) -> str | None:
+        hits = [lab for lab, opt in zip(labels, options, strict=True) if opt == text]
+        return hits[0] if len(hits) == 1 else None
+
+    if fmt == "index" or (fmt == "auto" and isinstance(value, int) and not isinstance(value, bool)):
+        try:
+            return by_index(int(value))
+        except (TypeError, ValueError):
+            raise _RowError(f"answer {value!r} is not an index", column) from None
+    text = _text(value)
+    if fmt == "label":
+        if text not in labels:
+            raise _RowError(f"answer {text!r} is not one of the labels {labels[0]}..{labels[-1]}", column)
+        return text
+    if fmt == "text":
+        label = by_text(text)
+        if label is None:
+            raise _RowError(f"answer {text!r} is not exactly one of the options", column)
+        return label
+    if len(text) == 1 and text in LABELS:
+        if text not in labels:
+            raise _RowError(f"answer {text!r} but the row has {len(options)} options ({labels[0]}..{labels[-1]})",
+                            column)
+        return text
+    if text.isdigit():
+        as_text = by_text(text)
+        as_index = by_index(int(text)) if int(text) < len(options) else None
+        if as_text is not None and as_index is not None and as_text != as_index:
+            raise _RowError(f"answer {text!r} is ambiguous: option {as_index} by index, option {as_text} by text "
+                            "(set the answer format)", column)
+        if as_text or as_index:
+            return as_text or as_index  # type: ignore[return-value]
+        raise _RowError(f"answer index {text} outside the {len(options)} options (0-based)", column)
+    label = by_text(text)
+    if label is None:
+        raise _RowError(f"answer {text!r} is neither a label, an index nor one of the options", column)
+    return label
+
+
+class _MediaWriter:
+    """Writes each distinct image once, named by its content hash."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.written: set[str] = set()
+
+    def bytes(self, data: bytes, column: str) -> str:
+        suffix = next((ext for magic, ext in _IMAGE_MAGIC if data.startswith(magic)), None)
+        if suffix is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            suffix = ".webp"
+        if suffix is None:
+            raise _RowError("image data is not PNG, JPEG, GIF, WebP, BMP or TIFF", column)
+        rel = f"media/{hashlib.sha256(data).hexdigest()[:20]}{suffix}"
+        if rel not in self.written:
+            (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.out / rel).write_bytes(data)
+            self.written.add(rel)
+        return rel
+
+    def path(self, path: Path, column: str) -> str:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _RowError(f"cannot read image file {str(path)!r}: {exc.strerror}", column) from None
+        return self.bytes(data, column)
+
+
+def _image(value, row: _Row, column: str, media: _MediaWriter) -> str | None:
+    """The written image's relative path, None when the row has none, or ``"ref:<index>"`` for a VLMEvalKit
+    reference to another row's image."""
+    if isinstance(value, list | tuple):
+        if len(value) > 1:
+            raise _RowError(f"{len(value)} images in one row: multi-image items are not supported", column)
+        value = value[0] if value else None
+    if _missing(value):
+        return None
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return media.bytes(bytes(value["bytes"]), column)
+        if value.get("path"):
+            return media.path(_source_path(value["path"], row), column)
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return media.bytes(bytes(value), column)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):  # VLMEvalKit's list of base64 images
+            try:
+                return _image(ast.literal_eval(text), row, column, media)
+            except (ValueError, SyntaxError):
+                pass
+        if len(text) < 4096 and _is_file(_source_path(text, row)):
+            return media.path(_source_path(text, row), column)
+        if len(text) <= 64:
+            return f"ref:{text}"
+        if text.startswith("data:") and "," in text:
+            text = text.split(",", 1)[1]
+        try:
+            return media.bytes(base64.b64decode(text, validate=True), column)
+        except (binascii.Error, ValueError):
+            raise _RowError("image is neither base64 data nor an existing file", column) from None
+    raise _RowError(f"unsupported image value of type {type(value).__name__}", column)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # base64 text is no file name: too long, or a NUL byte
+        return False
+
+
+def _source_path(text: str, row: _Row) -> Path:
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else row.file.parent / path
+
+
+def _pick(record: dict, name: str | None, candidates: Sequence[str]) -> str | None:
+    if name is not None:
+        return name if name in record else None
+    return next((c for c in candidates if c in record), None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The converter
+# ---------------------------------------------------------------------------------------------------------------
+
+def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = None, fmt: Format = "auto",
+                split: str | None = None, columns: Columns | None = None, answer_format: AnswerFormat = "auto",
+                skip_missing_image: bool = False, limit: int | None = None, overwrite: bool = False) -> Converted:
+    """Write the benchmark folder ``out_dir`` from ``source`` (see the module doc); returns what was written.
+
+    ``split`` overrides the split of every row; ``skip_missing_image`` drops rows without an image (text-only
+    questions have nothing to shuffle) instead of failing on the first; ``limit`` converts only the first rows
+    (per source, in file order). The folder is written beside ``out_dir`` and moved into place when complete.
+    """
+    source = Path(source)
+    columns = columns or Columns()
+    kind = detect_format(source) if fmt == "auto" else fmt
+    readers = {"parquet": _parquet_rows, "hf-disk": _hf_disk_rows, "tsv": _tsv_rows}
+    if kind not in readers:
+        raise ValueError(f"unknown format {fmt!r}; use one of auto, {', '.join(readers)}")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
+    bench_name = name or (source.stem if source.is_file() else source.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".mcq-", dir=out.parent))
+    try:
+        media = _MediaWriter(tmp)
+        records: list[tuple[_Row, dict]] = []
+        images_by_index: dict[str, str] = {}
+        skipped: list[str] = []
+        for count, row in enumerate(readers[kind](source, split)):
+            if limit is not None and count >= limit:
+                break
+            converted = _convert_row(row, columns, answer_format, media)
+            where = f"{converted['_id']} (row {row.number})"
+            if converted["_image"] is None:
+                if not skip_missing_image:
+                    raise InputError("row has no image (pass skip_missing_image=True to drop text-only rows)",
+                                     file=row.file, item=where, field=converted["_image_col"] or "image")
+                skipped.append(where)
+                continue
+            if not converted["_image"].startswith("ref:"):
+                images_by_index[converted["_id"]] = converted["_image"]
+            records.append((row, converted))
+        items = _finish(records, images_by_index, bench_name)
+        with open(tmp / "items.jsonl", "w", encoding="utf-8") as f:
+            for item in items:
+                f.write(item.model_dump_json(exclude_none=True) + "\n")
+        splits: dict[str, int] = {}
+        for item in items:
+            splits[item.split] = splits.get(item.split, 0) + 1
+        meta = {"name": bench_name, "protocol": "spectrum", "source": str(source), "format": kind,
+                "n_items": len(items), "splits": splits, "generator": "omnieval.datasets.mcq"}
+        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return Converted(out=out, splits=splits, n_media=len(media.written), skipped=skipped)
+
+
+def _convert_row(row: _Row, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
+    record = row.record
+    id_col = _pick(record, columns.id, Columns.ID_NAMES)
+    ident = _text(record[id_col]) if id_col and not _missing(record[id_col]) else str(row.number)
+    where = f"{ident} (row {row.number})"
+    image_col = _pick(record, columns.image, Columns.IMAGE_NAMES)
+    try:
+        if columns.question not in record:
+            raise _RowError(f"no column {columns.question!r}", columns.question)
+        if _missing(record[columns.question]):
+            raise _RowError("empty question", columns.question)
+        question = _text(record[columns.question])
+        if columns.hint and columns.hint in record and not _missing(record[columns.hint]):
+            question = f"{_text(record[columns.hint])}\n{question}"
+        options, options_col = _options(record, columns)
+        if not 2 <= len(options) <= len(LABELS):
+            raise _RowError(f"{len(options)} options (2 to 26 needed)", options_col)
+        if columns.answer not in record:
+            raise _RowError(f"no column {columns.answer!r}", columns.answer)
+        answer = _answer(record[columns.answer], options, answer_format, row.features, columns.answer)
+        image = _image(record[image_col], row, image_col, media) if image_col else None
+    except _RowError as exc:
+        raise InputError(str(exc), file=row.file, item=where, field=exc.column) from None
+    category_col = columns.category if columns.category in record else None
+    task_col = columns.task if columns.task and columns.task in record else None
+    row_split = row.split
+    if row_split is None and columns.split and columns.split in record and not _missing(record[columns.split]):
+        row_split = _text(record[columns.split])
+    return {"_id": ident, "_image": image, "_image_col": image_col, "_split": row_split or "all",
+            "question": question, "options": options, "answer": answer,
+            "category": _text(record[category_col]) if category_col and not _missing(record[category_col]) else None,
+            "task": _text(record[task_col]) if task_col and not _missing(record[task_col]) else None}
+
+
+def _finish(records: list[tuple[_Row, dict]], images_by_index: dict[str, str], bench_name: str) -> list[Item]:
+    """Resolve image references, make ids unique (split-prefixed when there are several splits), validate."""
+    several = len({c["_split"] for _, c in records}) > 1
+    items, seen = [], {}
+    for row, c in records:
+        where = f"{c['_id']} (row {row.number})"
+        image = c["_image"]
+        if image.startswith("ref:"):
+            target = image[len("ref:"):]
+            if target not in images_by_index:
+                raise InputError(f"image refers to row index {target!r}, which has no image of its own",
+                                 file=row.file, item=where, field=c["_image_col"])
+            image = images_by_index[target]
+        item_id = f"{c['_split']}/{c['_id']}" if several else c["_id"]
+        if item_id in seen:
+            raise InputError(f"duplicate item id {item_id!r} (first on row {seen[item_id]})", file=row.file,
+                             item=where, field="index")
+        seen[item_id] = row.number
+        try:
+            items.append(Item(item_id=item_id, benchmark=bench_name, split=c["_split"], question=c["question"],
+                              options=c["options"], answer=c["answer"], media={"image": image},
+                              category=c["category"], task=c["task"]))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(err["msg"], file=row.file, item=where,
+                             field=".".join(str(p) for p in err["loc"]) or None) from None
+    return items
+
+
+def build_parser():
+    """Arguments of ``python -m omnieval.datasets.mcq`` (and of a ``datasets mcq`` CLI command)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="omnieval datasets mcq", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p) -> None:
+    p.add_argument("source", help="a .parquet or .tsv file, a folder of them, or a save_to_disk folder")
+    p.add_argument("--out", required=True, help="the benchmark folder to write")
+    p.add_argument("--name", help="benchmark name (default: the source's name)")
+    p.add_argument("--format", dest="fmt", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"])
+    p.add_argument("--split", help="split of every row (default: from shard names, a split column, or 'all')")
+    p.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"])
+    p.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
+    p.add_argument("--limit", type=int, help="convert only the first N rows")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    for col in ("id", "question", "hint", "options", "answer", "image", "category", "task"):
+        p.add_argument(f"--{col}-column", dest=f"col_{col}", help=f"source column of the {col}")
+
+
+def run_from_args(args) -> int:
+    defaults = Columns()
+    columns = Columns(**{c: getattr(args, f"col_{c}") or getattr(defaults, c)
+                         for c in ("id", "question", "hint", "options", "answer", "image", "category", "task")})
+    report = convert_mcq(args.source, args.out, name=args.name, fmt=args.fmt, split=args.split, columns=columns,
+                         answer_format=args.answer_format, skip_missing_image=args.skip_missing_image,
+                         limit=args.limit, overwrite=args.overwrite)
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_from_args(build_parser().parse_args()))

@@ -1,0 +1,485 @@
+"""Protocol ``spectrum`` (Multi-modal Data Spectrum; SPEC.md section 5): which modalities a multiple-choice benchmark
+really needs, measured by shuffling modalities between items.
+
+Any multiple-choice item with one or more media (``image``, ``video``, ``audio``) plus its question text applies;
+the text (the question stem, see ``text_unit``) is a modality like the others. Conditions, for the item's modalities
+M (text included, in the order image, video, audio, text):
+
+* ``normal``: every modality the item's own;
+* ``<m>_only``: m the item's own, every other modality replaced by its donor's (a text-only run is ``text_only``);
+* ``random``: every modality replaced, each by its own donor;
+* ``no_<m>`` (three or more modalities): only m replaced. With two modalities ``no_<m>`` is the other's ``_only``
+  and is not run twice.
+
+**Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
+on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
+every image (question, clip) is still shown exactly once per condition and each modality keeps its marginal
+distribution. Every condition that replaces m uses the same ``donor_m``: ``image_only`` and ``random`` then differ
+only in the image, so ``intra`` compares like with like (a paired contrast, lower variance). Donors are drawn
+within the same ``benchmark`` and ``split`` (metrics are per split, so a split never borrows from another) and,
+as configured in ``donor_within``, the same ``category`` and option count. With ``text_unit = "question+options"``
+the options travel with the donor's question, and the donor then always has the item's option count, so the item's
+target label exists among the options shown. A group of one item cannot be deranged: ``singletons = "error"``
+(default) raises an ``InputError`` naming the item; ``"pool"`` pools such items of one benchmark and split into a
+group of their own (joined to the smallest other group when alone), relaxing ``donor_within`` only for them.
+
+The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...).
+Instances carry ``evidence`` for the simulated engine: each modality supports the target when shown from the item
+itself and nothing (None) when shown from a donor, and each joint percept of two or more modalities (``image+text``)
+supports the target only when all of them are the item's own. So a simulated model with ``{"image": 0.9}`` answers
+``image_only`` like ``normal`` and ``text_only`` at chance, one with ``{"image+text": 0.9}`` needs both.
+
+An instance's content depends on its donors, so on which items share its group: the same benchmark, options and seed
+always give the same instances, in any order and split over any number of workers (``instance_id`` =
+``item_id|condition|s<seed>``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field, field_validator, model_validator
+
+from omnieval.keyed import keyed_seed
+from omnieval.schema import LABELS, InputError, Instance, Segment, Strict
+
+NAME = "spectrum"
+MEDIA: tuple[str, ...] = ("image", "video", "audio")
+MODALITY_ORDER: tuple[str, ...] = (*MEDIA, "text")
+ALL_CONDITIONS: tuple[str, ...] = ("normal", *(f"{m}_only" for m in MODALITY_ORDER), "random",
+                                   *(f"no_{m}" for m in MODALITY_ORDER))
+ENSEMBLE = "ensemble"
+INTERVAL = 0.95
+"""Level of the intra intervals that decide ``dependency`` (SPEC 1.4: 95% percentile bootstrap interval)."""
+
+
+class Item(Strict):
+    """One multiple-choice question.
+
+    ``answer`` is the correct option's **label**: ``"A"`` for the first of ``options``, ``"B"`` for the second, and
+    so on (loaders of other formats convert indices and answer texts to labels). ``media`` maps each media modality
+    to a path relative to the benchmark folder; the question is the text modality.
+    """
+
+    item_id: str
+    benchmark: str = "benchmark"
+    split: str = "all"
+    question: str = Field(min_length=1)
+    options: list[str] = Field(min_length=2, max_length=26)
+    answer: str
+    media: dict[Literal["image", "video", "audio"], str] = Field(min_length=1)
+    category: str | None = None
+    task: str | None = None
+
+    @field_validator("item_id")
+    @classmethod
+    def _nonempty_id(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("item_id must be a non-empty string")
+        return v
+
+    @model_validator(mode="after")
+    def _answer_is_a_label(self) -> Item:
+        labels = LABELS[: len(self.options)]
+        if self.answer not in labels:
+            raise ValueError(f"answer {self.answer!r} must be the label of one of the {len(self.options)} options "
+                             f"({labels[0]}..{labels[-1]})")
+        return self
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """The item's modalities in canonical order, text last."""
+        return (*(m for m in MEDIA if m in self.media), "text")
+
+
+class Options(Strict):
+    """``text_unit``: what the text donor lends, the question stem (options stay with the item, SPEC's default) or
+    the question with its options. ``donor_within``: donors also share the item's ``category`` and/or option count
+    (always the same benchmark and split). ``singletons``: what to do with an item alone in its donor group (see the
+    module doc). ``conditions``: run only these (default: all of the benchmark's)."""
+
+    text_unit: Literal["question", "question+options"] = "question"
+    donor_within: list[Literal["category", "n_options"]] = Field(default_factory=list)
+    singletons: Literal["error", "pool"] = "error"
+    conditions: list[str] | None = None
+
+    @field_validator("conditions")
+    @classmethod
+    def _known_conditions(cls, v: list[str] | None) -> list[str] | None:
+        for c in v or []:
+            if c not in ALL_CONDITIONS:
+                raise ValueError(f"unknown spectrum condition {c!r}; known: {', '.join(ALL_CONDITIONS)}")
+        return v
+
+
+def conditions_for(modalities: Sequence[str]) -> tuple[str, ...]:
+    """SPEC 5's conditions for a set of modalities (text included): ``no_<m>`` only with three or more."""
+    ordered = [m for m in MODALITY_ORDER if m in modalities]
+    out = ["normal", *(f"{m}_only" for m in ordered), "random"]
+    if len(ordered) >= 3:
+        out += [f"no_{m}" for m in ordered]
+    return tuple(out)
+
+
+def replaced(condition: str, modalities: Sequence[str]) -> frozenset[str]:
+    """The modalities a condition shows from a donor."""
+    if condition == "normal":
+        return frozenset()
+    if condition == "random":
+        return frozenset(modalities)
+    if condition.endswith("_only"):
+        return frozenset(modalities) - {condition[: -len("_only")]}
+    if condition.startswith("no_"):
+        return frozenset({condition[len("no_"):]})
+    raise ValueError(f"unknown spectrum condition {condition!r}")
+
+
+def instance_id(item_id: str, condition: str, seed: int) -> str:
+    return f"{item_id}|{condition}|s{seed}"
+
+
+def media_refs(item: Item) -> list[tuple[str, str, str]]:
+    return [(item.media[m], m, f"media.{m}") for m in MEDIA if m in item.media]
+
+
+def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = None) -> None:
+    """All items share one set of modalities (the conditions and every metric depend on it), and every benchmark
+    split has two or more items (a lone item has no donor under any ``donor_within``)."""
+    if not items:
+        return
+    first = items[0]
+    for item in items:
+        if set(item.media) != set(first.media):
+            raise InputError(f"item has media {sorted(item.media)} but item {first.item_id!r} has "
+                             f"{sorted(first.media)}: a spectrum benchmark has one set of modalities",
+                             file=file, item=item.item_id, field="media")
+    sizes: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        sizes.setdefault((item.benchmark, item.split), []).append(item.item_id)
+    for (benchmark, split), ids in sizes.items():
+        if len(ids) == 1:
+            raise InputError(f"the only item of benchmark {benchmark!r} split {split!r}: a spectrum shuffle needs "
+                             "another item to take each modality from", file=file, item=ids[0], field="split")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Donors
+# ---------------------------------------------------------------------------------------------------------------
+
+def donor_groups(items: Sequence[Item], options: Options, *, file: str | Path | None = None) -> list[tuple]:
+    """The donor group of each item: ``(benchmark, split, n_options if it must match, soft keys)``, after pooling
+    singletons when configured. Raises ``InputError`` naming a lone item otherwise."""
+    hard_options = options.text_unit == "question+options"
+
+    def hard(it: Item) -> tuple:
+        return (it.benchmark, it.split, len(it.options) if hard_options else None)
+
+    def soft(it: Item) -> tuple:
+        return (it.category if "category" in options.donor_within else None,
+                len(it.options) if "n_options" in options.donor_within else None)
+
+    groups = [(*hard(it), soft(it)) for it in items]
+    members: dict[tuple, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    lone = [idx[0] for idx in members.values() if len(idx) == 1]
+    if lone and options.singletons == "error":
+        it = items[min(lone, key=lambda i: items[i].item_id)]
+        shared = [*(["option count"] if hard_options or "n_options" in options.donor_within else []),
+                  *(["category"] if "category" in options.donor_within else [])]
+        alike = f" with its {' and '.join(shared)}" if shared else ""
+        fix = "drop donor_within" if options.donor_within else "use text_unit: question"
+        raise InputError(f"no donor for this item: it is the only item of benchmark {it.benchmark!r} split "
+                         f"{it.split!r}{alike}; set protocol_options singletons: pool, or {fix}", file=file,
+                         item=it.item_id,
+                         field=f"protocol_options.{'donor_within' if options.donor_within else 'text_unit'}")
+    by_hard: dict[tuple, list[int]] = {}
+    for i in lone:
+        by_hard.setdefault(groups[i][:3], []).append(i)
+    for key, idx in by_hard.items():
+        pooled = (*key, ("<pooled>",))
+        if len(idx) == 1:
+            others = sorted((len(v), repr(g)) for g, v in members.items() if g[:3] == key and len(v) > 1)
+            if not others:
+                it = items[idx[0]]
+                raise InputError("no donor for this item: it is the only item of its benchmark and split"
+                                 + (" with its option count" if hard_options else ""),
+                                 file=file, item=it.item_id, field="options" if hard_options else "split")
+            pooled = next(g for g, v in members.items() if repr(g) == others[0][1])
+        for i in idx:
+            groups[i] = pooled
+    return groups
+
+
+def donors(items: Sequence[Item], seed: int, options: Options, *,
+           file: str | Path | None = None) -> dict[str, np.ndarray]:
+    """``modality -> donor index per item`` (positions in ``items``), one independent derangement per modality."""
+    from kernels.derangement import derange
+
+    groups = donor_groups(items, options, file=file)
+    codes = {g: c for c, g in enumerate(sorted(set(groups), key=repr))}
+    group_ids = np.array([codes[g] for g in groups], dtype=np.int64)
+    keys = np.array([keyed_seed(0, NAME, it.item_id) for it in items], dtype=np.uint64)
+    modalities = items[0].modalities if items else ()
+    out = {}
+    for m in modalities:
+        donor = derange(group_ids, seed, keyed_seed(0, NAME, "donor", m), keys)
+        if (donor < 0).any():  # donor_groups already pooled or refused lone items
+            raise AssertionError("derangement left an item without a donor")
+        out[m] = donor
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Items -> instances
+# ---------------------------------------------------------------------------------------------------------------
+
+def evidence(modalities: Sequence[str], swapped: frozenset[str], target: str) -> dict[str, str | None]:
+    """Each modality, and each joint of two or more (sorted, joined by ``+``), supports the target exactly when
+    every modality in it is the item's own."""
+    out: dict[str, str | None] = {}
+    for size in range(1, len(modalities) + 1):
+        for combo in itertools.combinations(sorted(modalities), size):
+            out["+".join(combo)] = None if swapped.intersection(combo) else target
+    return out
+
+
+def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, options: Options) -> Instance:
+    """One instance: ``sources[m]`` is the item whose modality m is shown (the item itself or its donor)."""
+    modalities = item.modalities
+    swapped = frozenset(m for m in modalities if sources[m] is not item)
+    text_from = sources["text"]
+    option_texts = list(text_from.options if options.text_unit == "question+options" else item.options)
+    return Instance(
+        instance_id=instance_id(item.item_id, condition, seed), item_id=item.item_id, protocol=NAME,
+        benchmark=item.benchmark, split=item.split, condition=condition,
+        segments=[Segment(kind="media", modality=m, path=sources[m].media[m]) for m in modalities if m != "text"],
+        question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
+        target=item.answer, task=item.task, category=item.category,
+        evidence=evidence(modalities, swapped, item.answer),
+    )
+
+
+def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Options | None = None) -> list[Instance]:
+    """Every instance of the items, item by item in ``item_id`` order, conditions in SPEC order."""
+    options = options or Options()
+    file = getattr(bench, "items_file", None) or None
+    validate_items(items, bench, file=file)
+    if not items:
+        return []
+    ordered = sorted(items, key=lambda it: it.item_id)
+    available = conditions_for(ordered[0].modalities)
+    if options.conditions is not None:
+        missing = [c for c in options.conditions if c not in available]
+        if missing:
+            raise InputError(f"condition {missing[0]!r} does not apply to this benchmark's modalities "
+                             f"({', '.join(ordered[0].modalities)}); available: {', '.join(available)}",
+                             file=file, field="protocol_options.conditions")
+        run = [c for c in available if c in options.conditions]
+    else:
+        run = list(available)
+    donor = donors(ordered, seed, options, file=file)
+    out: list[Instance] = []
+    for i, item in enumerate(ordered):
+        for condition in run:
+            swapped = replaced(condition, item.modalities)
+            sources = {m: ordered[int(donor[m][i])] if m in swapped else item for m in item.modalities}
+            out.append(expand(item, sources, condition, seed, options))
+    return out
+
+
+# === metrics (cell means -> metric values) ===
+# SPEC 5's metrics as functions of cell means, vectorised over bootstrap rows (row 0 = the data, rows 1..R the
+# resamples). Overall keys are the condition / modality; per category they are prefixed ``<category>/`` and the
+# keyless metrics (``chance``, ``inter``) take the category alone as key, as crossmodal's ``task/direction``.
+#
+# ``dependency`` is a label, not a number: its row has ``value`` null and the label in ``key`` (``image-intra``,
+# ``image-intra+text-intra``, ``inter-only``; per category ``<category>/<label>``), ``n`` the predictions behind the
+# intra values. The label needs the intra intervals, so the metric function computes them itself from the resample
+# rows with the same percentile kernel ``omnieval metrics`` uses for every CI: a modality counts when the lower end
+# of its printed ``intra`` interval is above 0. Without resamples (``resamples=0``) there is no interval and no
+# ``dependency`` row.
+
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)))
+
+
+def named_modalities(conditions: Sequence[str]) -> list[str]:
+    """Modalities named by the given conditions, in canonical order."""
+    named = set()
+    for c in conditions:
+        if c.endswith("_only"):
+            named.add(c[: -len("_only")])
+        elif c.startswith("no_"):
+            named.add(c[len("no_"):])
+    return [m for m in MODALITY_ORDER if m in named]
+
+
+def intra(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``accuracy[<m>_only] - accuracy[random]`` for every modality with both conditions."""
+    if "random" not in acc:
+        return {}
+    return {m: acc[f"{m}_only"] - acc["random"] for m in named_modalities(acc) if f"{m}_only" in acc}
+
+
+def inter(acc: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """``accuracy[normal] - max_m accuracy[<m>_only]`` (None unless every named modality has its ``_only``)."""
+    named = named_modalities(acc)
+    if "normal" not in acc or not named or any(f"{m}_only" not in acc for m in named):
+        return None
+    return acc["normal"] - np.max(np.vstack([acc[f"{m}_only"] for m in named]), axis=0)
+
+
+def perceptual_score(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``accuracy[normal] - accuracy[no_<m>]``; with two modalities ``no_<m>`` is the other one's ``_only``."""
+    if "normal" not in acc:
+        return {}
+    named = named_modalities(acc)
+    out = {}
+    for m in named:
+        if f"no_{m}" in acc:
+            out[m] = acc["normal"] - acc[f"no_{m}"]
+        elif len(named) == 2 and not any(c.startswith("no_") for c in acc):
+            (other,) = [x for x in named if x != m]
+            if f"{other}_only" in acc:
+                out[m] = acc["normal"] - acc[f"{other}_only"]
+    return out
+
+
+def dependency(intra_values: Mapping[str, np.ndarray]) -> str | None:
+    """SPEC 5's label from the intra values over bootstrap rows: ``<m>-intra`` for each m whose interval lies above
+    0, joined by ``+``; ``inter-only`` when none does; None without resamples or with an undefined interval."""
+    from kernels.bootstrap import percentile_interval
+
+    if not intra_values:
+        return None
+    names = list(intra_values)
+    values = np.column_stack([np.asarray(intra_values[m], dtype=np.float64) for m in names])
+    if values.shape[0] < 2:
+        return None
+    alpha = (1 - INTERVAL) / 2
+    low, _ = percentile_interval(np.ascontiguousarray(values[1:]), alpha, 1 - alpha)
+    if np.isnan(low).any():
+        return None
+    above = [m for m, lo in zip(names, low, strict=True) if lo > 0]
+    return "+".join(f"{m}-intra" for m in above) if above else "inter-only"
+
+
+def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
+    label = "/".join(scope)
+
+    def key(k: str) -> str:
+        return f"{label}/{k}" if label and k else (label or k)
+
+    acc = {c: cells.mean(f"{prefix}acc", *scope, c) for c in ALL_CONDITIONS if cells.has(f"{prefix}acc", *scope, c)}
+    n = {c: cells.n(f"{prefix}acc", *scope, c) for c in acc}
+    for c in acc:
+        yield "accuracy", key(c), acc[c], n[c]
+    if cells.has(f"{prefix}chance", *scope):
+        yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.n(f"{prefix}chance", *scope)
+    gains = intra(acc)
+    for m, values in gains.items():
+        yield "intra", key(m), values, n[f"{m}_only"] + n["random"]
+    combined = inter(acc)
+    if combined is not None:
+        yield "inter", key(""), combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc))
+    for m, values in perceptual_score(acc).items():
+        other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
+        yield "perceptual_score", key(m), values, n["normal"] + n[other]
+    if gains and len(gains) == len(named_modalities(acc)):
+        label_value = dependency(gains)
+        if label_value is not None:
+            rows = gains[next(iter(gains))].shape[0]
+            yield ("dependency", key(label_value), np.full(rows, np.nan),
+                   n["random"] + sum(n[f"{m}_only"] for m in gains))
+
+
+def metric_rows(cells):
+    """SPEC 5's metrics overall, then per category, then the invalid rate."""
+    for prefix, by in SCOPES:
+        if not by:
+            yield from _scope_rows(cells, prefix, ())
+            continue
+        for scope in sorted({k[: len(by)] for k in cells.keys(f"{prefix}acc")}):
+            yield from _scope_rows(cells, prefix, scope)
+    if cells.has("invalid"):
+        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+
+
+# --- the majority-vote ensemble and the chance column ----------------------------------------------------------
+
+MATCH = ("prompt", "split", "item_id", "condition")
+"""What the ensemble's voters are matched on (SPEC 5: item, condition and prompt; the split goes with the item)."""
+
+
+def model_order(frame: pl.DataFrame) -> list[str]:
+    """Models in order of first appearance (the ensemble's tie order), the ensemble itself left out."""
+    return [m for m in frame["model"].unique(maintain_order=True).to_list() if m != ENSEMBLE]
+
+
+def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The majority-vote model: per (prompt, split, item, condition), the mode of the valid choices of all models;
+    a tie goes to the tied label chosen by the earliest model in order of first appearance; no valid choice at
+    all is an invalid answer. Other columns (target, option count, category, ...) come from the earliest model's
+    row; confidences are null (a vote has none)."""
+    models = model_order(frame)
+    rank = pl.col("model").replace_strict(models, list(range(len(models))), return_dtype=pl.Int64)
+    voters = frame.filter(pl.col("model") != ENSEMBLE).with_columns(_rank=rank)
+    match = list(MATCH)
+    winners = (voters.filter(pl.col("choice").is_not_null())
+               .group_by([*match, "choice"]).agg(_votes=pl.len(), _first=pl.col("_rank").min())
+               .group_by(match)
+               .agg(pl.col("choice").sort_by(["_votes", "_first"], descending=[True, False]).first().alias("_won")))
+    base = voters.sort("_rank", maintain_order=True).filter(pl.int_range(pl.len()).over(match) == 0)
+    out = base.join(winners, on=match, how="left", nulls_equal=True)
+    nulls = {c: pl.lit(None, dtype=out.schema[c]).alias(c)
+             for c in ("confidence", "confidence_method", "option_logprobs", "raw_text", "error", "latency_s")
+             if c in out.columns}
+    out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["model"]).alias("model"),
+                           pl.col("_won").cast(out.schema["choice"]).alias("choice"), *nulls.values())
+    if "engine" in out.columns:
+        out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
+    # the row flags of ``omnieval.metrics.prepare`` that depend on the choice, recomputed for the votes
+    valid = pl.col("choice").is_not_null()
+    flags = {"valid": valid, "invalid": ~valid,
+             "correct": valid & (pl.col("choice") == pl.col("target")).fill_null(False),
+             "abstained": valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
+             "has_conf": pl.lit(False), "conf_method": pl.lit("unknown")}
+    out = out.with_columns([expr.cast(out.schema[c]).alias(c) for c, expr in flags.items() if c in out.columns])
+    return out.drop("_won", "_rank").select(frame.columns)
+
+
+def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add the ensemble's rows when two or more models are present (and no model is already called
+    ``ensemble``), then ``1 / n_options`` for ``chance`` where the input has the option count."""
+    models = frame["model"].unique().to_list()
+    if ENSEMBLE not in models and len(models) >= 2:
+        frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
+    if "n_options" in frame.columns:
+        n_options = pl.col("n_options").cast(pl.Float64)
+        frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
+                                   _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
+    return frame
+
+
+def _families():
+    from omnieval.metrics import CellFamily
+
+    out = []
+    for prefix, by in SCOPES:
+        out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
+        out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
+    out.append(CellFamily("invalid", "invalid"))
+    return tuple(out)
+
+
+def metrics_spec():
+    """The cells and metric function of this protocol for ``omnieval.metrics``."""
+    from omnieval.metrics import ProtocolMetrics
+
+    return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
+                           conditions=ALL_CONDITIONS)

@@ -1,0 +1,189 @@
+"""SPEC 5's metrics against hand-computed tables: accuracy, chance, intra, inter, perceptual_score overall and per
+category, invalid_rate, the dependency label, and the majority-vote ensemble with its tie rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from omnieval.metrics import metrics_table, register
+from omnieval.protocols import spectrum
+
+register(spectrum.metrics_spec())
+
+
+def row(model, item, condition, choice, target="A", n_options=4, category=None, prompt="zs"):
+    return {"model": model, "prompt": prompt, "protocol": "spectrum", "split": "all", "item_id": item,
+            "instance_id": f"{item}|{condition}|s0", "condition": condition, "target": target, "choice": choice,
+            "abstain_label": None, "confidence": None, "confidence_method": None, "n_options": n_options,
+            "category": category}
+
+
+def frame(rows):
+    return pl.DataFrame(rows, schema_overrides={"choice": pl.Utf8, "abstain_label": pl.Utf8, "confidence": pl.Float64,
+                                                "confidence_method": pl.Utf8, "category": pl.Utf8})
+
+
+def table_of(table: pl.DataFrame, model: str) -> dict[tuple[str, str], tuple[float | None, int]]:
+    return {(r["metric"], r["key"]): (r["value"], r["n"])
+            for r in table.filter(pl.col("model") == model).iter_rows(named=True)}
+
+
+# choices of one model; target A everywhere; i4 has two options; None = invalid answer
+CHOICES = {            # i1   i2   i3    i4
+    "normal":          ("A", "A", "A", "B"),
+    "image_only":      ("A", "B", "A", None),
+    "text_only":       ("B", "B", "A", "A"),
+    "random":          ("B", "C", None, "B"),
+}
+CATEGORY = {"i1": "x", "i2": "x", "i3": "y", "i4": "y"}
+
+
+def hand_rows(model="m1"):
+    return [row(model, item, c, choice, n_options=2 if item == "i4" else 4, category=CATEGORY[item])
+            for c, choices in CHOICES.items() for item, choice in zip(CATEGORY, choices, strict=True)]
+
+
+# worked by hand from CHOICES (valid answers only in accuracy denominators)
+EXPECTED = {
+    ("accuracy", "normal"): (3 / 4, 4), ("accuracy", "image_only"): (2 / 3, 3),
+    ("accuracy", "text_only"): (2 / 4, 4), ("accuracy", "random"): (0.0, 3),
+    ("chance", ""): ((3 * 0.25 + 0.5) / 4, 16),
+    ("intra", "image"): (2 / 3 - 0, 6), ("intra", "text"): (0.5 - 0, 7),
+    ("inter", ""): (0.75 - 2 / 3, 11),
+    ("perceptual_score", "image"): (0.75 - 0.5, 8), ("perceptual_score", "text"): (0.75 - 2 / 3, 7),
+    ("invalid_rate", ""): (2 / 16, 16),
+    # category x = i1, i2
+    ("accuracy", "x/normal"): (1.0, 2), ("accuracy", "x/image_only"): (0.5, 2),
+    ("accuracy", "x/text_only"): (0.0, 2), ("accuracy", "x/random"): (0.0, 2),
+    ("chance", "x"): (0.25, 8), ("intra", "x/image"): (0.5, 4), ("intra", "x/text"): (0.0, 4),
+    ("inter", "x"): (0.5, 6), ("perceptual_score", "x/image"): (1.0, 4), ("perceptual_score", "x/text"): (0.5, 4),
+    # category y = i3, i4
+    ("accuracy", "y/normal"): (0.5, 2), ("accuracy", "y/image_only"): (1.0, 1),
+    ("accuracy", "y/text_only"): (1.0, 2), ("accuracy", "y/random"): (0.0, 1),
+    ("chance", "y"): ((0.25 + 0.5) / 2, 8), ("intra", "y/image"): (1.0, 2), ("intra", "y/text"): (1.0, 3),
+    ("inter", "y"): (-0.5, 5), ("perceptual_score", "y/image"): (-0.5, 4), ("perceptual_score", "y/text"): (-0.5, 3),
+}
+
+
+def test_formulas_overall_and_per_category_against_a_hand_computed_table():
+    got = table_of(metrics_table(frame(hand_rows()), resamples=0), "m1")
+    assert set(got) == set(EXPECTED)  # no dependency without resamples, nothing unexpected
+    for key, (value, n) in EXPECTED.items():
+        assert got[key][0] == pytest.approx(value, abs=1e-12), key
+        assert got[key][1] == n, key
+
+
+def test_with_resamples_the_same_values_and_a_dependency_row_per_scope():
+    table = metrics_table(frame(hand_rows()), resamples=200, seed=1)
+    got = table_of(table, "m1")
+    for key, (value, _) in EXPECTED.items():
+        assert got[key][0] == pytest.approx(value, abs=1e-12), key
+    deps = table.filter(pl.col("metric") == "dependency")
+    assert sorted(k.split("/")[0] if "/" in k else "" for k in deps["key"]) == ["", "x", "y"]
+    assert deps["value"].is_null().all() and deps["ci_low"].is_null().all()
+
+
+def test_chance_needs_the_option_count():
+    got = table_of(metrics_table(frame(hand_rows()).drop("n_options"), resamples=0), "m1")
+    assert ("chance", "") not in got and got[("accuracy", "normal")][0] == pytest.approx(0.75)
+
+
+def test_three_modality_formulas():
+    """Exact rates by construction (20 items): every metric follows from the condition accuracies."""
+    correct = {"normal": 18, "video_only": 12, "audio_only": 8, "text_only": 6, "random": 5, "no_video": 14,
+               "no_audio": 16, "no_text": 17}
+    rows = [row("m", f"i{i:02d}", c, "A" if i < k else "B") for c, k in correct.items() for i in range(20)]
+    got = table_of(metrics_table(frame(rows), resamples=0), "m")
+    acc = {c: k / 20 for c, k in correct.items()}
+    expected = {
+        ("intra", "video"): acc["video_only"] - acc["random"], ("intra", "audio"): acc["audio_only"] - acc["random"],
+        ("intra", "text"): acc["text_only"] - acc["random"],
+        ("inter", ""): acc["normal"] - max(acc["video_only"], acc["audio_only"], acc["text_only"]),
+        ("perceptual_score", "video"): acc["normal"] - acc["no_video"],
+        ("perceptual_score", "audio"): acc["normal"] - acc["no_audio"],
+        ("perceptual_score", "text"): acc["normal"] - acc["no_text"],
+    }
+    for key, value in expected.items():
+        assert got[key][0] == pytest.approx(value, abs=1e-12), key
+    assert got[("inter", "")][0] == pytest.approx(0.3)
+
+
+def test_missing_conditions_leave_their_metrics_out():
+    rows = [r for r in hand_rows() if r["condition"] != "random"]
+    got = table_of(metrics_table(frame(rows), resamples=0), "m1")
+    assert not any(m == "intra" for m, _ in got)
+    assert ("inter", "") in got and ("perceptual_score", "image") in got
+
+
+def test_dependency_label_from_resampled_intra_values():
+    above = np.r_[0.2, np.linspace(0.01, 0.5, 1000)]  # 2.5% point 0.022 > 0
+    straddles = np.r_[0.1, np.linspace(-0.1, 0.3, 1000)]
+    assert spectrum.dependency({"image": above, "text": straddles}) == "image-intra"
+    assert spectrum.dependency({"image": above, "text": above}) == "image-intra+text-intra"
+    assert spectrum.dependency({"image": straddles, "text": -above}) == "inter-only"
+    assert spectrum.dependency({"image": above[:1], "text": above[:1]}) is None  # no resamples, no interval
+    assert spectrum.dependency({"image": np.full(10, np.nan)}) is None
+    # a resample missing a cell (NaN) is dropped, as in every printed interval
+    assert spectrum.dependency({"image": np.r_[above, np.nan]}) == "image-intra"
+
+
+# --- the ensemble -----------------------------------------------------------------------------------------------
+
+# per item: (target, category, {model: choice}); model order of first appearance: m2, m1, m3 (not alphabetical)
+VOTES = {
+    "i1": ("A", "x", {"m2": "C", "m1": "B", "m3": "C"}),   # majority C
+    "i2": ("A", "x", {"m2": "C", "m1": "B", "m3": None}),  # tie B/C: m2 appears first -> C
+    "i3": ("A", "x", {"m2": None, "m1": None, "m3": None}),  # no valid vote -> invalid
+    "i4": ("A", "y", {"m2": "B", "m1": "A", "m3": "D"}),   # three-way tie -> m2's B
+    "i5": ("A", "y", {"m1": "A", "m3": "A"}),              # m2 has no prediction: A
+    "i6": ("B", "y", {"m2": None, "m1": "B", "m3": "C"}),  # tie B/C among m1 (earlier) and m3 -> B
+}
+ENSEMBLE_CHOICE = {"i1": "C", "i2": "C", "i3": None, "i4": "B", "i5": "A", "i6": "B"}
+
+
+def vote_rows():
+    rows = []
+    for model in ("m2", "m1", "m3"):  # rows of m2 come first in the input
+        for item, (target, category, votes) in VOTES.items():
+            if model in votes:
+                rows.append(row(model, item, "normal", votes[model], target=target, category=category))
+    return rows
+
+
+def test_ensemble_is_the_majority_with_ties_to_the_earliest_model():
+    rows = vote_rows()
+    derived = spectrum.derive_columns(
+        frame(rows).with_columns(valid=pl.col("choice").is_not_null(), correct=pl.col("choice") == pl.col("target")))
+    ens = derived.filter(pl.col("model") == "ensemble")
+    assert dict(zip(ens["item_id"], ens["choice"], strict=True)) == ENSEMBLE_CHOICE
+    assert ens["valid"].to_list() == [c is not None for c in ens["choice"]]
+    got = table_of(metrics_table(frame(rows), resamples=0), "ensemble")
+    # valid: i1 C, i2 C, i4 B, i5 A (correct), i6 B (correct, target B) -> 2 / 5; i3 invalid
+    assert got[("accuracy", "normal")] == (pytest.approx(2 / 5), 5)
+    assert got[("invalid_rate", "")] == (pytest.approx(1 / 6), 6)
+    assert got[("accuracy", "x/normal")] == (0.0, 2)
+    assert got[("accuracy", "y/normal")] == (pytest.approx(2 / 3), 3)
+
+
+def test_ensemble_order_follows_first_appearance_not_names():
+    rows = vote_rows()
+    reordered = [r for r in rows if r["model"] == "m1"] + [r for r in rows if r["model"] != "m1"]
+    ens = spectrum.ensemble_rows(frame(reordered).with_columns(valid=pl.col("choice").is_not_null(),
+                                                               correct=pl.lit(False)))
+    got = dict(zip(ens["item_id"], ens["choice"], strict=True))
+    assert got["i2"] == "B" and got["i4"] == "A"  # m1 now comes first and wins its ties
+    assert got["i1"] == "C"  # a majority is a majority in any order
+
+
+def test_ensemble_matches_per_prompt_and_only_with_two_models():
+    rows = vote_rows() + [{**r, "prompt": "cot"} for r in vote_rows() if r["model"] == "m1"]
+    table = metrics_table(frame(rows), resamples=0)
+    # under cot only m1 answered: the ensemble is m1
+    cot = table.filter(pl.col("prompt") == "cot")
+    assert table_of(cot, "ensemble") == table_of(cot, "m1")
+    single = metrics_table(frame([r for r in rows if r["model"] == "m1"]), resamples=0)
+    assert set(single["model"]) == {"m1"}
+    named = [{**r, "model": "ensemble"} if r["model"] == "m3" else r for r in vote_rows()]
+    assert sorted(set(metrics_table(frame(named), resamples=0)["model"])) == ["ensemble", "m1", "m2"]
