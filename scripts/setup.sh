@@ -24,5 +24,5 @@ fi
 .venv/bin/pip install -q --upgrade pip
 # The CPU build of torch first, so that the hf extra does not pull a multi-GB CUDA build.
 .venv/bin/pip install -q "torch==2.13.0"
-.venv/bin/pip install -q -e ".[hf,dev]"
+.venv/bin/pip install -q -e ".[hf,embed,dev]"
 echo "$want" > "$stamp"

@@ -206,7 +206,22 @@ def decode_image(path: str | Path) -> DecodedMedia:
     return DecodedMedia("image", data, content_hash="", path=str(path))
 
 
-DECODERS = {"video": decode_video, "audio": decode_audio, "image": decode_image}
+def decode_image_or_views(path: str | Path) -> DecodedMedia:
+    """An image file, or a point cloud file (``.npy`` / ``.ply``) rendered to its tiled fixed views: how models
+    without 3D input are shown a point cloud (the ``contrastive`` protocol's ``pointcloud: views``)."""
+    from omnieval.media.pointcloud import decode_pointcloud_views, is_pointcloud_file
+
+    return decode_pointcloud_views(path) if is_pointcloud_file(path) else decode_image(path)
+
+
+def _decode_pointcloud(path: str | Path) -> DecodedMedia:
+    from omnieval.media.pointcloud import decode_pointcloud
+
+    return decode_pointcloud(path)
+
+
+DECODERS = {"video": decode_video, "audio": decode_audio, "image": decode_image_or_views,
+            "pointcloud": _decode_pointcloud}
 
 
 def decode_media(path: str | Path, modality: str, **params) -> DecodedMedia:
@@ -225,6 +240,11 @@ def probe_media(path: str | Path, modality: str) -> None:
     A file cut short after its first frames passes; the full decode reports it later for its instances only."""
     import av
 
+    from omnieval.media.pointcloud import is_pointcloud_file, probe_pointcloud
+
+    if is_pointcloud_file(path) and modality in ("image", "pointcloud"):
+        probe_pointcloud(path)
+        return
     kind = {"video": "video", "image": "video", "audio": "audio"}.get(modality)
     container = _open(path)
     try:

@@ -31,6 +31,7 @@ PROTOCOLS: dict[str, str] = {
     "dissonance": "omnieval.protocols.dissonance",
     "crossmodal": "omnieval.protocols.crossmodal",
     "spectrum": "omnieval.protocols.spectrum",
+    "contrastive": "omnieval.protocols.contrastive",
 }
 
 

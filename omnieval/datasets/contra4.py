@@ -1,0 +1,313 @@
+"""Read a released Contra4 JSON file and convert it into an omnieval ``contrastive`` benchmark folder.
+
+A release file is a JSON list of entries. Two shapes are accepted, field by field:
+
+==================  ==============================================  ===============================================
+field               released files (``data/final_data/*.json``)     the paper's appendix A / the README
+==================  ==============================================  ===============================================
+question            ``question``                                    ``questions``
+answer              ``answer``: ``"Scene B"``                       ``answers`` / ``gt_answer``: ``"Scene B"``,
+                                                                    ``"B"``, ``"(B)"``
+negatives           ``selection_type``: ``similarity`` / ``random``  ``similar`` / ``high_similarity`` / ``random``
+modalities          ``modalities``: ``pc``, ``image``, ``audio``,   ``3d``, ``point_cloud``, ``pointcloud``, ...
+                    ``video``
+==================  ==============================================  ===============================================
+
+A one-element list is accepted where a string is expected (``"answers": ["Scene A"]``). ``q_type`` (``mc_N``), when
+given, must agree with the number of examples; ``category`` is optional; extra keys (``url``, ``meta``) are ignored.
+Where ``modalities`` is missing, each example's modality comes from its ``source`` (``pointllm`` -> point cloud,
+``msrvtt*`` -> video, ``audiocaps`` / ``clotho*`` -> audio, ``coco*`` -> image).
+
+**Media layout** under the media root: one folder per ``source``, files named by the example ``id``::
+
+    MEDIA_ROOT/coco_val/000000173057.jpg        (or 173057.jpg)
+    MEDIA_ROOT/msrvtt_test/video6747.mp4
+    MEDIA_ROOT/audiocaps/105440.wav             (or .flac, .mp3, .m4a, .ogg)
+    MEDIA_ROOT/clotho/slow crow #1.wav          (ids that already carry their suffix are used as they are)
+    MEDIA_ROOT/pointllm/69865c89fc7344be8ed5c1a54dbddc20.npy   (or .ply)
+
+For each example the loader tries, in order: a path given by ``media_map[source][id]`` (relative to the media root;
+the release's ``data2path.json`` shape ``{source: {"key2path": {id: file}}}`` is read too, file names relative to
+``MEDIA_ROOT/source``), ``source/id`` as is, ``source/id<suffix>`` for the modality's suffixes, and for numeric ids
+the 12-digit zero-padded COCO name. A missing file is an ``InputError`` naming the release file, the entry and the
+field (``examples[1].id``), unless ``on_missing="skip"`` (then the entry is left out and listed in the report).
+
+``convert_contra4`` writes ``benchmark.json`` (protocol ``contrastive``), ``items.jsonl`` and ``media/<source>/...``
+(hard links, or copies), so the benchmark folder is self-contained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnieval.protocols.contrastive import MAX_INPUTS, MIN_INPUTS, Input, Item
+from omnieval.schema import LABELS, InputError
+
+MODALITY_NAMES = {
+    "image": "image", "img": "image", "audio": "audio", "video": "video", "pc": "pointcloud", "3d": "pointcloud",
+    "pointcloud": "pointcloud", "point_cloud": "pointcloud", "point cloud": "pointcloud", "point-cloud": "pointcloud",
+}
+SELECTION_NAMES = {"random": "random", "similar": "similar", "similarity": "similar", "high_similarity": "similar",
+                   "high-similarity": "similar", "high similarity": "similar"}
+SOURCE_MODALITIES = (("pointllm", "pointcloud"), ("objaverse", "pointcloud"), ("msrvtt", "video"),
+                     ("audiocaps", "audio"), ("clotho", "audio"), ("coco", "image"))
+SUFFIXES = {
+    "image": (".jpg", ".jpeg", ".png", ".webp", ".bmp"),
+    "audio": (".wav", ".flac", ".mp3", ".m4a", ".ogg"),
+    "video": (".mp4", ".webm", ".mkv", ".avi", ".mov"),
+    "pointcloud": (".npy", ".ply"),
+}
+QUESTION_KEYS = ("question", "questions")
+ANSWER_KEYS = ("answer", "answers", "gt_answer")
+
+
+@dataclass(frozen=True)
+class Example:
+    source: str
+    id: str
+    caption: str
+    modality: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One release entry, normalised: ``answer`` is the index of the answering example."""
+
+    id: str
+    question: str
+    examples: tuple[Example, ...]
+    answer: int
+    selection_type: str
+    category: str | None
+    where: str
+
+
+@dataclass
+class ConvertReport:
+    out: Path
+    n_entries: int
+    n_items: int
+    skipped: list[dict] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"wrote {self.n_items} items from {self.n_entries} entries to {self.out}"
+                + (f"; {len(self.skipped)} skipped for missing media" if self.skipped else ""))
+
+
+def _one_string(raw: dict, keys: tuple[str, ...], *, file: Path, where: str, required: bool = True) -> str | None:
+    key = next((k for k in keys if k in raw), None)
+    if key is None:
+        if required:
+            raise InputError(f"missing {' / '.join(repr(k) for k in keys)}", file=file, item=where, field=keys[0])
+        return None
+    value = raw[key]
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"expected a non-empty string, got {value!r}", file=file, item=where, field=key)
+    return value.strip()
+
+
+def parse_answer(text: str) -> int | None:
+    """``'Scene B'``, ``'B'``, ``'(B)'``, ``'scene b.'`` -> 1; None when it names no scene letter."""
+    m = re.fullmatch(r"\s*(?:scene\s*)?[\(\[]?\s*([A-Za-z])\s*[\)\]]?\s*\.?\s*", text, flags=re.IGNORECASE)
+    return LABELS.index(m.group(1).upper()) if m else None
+
+
+def _modality_from_source(source: str) -> str | None:
+    low = source.lower()
+    return next((m for prefix, m in SOURCE_MODALITIES if low.startswith(prefix)), None)
+
+
+def parse_entry(raw, index: int, *, file: Path) -> Entry:
+    """One release entry in either shape -> ``Entry``; ``InputError`` naming file, entry and field otherwise."""
+    if not isinstance(raw, dict):
+        raise InputError("entry is not a JSON object", file=file, item=f"entry {index}")
+    ident = raw.get("id")
+    where = f"entry {index}" + (f" (id {ident})" if ident is not None else "")
+    if ident is None or (isinstance(ident, str) and not ident.strip()):
+        raise InputError("missing 'id'", file=file, item=where, field="id")
+    question = _one_string(raw, QUESTION_KEYS, file=file, where=where)
+    answer_text = _one_string(raw, ANSWER_KEYS, file=file, where=where)
+    answer_key = next(k for k in ANSWER_KEYS if k in raw)
+    examples_raw = raw.get("examples")
+    if not isinstance(examples_raw, list) or not MIN_INPUTS <= len(examples_raw) <= MAX_INPUTS:
+        raise InputError(f"'examples' must be a list of {MIN_INPUTS} to {MAX_INPUTS} scenes", file=file, item=where,
+                         field="examples")
+    modalities = raw.get("modalities")
+    if modalities is not None and (not isinstance(modalities, list) or len(modalities) != len(examples_raw)):
+        raise InputError(f"'modalities' must list one modality per example ({len(examples_raw)})", file=file,
+                         item=where, field="modalities")
+    examples = []
+    for i, ex in enumerate(examples_raw):
+        if not isinstance(ex, dict):
+            raise InputError("example is not a JSON object", file=file, item=where, field=f"examples[{i}]")
+        for key in ("source", "id", "caption"):
+            value = ex.get(key)
+            if value is None or isinstance(value, bool) or not str(value).strip() or isinstance(value, (list, dict)):
+                raise InputError(f"missing or empty {key!r}", file=file, item=where, field=f"examples[{i}].{key}")
+        if modalities is not None:
+            name = str(modalities[i]).strip().lower()
+            if name not in MODALITY_NAMES:
+                raise InputError(f"unknown modality {modalities[i]!r} (expected image, audio, video or pc)",
+                                 file=file, item=where, field=f"modalities[{i}]")
+            modality = MODALITY_NAMES[name]
+        else:
+            modality = _modality_from_source(str(ex["source"]))
+            if modality is None:
+                raise InputError(f"no 'modalities' and source {ex['source']!r} does not tell the modality",
+                                 file=file, item=where, field=f"examples[{i}].source")
+        examples.append(Example(str(ex["source"]).strip(), str(ex["id"]).strip(), str(ex["caption"]).strip(),
+                                modality))
+    answer = parse_answer(answer_text)
+    if answer is None or answer >= len(examples):
+        raise InputError(f"answer {answer_text!r} names none of the {len(examples)} scenes "
+                         f"(Scene A..Scene {LABELS[len(examples) - 1]})", file=file, item=where, field=answer_key)
+    selection = _one_string(raw, ("selection_type",), file=file, where=where)
+    if selection.lower() not in SELECTION_NAMES:
+        raise InputError(f"unknown selection_type {selection!r} (expected random or similarity)", file=file,
+                         item=where, field="selection_type")
+    q_type = raw.get("q_type")
+    if q_type is not None:
+        m = re.fullmatch(r"mc_(\d+)", str(q_type))
+        if not m or int(m.group(1)) != len(examples):
+            raise InputError(f"q_type {q_type!r} does not match the {len(examples)} examples", file=file,
+                             item=where, field="q_type")
+    category = _one_string(raw, ("category",), file=file, where=where, required=False)
+    return Entry(str(ident).strip(), question, tuple(examples), answer, SELECTION_NAMES[selection.lower()], category,
+                 where)
+
+
+def read_release(path: str | Path) -> list[Entry]:
+    """Every entry of a release JSON file (a list, or an object of entries); duplicate ids are an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("release file does not exist", file=path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON: {exc}", file=path) from None
+    if isinstance(data, dict):
+        data = list(data.values())
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of entries", file=path)
+    entries, seen = [], {}
+    for index, raw in enumerate(data):
+        entry = parse_entry(raw, index, file=path)
+        if entry.id in seen:
+            raise InputError(f"duplicate id (first at {seen[entry.id]})", file=path, item=entry.where, field="id")
+        seen[entry.id] = entry.where
+        entries.append(entry)
+    return entries
+
+
+def _map_lookup(media_map: Mapping | None, source: str, ident: str) -> str | None:
+    if not media_map or source not in media_map:
+        return None
+    table = media_map[source]
+    if isinstance(table, Mapping) and "key2path" in table:
+        name = table["key2path"].get(ident)
+        return f"{source}/{name}" if name else None
+    return table.get(ident) if isinstance(table, Mapping) else None
+
+
+def resolve_example(root: Path, example: Example, media_map: Mapping | None = None) -> Path | None:
+    """The media file of one example under the media root (module doc), or None."""
+    folder = root / example.source
+    candidates = []
+    mapped = _map_lookup(media_map, example.source, example.id)
+    if mapped:
+        candidates.append(root / mapped)
+    candidates.append(folder / example.id)
+    candidates += [folder / f"{example.id}{s}" for s in SUFFIXES[example.modality]]
+    if example.id.isdigit():
+        candidates += [folder / f"{int(example.id):012d}{s}" for s in SUFFIXES[example.modality]]
+    root_resolved = root.resolve()
+    for candidate in candidates:
+        full = candidate.resolve()
+        if root_resolved in full.parents and full.is_file():
+            return full
+    return None
+
+
+def entry_item(entry: Entry, paths: list[str], *, benchmark: str, split: str) -> Item:
+    return Item(item_id=entry.id, benchmark=benchmark, split=split, question=entry.question,
+                inputs=[Input(modality=ex.modality, path=p, caption=ex.caption, source=ex.source, id=ex.id)
+                        for ex, p in zip(entry.examples, paths, strict=True)],
+                answer=entry.answer, selection_type=entry.selection_type, category=entry.category)
+
+
+def load_contra4(release: str | Path, media_root: str | Path, *, benchmark: str = "contra4", split: str | None = None,
+                 media_map: Mapping | None = None, on_missing: str = "error") -> tuple[list[Item], list[dict]]:
+    """``(items, skipped)`` with media paths relative to ``media_root`` (use it as the benchmark folder)."""
+    if on_missing not in ("error", "skip"):
+        raise ValueError("on_missing must be 'error' or 'skip'")
+    release, root = Path(release), Path(media_root)
+    split = split or release.stem
+    items, skipped = [], []
+    for entry in read_release(release):
+        paths, missing = [], None
+        for i, example in enumerate(entry.examples):
+            found = resolve_example(root, example, media_map)
+            if found is None:
+                missing = (i, example)
+                break
+            paths.append(found.relative_to(root.resolve()).as_posix())
+        if missing is not None:
+            i, example = missing
+            message = (f"no {example.modality} file for source {example.source!r} id {example.id!r} under "
+                       f"{root / example.source} (tried the id, the id with {', '.join(SUFFIXES[example.modality])}"
+                       f"{' and the media map' if media_map else ''})")
+            if on_missing == "error":
+                raise InputError(message, file=release, item=entry.where, field=f"examples[{i}].id")
+            skipped.append({"id": entry.id, "field": f"examples[{i}].id", "reason": message})
+            continue
+        items.append(entry_item(entry, paths, benchmark=benchmark, split=split))
+    return items, skipped
+
+
+def convert_contra4(release: str | Path, media_root: str | Path, out: str | Path, *, name: str = "contra4",
+                    split: str | None = None, media_map: Mapping | None = None, copy: bool = False,
+                    on_missing: str = "error") -> ConvertReport:
+    """Write a self-contained ``contrastive`` benchmark folder from a release file and its media."""
+    release, root, out = Path(release), Path(media_root), Path(out)
+    items, skipped = load_contra4(release, root, benchmark=name, split=split, media_map=media_map,
+                                  on_missing=on_missing)
+    linked: dict[str, str] = {}
+    converted = []
+    for item in items:
+        inputs = []
+        for inp in item.inputs:
+            if inp.path not in linked:
+                rel = Path("media") / inp.path
+                target = out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.exists():
+                    target.unlink()
+                if copy:
+                    shutil.copy2(root / inp.path, target)
+                else:
+                    try:
+                        os.link(root / inp.path, target)
+                    except OSError:  # another filesystem, or links not allowed
+                        shutil.copy2(root / inp.path, target)
+                linked[inp.path] = rel.as_posix()
+            inputs.append(inp.model_copy(update={"path": linked[inp.path]}))
+        converted.append(item.model_copy(update={"inputs": inputs}))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in converted),
+                                     encoding="utf-8")
+    meta = {"name": name, "protocol": "contrastive", "source": str(release.name), "split": split or release.stem,
+            "generator": "omnieval.datasets.contra4"}
+    (out / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    if skipped:
+        (out / "skipped.jsonl").write_text("".join(json.dumps(s) + "\n" for s in skipped))
+    return ConvertReport(out, len(converted) + len(skipped), len(converted), skipped)

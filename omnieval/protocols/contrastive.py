@@ -1,0 +1,368 @@
+"""Protocol ``contrastive`` (Contra4; SPEC.md section 6): pick, among 2-4 inputs of different modalities, the one that
+answers the question.
+
+**Items**: ``question``, ``inputs`` (2-4 of ``{modality: image|audio|video|pointcloud, path, caption}``), ``answer``
+(the index of the answering input), ``selection_type`` (``random`` / ``similar``: how the negatives were drawn),
+``category``.
+
+**Conditions**: ``original`` (the inputs in the item's order) and option permutations ``perm:<order>``: ``perm:CAB``
+shows the item's input C first (as scene A), then A, then B. ``Options.permutations``: ``"all"`` (the ``n! - 1``
+non-identity orders, in lexicographic order), or a sample size ``k`` (``min(k, n! - 1)`` distinct non-identity orders
+drawn without replacement by ``kernels.permutations`` from the counter stream keyed on the run seed and the item id:
+same seed and item, same orders, whatever else is in the benchmark), or ``0`` (original only).
+
+**Caption baseline** (``Options.captions``): the same instances with every input replaced by its caption (text only),
+condition prefixed ``captions:`` (``captions:original``, ``captions:perm:CAB``) and instance ids to match. The
+statistics report those rows as the model ``<model>+captions`` with the prefix removed (``derive_columns``), so the
+baseline gets every metric of the media model, the prompt column stays the prompt style, and one run of one model
+config yields both. ``Options.media = False`` keeps only the caption instances (text-only models, the
+round-trip-consistency filter).
+
+**Prompt**: each input as an option segment (``Instance.option_segments``), labels ``A``..; ``option_texts`` are
+``Scene A``, ``Scene B``... so an answer naming the scene parses. ``render`` gives SPEC 6's layout exactly: ``Scene
+A.`` <media> ``Scene B.`` <media> ... then ``Question: ...`` and the instruction of the prompt style (for captions,
+``Scene A. <caption>`` lines). ``omnieval.prompts.render_prompt`` on the same instance shows the question first and
+then each input after its label (``A.`` <media>): every input is still seen right after its label.
+
+**Point clouds**: ``Options.pointcloud = "views"`` (default) shows a point cloud as an ``image`` segment on the
+point cloud file; the decoder renders it to the tiled fixed views (``omnieval.media.pointcloud``), so any engine that
+takes images takes it. ``"native"`` keeps the ``pointcloud`` modality for engines with 3D input.
+
+**Evidence** (for the simulated engine only): the answer's modality (``text`` for captions) supports the target, and
+one *position percept* per label, ``position:A`` -> ``A``..., supports its own label. The simulated engine gives a
+percept it has no reliance for probability 0, so these change nothing by default; a model configured with
+``reliance={"position:A": 0.3}`` votes for A on 30% of calls: a set position preference.
+
+**Metrics** (``metrics_spec``): ``accuracy`` on ``original`` (keys ``all``, ``n=2|3|4``, ``selection=random|similar``,
+``modality=<answer modality>``); ``permutation_consistency``: share of items answered correctly under every condition
+evaluated for them (an invalid answer is not correct); ``position_bias`` per label L: share of valid choices equal to L
+minus the mean over the same valid instances of ``[L exists] / n_inputs`` (all conditions pooled, so with all orders
+the targets are balanced over positions); ``invalid_rate``. All are cell means or differences of cell means, so the
+one bootstrap pass gives every CI.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from omnieval.keyed import keyed_seed
+from omnieval.schema import LABELS, InputError, Instance, Segment
+
+NAME = "contrastive"
+MODALITIES: tuple[str, ...] = ("image", "audio", "video", "pointcloud")
+SELECTION_TYPES: tuple[str, ...] = ("random", "similar")
+MIN_INPUTS, MAX_INPUTS = 2, 4
+ORIGINAL = "original"
+PERM_PREFIX = "perm:"
+CAPTIONS_PREFIX = "captions:"
+CAPTIONS_SUFFIX = "+captions"
+POINTCLOUD_SUFFIXES: tuple[str, ...] = (".npy", ".ply")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Input(_Strict):
+    """One scene: a media file (benchmark-relative ``path``) of a ``modality``, and its ``caption``. ``source`` and
+    ``id`` record where it came from (e.g. ``coco_val`` / ``173057``) and are not used by the protocol."""
+
+    modality: Literal["image", "audio", "video", "pointcloud"]
+    path: str = Field(min_length=1)
+    caption: str = Field(min_length=1)
+    source: str | None = None
+    id: str | None = None
+
+
+class Item(_Strict):
+    """A base question of the contrastive protocol (SPEC 6)."""
+
+    item_id: str
+    benchmark: str = "benchmark"
+    split: str = "all"
+    question: str = Field(min_length=1)
+    inputs: list[Input] = Field(min_length=MIN_INPUTS, max_length=MAX_INPUTS)
+    answer: int
+    selection_type: Literal["random", "similar"]
+    category: str | None = None
+    task: str | None = None
+
+    @field_validator("item_id")
+    @classmethod
+    def _nonempty_id(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("item_id must be a non-empty string")
+        return v
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_in_range(cls, v: int, info) -> int:
+        inputs = info.data.get("inputs")
+        if inputs is not None and not 0 <= v < len(inputs):
+            raise ValueError(f"answer index {v} is out of range for {len(inputs)} inputs (0..{len(inputs) - 1})")
+        return v
+
+    @property
+    def answer_modality(self) -> str:
+        return self.inputs[self.answer].modality
+
+
+class Options(_Strict):
+    """``permutations``: ``"all"`` or a sample size (0 = original only); ``captions``: add the caption-baseline
+    instances; ``media``: the media instances (False: captions only); ``pointcloud``: ``views`` (rendered images) or
+    ``native`` (the point cloud itself, for engines with 3D input)."""
+
+    permutations: Literal["all"] | int = "all"
+    captions: bool = False
+    media: bool = True
+    pointcloud: Literal["views", "native"] = "views"
+
+    @field_validator("permutations")
+    @classmethod
+    def _non_negative(cls, v):
+        if isinstance(v, int) and v < 0:
+            raise ValueError("permutations must be 'all' or a sample size >= 0")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> Options:
+        if not (self.media or self.captions):
+            raise ValueError("media and captions are both off: nothing to evaluate")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Conditions
+# ---------------------------------------------------------------------------------------------------------------
+
+def order_name(perm: Sequence[int]) -> str:
+    """``(2, 0, 1)`` -> ``perm:CAB`` (position i shows the item's input ``perm[i]``)."""
+    return PERM_PREFIX + "".join(LABELS[int(i)] for i in perm)
+
+
+def parse_condition(condition: str) -> tuple[bool, tuple[int, ...] | None]:
+    """``(caption baseline?, order)``: order None for ``original``; ``ValueError`` for an unknown name."""
+    captions = condition.startswith(CAPTIONS_PREFIX)
+    base = condition[len(CAPTIONS_PREFIX):] if captions else condition
+    if base == ORIGINAL:
+        return captions, None
+    if base.startswith(PERM_PREFIX):
+        letters = base[len(PERM_PREFIX):]
+        perm = tuple(LABELS.find(c) for c in letters)
+        if MIN_INPUTS <= len(perm) <= MAX_INPUTS and sorted(perm) == list(range(len(perm))):
+            return captions, perm
+    raise ValueError(f"unknown contrastive condition {condition!r}")
+
+
+def _all_conditions() -> tuple[str, ...]:
+    base = [ORIGINAL] + [order_name(p) for n in range(MIN_INPUTS, MAX_INPUTS + 1)
+                         for p in itertools.permutations(range(n))]
+    return tuple(base + [CAPTIONS_PREFIX + c for c in base])
+
+
+CONDITIONS: tuple[str, ...] = _all_conditions()
+"""Every condition name this protocol can produce (and ``perm:`` of the identity, accepted from other tools)."""
+
+
+def item_orders(item: Item, seed: int, permutations: str | int = "all") -> list[tuple[str, tuple[int, ...]]]:
+    """``(condition, order)`` of every order evaluated for the item: ``original`` first, then the permutations."""
+    from kernels.permutations import all_permutations, factorial, sample_permutations
+
+    n = len(item.inputs)
+    out = [(ORIGINAL, tuple(range(n)))]
+    if permutations == "all":
+        perms = all_permutations(n)[1:]
+    else:
+        k = min(int(permutations), factorial(n) - 1)
+        perms = sample_permutations(n, k, seed, keyed_seed(0, item.item_id, "permutations"), exclude_identity=True)
+    out += [(order_name(p), tuple(int(i) for i in p)) for p in perms]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Items -> instances
+# ---------------------------------------------------------------------------------------------------------------
+
+def media_refs(item: Item) -> list[tuple[str, str, str]]:
+    return [(inp.path, inp.modality, f"inputs[{i}].path") for i, inp in enumerate(item.inputs)]
+
+
+def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = None) -> None:
+    """A point cloud is a ``.npy`` / ``.ply`` file; an item does not show the same file twice."""
+    for item in items:
+        seen: dict[str, int] = {}
+        for i, inp in enumerate(item.inputs):
+            where = {"file": file, "item": item.item_id, "field": f"inputs[{i}].path"}
+            if inp.modality == "pointcloud" and Path(inp.path).suffix.lower() not in POINTCLOUD_SUFFIXES:
+                raise InputError(f"point cloud {inp.path!r} is not a {' or '.join(POINTCLOUD_SUFFIXES)} file",
+                                 **where)
+            if inp.path in seen:
+                raise InputError(f"{inp.path!r} is also inputs[{seen[inp.path]}]: the scenes of an item must differ",
+                                 **where)
+            seen[inp.path] = i
+
+
+def instance_id(item_id: str, condition: str, seed: int) -> str:
+    return f"{item_id}|{condition}|s{seed}"
+
+
+def _shown_modality(modality: str, pointcloud: str) -> str:
+    return "image" if modality == "pointcloud" and pointcloud == "views" else modality
+
+
+def expand(item: Item, seed: int, options: Options | None = None) -> list[Instance]:
+    """The instances of one item: every order, with media and/or captions (see the module doc)."""
+    options = options or Options()
+    n = len(item.inputs)
+    labels = list(LABELS[:n])
+    variants = ([False] if options.media else []) + ([True] if options.captions else [])
+    out = []
+    for captions in variants:
+        for condition, order in item_orders(item, seed, options.permutations):
+            shown = [item.inputs[i] for i in order]
+            target = labels[order.index(item.answer)]
+            if captions:
+                segments = [Segment(kind="text", text=inp.caption) for inp in shown]
+                percept = "text"
+                condition = CAPTIONS_PREFIX + condition
+            else:
+                segments = [Segment(kind="media", modality=_shown_modality(inp.modality, options.pointcloud),
+                                    path=inp.path) for inp in shown]
+                percept = item.answer_modality
+            evidence: dict[str, str | None] = {percept: target}
+            evidence.update({f"position:{lab}": lab for lab in labels})
+            out.append(Instance(
+                instance_id=instance_id(item.item_id, condition, seed), item_id=item.item_id, protocol=NAME,
+                benchmark=item.benchmark, split=item.split, condition=condition, segments=[],
+                question=item.question, option_labels=labels, option_texts=[f"Scene {lab}" for lab in labels],
+                option_segments=segments, target=target, task=item.task, category=item.category,
+                n_inputs=n, selection_type=item.selection_type, answer_modality=item.answer_modality,
+                evidence=evidence,
+            ))
+    return out
+
+
+def expand_all(items: Sequence[Item], bench, seed: int, options: Options | None = None) -> list[Instance]:
+    options = options or Options()
+    out: list[Instance] = []
+    for item in items:
+        out.extend(expand(item, seed, options))
+    return out
+
+
+def render(instance: Instance, style: str = "zs"):
+    """SPEC 6's prompt: ``Scene A.`` <input> ``Scene B.`` <input> ..., then the question and the instruction of the
+    prompt style. Returns ``omnieval.prompts.PromptPart`` s (consecutive text joined by newlines)."""
+    from omnieval.prompts import INSTRUCTIONS, PromptPart
+
+    if style not in INSTRUCTIONS:
+        raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
+    parts: list[PromptPart] = []
+    for label, seg in zip(instance.option_labels, instance.option_segments or [], strict=True):
+        if seg.kind == "media":
+            parts += [PromptPart("text", text=f"Scene {label}."),
+                      PromptPart("media", modality=seg.modality, path=seg.path)]
+        else:
+            parts.append(PromptPart("text", text=f"Scene {label}. {seg.text}"))
+    parts.append(PromptPart("text", text=f"Question: {instance.question}\n{INSTRUCTIONS[style]}"))
+    merged: list[PromptPart] = []
+    for part in parts:
+        if part.kind == "text" and merged and merged[-1].kind == "text":
+            merged[-1] = PromptPart("text", text=f"{merged[-1].text}\n{part.text}")
+        else:
+            merged.append(part)
+    return merged
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------------------------------
+
+POSITION_LABELS: tuple[str, ...] = tuple(LABELS[:MAX_INPUTS])
+UNIT_ITEM = ["model", "prompt", "split", "item_id"]
+
+
+def split_caption_baseline(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of ``captions:<condition>`` become the model ``<model>+captions`` with condition ``<condition>``."""
+    is_cap = pl.col("condition").str.starts_with(CAPTIONS_PREFIX)
+    return frame.with_columns(
+        model=pl.when(is_cap).then(pl.col("model") + CAPTIONS_SUFFIX).otherwise(pl.col("model")),
+        condition=pl.when(is_cap).then(pl.col("condition").str.slice(len(CAPTIONS_PREFIX)))
+        .otherwise(pl.col("condition")),
+    )
+
+
+def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """The caption baseline as its own model, then the cell columns of SPEC 6's metrics.
+
+    ``n_inputs`` comes from the column of that name, else ``n_options``. Accuracy cells take the valid rows of
+    ``original``; position cells all valid rows; ``permutation_consistency`` one flag per item (on its first row),
+    true when every row of the item is correct."""
+    frame = split_caption_baseline(frame)
+    n_col = next((c for c in ("n_inputs", "n_options") if c in frame.columns), None)
+    n = pl.col(n_col).cast(pl.Int64, strict=False) if n_col else pl.lit(None, dtype=pl.Int64)
+    frame = frame.with_columns(_n=n)
+    extra = [
+        (pl.col("valid") & (pl.col("condition") == ORIGINAL)).alias("_orig_valid"),
+        pl.lit("all").alias("_all_key"),
+        (pl.lit("n=") + pl.col("_n").cast(pl.Utf8)).alias("_n_key"),
+    ]
+    if "selection_type" in frame.columns:
+        extra.append((pl.lit("selection=") + pl.col("selection_type").cast(pl.Utf8)).alias("_sel_key"))
+    if "answer_modality" in frame.columns:
+        extra.append((pl.lit("modality=") + pl.col("answer_modality").cast(pl.Utf8)).alias("_mod_key"))
+    for i, label in enumerate(POSITION_LABELS):
+        extra.append((pl.col("choice") == label).fill_null(False).cast(pl.Float64).alias(f"_is_{label}"))
+        extra.append(pl.when(pl.col("_n") > i).then(1.0 / pl.col("_n")).otherwise(0.0).alias(f"_exp_{label}"))
+    frame = frame.with_columns(extra)
+    frame = frame.with_columns(pos_valid=pl.col("valid") & pl.col("_n").is_not_null())
+    per_item = frame.group_by(UNIT_ITEM).agg(pl.col("correct").all().cast(pl.Float64).alias("_consist"))
+    marker = (pl.int_range(pl.len()).over(UNIT_ITEM) == 0).alias("_consist_ok")
+    return frame.with_columns(marker).join(per_item, on=UNIT_ITEM, how="left")
+
+
+def metric_rows(cells):
+    if cells.has("acc", "all"):
+        yield "accuracy", "all", cells.mean("acc", "all"), cells.n("acc", "all")
+    for family in ("acc_n", "acc_sel", "acc_mod"):
+        for (key,) in cells.keys(family):
+            yield "accuracy", key, cells.mean(family, key), cells.n(family, key)
+    if cells.has("consist"):
+        yield "permutation_consistency", "", cells.mean("consist"), cells.n("consist")
+    for label in POSITION_LABELS:
+        if cells.has(f"pos_{label}") and cells.has(f"exp_{label}"):
+            expected = cells.mean(f"exp_{label}")
+            if np.isfinite(expected[0]) and expected[0] > 0:
+                yield "position_bias", label, cells.mean(f"pos_{label}") - expected, cells.n(f"pos_{label}")
+    if cells.has("invalid"):
+        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+
+
+def _families():
+    from omnieval.metrics import CellFamily
+
+    out = [CellFamily("acc", "correct", "_orig_valid", ("_all_key",)),
+           CellFamily("acc_n", "correct", "_orig_valid", ("_n_key",)),
+           CellFamily("acc_sel", "correct", "_orig_valid", ("_sel_key",)),
+           CellFamily("acc_mod", "correct", "_orig_valid", ("_mod_key",)),
+           CellFamily("consist", "_consist", "_consist_ok")]
+    for label in POSITION_LABELS:
+        out += [CellFamily(f"pos_{label}", f"_is_{label}", "pos_valid"),
+                CellFamily(f"exp_{label}", f"_exp_{label}", "pos_valid")]
+    out.append(CellFamily("invalid", "invalid"))
+    return tuple(out)
+
+
+def metrics_spec():
+    """The cells and metric function of this protocol for ``omnieval.metrics``."""
+    from omnieval.metrics import ProtocolMetrics
+
+    return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
+                           conditions=CONDITIONS)
