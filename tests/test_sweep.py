@@ -1,0 +1,312 @@
+"""Sweeps (``omnieval.sweep``): validation before any Ray work, expansion, fingerprints, complete-run skipping and
+redoing exactly what was deleted or changed, on a local Ray with simulated models."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from omnieval.schema import InputError
+from omnieval.sweep import (
+    SweepRunner,
+    expand_runs,
+    fingerprint,
+    load_sweep_config,
+    parse_sweep_config,
+    plan_benchmarks,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
+
+
+def _n_instances(bench) -> int:
+    return sum(1 for _ in open(Path(bench) / "items.jsonl")) * 8
+
+
+def _sweep_data(bench, output, **kw) -> dict:
+    return {"name": "t", "output": str(output), "prompts": ["zs", "cot"],
+            "protocols": [{"protocol": "dissonance", "benchmark": str(bench)}],
+            "models": [{"name": "sim-a", "engine": "simulated", "options": {"seed": 1}},
+                       {"name": "sim-b", "engine": "simulated", "replicas": 2,
+                        "options": {"seed": 2, "reliance": {"text": 0.9}}}],
+            "decode": {"num_frames": 4, "max_side": 96}, "metrics": {"resamples": 50},
+            "progress_interval_s": 0.5, **kw}
+
+
+class Recorder:
+    """Wraps the runner's model work: records each call to ``run_evaluation`` (or forbids any Ray work)."""
+
+    def __init__(self, runner: SweepRunner, allow: bool = True):
+        self.calls: list[tuple[str, str, int]] = []
+        inner = runner.run_evaluation
+
+        def run_evaluation(config, address=None, progress=True):
+            assert allow, "no model work expected"
+            result = inner(config, address, progress=progress)
+            self.calls.append((config.models[0].name, config.prompts[0], result.n_rows))
+            return result
+
+        def ensure_ray(config, address=None):
+            assert allow, "no Ray expected"
+
+        runner.run_evaluation = run_evaluation
+        if not allow:
+            runner.ensure_ray = ensure_ray
+
+
+def _sweep(data, allow=True, logs=None):
+    runner = SweepRunner(parse_sweep_config(data), log=(logs.append if logs is not None else lambda m: None))
+    recorder = Recorder(runner, allow=allow)
+    return runner.run(), recorder
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Validation: seconds, the field named, no Ray
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, field, message", [
+    ({"protocols": [{"protocol": "telepathy", "benchmark": "b"}]}, "protocols[0].protocol", "unknown protocol"),
+    ({"models": [{"name": "m", "engine": "hf", "options": {"dtype": "float32"}}]}, "models[0].path",
+     "needs the model folder"),
+    ({"models": [{"name": "a", "engine": "simulated"}, {"name": "m", "engine": "vllm"}]}, "models[1].path",
+     "needs the model folder"),
+    ({"models": [{"name": "m", "engine": "hf", "path": "no/such/model"}]}, "models[0].path", "no config.json"),
+    ({"models": [{"name": "m", "engine": "simulated", "replicas": -2}]}, "models[0].replicas",
+     "greater than or equal to 1"),
+    ({"models": [{"name": "m", "engine": "simulated", "tensor_parallel_size": 2}]}, "models[0]",
+     "needs engine 'vllm'"),
+    ({"prompts": ["zs", "few-shot"]}, "prompts", "unknown prompt style"),
+    ({"protocols": [{"protocol": "dissonance", "benchmark": "b"}, {"protocol": "dissonance", "benchmark": "c"}]},
+     None, "must be unique"),
+])
+def test_invalid_sweep_file_fails_in_seconds_naming_the_field(tmp_path, change, field, message):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**_sweep_data(tmp_path / "b", tmp_path / "out"), **change}))
+    start = time.perf_counter()
+    with pytest.raises(InputError) as err:
+        load_sweep_config(path)
+    assert time.perf_counter() - start < 5
+    assert err.value.field == field and err.value.file == str(path)
+    assert message in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_benchmark_that_is_another_protocol_fails_before_ray(bench, tmp_path):
+    data = _sweep_data(bench, tmp_path / "out")
+    data["protocols"] = [{"protocol": "dissonance", "benchmark": str(bench)},
+                         {"protocol": "crossmodal", "benchmark": str(bench), "name": "xm"}]
+    with pytest.raises(InputError) as err:
+        _sweep(data, allow=False)
+    assert err.value.field == "protocols[1].protocol"
+    assert "'dissonance' benchmark" in str(err.value)
+    data["protocols"] = [{"protocol": "dissonance", "benchmark": str(bench), "options": {"bogus": 1}}]
+    with pytest.raises(InputError) as err:
+        _sweep(data, allow=False)
+    assert err.value.field == "protocols[0].options.bogus"
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_invalid_sweep_file_through_the_job_entry_exits_2(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(_sweep_data(tmp_path / "b", tmp_path / "out") | {
+        "models": [{"name": "m", "engine": "vllm", "replicas": 0, "path": str(tmp_path)}]}))
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(ROOT / "jobs" / "sweep.py"), str(path)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "models[0].replicas" in done.stderr and "greater than or equal to 1" in done.stderr
+    assert time.perf_counter() - start < 60
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Expansion and fingerprints (no Ray)
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_runs_are_model_major_and_pass_protocol_benchmark_and_options_through(bench, tmp_path):
+    data = _sweep_data(bench, "out", protocols=[
+        {"protocol": "dissonance", "benchmark": str(bench), "options": {}, "limit_items": 3},
+        {"protocol": "dissonance", "benchmark": str(bench), "name": "dis-2"}])
+    sweep = parse_sweep_config(data, base_dir=tmp_path)
+    specs = expand_runs(sweep)
+    assert [(s.model.name, s.entry.label, s.prompt) for s in specs] == [
+        (m, p, q) for m in ("sim-a", "sim-b") for p in ("dissonance", "dis-2") for q in ("zs", "cot")]
+    first = specs[0].config
+    assert first.protocol == "dissonance" and first.benchmark == str(bench) and first.protocol_options == {}
+    assert first.limit_items == 3 and first.prompts == ["zs"] and [m.name for m in first.models] == ["sim-a"]
+    assert first.output == str(tmp_path / "out" / "runs" / "dissonance" / "sim-a" / "zs")
+    assert len({s.uri for s in specs}) == len(specs)
+
+
+def test_fingerprint_follows_what_decides_predictions(bench, tmp_path):
+    def fp(**kw):
+        data = _sweep_data(bench, tmp_path / "out")
+        data["models"][0].update(kw.pop("model", {}))
+        sweep = parse_sweep_config({**data, **kw})
+        plans = plan_benchmarks(sweep)
+        spec = expand_runs(sweep)[0]
+        return fingerprint(spec.config, plans[spec.entry.label])
+
+    base = fp()
+    assert base == fp(output=str(tmp_path / "elsewhere"))  # where the outputs go
+    assert base == fp(model={"replicas": 3, "batch_size": 5, "num_cpus": 2})  # how many workers make them
+    assert base == fp(decode={"num_frames": 4, "max_side": 96, "batch_size": 3, "media_check": "exists"})
+    assert base != fp(seed=1)
+    assert base != fp(model={"options": {"seed": 9}})
+    assert base != fp(decode={"num_frames": 2, "max_side": 96})
+    edited = tmp_path / "edited"
+    shutil.copytree(bench, edited)
+    lines = (edited / "items.jsonl").read_text().splitlines()
+    item = json.loads(lines[0])
+    item["question"] += " (reworded)"
+    (edited / "items.jsonl").write_text("\n".join([json.dumps(item), *lines[1:]]) + "\n")
+    data = _sweep_data(edited, tmp_path / "out")
+    sweep = parse_sweep_config(data)
+    spec = expand_runs(sweep)[0]
+    assert base != fingerprint(spec.config, plan_benchmarks(sweep)[spec.entry.label])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running, resubmitting, redoing
+# ---------------------------------------------------------------------------------------------------------------
+
+def _run_dir(root: Path, model: str, prompt: str, protocol: str = "dissonance") -> Path:
+    return root / "runs" / protocol / model / prompt
+
+
+def _mtimes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()
+            and p.name != "summary.json" and p.parent != root}
+
+
+@pytest.fixture(scope="module")
+def finished(ray_session, bench, tmp_path_factory):
+    """One sweep (2 models x 1 protocol x 2 prompts) written through a ``file://`` URI."""
+    root = tmp_path_factory.mktemp("sweep") / "out"
+    logs: list[str] = []
+    result, recorder = _sweep(_sweep_data(bench, f"file://{root}"), logs=logs)
+    return root, result, recorder, logs
+
+
+@pytest.mark.slow
+def test_sweep_writes_every_run_complete_and_correct(finished, bench):
+    root, result, recorder, logs = finished
+    n = _n_instances(bench)
+    assert result.ok and [r.status for r in result.runs] == ["done"] * 4
+    assert sorted(recorder.calls) == [(m, p, n) for m in ("sim-a", "sim-b") for p in ("cot", "zs")]
+    for model in ("sim-a", "sim-b"):
+        for prompt in ("zs", "cot"):
+            run = _run_dir(root, model, prompt)
+            df = pl.read_parquet(run / "predictions.parquet")
+            assert df.height == n and df["instance_id"].n_unique() == n
+            assert set(df["model"]) == {model} and set(df["prompt"]) == {prompt}
+            assert df["error"].null_count() == n
+            metrics = pl.read_parquet(run / "metrics" / "metrics.parquet")
+            assert set(metrics["model"]) == {model} and "shapley" in set(metrics["metric"])
+            marker = json.loads((run / "sweep-run.json").read_text())
+            assert marker["state"] == "complete" and marker["n_predictions"] == n
+    summary = json.loads((root / "summary.json").read_text())
+    assert summary["state"] == "finished" and summary["totals"]["done"] == 4
+    assert summary["totals"]["predictions"] == summary["totals"]["expected_predictions"] == 4 * n
+    combined = pl.read_parquet(root / "metrics.parquet")
+    assert combined.select("model", "prompt").unique().height == 4 and set(combined["benchmark"]) == {"dissonance"}
+    # progress per run and overall in the log
+    assert any("run 3/4 sim-b / dissonance / zs: starting" in m for m in logs)
+    assert any(f"overall: 4/4 runs finished (0 were complete, 0 failed), {4 * n}/{4 * n} predictions" in m
+               for m in logs)
+
+
+@pytest.mark.slow
+def test_run_json_records_config_versions_commit_seed_times_counts_errors(finished, bench):
+    import ray
+
+    root, *_ = finished
+    record = json.loads((_run_dir(root, "sim-b", "cot") / "run.json").read_text())
+    config = record["config"]
+    assert config["protocol"] == "dissonance" and config["benchmark"] == str(bench)
+    assert config["prompts"] == ["cot"] and [m["name"] for m in config["models"]] == ["sim-b"]
+    assert config["models"][0]["replicas"] == 2 and config["protocol_options"] == {}
+    assert {"omnieval", "ray", "vllm", "transformers"} <= set(record["versions"])
+    assert record["versions"]["ray"] == ray.__version__ and record["versions"]["omnieval"]
+    assert "git_commit" in record and record["seed"] == 0
+    assert 0 < record["started"] <= record["finished"]
+    n = _n_instances(bench)
+    assert record["counts"]["instances"] == record["counts"]["predictions"] == n
+    assert record["errors"]["count"] == 0 and record["errors"]["examples"] == []
+
+
+@pytest.mark.slow
+def test_resubmitting_a_finished_sweep_does_no_model_work(finished, bench):
+    root, *_ = finished
+    before = _mtimes(root)
+    result, recorder = _sweep(_sweep_data(bench, f"file://{root}"), allow=False)
+    assert [r.status for r in result.runs] == ["skipped"] * 4 and result.ok
+    assert recorder.calls == [] and _mtimes(root) == before
+    assert json.loads((root / "summary.json").read_text())["totals"]["skipped"] == 4
+
+
+@pytest.mark.slow
+def test_deleting_one_runs_outputs_redoes_only_that_run(finished, bench):
+    root, *_ = finished
+    n = _n_instances(bench)
+    victim = _run_dir(root, "sim-b", "cot")
+    shutil.rmtree(victim)
+    before = _mtimes(root)
+    result, recorder = _sweep(_sweep_data(bench, f"file://{root}"))
+    assert recorder.calls == [("sim-b", "cot", n)]
+    assert [r.status for r in result.runs] == ["skipped", "skipped", "skipped", "done"]
+    after = _mtimes(root)
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing else was rewritten
+    df = pl.read_parquet(victim / "predictions.parquet")
+    assert df.height == n and df["instance_id"].n_unique() == n and set(df["prompt"]) == {"cot"}
+
+    # only the consolidated table gone: the run is redone from its part files, no instance scored again
+    (victim / "predictions.parquet").unlink()
+    result, recorder = _sweep(_sweep_data(bench, f"file://{root}"))
+    assert recorder.calls == [("sim-b", "cot", 0)]
+    assert result.runs[3].resumed == n and pq.read_metadata(victim / "predictions.parquet").num_rows == n
+
+
+@pytest.mark.slow
+def test_changed_model_config_redoes_that_models_runs_from_scratch(finished, bench):
+    root, *_ = finished
+    n = _n_instances(bench)
+    data = _sweep_data(bench, f"file://{root}")
+    data["models"][0]["options"] = {"seed": 7}
+    result, recorder = _sweep(data)
+    assert sorted(recorder.calls) == [("sim-a", "cot", n), ("sim-a", "zs", n)]  # every row scored again
+    assert [r.status for r in result.runs] == ["done", "done", "skipped", "skipped"]
+    for prompt in ("zs", "cot"):
+        run = _run_dir(root, "sim-a", prompt)
+        parts = pl.concat([pl.read_parquet(p) for p in (run / "parts" / "sim-a").glob("part-*.parquet")])
+        assert parts.height == n  # the old config's parts were cleared, not mixed in
+
+
+@pytest.mark.slow
+def test_changed_metrics_settings_recompute_metrics_without_model_work(finished):
+    root, *_ = finished
+    data = json.loads((root / "summary.json").read_text())["config"]  # the sweep as last run, whatever ran before
+    data["metrics"] = {"resamples": 60}
+    parts_before = {p: p.stat().st_mtime_ns for p in root.rglob("part-*.parquet")}
+    result, recorder = _sweep(data)
+    assert [n for *_, n in recorder.calls] == [0, 0, 0, 0] and result.ok  # every run resumed whole from its parts
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("part-*.parquet")} == parts_before
+    for run in result.runs:
+        assert json.loads((Path(run.output.removeprefix("file://")) / "metrics" / "metrics.json").read_text())[
+            "resamples"] == 60
