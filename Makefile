@@ -1,5 +1,5 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
-.PHONY: setup setup-vllm demo test test-vllm lint
+.PHONY: setup setup-vllm setup-chromium demo test test-vllm lint
 
 setup:
 	bash scripts/setup.sh
@@ -7,10 +7,13 @@ setup:
 setup-vllm:
 	bash scripts/setup_vllm.sh
 
+setup-chromium:
+	bash scripts/setup_chromium.sh
+
 demo: setup
 	.venv/bin/omnieval demo --out ./omnieval-demo
 
-test: setup setup-vllm
+test: setup setup-vllm setup-chromium
 	.venv/bin/python -m pytest -q tests
 	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py
 

@@ -1,4 +1,4 @@
-"""The ``omnieval`` command: run | demo | metrics | stats | datasets | models | bench.
+"""The ``omnieval`` command: run | sweep | demo | metrics | stats | report | filter | datasets | models | bench.
 
 Each subcommand parses its arguments and makes one library call; heavy modules are imported inside the handlers so
 ``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2.
@@ -24,6 +24,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from omnieval.sweep import load_sweep_config, run_sweep
+
+    result = run_sweep(load_sweep_config(args.config), address=args.address)
+    print(result.summary(), flush=True)
+    return 0 if result.ok else 1
+
+
 def _demo(args: argparse.Namespace) -> int:
     from omnieval.demo import run_demo
 
@@ -43,11 +51,32 @@ def _stats(args: argparse.Namespace) -> int:
     return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from omnieval.report import report_command
+
+    return report_command(args.inputs, args.out, resamples=args.resamples, permutations=args.permutations,
+                          seed=args.seed, title=args.title)
+
+
+def _filter_rtc(args: argparse.Namespace) -> int:
+    from omnieval.contrastive_filter import filter_command
+
+    return filter_command(args.predictions, args.items, args.out, models=args.models, prompt=args.prompt)
+
+
 def _datasets_synth(args: argparse.Namespace) -> int:
     if args.protocol == "crossmodal":
         from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
 
         path = make_crossmodal_benchmark(args.out, seed=args.seed, n_entities=args.entities)
+    elif args.protocol == "spectrum":
+        from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
+
+        path = make_spectrum_benchmark(args.out, seed=args.seed, n_items=args.items)
+    elif args.protocol == "contrastive":
+        from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
+
+        path = make_contrastive_benchmark(args.out, seed=args.seed, n_entities=args.entities)
     else:
         from omnieval.datasets.synthetic import make_dissonance_benchmark
 
@@ -62,6 +91,30 @@ def _datasets_xmodbench(args: argparse.Namespace) -> int:
     from omnieval.datasets.xmodbench import convert_xmodbench
 
     report = convert_xmodbench(args.release, args.out, copy_media=args.copy, name=args.name)
+    print(report.summary())
+    return 0
+
+
+def _datasets_mcq(args: argparse.Namespace) -> int:
+    from omnieval.datasets.mcq import Columns, convert_mcq
+
+    overrides = {k: v for k, v in (c.split("=", 1) for c in args.column)} if args.column else {}
+    unknown = set(overrides) - set(Columns.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown column role(s) {', '.join(sorted(unknown))} in --column; known: "
+                         f"{', '.join(Columns.__dataclass_fields__)}", field="--column")
+    converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
+                            columns=Columns(**overrides), answer_format=args.answer_format,
+                            skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite)
+    print(converted.summary())
+    return 0
+
+
+def _datasets_contra4(args: argparse.Namespace) -> int:
+    from omnieval.datasets.contra4 import convert_contra4
+
+    report = convert_contra4(args.release, args.media_root, args.out, name=args.name, split=args.split,
+                             copy=args.copy, on_missing=args.on_missing)
     print(report.summary())
     return 0
 
@@ -103,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.set_defaults(func=_run)
 
+    p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")
+    p.add_argument("config")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.set_defaults(func=_sweep)
+
     p = sub.add_parser("demo", help="synthetic benchmark + local Ray + simulated and tiny transformers models")
     p.add_argument("--out", default="./omnieval-demo")
     p.add_argument("--no-hf", action="store_true", help="skip the tiny transformers model")
@@ -125,12 +183,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_stats)
 
+    p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
+    p.add_argument("inputs", nargs="+", help="run folders, metrics folders, predictions or metrics files")
+    p.add_argument("--out", required=True)
+    p.add_argument("--resamples", type=int, default=10_000, help="for runs that have no metrics yet")
+    p.add_argument("--permutations", type=int, default=10_000, help="for tests computed from predictions")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--title", default=None)
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("filter", help="dataset filters")
+    fsub = p.add_subparsers(dest="filter_command", required=True)
+    s = fsub.add_parser("rtc", help="contrastive mixture-of-models round-trip-consistency filter (MF/UF/PMF/PUF)")
+    s.add_argument("predictions", nargs="+", help="every ensemble model on every order of every candidate item")
+    s.add_argument("--items", required=True, help="the candidate items: a benchmark folder or items.jsonl")
+    s.add_argument("--out", required=True)
+    s.add_argument("--models", nargs="+", default=None, help="the ensemble (default: every model found)")
+    s.add_argument("--prompt", default=None, help="prompt style to use when the predictions hold several")
+    s.set_defaults(func=_filter_rtc)
+
     p = sub.add_parser("datasets", help="benchmark tools")
     dsub = p.add_subparsers(dest="datasets_command", required=True)
     s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True)
-    s.add_argument("--protocol", default="dissonance", choices=["dissonance", "crossmodal"])
-    s.add_argument("--entities", type=int, default=6, help="crossmodal: creatures (items = 2 x entities)")
+    s.add_argument("--protocol", default="dissonance", choices=["dissonance", "crossmodal", "spectrum", "contrastive"])
+    s.add_argument("--entities", type=int, default=6,
+                   help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities)")
+    s.add_argument("--items", type=int, default=48, help="spectrum: items (at least 8)")
     s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
     s.add_argument("--questions", type=int, default=2, help="questions per anchor (paper scale: ~9.4)")
     s.add_argument("--question-jitter", action="store_true",
@@ -145,6 +224,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
     s.add_argument("--name", default="xmodbench")
     s.set_defaults(func=_datasets_xmodbench)
+
+    s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
+                        "TSV) into a spectrum benchmark")
+    s.add_argument("source", help="a .parquet file or folder, a datasets.save_to_disk folder, or a .tsv file")
+    s.add_argument("--out", required=True)
+    s.add_argument("--name", default=None)
+    s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"])
+    s.add_argument("--split", default=None, help="override every row's split")
+    s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"])
+    s.add_argument("--column", action="append", metavar="ROLE=NAME",
+                   help="source column of a role (id, question, hint, options, answer, image, category, task, split)")
+    s.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
+    s.add_argument("--limit", type=int, default=None, help="convert only the first rows")
+    s.add_argument("--overwrite", action="store_true")
+    s.set_defaults(func=_datasets_mcq)
+
+    s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
+    s.add_argument("release", help="the release JSON file")
+    s.add_argument("--media-root", required=True, help="folder the examples' sources are found under")
+    s.add_argument("--out", required=True)
+    s.add_argument("--name", default="contra4")
+    s.add_argument("--split", default=None)
+    s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
+    s.add_argument("--on-missing", default="error", choices=["error", "skip"],
+                   help="an entry whose media file is missing: stop with an error, or skip it and list it")
+    s.set_defaults(func=_datasets_contra4)
 
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)

@@ -8,6 +8,12 @@ waveforms; its weights are random, so its accuracy is near chance by constructio
 * ``dissonance``: outputs under ``run/`` and ``metrics/``; prints accuracy by condition and Shapley attribution.
 * ``crossmodal``: outputs under ``crossmodal/run`` and ``crossmodal/metrics``; prints the six directions,
   disparity and imbalance.
+* ``spectrum``: outputs under ``spectrum/run`` and ``spectrum/metrics``; prints accuracy per shuffling condition
+  against chance and each model's dependency label (the majority-vote ``ensemble`` included).
+* ``contrastive``: outputs under ``contrastive/run`` and ``contrastive/metrics``; prints accuracy by number of
+  inputs, permutation consistency and position bias (media and ``+captions`` baselines).
+
+``omnieval report DEMO_DIR --out DIR`` turns all of it into one HTML report.
 """
 
 from __future__ import annotations
@@ -50,10 +56,61 @@ def crossmodal_config(out: Path, benchmark: Path, tiny_model: Path | None, seed:
             "decode": {"num_frames": 4, "max_side": 112}}
 
 
+def spectrum_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) -> dict:
+    models = [
+        {"name": "sim-image-reader", "engine": "simulated", "batch_size": 32,
+         "options": {"reliance": {"image": 0.9}, "seed": seed}},
+        {"name": "sim-needs-both", "engine": "simulated", "batch_size": 32,
+         "options": {"reliance": {"image+text": 0.9}, "seed": seed}},
+    ]
+    if tiny_model is not None:
+        models.append({"name": "tiny-omni-random", "engine": "hf", "batch_size": 8,
+                       "options": {"path": str(tiny_model)}})
+    return {"name": "demo-spectrum", "protocol": "spectrum", "benchmark": str(benchmark), "output": str(out / "run"),
+            "seed": seed, "prompts": ["zs"], "models": models}
+
+
+def contrastive_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) -> dict:
+    models = [
+        {"name": "sim-sees-all", "engine": "simulated", "batch_size": 32,
+         "options": {"reliance": {"image": 0.95, "video": 0.9, "audio": 0.7, "pointcloud": 0.6, "text": 0.95},
+                     "seed": seed}},
+        {"name": "sim-prefers-A", "engine": "simulated", "batch_size": 32,
+         "options": {"reliance": {"image": 0.6, "video": 0.6, "audio": 0.4, "pointcloud": 0.3, "text": 0.7,
+                                  "position:A": 0.5}, "seed": seed}},
+    ]
+    if tiny_model is not None:
+        models.append({"name": "tiny-omni-random", "engine": "hf", "batch_size": 4,
+                       "options": {"path": str(tiny_model)}})
+    return {"name": "demo-contrastive", "protocol": "contrastive", "benchmark": str(benchmark),
+            "output": str(out / "run"), "seed": seed, "prompts": ["zs"], "models": models,
+            "protocol_options": {"permutations": 3, "captions": True},
+            "decode": {"num_frames": 4, "max_side": 112}}
+
+
+def _run_protocol(title: str, folder: Path, make_benchmark, make_config, tiny: Path | None, seed: int, show) -> bool:
+    """One protocol of the demo: build its benchmark once, write its config, run it, print its headline."""
+    from omnieval.config import load_run_config
+    from omnieval.pipeline import run_evaluation
+
+    print(f"\n=== {title} ===")
+    bench = folder / "benchmark"
+    if not (bench / "items.jsonl").exists():
+        make_benchmark(bench)
+    config_path = folder / f"{folder.name}.yaml"
+    config_path.write_text(yaml.safe_dump(make_config(folder, bench, tiny, seed), sort_keys=False))
+    result = run_evaluation(load_run_config(config_path))
+    print(result.summary())
+    show(result.predictions_path, folder / "metrics")
+    return result.ok
+
+
 def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questions: int = 2, seed: int = 0) -> int:
     from omnieval.config import load_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
     from omnieval.pipeline import run_evaluation
 
     out = Path(out).resolve()
@@ -79,58 +136,94 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     print_reliance(result.predictions_path, out / "metrics")
     ok = result.ok
 
-    print("\n=== crossmodal: the same creatures in six context -> candidate directions ===")
-    xm = out / "crossmodal"
-    xm_bench = xm / "benchmark"
-    if not (xm_bench / "items.jsonl").exists():
-        make_crossmodal_benchmark(xm_bench, seed=seed, n_entities=12)
-    config_path = xm / "crossmodal.yaml"
-    config_path.write_text(yaml.safe_dump(crossmodal_config(xm, xm_bench, tiny, seed), sort_keys=False))
-    result = run_evaluation(load_run_config(config_path))
-    print(result.summary())
-    print_directions(result.predictions_path, xm / "metrics")
-    return 0 if ok and result.ok else 1
+    ok &= _run_protocol("crossmodal: the same creatures in six context -> candidate directions", out / "crossmodal",
+                        lambda b: make_crossmodal_benchmark(b, seed=seed, n_entities=12), crossmodal_config, tiny,
+                        seed, print_directions)
+    ok &= _run_protocol("spectrum: which modalities the questions really need (shuffled across items)",
+                        out / "spectrum", lambda b: make_spectrum_benchmark(b, seed=seed, n_items=48),
+                        spectrum_config, tiny, seed, print_spectrum)
+    ok &= _run_protocol("contrastive: which of 2-4 scenes of different modalities answers the question",
+                        out / "contrastive", lambda b: make_contrastive_benchmark(b, seed=seed, n_entities=4),
+                        contrastive_config, tiny, seed, print_contrastive)
+    print(f"\nreport: omnieval report {out} --out {out / 'report'}")
+    return 0 if ok else 1
 
 
 def _with_ci(pl):
     return pl.format("{} [{}, {}]", pl.col("value").round(2), pl.col("ci_low").round(2), pl.col("ci_high").round(2))
 
 
-def print_directions(predictions: str, out: Path, resamples: int = 2000) -> None:
-    """Crossmodal headline: disparity between modalities and direction imbalance, with CIs."""
+def _print_table(title: str, table, out: Path) -> None:
+    import polars as pl
+
+    print(f"\n{title}:")
+    with pl.Config(tbl_rows=60, tbl_cols=12, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   fmt_str_lengths=40):
+        print(table)
+    print(f"all metrics: {out / 'metrics.csv'}")
+
+
+def _metrics(predictions: str, out: Path, resamples: int):
     import polars as pl
 
     from omnieval.metrics import metrics_command
 
     metrics_command([predictions], str(out), resamples=resamples, seed=0)
-    table = pl.read_parquet(out / "metrics.parquet")
+    return pl.read_parquet(out / "metrics.parquet")
+
+
+def print_spectrum(predictions: str, out: Path, resamples: int = 2000) -> None:
+    """Spectrum headline: accuracy per condition against chance, and the dependency label, per model."""
+    import polars as pl
+
+    table = _metrics(predictions, out, resamples)
+    overall = table.filter(~pl.col("key").str.contains("/"))
+    acc = (overall.filter((pl.col("metric") == "accuracy") | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
+           .with_columns(pl.when(pl.col("metric") == "chance").then(pl.lit("chance")).otherwise("key").alias("key"),
+                         _with_ci(pl).alias("value [95% CI]"))
+           .pivot(on="model", index="key", values="value [95% CI]"))
+    labels = (overall.filter(pl.col("metric") == "dependency").select("model", pl.col("key").alias("dependency")))
+    _print_table("Accuracy per condition (value [95% bootstrap CI]); dependency: " + ", ".join(
+        f"{m} {d}" for m, d in labels.iter_rows()), acc, out)
+
+
+def print_contrastive(predictions: str, out: Path, resamples: int = 2000) -> None:
+    """Contrastive headline: accuracy by number of inputs, permutation consistency and position bias of A."""
+    import polars as pl
+
+    table = _metrics(predictions, out, resamples)
+    keep = (((pl.col("metric") == "accuracy") & pl.col("key").str.starts_with("n=") | (pl.col("key") == "all"))
+            | (pl.col("metric") == "permutation_consistency")
+            | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
+    summary = (table.filter(keep)
+               .with_columns(pl.concat_str("metric", pl.lit(" "), "key").str.strip_chars().alias("metric"),
+                             _with_ci(pl).alias("value [95% CI]"))
+               .pivot(on="model", index="metric", values="value [95% CI]"))
+    _print_table("Accuracy by number of inputs, permutation consistency, position bias (value [95% bootstrap CI])",
+                 summary, out)
+
+
+def print_directions(predictions: str, out: Path, resamples: int = 2000) -> None:
+    """Crossmodal headline: disparity between modalities and direction imbalance, with CIs."""
+    import polars as pl
+
+    table = _metrics(predictions, out, resamples)
     summary = (table.filter(pl.col("metric").is_in(["disparity", "imbalance", "consistency"])
                             & ~pl.col("key").str.contains("/"))
                .with_columns(pl.concat_str("metric", pl.lit(" "), "key").str.strip_chars().alias("metric"),
                              _with_ci(pl).alias("value [95% CI]"))
                .pivot(on="model", index="metric", values="value [95% CI]"))
-    print("\nModality disparity, direction imbalance and consistency (value [95% bootstrap CI]):")
-    with pl.Config(tbl_rows=50, tbl_cols=10, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   fmt_str_lengths=40):
-        print(summary)
-    print(f"all metrics: {out / 'metrics.csv'}")
+    _print_table("Modality disparity, direction imbalance and consistency (value [95% bootstrap CI])", summary, out)
 
 
 def print_reliance(predictions: str, out: Path, resamples: int = 2000) -> None:
     """Metrics with CIs for the demo run, and the headline: which modality each model relies on (Shapley)."""
     import polars as pl
 
-    from omnieval.metrics import metrics_command
-
-    metrics_command([predictions], str(out), resamples=resamples, seed=0)
-    table = pl.read_parquet(out / "metrics.parquet")
+    table = _metrics(predictions, out, resamples)
     shapley = (table.filter(pl.col("metric") == "shapley")
-               .with_columns(pl.format("{} [{}, {}]", pl.col("value").round(2), pl.col("ci_low").round(2),
-                                       pl.col("ci_high").round(2)).alias("shapley (95% CI)"))
+               .with_columns(_with_ci(pl).alias("shapley (95% CI)"))
                .pivot(on="key", index=["model", "split"], values="shapley (95% CI)")
                .sort(["model", "split"]))
-    print("\nShapley modality attribution of accuracy (value [95% bootstrap CI]):")
-    with pl.Config(tbl_rows=50, tbl_cols=10, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   fmt_str_lengths=40):
-        print(shapley)
-    print(f"all metrics: {out / 'metrics.csv'}   significance tests: omnieval stats {predictions} --out DIR")
+    _print_table("Shapley modality attribution of accuracy (value [95% bootstrap CI])", shapley, out)
+    print(f"significance tests: omnieval stats {predictions} --out DIR")

@@ -77,7 +77,6 @@ def write_bench(root: Path, records: list[dict]) -> Path:
 
 def test_benchmark_errors_name_file_item_and_field(tmp_path, monkeypatch):
     """Through the benchmark loader and the media pre-flight check (protocol registered for the test)."""
-    from omnieval import protocols
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.media import decode, pointcloud
 
@@ -374,7 +373,6 @@ def test_simulated_position_preference_comes_out_as_set():
 
 @pytest.mark.slow
 def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
-    from omnieval import protocols
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
     from omnieval.pipeline import run_evaluation

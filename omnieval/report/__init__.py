@@ -1,0 +1,116 @@
+"""``omnieval report``: runs and metrics tables -> ``report.html`` (self-contained) and ``report.md``.
+
+Inputs are run folders (``predictions.parquet``), metrics folders (``metrics.parquet``), single files, or any folder
+holding several (the demo's output); see ``build.py``. Each protocol's section (``dissonance.py``, ``crossmodal.py``,
+``spectrum.py``, ``contrastive.py``; ``generic.py`` for any other) appears when its metrics are present, and the
+significance section when tests are found or can be computed from predictions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from omnieval.report.blocks import Report, Section, Table, text_cell
+from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
+
+__all__ = ["build_report", "write_report", "report_command"]
+
+
+def _sections() -> dict[str, Callable[[ProtocolInput], Section | None]]:
+    from omnieval.report import contrastive, crossmodal, dissonance, spectrum
+
+    return {m.NAME: m.section for m in (dissonance, crossmodal, spectrum, contrastive)}
+
+
+def _join(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def runs_section(runs: list[Run]) -> Section:
+    """Where every number comes from: per run its protocols, models, splits, counts, seeds and versions."""
+    header = ["run", "protocol", "models", "prompts", "splits", "predictions", "metrics", "seed", "resamples",
+              "omnieval", "git commit", "started (UTC)"]
+    rows = []
+    for run in runs:
+        m = run.metrics
+        info = run.info
+        minfo = info.get("metrics", {})
+        started = info.get("started")
+        started = datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M") if isinstance(started, int | float) \
+            else "—"
+        commit = str(info.get("git_commit") or "—")[:10]
+        rows.append([
+            text_cell(run.label, header=True),
+            text_cell(_join(m["protocol"].unique(maintain_order=True).to_list())),
+            text_cell(_join(m["model"].unique(maintain_order=True).to_list())),
+            text_cell(_join(m["prompt"].unique(maintain_order=True).to_list())),
+            text_cell(_join(m["split"].unique(maintain_order=True).to_list())),
+            text_cell(str(len(run.predictions)) if run.predictions is not None else "—",
+                      title=_join(info.get("predictions_files", [])) or None),
+            text_cell(Path(minfo.get("source", "")).name or "—", title=minfo.get("source")),
+            text_cell(str(minfo.get("seed", info.get("seed", "—")))),
+            text_cell(str(minfo.get("resamples", "—"))),
+            text_cell(str((info.get("versions") or {}).get("omnieval", "—"))),
+            text_cell(commit),
+            text_cell(started),
+        ])
+    table = Table(caption="Runs in this report", header=header, rows=rows, name="runs")
+    return Section("runs", "Runs", blocks=[table])
+
+
+def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
+                 title: str | None = None) -> Report:
+    """Load the inputs and build every section (nothing is written)."""
+    from omnieval.report import generic, significance
+
+    runs = load_runs(inputs, resamples=resamples, seed=seed)
+    per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed)
+    builders = _sections()
+    sections = [runs_section(runs)]
+    canonical = list(builders)
+    per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
+    for data in per_protocol:
+        section = builders.get(data.protocol, generic.section)(data)
+        if section is not None:
+            sections.append(section)
+    tests = significance.section(per_protocol)
+    if tests is not None:
+        sections.append(tests)
+    levels = sorted({f'{float(r.info.get("metrics", {}).get("confidence_level", 0.95)) * 100:g}%' for r in runs})
+    intro = [
+        f"Values are fractions in [0, 1] (differences in [-1, 1]). Beneath each value: its {_join(levels)} "
+        "clustered bootstrap interval over items; hover a value for its exact value, interval and n. Click a column "
+        "header to sort.",
+        "Colour: cividis for accuracies and rates, purple-orange around 0 for signed differences.",
+    ]
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return Report(title=title or "omnieval report", intro=intro, sections=sections, generated=generated)
+
+
+def write_report(report: Report, out: str | Path) -> dict[str, Path]:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out``."""
+    from omnieval.report import html, markdown
+
+    folder = Path(out)
+    (folder / markdown.FIGURES).mkdir(parents=True, exist_ok=True)
+    paths = {"html": folder / "report.html", "markdown": folder / "report.md"}
+    for figure in markdown.figures(report):
+        (folder / markdown.FIGURES / f"{figure.name}.png").write_bytes(figure.png)
+    paths["html"].write_text(html.render(report), encoding="utf-8")
+    paths["markdown"].write_text(markdown.render(report), encoding="utf-8")
+    return paths
+
+
+def report_command(inputs: list[str], out: str, *, resamples: int = 10_000, permutations: int = 10_000,
+                   seed: int = 0, title: str | None = None) -> int:
+    """``omnieval report INPUT... --out DIR``: build and write the report; print where it is."""
+    start = time.perf_counter()
+    report = build_report(inputs, resamples=resamples, permutations=permutations, seed=seed, title=title)
+    paths = write_report(report, out)
+    names = ", ".join(s.title for s in report.sections)
+    print(f"omnieval report: {names} in {time.perf_counter() - start:.1f} s -> {paths['html']} and "
+          f"{paths['markdown']}")
+    return 0

@@ -1,0 +1,245 @@
+"""Find and load what a report is built from: runs (``predictions.parquet`` + ``run.json``), metrics folders
+(``metrics.parquet`` + ``metrics.json``), test tables (``tests.parquet``), or a folder holding several (the demo's).
+
+A metrics folder is paired with the predictions it was computed from through the ``inputs`` that ``metrics.json``
+records; a run with no metrics folder gets its metrics computed here (``omnieval.metrics.metrics_table``), and the
+significance tests are computed from the predictions (``omnieval.stats.stats_table``) unless a ``tests.parquet``
+lies beside the metrics. Several runs of one protocol are shown side by side: their metric rows carry a ``run``
+label, and the paired tests are computed on their pooled predictions with models named ``<run>:<model>``, so every
+pair of (run, model) is compared on the instances both answered.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from omnieval.schema import InputError
+
+SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
+ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
+MAX_DEPTH = 4
+METRIC_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
+
+
+@dataclass
+class RunSource:
+    """One run's files: metrics (or none: computed), the predictions behind them, a tests table if found."""
+
+    root: Path
+    metrics: Path | None = None
+    predictions: list[Path] = field(default_factory=list)
+    tests: Path | None = None
+
+
+@dataclass
+class Run:
+    label: str
+    source: RunSource
+    metrics: pl.DataFrame
+    predictions: pl.DataFrame | None
+    tests: pl.DataFrame | None
+    info: dict  # run.json (if any), plus "metrics" (seed, resamples, confidence level, how obtained)
+
+
+@dataclass
+class ProtocolInput:
+    """Everything one protocol's section needs: metric rows of every run (with ``run`` and ``_rid``), the pooled
+    predictions (with ``run``; None if no run has any) and the tests table (with ``run`` when one run)."""
+
+    protocol: str
+    metrics: pl.DataFrame
+    predictions: pl.DataFrame | None
+    tests: pl.DataFrame | None
+    runs: list[str]
+
+
+def _walk(folder: Path, depth: int = 0):
+    yield folder
+    if depth >= MAX_DEPTH:
+        return
+    for child in sorted(folder.iterdir()):
+        if child.is_dir() and child.name not in SKIP_DIRS and not child.name.startswith("."):
+            yield from _walk(child, depth + 1)
+
+
+def _root(folder: Path) -> Path:
+    return folder.parent if folder.name in ROLE_DIRS else folder
+
+
+def _recorded_inputs(metrics: Path) -> list[Path]:
+    """The predictions files ``metrics.json`` says the metrics came from (those that still exist)."""
+    doc = metrics.parent / "metrics.json"
+    if not doc.is_file():
+        return []
+    try:
+        inputs = json.loads(doc.read_text()).get("inputs") or []
+    except (json.JSONDecodeError, OSError):
+        return []
+    paths = [Path(p) if Path(p).is_absolute() else (metrics.parent / p) for p in inputs]
+    return [p.resolve() for p in paths if p.is_file()]
+
+
+def discover(inputs: list[str | Path]) -> list[RunSource]:
+    """Run sources from the command line's paths (files or folders), in the order given, without duplicates."""
+    metrics_files: list[Path] = []
+    prediction_files: list[Path] = []
+    tests_files: list[Path] = []
+    for raw in inputs:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError("no such run, metrics folder or file", file=path)
+        if path.is_file():
+            name = path.name
+            target = metrics_files if name.startswith("metrics") else tests_files if name.startswith("tests") \
+                else prediction_files
+            target.append(path.resolve())
+            continue
+        for folder in _walk(path):
+            if (folder / "metrics.parquet").is_file():
+                metrics_files.append((folder / "metrics.parquet").resolve())
+            if (folder / "predictions.parquet").is_file():
+                prediction_files.append((folder / "predictions.parquet").resolve())
+            if (folder / "tests.parquet").is_file():
+                tests_files.append((folder / "tests.parquet").resolve())
+    metrics_files = list(dict.fromkeys(metrics_files))
+    prediction_files = list(dict.fromkeys(prediction_files))
+    sources: list[RunSource] = []
+    used: set[Path] = set()
+    for m in metrics_files:
+        preds = _recorded_inputs(m)
+        used.update(preds)
+        tests = next((t for t in tests_files if t.parent == m.parent), None)
+        sources.append(RunSource(root=_root(m.parent), metrics=m, predictions=preds, tests=tests))
+    for p in prediction_files:
+        if p not in used:
+            sources.append(RunSource(root=_root(p.parent), predictions=[p]))
+    for t in tests_files:  # an ``omnieval stats --out`` folder beside a run: its tests go with that run
+        if any(s.tests == t for s in sources):
+            continue
+        match = [s for s in sources if s.tests is None and s.root == _root(t.parent)]
+        if len(match) == 1:
+            match[0].tests = t
+        else:
+            print(f"omnieval report: {t} matches no single run; left out", file=sys.stderr)
+    if not sources:
+        raise InputError("no predictions.parquet or metrics.parquet found in "
+                         + ", ".join(str(p) for p in inputs))
+    return sources
+
+
+def labels(roots: list[Path]) -> list[str]:
+    """Short distinct names: the folder name, with parent folders added until they differ."""
+    depth = 1
+    while True:
+        names = ["/".join(r.parts[-depth:]) if r.parts else str(r) for r in roots]
+        if len(set(names)) == len(names) or depth > max(len(r.parts) for r in roots):
+            return names
+        depth += 1
+
+
+def _read_metrics(path: Path) -> tuple[pl.DataFrame, dict]:
+    try:
+        if path.suffix == ".parquet":
+            frame = pl.read_parquet(path)
+        elif path.suffix == ".csv":
+            frame = pl.read_csv(path, schema_overrides={"key": pl.Utf8, "split": pl.Utf8, "prompt": pl.Utf8})
+        else:
+            frame = pl.DataFrame(json.loads(path.read_text())["metrics"])
+    except (pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot read metrics table: {exc}", file=path) from exc
+    missing = [c for c in METRIC_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"not a metrics table: missing column(s) {', '.join(missing)}", file=path)
+    info: dict = {"source": str(path)}
+    doc = path.parent / "metrics.json"
+    if doc.is_file():
+        try:
+            meta = json.loads(doc.read_text())
+            info.update({k: meta[k] for k in ("seed", "resamples", "confidence_level") if k in meta})
+        except (json.JSONDecodeError, OSError):
+            pass
+    return normalise_metrics(frame), info
+
+
+def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
+    """The SPEC 1.4 columns with their types (key '' where null)."""
+    strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
+    floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
+    frame = frame.select(METRIC_COLUMNS).cast({**strings, **floats, "n": pl.Int64})
+    return frame.with_columns(pl.col("key").fill_null(""), pl.col("prompt").fill_null(""),
+                              pl.col("split").fill_null(""))
+
+
+def _run_json(predictions: list[Path]) -> dict:
+    for p in predictions:
+        doc = p.parent / "run.json"
+        if doc.is_file():
+            try:
+                return json.loads(doc.read_text())
+            except (json.JSONDecodeError, OSError):
+                return {}
+    return {}
+
+
+def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0) -> list[Run]:
+    """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed."""
+    from omnieval.metrics import metrics_table, read_predictions
+
+    sources = discover(inputs)
+    names = labels([s.root for s in sources])
+    runs = []
+    for label, source in zip(names, sources):
+        predictions = read_predictions(source.predictions) if source.predictions else None
+        if source.metrics is not None:
+            metrics, minfo = _read_metrics(source.metrics)
+        else:
+            metrics = normalise_metrics(metrics_table(predictions, resamples=resamples, seed=seed))
+            minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
+                     "confidence_level": 0.95}
+        tests = pl.read_parquet(source.tests) if source.tests is not None else None
+        info = dict(_run_json(source.predictions))
+        info["metrics"] = minfo
+        info["predictions_files"] = [str(p) for p in source.predictions]
+        runs.append(Run(label, source, metrics, predictions, tests, info))
+    return runs
+
+
+def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0) -> list[ProtocolInput]:
+    """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
+    from omnieval.stats import stats_table
+
+    order: list[str] = []
+    for run in runs:
+        for p in run.metrics["protocol"].unique(maintain_order=True).to_list():
+            if p not in order:
+                order.append(p)
+    all_metrics = pl.concat([r.metrics.with_columns(run=pl.lit(r.label)) for r in runs], how="vertical_relaxed")
+    all_metrics = all_metrics.with_row_index("_rid").with_columns(pl.col("_rid").cast(pl.Int64))
+    out = []
+    for protocol in order:
+        metrics = all_metrics.filter(pl.col("protocol") == protocol)
+        members = [r for r in runs if protocol in r.metrics["protocol"].to_list()]
+        with_preds = [r for r in members if r.predictions is not None
+                      and len(r.predictions.filter(pl.col("protocol") == protocol))]
+        predictions = None
+        if with_preds:
+            predictions = pl.concat([r.predictions.filter(pl.col("protocol") == protocol)
+                                     .with_columns(run=pl.lit(r.label)) for r in with_preds],
+                                    how="diagonal_relaxed")
+        tests = None
+        if len(members) == 1:
+            run = members[0]
+            if run.tests is not None:
+                tests = run.tests.filter(pl.col("protocol") == protocol)
+            elif predictions is not None:
+                tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed)
+        elif len(with_preds) >= 1 and predictions is not None:
+            renamed = predictions.with_columns(model=pl.col("run") + pl.lit(":") + pl.col("model")).drop("run")
+            tests = stats_table(renamed, permutations=permutations, seed=seed)
+        out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members]))
+    return out

@@ -1,0 +1,70 @@
+"""Report section of protocol ``contrastive`` (SPEC section 6): accuracy on the original order by number of inputs,
+selection type and answer modality, permutation consistency, position bias per label; plot: accuracy by number of
+inputs and position bias."""
+
+from __future__ import annotations
+
+import re
+
+from omnieval.report import plots
+from omnieval.report.blocks import Figure, Section
+from omnieval.report.build import ProtocolInput
+from omnieval.report.tables import Col, MetricView, plot_series
+
+NAME = "contrastive"
+
+
+def _sorted_keys(keys: list[str], prefix: str) -> list[str]:
+    picked = [k for k in keys if k.startswith(prefix)]
+
+    def order(k: str):
+        rest = k[len(prefix):]
+        return (0, int(rest), "") if re.fullmatch(r"\d+", rest) else (1, 0, rest)
+
+    return sorted(picked, key=order)
+
+
+def section(data: ProtocolInput) -> Section | None:
+    view = MetricView(data.metrics)
+    if not view:
+        return None
+    keys = view.leaves("accuracy")
+    by_n = _sorted_keys(keys, "n=")
+    by_sel = _sorted_keys(keys, "selection=")
+    by_mod = _sorted_keys(keys, "modality=")
+    other = [k for k in keys if k != "all" and k not in by_n + by_sel + by_mod]
+    cols = [Col("all", "accuracy", "all", group="accuracy (original order)")] if "all" in keys else []
+    cols += [Col(k.replace("=", " = "), "accuracy", k, group="by number of inputs") for k in by_n]
+    cols += [Col(k.split("=", 1)[1], "accuracy", k, group="by selection type") for k in by_sel]
+    cols += [Col(k.split("=", 1)[1], "accuracy", k, group="by answer modality") for k in by_mod]
+    cols += [Col(k, "accuracy", k, group="other") for k in other]
+    cols.append(Col("consistency", "permutation_consistency", "", group="",
+                    title="share of items answered correctly under every option order evaluated"))
+    cols.append(Col("invalid", "invalid_rate", "", group="", scale=None))
+    sec = Section(NAME, "Contrastive selection across inputs",
+                  intro="Which of 2-4 inputs answers the question; options permuted to expose position bias. "
+                        "'+captions' models see each input's caption instead of the input.")
+    blocks = [view.table("Accuracy by number of inputs, selection type and answer modality; permutation "
+                         "consistency", cols, name="contrastive")]
+    labels = view.leaves("position_bias")
+    blocks.append(view.table("Position bias: share of answers with each label minus the share expected under "
+                             "uniform choice (bold: the 95% interval excludes 0)",
+                             [Col(lab, "position_bias", lab, scale="div") for lab in labels], name="position"))
+    sec.blocks = [b for b in blocks if b is not None]
+    panels = []
+    for s in view.distinct("split"):
+        suffix = f", split {s}" if len(view.order["split"]) > 1 else ""
+        acc = plot_series(view, "accuracy", by_n, split=s, xlabels=[k.split("=", 1)[1] for k in by_n])
+        bias = plot_series(view, "position_bias", labels, split=s)
+        if acc:
+            panels.append((f"accuracy by number of inputs{suffix}", "accuracy", acc))
+        if bias:
+            panels.append((f"position bias{suffix}", "share above uniform", bias))
+    if panels:
+        sec.blocks.append(Figure("contrastive-bars", "Accuracy by number of inputs and position bias per label, "
+                                                     "with 95% intervals",
+                                 plots.bar_panels(panels, ncols=min(2, len(panels))), alt="contrastive bars"))
+    rest = view.leftover_table()
+    if rest is not None:
+        sec.blocks.append(rest)
+    return sec

@@ -1,0 +1,222 @@
+"""The report's plots, drawn with matplotlib's Agg canvas (no display, no server) and returned as PNG bytes.
+
+Every plot takes plain series: ``Series(label, points)`` where a point is ``(x, value, ci_low, ci_high)``. Colours
+are the Okabe-Ito palette (distinguishable with colour-vision deficiencies) and every series also has its own marker
+or hatch, so the plots read in greyscale print; heatmaps use cividis.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
+DPI = 90
+
+
+@dataclass
+class Series:
+    label: str
+    points: list[tuple[str, float | None, float | None, float | None]]  # (x, value, ci_low, ci_high)
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    fig.set_facecolor("white")
+    return fig
+
+
+def _style(ax) -> None:
+    ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(labelsize=8)
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _errors(points) -> tuple[list[float], list[list[float]]]:
+    """Values and asymmetric error-bar lengths (0 where no interval)."""
+    vals, lo, hi = [], [], []
+    for _, v, low, high in points:
+        v = v if _finite(v) else math.nan
+        vals.append(v)
+        lo.append(max(0.0, v - low) if _finite(low) and _finite(v) else 0.0)
+        hi.append(max(0.0, high - v) if _finite(high) and _finite(v) else 0.0)
+    return vals, [lo, hi]
+
+
+def _legend(fig, axes, n: int) -> None:
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(4, max(1, n)), fontsize=8, frameon=False)
+
+
+def line_panels(panels: Sequence[tuple[str, str, list[Series], Series | None]], xlabel: str,
+                ylim: tuple[float, float] | None = (0.0, 1.0), ncols: int | None = None) -> bytes:
+    """One axis per panel ``(title, ylabel, series, reference)``: lines with CI error bars over categorical x; the
+    reference series (e.g. the human abstention target) is drawn dashed in black."""
+    ncols = ncols or len(panels)
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(3.3 * ncols + 0.4, 2.6 * nrows + 0.5)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    n_series = 0
+    for ax, (title, ylabel, series, reference) in zip(axes, panels):
+        _style(ax)
+        n_series = max(n_series, len(series))
+        for i, s in enumerate(series):
+            xs = [p[0] for p in s.points]
+            vals, err = _errors(s.points)
+            ax.errorbar(xs, vals, yerr=err, label=s.label, color=PALETTE[i % len(PALETTE)],
+                        marker=MARKERS[i % len(MARKERS)], markersize=5, linewidth=1.5, capsize=3, elinewidth=0.9)
+        if reference is not None:
+            ax.plot([p[0] for p in reference.points], [p[1] for p in reference.points], color="black",
+                    linestyle="--", marker="x", linewidth=1.2, label=reference.label)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        if ylim:
+            ax.set_ylim(ylim[0] - 0.03, ylim[1] + 0.03)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    handles, labels = {}, []
+    for ax in axes[: len(panels)]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in handles:
+                handles[lab] = h
+                labels.append(lab)
+    if handles:
+        fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
+                   ncols=min(4, len(labels)), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def bar_panels(panels: Sequence[tuple[str, str, list[Series]]], ncols: int | None = None,
+               ylim: tuple[float, float] | None = None) -> bytes:
+    """Grouped bars per panel ``(title, ylabel, series)``: x groups are the points' x, one bar per series, with CI
+    error bars and a zero line."""
+    ncols = ncols or len(panels)
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(3.4 * ncols + 0.4, 2.6 * nrows + 0.5)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    n_series = 0
+    for ax, (title, ylabel, series) in zip(axes, panels):
+        _style(ax)
+        n_series = max(n_series, len(series))
+        groups = list(dict.fromkeys(p[0] for s in series for p in s.points))
+        width = 0.8 / max(1, len(series))
+        for i, s in enumerate(series):
+            by_x = {p[0]: p for p in s.points}
+            pts = [by_x.get(g, (g, None, None, None)) for g in groups]
+            vals, err = _errors(pts)
+            xs = [j - 0.4 + width * (i + 0.5) for j in range(len(groups))]
+            ax.bar(xs, vals, width=width * 0.92, yerr=err, capsize=2.5, label=s.label,
+                   color=PALETTE[i % len(PALETTE)], hatch=HATCHES[i % len(HATCHES)], edgecolor="black",
+                   linewidth=0.5, error_kw={"elinewidth": 0.9})
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(groups)), groups, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
+        if ylim:
+            ax.set_ylim(*ylim)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    _legend(fig, axes, n_series)
+    return _png(fig)
+
+
+def heatmap(rows: list[str], cols: list[str], values: list[list[float | None]], title: str,
+            cbar_label: str = "accuracy") -> bytes:
+    """An annotated cividis heatmap over [0, 1] (e.g. models x directions)."""
+    import numpy as np
+
+    fig = _figure(1.0 + 0.75 * len(cols) + 1.6, 0.9 + 0.42 * len(rows))
+    ax = fig.add_subplot()
+    data = np.array([[math.nan if v is None else v for v in row] for row in values], dtype=float)
+    image = ax.imshow(data, cmap="cividis", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if math.isfinite(data[i, j]):
+                ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if data[i, j] > 0.55 else "white")
+    ax.set_title(title, fontsize=9)
+    bar = fig.colorbar(image, ax=ax, fraction=0.05)
+    bar.set_label(cbar_label, fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    return _png(fig)
+
+
+def reliability(panels: Sequence[tuple[str, list[tuple[str, list[float], list[float], list[int]]]]]) -> bytes:
+    """Reliability diagrams: per panel ``(title, [(label, mean confidence per bin, accuracy per bin, count per
+    bin)])``, the diagonal is perfect calibration; marker area grows with the bin's count."""
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(3.2 * ncols + 0.4, 3.0 * nrows + 0.5)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    n_series = 0
+    for ax, (title, series) in zip(axes, panels):
+        _style(ax)
+        ax.grid(True, axis="x", color="#dddddd", linewidth=0.6)
+        ax.plot([0, 1], [0, 1], color="#777777", linestyle=":", linewidth=1.0)
+        n_series = max(n_series, len(series))
+        for i, (label, conf, acc, count) in enumerate(series):
+            total = max(1, sum(count))
+            sizes = [12 + 160 * c / total for c in count]
+            ax.plot(conf, acc, color=PALETTE[i % len(PALETTE)], linewidth=1.2, label=label)
+            ax.scatter(conf, acc, s=sizes, color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
+                       edgecolor="black", linewidth=0.4, zorder=3)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("confidence", fontsize=8)
+        ax.set_ylabel("accuracy", fontsize=8)
+        ax.set_title(title, fontsize=9)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    _legend(fig, axes, n_series)
+    return _png(fig)
+
+
+def scatter(points: list[tuple[str, float, float, tuple[float, float] | None, tuple[float, float] | None, bool]],
+            xlabel: str, ylabel: str, title: str) -> bytes:
+    """Points ``(label, x, y, x interval, y interval, main)`` with error bars; ``main`` points are filled and
+    labelled in the legend, the others (e.g. per category) drawn hollow in their series' colour."""
+    fig = _figure(5.2, 4.2)
+    ax = fig.add_subplot()
+    _style(ax)
+    ax.grid(True, axis="x", color="#dddddd", linewidth=0.6)
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    colours: dict[str, int] = {}
+    for label, *_ in points:
+        colours.setdefault(label.split(" / ")[0], len(colours))
+    for label, x, y, xci, yci, main in sorted(points, key=lambda p: p[5]):  # benchmarks drawn over categories
+        series = label.split(" / ")[0]
+        i = colours[series]
+        xerr = [[max(0.0, x - xci[0])], [max(0.0, xci[1] - x)]] if xci else None
+        yerr = [[max(0.0, y - yci[0])], [max(0.0, yci[1] - y)]] if yci else None
+        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
+                    markersize=7 if main else 5, markerfacecolor=PALETTE[i % len(PALETTE)] if main else "white",
+                    linewidth=0, elinewidth=0.9 if main else 0.5, capsize=2.5 if main else 0,
+                    label=series if main else None, zorder=3 if main else 2)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    _legend(fig, [ax], len(colours))
+    return _png(fig)

@@ -1,0 +1,120 @@
+"""Report section of the significance tests (``omnieval stats``): per protocol the tests table with
+Benjamini-Hochberg adjusted p-values, and a model-pair matrix of the paired permutation tests between models
+(or between runs, when several runs of a protocol are compared)."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from omnieval.report.blocks import Cell, Section, Table, fmt, fmt_p, text_cell
+from omnieval.report.build import ProtocolInput
+from omnieval.report.tables import shade
+
+ALPHA = 0.05
+TEST_NAMES = {
+    "wilcoxon": "Wilcoxon signed-rank over anchors (accuracy drops of two modalities)",
+    "friedman": "Friedman across models, anchors as blocks",
+    "mcnemar": "McNemar (exact) between two models at C000",
+    "permutation": "paired sign-flip permutation test between prompt styles",
+    "permutation_models": "paired sign-flip permutation test between models",
+}
+
+
+def _num_cell(row: dict, column: str, text: str, *, strong: bool = False, scale: str | None = None,
+              vmax: float = 1.0, value: float | None = None) -> Cell:
+    value = row[column] if value is None else value
+    data = {c: str(row[c]) for c in ("protocol", "model", "prompt", "split", "test", "comparison")}
+    data["field"] = column
+    data["value"] = "" if value is None else repr(float(value))
+    sort = float(value) if value is not None and math.isfinite(value) else None
+    return Cell(text=text, sort=sort, strong=strong, data=data, shade=shade(value, scale, vmax),
+                title=f"{row['test']} {row['comparison']} — {row['model']}: {column} = {text}")
+
+
+def tests_table(tests: pl.DataFrame, protocol: str) -> Table:
+    header = ["test", "comparison", "model", "prompt", "split", "statistic", "estimate", "p", "p (BH)", "n"]
+    rows = []
+    for row in tests.iter_rows(named=True):
+        significant = row["p_adjusted"] is not None and row["p_adjusted"] < ALPHA
+        rows.append([
+            text_cell(row["test"], header=True, title=TEST_NAMES.get(row["test"], row["test"])),
+            text_cell(str(row["comparison"])), text_cell(str(row["model"])), text_cell(str(row["prompt"])),
+            text_cell(str(row["split"])),
+            _num_cell(row, "statistic", fmt(row["statistic"])),
+            _num_cell(row, "estimate", fmt(row["estimate"])),
+            _num_cell(row, "p_value", fmt_p(row["p_value"])),
+            _num_cell(row, "p_adjusted", fmt_p(row["p_adjusted"]), strong=significant),
+            Cell(text=str(row["n"]), sort=float(row["n"])),
+        ])
+    return Table(caption=f"Significance tests ({protocol}); p (BH): Benjamini-Hochberg adjusted within each test "
+                         f"family; bold: adjusted p < {ALPHA}", header=header, rows=rows, name="tests",
+                 collapsed=len(rows) > 40)
+
+
+def pair_matrices(tests: pl.DataFrame) -> list[Table]:
+    """Per prompt x split, the models' paired differences over all conditions: cell (a, b) = accuracy of a minus b,
+    with the adjusted p beneath it."""
+    pairs = tests.filter((pl.col("test") == "permutation_models") & (pl.col("comparison") == "all"))
+    out = []
+    for (prompt, split), g in sorted(pairs.partition_by(["prompt", "split"], as_dict=True).items()):
+        models: list[str] = []
+        entries: dict[tuple[str, str], dict] = {}
+        for row in g.iter_rows(named=True):
+            a, _, b = row["model"].partition(" vs ")
+            for m in (a, b):
+                if m not in models:
+                    models.append(m)
+            entries[(a, b)] = row
+        vmax = max([0.25, *(abs(r["estimate"]) for r in entries.values() if r["estimate"] is not None)])
+        rows = []
+        for a in models:
+            cells = [text_cell(a, header=True)]
+            for b in models:
+                if a == b:
+                    cells.append(Cell(text="·"))
+                    continue
+                row, sign = (entries[(a, b)], 1.0) if (a, b) in entries else (entries.get((b, a)), -1.0)
+                if row is None or row["estimate"] is None:
+                    cells.append(Cell(text="—"))
+                    continue
+                est = sign * row["estimate"]
+                padj = row["p_adjusted"]
+                cell = _num_cell(row, "estimate", fmt(est), strong=padj is not None and padj < ALPHA, scale="div",
+                                 vmax=vmax, value=est)
+                cell.data["orientation"] = f"{a} - {b}"
+                cell.ci = f"p={fmt_p(padj)}"
+                cell.title = (f"{a} minus {b}: {est:+.4f} mean per-item accuracy difference over all conditions, "
+                              f"paired sign-flip permutation test p = {fmt_p(row['p_value'])}, BH-adjusted "
+                              f"p = {fmt_p(padj)}, n = {row['n']} items")
+                cells.append(cell)
+            rows.append(cells)
+        out.append(Table(caption=f"Model pairs, prompt {prompt}, split {split}", header=["model", *models],
+                         rows=rows, name="pairs",
+                         note="Row minus column: mean per-item accuracy difference over all conditions, with the "
+                              "BH-adjusted p of the paired sign-flip permutation test beneath; bold: adjusted "
+                              f"p < {ALPHA}."))
+    return out
+
+
+def section(inputs: list[ProtocolInput]) -> Section | None:
+    subs = []
+    for data in inputs:
+        if data.tests is None or data.tests.is_empty():
+            continue
+        tests = data.tests.sort(["test", "model", "prompt", "split", "comparison"], maintain_order=True)
+        blocks: list = []
+        if len(data.runs) > 1:
+            from omnieval.report.blocks import Note
+
+            blocks.append(Note(f"Runs compared: {', '.join(data.runs)}. Models are named run:model; the paired tests "
+                               "match instances across runs by item and condition."))
+        blocks.extend(pair_matrices(tests))
+        blocks.append(tests_table(tests, data.protocol))
+        subs.append(Section(f"significance-{data.protocol}", f"Significance: {data.protocol}", blocks=blocks))
+    if not subs:
+        return None
+    return Section("significance", "Significance tests", subsections=subs,
+                   intro="Paired tests on matched instances; p-values adjusted with Benjamini-Hochberg within each "
+                         "test family (test x protocol x prompt x split).")

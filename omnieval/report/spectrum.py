@@ -1,0 +1,128 @@
+"""Report section of protocol ``spectrum`` (SPEC section 5): per benchmark (run and split) the accuracy with every
+modality, with one modality only, with all shuffled (random) and without one, against chance; the intra / inter
+gains, perceptual scores and the dependency label, overall and per category; plot: the spectrum scatter (what one
+modality alone buys over random against what the text alone buys)."""
+
+from __future__ import annotations
+
+from omnieval.report import plots
+from omnieval.report.blocks import Figure, Section, Table, text_cell
+from omnieval.report.build import ProtocolInput
+from omnieval.report.tables import Col, MetricView, series_label
+
+NAME = "spectrum"
+MODALITIES = ("image", "video", "audio", "text")
+SCOPED_LEAF = ("accuracy", "intra", "perceptual_score", "dependency")
+SCOPE_ONLY = ("chance", "inter")
+
+
+def split_key(metric: str, key: str) -> tuple[str, str]:
+    """``<category>/<leaf>`` for conditions, modalities and the dependency label; ``chance`` and ``inter`` are keyed
+    by the category alone."""
+    if metric in SCOPED_LEAF:
+        scope, _, leaf = key.rpartition("/")
+        return scope, leaf
+    if metric in SCOPE_ONLY:
+        return key, ""
+    return "", key
+
+
+def _conditions(view: MetricView) -> list[str]:
+    present = set(view.leaves("accuracy", lambda s: True))
+    order = ["normal", *(f"{m}_only" for m in MODALITIES), "random", *(f"no_{m}" for m in MODALITIES)]
+    return [c for c in order if c in present] + sorted(present - set(order))
+
+
+def _modalities(view: MetricView, metric: str) -> list[str]:
+    present = set(view.leaves(metric, lambda s: True))
+    return [m for m in MODALITIES if m in present] + sorted(present - set(MODALITIES))
+
+
+def _columns(view: MetricView) -> list[Col]:
+    cols = [Col(c.replace("_", " "), "accuracy", c, group="accuracy") for c in _conditions(view)]
+    cols.append(Col("chance", "chance", "", group="accuracy"))
+    cols += [Col(m, "intra", m, group="intra: m alone over random", scale="div") for m in _modalities(view, "intra")]
+    cols.append(Col("inter", "inter", "", group="", scale="div",
+                    title="accuracy[normal] - max over m of accuracy[m only]"))
+    cols += [Col(m, "perceptual_score", m, group="perceptual score", scale="div")
+             for m in _modalities(view, "perceptual_score")]
+    return cols
+
+
+def section(data: ProtocolInput) -> Section | None:
+    view = MetricView(data.metrics, split_key)
+    if not view:
+        return None
+    sec = Section(NAME, "Modality dependence spectrum",
+                  intro="Modalities shuffled between items: '<m> only' keeps m and replaces the others, 'random' "
+                        "replaces all, 'no <m>' replaces m alone. Rows are benchmarks (run and split).")
+    cols = _columns(view) + [Col("invalid", "invalid_rate", "", scale=None, group="")]
+    blocks = [view.table("Accuracy per condition against chance, intra / inter gains, perceptual scores",
+                         cols, note="bold: the 95% interval excludes 0", name="spectrum")]
+    blocks.append(_dependency_table(view, lambda s: s == "", "Dependency label"))
+    per_cat = view.table("Accuracy, gains and perceptual scores per category", _columns(view),
+                         rows=("run", "model", "prompt", "split", "scope"),
+                         scope=lambda s: s != "", scope_label="category", name="spectrum-category")
+    dep_cat = _dependency_table(view, lambda s: s != "", "Dependency label per category", scoped=True)
+    sec.blocks = [b for b in blocks if b is not None]
+    scoped = [b for b in (per_cat, dep_cat) if b is not None]
+    if scoped:
+        sec.subsections.append(Section(f"{NAME}-categories", "Per category", blocks=scoped))
+    figure = _scatter(view)
+    if figure is not None:
+        sec.blocks.append(figure)
+    rest = view.leftover_table()
+    if rest is not None:
+        sec.blocks.append(rest)
+    return sec
+
+
+def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = False) -> Table | None:
+    """One row per benchmark x model (x category) with its label (labels are keys, so not columns)."""
+    recs = [r for r in view.records if r["metric"] == "dependency" and scope(r["scope"])]
+    if not recs:
+        return None
+    ident = [c for c in ("run", "model", "prompt", "split") if c == "model" or len(view.order[c]) > 1]
+    header = ident + (["category"] if scoped else []) + ["dependency"]
+    rows = []
+    for r in sorted(recs, key=lambda r: tuple(view.order[c][r[c]] for c in ("run", "model", "prompt", "split",
+                                                                            "scope"))):
+        cells = [text_cell(str(r[c]), header=True) for c in ident]
+        if scoped:
+            cells.append(text_cell(r["scope"], header=True))
+        cells.append(view.cell(r, None, label=r["leaf"]))
+        rows.append(cells)
+    return Table(caption=caption, header=header, rows=rows, name="dependency" + ("-category" if scoped else ""),
+                 note=None if scoped else "<m>-intra: the 95% interval of intra[m] lies above 0 (joined by +); "
+                                          "inter-only: no modality's does.")
+
+
+def _scatter(view: MetricView) -> Figure | None:
+    """x: the gain of the first non-text modality alone over random; y: the text alone's; a point per benchmark and
+    model (filled) and per category (hollow)."""
+    media = [m for m in _modalities(view, "intra") if m != "text"]
+    if not media or not view.has("intra", "text"):
+        return None
+    m = media[0]
+    points = []
+    splits = view.distinct("split")
+    for rec in view.records:
+        if rec["metric"] != "intra" or rec["leaf"] != m:
+            continue
+        other = view.index.get((rec["run"], rec["model"], rec["prompt"], rec["split"], rec["scope"], "intra", "text"))
+        if other is None or rec["value"] is None or other["value"] is None:
+            continue
+        label = series_label(view, rec) + (f" · {rec['split']}" if len(splits) > 1 else "")
+        main = rec["scope"] == ""
+        if not main:
+            label += f" / {rec['scope']}"
+        xci = (rec["ci_low"], rec["ci_high"]) if rec["ci_low"] is not None and rec["ci_high"] is not None else None
+        yci = (other["ci_low"], other["ci_high"]) if other["ci_low"] is not None and other["ci_high"] is not None \
+            else None
+        points.append((label, rec["value"], other["value"], xci, yci, main))
+    if not points:
+        return None
+    return Figure("spectrum-scatter", f"The spectrum: {m}-only gain over random against text-only gain over random "
+                                      "(filled: benchmark, hollow: its categories; 95% intervals)",
+                  plots.scatter(points, f"{m} only - random", "text only - random", "modality dependence"),
+                  alt="spectrum scatter")

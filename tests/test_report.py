@@ -1,0 +1,417 @@
+"""``omnieval report``: the report of the demo run checked number by number against its metrics tables, in headless
+Chromium (no console message, tables and images present, sortable, screenshot not blank), and its sections against
+hand-made metrics tables of the protocols the demo does not run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from omnieval.cli import main
+from omnieval.metrics import metrics_table, read_predictions
+from omnieval.report import report_command
+from omnieval.report.browser import find_chromium, open_page
+from omnieval.stats import stats_table
+
+pytestmark = pytest.mark.slow
+needs_chromium = pytest.mark.skipif(find_chromium() is None,
+                                    reason="chromium not installed: run scripts/setup_chromium.sh (CI installs it)")
+ROW_ID = ("protocol", "model", "prompt", "split", "metric", "key")
+
+
+class ReportPage(HTMLParser):
+    """Tables (cells with their attributes, shown value and interval), images, sections, external references."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tables: list[dict] = []
+        self.images: list[dict] = []
+        self.sections: list[str] = []
+        self.sources: list[str] = []
+        self.figures: list[str] = []
+        self._cell: dict | None = None
+        self._span: str | None = None
+        self._row: list | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if "src" in a or "href" in a:
+            self.sources.append(a.get("src") or a.get("href"))
+        if tag == "table":
+            self.tables.append({"attrs": a, "rows": []})
+        elif tag == "tr" and self.tables:
+            self._row = []
+            self.tables[-1]["rows"].append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = {"tag": tag, "attrs": a, "text": "", "v": "", "ci": ""}
+            self._row.append(self._cell)
+        elif tag == "span" and self._cell is not None:
+            self._span = a.get("class")
+        elif tag == "img":
+            self.images.append(a)
+        elif tag == "section":
+            self.sections.append(a["id"])
+        elif tag == "figure":
+            self.figures.append(a.get("data-figure", ""))
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self._cell = None
+        elif tag == "span":
+            self._span = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+            if self._span in ("v", "ci"):
+                self._cell[self._span] += data
+
+    def cells(self, attr: str = "data-metric") -> list[dict]:
+        return [c for t in self.tables for r in t["rows"] for c in r if attr in c["attrs"]]
+
+    def body_rows(self) -> list[list[list[str]]]:
+        """Per table, its body rows as the text each cell shows (value and interval joined by a space)."""
+        out = []
+        for t in self.tables:
+            rows = [[f"{c['v']} {c['ci']}".strip() if c["v"] else c["text"].strip() for c in r]
+                    for r in t["rows"] if any(c["tag"] == "td" for c in r)]
+            out.append(rows)
+        return out
+
+
+def markdown_rows(text: str) -> list[list[list[str]]]:
+    """Per Markdown table, its body rows as cell texts (escapes and bold markers removed)."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            current = None
+            continue
+        cells = [c.strip().replace("\\|", "|").replace("\\\\", "\\") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if current is None:
+            current = {"header": cells, "rows": []}
+            tables.append(current)
+        elif all(re.fullmatch(r"-+:?", c) for c in cells):
+            continue
+        else:
+            current["rows"].append([c[2:-2] if c.startswith("**") and c.endswith("**") else c for c in cells])
+    return [t["rows"] for t in tables]
+
+
+def _close(text: str, value: float) -> bool:
+    return abs(float(text) - value) <= 5e-4 + 1e-12
+
+
+def assert_report_equals_metrics(page: ReportPage, metrics: pl.DataFrame) -> None:
+    """Every metrics row is shown, with its value and interval; every number shown is a metrics row."""
+    shown: dict[tuple, list[dict]] = {}
+    for cell in page.cells():
+        shown.setdefault(tuple(cell["attrs"][f"data-{c}"] for c in ROW_ID), []).append(cell)
+    rows = {tuple(r[c] for c in ROW_ID): r for r in metrics.to_dicts()}
+    assert set(shown) <= set(rows), f"cells with no metrics row: {sorted(set(shown) - set(rows))[:5]}"
+    missing = set(rows) - set(shown)
+    assert not missing, f"{len(missing)} metrics rows not in the report, e.g. {sorted(missing)[:5]}"
+    for ident, cells in shown.items():
+        row = rows[ident]
+        for cell in cells:
+            if row["value"] is None:  # a label: the key's last part is the text shown
+                assert cell["v"] == row["key"].rsplit("/", 1)[-1], ident
+                continue
+            assert float(cell["attrs"]["data-value"]) == row["value"], ident
+            assert _close(cell["v"], row["value"]), (ident, cell["v"], row["value"])
+            if row["ci_low"] is None or row["ci_high"] is None:
+                assert cell["ci"] == "", ident
+            else:
+                low, high = re.fullmatch(r"\[(\S+), (\S+)\]", cell["ci"]).groups()
+                assert _close(low, row["ci_low"]) and _close(high, row["ci_high"]), (ident, cell["ci"])
+                assert f"n = {row['n']}" in cell["attrs"]["title"] and "95% CI" in cell["attrs"]["title"]
+
+
+# --- the demo run ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo(ray_session, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report-demo") / "demo"
+    assert main(["demo", "--out", str(out), "--no-hf"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report-out")
+    assert report_command([str(demo)], str(out)) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_page(demo_report) -> ReportPage:
+    return ReportPage((demo_report / "report.html").read_text())
+
+
+DEMO_RUNS = ("", "crossmodal", "spectrum", "contrastive")  # the demo's protocol folders (dissonance at the top)
+
+
+def _demo_metrics(demo: Path) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(demo / sub / "metrics" / "metrics.parquet") for sub in DEMO_RUNS])
+
+
+def test_report_numbers_equal_the_metrics_tables(demo, demo_report, demo_page):
+    metrics = _demo_metrics(demo)
+    assert set(metrics["protocol"].to_list()) == {"dissonance", "crossmodal", "spectrum", "contrastive"}
+    assert_report_equals_metrics(demo_page, metrics)
+    # the Markdown report shows the same cells as the HTML report, table by table
+    html_rows = [rows for rows in demo_page.body_rows()]
+    md_rows = markdown_rows((demo_report / "report.md").read_text())
+    assert len(md_rows) == len(html_rows) and md_rows == html_rows
+    # and the figures it references were written
+    for name in re.findall(r"\]\(figures/([\w-]+)\.png\)", (demo_report / "report.md").read_text()):
+        assert (demo_report / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
+    assert demo_page.sections[:3] == ["runs", "dissonance", "dissonance-anchors"]
+    assert {"crossmodal", "crossmodal-tasks", "spectrum", "spectrum-categories", "contrastive", "significance",
+            "significance-dissonance", "significance-crossmodal", "significance-spectrum",
+            "significance-contrastive"} <= set(demo_page.sections)
+    # every metric has its place in a protocol table: nothing fell through to "Other metrics"
+    names = [t["attrs"].get("data-table") for t in demo_page.tables]
+    assert set(names) == {"runs", "accuracy_k", "accuracy", "abstention", "calibration", "attribution",
+                          "anchors-real", "anchors-synthetic", "directions", "directions-task", "directions-subtask",
+                          "disparity", "disparity-scoped", "agreement", "spectrum", "spectrum-category",
+                          "dependency", "dependency-category", "contrastive", "position", "pairs", "tests"}
+    table_1 = demo_page.tables[names.index("accuracy_k")]["rows"]
+    assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
+    assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid"] * 2)]
+    assert set(demo_page.figures) == {"dissonance-k", "dissonance-reliability", "dissonance-shapley",
+                                      "crossmodal-heatmap", "crossmodal-disparity", "spectrum-scatter",
+                                      "contrastive-bars"}
+    assert len(demo_page.images) == 7 and all(i["src"].startswith("data:image/png;base64,") for i in demo_page.images)
+    # self-contained: nothing is fetched from anywhere
+    assert all(s.startswith(("data:", "#")) for s in demo_page.sources), demo_page.sources
+    # the significance numbers are the tests of the predictions (same seed and permutation count)
+    tests = pl.concat([stats_table(read_predictions([demo / sub / "run" / "predictions.parquet"]))
+                       for sub in DEMO_RUNS])
+    by_id = {tuple(r[c] for c in ("protocol", "model", "prompt", "split", "test", "comparison")): r
+             for r in tests.to_dicts()}
+    cells = demo_page.cells("data-field")
+    assert len(cells) >= 4 * len(tests)
+    for cell in cells:
+        a = cell["attrs"]
+        row = by_id[tuple(a[f"data-{c}"] for c in ("protocol", "model", "prompt", "split", "test", "comparison"))]
+        expected = row[a["data-field"]]
+        if expected is None:
+            assert a["data-value"] == ""
+            continue
+        sign = 1.0
+        if "data-orientation" in a:  # model-pair matrix: row minus column
+            first, second = a["data-orientation"].split(" - ")
+            sign = 1.0 if row["model"] == f"{first} vs {second}" else -1.0
+            assert row["model"] in (f"{first} vs {second}", f"{second} vs {first}")
+        assert float(a["data-value"]) == sign * expected
+    pairs = [c for c in cells if "data-orientation" in c["attrs"]]
+    # both orientations of every pooled model-pair permutation test
+    n_pairs = len(tests.filter((pl.col("test") == "permutation_models") & (pl.col("comparison") == "all")))
+    assert n_pairs >= 5 and len(pairs) == 2 * n_pairs
+
+
+@needs_chromium
+def test_report_in_headless_chromium(demo_report, demo_page, tmp_path):
+    shot = tmp_path / "report.png"
+    result = open_page(demo_report / "report.html", screenshot=shot, width=1280, height=1600)
+    assert result.returncode == 0, result.log[-2000:]
+    assert result.console == [], result.console
+    body = re.search(r"<body([^>]*)>", result.dom).group(1)
+    assert 'data-ready="yes"' in body
+    assert f'data-images-loaded="{len(demo_page.images)}"' in body  # every embedded plot decoded
+    dom = ReportPage(result.dom)
+    assert len(dom.tables) == len(demo_page.tables) >= 15
+    assert len(dom.cells()) == len(demo_page.cells())
+    from PIL import Image, ImageStat
+
+    with Image.open(shot) as image:
+        assert image.size == (1280, 1600)
+        grey = image.convert("L")
+        inked = sum(grey.histogram()[:240]) / (1280 * 1600)
+        assert inked > 0.03 and ImageStat.Stat(grey).stddev[0] > 20
+
+
+@needs_chromium
+def test_report_tables_sort_in_the_browser(demo_report, tmp_path):
+    probe = """<script>window.addEventListener('load', function () { setTimeout(function () {
+      var t = document.querySelector('table[data-table="accuracy"]');
+      var head = t.tHead.rows[t.tHead.rows.length - 1], col = -1;
+      for (var i = 0; i < head.cells.length; i++) { if (head.cells[i].textContent === 'C111') { col = i; } }
+      function order() { return Array.prototype.map.call(t.tBodies[0].rows, function (r) {
+        return r.cells[col].getAttribute('data-sort') + '/' + r.cells[0].textContent; }).join(','); }
+      document.body.setAttribute('data-before', order());
+      head.cells[col].click();
+      document.body.setAttribute('data-desc', order() + '|' + head.cells[col].getAttribute('aria-sort'));
+      head.cells[col].click();
+      document.body.setAttribute('data-asc', order() + '|' + head.cells[col].getAttribute('aria-sort'));
+    }, 0); });</script></body>"""
+    page = tmp_path / "probe.html"
+    page.write_text((demo_report / "report.html").read_text().replace("</body>", probe))
+    result = open_page(page)
+    assert result.console == [], result.console
+    attrs = dict(re.findall(r'data-(before|desc|asc)="([^"]*)"', re.search(r"<body[^>]*>", result.dom).group(0)))
+    before = attrs["before"].split(",")
+    desc, desc_dir = attrs["desc"].split("|")
+    asc, asc_dir = attrs["asc"].split("|")
+    values = [float(x.split("/")[0]) for x in desc.split(",")]
+    assert desc_dir == "descending" and values == sorted(values, reverse=True)
+    assert asc_dir == "ascending" and [float(x.split("/")[0]) for x in asc.split(",")] == sorted(values)
+    assert sorted(desc.split(",")) == sorted(before) and len(before) == 4 and len(set(values)) > 1
+
+
+@needs_chromium
+def test_console_check_catches_a_broken_page(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><p>x</p><script>undefinedFunction();</script></body></html>")
+    result = open_page(page)
+    assert any("Uncaught ReferenceError" in m for m in result.console), result.log[-2000:]
+
+
+def test_report_from_a_metrics_folder_uses_its_predictions(demo, tmp_path):
+    """A metrics folder alone: only its protocol's section, tests from the predictions metrics.json names."""
+    assert report_command([str(demo / "metrics")], str(tmp_path)) == 0
+    page = ReportPage((tmp_path / "report.html").read_text())
+    assert "dissonance" in page.sections and "crossmodal" not in page.sections
+    assert "significance-dissonance" in page.sections and "significance-crossmodal" not in page.sections
+    assert_report_equals_metrics(page, pl.read_parquet(demo / "metrics" / "metrics.parquet"))
+
+
+def test_report_takes_a_stats_folder_beside_the_run(demo, tmp_path):
+    """``omnieval stats --out ROOT/stats`` next to ``ROOT/metrics``: the report shows those tests, not new ones."""
+    root = tmp_path / "study"
+    shutil.copytree(demo / "metrics", root / "metrics")
+    (root / "stats").mkdir()
+    tests = stats_table(read_predictions([demo / "run" / "predictions.parquet"]), permutations=200)
+    tests = tests.with_columns(p_adjusted=pl.when(pl.int_range(pl.len()) == 0).then(0.0123)
+                               .otherwise(pl.col("p_adjusted")))
+    tests.write_parquet(root / "stats" / "tests.parquet")
+    assert report_command([str(root)], str(tmp_path / "out")) == 0
+    page = ReportPage((tmp_path / "out" / "report.html").read_text())
+    shown = [c for c in page.cells("data-field") if c["attrs"]["data-field"] == "p_adjusted"]
+    assert len(shown) == len(tests) and sum(c["v"] == "0.0123" for c in shown) == 1
+
+
+def test_report_from_predictions_computes_metrics_and_compares_runs(demo, tmp_path):
+    """Two runs of one protocol given as predictions only: metrics computed (equal to ``metrics_table``), shown side
+    by side, and the paired tests between the runs' models."""
+    source = demo / "crossmodal" / "run"
+    baseline, candidate = tmp_path / "baseline", tmp_path / "candidate"
+    for folder in (baseline, candidate):
+        folder.mkdir()
+        shutil.copy(source / "run.json", folder / "run.json")
+    shutil.copy(source / "predictions.parquet", baseline / "predictions.parquet")
+    preds = pl.read_parquet(source / "predictions.parquet")
+    better = "sim-weak-audio"
+    preds.with_columns(choice=pl.when(pl.col("model") == better).then(pl.col("target")).otherwise(pl.col("choice"))) \
+        .write_parquet(candidate / "predictions.parquet")
+    out = tmp_path / "report"
+    assert report_command([str(baseline), str(candidate)], str(out), resamples=300, permutations=2000) == 0
+    page = ReportPage((out / "report.html").read_text())
+    expected = pl.concat([
+        metrics_table(read_predictions([baseline / "predictions.parquet"]), resamples=300, seed=0)
+        .with_columns(run=pl.lit("baseline")),
+        metrics_table(read_predictions([candidate / "predictions.parquet"]), resamples=300, seed=0)
+        .with_columns(run=pl.lit("candidate"))])
+    cells = page.cells()
+    assert {c["attrs"]["data-run"] for c in cells} == {"baseline", "candidate"}
+    for run in ("baseline", "candidate"):
+        sub = ReportPage.__new__(ReportPage)
+        sub.tables = [{"rows": [[c for c in r if c["attrs"].get("data-run", run) == run] for r in t["rows"]]}
+                      for t in page.tables]
+        assert_report_equals_metrics(sub, expected.filter(pl.col("run") == run).drop("run"))
+    directions = next(t for t in page.tables if t["attrs"].get("data-table") == "directions")
+    assert [c["text"] for c in directions["rows"][1][:2]] == ["run", "model"]
+    perfect = [c for c in cells if c["attrs"]["data-run"] == "candidate" and c["attrs"]["data-model"] == better
+               and c["attrs"]["data-metric"] == "accuracy"]
+    assert perfect and all(c["v"] == "1.000" for c in perfect)
+    # the paired test between the runs: candidate minus baseline = mean per-item share of errors in the baseline
+    base = read_predictions([baseline / "predictions.parquet"]).filter(pl.col("model") == better)
+    per_item = base.group_by("item_id").agg((pl.col("choice") != pl.col("target")).cast(pl.Float64).mean())
+    gain = float(per_item["choice"].mean())
+    pair = [c for c in page.cells("data-orientation")
+            if c["attrs"]["data-orientation"] == f"candidate:{better} - baseline:{better}"]
+    assert len(pair) == 1 and gain > 0.1
+    assert np.isclose(float(pair[0]["attrs"]["data-value"]), gain)
+
+
+# --- the protocols the demo does not run: hand-made metrics tables --------------------------------------------
+
+def handmade_metrics() -> pl.DataFrame:
+    rows = []
+
+    def add(protocol, model, metric, key, value, low=None, high=None, n=40, split="all"):
+        rows.append({"protocol": protocol, "model": model, "prompt": "zs", "split": split, "metric": metric,
+                     "key": key, "value": value, "ci_low": low, "ci_high": high, "n": n})
+
+    for i, model in enumerate(["m-vision", "m-text", "ensemble"]):
+        for scope in ("", "charts/", "maps/"):
+            acc = {"normal": 0.8 - 0.1 * i, "image_only": 0.7 - 0.2 * i, "text_only": 0.3 + 0.1 * i,
+                   "random": 0.25}
+            for condition, v in acc.items():
+                add("spectrum", model, "accuracy", scope + condition, v, v - 0.05, v + 0.05)
+            add("spectrum", model, "chance", scope.rstrip("/"), 0.25, None, None)
+            for m in ("image", "text"):
+                gain = acc[f"{m}_only"] - 0.25
+                add("spectrum", model, "intra", scope + m, gain, gain - 0.05, gain + 0.05)
+            add("spectrum", model, "inter", scope.rstrip("/"), 0.1, 0.02, 0.18)
+            add("spectrum", model, "perceptual_score", scope + "image", acc["normal"] - acc["text_only"], 0.3, 0.5)
+            add("spectrum", model, "perceptual_score", scope + "text", acc["normal"] - acc["image_only"], 0.0, 0.3)
+            add("spectrum", model, "dependency", scope + ("image-intra" if i < 2 else "image-intra+text-intra"),
+                None)
+        add("spectrum", model, "invalid_rate", "", 0.01 * i, 0.0, 0.02)
+    for model in ("clip-like", "clip-like+captions"):
+        for key, v in {"all": 0.6, "n=2": 0.7, "n=3": 0.55, "n=4": 0.5, "selection=random": 0.7,
+                       "selection=similar": 0.5, "modality=audio": 0.4, "modality=image": 0.8}.items():
+            add("contrastive", model, "accuracy", key, v, v - 0.1, v + 0.1)
+        add("contrastive", model, "permutation_consistency", "", 0.3, 0.2, 0.4)
+        for label, v in zip("ABCD", (0.1, -0.02, -0.05, -0.03)):
+            add("contrastive", model, "position_bias", label, v, v - 0.03, v + 0.03)
+        add("contrastive", model, "invalid_rate", "", 0.0, 0.0, 0.0)
+        add("contrastive", model, "a_future_metric", "x", 0.5, 0.4, 0.6)
+    add("newproto", "m1", "accuracy", "cond-a", 0.5, 0.4, 0.6)
+    add("newproto", "m1", "invalid_rate", "", 0.0, 0.0, 0.0)
+    return pl.DataFrame(rows, schema={"protocol": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "split": pl.Utf8,
+                                      "metric": pl.Utf8, "key": pl.Utf8, "value": pl.Float64, "ci_low": pl.Float64,
+                                      "ci_high": pl.Float64, "n": pl.Int64})
+
+
+def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    metrics = handmade_metrics()
+    metrics.write_parquet(folder / "metrics.parquet")
+    assert report_command([str(folder)], str(tmp_path / "out")) == 0
+    page = ReportPage((tmp_path / "out" / "report.html").read_text())
+    assert page.sections == ["runs", "spectrum", "spectrum-categories", "contrastive", "newproto"]
+    assert_report_equals_metrics(page, metrics)
+    assert page.figures == ["spectrum-scatter", "contrastive-bars"]
+    dependency = {(c["attrs"]["data-model"], c["attrs"]["data-key"]): c["v"] for c in page.cells()
+                  if c["attrs"]["data-metric"] == "dependency"}
+    assert dependency[("ensemble", "image-intra+text-intra")] == "image-intra+text-intra"
+    assert dependency[("m-text", "maps/image-intra")] == "image-intra"
+    other = next(t for t in page.tables if t["attrs"].get("data-table") == "other")
+    assert {c["attrs"]["data-metric"] for r in other["rows"] for c in r if "data-metric" in c["attrs"]} == \
+        {"a_future_metric"}
+    # signed metrics whose interval excludes 0 are bold; intervals containing 0 are not
+    bias = {c["attrs"]["data-key"]: c for c in page.cells() if c["attrs"]["data-metric"] == "position_bias"}
+    assert "strong" in bias["A"]["attrs"]["class"] and "strong" not in bias["B"]["attrs"]["class"]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert markdown_rows(md) == page.body_rows()
+    assert "| m-vision | charts | 0.800 [0.750, 0.850] |" in md
+
+
+def test_report_rejects_a_folder_without_runs(tmp_path):
+    from omnieval.schema import InputError
+
+    with pytest.raises(InputError, match="no predictions.parquet or metrics.parquet"):
+        report_command([str(tmp_path)], str(tmp_path / "out"))
