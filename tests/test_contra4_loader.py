@@ -96,7 +96,6 @@ def test_convert_writes_a_self_contained_benchmark(tmp_path, media_root, monkeyp
     for item in items:
         for inp in item.inputs:
             assert inp.path.startswith("media/") and (tmp_path / "bench" / inp.path).is_file()
-    from omnieval import protocols
     from omnieval.datasets.benchmark import load_benchmark
 
     bench = load_benchmark(tmp_path / "bench")

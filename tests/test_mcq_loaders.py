@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.datasets.mcq import Columns, convert_mcq
-from omnieval.protocols import PROTOCOLS, spectrum
+from omnieval.protocols import spectrum
 from omnieval.schema import InputError
 
 

@@ -352,7 +352,6 @@ def test_synthetic_benchmark_answers_match_its_pictures(tmp_path, monkeypatch):
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.datasets.synthetic_spectrum import RGB, make_spectrum_benchmark
     from omnieval.media.decode import decode_image
-    from omnieval.protocols import PROTOCOLS
 
     root = make_spectrum_benchmark(tmp_path / "a", seed=3, n_items=16)
     bench = load_benchmark(root)
