@@ -15,10 +15,12 @@ demo: setup
 
 test: setup setup-vllm setup-chromium
 	.venv/bin/python -m pytest -q tests
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_processor.py \
+		tests/test_vllm_processor_pipeline.py
 
 test-vllm: setup-vllm
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_processor.py \
+		tests/test_vllm_processor_pipeline.py
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests

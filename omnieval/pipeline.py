@@ -6,7 +6,9 @@ load + validate the benchmark -> ``protocol.expand`` into instances -> pre-fligh
 
     media stage (makes sure each distinct media file is decoded, once, through the run's ``MediaCache``)
       -> engine stage (an actor pool: ``replicas`` actors, each ``num_gpus``/``num_cpus``, batches of ``batch_size``;
-         decoded arrays are read by key from the object store, never copied into the stream's rows)
+         decoded arrays are read by key from the object store, never copied into the stream's rows), or, for an
+         ``engine: vllm`` model with the ``processor`` option (on by default when ``tensor_parallel_size > 1``),
+         ``engines/vllm_processor.py``'s ``ray.data.llm`` stage, which yields the same prediction rows
       -> driver: prediction rows flushed as atomic Parquet parts (the resume log), progress bar
 
 and finally all parts are consolidated into ``predictions.parquet`` sorted by (model, prompt, instance_id).
@@ -78,6 +80,11 @@ def make_plan(config: RunConfig) -> Plan:
     items = bench.items[: config.limit_items] if config.limit_items else bench.items
     instances = protocol.expand_all(items, bench, config.seed, options)
     check_media(bench, mode=config.decode.media_check)
+    for model in config.models:
+        if uses_vllm_processor(model):
+            from omnieval.engines.vllm_processor import processor_settings
+
+            processor_settings(model)  # unknown or missing options fail here, before Ray starts
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
         for seg in inst.media_segments():
@@ -211,6 +218,16 @@ class EngineStage:
         return predictions_table(rows)
 
 
+def uses_vllm_processor(model: ModelConfig) -> bool:
+    """Whether a model's rows go through the ``ray.data.llm`` processor stage instead of the ``EngineStage`` pool
+    (the module is imported only for ``engine: vllm`` models: it pulls in torch)."""
+    if model.engine != "vllm":
+        return False
+    from omnieval.engines.vllm_processor import uses_processor
+
+    return uses_processor(model)
+
+
 def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency: float | None) -> dict:
     choice = res.choice if res.choice in inst.option_labels else None
     return {
@@ -305,13 +322,20 @@ def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConf
     ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": cache_name, "namespace": namespace,
                                                             "specs": plan.media_specs},
                         compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size, num_cpus=0.25)
-    engine_kwargs = {"num_cpus": model.num_cpus}
-    if model.num_gpus:
-        engine_kwargs["num_gpus"] = model.num_gpus
-    ds = ds.map_batches(EngineStage, fn_constructor_kwargs={"model": model.model_dump(), "cache_name": cache_name,
-                                                             "namespace": namespace, "specs": plan.media_specs},
-                        compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size,
-                        **engine_kwargs)
+    if uses_vllm_processor(model):
+        from omnieval.engines.vllm_processor import vllm_processor_stage
+
+        styles = sorted({row["prompt"] for row in rows})  # a cot pass (its own engine pool) only if cot rows remain
+        ds = vllm_processor_stage(ds, model, prompts=styles, cache_name=cache_name, namespace=namespace,
+                                  specs=plan.media_specs)
+    else:
+        engine_kwargs = {"num_cpus": model.num_cpus}
+        if model.num_gpus:
+            engine_kwargs["num_gpus"] = model.num_gpus
+        ds = ds.map_batches(EngineStage, fn_constructor_kwargs={"model": model.model_dump(), "cache_name": cache_name,
+                                                                 "namespace": namespace, "specs": plan.media_specs},
+                            compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size,
+                            **engine_kwargs)
     buffer: list[pa.Table] = []
     buffered, written, last = 0, 0, time.monotonic()
     bar = tqdm(total=len(rows), desc=f"{model.name}", unit="inst", disable=not progress, file=sys.stderr)

@@ -1,8 +1,9 @@
 """The vLLM engine: one in-process ``vllm.LLM`` per engine replica, batched generation, exact option logprobs.
 
-Runs inside the pipeline's engine actors like any other engine (``replicas`` actors, ``num_gpus`` each); the
-``ray.data.llm`` processor path (placement groups for tensor-parallel models) is the next step and will share this
-module's prompt and read-out code.
+Runs inside the pipeline's engine actors like any other engine (``replicas`` actors, ``num_gpus`` each). The
+``ray.data.llm`` processor path (``engines/vllm_processor.py``: vLLM's own engine pool, placement groups for
+tensor-parallel models) takes a model instead when its ``processor`` option is true (the default when
+``tensor_parallel_size > 1``); it builds the same prompts and reads out the same way.
 
 * Prompts are built by ``engines/chat.py`` exactly as for the transformers engine (media placeholders first for
   omni models, a one-line note per media part for text models), so both engines see the same tokens.
@@ -41,7 +42,9 @@ class VLLMEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "auto", max_model_len: int = 8192,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
-                 engine_kwargs: dict | None = None):
+                 engine_kwargs: dict | None = None, processor: bool | None = None):
+        # ``processor`` picks the pipeline's path (see vllm_processor.uses_processor); a model that runs here has it
+        # false, and it means nothing to this engine.
         super().__init__(model, path=path)
         self.path = Path(path)
         if not (self.path / "config.json").is_file():

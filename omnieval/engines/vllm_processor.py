@@ -1,0 +1,520 @@
+"""The vLLM engine as a ``ray.data.llm`` processor stage: vLLM's own engine actor pool (``concurrency`` replicas,
+placement groups for tensor-parallel models) serves the pipeline instead of omnieval's ``EngineStage`` actors.
+
+``vllm_processor_stage(ds, model, ...)`` takes the pipeline's rows after the media stage (``instance_json``,
+``prompt`` = prompt style, ``media_paths``, ``instance_id``, ``decode_error``) and returns blocks of prediction rows
+with exactly the columns, values and error conventions of ``EngineStage`` + ``engines/vllm.py`` (the in-process
+engine): same prompt tokens, same option-label logprobs, same choice/confidence rules.
+
+What runs where (``ray.data.llm.build_processor`` with ``vLLMEngineProcessorConfig``, Ray 2.60):
+
+* **preprocess** (``RequestBuilder``, Ray Data map tasks): the instance's prompt through ``engines/chat.py`` (media
+  placeholders first for omni models, text notes for text models), decoded media fetched by key from the run's
+  ``MediaCache`` actor (zero-copy from the object store, a small per-process LRU) and handed to vLLM as
+  ``multimodal_data`` (frames uint8 T x H x W x 3, audio ``(waveform, rate)``, images), ``multimodal_uuids`` = media
+  content hashes (vLLM's multimodal and prefix caches hit across the conditions of an item),
+  ``mm_processor_kwargs`` = the sampled video fps, and per-row ``sampling_params``. Ray's own chat-template,
+  tokenize, detokenize and prepare-multimodal stages are all disabled: the prompt is passed complete, vLLM tokenizes
+  it exactly as ``LLM.generate`` does, and Ray's multimodal preparation (which fails on CPU-only nodes and drops
+  ``mm_processor_kwargs``) is never used. A row that cannot be requested (media that failed to decode, a label that
+  is not one token) gets ``__inference_error__`` set here, so the engine stage skips it without a model call.
+* **engine** (Ray's ``vLLMEngineStage``: ``AsyncLLMEngine`` per replica): zero-shot rows ask for
+  ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=<label ids>)``; the stage returns, for the one
+  generated step, the full-vocabulary logprob of every listed label token (exact, never a top-k).
+* **postprocess** (``PredictionBuilder``): option logprobs -> choice and rs confidence (SPEC section 7) ->
+  ``omnieval.pipeline.prediction_row``. With ``should_continue_on_error`` (the default) a failing request comes back
+  with ``__inference_error__`` and bypasses the postprocess; ``_finalize`` turns those rows into errored predictions
+  (``vllm engine: <Type>: <message>``, as the in-process engine words them) and casts every block to
+  ``PREDICTION_SCHEMA``.
+
+Chain-of-thought: two processors. Rows split by prompt style before any model work (a cheap re-read of the
+upstream rows: decoding is once per run through the cache): ``cot`` rows go through a *generate* processor (greedy,
+``max_new_tokens``), whose postprocess keeps the generated text; they are then unioned with the ``zs`` rows into the
+*score* processor, where a cot row is scored at its answer position (``engines/chat.py``'s
+``cot_answer_position``: the prompt + reasoning up to its last ``Answer:``) and the parsed answer wins over the
+argmax, exactly as in ``engines/vllm.py``. So a run holds at most two engine pools (generate, score), one when it has
+only one prompt style. Latency of a cot row is the sum of its two engine times.
+
+Model options (the run config's ``options`` of an ``engine: vllm`` model): everything ``engines/vllm.py`` takes
+(``path``, ``dtype``, ``max_model_len``, ``gpu_memory_utilization``, ``tensor_parallel_size``, ``enforce_eager``,
+``max_new_tokens``, ``limit_mm_per_prompt``, ``seed``, ``engine_kwargs`` passed through to vLLM), plus
+``processor`` (use this stage; on by default when ``tensor_parallel_size > 1``), ``placement_group_config``,
+``accelerator_type``, ``max_concurrent_batches``, ``should_continue_on_error`` (default true) and ``runtime_env``.
+The model's ``replicas`` are the processor's ``concurrency`` (a fixed pool) and its ``batch_size`` the processor's;
+its ``num_gpus`` / ``num_cpus`` are not read (an engine replica's resources are its placement group's bundles).
+On a cluster without GPUs the engine runs in a ``{"CPU": 1}`` bundle with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, and
+``enforce_eager`` / ``gpu_memory_utilization`` default to ``True`` / ``0.1`` (vLLM's CPU backend reads the latter as
+the share of RAM for its KV cache; 0.9 fails).
+
+Decoded arrays travel inside the rows from the preprocess tasks to the engine actors (through the object store; Ray
+Data pickles the nested column): the engine stage reads ``multimodal_data`` from the row and has no hook to fetch it
+by key, unlike ``EngineStage``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from typing import Any
+
+from omnieval.config import ModelConfig
+from omnieval.engines.base import EngineResult, restricted_softmax, result_from_option_logprobs
+from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, is_omni_model, label_token_ids
+from omnieval.prompts import PromptPart, parse_answer, render_prompt
+
+ERROR = "__inference_error__"  # ray.data.llm's per-row error column (set -> the engine stage and postprocess skip)
+ENGINE_PREFIX = "vllm engine: "
+CPU_DEFAULTS = {"enforce_eager": True, "gpu_memory_utilization": 0.1}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """A ``vllm`` model's options as the processor reads them (the in-process engine's options + processor ones)."""
+
+    path: str
+    dtype: str = "auto"
+    max_model_len: int = 8192
+    gpu_memory_utilization: float | None = None  # None: 0.9 on GPUs, 0.1 on a CPU-only cluster
+    tensor_parallel_size: int = 1
+    enforce_eager: bool | None = None  # None: False on GPUs, True on a CPU-only cluster
+    max_new_tokens: int = 64
+    limit_mm_per_prompt: dict | None = None
+    seed: int = 0
+    engine_kwargs: dict = field(default_factory=dict)
+    processor: bool | None = None
+    placement_group_config: dict | None = None
+    accelerator_type: str | None = None
+    max_concurrent_batches: int = 8
+    should_continue_on_error: bool = True
+    runtime_env: dict | None = None
+
+
+def processor_settings(model: ModelConfig) -> ProcessorSettings:
+    """Validate a model's options for the processor path; an unknown option is an ``InputError`` that names it
+    (``pipeline.make_plan`` calls this, so a bad option stops the run before Ray starts)."""
+    from omnieval.schema import InputError
+
+    known = {f.name for f in fields(ProcessorSettings)}
+    unknown = sorted(set(model.options) - known)
+    if unknown:
+        raise InputError(f"vllm processor ({model.name}): unknown option(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(known))}", field="options")
+    if "path" not in model.options:
+        raise InputError(f"vllm processor ({model.name}): option 'path' (the model folder) is required",
+                         field="options.path")
+    return ProcessorSettings(**model.options)
+
+
+def uses_processor(model: ModelConfig) -> bool:
+    """Whether a model runs through this stage: ``engine: vllm`` with ``processor: true``, or with
+    ``tensor_parallel_size > 1`` unless ``processor: false`` says otherwise."""
+    if model.engine != "vllm":
+        return False
+    flag = model.options.get("processor")
+    return bool(flag) if flag is not None else int(model.options.get("tensor_parallel_size", 1)) > 1
+
+
+def cluster_has_gpus() -> bool:
+    import ray
+
+    return ray.is_initialized() and ray.cluster_resources().get("GPU", 0) > 0
+
+
+def engine_kwargs(settings: ProcessorSettings, cpu: bool) -> dict:
+    """The ``vllm.AsyncEngineArgs`` keywords: the named options, then ``engine_kwargs`` on top (passed through).
+
+    ``disable_log_stats`` defaults to true: with stats on, a successful request's row carries a ``metrics`` struct
+    and a failed one ``metrics: null``, and Ray 2.60 crashes when it concatenates an engine block in which every
+    request failed with one holding a success (``TypeError: 'pyarrow.lib.DataType' object is not iterable`` in
+    ``_backfill_missing_fields``, ray-project/ray#61656), which kills the whole run. Stats off, ``metrics`` is null
+    in every row. Setting it false through ``engine_kwargs`` brings the crash back."""
+    kwargs: dict[str, Any] = {"dtype": settings.dtype, "max_model_len": settings.max_model_len,
+                              "tensor_parallel_size": settings.tensor_parallel_size, "seed": settings.seed,
+                              "disable_log_stats": True}
+    defaults = CPU_DEFAULTS if cpu else {"enforce_eager": False, "gpu_memory_utilization": 0.9}
+    for key, value in defaults.items():
+        kwargs[key] = getattr(settings, key) if getattr(settings, key) is not None else value
+    if settings.limit_mm_per_prompt:
+        kwargs["limit_mm_per_prompt"] = dict(settings.limit_mm_per_prompt)
+    return kwargs | dict(settings.engine_kwargs)
+
+
+def processor_config(model: ModelConfig, settings: ProcessorSettings, cpu: bool | None = None):
+    """The ``vLLMEngineProcessorConfig`` of one pass. ``cpu``: None asks the connected Ray cluster."""
+    from ray.data.llm import vLLMEngineProcessorConfig
+
+    cpu = (not cluster_has_gpus()) if cpu is None else cpu
+    placement = settings.placement_group_config
+    runtime_env = dict(settings.runtime_env or {})
+    if cpu:
+        placement = placement or {"bundles": [{"CPU": 1}] * settings.tensor_parallel_size}
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} | dict(runtime_env.get("env_vars", {}))
+        runtime_env["env_vars"] = env
+    return vLLMEngineProcessorConfig(
+        model_source=settings.path, engine_kwargs=engine_kwargs(settings, cpu), batch_size=model.batch_size,
+        concurrency=(model.replicas, model.replicas), max_concurrent_batches=settings.max_concurrent_batches,
+        placement_group_config=placement, accelerator_type=settings.accelerator_type,
+        runtime_env=runtime_env or None, should_continue_on_error=settings.should_continue_on_error,
+        chat_template_stage=False, tokenize_stage=False, detokenize_stage=False, prepare_multimodal_stage=False,
+        log_engine_metrics=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pure helpers (the same rules as engines/vllm.py)
+# ---------------------------------------------------------------------------------------------------------------
+
+def vllm_request(tokenizer, parts: Sequence[PromptPart], omni: bool, media: Mapping[str, Any],
+                 suffix: str = "") -> dict:
+    """``prompt`` (+ ``multimodal_data``, ``multimodal_uuids``, ``mm_processor_kwargs`` for omni models) of one
+    request, as ``engines/vllm.py`` builds them, under the keys ``ray.data.llm``'s engine stage reads."""
+    request: dict[str, Any] = {"prompt": chat_prompt(tokenizer, parts, omni) + suffix}
+    if not omni:
+        return request
+    data: dict[str, list] = {}
+    uuids: dict[str, list] = {}
+    fps: list[float] = []
+    for part in parts:
+        if part.kind != "media" or part.modality not in OMNI_MODALITIES:
+            continue
+        if part.path not in media:
+            raise ValueError(f"media not decoded for this request: {part.path}")
+        item = media[part.path]
+        value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
+        data.setdefault(item.modality, []).append(value)
+        uuids.setdefault(item.modality, []).append(item.content_hash or None)
+        if item.modality == "video":
+            fps.append(item.fps or 2.0)
+    request["multimodal_data"] = {k: v[0] if len(v) == 1 else v for k, v in data.items()}
+    request["multimodal_uuids"] = uuids
+    if fps:
+        request["mm_processor_kwargs"] = {"fps": fps[0] if len(fps) == 1 else fps}
+    return request
+
+
+def option_logprobs(step_logprobs: Mapping, token_ids: Sequence[int]) -> list[float]:
+    """Label-token logprobs from one decoding step of the engine stage's ``logprobs`` output
+    (``{token_id: {"logprob": ...}}``; keys may come back as strings after an Arrow round trip)."""
+    out = []
+    for t in token_ids:
+        entry = step_logprobs.get(int(t), step_logprobs.get(str(int(t))))
+        if entry is None:
+            raise ValueError(f"the engine returned no logprob for label token {int(t)}")
+        out.append(float(entry["logprob"] if isinstance(entry, Mapping) else entry.logprob))
+    return out
+
+
+def cot_result(labels: Sequence[str], option_texts: Sequence[str], logprobs: Sequence[float],
+               text: str) -> EngineResult:
+    """CoT read-out: restricted softmax at the answer position; the label parsed from the generated text wins
+    over the argmax (its confidence is then that label's restricted-softmax value)."""
+    res = result_from_option_logprobs(labels, logprobs, raw_text=text)
+    parsed = parse_answer(text, labels, option_texts)
+    if parsed is not None and parsed != res.choice:
+        res.confidence = restricted_softmax(logprobs)[list(labels).index(parsed)]
+        res.choice = parsed
+    return res
+
+
+def engine_error(message: str) -> str:
+    """An engine-side error in the in-process engine's words (``vllm engine: <Type>: <message>``)."""
+    return message if message.startswith((ENGINE_PREFIX, "media decode failed")) else ENGINE_PREFIX + message
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-process state of the preprocess tasks (Ray reuses worker processes: loaded once per process)
+# ---------------------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@lru_cache(maxsize=4)
+def _is_omni(path: str) -> bool:
+    return is_omni_model(path)
+
+
+_MEDIA_LRU: OrderedDict[str, Any] = OrderedDict()
+MEDIA_LRU_SIZE = 64
+
+
+class CacheMedia:
+    """Decoded media by benchmark path from the run's ``MediaCache`` actor (``specs``: path -> ``MediaSpec``), as
+    ``EngineStage`` reads them; a per-process LRU keyed by content hash keeps recent payloads."""
+
+    def __init__(self, cache_name: str, namespace: str, specs: Mapping[str, Any]):
+        self.cache_name, self.namespace, self.specs = cache_name, namespace, dict(specs)
+
+    def __call__(self, paths: Sequence[str]) -> dict[str, Any]:
+        import ray
+
+        missing = sorted({p for p in paths if self.specs[p].key not in _MEDIA_LRU})
+        if missing:
+            cache = ray.get_actor(self.cache_name, namespace=self.namespace)
+            refs = ray.get(cache.lookup.remote([self.specs[p] for p in missing]))
+            for path, payload in zip(missing, ray.get([r[1] for r in refs]), strict=True):
+                if payload is None:
+                    raise ValueError(f"media {path} failed to decode")
+                _MEDIA_LRU[self.specs[path].key] = payload
+        out = {}
+        for p in paths:
+            _MEDIA_LRU.move_to_end(self.specs[p].key)
+            out[p] = _MEDIA_LRU[self.specs[p].key]
+        while len(_MEDIA_LRU) > max(MEDIA_LRU_SIZE, len(paths)):
+            _MEDIA_LRU.popitem(last=False)
+        return out
+
+
+class GivenMedia:
+    """Decoded media handed in by the caller (path -> ``DecodedMedia``), put in the object store once."""
+
+    def __init__(self, media: Mapping[str, Any]):
+        import ray
+
+        self.refs = {p: ray.put(m) for p, m in media.items()}
+
+    def __call__(self, paths: Sequence[str]) -> dict[str, Any]:
+        import ray
+
+        unknown = [p for p in paths if p not in self.refs]
+        if unknown:
+            raise ValueError(f"media not decoded for this request: {', '.join(unknown)}")
+        return dict(zip(paths, ray.get([self.refs[p] for p in paths]), strict=True))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Row functions (build_processor's preprocess / postprocess)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _style(row: Mapping) -> str:
+    return str(row.get("prompt_style") or row["prompt"])
+
+
+def _media_paths(parts: Sequence[PromptPart]) -> list[str]:
+    return [p.path for p in parts if p.kind == "media" and p.modality in OMNI_MODALITIES]
+
+
+class RequestBuilder:
+    """Preprocess: a pipeline row -> one vLLM request (``prompt``, ``multimodal_data``, ``multimodal_uuids``,
+    ``mm_processor_kwargs``, ``sampling_params``) plus the columns the postprocess needs. ``mode`` is
+    ``"generate"`` (the first CoT pass: greedy, ``max_new_tokens``) or ``"score"`` (one token, label logprobs; for a
+    CoT row after its generate pass, at the answer position). A row that already carries an error passes through
+    untouched; a row that cannot be requested gets ``__inference_error__`` (the engine then skips it)."""
+
+    def __init__(self, path: str, mode: str, media: Callable[[Sequence[str]], dict] | None,
+                 max_new_tokens: int = 64, continue_on_error: bool = True):
+        if mode not in ("generate", "score"):
+            raise ValueError(f"mode must be 'generate' or 'score', got {mode!r}")
+        self.path, self.mode, self.media = path, mode, media
+        self.max_new_tokens, self.continue_on_error = max_new_tokens, continue_on_error
+
+    def __call__(self, row: dict) -> dict:
+        from omnieval.schema import Instance
+
+        if row.get(ERROR):
+            return {}
+        style = _style(row)
+        out: dict[str, Any] = {"prompt_style": style, ERROR: ""}
+        if row.get("decode_error"):
+            out[ERROR] = str(row["decode_error"])
+            return out
+        try:
+            tok, omni = _tokenizer(self.path), _is_omni(self.path)
+            inst = Instance.model_validate_json(row["instance_json"])
+            parts = render_prompt(inst, style)
+            media = {}
+            if omni and _media_paths(parts):
+                if self.media is None:
+                    raise ValueError("no media source for an omni model")
+                media = self.media(_media_paths(parts))
+            suffix = ""
+            if self.mode == "generate":
+                request = vllm_request(tok, parts, omni, media)
+                label_token_ids(tok, inst.option_labels)  # fails early, as the in-process engine does
+                params = {"max_tokens": self.max_new_tokens, "temperature": 0.0}
+            else:
+                if style == "cot":
+                    suffix, ids = cot_answer_position(tok, str(row["cot_text"]), inst.option_labels)
+                    request = vllm_request(tok, parts, omni, media, suffix=suffix)
+                else:
+                    request = vllm_request(tok, parts, omni, media)
+                    ids = label_token_ids(tok, inst.option_labels)
+                params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": list(ids)}
+                out["label_ids"] = list(ids)
+            out |= request | {"sampling_params": params}
+        except Exception as exc:
+            if not self.continue_on_error:
+                raise
+            out[ERROR] = f"{ENGINE_PREFIX}{type(exc).__name__}: {exc}"
+        return out
+
+
+PASS_THROUGH = ("instance_json", "prompt_style", "media_paths", "instance_id")
+
+
+def generated_row(row: dict) -> dict:
+    """Postprocess of the CoT generate pass: the pipeline columns plus the generated text and its engine time."""
+    return {k: row.get(k) for k in PASS_THROUGH} | {
+        "decode_error": "", "cot_text": row.get("generated_text") or "",
+        "cot_latency": float(row.get("time_taken_llm") or 0.0)}
+
+
+class PredictionBuilder:
+    """Postprocess of the score pass: the engine's output row -> the predictions row (``pipeline.prediction_row``:
+    choice, rs confidence, option logprobs, raw text for CoT, latency). Never raises: a row it cannot read becomes
+    an errored prediction."""
+
+    def __init__(self, model: ModelConfig):
+        self.model = model
+
+    def __call__(self, row: dict) -> dict:
+        from omnieval.pipeline import prediction_row
+        from omnieval.schema import Instance
+
+        inst = Instance.model_validate_json(row["instance_json"])
+        style = _style(row)
+        latency = float(row.get("time_taken_llm") or 0.0) + float(row.get("cot_latency") or 0.0)
+        try:
+            steps = row.get("logprobs")
+            if not steps:
+                raise ValueError("the engine returned no logprobs")
+            lp = option_logprobs(steps[0], list(row["label_ids"]))
+            if style == "cot":
+                res = cot_result(inst.option_labels, inst.option_texts, lp, str(row.get("cot_text") or ""))
+            else:
+                res = result_from_option_logprobs(inst.option_labels, lp)
+        except Exception as exc:
+            res = EngineResult(choice=None, error=f"{ENGINE_PREFIX}{type(exc).__name__}: {exc}")
+        return prediction_row(inst, style, res, self.model, latency)
+
+
+def error_prediction(row: Mapping, model: ModelConfig) -> dict:
+    """A row that came out of the processor with ``__inference_error__`` -> its errored predictions row."""
+    from omnieval.pipeline import prediction_row
+    from omnieval.schema import Instance
+
+    inst = Instance.model_validate_json(row["instance_json"])
+    return prediction_row(inst, _style(row), EngineResult(choice=None, error=engine_error(str(row[ERROR]))),
+                          model, None)
+
+
+def _finalize(model: ModelConfig) -> Callable:
+    """The last map: error rows -> errored predictions; every block cast to ``PREDICTION_SCHEMA`` (so the
+    driver's Parquet parts concatenate whatever mix of rows a block holds)."""
+    from omnieval.schema import PREDICTION_SCHEMA
+
+    names = PREDICTION_SCHEMA.names
+    extra = [ERROR, "instance_json", "prompt_style"]
+
+    def finalize(table):
+        from omnieval.store import predictions_table
+
+        keep = [c for c in dict.fromkeys([*names, *extra]) if c in table.column_names]
+        rows = []
+        for row in table.select(keep).to_pylist():
+            if row.get(ERROR):
+                rows.append(error_prediction(row, model))
+            else:
+                rows.append({k: row.get(k) for k in names})
+        return predictions_table(rows)
+
+    return finalize
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The stage
+# ---------------------------------------------------------------------------------------------------------------
+
+def _is_cot(row: dict) -> bool:
+    return str(row["prompt"]) == "cot"
+
+
+def _is_not_cot(row: dict) -> bool:
+    return str(row["prompt"]) != "cot"
+
+
+def vllm_processor_stage(ds, model: ModelConfig, *, prompts: Sequence[str] = ("zs",), cache_name: str | None = None,
+                         namespace: str = "omnieval", specs: Mapping[str, Any] | None = None,
+                         media: Mapping[str, Any] | None = None, cpu: bool | None = None,
+                         map_num_cpus: float = 0.25):
+    """The pipeline's rows (after the media stage) -> prediction-row blocks, through ``ray.data.llm`` processors.
+
+    ``prompts``: the prompt styles the rows may carry (the run config's ``prompts``): ``cot`` adds the generate
+    pass. Media come from the run's ``MediaCache`` (``cache_name``, ``namespace``, ``specs``: path -> MediaSpec, as
+    for ``EngineStage``) or from ``media`` (path -> ``DecodedMedia``, put in the object store once). ``cpu``: None
+    asks the connected Ray cluster whether it has GPUs. ``map_num_cpus``: logical CPUs per pre/postprocess task.
+    Ray must be initialised (``pipeline.ensure_ray``) before this is called."""
+    from ray.data.llm import build_processor
+
+    settings = processor_settings(model)
+    if media is not None:
+        fetch = GivenMedia(media)
+    elif cache_name is not None and specs is not None:
+        fetch = CacheMedia(cache_name, namespace, specs)
+    else:
+        fetch = None
+    cpu = (not cluster_has_gpus()) if cpu is None else cpu
+    config = processor_config(model, settings, cpu=cpu)
+    map_kwargs = {"num_cpus": map_num_cpus}
+    cont = settings.should_continue_on_error
+
+    styles = set(prompts)
+    scoring = ds
+    if "cot" in styles:
+        generate = build_processor(
+            config, preprocess=RequestBuilder(settings.path, "generate", fetch, settings.max_new_tokens, cont),
+            postprocess=generated_row, preprocess_map_kwargs=map_kwargs, postprocess_map_kwargs=map_kwargs)
+        if styles == {"cot"}:
+            scoring = generate(ds)
+        else:
+            scoring = ds.filter(_is_not_cot).union(generate(ds.filter(_is_cot)))
+    score = build_processor(
+        config, preprocess=RequestBuilder(settings.path, "score", fetch, settings.max_new_tokens, cont),
+        postprocess=PredictionBuilder(model), preprocess_map_kwargs=map_kwargs, postprocess_map_kwargs=map_kwargs)
+    return score(scoring).map_batches(_finalize(model), batch_format="pyarrow", batch_size=None,
+                                      num_cpus=map_num_cpus)
+
+
+def bench_processor(config, model_index: int = 0) -> tuple[int, float]:
+    """``omnieval bench engine``'s processor row: (rows scored, seconds) for every instance x prompt of ``config``
+    through this stage, upstream built as ``pipeline._run_model`` builds it (the run's ``MediaCache``, the media
+    stage); engine start-up included, nothing written to disk."""
+    import time
+    import uuid
+
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    from omnieval.media.cache import MediaCache
+    from omnieval.pipeline import MediaStage, ensure_ray, make_plan
+
+    plan = make_plan(config)
+    ensure_ray(config)
+    model = config.models[model_index]
+    name, namespace = f"media-cache-{uuid.uuid4().hex[:12]}", "omnieval"
+    cache = MediaCache.options(name=name, namespace=namespace).remote()
+    rows = [{"instance_json": inst.model_dump_json(), "prompt": prompt, "instance_id": inst.instance_id,
+             "media_paths": json.dumps([s.path for s in inst.media_segments()])}
+            for inst in plan.instances for prompt in config.prompts]
+    start = time.perf_counter()
+    try:
+        ds = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // 32, 64)))
+        ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": name, "namespace": namespace,
+                                                                "specs": plan.media_specs},
+                            compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size, num_cpus=0.25)
+        out = vllm_processor_stage(ds, model, prompts=config.prompts, cache_name=name, namespace=namespace,
+                                   specs=plan.media_specs)
+        n = sum(block.num_rows for block in out.iter_batches(batch_size=None, batch_format="pyarrow"))
+    finally:
+        ray.kill(cache)
+    return n, time.perf_counter() - start
+
