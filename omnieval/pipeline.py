@@ -354,12 +354,14 @@ def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConf
 
 
 def accuracy_by_condition(predictions: pa.Table) -> str:
-    """A small text table: accuracy of valid predictions per model x prompt x condition (columns)."""
+    """A small text table: accuracy of valid predictions per model x prompt x condition (columns). Option orders
+    (contrastive ``perm:CAB`` ...) are pooled into one ``perm:*`` column: there can be dozens of them."""
     import polars as pl
 
     if predictions.num_rows == 0:
         return ""
     df = pl.from_arrow(predictions.select(["model", "prompt", "condition", "target", "choice"]))
+    df = df.with_columns(pl.col("condition").str.replace(r"perm:[A-Z]+$", "perm:*"))
     valid = df.filter(pl.col("choice").is_not_null())
     if valid.is_empty():
         return "(no valid predictions)"

@@ -181,3 +181,20 @@ def test_tiny_transformers_omni_model_through_the_pipeline(ray_session, bench, t
         assert row["confidence"] == pytest.approx(probs.max(), rel=1e-9)
     assert df["choice"].n_unique() > 1  # the media and texts differ, so do the answers
     assert tables[0] == tables[1]
+
+
+def test_run_summary_pools_option_orders_into_one_column():
+    """Contrastive runs have up to 24 orders per item: the summary shows ``perm:*`` (pooled accuracy) instead."""
+    import pyarrow as pa
+
+    from omnieval.pipeline import accuracy_by_condition
+
+    table = pa.table({"model": ["m"] * 5, "prompt": ["zs"] * 5,
+                      "condition": ["original", "perm:BA", "perm:CAB", "perm:CBA", "captions:perm:BA"],
+                      "target": ["A", "B", "C", "C", "B"], "choice": ["A", "B", "A", None, "A"]})
+    text = accuracy_by_condition(table)
+    header = text.splitlines()[1]
+    assert "perm:*" in header and "perm:BA" not in header and "captions:perm:*" in header
+    row = text.splitlines()[3]
+    # original 1/1; perm:* = 1 of the 2 valid (BA right, CAB wrong, CBA invalid); captions:perm:* 0/1
+    assert [c.strip() for c in row.strip("│ ").split("┆")] == ["m", "zs", "0.0", "1.0", "0.5"]
