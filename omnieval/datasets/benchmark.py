@@ -9,6 +9,10 @@ the item (or line) and the field.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,3 +181,29 @@ def check_media(bench: Benchmark, mode: str = "probe") -> int:
                 raise InputError(f"media file {rel!r} is not a readable {modality}: {exc}", file=file, item=user,
                                  field=fname) from None
     return len(uses)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing (the built-in synthetic benchmarks and the converters)
+# ---------------------------------------------------------------------------------------------------------------
+
+@contextmanager
+def building_folder(out: Path, prefix: str = ".bench-") -> Iterator[Path]:
+    """A temporary folder beside ``out`` to build a benchmark in. When the block ends without an error it replaces
+    ``out`` in one rename, so a reader never sees a half-written benchmark; on an error it is removed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def write_benchmark_files(folder: Path, items: Iterable, meta: dict) -> None:
+    """``items.jsonl`` (one pydantic item per line, unset optional fields left out) and ``benchmark.json``."""
+    (folder / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
+    (folder / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -19,13 +19,11 @@ a mean of ~9.5 questions and ~4,140 instances, close to the paper's ~9.4).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from omnieval.datasets.benchmark import building_folder, write_benchmark_files
 from omnieval.keyed import keyed_rng
 from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia
 
@@ -85,9 +83,7 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     if n_anchors > len(COLOURS):
         raise ValueError(f"at most {len(COLOURS)} anchors per split")
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".synth-") as tmp:
         anchors, items, jobs = [], [], []
         used: set[str] = set()
         for split_index, split in enumerate(splits):
@@ -110,18 +106,11 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
         with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:  # ffmpeg runs outside the GIL
             list(pool.map(lambda write: write(), jobs))
         (tmp / "anchors.jsonl").write_text("".join(a.model_dump_json() + "\n" for a in anchors))
-        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
         meta = {"name": "omnieval-synthetic", "protocol": "dissonance", "seed": seed, "splits": list(splits),
                 "n_anchors": n_anchors, "n_questions": n_questions, "question_jitter": question_jitter,
                 "p_bench_distractor": p_bench_distractor, "n_outside": n_outside, "speech": speech,
                 "generator": "omnieval.datasets.synthetic"}
-        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        write_benchmark_files(tmp, items, meta)
     return out
 
 

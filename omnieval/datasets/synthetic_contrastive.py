@@ -21,10 +21,7 @@ and moved into place.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -32,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omnieval.datasets.benchmark import building_folder, write_benchmark_files
 from omnieval.datasets.negatives import Candidate, build_tuple
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.keyed import keyed_rng, keyed_seed
@@ -139,9 +137,7 @@ def make_contrastive_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities
     if not len(modalities) <= n_entities <= len(COLOURS):
         raise ValueError(f"n_entities must be in {len(modalities)}..{len(COLOURS)}")
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".synth-ct-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".synth-ct-") as tmp:
         creatures = _creatures(seed, split, n_entities)
         jobs = []
         for c in creatures:
@@ -169,18 +165,11 @@ def make_contrastive_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities
                     answer_modality = modalities[(ci + n + si) % len(modalities)]
                     items.append(_item(seed, split, creatures, ci, answer_modality, n, selection, modalities,
                                        pool_scenes, owner, vectors, similar_k))
-        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
         meta = {"name": "omnieval-synthetic-contrastive", "protocol": "contrastive", "seed": seed, "split": split,
                 "n_entities": n_entities, "modalities": list(modalities), "similar_k": similar_k,
                 "similarity": "caption embeddings" if embed is not None else "creature attributes",
                 "generator": "omnieval.datasets.synthetic_contrastive"}
-        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        write_benchmark_files(tmp, items, meta)
     return out
 
 

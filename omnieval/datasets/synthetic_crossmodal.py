@@ -11,14 +11,12 @@ Deterministic from the seed; written into a temporary folder and moved into plac
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from omnieval.datasets.benchmark import building_folder, write_benchmark_files
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.keyed import keyed_rng
 from omnieval.protocols.crossmodal import Entity, Item
@@ -39,9 +37,7 @@ def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities:
     if not n_distractors + 1 <= n_entities <= len(COLOURS):
         raise ValueError(f"n_entities must be in {n_distractors + 1}..{len(COLOURS)}")
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".synth-xm-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".synth-xm-") as tmp:
         names = _entities(seed, split, n_entities, set())
         entities: dict[str, dict[str, Entity]] = {"video": {}, "image": {}}
         jobs = []
@@ -71,15 +67,8 @@ def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities:
                     item_id=f"{task}-{name.lower()}", benchmark="omnieval-synthetic-crossmodal", split=split,
                     task=task, subtask=subtask, category="synthetic", question=question,
                     context=entities[vision][name], distractors=[entities[vision][others[j]] for j in sorted(pick)]))
-        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
         meta = {"name": "omnieval-synthetic-crossmodal", "protocol": "crossmodal", "seed": seed, "split": split,
                 "n_entities": n_entities, "n_distractors": n_distractors,
                 "generator": "omnieval.datasets.synthetic_crossmodal"}
-        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        write_benchmark_files(tmp, items, meta)
     return out

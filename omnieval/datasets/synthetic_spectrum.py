@@ -21,13 +21,11 @@ folder is built beside ``out_dir`` and moved into place.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from omnieval.datasets.benchmark import building_folder, write_benchmark_files
 from omnieval.keyed import keyed_rng
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS
@@ -109,9 +107,7 @@ def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int 
         raise ValueError(f"n_items must be at least {2 * len(CATEGORIES)} (two per category)")
     items = spectrum_items(seed, n_items, split)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".synth-sp-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".synth-sp-") as tmp:
         pictures = sorted({it.media["image"] for it in items})
         jobs = []
         for rel in pictures:
@@ -120,14 +116,7 @@ def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int 
         (tmp / "media").mkdir()
         with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:  # ffmpeg runs outside the GIL
             list(pool.map(lambda job: still_image(job[0], colour=job[1], size=job[2]), jobs))
-        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
         meta = {"name": NAME, "protocol": "spectrum", "seed": seed, "split": split, "n_items": n_items,
                 "categories": list(CATEGORIES), "generator": "omnieval.datasets.synthetic_spectrum"}
-        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        write_benchmark_files(tmp, items, meta)
     return out
