@@ -17,8 +17,14 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
+        start_local_ray()
     yield ray
     ray.shutdown()
+
+
+def start_local_ray():
+    """The test session's local Ray (see ``ray_session``)."""
+    import ray
+
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False

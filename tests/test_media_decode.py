@@ -86,6 +86,8 @@ def test_image_and_dispatch(clips):
     assert video.content_hash == decode.content_hash(clips["video"], modality="video", num_frames=8)
     assert video.content_hash != decode.content_hash(clips["video"], modality="video", num_frames=4)
     with pytest.raises(decode.MediaError, match="no decoder"):
+        decode.decode_media(clips["video"], "smell")
+    with pytest.raises(decode.MediaError, match="not a point cloud file"):  # point clouds have a decoder now
         decode.decode_media(clips["video"], "pointcloud")
     with pytest.raises(decode.MediaError, match="no video stream"):
         decode.probe_media(clips["audio"], "video")

@@ -36,8 +36,14 @@ def bench(tmp_path_factory):
 def cluster(monkeypatch):
     """Head (4 CPUs, no GPU: driver-side stages and decoding) + 3 workers (2 CPUs, 2 GPUs each). Its own Ray temp
     dir, so its address file and logs stay out of the machine-wide ``/tmp/ray``; fast node-death detection."""
+    import ray
     from ray.cluster_utils import Cluster
 
+    # This process may be a driver of the test session's local Ray: leave it first and come back afterwards, or
+    # tearing the cluster down makes Ray end the whole test process once its driver loses a GCS.
+    session = ray.is_initialized()
+    if session:
+        ray.shutdown()
     temp = tempfile.mkdtemp(prefix="omn", dir="/tmp")  # short: Ray's socket paths live under it
     monkeypatch.setenv("RAY_TMPDIR", temp)
     cluster = Cluster(initialize_head=True, head_node_args={
@@ -54,6 +60,11 @@ def cluster(monkeypatch):
         if cluster.head_node is not None:
             cluster.remove_node(cluster.head_node, allow_graceful=False)
         shutil.rmtree(temp, ignore_errors=True)
+        monkeypatch.delenv("RAY_TMPDIR")
+        if session:
+            from conftest import start_local_ray
+
+            start_local_ray()
 
 
 def _engine_actors(cluster) -> list[dict]:
