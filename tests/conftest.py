@@ -27,4 +27,6 @@ def start_local_ray():
     import ray
 
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.execution_no_progress_timeout_s = 600  # a hung engine fails its test in 10 min, not Ray's 30

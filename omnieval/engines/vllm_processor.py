@@ -317,13 +317,28 @@ class RequestBuilder:
         self.path, self.mode, self.media = path, mode, media
         self.max_new_tokens, self.continue_on_error = max_new_tokens, continue_on_error
 
+    def placeholder(self) -> dict:
+        """The request columns of a row that will not reach the engine, with the types of a real request.
+
+        Every row of a block must carry ``sampling_params`` with the same fields and types: Ray Data hands the
+        engine stage a struct column through pandas, where an int field with a null in some row comes back as a
+        float (``max_tokens=1.0``). vLLM's engine core then fails to decode the request in its input thread, that
+        thread dies, and every later request of the replica waits forever (a silent hang of the whole run)."""
+        if self.mode == "generate":
+            params: dict[str, Any] = {"max_tokens": int(self.max_new_tokens), "temperature": 0.0}
+        else:
+            params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": []}
+        return {"prompt": "", "sampling_params": params}
+
     def __call__(self, row: dict) -> dict:
         from omnieval.schema import Instance
 
         if row.get(ERROR):
-            return {}
+            return self.placeholder() | ({"label_ids": []} if self.mode == "score" else {})
         style = _style(row)
-        out: dict[str, Any] = {"prompt_style": style, ERROR: ""}
+        out: dict[str, Any] = {"prompt_style": style, ERROR: ""} | self.placeholder()
+        if self.mode == "score":
+            out["label_ids"] = []
         if row.get("decode_error"):
             out[ERROR] = str(row["decode_error"])
             return out
@@ -340,7 +355,7 @@ class RequestBuilder:
             if self.mode == "generate":
                 request = vllm_request(tok, parts, omni, media)
                 label_token_ids(tok, inst.option_labels)  # fails early, as the in-process engine does
-                params = {"max_tokens": self.max_new_tokens, "temperature": 0.0}
+                params = {"max_tokens": int(self.max_new_tokens), "temperature": 0.0}
             else:
                 if style == "cot":
                     suffix, ids = cot_answer_position(tok, str(row["cot_text"]), inst.option_labels)
@@ -348,8 +363,8 @@ class RequestBuilder:
                 else:
                     request = vllm_request(tok, parts, omni, media)
                     ids = label_token_ids(tok, inst.option_labels)
-                params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": list(ids)}
-                out["label_ids"] = list(ids)
+                params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": [int(i) for i in ids]}
+                out["label_ids"] = [int(i) for i in ids]
             out |= request | {"sampling_params": params}
         except Exception as exc:
             if not self.continue_on_error:
