@@ -34,6 +34,7 @@ import polars as pl
 from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted, restricted_softmax
 from omnieval.keyed import keyed_seed
+from omnieval.open_metrics import open_rows
 from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
 
 UNIT = ("model", "prompt", "split")
@@ -227,6 +228,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
         has_conf=valid & pl.col("confidence").is_not_null(),
         conf_method=pl.col("confidence_method").fill_null("unknown"),
+        mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"),
     )
 
 
@@ -462,7 +464,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         part = frame.filter(pl.col("protocol") == protocol)
         if spec.derive is not None:
             part = spec.derive(part)
-        rows.extend(_protocol_rows(part, spec, resamples, seed))
+        rows.extend(_protocol_rows(part.filter(pl.col("mode") != "open"), spec, resamples, seed))
+        rows.extend(open_rows(part, protocol, resamples, seed))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

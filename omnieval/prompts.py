@@ -22,6 +22,11 @@ INSTRUCTIONS: dict[str, str] = {
             "in the form 'Answer: <letter>'."),
 }
 PROMPT_STYLES = tuple(INSTRUCTIONS)
+OPEN_INSTRUCTIONS: dict[str, str] = {
+    "zs": "Answer the question directly in a few words.",
+    "cot": ("Think step by step about the question and the inputs. Then give your final answer on the last line "
+            "in the form 'Answer: <your answer>'."),
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,36 @@ def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
             parts.append(PromptPart("text", text=f"{label}. {seg.text}"))
     parts.append(PromptPart("text", text=INSTRUCTIONS[style]))
     return _merge_text(parts)
+
+
+def render_open_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
+    """The open-ended prompt: the context (media first, then text) and the question, with no options at all
+    (media candidates are left out too: the model has to name the answer). The instruction asks for a short free
+    answer, or reasoning then ``Answer: <your answer>`` for ``cot``."""
+    if style not in OPEN_INSTRUCTIONS:
+        raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(OPEN_INSTRUCTIONS)}")
+    media = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
+    context = [s.text for s in instance.segments if s.kind == "text" and s.text]
+    body = "\n\n".join([*context, f"Question: {instance.question}", OPEN_INSTRUCTIONS[style]])
+    return [*media, PromptPart("text", text=body)]
+
+
+def open_media_paths(instance: Instance) -> list[str]:
+    """Media an open-ended prompt shows (the context's; never the options')."""
+    return [s.path for s in instance.segments if s.kind == "media"]
+
+
+_FINAL = re.compile(r"(?i:answer)\s*(?:is|:)\s*(.+)")
+
+
+def final_answer(text: str | None) -> str:
+    """The answer a judge grades: ``<think>`` blocks stripped, then what follows the last ``Answer:`` (or
+    ``answer is``) when the text has one, else the whole text, trimmed."""
+    if not text:
+        return ""
+    body = _THINK.sub(" ", text).strip()
+    hits = _FINAL.findall(body)
+    return (hits[-1] if hits else body).strip().strip("*").strip()
 
 
 def _merge_text(parts: list[PromptPart]) -> list[PromptPart]:

@@ -180,8 +180,27 @@ PREDICTION_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("latency_s", pa.float64()),
     ("engine", pa.string()),
+    # Open-ended mode (``mode='open'``; null or ``mcq`` = multiple choice) and its judges.
+    ("mode", pa.string()),
+    ("answer_text", pa.string()),
+    ("reference", pa.string()),
+    ("verdicts", pa.list_(pa.struct([("judge", pa.string()), ("verdict", pa.string()), ("raw_text", pa.string()),
+                                     ("attempts", pa.int32()), ("template", pa.string())]))),
+    # Cascades (a describer turned some media into text first): which, the texts it wrote, every stage's engine.
+    ("cascade", pa.string()),
+    ("intermediate_text", pa.string()),
+    ("stage_engines", pa.string()),
 ])
-"""Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS."""
+"""Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS.
+
+Beyond SPEC 1.3: ``mode`` (``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the
+final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` /
+``incorrect`` / ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the
+modalities it described (null for a direct model call), ``intermediate_text`` is a JSON object media path ->
+description, ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``)."""
+
+VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
+MODES: tuple[str, ...] = ("mcq", "open")
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "model", "prompt", "protocol", "split", "item_id", "instance_id", "condition", "target", "choice",
@@ -218,6 +237,21 @@ class Prediction(Strict):
     error: str | None = None
     latency_s: float | None = None
     engine: str | None = None
+    mode: Literal["mcq", "open"] | None = None
+    answer_text: str | None = None
+    reference: str | None = None
+    verdicts: list[dict] | None = None
+    cascade: str | None = None
+    intermediate_text: str | None = None
+    stage_engines: str | None = None
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """A predictions table with exactly ``PREDICTION_SCHEMA``: columns it lacks (files written before a column
+    existed, or by another tool) are added as nulls, extra ones dropped, types cast."""
+    columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in PREDICTION_SCHEMA]
+    return pa.Table.from_arrays(columns, schema=PREDICTION_SCHEMA)
 
 
 def resolve_media_path(root: str | Path, rel: str, *, file: str | Path | None = None, item: str | None = None,

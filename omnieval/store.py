@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from omnieval.schema import PREDICTION_SCHEMA
+from omnieval.schema import PREDICTION_SCHEMA, conform
 
 _PART = re.compile(r"part-(\d{6})\.parquet$")
 
@@ -86,14 +86,14 @@ class RunStore:
         tables = []
         for path in self.part_files(model):
             with self.fs.open_input_file(path) as f:
-                tables.append(pq.read_table(f).cast(PREDICTION_SCHEMA))
+                tables.append(conform(pq.read_table(f)))
         return pa.concat_tables(tables) if tables else PREDICTION_SCHEMA.empty_table()
 
-    def finished_ids(self, model: str) -> set[tuple[str, str]]:
-        """(prompt, instance_id) pairs that finished without an error: resume skips them."""
+    def finished_ids(self, model: str) -> set[tuple[str, str, str]]:
+        """(mode, prompt, instance_id) triples that finished without an error: resume skips them."""
         table = self.read_parts(model)
         ok = table.filter(pc.is_null(table["error"]))
-        return set(zip(ok["prompt"].to_pylist(), ok["instance_id"].to_pylist(), strict=True))
+        return set(zip(mode_values(ok), ok["prompt"].to_pylist(), ok["instance_id"].to_pylist(), strict=True))
 
 
 def predictions_table(rows: Iterable[dict]) -> pa.Table:
@@ -101,16 +101,24 @@ def predictions_table(rows: Iterable[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PREDICTION_SCHEMA) if rows else PREDICTION_SCHEMA.empty_table()
 
 
+def mode_values(table: pa.Table) -> list[str]:
+    """The ``mode`` of every row (``mcq`` where the column is null or absent)."""
+    if "mode" not in table.column_names:
+        return ["mcq"] * table.num_rows
+    return [m or "mcq" for m in table["mode"].to_pylist()]
+
+
 def consolidate(tables: Iterable[pa.Table]) -> pa.Table:
-    """One row per (model, prompt, instance_id), sorted. A row without error wins over errored attempts of the same
-    instance (a resumed run retries errors); among equals the later part wins."""
-    table = pa.concat_tables([t.cast(PREDICTION_SCHEMA) for t in tables]) if tables else None
+    """One row per (model, prompt, instance_id, mode), sorted. A row without error wins over errored attempts of the
+    same instance (a resumed run retries errors); among equals the later part wins."""
+    tables = [conform(t) for t in tables]
+    table = pa.concat_tables(tables) if tables else None
     if table is None or table.num_rows == 0:
         return PREDICTION_SCHEMA.empty_table()
-    keep: dict[tuple[str, str, str], int] = {}
+    keep: dict[tuple[str, str, str, str], int] = {}
     errors = table["error"].to_pylist()
     keys = zip(table["model"].to_pylist(), table["prompt"].to_pylist(), table["instance_id"].to_pylist(),
-               strict=True)
+               mode_values(table), strict=True)
     for i, key in enumerate(keys):
         j = keep.get(key)
         if j is None or errors[i] is None or errors[j] is not None:

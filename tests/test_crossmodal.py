@@ -200,7 +200,7 @@ def test_omni_model_sees_every_candidate_media(tmp_path_factory):
     for name in ("dog", "cat", "cow", "owl"):
         media[f"{name}.image"] = DecodedMedia("image", rng.integers(0, 256, (56, 56, 3), dtype=np.uint8), name)
     parts, text = engine._prepare(EngineRequest(inst, media, "zs"))
-    encoded = engine.encode(EngineRequest(inst, media, "zs"), parts, text)
+    encoded = engine.encode(media, parts, text)
     assert len(encoded.images) == 4 and len(encoded.audios) == 1
     before = engine.score([EngineRequest(inst, media, "zs")])[0]
     last = inst.option_segments[-1].path  # the last candidate's image changes -> the scores change

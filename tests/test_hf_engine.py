@@ -133,7 +133,7 @@ def test_text_cot_returns_text_and_follows_the_rule(qwen2):
 
 def test_cot_parsed_answer_wins_and_logits_are_read_after_answer(qwen2, monkeypatch):
     path, engine = qwen2
-    monkeypatch.setattr(engine, "generate", lambda enc: "The drum is loud.\nAnswer: D")
+    monkeypatch.setattr(engine, "greedy", lambda enc, max_new_tokens=None: "The drum is loud.\nAnswer: D")
     res = engine.score([request(1, style="cot")])[0]
     assert res.choice == "D" and res.raw_text == "The drum is loud.\nAnswer: D"
     # reference: the prompt, the reasoning up to "Answer:", then the " D"-style label tokens
@@ -150,7 +150,7 @@ def test_cot_parsed_answer_wins_and_logits_are_read_after_answer(qwen2, monkeypa
 
 def test_cot_unparseable_text_falls_back_to_logit_argmax(qwen2, monkeypatch):
     _, engine = qwen2
-    monkeypatch.setattr(engine, "generate", lambda enc: "hmm, hard to say")
+    monkeypatch.setattr(engine, "greedy", lambda enc, max_new_tokens=None: "hmm, hard to say")
     res = engine.score([request(2, style="cot")])[0]
     assert res.choice == LABELS[int(np.argmax(res.option_logprobs))]
     assert res.confidence == pytest.approx(softmax(res.option_logprobs).max(), abs=1e-12)

@@ -49,6 +49,29 @@ class EngineResult:
     error: str | None = None
 
 
+@dataclass
+class GenerationRequest:
+    """Free-text generation (open-ended answers, judge verdicts, media descriptions): ordered prompt ``parts``
+    (``prompts.PromptPart``: media by path, text), the decoded media of its media parts, and a token budget
+    (None: the engine's ``max_new_tokens``). Decoding is greedy (deterministic).
+
+    ``key`` is a stable id (instance, judge, attempt) and ``meta`` what the request is for in structured form
+    (``{"task": "answer" | "judge" | "describe", ...}``): only the simulated engine reads them, to stand in for
+    a model with set behaviour; real engines read the parts alone."""
+
+    parts: list
+    media: dict[str, DecodedMedia] = field(default_factory=dict)
+    max_new_tokens: int | None = None
+    key: str = ""
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class GenerationResult:
+    text: str | None
+    error: str | None = None
+
+
 class Engine(ABC):
     """Base class of every engine. Subclasses set ``kind`` and implement ``score``.
 
@@ -65,6 +88,15 @@ class Engine(ABC):
     @abstractmethod
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         """Score a batch. Must return exactly ``len(requests)`` results in the same order."""
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Greedy free-text generation, one result per request, in order (never raises for one request).
+        Optional: an engine that cannot generate says so, and a run that needs it fails before model work."""
+        raise NotImplementedError(f"engine {self.kind!r} does not generate free text")
+
+    @classmethod
+    def can_generate(cls) -> bool:
+        return cls.generate is not Engine.generate
 
     def close(self) -> None:  # noqa: B027 (an optional hook with a default, not an abstract method)
         """Release resources (GPU memory, subprocesses)."""

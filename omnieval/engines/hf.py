@@ -45,6 +45,8 @@ from omnieval.engines.base import (
     Engine,
     EngineRequest,
     EngineResult,
+    GenerationRequest,
+    GenerationResult,
     register_engine,
     restricted_softmax,
     result_from_option_logprobs,
@@ -98,14 +100,16 @@ class HFEngine(Engine):
         """The chat-formatted prompt: media parts as placeholders (omni) or as text notes (text-only models)."""
         return chat_prompt(self.tokenizer, parts, self.omni)
 
-    def encode(self, request: EngineRequest, parts: Sequence[PromptPart], text: str) -> Encoded:
+    def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
         if not self.omni:
             return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
         media = []
         for part in parts:
             if part.kind != "media" or part.modality not in OMNI_MODALITIES:
                 continue
-            item = request.media[part.path]
+            if part.path not in media_by_path:
+                raise ValueError(f"media not decoded for this request: {part.path}")
+            item = media_by_path[part.path]
             if item.modality != part.modality:
                 raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
             media.append(item)
@@ -125,12 +129,14 @@ class HFEngine(Engine):
         return torch.log_softmax(logits, dim=-1).cpu()
 
     @torch.no_grad()
-    def generate(self, enc: Encoded) -> str:
+    def greedy(self, enc: Encoded, max_new_tokens: int | None = None) -> str:
+        """Greedy continuation of one encoded prompt (special tokens dropped)."""
         inputs = self._inputs([enc])
         eos = [i for i in {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>")}
                if isinstance(i, int) and i >= 0]
-        out = self.net.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False, temperature=None,
-                                top_p=None, top_k=None, pad_token_id=self.pad_id, eos_token_id=eos or None)
+        out = self.net.generate(**inputs, max_new_tokens=max_new_tokens or self.max_new_tokens, do_sample=False,
+                                temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_id,
+                                eos_token_id=eos or None)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     # -- scoring ----------------------------------------------------------------------------------------------
@@ -150,7 +156,7 @@ class HFEngine(Engine):
         for i, req in enumerate(requests):
             try:
                 parts, text = self._prepare(req)
-                ready.append((i, self.encode(req, parts, text), self.label_ids(req.instance.option_labels)))
+                ready.append((i, self.encode(req.media, parts, text), self.label_ids(req.instance.option_labels)))
             except Exception as exc:
                 results[i] = _error(exc)
         for start in range(0, len(ready), self.batch_size):
@@ -173,9 +179,9 @@ class HFEngine(Engine):
     def _score_cot(self, request: EngineRequest) -> EngineResult:
         inst = request.instance
         parts, text = self._prepare(request)
-        generated = self.generate(self.encode(request, parts, text))
+        generated = self.greedy(self.encode(request.media, parts, text))
         reasoning, ids = cot_answer_position(self.tokenizer, generated, inst.option_labels)
-        logprobs = self.next_token_logprobs([self.encode(request, parts, text + reasoning)])[0]
+        logprobs = self.next_token_logprobs([self.encode(request.media, parts, text + reasoning)])[0]
         option_lp = [float(logprobs[t]) for t in ids]
         probs = restricted_softmax(option_lp)
         parsed = parse_answer(generated, inst.option_labels, inst.option_texts)
@@ -195,6 +201,17 @@ class HFEngine(Engine):
                 except Exception as exc:
                     results[i] = _error(exc)
         return results  # type: ignore[return-value]
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Free text for each request: its parts through the chat template (media as for scoring), greedy."""
+        out = []
+        for req in requests:
+            try:
+                text = self.prompt_text(req.parts)
+                out.append(GenerationResult(self.greedy(self.encode(req.media, req.parts, text), req.max_new_tokens)))
+            except Exception as exc:
+                out.append(GenerationResult(None, error=f"hf engine: {type(exc).__name__}: {exc}"))
+        return out
 
     def close(self) -> None:
         self.net = None

@@ -18,6 +18,16 @@ the protocol that built the instance) and behaves like a model that perceives ea
 5. ``invalid_rate``: that share of answers is unparseable (choice null), to exercise the invalid path.
 6. ``delay_ms``: sleep that long per request, to emulate a model's latency in pipeline tests and benchmarks.
 
+Free text (``generate``), read from the request's structured ``meta``:
+
+* ``answer`` (open-ended): the option it would decide on by the rules above, said in words (the option's text, a
+  refusal for the abstention option); ``invalid_rate`` of the answers are off-topic. CoT adds a line of reasoning
+  and ``Answer: ...``.
+* ``judge``: the true verdict (the answer's words contain the reference: ``correct``; a refusal: ``abstained``
+  where offered; else ``incorrect``), replaced with probability ``judge_error`` by another allowed verdict drawn
+  uniformly, and, with probability ``judge_invalid_rate`` per attempt, an unparseable sentence instead.
+* ``describe``: ``"<modality> showing <what the caption or file name says>"``.
+
 So a text-only model (``reliance={"text": 0.9}``) is right ~0.9 + 0.1/4 of the time where text is clean and near
 chance where the text shows another anchor whose answer is not an option. Every draw is keyed on
 ``(seed, model, instance_id, purpose)``: deterministic for any batching, worker count or order.
@@ -31,19 +41,30 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from omnieval.engines.base import Engine, EngineRequest, EngineResult, register_engine, result_from_option_logprobs
+from omnieval.engines.base import (
+    Engine,
+    EngineRequest,
+    EngineResult,
+    GenerationRequest,
+    GenerationResult,
+    register_engine,
+    result_from_option_logprobs,
+)
 from omnieval.keyed import keyed_rng
+from omnieval.schema import Instance
 
 
 @register_engine("simulated")
 class SimulatedEngine(Engine):
     def __init__(self, model: str, *, reliance: dict[str, float] | None = None, abstain_on_conflict: float = 0.5,
                  abstain_on_unsupported: float = 0.2, margin: float = 4.0, noise: float = 1.0,
-                 temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0, delay_ms: float = 0.0):
+                 temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0, delay_ms: float = 0.0,
+                 judge_error: float = 0.0, judge_invalid_rate: float = 0.0):
         super().__init__(model)
         self.reliance = dict(reliance or {"video": 0.8, "audio": 0.6, "text": 0.9})
         for name, value in [*self.reliance.items(), ("abstain_on_conflict", abstain_on_conflict),
-                            ("abstain_on_unsupported", abstain_on_unsupported), ("invalid_rate", invalid_rate)]:
+                            ("abstain_on_unsupported", abstain_on_unsupported), ("invalid_rate", invalid_rate),
+                            ("judge_error", judge_error), ("judge_invalid_rate", judge_invalid_rate)]:
             if not 0.0 <= float(value) <= 1.0:
                 raise ValueError(f"simulated engine: {name} must be in [0, 1], got {value}")
         if temperature <= 0:
@@ -52,6 +73,7 @@ class SimulatedEngine(Engine):
         self.abstain_on_unsupported = abstain_on_unsupported
         self.margin, self.noise, self.temperature = margin, noise, temperature
         self.invalid_rate, self.seed, self.delay_ms = invalid_rate, seed, delay_ms
+        self.judge_error, self.judge_invalid_rate = judge_error, judge_invalid_rate
 
     def perceive_probability(self, percept: str) -> float:
         """``reliance[percept]``, else for a joint percept the product of its modalities' reliances."""
@@ -104,3 +126,60 @@ class SimulatedEngine(Engine):
             except Exception as exc:  # one bad request never sinks the batch
                 out.append(EngineResult(choice=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
         return out
+
+    # -- free text ---------------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        out = []
+        if self.delay_ms:
+            time.sleep(self.delay_ms * len(requests) / 1000)
+        for request in requests:
+            try:
+                task = request.meta.get("task")
+                rng = keyed_rng(self.seed, self.model, request.key, "simulated-generate")
+                if task == "answer":
+                    text = self._open_answer(request.meta, rng)
+                elif task == "judge":
+                    text = self._verdict(request.meta, rng)
+                elif task == "describe":
+                    what = request.meta.get("caption") or request.meta.get("path", "something")
+                    text = f"{request.meta.get('modality', 'media')} showing {what}"
+                else:
+                    raise ValueError(f"no simulated behaviour for task {task!r}")
+                out.append(GenerationResult(text=text))
+            except Exception as exc:
+                out.append(GenerationResult(text=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
+        return out
+
+    def _open_answer(self, meta: dict, rng: np.random.Generator) -> str:
+        inst = Instance.model_validate(meta["instance"])
+        decided = self._decide(EngineRequest(inst, {}, meta.get("style", "zs")), rng)
+        if rng.random() < self.invalid_rate:
+            return "(simulated) I am not sure what you are asking."
+        if decided == inst.abstain_label:
+            words = "I cannot answer: the inputs disagree."
+        else:
+            words = inst.option_texts[inst.option_labels.index(decided)]
+        return f"Looking at the inputs (simulated).\nAnswer: {words}" if meta.get("style") == "cot" else words
+
+    def _verdict(self, meta: dict, rng: np.random.Generator) -> str:
+        allowed = ["correct", "incorrect", "abstained"] if meta.get("abstention") else ["correct", "incorrect"]
+        answer = _norm(meta.get("answer", ""))
+        if meta.get("abstention") and REFUSAL.search(answer):
+            truth = "abstained"
+        elif not meta.get("reference_is_abstention") and f" {_norm(meta.get('reference', ''))} " in f" {answer} ":
+            truth = "correct"
+        else:
+            truth = "incorrect"
+        verdict = truth
+        if rng.random() < self.judge_error:
+            verdict = [v for v in allowed if v != truth][int(rng.integers(len(allowed) - 1))]
+        if rng.random() < self.judge_invalid_rate:
+            return f"Let me think about whether this is {verdict}."
+        return verdict
+
+
+REFUSAL = re.compile(r"cannot answer|can't answer|unable to answer|not possible to (tell|answer)")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", str(text).lower()).strip()

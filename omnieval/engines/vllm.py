@@ -29,6 +29,8 @@ from omnieval.engines.base import (
     Engine,
     EngineRequest,
     EngineResult,
+    GenerationRequest,
+    GenerationResult,
     register_engine,
     restricted_softmax,
     result_from_option_logprobs,
@@ -64,7 +66,9 @@ class VLLMEngine(Engine):
 
     # -- requests -----------------------------------------------------------------------------------------------
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
-        parts = render_prompt(request.instance, request.prompt_style)
+        return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
+
+    def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, parts, self.omni) + suffix}
         if not self.omni:
             return prompt
@@ -74,9 +78,9 @@ class VLLMEngine(Engine):
         for part in parts:
             if part.kind != "media" or part.modality not in OMNI_MODALITIES:
                 continue
-            if part.path not in request.media:
+            if part.path not in media:
                 raise ValueError(f"media not decoded for this request: {part.path}")
-            item = request.media[part.path]
+            item = media[part.path]
             value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
             data.setdefault(item.modality, []).append(value)
             uuids.setdefault(item.modality, []).append(item.content_hash or None)
@@ -148,11 +152,27 @@ class VLLMEngine(Engine):
                 results[i] = res
         return results  # type: ignore[return-value]
 
-    def _generate(self, prompts: list[dict]) -> list[str]:
+    def _generate(self, prompts: list[dict], max_tokens: list[int] | None = None) -> list[str]:
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=self.max_new_tokens, temperature=0.0)
+        budgets = max_tokens or [self.max_new_tokens] * len(prompts)
+        params = [SamplingParams(max_tokens=int(m), temperature=0.0) for m in budgets]
         return [o.outputs[0].text for o in self.llm.generate(prompts, params, use_tqdm=False)]
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Free text: each request's parts as a prompt (media as for scoring), greedy, batched."""
+        results: list[GenerationResult | None] = [None] * len(requests)
+        ready = []
+        for i, req in enumerate(requests):
+            try:
+                ready.append((i, self._parts_prompt(req.parts, req.media), req.max_new_tokens or self.max_new_tokens))
+            except Exception as exc:
+                results[i] = GenerationResult(None, error=_error(exc).error)
+        texts = self._batched(lambda e: self._generate([p for _, p, _ in e], [m for *_, m in e]), ready)
+        for (i, _, _), text in zip(ready, texts, strict=True):
+            results[i] = (GenerationResult(None, error=_error(text).error) if isinstance(text, Exception)
+                          else GenerationResult(text))
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         self.llm = None

@@ -1,0 +1,197 @@
+"""Metrics of open-ended runs (``mode == 'open'``) graded by one or more judges, in the long table of SPEC 1.4.
+
+Per unit (model x prompt x split), with clustered bootstrap CIs from the same single resampling pass as every other
+metric (``metrics._protocol_rows``: all of these are functions of cell means):
+
+| metric | key | formula |
+| --- | --- | --- |
+| ``open_accuracy`` | ``<condition>``, ``all``, ``k=<k>`` | mean over judges of each judge's accuracy |
+| ``open_accuracy`` | the same keys + ``@<judge>`` | one judge: share of its valid verdicts that are right |
+| ``open_abstention`` | as ``open_accuracy`` | share of valid verdicts ``abstained`` (protocols with abstention) |
+| ``judge_agreement`` | ``all``, ``<condition>``, ``k=<k>`` | share of fully graded predictions with one verdict |
+| ``judge_kappa`` | ``cohen`` (2 judges) or ``fleiss`` (3+) | chance-corrected agreement over all predictions |
+| ``mcq_open_gap`` | ``<condition>``, ``all``, ``k=<k>`` | multiple-choice accuracy minus judge-averaged open accuracy |
+| ``open_invalid_verdicts`` | ``<judge>`` | share of that judge's verdicts that stayed unparseable after the retry |
+
+A verdict is right when it is ``correct``, or ``abstained`` where the ground truth is the abstention option. Keys
+``k=<k>`` (dissonance) pool the instances of a corruption level. ``mcq_open_gap`` needs multiple-choice predictions
+of the same unit (``mode`` null or ``mcq``) next to the open ones.
+
+Cohen's kappa from cell means: ``(p_o - p_e) / (1 - p_e)``, ``p_o`` the agreement share and ``p_e = sum_c p1_c p2_c``
+(``p_j_c`` the share of judge j's verdicts that are c). Fleiss' kappa with m judges: ``(P - P_e) / (1 - P_e)``,
+``P`` the mean over predictions of ``(sum_c n_c^2 - m) / (m (m - 1))`` and ``P_e = sum_c p_c^2``, ``p_c`` the mean
+of ``n_c / m`` (``n_c``: judges that said c). Both over the predictions every judge graded validly.
+
+Verdicts come from the predictions' ``verdicts`` column (a list of ``{judge, verdict, ...}``) or, for files written
+by other tools, from columns named ``verdict@<judge>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+
+from omnieval.schema import VERDICTS
+
+JUDGE_COLUMN = "verdict@"
+
+
+def judges_of(frame: pl.DataFrame) -> list[str]:
+    """The judges named in the open rows, sorted."""
+    names: set[str] = {c[len(JUDGE_COLUMN):] for c in frame.columns if c.startswith(JUDGE_COLUMN)}
+    if "verdicts" in frame.columns and isinstance(frame.schema["verdicts"], pl.List):
+        exploded = frame.select(pl.col("verdicts").explode().struct.field("judge")).to_series().drop_nulls()
+        names |= set(exploded.to_list())
+    return sorted(names)
+
+
+def with_verdict_columns(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
+    """One ``verdict@<judge>`` column per judge (from the ``verdicts`` list where the column is not given)."""
+    for judge in judges:
+        column = f"{JUDGE_COLUMN}{judge}"
+        if column in frame.columns:
+            frame = frame.with_columns(pl.col(column).cast(pl.Utf8).str.to_lowercase())
+            continue
+        frame = frame.with_columns(
+            pl.col("verdicts").list.eval(
+                pl.element().filter(pl.element().struct.field("judge") == judge).struct.field("verdict"))
+            .list.first().cast(pl.Utf8).alias(column))
+    return frame
+
+
+def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
+    """Flags the open-ended cells read (see the module table); ``frame`` is ``metrics.prepare``'d."""
+    frame = with_verdict_columns(frame, judges)
+    is_open = pl.col("mode") == "open"
+    m = len(judges)
+    cols = [f"{JUDGE_COLUMN}{j}" for j in judges]
+    flags = {"is_open": is_open, "mcq_valid": (pl.col("mode") != "open") & pl.col("valid")}
+    for i, c in enumerate(cols):
+        ok = is_open & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
+        flags[f"ok{i}"] = ok
+        flags[f"right{i}"] = ok & ((pl.col(c) == "correct")
+                                   | ((pl.col(c) == "abstained") & pl.col("human_abstain"))).fill_null(False)
+        flags[f"abst{i}"] = ok & (pl.col(c) == "abstained").fill_null(False)
+        flags[f"bad{i}"] = is_open & ~ok
+    frame = frame.with_columns(**flags)
+    all_ok = pl.all_horizontal([pl.col(f"ok{i}") for i in range(m)])
+    frame = frame.with_columns(all_ok=all_ok,
+                               agree=all_ok & pl.all_horizontal([pl.col(c) == pl.col(cols[0]) for c in cols]))
+    extra = {}
+    for v in VERDICTS:
+        counts = pl.sum_horizontal([(pl.col(c) == v).fill_null(False).cast(pl.Float64) for c in cols])
+        extra[f"share_{v}"] = counts / m
+        extra[f"sq_{v}"] = counts * counts
+        for i, c in enumerate(cols):
+            extra[f"is{i}_{v}"] = (pl.col(c) == v).fill_null(False).cast(pl.Float64)
+    frame = frame.with_columns(**extra)
+    if m > 1:
+        sum_sq = pl.sum_horizontal([pl.col(f"sq_{v}") for v in VERDICTS])
+        frame = frame.with_columns(fleiss_p=(sum_sq - m) / (m * (m - 1)))
+    return frame
+
+
+def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: bool):
+    """The cells and metric function of the open-ended metrics for these judges (a ``ProtocolMetrics``)."""
+    from omnieval.metrics import CellFamily, ProtocolMetrics
+
+    m = len(judges)
+    groups: list[tuple[str, tuple[str, ...]]] = [("c", ("condition",)), ("a", ())]
+    if has_k:
+        groups.append(("k", ("k",)))
+    fams = []
+    for tag, by in groups:
+        for i in range(m):
+            fams.append(CellFamily(f"acc{i}{tag}", f"right{i}", f"ok{i}", by))
+            fams.append(CellFamily(f"abs{i}{tag}", f"abst{i}", f"ok{i}", by))
+        fams.append(CellFamily(f"agree{tag}", "agree", "all_ok", by))
+        fams.append(CellFamily(f"mcq{tag}", "correct", "mcq_valid", by))
+    for i in range(m):
+        fams.append(CellFamily(f"bad{i}", f"bad{i}", "is_open"))
+    if m == 2:
+        fams += [CellFamily(f"is{i}_{v}", f"is{i}_{v}", "all_ok") for i in range(2) for v in VERDICTS]
+    elif m > 2:
+        fams.append(CellFamily("fleiss_p", "fleiss_p", "all_ok"))
+        fams += [CellFamily(f"share_{v}", f"share_{v}", "all_ok") for v in VERDICTS]
+
+    def metrics(cells) -> Iterable[tuple]:
+        for tag, by in groups:
+            keys = sorted({k for i in range(m) for k in cells.keys(f"acc{i}{tag}")}) if by else [()]
+            for key in keys:
+                name = {"c": lambda k: k[0], "a": lambda k: "all", "k": lambda k: f"k={k[0]}"}[tag](key)
+                yield from _per_judge(cells, "open_accuracy", f"acc{{i}}{tag}", key, name, judges)
+                if has_abstention:
+                    yield from _per_judge(cells, "open_abstention", f"abs{{i}}{tag}", key, name, judges)
+                if m > 1 and cells.has(f"agree{tag}", *key):
+                    yield "judge_agreement", name, cells.mean(f"agree{tag}", *key), cells.n(f"agree{tag}", *key)
+                accs = [cells.mean(f"acc{i}{tag}", *key) for i in range(m) if cells.has(f"acc{i}{tag}", *key)]
+                if accs and cells.has(f"mcq{tag}", *key):
+                    with np.errstate(invalid="ignore"):
+                        gap = cells.mean(f"mcq{tag}", *key) - _nanmean_rows(accs)
+                    yield "mcq_open_gap", name, gap, cells.n(f"mcq{tag}", *key)
+        for i, judge in enumerate(judges):
+            if cells.has(f"bad{i}"):
+                yield "open_invalid_verdicts", judge, cells.mean(f"bad{i}"), cells.n(f"bad{i}")
+        if m == 2 and cells.has("agreea"):
+            yield "judge_kappa", "cohen", _cohen(cells), cells.n("agreea")
+        elif m > 2 and cells.has("fleiss_p"):
+            yield "judge_kappa", "fleiss", _fleiss(cells), cells.n("fleiss_p")
+
+    return ProtocolMetrics(name=protocol, families=tuple(fams), metrics=metrics)
+
+
+def _nanmean_rows(arrays: list[np.ndarray]) -> np.ndarray:
+    stack = np.vstack(arrays)
+    valid = ~np.isnan(stack)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid.any(axis=0), np.nansum(stack, axis=0) / np.maximum(valid.sum(axis=0), 1), np.nan)
+
+
+def _per_judge(cells, metric: str, family: str, key: tuple, name: str, judges: list[str]):
+    """One row per judge (``<name>@<judge>``) and the judge average (``<name>``)."""
+    values, ns = [], []
+    for i, judge in enumerate(judges):
+        fam = family.format(i=i)
+        if not cells.has(fam, *key):
+            continue
+        values.append(cells.mean(fam, *key))
+        ns.append(cells.n(fam, *key))
+        if len(judges) > 1:
+            yield metric, f"{name}@{judge}", values[-1], ns[-1]
+    if values:
+        yield metric, name, _nanmean_rows(values), max(ns)
+
+
+def _cohen(cells) -> np.ndarray:
+    p_o = cells.mean("agreea")
+    p_e = sum(cells.mean(f"is0_{v}") * cells.mean(f"is1_{v}") for v in VERDICTS)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(p_e < 1, (p_o - p_e) / (1 - p_e), np.nan)
+
+
+def _fleiss(cells) -> np.ndarray:
+    p_bar = cells.mean("fleiss_p")
+    p_e = sum(cells.mean(f"share_{v}") ** 2 for v in VERDICTS)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(p_e < 1, (p_bar - p_e) / (1 - p_e), np.nan)
+
+
+def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> list[dict]:
+    """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
+    from omnieval.metrics import _protocol_rows
+
+    if "mode" not in frame.columns or frame.filter(pl.col("mode") == "open").is_empty():
+        return []
+    opened = frame.filter(pl.col("mode") == "open")
+    judges = judges_of(opened)
+    if not judges:
+        return []
+    # Units that have open rows only (an mcq-only unit gets no open metrics).
+    units = opened.select("model", "prompt", "split").unique()
+    part = frame.join(units, on=["model", "prompt", "split"], how="semi")
+    prepared = open_frame(part, judges)
+    has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
+    spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
+    return _protocol_rows(prepared, spec, resamples, seed)
