@@ -30,6 +30,8 @@ class ModelConfig(_Config):
     batch_size: int = Field(default=16, ge=1)
     num_gpus: float = Field(default=0.0, ge=0.0, description="GPUs per replica (0 on CPU machines)")
     num_cpus: float = Field(default=1.0, ge=0.0, description="CPUs per replica")
+    describe: DescribeConfig | None = Field(
+        default=None, description="cascade: a describer turns these modalities into text before this model answers")
 
     @field_validator("engine")
     @classmethod
@@ -39,6 +41,37 @@ class ModelConfig(_Config):
         if v not in known_engines():
             raise ValueError(f"unknown engine {v!r}; known engines: {', '.join(known_engines())}")
         return v
+
+
+class DescribeConfig(_Config):
+    """A cascade's first stage: ``model`` (a describer; any engine that generates text) turns the media of the
+    listed modalities into text, one description per distinct file with that modality's prompt; the answering
+    model then receives ``[<modality> description: ...]`` in place of the media."""
+
+    model: ModelConfig
+    prompts: dict[str, str] = Field(
+        default_factory=lambda: {"audio": "Describe this audio."},
+        description="modality -> describe prompt (audio, video, image, pointcloud)")
+    max_new_tokens: int = Field(default=96, ge=1)
+
+    @field_validator("prompts")
+    @classmethod
+    def _media_modalities(cls, v: dict[str, str]) -> dict[str, str]:
+        from omnieval.schema import MEDIA_MODALITIES
+
+        unknown = sorted(set(v) - set(MEDIA_MODALITIES))
+        if unknown or not v:
+            raise ValueError(f"describe prompts are keyed by media modality ({', '.join(MEDIA_MODALITIES)}); "
+                             f"got {sorted(v)}")
+        return v
+
+
+DEFAULT_DESCRIBE_PROMPTS = {
+    "audio": "Describe this audio.",
+    "video": "Describe this set of frames. Consider the frames to be a part of the same video.",
+    "image": "Describe the image.",
+    "pointcloud": "Describe the 3d model.",
+}
 
 
 class DecodeConfig(_Config):
@@ -69,6 +102,10 @@ class RunConfig(_Config):
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     limit_items: int | None = Field(default=None, ge=1, description="evaluate only the first N items")
+    modes: list[Literal["mcq", "open"]] = Field(
+        default_factory=lambda: ["mcq"], description="mcq (options shown) and/or open (free answer, judged)")
+    judges: list[ModelConfig] = Field(default_factory=list, description="the judges of open-ended answers")
+    judge_template: str = Field(default="v1", description="versioned judge prompt template (omnieval.judges)")
 
     @field_validator("protocol")
     @classmethod
@@ -91,10 +128,18 @@ class RunConfig(_Config):
 
     @model_validator(mode="after")
     def _unique_models(self) -> RunConfig:
-        names = [m.name for m in self.models]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"model names must be unique, repeated: {dupes}")
+        from omnieval.judges import TEMPLATES
+
+        for kind, names in (("model", [m.name for m in self.models]), ("judge", [j.name for j in self.judges])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{kind} names must be unique, repeated: {dupes}")
+        if not self.modes or len(set(self.modes)) != len(self.modes):
+            raise ValueError(f"modes must be distinct and not empty, got {self.modes}")
+        if "open" in self.modes and not self.judges:
+            raise ValueError("open-ended mode needs at least one judge (judges: [...])")
+        if self.judge_template not in TEMPLATES:
+            raise ValueError(f"unknown judge_template {self.judge_template!r}; known: {', '.join(TEMPLATES)}")
         return self
 
 

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig
+from omnieval.prompts import open_media_paths
 from omnieval.schema import Instance
 
 FLUSH_ROWS = 256
@@ -85,6 +86,7 @@ def make_plan(config: RunConfig) -> Plan:
             from omnieval.engines.vllm_processor import processor_settings
 
             processor_settings(model)  # unknown or missing options fail here, before Ray starts
+    check_generation(config)
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
         for seg in inst.media_segments():
@@ -95,6 +97,31 @@ def make_plan(config: RunConfig) -> Plan:
             specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
                                         modality=seg.modality, params=params)
     return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+
+
+def check_generation(config: RunConfig) -> None:
+    """Open-ended answers, judges and describers need engines that generate free text, and run in the engine actor
+    pool (not the ``ray.data.llm`` processor stage): say so before any model work."""
+    from omnieval.engines.base import engine_class
+    from omnieval.schema import InputError
+
+    needs: list[tuple[str, ModelConfig]] = []
+    if "open" in config.modes:
+        needs += [(f"models[{i}]", m) for i, m in enumerate(config.models)]
+        needs += [(f"judges[{i}]", j) for i, j in enumerate(config.judges)]
+    needs += [(f"models[{i}].describe.model", m.describe.model) for i, m in enumerate(config.models) if m.describe]
+    for where, model in needs:
+        if not engine_class(model.engine).can_generate():
+            raise InputError(f"engine {model.engine!r} of {model.name!r} does not generate free text (needed for "
+                             "open-ended answers, judges and describers)", field=f"{where}.engine")
+        if uses_vllm_processor(model):
+            raise InputError(f"{model.name!r}: open-ended answers, judges and describers run through the engine "
+                             "actor pool; set the vllm option processor: false for this model",
+                             field=f"{where}.options.processor")
+    for i, m in enumerate(config.models):
+        if m.describe and uses_vllm_processor(m):
+            raise InputError(f"{m.name!r}: a cascade's answering model runs through the engine actor pool; set the "
+                             "vllm option processor: false", field=f"models[{i}].options.processor")
 
 
 def protocol_of(config: RunConfig, bench):
@@ -191,31 +218,66 @@ class EngineStage:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
         from omnieval.engines.base import EngineRequest, EngineResult
+        from omnieval.open_ended import open_prediction_row, open_request
         from omnieval.store import predictions_table
 
         instances = [Instance.model_validate_json(s) for s in batch["instance_json"]]
         prompts = [str(p) for p in batch["prompt"]]
         errors = [str(e) for e in batch["decode_error"]]
+        modes = [str(m) for m in batch["mode"]] if "mode" in batch else ["mcq"] * len(instances)
+        paths_of = [json.loads(p) for p in batch["media_paths"]]
         todo = [i for i, e in enumerate(errors) if not e]
-        results: dict[int, EngineResult] = {i: EngineResult(choice=None, error=errors[i])
-                                            for i in range(len(instances)) if errors[i]}
+        results: dict[int, object] = {i: EngineResult(choice=None, error=errors[i])
+                                      for i in range(len(instances)) if errors[i]}
         start = time.perf_counter()
         if todo:
-            paths = [[s.path for s in instances[i].media_segments()] for i in todo]
-            media = self._media({p for ps in paths for p in ps})
-            requests = [EngineRequest(instances[i], {p: media[p] for p in ps}, prompts[i])
-                        for i, ps in zip(todo, paths, strict=True)]
-            try:
-                scored = self.engine.score(requests)
-                if len(scored) != len(requests):
-                    raise RuntimeError(f"engine returned {len(scored)} results for {len(requests)} requests")
-            except Exception as exc:  # an engine failure marks this batch, the run goes on
-                scored = [EngineResult(choice=None, error=f"engine error: {type(exc).__name__}: {exc}")] * len(todo)
-            results.update(zip(todo, scored, strict=True))
+            media = self._media({p for i in todo for p in paths_of[i]})
+            for mode in ("mcq", "open"):
+                ids = [i for i in todo if modes[i] == mode]
+                if ids:
+                    results.update(zip(ids, self._call(mode, [
+                        (open_request if mode == "open" else EngineRequest)(
+                            instances[i], {p: media[p] for p in paths_of[i]}, prompts[i]) for i in ids]),
+                        strict=True))
         latency = (time.perf_counter() - start) / max(1, len(todo))
-        rows = [prediction_row(inst, prompts[i], results[i], self.model, latency if i in todo else None)
-                for i, inst in enumerate(instances)]
+        rows = []
+        for i, inst in enumerate(instances):
+            lat = latency if i in todo else None
+            if modes[i] == "open":
+                res = results[i] if not errors[i] else _generation_error(errors[i])
+                row = open_prediction_row(inst, prompts[i], res, self.model, lat)
+            else:
+                row = prediction_row(inst, prompts[i], results[i], self.model, lat)
+            rows.append(row | {k: _str_or_none(batch[k][i]) for k in CASCADE_COLUMNS if k in batch})
         return predictions_table(rows)
+
+    def _call(self, mode: str, requests: list) -> list:
+        """``score`` (multiple choice) or ``generate`` (open-ended) one sub-batch; an engine failure marks every
+        request of it, the run goes on."""
+        from omnieval.engines.base import EngineResult, GenerationResult
+
+        try:
+            out = self.engine.generate(requests) if mode == "open" else self.engine.score(requests)
+            if len(out) != len(requests):
+                raise RuntimeError(f"engine returned {len(out)} results for {len(requests)} requests")
+            return out
+        except Exception as exc:
+            message = f"engine error: {type(exc).__name__}: {exc}"
+            return [GenerationResult(None, error=message) if mode == "open" else
+                    EngineResult(choice=None, error=message)] * len(requests)
+
+
+CASCADE_COLUMNS = ("cascade", "intermediate_text", "stage_engines")
+
+
+def _generation_error(message: str):
+    from omnieval.engines.base import GenerationResult
+
+    return GenerationResult(None, error=message)
+
+
+def _str_or_none(value) -> str | None:
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def uses_vllm_processor(model: ModelConfig) -> bool:
@@ -287,15 +349,28 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
     try:
         for model in config.models:
             done = store.finished_ids(model.name)
+            instances, extras, failed = plan.instances, {}, []
+            if model.describe is not None:
+                from omnieval.cascade import cascade_instances, describe_media
+
+                descriptions = describe_media(model, plan, config, store, cache_name, namespace, progress)
+                instances, extras, failed = cascade_instances(model, plan.instances, descriptions)
             rows = []
-            for inst in plan.instances:
-                media_paths = json.dumps([s.path for s in inst.media_segments()])
-                for prompt in config.prompts:
-                    if (prompt, inst.instance_id) in done:
-                        n_skipped += 1
-                        continue
-                    rows.append({"instance_json": inst.model_dump_json(), "prompt": prompt,
-                                 "media_paths": media_paths, "instance_id": inst.instance_id})
+            for inst in instances:
+                for mode in config.modes:
+                    paths = open_media_paths(inst) if mode == "open" else [s.path for s in inst.media_segments()]
+                    for prompt in config.prompts:
+                        if (mode, prompt, inst.instance_id) in done:
+                            n_skipped += 1
+                            continue
+                        rows.append({"instance_json": inst.model_dump_json(), "prompt": prompt, "mode": mode,
+                                     "media_paths": json.dumps(paths), "instance_id": inst.instance_id}
+                                    | extras.get(inst.instance_id, {}))  # cascade columns (all rows or none)
+            if failed:  # instances whose describer failed: errored predictions, no model call
+                store.append_part(model.name, [
+                    row for inst, message in failed for mode in config.modes for prompt in config.prompts
+                    if (mode, prompt, inst.instance_id) not in done
+                    for row in [_failed_row(inst, mode, prompt, message, model)]])
             if rows:
                 n_rows += _run_model(model, rows, plan, config, store, cache_name, namespace, progress)
         decode_counts = ray.get(cache.decode_counts.remote())
@@ -303,12 +378,26 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
         ray.kill(cache)
     tables = [store.read_parts(m.name) for m in config.models]
     predictions = consolidate(tables)
+    if "open" in config.modes:
+        from omnieval.open_ended import attach_verdicts, run_judges
+
+        run_judges(config, store, predictions, {i.instance_id: i for i in plan.instances}, progress)
+        predictions = attach_verdicts(config, store, predictions)
     store.write_table("predictions.parquet", predictions)
     n_errors = sum(e is not None for e in predictions["error"].to_pylist())
     store.write_json("run.json", run_record(config, started, plan, predictions, n_errors, decode_counts))
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
                      n_instances=len(plan.instances), n_rows=n_rows, n_skipped=n_skipped, n_errors=n_errors,
                      decode_counts=decode_counts, accuracy_table=accuracy_by_condition(predictions))
+
+
+def _failed_row(inst: Instance, mode: str, prompt: str, message: str, model: ModelConfig) -> dict:
+    from omnieval.engines.base import EngineResult, GenerationResult
+    from omnieval.open_ended import open_prediction_row
+
+    if mode == "open":
+        return open_prediction_row(inst, prompt, GenerationResult(None, error=message), model, None)
+    return prediction_row(inst, prompt, EngineResult(choice=None, error=message), model, None)
 
 
 def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConfig, store, cache_name: str,
