@@ -66,6 +66,8 @@ class DescribeConfig(_Config):
         return v
 
 
+ModelConfig.model_rebuild()  # ModelConfig.describe refers to DescribeConfig, defined after it
+
 DEFAULT_DESCRIBE_PROMPTS = {
     "audio": "Describe this audio.",
     "video": "Describe this set of frames. Consider the frames to be a part of the same video.",
