@@ -132,7 +132,7 @@ def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, be
     assert all(v["judge"] == "tiny-judge" and v["attempts"] in (1, 2) for v in judged)
     # the strict parser's verdicts: a valid one came from a one-word reply; an invalid one was retried once
     for v in judged:
-        assert (v["verdict"] is None) == (v["attempts"] == 2 and v["verdict"] is None)
+        assert v["verdict"] is not None or v["attempts"] == 2
         assert v["verdict"] is None or v["raw_text"].strip().strip(".").lower() == v["verdict"]
     assert any(v["verdict"] is None and v["attempts"] == 2 for v in judged)
     casc = df.filter(pl.col("model") == "tiny-text+omni-audio")
