@@ -303,6 +303,9 @@ def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency
         "selection_type": inst.selection_type, "answer_modality": inst.answer_modality,
         "option_logprobs": res.option_logprobs, "raw_text": res.raw_text,
         "error": res.error, "latency_s": latency, "engine": model.engine,
+        # Every schema column, so each engine path (EngineStage, the ray.data.llm processor) writes one row shape.
+        "mode": "mcq", "answer_text": None, "reference": None, "verdicts": None,
+        "cascade": None, "intermediate_text": None, "stage_engines": None,
     }
 
 

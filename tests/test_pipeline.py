@@ -198,3 +198,21 @@ def test_run_summary_pools_option_orders_into_one_column():
     row = text.splitlines()[3]
     # original 1/1; perm:* = 1 of the 2 valid (BA right, CAB wrong, CBA invalid); captions:perm:* 0/1
     assert [c.strip() for c in row.strip("│ ").split("┆")] == ["m", "zs", "0.0", "1.0", "0.5"]
+
+
+def test_prediction_rows_carry_every_schema_column():
+    """Both engine paths (EngineStage and the ray.data.llm processor) build rows with ``prediction_row``; a row
+    missing a schema column would make the two paths' outputs differ in shape."""
+    from omnieval.config import ModelConfig
+    from omnieval.engines.base import EngineResult, GenerationResult
+    from omnieval.open_ended import open_prediction_row
+    from omnieval.pipeline import prediction_row
+    from omnieval.schema import PREDICTION_SCHEMA, Instance
+
+    inst = Instance(protocol="dissonance", benchmark="b", split="s", item_id="i", instance_id="i|x", condition="x",
+                    target="A", question="q?", option_labels=["A", "B"], option_texts=["a", "b"], segments=[])
+    model = ModelConfig(name="m", engine="simulated")
+    row = prediction_row(inst, "zs", EngineResult(choice="A", confidence=0.9), model, 0.1)
+    assert set(row) == set(PREDICTION_SCHEMA.names) and row["mode"] == "mcq"
+    opened = open_prediction_row(inst, "zs", GenerationResult("Answer: a"), model, 0.1)
+    assert set(opened) == set(PREDICTION_SCHEMA.names) and opened["mode"] == "open" and opened["answer_text"]
