@@ -32,6 +32,9 @@ class ModelConfig(_Config):
     num_cpus: float = Field(default=1.0, ge=0.0, description="CPUs per replica")
     describe: DescribeConfig | None = Field(
         default=None, description="cascade: a describer turns these modalities into text before this model answers")
+    modes: list[Literal["mcq", "open"]] | None = Field(
+        default=None, description="this model's modes, a subset of the run's (default: all of them); e.g. open-ended "
+                                  "answers only from the models worth judging")
 
     @field_validator("engine")
     @classmethod
@@ -140,9 +143,19 @@ class RunConfig(_Config):
             raise ValueError(f"modes must be distinct and not empty, got {self.modes}")
         if "open" in self.modes and not self.judges:
             raise ValueError("open-ended mode needs at least one judge (judges: [...])")
+        for m in self.models:
+            if m.modes is not None and (not m.modes or len(set(m.modes)) != len(m.modes)
+                                        or not set(m.modes) <= set(self.modes)):
+                raise ValueError(f"model {m.name!r}: modes {m.modes} must be distinct, not empty and among the "
+                                 f"run's modes {self.modes}")
         if self.judge_template not in TEMPLATES:
             raise ValueError(f"unknown judge_template {self.judge_template!r}; known: {', '.join(TEMPLATES)}")
         return self
+
+
+def modes_of(config: RunConfig, model: ModelConfig) -> list[str]:
+    """The modes ``model`` runs in (its own ``modes``, else the run's), in the run's order."""
+    return [m for m in config.modes if model.modes is None or m in model.modes]
 
 
 def _field_path(loc: tuple) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from omnieval.config import ModelConfig, RunConfig
+from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.prompts import open_media_paths
 from omnieval.schema import Instance
 
@@ -107,7 +107,7 @@ def check_generation(config: RunConfig) -> None:
 
     needs: list[tuple[str, ModelConfig]] = []
     if "open" in config.modes:
-        needs += [(f"models[{i}]", m) for i, m in enumerate(config.models)]
+        needs += [(f"models[{i}]", m) for i, m in enumerate(config.models) if "open" in modes_of(config, m)]
         needs += [(f"judges[{i}]", j) for i, j in enumerate(config.judges)]
     needs += [(f"models[{i}].describe.model", m.describe.model) for i, m in enumerate(config.models) if m.describe]
     for where, model in needs:
@@ -359,8 +359,9 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
                 descriptions = describe_media(model, plan, config, store, cache_name, namespace, progress)
                 instances, extras, failed = cascade_instances(model, plan.instances, descriptions)
             rows = []
+            modes = modes_of(config, model)
             for inst in instances:
-                for mode in config.modes:
+                for mode in modes:
                     paths = open_media_paths(inst) if mode == "open" else [s.path for s in inst.media_segments()]
                     for prompt in config.prompts:
                         if (mode, prompt, inst.instance_id) in done:
@@ -371,7 +372,7 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
                                     | extras.get(inst.instance_id, {}))  # cascade columns (all rows or none)
             if failed:  # instances whose describer failed: errored predictions, no model call
                 store.append_part(model.name, [
-                    row for inst, message in failed for mode in config.modes for prompt in config.prompts
+                    row for inst, message in failed for mode in modes for prompt in config.prompts
                     if (mode, prompt, inst.instance_id) not in done
                     for row in [_failed_row(inst, mode, prompt, message, model)]])
             if rows:

@@ -16,6 +16,13 @@ Tests (one row each in ``tests.csv``):
 * ``permutation_models`` (every protocol, per prompt x split): the same paired sign-flip test between every pair of
   models (``model`` = ``a vs b``, in order of first appearance), on the instances both answered validly, pooled
   over all conditions (``comparison`` = ``all``) and per condition; estimate = mean per-item difference, a minus b.
+* ``mcq_vs_open`` (every protocol with both modes, per model x prompt x split): paired sign-flip test between
+  multiple-choice correctness and a judge's open-ended verdict on the same instances (``comparison`` =
+  ``mcq_vs_open@<judge>``; with several judges also ``mcq_vs_open``, the share of judges that said right); per item
+  the mean difference over its instances; estimate = mcq minus open, the sign of ``mcq_open_gap``.
+* ``mcnemar_judges`` (every protocol with 2+ judges, per model x prompt x split): every pair of judges grading the
+  same open answers (``comparison`` = ``a vs b``), exact McNemar on the answers both graded validly; estimate = a's
+  accuracy minus b's. The pairs are answers, not items: a judge pair disagreeing systematically is what it detects.
 
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
 (statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
@@ -170,6 +177,50 @@ def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -
     return rows
 
 
+def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
+    """``mcq_vs_open`` and ``mcnemar_judges`` on a prepared frame holding open rows (nothing without judges)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    from omnieval.open_metrics import judges_of, open_frame
+
+    opened = frame.filter(pl.col("mode") == "open")
+    judges = judges_of(opened) if len(opened) else []
+    if not judges:
+        return []
+    graded = open_frame(opened, judges).with_columns(
+        right_mean=pl.mean_horizontal([pl.when(pl.col(f"ok{i}")).then(pl.col(f"right{i}").cast(pl.Float64))
+                                       for i in range(len(judges))]))
+    unit = ["protocol", "model", "prompt", "split"]
+    rows = []
+    mcq = frame.filter((pl.col("mode") != "open") & pl.col("valid")).select(
+        *unit, "instance_id", "item_id", mcq_correct=pl.col("correct").cast(pl.Float64))
+    paired = graded.join(mcq, on=[*unit, "instance_id", "item_id"], how="inner")
+    columns = [(f"@{j}", f"right{i}", f"ok{i}") for i, j in enumerate(judges)]
+    if len(judges) > 1:
+        columns.append(("", "right_mean", None))
+    for key, g in sorted(paired.partition_by(unit, as_dict=True).items()):
+        for suffix, right, ok in columns:
+            sel = g.filter(pl.col(ok)) if ok else g.filter(pl.col(right).is_not_null())
+            per_item = sel.group_by("item_id").agg(
+                (pl.col("mcq_correct") - pl.col(right).cast(pl.Float64)).mean().alias("d")).sort("item_id")
+            d = np.ascontiguousarray(per_item["d"].to_numpy(), dtype=np.float64)
+            if not len(d):
+                continue
+            stream = keyed_seed(0, "mcq_vs_open", *key, suffix)
+            estimate, p = sign_flip_test(d, permutations, np.uint64(seed % 2**64), np.uint64(stream))
+            rows.append(_row(*key, "mcq_vs_open", f"mcq_vs_open{suffix}", estimate, estimate, p, len(d)))
+    for key, g in sorted(graded.partition_by(unit, as_dict=True).items()):
+        for (i, a), (j, b) in itertools.combinations(enumerate(judges), 2):
+            both = g.filter(pl.col(f"ok{i}") & pl.col(f"ok{j}"))
+            if both.is_empty():
+                continue
+            x, y = both[f"right{i}"].to_numpy(), both[f"right{j}"].to_numpy()
+            table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
+            stat, p = _safe(mcnemar, table, exact=True)
+            rows.append(_row(*key, "mcnemar_judges", f"{a} vs {b}", stat, float(x.mean() - y.mean()), p, len(both)))
+    return rows
+
+
 def _bh(table: pl.DataFrame) -> pl.DataFrame:
     from statsmodels.stats.multitest import multipletests
 
@@ -200,6 +251,7 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
         if "anchor" in dis.columns:
             rows = wilcoxon_tests(dis) + friedman_tests(dis) + rows
         rows = rows + mcnemar_tests(dis)
+    rows = rows + open_tests(frame, permutations, seed)
     schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return _bh(table)

@@ -40,6 +40,7 @@ def test_valid_config_resolves_paths_relative_to_the_file(tmp_path):
     (VALID.replace("benchmark: bench\n", ""), "benchmark", "required"),
     (VALID + "colour: blue\n", "colour", "Extra inputs"),
     (VALID + "  - name: sim\n    engine: simulated\n", None, "unique"),
+    (VALID + "    modes: [open]\n", None, "among the run's modes"),
 ])
 def test_invalid_config_names_file_and_field(tmp_path, text, field, words):
     path = _write(tmp_path, text)
@@ -62,3 +63,13 @@ def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "unknown engine 'nope'" in err and str(path) in err and "Traceback" not in err
+
+
+def test_model_modes_are_a_subset_of_the_runs(tmp_path):
+    from omnieval.config import modes_of
+
+    text = VALID.replace("models:", "modes: [mcq, open]\njudges:\n  - {name: j, engine: simulated}\nmodels:") \
+        + "  - name: mcq-only\n    engine: simulated\n    modes: [mcq]\n"
+    config = load_run_config(_write(tmp_path, text))
+    assert modes_of(config, config.models[0]) == ["mcq", "open"]
+    assert modes_of(config, config.models[1]) == ["mcq"]

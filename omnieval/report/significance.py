@@ -19,6 +19,8 @@ TEST_NAMES = {
     "mcnemar": "McNemar (exact) between two models at C000",
     "permutation": "paired sign-flip permutation test between prompt styles",
     "permutation_models": "paired sign-flip permutation test between models",
+    "mcq_vs_open": "paired sign-flip permutation test: multiple-choice vs open-ended correctness",
+    "mcnemar_judges": "McNemar (exact) between two judges grading the same open answers",
 }
 
 
