@@ -6,6 +6,8 @@ their accuracies are predictable) and the tiny transformers model (the real code
 waveforms; its weights are random, so its accuracy is near chance by construction):
 
 * ``dissonance``: outputs under ``run/`` and ``metrics/``; prints accuracy by condition and Shapley attribution.
+  One simulated model also answers open-ended (options left out), graded by two simulated judges of set accuracy;
+  a copy of it hears the audio through a describer (a cascade, marked in the report).
 * ``crossmodal``: outputs under ``crossmodal/run`` and ``crossmodal/metrics``; prints the six directions,
   disparity and imbalance.
 * ``spectrum``: outputs under ``spectrum/run`` and ``spectrum/metrics``; prints accuracy per shuffling condition
@@ -32,11 +34,18 @@ def demo_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) 
          "options": {"reliance": {"text": 0.95}, "abstain_on_conflict": 0.1, "abstain_on_unsupported": 0.05,
                      "seed": seed}},
     ]
+    # The same model with its audio heard through a describer (the two-stage audio path), in both modes.
+    models.append(dict(models[0], name="sim-balanced+audio-desc",
+                       describe={"model": {"name": "sim-describer", "engine": "simulated"}}))
+    models[1]["modes"] = ["mcq"]
     if tiny_model is not None:
         models.append({"name": "tiny-omni-random", "engine": "hf", "replicas": 1, "batch_size": 8,
-                       "options": {"path": str(tiny_model)}})
+                       "options": {"path": str(tiny_model)}, "modes": ["mcq"]})
+    judges = [{"name": "judge-careful", "engine": "simulated", "options": {"seed": seed + 1, "judge_error": 0.05}},
+              {"name": "judge-noisy", "engine": "simulated",
+               "options": {"seed": seed + 2, "judge_error": 0.2, "judge_invalid_rate": 0.1}}]
     return {"name": "demo", "protocol": "dissonance", "benchmark": str(benchmark), "output": str(out / "run"),
-            "seed": seed, "prompts": ["zs"], "models": models,
+            "seed": seed, "prompts": ["zs"], "models": models, "modes": ["mcq", "open"], "judges": judges,
             "decode": {"num_frames": 8, "max_side": 160}}
 
 
@@ -226,4 +235,12 @@ def print_reliance(predictions: str, out: Path, resamples: int = 2000) -> None:
                .pivot(on="key", index=["model", "split"], values="shapley (95% CI)")
                .sort(["model", "split"]))
     _print_table("Shapley modality attribution of accuracy (value [95% bootstrap CI])", shapley, out)
+    opened = table.filter(pl.col("metric").is_in(["open_accuracy", "mcq_open_gap", "judge_kappa"])
+                          & (pl.col("key").str.starts_with("all") | (pl.col("metric") == "judge_kappa")))
+    if len(opened):
+        summary = (opened.with_columns(pl.concat_str("metric", pl.lit(" "), "key").alias("metric"),
+                                       _with_ci(pl).alias("value [95% CI]"))
+                   .pivot(on="model", index=["metric", "split"], values="value [95% CI]").sort("split", "metric"))
+        _print_table("Open-ended answers graded by two judges: accuracy (mean and per judge), MCQ minus open, "
+                     "Cohen's kappa", summary, out)
     print(f"significance tests: omnieval stats {predictions} --out DIR")

@@ -176,7 +176,7 @@ def test_report_numbers_equal_the_metrics_tables(demo, demo_report, demo_page):
 
 def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
     assert demo_page.sections[:3] == ["runs", "dissonance", "dissonance-anchors"]
-    assert {"crossmodal", "crossmodal-tasks", "spectrum", "spectrum-categories", "contrastive", "significance",
+    assert {"dissonance-open", "crossmodal", "crossmodal-tasks", "spectrum", "spectrum-categories", "contrastive", "significance",
             "significance-dissonance", "significance-crossmodal", "significance-spectrum",
             "significance-contrastive"} <= set(demo_page.sections)
     # every metric has its place in a protocol table: nothing fell through to "Other metrics"
@@ -184,14 +184,16 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
     assert set(names) == {"runs", "accuracy_k", "accuracy", "abstention", "calibration", "attribution",
                           "anchors-real", "anchors-synthetic", "directions", "directions-task", "directions-subtask",
                           "disparity", "disparity-scoped", "agreement", "spectrum", "spectrum-category",
-                          "dependency", "dependency-category", "contrastive", "position", "pairs", "tests"}
+                          "dependency", "dependency-category", "contrastive", "position", "pairs", "tests",
+                          "dissonance-open", "dissonance-open-judges", "dissonance-open-abstention",
+                          "dissonance-open-abstention-judges", "dissonance-gap", "dissonance-agreement"}
     table_1 = demo_page.tables[names.index("accuracy_k")]["rows"]
     assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
     assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid"] * 2)]
     assert set(demo_page.figures) == {"dissonance-k", "dissonance-reliability", "dissonance-shapley",
                                       "crossmodal-heatmap", "crossmodal-disparity", "spectrum-scatter",
-                                      "contrastive-bars"}
-    assert len(demo_page.images) == 7 and all(i["src"].startswith("data:image/png;base64,") for i in demo_page.images)
+                                      "contrastive-bars", "dissonance-open-bars"}
+    assert len(demo_page.images) == 8 and all(i["src"].startswith("data:image/png;base64,") for i in demo_page.images)
     # self-contained: nothing is fetched from anywhere
     assert all(s.startswith(("data:", "#")) for s in demo_page.sources), demo_page.sources
     # the significance numbers are the tests of the predictions (same seed and permutation count)
@@ -218,6 +220,34 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
     # both orientations of every pooled model-pair permutation test
     n_pairs = len(tests.filter((pl.col("test") == "permutation_models") & (pl.col("comparison") == "all")))
     assert n_pairs >= 5 and len(pairs) == 2 * n_pairs
+
+
+
+def test_open_ended_subsection_and_cascade_marks(demo, demo_page):
+    """Per-judge rows name their judge; every table that names models marks the cascade model (and only it)."""
+    names = [t["attrs"].get("data-table") for t in demo_page.tables]
+    judges = demo_page.tables[names.index("dissonance-open-judges")]["rows"]
+    header = [c["text"] for c in judges[1]]
+    col = header.index("judge")
+    assert sorted({row[col]["text"] for row in judges[2:]}) == ["judge-careful", "judge-noisy"]
+    marked = 0
+    for table in demo_page.tables:
+        head = next((r for r in table["rows"] if any(c["text"] == "model" for c in r)), None)
+        if head is None:
+            continue
+        at = [c["text"] for c in head].index("model")
+        for row in table["rows"]:
+            if len(row) <= at:
+                continue
+            for part in row[at]["text"].strip().split(" vs "):
+                if part.removesuffix(" †") == "sim-balanced+audio-desc":
+                    assert part.endswith(" †") and "sim-describer:audio" in row[at]["attrs"].get("title", "")
+                    marked += 1
+                else:
+                    assert not part.endswith("†"), part
+    assert marked >= 10
+    predictions = pl.read_parquet(demo / "run" / "predictions.parquet")
+    assert predictions.filter(pl.col("model") == "sim-balanced+audio-desc")["intermediate_text"].null_count() == 0
 
 
 @needs_chromium
@@ -266,7 +296,7 @@ def test_report_tables_sort_in_the_browser(demo_report, tmp_path):
     values = [float(x.split("/")[0]) for x in desc.split(",")]
     assert desc_dir == "descending" and values == sorted(values, reverse=True)
     assert asc_dir == "ascending" and [float(x.split("/")[0]) for x in asc.split(",")] == sorted(values)
-    assert sorted(desc.split(",")) == sorted(before) and len(before) == 4 and len(set(values)) > 1
+    assert sorted(desc.split(",")) == sorted(before) and len(before) == 6 and len(set(values)) > 1
 
 
 @needs_chromium

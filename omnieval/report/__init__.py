@@ -2,7 +2,8 @@
 
 Inputs are run folders (``predictions.parquet``), metrics folders (``metrics.parquet``), single files, or any folder
 holding several (the demo's output); see ``build.py``. Each protocol's section (``dissonance.py``, ``crossmodal.py``,
-``spectrum.py``, ``contrastive.py``; ``generic.py`` for any other) appears when its metrics are present, and the
+``spectrum.py``, ``contrastive.py``; ``generic.py`` for any other) appears when its metrics are present, with an
+open-ended subsection (``open_ended.py``) when judges graded free answers, and the
 significance section when tests are found or can be computed from predictions.
 """
 
@@ -64,7 +65,7 @@ def runs_section(runs: list[Run]) -> Section:
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
                  title: str | None = None) -> Report:
     """Load the inputs and build every section (nothing is written)."""
-    from omnieval.report import generic, significance
+    from omnieval.report import generic, open_ended, significance
 
     runs = load_runs(inputs, resamples=resamples, seed=seed)
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed)
@@ -73,11 +74,20 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     canonical = list(builders)
     per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
     for data in per_protocol:
-        section = builders.get(data.protocol, generic.section)(data)
+        own, opened = open_ended.split_metrics(data)
+        section = builders.get(data.protocol, generic.section)(own) if len(own.metrics) else None
+        open_section = open_ended.section(opened)
+        if open_section is not None:
+            section = section or Section(data.protocol, f"Protocol {data.protocol}")
+            section.subsections.append(open_section)
         if section is not None:
+            open_ended.mark_cascades(section, open_ended.cascades_of(data.predictions))
             sections.append(section)
     tests = significance.section(per_protocol)
     if tests is not None:
+        for data, sub in ((d, s) for d in per_protocol for s in tests.subsections
+                          if s.id == f"significance-{d.protocol}"):
+            open_ended.mark_cascades(sub, open_ended.cascades_of(data.predictions))
         sections.append(tests)
     levels = sorted({f'{float(r.info.get("metrics", {}).get("confidence_level", 0.95)) * 100:g}%' for r in runs})
     intro = [
