@@ -60,7 +60,7 @@ class DescribeStage:
                                                 for i in range(len(paths)) if status[i]}
         todo = [i for i in range(len(paths)) if not status[i]]
         requests = [GenerationRequest(
-            parts=[PromptPart("media", modality=modalities[i], path=paths[i]),
+            parts=[PromptPart("media", modality=payloads[i].modality, path=paths[i]),  # as decoded: views -> image
                    PromptPart("text", text=self.prompts[modalities[i]])],
             media={paths[i]: payloads[i]}, max_new_tokens=self.max_new_tokens, key=paths[i],
             meta={"task": "describe", "modality": modalities[i], "path": paths[i]}) for i in todo]
@@ -80,8 +80,17 @@ class DescribeStage:
         return pa.Table.from_pylist(rows, schema=DESCRIPTION_SCHEMA)
 
 
+def described_as(seg: Segment) -> str:
+    """The modality whose describe prompt a media segment gets: ``pointcloud`` for a point cloud file, also where
+    it is shown as its rendered views (an ``image`` segment), so a 3D input is described as a 3D model."""
+    from omnieval.media.pointcloud import is_pointcloud_file
+
+    return "pointcloud" if seg.path and is_pointcloud_file(seg.path) else str(seg.modality)
+
+
 def _described_paths(instances: list[Instance], modalities: set[str]) -> dict[str, str]:
-    return {s.path: s.modality for inst in instances for s in inst.media_segments() if s.modality in modalities}
+    return {s.path: described_as(s) for inst in instances for s in inst.media_segments()
+            if described_as(s) in modalities}
 
 
 def read_descriptions(store, describer: str) -> dict[str, dict]:
@@ -145,13 +154,13 @@ def cascade_instances(model: ModelConfig, instances: list[Instance], description
     engines = f"describe={spec.model.engine}:{spec.model.name};answer={model.engine}:{model.name}"
 
     def rewrite(seg: Segment) -> Segment:
-        if seg.kind != "media" or seg.modality not in chosen:
+        if seg.kind != "media" or described_as(seg) not in chosen:
             return seg
-        return Segment(kind="text", text=f"[{seg.modality} description: {descriptions[seg.path]['text']}]")
+        return Segment(kind="text", text=f"[{described_as(seg)} description: {descriptions[seg.path]['text']}]")
 
     out, extras, failed = [], {}, []
     for inst in instances:
-        used = [s.path for s in inst.media_segments() if s.modality in chosen]
+        used = [s.path for s in inst.media_segments() if described_as(s) in chosen]
         errors = [descriptions.get(p, {}).get("error") or ("describe failed: no description" if p not in descriptions
                                                            else None) for p in used]
         if any(errors):

@@ -43,7 +43,7 @@ def test_open_mode_with_two_simulated_judges(ray_session, bench, tmp_path):
     result = run_evaluation(config, progress=False)
     df = pl.from_arrow(pq.read_table(result.predictions_path))
     n = result.n_instances * 2
-    opened, mcq = df.filter(pl.col("mode") == "open"), df.filter(pl.col("mode").is_null())
+    opened, mcq = df.filter(pl.col("mode") == "open"), df.filter(pl.col("mode") == "mcq")
     assert opened.height == n and mcq.height == n and df["error"].null_count() == df.height
     assert opened["choice"].null_count() == n and opened["answer_text"].null_count() == 0
     assert (opened.filter(pl.col("prompt") == "cot")["raw_text"].str.contains("Answer: ")).all()
@@ -150,3 +150,39 @@ def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, be
     assert invalid.height == opened.select("model", "prompt", "split").n_unique()
     # open accuracy exists exactly where some verdict was valid
     assert ("open_accuracy" in set(table["metric"])) == any(v["verdict"] is not None for v in judged)
+
+
+def test_contrastive_caption_baseline_with_predicted_captions(ray_session, tmp_path):
+    """Contra4's caption baseline with captions a describer wrote: every input of every option order is replaced by
+    its description (one per distinct file, with its modality's prompt); the options keep their places."""
+    from omnieval.cascade import described_as
+    from omnieval.config import DEFAULT_DESCRIBE_PROMPTS
+    from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
+
+    bench = make_contrastive_benchmark(tmp_path / "bench", seed=0, n_entities=4)
+    reader = {"name": "sim-reader", "engine": "simulated", "options": {"seed": 1, "reliance": {"text": 1.0}},
+              "describe": {"model": {"name": "captioner", "engine": "simulated"},
+                           "prompts": dict(DEFAULT_DESCRIBE_PROMPTS)}}
+    config = _config(bench, tmp_path / "run", [reader], protocol="contrastive",
+                     protocol_options={"permutations": 2})
+    plan = make_plan(config)
+    media = {i.instance_id: {s.path: described_as(s) for s in i.media_segments()} for i in plan.instances}
+    # point clouds are shown as rendered views (image segments) and described with the 3D model prompt
+    assert {m for paths in media.values() for m in paths.values()} == set(DEFAULT_DESCRIBE_PROMPTS)
+    assert {s.modality for i in plan.instances for s in i.media_segments()} == {"image", "audio", "video"}
+    result = run_evaluation(config, progress=False)
+    df = pl.from_arrow(pq.read_table(result.predictions_path))
+    assert df.height == len(plan.instances) and df["error"].null_count() == df.height
+    assert (df["cascade"] == "captioner:audio+image+pointcloud+video").all()
+    assert len(set(df["condition"])) > 1  # the original order and its permutations
+    for row in df.iter_rows(named=True):
+        texts = json.loads(row["intermediate_text"])
+        assert texts.keys() == media[row["instance_id"]].keys()
+        assert all(text.startswith(f"{media[row['instance_id']][p]} showing ") for p, text in texts.items())
+    described = pq.read_table(tmp_path / "run" / "descriptions" / "captioner").to_pylist()
+    assert sorted(d["path"] for d in described) == sorted({p for paths in media.values() for p in paths})
+    assert all(d["prompt"] == DEFAULT_DESCRIBE_PROMPTS[d["modality"]] and d["error"] is None for d in described)
+    # the metrics of the predicted-caption baseline come out like any contrastive run's
+    table = compute_metrics([result.predictions_path], resamples=50)
+    got = {(r["metric"], r["key"]) for r in table.filter(pl.col("model") == "sim-reader").to_dicts()}
+    assert {("accuracy", "all"), ("permutation_consistency", "")} <= got

@@ -104,3 +104,41 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
     assert df["choice"].to_list() == [r.choice for r in expected]
     assert np.allclose(np.array(df["option_logprobs"].to_list()), [r.option_logprobs for r in expected], atol=1e-5)
 
+
+
+def _greedy_reference(path, parts, max_new_tokens: int) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ids = tok(chat_prompt(tok, parts, omni=False), return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = net.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
+                           top_k=None, pad_token_id=tok.eos_token_id)
+    return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_generate_equals_transformers_greedy_decoding(engine, qwen2):
+    """Open-ended answers, judge verdicts and descriptions come from ``generate``: greedy, so token for token the
+    continuation transformers' own greedy search writes."""
+    from omnieval.engines.base import GenerationRequest
+    from omnieval.prompts import PromptPart
+
+    prompts = [[PromptPart("text", text=f"Describe case {n} in a few words.")] for n in range(3)]
+    results = engine.generate([GenerationRequest(p, max_new_tokens=8) for p in prompts])
+    for parts, res in zip(prompts, results, strict=True):
+        assert res.error is None and res.text
+        assert res.text == _greedy_reference(qwen2, parts, 8)
+
+
+def test_a_vllm_judge_with_random_weights_goes_through_the_invalid_verdict_path(engine):
+    """A random-weight judge writes no verdict word: every case is retried once, then recorded as invalid."""
+    from omnieval.judges import JudgeCase, judge_cases
+
+    cases = [JudgeCase(key=f"k{n}", question="Which colour?", reference="red", answer=a, abstention=True)
+             for n, a in enumerate(["red", "blue", "I cannot tell"])]
+    records = judge_cases(engine, cases, judge_name="tiny-judge")
+    for rec in records:
+        assert rec["judge"] == "tiny-judge" and rec["template"] == "v1" and rec["attempts"] == 2
+        assert rec["verdict"] is None and isinstance(rec["raw_text"], str)
