@@ -186,3 +186,29 @@ def test_contrastive_caption_baseline_with_predicted_captions(ray_session, tmp_p
     table = compute_metrics([result.predictions_path], resamples=50)
     got = {(r["metric"], r["key"]) for r in table.filter(pl.col("model") == "sim-reader").to_dicts()}
     assert {("accuracy", "all"), ("permutation_consistency", "")} <= got
+
+
+@pytest.mark.parametrize("protocol", ["crossmodal", "spectrum"])
+def test_open_mode_on_other_protocols(ray_session, tmp_path, protocol):
+    """Open-ended mode is protocol-agnostic: no options and no candidate media in the prompt, a reference in words,
+    two judges' verdicts on every answer, and the open metrics in the protocol's metrics table."""
+    if protocol == "crossmodal":
+        from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark as make
+        kwargs = {"n_entities": 4}
+    else:
+        from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark as make
+        kwargs = {"n_items": 12}
+    bench = make(tmp_path / "bench", seed=0, **kwargs)
+    config = _config(bench, tmp_path / "run", [SIM], modes=["mcq", "open"], judges=JUDGES, protocol=protocol,
+                     limit_items=4)
+    plan = make_plan(config)
+    result = run_evaluation(config, progress=False)
+    df = pl.from_arrow(pq.read_table(result.predictions_path))
+    opened = df.filter(pl.col("mode") == "open")
+    assert opened.height == df.filter(pl.col("mode") == "mcq").height == len(plan.instances)
+    assert opened["reference"].null_count() == 0 and opened["error"].null_count() == opened.height
+    assert all(len(v) == 2 for v in opened["verdicts"].to_list())
+    table = compute_metrics([result.predictions_path], resamples=50)
+    got = {(r["protocol"], r["metric"], r["key"]) for r in table.to_dicts()}
+    assert {(protocol, "open_accuracy", "all"), (protocol, "judge_kappa", "cohen"),
+            (protocol, "mcq_open_gap", "all")} <= got

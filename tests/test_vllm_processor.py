@@ -215,32 +215,30 @@ def test_settings_and_processor_config(model):
     assert gpu.engine_kwargs["gpu_memory_utilization"] == 0.9 and gpu.engine_kwargs["enforce_eager"] is False
 
 
-@pytest.fixture(scope="module")
-def omni_run(ray_session, tmp_path_factory):
-    """The tiny Qwen2.5-Omni on the synthetic benchmark's video + audio, upstream built as the pipeline builds it
-    (media stage + the run's MediaCache), media fetched by key in the processor's preprocess."""
+def _omni_processor_run(ray_session, tmp, bench, limits: dict, decode: dict | None = None, limit_items: int = 1):
+    """The tiny Qwen2.5-Omni on a synthetic benchmark's media, upstream built as the pipeline builds it (media
+    stage + the run's MediaCache, one block so rows of different media shapes meet in one batch), media fetched
+    by key in the processor's preprocess."""
     import uuid
 
     from ray.data import ActorPoolStrategy
 
     from omnieval.config import parse_run_config
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
     from omnieval.media.cache import MediaCache
     from omnieval.pipeline import MediaStage, make_plan
 
-    tmp = tmp_path_factory.mktemp("omni")
     path = build_tiny_model("qwen2.5-omni", tmp / "omni", seed=0)
-    bench = make_dissonance_benchmark(tmp / "bench", n_anchors=2, n_questions=1, splits=("real",))
     options = {"path": str(path), "dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True,
-               "max_model_len": 4096, "limit_mm_per_prompt": {"video": 1, "audio": 1, "image": 0}}
-    config = parse_run_config({"benchmark": str(bench), "output": str(tmp / "run"), "limit_items": 1, "models": [
-        {"name": "tiny-omni", "engine": "vllm", "batch_size": 4, "options": {**options, "processor": True}}]})
+               "max_model_len": 8192, "limit_mm_per_prompt": limits}
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp / "run"), "limit_items": limit_items,
+                               "decode": decode or {}, "models": [
+        {"name": "tiny-omni", "engine": "vllm", "batch_size": 8, "options": {**options, "processor": True}}]})
     plan = make_plan(config)
     name, namespace = f"media-cache-{uuid.uuid4().hex[:8]}", "omnieval"
     cache = MediaCache.options(name=name, namespace=namespace).remote()
     rows = [{"instance_json": i.model_dump_json(), "prompt": "zs", "instance_id": i.instance_id,
              "media_paths": json.dumps([s.path for s in i.media_segments()])} for i in plan.instances]
-    ds = ray_session.data.from_items(rows, override_num_blocks=2).map_batches(
+    ds = ray_session.data.from_items(rows, override_num_blocks=1).map_batches(
         MediaStage, fn_constructor_kwargs={"cache_name": name, "namespace": namespace, "specs": plan.media_specs},
         compute=ActorPoolStrategy(size=1), batch_size=32, num_cpus=0.25)
     try:
@@ -252,13 +250,9 @@ def omni_run(ray_session, tmp_path_factory):
     return plan, options, got, decodes
 
 
-def test_omni_video_and_audio_equal_the_in_process_engine_and_transformers(omni_run):
-    """Frames, waveforms, content-hash uuids and fps through the processor give the in-process engine's option
-    logprobs, and the transformers engine's (its own torchvision-free preprocessing) within 1e-3."""
+def _in_process_scores(plan, options):
     from omnieval.media.decode import decode_media
 
-    plan, options, got, decodes = omni_run
-    assert len(decodes) == len(plan.media_specs) == 4 and set(decodes.values()) == {1}  # each file decoded once
     decoded = {p: decode_media(s.path, s.modality, **dict(s.params)) for p, s in plan.media_specs.items()}
     requests = [EngineRequest(i, {s.path: decoded[s.path] for s in i.media_segments()}, "zs")
                 for i in plan.instances]
@@ -266,6 +260,24 @@ def test_omni_video_and_audio_equal_the_in_process_engine_and_transformers(omni_
     in_process = engine.score(requests)
     engine.close()
     gc.collect()
+    return requests, in_process
+
+
+@pytest.fixture(scope="module")
+def omni_run(ray_session, tmp_path_factory):
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    tmp = tmp_path_factory.mktemp("omni")
+    bench = make_dissonance_benchmark(tmp / "bench", n_anchors=2, n_questions=1, splits=("real",))
+    return _omni_processor_run(ray_session, tmp, bench, {"video": 1, "audio": 1, "image": 0})
+
+
+def test_omni_video_and_audio_equal_the_in_process_engine_and_transformers(omni_run):
+    """Frames, waveforms, content-hash uuids and fps through the processor give the in-process engine's option
+    logprobs, and the transformers engine's (its own torchvision-free preprocessing) within 1e-3."""
+    plan, options, got, decodes = omni_run
+    assert len(decodes) == len(plan.media_specs) == 4 and set(decodes.values()) == {1}  # each file decoded once
+    requests, in_process = _in_process_scores(plan, options)
     transformers = create_engine("hf", model="tiny-omni", path=options["path"]).score(requests)
     for inst, ref, hf_ref in zip(plan.instances, in_process, transformers, strict=True):
         row = got[("zs", inst.instance_id)]
@@ -274,3 +286,29 @@ def test_omni_video_and_audio_equal_the_in_process_engine_and_transformers(omni_
         np.testing.assert_allclose(row["option_logprobs"], hf_ref.option_logprobs, atol=1e-3)
         assert row["choice"] == ref.choice == hf_ref.choice
     assert len({tuple(np.round(r["option_logprobs"], 4)) for r in got.values()}) == len(plan.instances)
+
+
+def test_omni_rows_with_four_one_or_no_videos_share_a_batch(ray_session, tmp_path_factory):
+    """Crossmodal directions in one block: audio -> video (four candidate videos: an fps list), video -> audio (one
+    video), audio -> text (no video, no fps). Rows whose request fields differ in shape must not change each
+    other: each equals the in-process engine, which sees one request at a time."""
+    from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+
+    tmp = tmp_path_factory.mktemp("omni-mixed")
+    bench = make_crossmodal_benchmark(tmp / "bench", seed=0, n_entities=4)
+    plan, options, got, _ = _omni_processor_run(ray_session, tmp, bench, {"video": 4, "audio": 4, "image": 4},
+                                                decode={"num_frames": 2, "max_side": 56})
+    videos = {i.instance_id: sum(s.modality == "video" for s in i.media_segments()) for i in plan.instances}
+    assert {0, 1, 4} <= set(videos.values()), videos
+    requests, in_process = _in_process_scores(plan, options)
+    transformers = create_engine("hf", model="tiny-omni", path=options["path"]).score(requests)
+    for req, ref, hf_ref in zip(requests, in_process, transformers, strict=True):
+        inst = req.instance
+        row = got[("zs", inst.instance_id)]
+        assert row["error"] is None and ref.error is None, (inst.condition, row["error"], ref.error)
+        np.testing.assert_allclose(row["option_logprobs"], ref.option_logprobs, atol=1e-5, err_msg=inst.condition)
+        # one fps per request on vLLM: exact against transformers where the request's clips share it
+        fps = {m.fps for m in req.media.values() if m.modality == "video"}
+        if len(fps) <= 1:
+            np.testing.assert_allclose(row["option_logprobs"], hf_ref.option_logprobs, atol=1e-3,
+                                       err_msg=inst.condition)

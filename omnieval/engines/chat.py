@@ -58,3 +58,39 @@ def cot_answer_position(tokenizer, generated: str, labels: Sequence[str]) -> tup
         return reasoning, label_token_ids(tokenizer, labels, prefix=" ")
     except ValueError:  # tokenizers without " A" tokens: read the bare letter after "Answer: "
         return reasoning + " ", label_token_ids(tokenizer, labels)
+
+
+def omni_media_items(parts: Sequence[PromptPart], media: dict) -> list:
+    """The decoded media of a request's omni parts (video, audio, image), in prompt order; a part whose media was
+    not decoded is an error naming its path."""
+    items = []
+    for part in parts:
+        if part.kind != "media" or part.modality not in OMNI_MODALITIES:
+            continue
+        if part.path not in media:
+            raise ValueError(f"media not decoded for this request: {part.path}")
+        items.append(media[part.path])
+    return items
+
+
+def omni_media_fields(parts: Sequence[PromptPart], media: dict) -> tuple[dict, dict, dict | None]:
+    """The media of an omni request as vLLM takes them: ``(multi_modal_data, multi_modal_uuids,
+    mm_processor_kwargs)``, in prompt order; one item of a modality stays bare, several become a list; audio is
+    ``(waveform, rate)``; uuids are the decode-cache content hashes (vLLM's prefix and encoder caches key on them).
+
+    ``fps``: transformers' ``Qwen2_5OmniProcessor`` (5.x) takes one float per request, not one per video, so a
+    request gets the common fps of its videos (the decoder samples every clip with the same frame count, so clips of
+    one length share it) or, where clips differ in length, their mean: the temporal positions of such videos are
+    then approximate on vLLM, exact on the ``hf`` engine (which passes one ``second_per_grid`` per video). Always a
+    float, so rows of one batch carry fields of one shape."""
+    data: dict[str, list] = {}
+    uuids: dict[str, list] = {}
+    fps: list[float] = []
+    for item in omni_media_items(parts, media):
+        value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
+        data.setdefault(item.modality, []).append(value)
+        uuids.setdefault(item.modality, []).append(item.content_hash or None)
+        if item.modality == "video":
+            fps.append(float(item.fps or 2.0))
+    kwargs = {"fps": fps[0] if len(set(fps)) == 1 else sum(fps) / len(fps)} if fps else None
+    return {k: v[0] if len(v) == 1 else v for k, v in data.items()}, uuids, kwargs

@@ -51,7 +51,7 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
-from omnieval.engines.chat import chat_prompt, cot_answer_position, is_omni_model, label_token_ids
+from omnieval.engines.chat import chat_prompt, cot_answer_position, is_omni_model, label_token_ids, omni_media_items
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
@@ -103,16 +103,11 @@ class HFEngine(Engine):
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
         if not self.omni:
             return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
-        media = []
-        for part in parts:
-            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
-                continue
-            if part.path not in media_by_path:
-                raise ValueError(f"media not decoded for this request: {part.path}")
-            item = media_by_path[part.path]
+        media = omni_media_items(parts, media_by_path)
+        shown = [p for p in parts if p.kind == "media" and p.modality in OMNI_MODALITIES]
+        for part, item in zip(shown, media, strict=True):
             if item.modality != part.modality:
                 raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
-            media.append(item)
         return self.pre(text, media)
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:

@@ -35,7 +35,13 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
-from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, is_omni_model, label_token_ids
+from omnieval.engines.chat import (
+    chat_prompt,
+    cot_answer_position,
+    is_omni_model,
+    label_token_ids,
+    omni_media_fields,
+)
 from omnieval.prompts import parse_answer, render_prompt
 
 
@@ -72,24 +78,9 @@ class VLLMEngine(Engine):
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, parts, self.omni) + suffix}
         if not self.omni:
             return prompt
-        data: dict[str, list] = {}
-        uuids: dict[str, list] = {}
-        fps: list[float] = []
-        for part in parts:
-            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
-                continue
-            if part.path not in media:
-                raise ValueError(f"media not decoded for this request: {part.path}")
-            item = media[part.path]
-            value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
-            data.setdefault(item.modality, []).append(value)
-            uuids.setdefault(item.modality, []).append(item.content_hash or None)
-            if item.modality == "video":
-                fps.append(item.fps or 2.0)
-        prompt["multi_modal_data"] = {k: v[0] if len(v) == 1 else v for k, v in data.items()}
-        prompt["multi_modal_uuids"] = uuids
-        if fps:
-            prompt["mm_processor_kwargs"] = {"fps": fps[0] if len(fps) == 1 else fps}
+        prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media)
+        if kwargs:
+            prompt["mm_processor_kwargs"] = kwargs
         return prompt
 
     def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list[list[float]]:

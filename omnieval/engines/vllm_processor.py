@@ -62,7 +62,14 @@ from typing import Any
 
 from omnieval.config import ModelConfig
 from omnieval.engines.base import EngineResult, restricted_softmax, result_from_option_logprobs
-from omnieval.engines.chat import OMNI_MODALITIES, chat_prompt, cot_answer_position, is_omni_model, label_token_ids
+from omnieval.engines.chat import (
+    OMNI_MODALITIES,
+    chat_prompt,
+    cot_answer_position,
+    is_omni_model,
+    label_token_ids,
+    omni_media_fields,
+)
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
 ERROR = "__inference_error__"  # ray.data.llm's per-row error column (set -> the engine stage and postprocess skip)
@@ -177,24 +184,9 @@ def vllm_request(tokenizer, parts: Sequence[PromptPart], omni: bool, media: Mapp
     request: dict[str, Any] = {"prompt": chat_prompt(tokenizer, parts, omni) + suffix}
     if not omni:
         return request
-    data: dict[str, list] = {}
-    uuids: dict[str, list] = {}
-    fps: list[float] = []
-    for part in parts:
-        if part.kind != "media" or part.modality not in OMNI_MODALITIES:
-            continue
-        if part.path not in media:
-            raise ValueError(f"media not decoded for this request: {part.path}")
-        item = media[part.path]
-        value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
-        data.setdefault(item.modality, []).append(value)
-        uuids.setdefault(item.modality, []).append(item.content_hash or None)
-        if item.modality == "video":
-            fps.append(item.fps or 2.0)
-    request["multimodal_data"] = {k: v[0] if len(v) == 1 else v for k, v in data.items()}
-    request["multimodal_uuids"] = uuids
-    if fps:
-        request["mm_processor_kwargs"] = {"fps": fps[0] if len(fps) == 1 else fps}
+    request["multimodal_data"], request["multimodal_uuids"], kwargs = omni_media_fields(parts, media)
+    if kwargs:
+        request["mm_processor_kwargs"] = kwargs
     return request
 
 
