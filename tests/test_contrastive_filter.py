@@ -155,3 +155,28 @@ def test_filter_command_and_job_write_the_kept_items(tmp_path):
     # with m1 and m2 only: both right everywhere on a, b, c, f; d has 1 of 2 on its original, e 1 of 2 on perm:BA
     kept = [json.loads(x)["item_id"] for x in (tmp_path / "out2" / "items_PMF.jsonl").read_text().splitlines()]
     assert kept == ["a", "b", "c", "f"]
+
+
+def test_the_cli_command_parses_its_arguments_and_reports_bad_items(tmp_path, capsys):
+    """``omnieval filter rtc`` as a user types it: several prediction files, ``--models``, ``--prompt``; an items
+    file with a broken record fails with exit status 2 and a message naming the file and line."""
+    from omnieval.cli import main
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "items.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items()))
+    table = pl.DataFrame(rows() + rows(prompt="cot"))
+    table.filter(pl.col("model") == "m1").write_parquet(tmp_path / "m1.parquet")
+    table.filter(pl.col("model") != "m1").write_parquet(tmp_path / "rest.parquet")
+    argv = ["filter", "rtc", str(tmp_path / "m1.parquet"), str(tmp_path / "rest.parquet"), "--items", str(bench),
+            "--out", str(tmp_path / "out"), "--prompt", "zs", "--models", "m1", "m2"]
+    assert main(argv) == 0
+    assert "7 candidates, 2 models" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "filter.json").read_text())
+    assert summary["models"] == ["m1", "m2"] and summary["prompt"] == "zs"
+    kept = [json.loads(x)["item_id"] for x in (tmp_path / "out" / "items_PMF.jsonl").read_text().splitlines()]
+    assert kept == ["a", "b", "c", "f"]  # as the job entry point gives for m1 and m2 (test above)
+    (bench / "items.jsonl").write_text(json.dumps(items()[0]) + "\n{not json\n")
+    assert main(argv[:-5] + ["--out", str(tmp_path / "out3"), "--prompt", "zs"]) == 2
+    err = capsys.readouterr().err
+    assert "items.jsonl" in err and "line 2" in err, err

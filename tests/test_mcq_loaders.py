@@ -272,3 +272,30 @@ def test_vlmevalkit_tsv_with_base64_images_and_row_references(tmp_path, images):
     write_tsv(tmp_path / "multi.tsv", rows)
     with pytest.raises(InputError, match="multi-image"):
         convert_mcq(tmp_path / "multi.tsv", tmp_path / "multi")
+
+
+def test_tsv_with_an_image_path_column(tmp_path, images):
+    """A TSV whose ``image_path`` column names image files relative to the TSV's folder (as lmms-eval users export
+    local copies): each file is read and written once by content; a path that does not exist is an error naming
+    the file, row and column, and the folder paths are resolved against."""
+    (tmp_path / "src" / "imgs").mkdir(parents=True)
+    for name in ("red.png", "green.jpg"):
+        (tmp_path / "src" / "imgs" / name).write_bytes(images[name])
+    rows = [{"index": i, "question": f"Colour {i}?", "A": "red", "B": "green", "answer": answer,
+             "category": "colour", "image_path": path}
+            for i, (answer, path) in enumerate([("A", "imgs/red.png"), ("B", "imgs/green.jpg"),
+                                                ("A", "imgs/red.png")])]
+    write_tsv(tmp_path / "src" / "local.tsv", rows)
+    report = convert_mcq(tmp_path / "src" / "local.tsv", tmp_path / "bench")
+    assert report.n_media == 2 and report.splits == {"all": 3}
+    items = read_items(tmp_path / "bench")
+    assert [it.answer for it in items] == ["A", "B", "A"] and items[2].media == items[0].media
+    assert image_bytes(tmp_path / "bench", items[0]) == images["red.png"]
+    assert image_bytes(tmp_path / "bench", items[1]) == images["green.jpg"]
+    assert items[1].media["image"].endswith(".jpg")
+    rows[1]["image_path"] = "imgs/missing.png"
+    write_tsv(tmp_path / "src" / "missing.tsv", rows)
+    with pytest.raises(InputError, match="nor is it an existing file") as err:
+        convert_mcq(tmp_path / "src" / "missing.tsv", tmp_path / "bad")
+    assert err.value.item == "1 (row 1)" and err.value.field == "image_path"
+    assert err.value.file.endswith("missing.tsv") and str(tmp_path / "src") in str(err.value)

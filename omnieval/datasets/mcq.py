@@ -553,7 +553,8 @@ def _finish(records: list[tuple[_Row, dict]], images_by_index: dict[str, str], b
         if image.startswith("ref:"):
             target = image[len("ref:"):]
             if target not in images_by_index:
-                raise InputError(f"image refers to row index {target!r}, which has no image of its own",
+                raise InputError(f"image refers to row index {target!r}, which has no image of its own; nor is "
+                                 f"it an existing file (paths are relative to {Path(row.file).parent})",
                                  file=row.file, item=where, field=c["_image_col"])
             image = images_by_index[target]
         item_id = f"{c['_split']}/{c['_id']}" if several else c["_id"]
