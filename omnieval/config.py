@@ -165,15 +165,35 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str | Path | None = None) -> RunConfig:
-    """Validate a config mapping; relative ``benchmark``/``output`` paths are taken relative to ``base_dir``."""
+def validated(model: type[BaseModel], data: Any, what: str, file: str | Path | None = None):
+    """``model.model_validate(data)``, with the first problem as an ``InputError`` naming the file and field."""
     if not isinstance(data, dict):
-        raise InputError("a run config must be a YAML mapping", file=file)
+        raise InputError(f"a {what} must be a YAML mapping", file=file)
     try:
-        config = RunConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise InputError(err["msg"], file=file, field=_field_path(err["loc"]) or None) from None
+        raise InputError(err["msg"].removeprefix("Value error, "), file=file,
+                         field=_field_path(err["loc"]) or None) from None
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """A YAML file's data; unreadable files and syntax errors are ``InputError``s with the line and column."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
+
+
+def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str | Path | None = None) -> RunConfig:
+    """Validate a config mapping; relative ``benchmark``/``output`` paths are taken relative to ``base_dir``."""
+    config = validated(RunConfig, data, "run config", file)
     if base_dir is not None:
         updates = {}
         for key in ("benchmark", "output"):
@@ -186,14 +206,4 @@ def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str
 
 def load_run_config(path: str | Path) -> RunConfig:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read config: {exc.strerror}", file=path) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InputError(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
-    return parse_run_config(data, file=path, base_dir=path.parent)
+    return parse_run_config(read_yaml(path, "config"), file=path, base_dir=path.parent)

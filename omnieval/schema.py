@@ -14,10 +14,10 @@ Media paths inside items are relative to the benchmark directory; ``resolve_medi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 Modality = Literal["video", "audio", "image", "text", "pointcloud"]
 MEDIA_MODALITIES: tuple[str, ...] = ("video", "audio", "image", "pointcloud")
@@ -32,6 +32,15 @@ class InputError(ValueError):
         self.file, self.item, self.field = (str(file) if file else None), item, field
         where = ", ".join(f"{k} {v!r}" for k, v in (("file", self.file), ("item", item), ("field", field)) if v)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+def _nonempty_item_id(v: str) -> str:
+    if not v.strip():
+        raise ValueError("item_id must be a non-empty string")
+    return v
+
+
+ItemId = Annotated[str, AfterValidator(_nonempty_item_id)]  # every protocol's item id: a non-blank string
 
 
 class Strict(BaseModel):
@@ -63,7 +72,7 @@ class Anchor(Strict):
 class DissonanceItem(Strict):
     """A base question of the dissonance protocol (SPEC section 3)."""
 
-    item_id: str
+    item_id: ItemId
     benchmark: str = "benchmark"
     split: str = "all"
     question: str
@@ -76,13 +85,6 @@ class DissonanceItem(Strict):
         default=None, description="condition (C000..C111) -> target answer text (or the abstention text)")
     task: str | None = None
     category: str | None = None
-
-    @field_validator("item_id")
-    @classmethod
-    def _nonempty_id(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("item_id must be a non-empty string")
-        return v
 
     @field_validator("options")
     @classmethod

@@ -81,10 +81,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from omnieval.config import DecodeConfig, ModelConfig, RayConfig, RunConfig, _field_path
+from omnieval.config import DecodeConfig, ModelConfig, RayConfig, RunConfig, read_yaml, validated
 from omnieval.prompts import PROMPT_STYLES
 from omnieval.schema import InputError
 
@@ -228,14 +227,7 @@ def parse_sweep_config(data: Any, *, file: str | Path | None = None,
                        base_dir: str | Path | None = None) -> SweepConfig:
     """Validate a sweep mapping. Relative ``output``, ``benchmark`` and model paths are taken relative to
     ``base_dir``; with ``check_model_paths`` every local model folder must hold a ``config.json``."""
-    if not isinstance(data, dict):
-        raise InputError("a sweep config must be a YAML mapping", file=file)
-    try:
-        sweep = SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InputError(err["msg"].removeprefix("Value error, "), file=file,
-                         field=_field_path(err["loc"]) or None) from None
+    sweep = validated(SweepConfig, data, "sweep config", file)
     if base_dir is not None:
         base = Path(base_dir)
         models = [m.model_copy(update={"path": _resolve(m.model_path, base)}) if m.model_path else m
@@ -254,17 +246,7 @@ def parse_sweep_config(data: Any, *, file: str | Path | None = None,
 
 def load_sweep_config(path: str | Path) -> SweepConfig:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read sweep config: {exc.strerror}", file=path) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InputError(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
-    return parse_sweep_config(data, file=path, base_dir=path.parent)
+    return parse_sweep_config(read_yaml(path, "sweep config"), file=path, base_dir=path.parent)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_seed
-from omnieval.schema import LABELS, InputError, Instance, Segment
+from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
 MODALITIES: tuple[str, ...] = ("image", "audio", "video", "pointcloud")
@@ -84,7 +84,7 @@ class Input(_Strict):
 class Item(_Strict):
     """A base question of the contrastive protocol (SPEC 6)."""
 
-    item_id: str
+    item_id: ItemId
     benchmark: str = "benchmark"
     split: str = "all"
     question: str = Field(min_length=1)
@@ -93,13 +93,6 @@ class Item(_Strict):
     selection_type: Literal["random", "similar"]
     category: str | None = None
     task: str | None = None
-
-    @field_validator("item_id")
-    @classmethod
-    def _nonempty_id(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("item_id must be a non-empty string")
-        return v
 
     @field_validator("answer")
     @classmethod

@@ -30,10 +30,10 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omnieval.keyed import keyed_rng
-from omnieval.schema import LABELS, InputError, Instance, Segment
+from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "crossmodal"
 DIRECTIONS: tuple[str, ...] = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
@@ -96,7 +96,7 @@ class DirectionEntry(_Strict):
 class Item(_Strict):
     """A base question of the crossmodal protocol, in the entity form or the explicit form (see module doc)."""
 
-    item_id: str
+    item_id: ItemId
     benchmark: str = "benchmark"
     split: str = "all"
     task: str | None = None
@@ -107,13 +107,6 @@ class Item(_Strict):
     context: Entity | None = None
     distractors: list[Entity] = Field(default_factory=list)
     directions: dict[str, DirectionEntry] | None = None
-
-    @field_validator("item_id")
-    @classmethod
-    def _nonempty_id(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("item_id must be a non-empty string")
-        return v
 
     @model_validator(mode="after")
     def _one_form(self) -> Item:

@@ -46,7 +46,7 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_seed
-from omnieval.schema import LABELS, InputError, Instance, Segment, Strict
+from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict
 
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
@@ -66,7 +66,7 @@ class Item(Strict):
     to a path relative to the benchmark folder; the question is the text modality.
     """
 
-    item_id: str
+    item_id: ItemId
     benchmark: str = "benchmark"
     split: str = "all"
     question: str = Field(min_length=1)
@@ -75,13 +75,6 @@ class Item(Strict):
     media: dict[Literal["image", "video", "audio"], str] = Field(min_length=1)
     category: str | None = None
     task: str | None = None
-
-    @field_validator("item_id")
-    @classmethod
-    def _nonempty_id(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("item_id must be a non-empty string")
-        return v
 
     @model_validator(mode="after")
     def _answer_is_a_label(self) -> Item:
