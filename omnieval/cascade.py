@@ -6,7 +6,8 @@ wording). This serves the OMD-Bench two-stage audio path (audio -> description, 
 Contra4 caption baseline with predicted captions (every input -> caption, a text-only answering model).
 
 How it runs: every *distinct* media file of those modalities in the plan is described once (decode once, describe
-once; a Ray Data actor pool of the describer, ``DescribeStage``), and the descriptions are kept as parts under
+once; a Ray Data actor pool of the describer, ``DescribeStage``, or for a ``vllm`` describer with ``processor: true``
+vLLM's own ``ray.data.llm`` engine pool, ``engines/vllm_generate.py``), and the descriptions are kept as parts under
 ``descriptions/<describer>/`` (a resumed run describes only what is missing; a description that failed is retried).
 Each instance is then rewritten for this model: a described media segment becomes the text segment
 ``[<modality> description: <text>]`` in the same place (a described option stays that option). The prediction
@@ -93,22 +94,18 @@ def _described_paths(instances: list[Instance], modalities: set[str]) -> dict[st
             if described_as(s) in modalities}
 
 
-def read_descriptions(store, describer: str) -> dict[str, dict]:
-    """path -> the latest description row of this describer (a success wins over an earlier failure)."""
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
+def describe_folder(describer: str) -> str:
     from omnieval.store import safe_name
 
-    folder = store.path("descriptions", safe_name(describer))
-    infos = store.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    return f"descriptions/{safe_name(describer)}"
+
+
+def read_descriptions(store, describer: str) -> dict[str, dict]:
+    """path -> the latest description row of this describer (a success wins over an earlier failure)."""
     out: dict[str, dict] = {}
-    for path in sorted(i.path for i in infos if i.path.endswith(".parquet")):
-        with store.fs.open_input_file(path) as f:
-            for row in pq.read_table(f).to_pylist():
-                if row["error"] is None or out.get(row["path"], {}).get("error") is not None \
-                        or row["path"] not in out:
-                    out[row["path"]] = row
+    for row in store.read_folder(describe_folder(describer), DESCRIPTION_SCHEMA).to_pylist():
+        if row["error"] is None or out.get(row["path"], {}).get("error") is not None or row["path"] not in out:
+            out[row["path"]] = row
     return out
 
 
@@ -116,11 +113,10 @@ def describe_media(model: ModelConfig, plan, config, store, cache_name: str, nam
                    progress: bool = True) -> dict[str, dict]:
     """Describe every distinct media file of the chosen modalities not yet described without error; returns
     path -> description row (``text``, ``error``, ``prompt``)."""
-    import pyarrow.fs as pafs
     import ray.data
     from ray.data import ActorPoolStrategy
 
-    from omnieval.store import safe_name
+    from omnieval.pipeline import uses_vllm_processor
 
     spec = model.describe
     describer = spec.model
@@ -130,16 +126,28 @@ def describe_media(model: ModelConfig, plan, config, store, cache_name: str, nam
             if p not in have or have[p]["error"] is not None or have[p]["prompt"] != spec.prompts[m]]
     if todo:
         print(f"describe: {len(todo)} media files with {describer.name} for {model.name}", file=sys.stderr)
-        kwargs = {"num_cpus": describer.num_cpus} | ({"num_gpus": describer.num_gpus} if describer.num_gpus else {})
         ds = ray.data.from_items(todo, override_num_blocks=max(1, min(len(todo) // 16, 64)))
-        ds = ds.map_batches(DescribeStage, fn_constructor_kwargs={
-            "describer": describer.model_dump(), "prompts": dict(spec.prompts), "max_new_tokens": spec.max_new_tokens,
-            "cache_name": cache_name, "namespace": namespace, "specs": plan.media_specs},
-            compute=ActorPoolStrategy(size=describer.replicas), batch_size=describer.batch_size, **kwargs)
-        folder = f"descriptions/{safe_name(describer.name)}"
-        start = len(store.fs.get_file_info(pafs.FileSelector(store.path(folder), allow_not_found=True)))
-        for n, block in enumerate(ds.iter_batches(batch_size=None, batch_format="pyarrow")):
-            store.write_table(f"{folder}/part-{start + n:06d}.parquet", block)
+        if uses_vllm_processor(describer):  # vLLM's own engine pool (ray.data.llm), after the media stage
+            from omnieval.engines.vllm_generate import describe_processor_stage
+            from omnieval.pipeline import MediaStage
+
+            ds = ds.map(lambda row: row | {"media_paths": json.dumps([row["path"]])})
+            ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": cache_name, "namespace": namespace,
+                                                                    "specs": plan.media_specs},
+                                compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size,
+                                num_cpus=0.25)
+            ds = describe_processor_stage(ds, describer, spec.prompts, spec.max_new_tokens, cache_name=cache_name,
+                                          namespace=namespace, specs=plan.media_specs)
+        else:
+            kwargs = {"num_cpus": describer.num_cpus} | ({"num_gpus": describer.num_gpus} if describer.num_gpus
+                                                         else {})
+            ds = ds.map_batches(DescribeStage, fn_constructor_kwargs={
+                "describer": describer.model_dump(), "prompts": dict(spec.prompts),
+                "max_new_tokens": spec.max_new_tokens, "cache_name": cache_name, "namespace": namespace,
+                "specs": plan.media_specs},
+                compute=ActorPoolStrategy(size=describer.replicas), batch_size=describer.batch_size, **kwargs)
+        for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            store.write_table(store.next_part(describe_folder(describer.name)), block)
         have = read_descriptions(store, describer.name)
     return {p: have[p] for p in wanted if p in have}
 

@@ -6,7 +6,8 @@ and the prediction row has ``mode='open'``, ``choice`` null, the full text in ``
 in ``answer_text`` (``prompts.final_answer``) and the ground truth in words in ``reference``.
 
 After every model has answered, each judge grades every open answer that has no verdict of its own yet, in a Ray
-Data actor pool like the engines' (``JudgeStage``), and its verdicts are written as parts under
+Data actor pool like the engines' (``JudgeStage``; a ``vllm`` judge with ``processor: true`` runs in vLLM's own
+``ray.data.llm`` engine pool instead, ``engines/vllm_generate.py``), and its verdicts are written as parts under
 ``judgements/<judge>/`` (the resume log: a resumed run grades only what is missing). ``predictions.parquet`` then
 carries, per open row, the list of verdicts of every judge (``verdicts``).
 """
@@ -86,25 +87,14 @@ class JudgeStage:
         return pa.Table.from_pylist(out, schema=JUDGEMENT_SCHEMA)
 
 
-def judge_rel(judge: str, index: int) -> str:
+def judge_folder(judge: str) -> str:
     from omnieval.store import safe_name
 
-    return f"judgements/{safe_name(judge)}/part-{index:06d}.parquet"
+    return f"judgements/{safe_name(judge)}"
 
 
 def read_judgements(store, judge: str) -> pa.Table:
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    from omnieval.store import safe_name
-
-    folder = store.path("judgements", safe_name(judge))
-    infos = store.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-    tables = []
-    for info in sorted(i.path for i in infos if i.path.endswith(".parquet")):
-        with store.fs.open_input_file(info) as f:
-            tables.append(pq.read_table(f).cast(JUDGEMENT_SCHEMA))
-    return pa.concat_tables(tables) if tables else JUDGEMENT_SCHEMA.empty_table()
+    return store.read_folder(judge_folder(judge), JUDGEMENT_SCHEMA)
 
 
 def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[str, Instance],
@@ -117,6 +107,8 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
     from ray.data import ActorPoolStrategy
     from tqdm import tqdm
 
+    from omnieval.pipeline import uses_vllm_processor
+
     if "open" not in config.modes or predictions.num_rows == 0:
         return 0
     opened = predictions.filter(pc.and_(pc.equal(predictions["mode"], "open"), pc.is_null(predictions["error"])))
@@ -126,41 +118,35 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
         done = set(zip(done_table["model"].to_pylist(), done_table["prompt"].to_pylist(),
                        done_table["instance_id"].to_pylist(), strict=True))
         rows = [{"instance_json": instances[r["instance_id"]].model_dump_json(), "model": r["model"],
-                 "prompt": r["prompt"], "answer_text": r["answer_text"] or ""}
+                 "prompt": r["prompt"], "instance_id": r["instance_id"], "answer_text": r["answer_text"] or ""}
                 for r in opened.select(["model", "prompt", "instance_id", "answer_text"]).to_pylist()
                 if (r["model"], r["prompt"], r["instance_id"]) not in done]
         if not rows:
             continue
-        kwargs = {"num_cpus": judge.num_cpus} | ({"num_gpus": judge.num_gpus} if judge.num_gpus else {})
         ds = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // 32, 64)))
-        ds = ds.map_batches(JudgeStage, fn_constructor_kwargs={"judge": judge.model_dump(),
-                                                               "template": config.judge_template},
-                            compute=ActorPoolStrategy(size=judge.replicas), batch_size=judge.batch_size, **kwargs)
-        index = _next_index(store, judge.name)
+        if uses_vllm_processor(judge):  # vLLM's own engine pool (ray.data.llm), two chained attempts
+            from omnieval.engines.vllm_generate import judge_processor_stage
+
+            ds = judge_processor_stage(ds, judge, config.judge_template)
+        else:
+            kwargs = {"num_cpus": judge.num_cpus} | ({"num_gpus": judge.num_gpus} if judge.num_gpus else {})
+            ds = ds.map_batches(JudgeStage, fn_constructor_kwargs={"judge": judge.model_dump(),
+                                                                   "template": config.judge_template},
+                                compute=ActorPoolStrategy(size=judge.replicas), batch_size=judge.batch_size,
+                                **kwargs)
         bar = tqdm(total=len(rows), desc=f"judge {judge.name}", unit="ans", disable=not progress, file=sys.stderr)
         buffer, last = [], time.monotonic()
         for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
             buffer.append(block)
             bar.update(block.num_rows)
             if sum(b.num_rows for b in buffer) >= 256 or time.monotonic() - last > 5.0:
-                store.write_table(judge_rel(judge.name, index), pa.concat_tables(buffer))
-                written, index, buffer, last = written + sum(b.num_rows for b in buffer), index + 1, [], \
-                    time.monotonic()
+                store.write_table(store.next_part(judge_folder(judge.name)), pa.concat_tables(buffer))
+                written, buffer, last = written + sum(b.num_rows for b in buffer), [], time.monotonic()
         if buffer:
-            store.write_table(judge_rel(judge.name, index), pa.concat_tables(buffer))
+            store.write_table(store.next_part(judge_folder(judge.name)), pa.concat_tables(buffer))
             written += sum(b.num_rows for b in buffer)
         bar.close()
     return written
-
-
-def _next_index(store, judge: str) -> int:
-    import pyarrow.fs as pafs
-
-    from omnieval.store import safe_name
-
-    folder = store.path("judgements", safe_name(judge))
-    infos = store.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-    return len([i for i in infos if i.path.endswith(".parquet")])
 
 
 def attach_verdicts(config: RunConfig, store, predictions: pa.Table) -> pa.Table:

@@ -81,11 +81,11 @@ def make_plan(config: RunConfig) -> Plan:
     items = bench.items[: config.limit_items] if config.limit_items else bench.items
     instances = protocol.expand_all(items, bench, config.seed, options)
     check_media(bench, mode=config.decode.media_check)
-    for model in config.models:
+    for where, model in engine_models(config):
         if uses_vllm_processor(model):
             from omnieval.engines.vllm_processor import processor_settings
 
-            processor_settings(model)  # unknown or missing options fail here, before Ray starts
+            processor_settings(model, where)  # unknown or missing options fail here, before Ray starts
     check_generation(config)
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
@@ -99,9 +99,17 @@ def make_plan(config: RunConfig) -> Plan:
     return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
 
 
+def engine_models(config: RunConfig) -> list[tuple[str, ModelConfig]]:
+    """Every model a run starts an engine for, with where the config names it: answering models, judges and
+    describers."""
+    return [*((f"models[{i}]", m) for i, m in enumerate(config.models)),
+            *((f"judges[{i}]", j) for i, j in enumerate(config.judges)),
+            *((f"models[{i}].describe.model", m.describe.model) for i, m in enumerate(config.models) if m.describe)]
+
+
 def check_generation(config: RunConfig) -> None:
-    """Open-ended answers, judges and describers need engines that generate free text, and run in the engine actor
-    pool (not the ``ray.data.llm`` processor stage): say so before any model work."""
+    """Open-ended answers, judges and describers need engines that generate free text: say so before any model
+    work."""
     from omnieval.engines.base import engine_class
     from omnieval.schema import InputError
 
@@ -114,14 +122,6 @@ def check_generation(config: RunConfig) -> None:
         if not engine_class(model.engine).can_generate():
             raise InputError(f"engine {model.engine!r} of {model.name!r} does not generate free text (needed for "
                              "open-ended answers, judges and describers)", field=f"{where}.engine")
-        if uses_vllm_processor(model):
-            raise InputError(f"{model.name!r}: open-ended answers, judges and describers run through the engine "
-                             "actor pool; set the vllm option processor: false for this model",
-                             field=f"{where}.options.processor")
-    for i, m in enumerate(config.models):
-        if m.describe and uses_vllm_processor(m):
-            raise InputError(f"{m.name!r}: a cascade's answering model runs through the engine actor pool; set the "
-                             "vllm option processor: false", field=f"models[{i}].options.processor")
 
 
 def protocol_of(config: RunConfig, bench):
@@ -418,9 +418,11 @@ def _run_model(model: ModelConfig, rows: list[dict], plan: Plan, config: RunConf
     if uses_vllm_processor(model):
         from omnieval.engines.vllm_processor import vllm_processor_stage
 
-        styles = sorted({row["prompt"] for row in rows})  # a cot pass (its own engine pool) only if cot rows remain
-        ds = vllm_processor_stage(ds, model, prompts=styles, cache_name=cache_name, namespace=namespace,
-                                  specs=plan.media_specs)
+        # a generate pass (its own engine pool) only if cot or open rows remain, a score pass only if mcq rows do
+        styles = sorted({row["prompt"] for row in rows})
+        modes = sorted({row["mode"] for row in rows})
+        ds = vllm_processor_stage(ds, model, prompts=styles, modes=modes, cache_name=cache_name,
+                                  namespace=namespace, specs=plan.media_specs)
     else:
         engine_kwargs = {"num_cpus": model.num_cpus}
         if model.num_gpus:

@@ -69,16 +69,32 @@ class RunStore:
         with self.fs.open_input_file(self.path(rel)) as f:
             return pq.read_table(f)
 
-    # -- prediction parts --------------------------------------------------------------------------------------
-    def part_files(self, model: str) -> list[str]:
-        folder = self.path("parts", safe_name(model))
-        infos = self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    # -- part folders (the resume logs: predictions, judgements, descriptions) ----------------------------------
+    def folder_parts(self, folder: str) -> list[str]:
+        """The ``part-NNNNNN.parquet`` files of a folder of the run, in write order."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path(folder), allow_not_found=True))
         return sorted(i.path for i in infos if _PART.search(i.path))
 
-    def append_part(self, model: str, rows: list[dict]) -> str:
-        files = self.part_files(model)
+    def next_part(self, folder: str) -> str:
+        """The relative path of the next part of a folder."""
+        files = self.folder_parts(folder)
         index = int(_PART.search(files[-1]).group(1)) + 1 if files else 0
-        rel = f"parts/{safe_name(model)}/part-{index:06d}.parquet"
+        return f"{folder}/part-{index:06d}.parquet"
+
+    def read_folder(self, folder: str, schema: pa.Schema) -> pa.Table:
+        """Every part of a folder, in write order, cast to ``schema`` (empty when there is none)."""
+        tables = []
+        for path in self.folder_parts(folder):
+            with self.fs.open_input_file(path) as f:
+                tables.append(pq.read_table(f).cast(schema))
+        return pa.concat_tables(tables) if tables else schema.empty_table()
+
+    # -- prediction parts --------------------------------------------------------------------------------------
+    def part_files(self, model: str) -> list[str]:
+        return self.folder_parts(f"parts/{safe_name(model)}")
+
+    def append_part(self, model: str, rows: list[dict]) -> str:
+        rel = self.next_part(f"parts/{safe_name(model)}")
         self.write_table(rel, predictions_table(rows))
         return rel
 

@@ -92,10 +92,11 @@ def test_simulated_audio_cascade_marks_rows_and_keeps_the_descriptions(ray_sessi
 def test_open_mode_and_describers_need_generation_and_judges(bench, tmp_path):
     with pytest.raises(InputError, match="needs at least one judge"):
         _config(bench, tmp_path / "r", [SIM], modes=["open"])
-    vllm_processor = {"name": "v", "engine": "vllm", "options": {"path": "/nowhere", "processor": True}}
-    with pytest.raises(InputError, match="processor: false") as err:
-        make_plan(_config(bench, tmp_path / "r", [SIM], modes=["open"], judges=[vllm_processor]))
-    assert err.value.field == "judges[0].options.processor"
+    vllm_processor = {"name": "v", "engine": "vllm", "options": {"path": "/nowhere", "processor": True,
+                                                                 "max_tokens": 8}}
+    with pytest.raises(InputError, match="unknown option.*max_tokens") as err:  # before Ray or any model starts
+        make_plan(_config(bench, tmp_path / "r", [SIM], modes=["open"], judges=[JUDGES[0], vllm_processor]))
+    assert err.value.field == "judges[1].options"
 
 
 @pytest.fixture(scope="module")

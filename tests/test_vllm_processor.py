@@ -312,3 +312,60 @@ def test_omni_rows_with_four_one_or_no_videos_share_a_batch(ray_session, tmp_pat
         if len(fps) <= 1:
             np.testing.assert_allclose(row["option_logprobs"], hf_ref.option_logprobs, atol=1e-3,
                                        err_msg=inst.condition)
+
+
+def test_an_omni_describer_and_its_cascade_through_the_processor_equal_the_actor_pool_path(ray_session,
+                                                                                            tmp_path_factory):
+    """An audio cascade with both stages on ``processor: true``: the tiny Qwen2.5-Omni describes every distinct
+    audio file through ``engines/vllm_generate.py`` (one file does not decode: a failed description, no model call)
+    and the tiny Qwen2 answers from the descriptions through the processor stage. The reference is the same run
+    with ``processor: false`` (``DescribeStage`` and ``EngineStage`` with the in-process engine)."""
+    import polars as pl
+
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.pipeline import run_evaluation
+
+    tmp = tmp_path_factory.mktemp("cascade")
+    bench = make_dissonance_benchmark(tmp / "bench", n_anchors=3, n_questions=1, splits=("real",))
+    audio = sorted((bench / "media").rglob("*.wav"))
+    assert len(audio) == 3
+    audio[0].write_bytes(b"not a wave file")
+    broken = str(audio[0].relative_to(bench))
+    omni = build_tiny_model("qwen2.5-omni", tmp / "omni", seed=0)
+    text = build_tiny_model("qwen2", tmp / "qwen2", seed=0)
+    runs = {}
+    for processor in (True, False):
+        describer = {"name": "tiny-omni", "engine": "vllm", "batch_size": 8, "options": {
+            "path": str(omni), "processor": processor, "dtype": "float32", "gpu_memory_utilization": 0.1,
+            "enforce_eager": True, "max_model_len": 4096, "limit_mm_per_prompt": {"audio": 1, "video": 0,
+                                                                                   "image": 0}}}
+        config = parse_run_config({
+            "benchmark": str(bench), "output": str(tmp / f"run-{processor}"), "prompts": ["zs"],
+            "decode": {"media_check": "exists", "num_frames": 2, "max_side": 56},
+            "models": [{"name": "tiny-text+audio", "engine": "vllm", "batch_size": 8,
+                        "options": {"path": str(text), "processor": processor, **OPTIONS},
+                        "describe": {"model": describer, "max_new_tokens": 8}}]})
+        result = run_evaluation(config, progress=False)
+        runs[processor] = (pl.read_parquet(tmp / f"run-{processor}" / "descriptions" / "tiny-omni" / "*.parquet")
+                           .sort("path"), pl.read_parquet(result.predictions_path))
+    (desc, got), (desc_ref, want) = runs[True], runs[False]
+    assert desc.equals(desc_ref) and desc.height == len(audio)
+    failed = desc.filter(pl.col("path") == broken)
+    assert failed["error"][0].startswith("describe failed: media decode failed") and failed["text"][0] is None
+    described = desc.filter(pl.col("error").is_null())
+    assert described.height == len(audio) - 1 and described["text"].n_unique() > 1  # the audio reaches the model
+    assert got.drop("latency_s").columns == want.drop("latency_s").columns and got.height == want.height > 0
+    for column in got.columns:
+        if column == "latency_s":
+            continue
+        for a, b in zip(got[column].to_list(), want[column].to_list(), strict=True):
+            if column in ("option_logprobs", "confidence") and b is not None:
+                np.testing.assert_allclose(a, b, atol=1e-4, err_msg=column)
+            else:
+                assert a == b, (column, a, b)
+    errored = got.filter(pl.col("error").is_not_null())
+    assert errored.height > 0 and errored["error"].str.starts_with("describe failed: media decode failed").all()
+    ok = got.filter(pl.col("error").is_null())
+    assert ok.height > 0 and (ok["cascade"] == "tiny-omni:audio").all()
+    assert (ok["stage_engines"] == "describe=vllm:tiny-omni;answer=vllm:tiny-text+audio").all()

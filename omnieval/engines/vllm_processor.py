@@ -27,6 +27,12 @@ What runs where (``ray.data.llm.build_processor`` with ``vLLMEngineProcessorConf
   (``vllm engine: <Type>: <message>``, as the in-process engine words them) and casts every block to
   ``PREDICTION_SCHEMA``.
 
+Open-ended rows (``mode='open'``, a run with ``modes: [..., open]``) go through the *generate* processor only:
+their prompt is ``prompts.render_open_prompt`` (no options), and the generate postprocess builds their finished
+prediction row (``open_ended.open_prediction_row``), which rides along in a ``done_row`` column. If the run also has
+multiple-choice rows, those finished rows then pass around the score processor's engine (its preprocess marks them
+``__inference_error__ = DONE``, the stages' bypass for rows that need no model call) and ``_finalize`` unpacks them.
+
 Chain-of-thought: two processors. Rows split by prompt style before any model work (a cheap re-read of the
 upstream rows: decoding is once per run through the cache): ``cot`` rows go through a *generate* processor (greedy,
 ``max_new_tokens``), whose postprocess keeps the generated text; they are then unioned with the ``zs`` rows into the
@@ -70,9 +76,11 @@ from omnieval.engines.chat import (
     label_token_ids,
     omni_media_fields,
 )
-from omnieval.prompts import PromptPart, parse_answer, render_prompt
+from omnieval.prompts import PromptPart, parse_answer, render_open_prompt, render_prompt
 
 ERROR = "__inference_error__"  # ray.data.llm's per-row error column (set -> the engine stage and postprocess skip)
+DONE = "__omnieval_done__"  # ERROR value of a finished row that passes around an engine (not an error)
+CASCADE_COLUMNS = ("cascade", "intermediate_text", "stage_engines")
 ENGINE_PREFIX = "vllm engine: "
 CPU_DEFAULTS = {"enforce_eager": True, "gpu_memory_utilization": 0.1}
 
@@ -103,19 +111,21 @@ class ProcessorSettings:
     runtime_env: dict | None = None
 
 
-def processor_settings(model: ModelConfig) -> ProcessorSettings:
+def processor_settings(model: ModelConfig, where: str = "") -> ProcessorSettings:
     """Validate a model's options for the processor path; an unknown option is an ``InputError`` that names it
-    (``pipeline.make_plan`` calls this, so a bad option stops the run before Ray starts)."""
+    (``pipeline.make_plan`` calls this with ``where`` = ``models[0]``, ``judges[1]`` ..., so a bad option stops the
+    run before Ray starts)."""
     from omnieval.schema import InputError
 
+    prefix = f"{where}." if where else ""
     known = {f.name for f in fields(ProcessorSettings)}
     unknown = sorted(set(model.options) - known)
     if unknown:
         raise InputError(f"vllm processor ({model.name}): unknown option(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(known))}", field="options")
+                         f"known: {', '.join(sorted(known))}", field=f"{prefix}options")
     if "path" not in model.options:
         raise InputError(f"vllm processor ({model.name}): option 'path' (the model folder) is required",
-                         field="options.path")
+                         field=f"{prefix}options.path")
     return ProcessorSettings(**model.options)
 
 
@@ -291,6 +301,15 @@ def _style(row: Mapping) -> str:
     return str(row.get("prompt_style") or row["prompt"])
 
 
+def _mode(row: Mapping) -> str:
+    return str(row.get("mode") or "mcq")
+
+
+def _cascade(row: Mapping) -> dict:
+    """The cascade columns of a row (null where absent: a model that is not a cascade)."""
+    return {k: (str(row[k]) if row.get(k) else None) for k in CASCADE_COLUMNS}
+
+
 def _media_paths(parts: Sequence[PromptPart]) -> list[str]:
     return [p.path for p in parts if p.kind == "media" and p.modality in OMNI_MODALITIES]
 
@@ -298,9 +317,10 @@ def _media_paths(parts: Sequence[PromptPart]) -> list[str]:
 class RequestBuilder:
     """Preprocess: a pipeline row -> one vLLM request (``prompt``, ``multimodal_data``, ``multimodal_uuids``,
     ``mm_processor_kwargs``, ``sampling_params``) plus the columns the postprocess needs. ``mode`` is
-    ``"generate"`` (the first CoT pass: greedy, ``max_new_tokens``) or ``"score"`` (one token, label logprobs; for a
-    CoT row after its generate pass, at the answer position). A row that already carries an error passes through
-    untouched; a row that cannot be requested gets ``__inference_error__`` (the engine then skips it)."""
+    ``"generate"`` (the first CoT pass and open-ended answers: greedy, ``max_new_tokens``) or ``"score"`` (one
+    token, label logprobs; for a CoT row after its generate pass, at the answer position). A row that already
+    carries an error passes through untouched, a finished open-ended row (``done_row``) passes around the engine,
+    and a row that cannot be requested gets ``__inference_error__`` (the engine then skips it)."""
 
     def __init__(self, path: str, mode: str, media: Callable[[Sequence[str]], dict] | None,
                  max_new_tokens: int = 64, continue_on_error: bool = True):
@@ -327,6 +347,8 @@ class RequestBuilder:
 
         if row.get(ERROR):
             return self.placeholder() | ({"label_ids": []} if self.mode == "score" else {})
+        if row.get("done_row"):
+            return self.placeholder() | ({"label_ids": []} if self.mode == "score" else {}) | {ERROR: DONE}
         style = _style(row)
         out: dict[str, Any] = {"prompt_style": style, ERROR: ""} | self.placeholder()
         if self.mode == "score":
@@ -337,7 +359,10 @@ class RequestBuilder:
         try:
             tok, omni = _tokenizer(self.path), _is_omni(self.path)
             inst = Instance.model_validate_json(row["instance_json"])
-            parts = render_prompt(inst, style)
+            is_open = _mode(row) == "open"
+            if is_open and self.mode != "generate":
+                raise ValueError("an open-ended row reached the score pass without its generate pass")
+            parts = render_open_prompt(inst, style) if is_open else render_prompt(inst, style)
             media = {}
             if omni and _media_paths(parts):
                 if self.media is None:
@@ -346,7 +371,8 @@ class RequestBuilder:
             suffix = ""
             if self.mode == "generate":
                 request = vllm_request(tok, parts, omni, media)
-                label_token_ids(tok, inst.option_labels)  # fails early, as the in-process engine does
+                if not is_open:
+                    label_token_ids(tok, inst.option_labels)  # fails early, as the in-process engine does
                 params = {"max_tokens": int(self.max_new_tokens), "temperature": 0.0}
             else:
                 if style == "cot":
@@ -368,11 +394,30 @@ class RequestBuilder:
 PASS_THROUGH = ("instance_json", "prompt_style", "media_paths", "instance_id")
 
 
-def generated_row(row: dict) -> dict:
-    """Postprocess of the CoT generate pass: the pipeline columns plus the generated text and its engine time."""
-    return {k: row.get(k) for k in PASS_THROUGH} | {
-        "decode_error": "", "cot_text": row.get("generated_text") or "",
-        "cot_latency": float(row.get("time_taken_llm") or 0.0)}
+class GeneratedRow:
+    """Postprocess of the generate pass: the pipeline columns plus the generated text and its engine time (a CoT
+    row, scored next) or the finished prediction row as JSON in ``done_row`` (an open-ended row). Every row gets
+    the same columns, whatever its kind: Ray Data concatenates them into one block."""
+
+    def __init__(self, model: ModelConfig):
+        self.model = model
+
+    def __call__(self, row: dict) -> dict:
+        out = {k: row.get(k) for k in PASS_THROUGH} | {
+            "mode": _mode(row), "decode_error": "", "cot_text": "", "cot_latency": 0.0, "done_row": ""}
+        out |= {k: v or "" for k, v in _cascade(row).items()}
+        text, latency = row.get("generated_text") or "", float(row.get("time_taken_llm") or 0.0)
+        if _mode(row) == "open":
+            from omnieval.engines.base import GenerationResult
+            from omnieval.open_ended import open_prediction_row
+            from omnieval.schema import Instance
+
+            inst = Instance.model_validate_json(row["instance_json"])
+            done = open_prediction_row(inst, _style(row), GenerationResult(text), self.model, latency)
+            out["done_row"] = json.dumps(done | _cascade(row))
+        else:
+            out |= {"cot_text": text, "cot_latency": latency}
+        return out
 
 
 class PredictionBuilder:
@@ -401,17 +446,24 @@ class PredictionBuilder:
                 res = result_from_option_logprobs(inst.option_labels, lp)
         except Exception as exc:
             res = EngineResult(choice=None, error=f"{ENGINE_PREFIX}{type(exc).__name__}: {exc}")
-        return prediction_row(inst, style, res, self.model, latency)
+        return prediction_row(inst, style, res, self.model, latency) | _cascade(row)
 
 
 def error_prediction(row: Mapping, model: ModelConfig) -> dict:
-    """A row that came out of the processor with ``__inference_error__`` -> its errored predictions row."""
+    """A row that came out of the processor with ``__inference_error__`` -> its errored predictions row (an
+    open-ended one for an open-ended row)."""
     from omnieval.pipeline import prediction_row
     from omnieval.schema import Instance
 
     inst = Instance.model_validate_json(row["instance_json"])
-    return prediction_row(inst, _style(row), EngineResult(choice=None, error=engine_error(str(row[ERROR]))),
-                          model, None)
+    message = engine_error(str(row[ERROR]))
+    if _mode(row) == "open":
+        from omnieval.engines.base import GenerationResult
+        from omnieval.open_ended import open_prediction_row
+
+        return open_prediction_row(inst, _style(row), GenerationResult(None, error=message), model, None) \
+            | _cascade(row)
+    return prediction_row(inst, _style(row), EngineResult(choice=None, error=message), model, None) | _cascade(row)
 
 
 def _finalize(model: ModelConfig) -> Callable:
@@ -420,7 +472,7 @@ def _finalize(model: ModelConfig) -> Callable:
     from omnieval.schema import PREDICTION_SCHEMA
 
     names = PREDICTION_SCHEMA.names
-    extra = [ERROR, "instance_json", "prompt_style"]
+    extra = [ERROR, "instance_json", "prompt_style", "done_row", *CASCADE_COLUMNS]
 
     def finalize(table):
         from omnieval.store import predictions_table
@@ -428,7 +480,9 @@ def _finalize(model: ModelConfig) -> Callable:
         keep = [c for c in dict.fromkeys([*names, *extra]) if c in table.column_names]
         rows = []
         for row in table.select(keep).to_pylist():
-            if row.get(ERROR):
+            if row.get("done_row"):  # a finished open-ended row (it passed around the score engine)
+                rows.append(json.loads(row["done_row"]))
+            elif row.get(ERROR):
                 rows.append(error_prediction(row, model))
             else:
                 rows.append({k: row.get(k) for k in names})
@@ -441,25 +495,28 @@ def _finalize(model: ModelConfig) -> Callable:
 # The stage
 # ---------------------------------------------------------------------------------------------------------------
 
-def _is_cot(row: dict) -> bool:
-    return str(row["prompt"]) == "cot"
+def _needs_generation(row: dict) -> bool:
+    """CoT multiple-choice rows (reasoning first) and open-ended rows go through the generate pass."""
+    return str(row["prompt"]) == "cot" or _mode(row) == "open"
 
 
-def _is_not_cot(row: dict) -> bool:
-    return str(row["prompt"]) != "cot"
+def _scored_directly(row: dict) -> bool:
+    return not _needs_generation(row)
 
 
-def vllm_processor_stage(ds, model: ModelConfig, *, prompts: Sequence[str] = ("zs",), cache_name: str | None = None,
+def vllm_processor_stage(ds, model: ModelConfig, *, prompts: Sequence[str] = ("zs",),
+                         modes: Sequence[str] = ("mcq",), cache_name: str | None = None,
                          namespace: str = "omnieval", specs: Mapping[str, Any] | None = None,
                          media: Mapping[str, Any] | None = None, cpu: bool | None = None,
                          map_num_cpus: float = 0.25):
     """The pipeline's rows (after the media stage) -> prediction-row blocks, through ``ray.data.llm`` processors.
 
-    ``prompts``: the prompt styles the rows may carry (the run config's ``prompts``): ``cot`` adds the generate
-    pass. Media come from the run's ``MediaCache`` (``cache_name``, ``namespace``, ``specs``: path -> MediaSpec, as
-    for ``EngineStage``) or from ``media`` (path -> ``DecodedMedia``, put in the object store once). ``cpu``: None
-    asks the connected Ray cluster whether it has GPUs. ``map_num_cpus``: logical CPUs per pre/postprocess task.
-    Ray must be initialised (``pipeline.ensure_ray``) before this is called."""
+    ``prompts`` / ``modes``: the prompt styles and modes the rows may carry (``mode`` column; absent = ``mcq``):
+    ``cot`` or ``open`` adds the generate pass, ``mcq`` the score pass (so an open-only model holds one engine
+    pool, the generate one). Media come from the run's ``MediaCache`` (``cache_name``, ``namespace``, ``specs``:
+    path -> MediaSpec, as for ``EngineStage``) or from ``media`` (path -> ``DecodedMedia``, put in the object
+    store once). ``cpu``: None asks the connected Ray cluster whether it has GPUs. ``map_num_cpus``: logical CPUs
+    per pre/postprocess task. Ray must be initialised (``pipeline.ensure_ray``) before this is called."""
     from ray.data.llm import build_processor
 
     settings = processor_settings(model)
@@ -474,54 +531,21 @@ def vllm_processor_stage(ds, model: ModelConfig, *, prompts: Sequence[str] = ("z
     map_kwargs = {"num_cpus": map_num_cpus}
     cont = settings.should_continue_on_error
 
-    styles = set(prompts)
+    styles, kinds = set(prompts), set(modes)
+    finalize = _finalize(model)
     scoring = ds
-    if "cot" in styles:
+    if "cot" in styles or "open" in kinds:
         generate = build_processor(
             config, preprocess=RequestBuilder(settings.path, "generate", fetch, settings.max_new_tokens, cont),
-            postprocess=generated_row, preprocess_map_kwargs=map_kwargs, postprocess_map_kwargs=map_kwargs)
-        if styles == {"cot"}:
+            postprocess=GeneratedRow(model), preprocess_map_kwargs=map_kwargs, postprocess_map_kwargs=map_kwargs)
+        if "mcq" not in kinds:  # open-ended only: no score pass, no second engine pool
+            return generate(ds).map_batches(finalize, batch_format="pyarrow", batch_size=None,
+                                            num_cpus=map_num_cpus)
+        if styles == {"cot"}:  # every row needs the generate pass
             scoring = generate(ds)
-        else:
-            scoring = ds.filter(_is_not_cot).union(generate(ds.filter(_is_cot)))
+        else:  # the upstream is read twice (cheap: decoding goes through the run's cache once)
+            scoring = ds.filter(_scored_directly).union(generate(ds.filter(_needs_generation)))
     score = build_processor(
         config, preprocess=RequestBuilder(settings.path, "score", fetch, settings.max_new_tokens, cont),
         postprocess=PredictionBuilder(model), preprocess_map_kwargs=map_kwargs, postprocess_map_kwargs=map_kwargs)
-    return score(scoring).map_batches(_finalize(model), batch_format="pyarrow", batch_size=None,
-                                      num_cpus=map_num_cpus)
-
-
-def bench_processor(config, model_index: int = 0) -> tuple[int, float]:
-    """``omnieval bench engine``'s processor row: (rows scored, seconds) for every instance x prompt of ``config``
-    through this stage, upstream built as ``pipeline._run_model`` builds it (the run's ``MediaCache``, the media
-    stage); engine start-up included, nothing written to disk."""
-    import time
-    import uuid
-
-    import ray
-    from ray.data import ActorPoolStrategy
-
-    from omnieval.media.cache import MediaCache
-    from omnieval.pipeline import MediaStage, ensure_ray, make_plan
-
-    plan = make_plan(config)
-    ensure_ray(config)
-    model = config.models[model_index]
-    name, namespace = f"media-cache-{uuid.uuid4().hex[:12]}", "omnieval"
-    cache = MediaCache.options(name=name, namespace=namespace).remote()
-    rows = [{"instance_json": inst.model_dump_json(), "prompt": prompt, "instance_id": inst.instance_id,
-             "media_paths": json.dumps([s.path for s in inst.media_segments()])}
-            for inst in plan.instances for prompt in config.prompts]
-    start = time.perf_counter()
-    try:
-        ds = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // 32, 64)))
-        ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": name, "namespace": namespace,
-                                                                "specs": plan.media_specs},
-                            compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size, num_cpus=0.25)
-        out = vllm_processor_stage(ds, model, prompts=config.prompts, cache_name=name, namespace=namespace,
-                                   specs=plan.media_specs)
-        n = sum(block.num_rows for block in out.iter_batches(batch_size=None, batch_format="pyarrow"))
-    finally:
-        ray.kill(cache)
-    return n, time.perf_counter() - start
-
+    return score(scoring).map_batches(finalize, batch_format="pyarrow", batch_size=None, num_cpus=map_num_cpus)
