@@ -6,7 +6,8 @@ Rows of the printed table (the same synthetic benchmark and the same model in ev
   (``processor: true``: Ray Data media stage, vLLM's own engine pool, Parquet parts), wall time including the
   engine's start-up: target (i) of SPEC section 7, at least 0.9 x the bare-vLLM limit and 5 x the peer loop;
 * pipeline, engine actor: the same run with ``processor: false`` (the in-process engine in omnieval's actor pool);
-* bare vLLM: ``vllm.LLM.generate`` in one process on the same prompts, pre-built, media pre-decoded: the limit;
+* bare vLLM: ``vllm.LLM.generate`` in one process on the same prompts, pre-built, media pre-decoded, after one
+  warm-up request: the limit;
 * transformers loop, batch size 1: the ``hf`` engine called one instance at a time, the way lmms-eval's and
   VLMEvalKit's HF paths run (the peer);
 * transformers, batched: the ``hf`` engine with its own batching.
@@ -77,6 +78,9 @@ def bench_engine(model: str | None = None, anchors: int = 8, questions: int = 4,
     from omnieval.engines.chat import label_token_ids
 
     ids = [label_token_ids(engine.tokenizer, r.instance.option_labels) for r in requests]
+    # One warm-up request first: the first call of a fresh LLM compiles and allocates (seconds on CPU, with a
+    # tiny model more than the whole batch), which is start-up, not the throughput limit this row stands for.
+    engine._one_token(prompts[:1], ids[:1])
     start = time.perf_counter()
     engine._one_token(prompts, ids)
     bare_s = time.perf_counter() - start

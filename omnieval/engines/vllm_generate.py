@@ -33,6 +33,7 @@ from omnieval.engines.vllm_processor import (
     _tokenizer,
     cluster_has_gpus,
     engine_error,
+    map_options,
     processor_config,
     processor_settings,
     vllm_request,
@@ -85,7 +86,7 @@ def generate_pass(model: ModelConfig, build: Callable, postprocess: Callable, *,
 
     settings = processor_settings(model)
     cpu = (not cluster_has_gpus()) if cpu is None else cpu
-    kwargs = {"num_cpus": map_num_cpus}
+    kwargs = map_options(model, settings, map_num_cpus)
     return build_processor(processor_config(model, settings, cpu=cpu),
                            preprocess=TextRequests(settings.path, build, media, settings.should_continue_on_error),
                            postprocess=postprocess, preprocess_map_kwargs=kwargs, postprocess_map_kwargs=kwargs)

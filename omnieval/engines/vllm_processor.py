@@ -45,7 +45,8 @@ Model options (the run config's ``options`` of an ``engine: vllm`` model): every
 (``path``, ``dtype``, ``max_model_len``, ``gpu_memory_utilization``, ``tensor_parallel_size``, ``enforce_eager``,
 ``max_new_tokens``, ``limit_mm_per_prompt``, ``seed``, ``engine_kwargs`` passed through to vLLM), plus
 ``processor`` (use this stage; on by default when ``tensor_parallel_size > 1``), ``placement_group_config``,
-``accelerator_type``, ``max_concurrent_batches``, ``should_continue_on_error`` (default true) and ``runtime_env``.
+``accelerator_type``, ``max_concurrent_batches``, ``map_concurrency`` (pre/postprocess tasks at once),
+``should_continue_on_error`` (default true) and ``runtime_env``.
 The model's ``replicas`` are the processor's ``concurrency`` (a fixed pool) and its ``batch_size`` the processor's;
 its ``num_gpus`` / ``num_cpus`` are not read (an engine replica's resources are its placement group's bundles).
 On a cluster without GPUs the engine runs in a ``{"CPU": 1}`` bundle with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, and
@@ -107,6 +108,7 @@ class ProcessorSettings:
     placement_group_config: dict | None = None
     accelerator_type: str | None = None
     max_concurrent_batches: int = 8
+    map_concurrency: int | None = None  # pre/postprocess tasks at once; None: max(2, replicas)
     should_continue_on_error: bool = True
     runtime_env: dict | None = None
 
@@ -136,6 +138,15 @@ def uses_processor(model: ModelConfig) -> bool:
         return False
     flag = model.options.get("processor")
     return bool(flag) if flag is not None else int(model.options.get("tensor_parallel_size", 1)) > 1
+
+
+def map_options(model: ModelConfig, settings: ProcessorSettings, num_cpus: float) -> dict:
+    """``Dataset.map`` options of the pre/postprocess. Concurrency is capped (``map_concurrency``, default
+    max(2, replicas)): each task of an uncapped map may start a fresh worker process, and each fresh process pays
+    the imports and the tokenizer load again (about 3 s of CPU here), which on a small node costs more than the
+    rows' own work (a few ms per row). Capped, a handful of warm processes serve every block."""
+    limit = settings.map_concurrency or max(2, model.replicas)
+    return {"num_cpus": num_cpus, "concurrency": int(limit)}
 
 
 def cluster_has_gpus() -> bool:
@@ -528,7 +539,7 @@ def vllm_processor_stage(ds, model: ModelConfig, *, prompts: Sequence[str] = ("z
         fetch = None
     cpu = (not cluster_has_gpus()) if cpu is None else cpu
     config = processor_config(model, settings, cpu=cpu)
-    map_kwargs = {"num_cpus": map_num_cpus}
+    map_kwargs = map_options(model, settings, map_num_cpus)
     cont = settings.should_continue_on_error
 
     styles, kinds = set(prompts), set(modes)
