@@ -25,6 +25,7 @@ from omnieval.config import ModelConfig  # noqa: E402
 from omnieval.engines import EngineRequest, EngineResult, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
 from omnieval.engines.vllm_processor import (  # noqa: E402
+    map_options,
     processor_config,
     processor_settings,
     uses_processor,
@@ -213,6 +214,11 @@ def test_settings_and_processor_config(model):
     assert gpu.placement_group_config is None and gpu.runtime_env is None  # Ray's GPU bundles, one per TP rank
     assert gpu.engine_kwargs["tensor_parallel_size"] == 4 and gpu.engine_kwargs["max_num_seqs"] == 8
     assert gpu.engine_kwargs["gpu_memory_utilization"] == 0.9 and gpu.engine_kwargs["enforce_eager"] is False
+    # pre/postprocess tasks at once: max(2, replicas) unless map_concurrency says otherwise
+    assert map_options(model, processor_settings(model), 0.25) == {"num_cpus": 0.25, "concurrency": 2}
+    assert map_options(tp.model_copy(update={"replicas": 6}), processor_settings(tp), 0.5)["concurrency"] == 6
+    capped = tp.model_copy(update={"options": {**tp.options, "map_concurrency": 3}})
+    assert map_options(capped, processor_settings(capped), 0.25)["concurrency"] == 3
 
 
 def _omni_processor_run(ray_session, tmp, bench, limits: dict, decode: dict | None = None, limit_items: int = 1):
