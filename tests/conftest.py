@@ -30,3 +30,17 @@ def start_local_ray():
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.execution_no_progress_timeout_s = 600  # a hung engine fails its test in 10 min, not Ray's 30
+
+
+def assert_same_predictions(got, want, *, skip=("latency_s",), atol: float = 1e-4) -> None:
+    """Two predictions tables (polars) agree row by row in every column but ``skip``: floats (option logprobs,
+    confidences) to ``atol``, everything else exactly. Used where two engine paths must write the same rows."""
+    import numpy as np
+
+    assert got.drop(skip).columns == want.drop(skip).columns and got.height == want.height > 0
+    for column in got.drop(skip).columns:
+        for a, b in zip(got[column].to_list(), want[column].to_list(), strict=True):
+            if column in ("option_logprobs", "confidence") and b is not None:
+                np.testing.assert_allclose(a, b, atol=atol, err_msg=column)
+            else:
+                assert a == b, (column, a, b)

@@ -327,6 +327,7 @@ def test_an_omni_describer_and_its_cascade_through_the_processor_equal_the_actor
     and the tiny Qwen2 answers from the descriptions through the processor stage. The reference is the same run
     with ``processor: false`` (``DescribeStage`` and ``EngineStage`` with the in-process engine)."""
     import polars as pl
+    from conftest import assert_same_predictions
 
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
@@ -361,15 +362,7 @@ def test_an_omni_describer_and_its_cascade_through_the_processor_equal_the_actor
     assert failed["error"][0].startswith("describe failed: media decode failed") and failed["text"][0] is None
     described = desc.filter(pl.col("error").is_null())
     assert described.height == len(audio) - 1 and described["text"].n_unique() > 1  # the audio reaches the model
-    assert got.drop("latency_s").columns == want.drop("latency_s").columns and got.height == want.height > 0
-    for column in got.columns:
-        if column == "latency_s":
-            continue
-        for a, b in zip(got[column].to_list(), want[column].to_list(), strict=True):
-            if column in ("option_logprobs", "confidence") and b is not None:
-                np.testing.assert_allclose(a, b, atol=1e-4, err_msg=column)
-            else:
-                assert a == b, (column, a, b)
+    assert_same_predictions(got, want)
     errored = got.filter(pl.col("error").is_not_null())
     assert errored.height > 0 and errored["error"].str.starts_with("describe failed: media decode failed").all()
     ok = got.filter(pl.col("error").is_null())

@@ -16,7 +16,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: starts in ~3 s, not ~15 s
@@ -25,6 +24,7 @@ vllm = pytest.importorskip("vllm")
 pytest.importorskip("ray.data.llm")
 
 import polars as pl  # noqa: E402
+from conftest import assert_same_predictions  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
 from omnieval.pipeline import make_plan, run_evaluation, uses_vllm_processor  # noqa: E402
@@ -113,14 +113,7 @@ def test_processor_path_equals_the_engine_stage_path(runs):
     assert got.columns == want.columns
     assert got["prompt"].to_list() == want["prompt"].to_list()
     assert got["instance_id"].to_list() == want["instance_id"].to_list()
-    for column in got.columns:
-        if column == "latency_s":
-            continue
-        for a, b in zip(got[column].to_list(), want[column].to_list(), strict=True):
-            if column in ("option_logprobs", "confidence") and b is not None:
-                np.testing.assert_allclose(a, b, atol=1e-4, err_msg=column)
-            else:
-                assert a == b, (column, a, b)
+    assert_same_predictions(got, want)
     ok = got.filter(pl.col("error").is_null())
     assert (ok["engine"] == "vllm").all() and ok["latency_s"].is_not_null().all()
     mcq, opened = ok.filter(pl.col("mode") == "mcq"), ok.filter(pl.col("mode") == "open")
