@@ -5,8 +5,10 @@ Three distinct types, each with its own job (nothing mutates one into the next):
 * ``Item``: one base question of a benchmark, as read from ``items.jsonl``. Per protocol.
 * ``Instance``: what one model call sees: ordered prompt ``segments`` (text, or a reference to a media file), the
   option labels and texts, the target label. Produced by ``protocol.expand``.
-* ``Prediction``: one row per (instance, model, prompt style): the hand-off to the statistics. Its Arrow schema is
-  ``PREDICTION_SCHEMA``; other tools can write the same columns and ``omnieval metrics`` reads them.
+* a prediction: one row per (instance, model, prompt style, mode): the hand-off to the statistics. Rows are built
+  as dicts (``pipeline.prediction_row``, ``open_ended.open_prediction_row``) and cast to ``PREDICTION_SCHEMA``
+  when written (``store.predictions_table``: a value of the wrong type fails there); other tools can write the
+  same columns and ``omnieval metrics`` reads them (``conform`` fills what they lack).
 
 Media paths inside items are relative to the benchmark directory; ``resolve_media_path`` rejects paths that leave it.
 """
@@ -208,44 +210,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "model", "prompt", "protocol", "split", "item_id", "instance_id", "condition", "target", "choice",
     "abstain_label", "confidence", "confidence_method",
 )
-
-
-class Prediction(Strict):
-    """One row of the predictions table; validated before it is written."""
-
-    model: str
-    prompt: str
-    protocol: str
-    split: str
-    item_id: str
-    instance_id: str
-    condition: str
-    target: str
-    choice: str | None
-    abstain_label: str | None = None
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    confidence_method: Literal["rs", "tp"] | None = None
-    n_options: int | None = None
-    k: int | None = None
-    anchor: str | None = None
-    task: str | None = None
-    subtask: str | None = None
-    category: str | None = None
-    n_inputs: int | None = None
-    selection_type: str | None = None
-    answer_modality: str | None = None
-    option_logprobs: list[float] | None = None
-    raw_text: str | None = None
-    error: str | None = None
-    latency_s: float | None = None
-    engine: str | None = None
-    mode: Literal["mcq", "open"] | None = None
-    answer_text: str | None = None
-    reference: str | None = None
-    verdicts: list[dict] | None = None
-    cascade: str | None = None
-    intermediate_text: str | None = None
-    stage_engines: str | None = None
 
 
 def conform(table: pa.Table) -> pa.Table:
