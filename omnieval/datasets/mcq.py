@@ -36,9 +36,7 @@ import hashlib
 import json
 import math
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +44,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from omnieval.datasets.benchmark import building_folder
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS, InputError
 
@@ -469,9 +468,7 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
     bench_name = name or (source.stem if source.is_file() else source.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".mcq-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".mcq-") as tmp:  # replaces ``out`` in one rename when all is written
         media = _MediaWriter(tmp)
         records: list[tuple[_Row, dict]] = []
         images_by_index: dict[str, str] = {}
@@ -500,12 +497,6 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         meta = {"name": bench_name, "protocol": "spectrum", "source": str(source), "format": kind,
                 "n_items": len(items), "splits": splits, "generator": "omnieval.datasets.mcq"}
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return Converted(out=out, splits=splits, n_media=len(media.written), skipped=skipped)
 
 

@@ -25,11 +25,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.datasets.benchmark import building_folder
 from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
 from omnieval.schema import LABELS, InputError
 
@@ -238,9 +238,7 @@ def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_medi
     if not files:
         raise InputError("no JSON files under the release folder", file=release)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".xmodbench-", dir=out.parent))
-    try:
+    with building_folder(out, prefix=".xmodbench-") as tmp:  # replaces ``out`` in one rename when all is written
         linker = _MediaLinker(release, tmp, copy_media)
         entries = [e for f in files for e in _read_entries(f, release, linker)]
         groups, unmatched = _groups(entries)
@@ -258,10 +256,4 @@ def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_medi
         meta = {"name": name, "protocol": "crossmodal", "source": str(release), "entries": len(entries),
                 "items": len(items), "unmatched": len(report), "converter": "omnieval.datasets.xmodbench"}
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return ConvertReport(out=out, n_entries=len(entries), n_items=len(items), unmatched=report)
