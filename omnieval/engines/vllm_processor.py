@@ -356,14 +356,13 @@ class RequestBuilder:
     def __call__(self, row: dict) -> dict:
         from omnieval.schema import Instance
 
+        skipped = self.placeholder() | ({"label_ids": []} if self.mode == "score" else {})
         if row.get(ERROR):
-            return self.placeholder() | ({"label_ids": []} if self.mode == "score" else {})
+            return skipped
         if row.get("done_row"):
-            return self.placeholder() | ({"label_ids": []} if self.mode == "score" else {}) | {ERROR: DONE}
+            return skipped | {ERROR: DONE}
         style = _style(row)
-        out: dict[str, Any] = {"prompt_style": style, ERROR: ""} | self.placeholder()
-        if self.mode == "score":
-            out["label_ids"] = []
+        out: dict[str, Any] = {"prompt_style": style, ERROR: ""} | skipped
         if row.get("decode_error"):
             out[ERROR] = str(row["decode_error"])
             return out
