@@ -16,12 +16,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config")
     parser.add_argument("--address", default="auto", help="Ray address (default: the cluster of this job)")
+    parser.add_argument("--overwrite", action="store_true", help="clear predictions of another config (see "
+                                                                 "omnieval run --help)")
     args = parser.parse_args(argv)
 
     from omnieval.config import load_run_config
     from omnieval.pipeline import run_evaluation
+    from omnieval.schema import InputError
 
-    result = run_evaluation(load_run_config(args.config), address=args.address)
+    try:
+        result = run_evaluation(load_run_config(args.config), address=args.address, overwrite=args.overwrite)
+    except InputError as exc:
+        print(f"omnieval: error: {exc}", file=sys.stderr)
+        return 2
     print(result.summary())
     return 0 if result.ok else 1
 

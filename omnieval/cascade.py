@@ -95,9 +95,9 @@ def _described_paths(instances: list[Instance], modalities: set[str]) -> dict[st
 
 
 def describe_folder(describer: str) -> str:
-    from omnieval.store import safe_name
+    from omnieval.names import folder_name
 
-    return f"descriptions/{safe_name(describer)}"
+    return f"descriptions/{folder_name(describer)}"
 
 
 def read_descriptions(store, describer: str) -> dict[str, dict]:
@@ -116,7 +116,7 @@ def describe_media(model: ModelConfig, plan, config, store, cache_name: str, nam
     import ray.data
     from ray.data import ActorPoolStrategy
 
-    from omnieval.pipeline import uses_vllm_processor
+    from omnieval.preflight import uses_vllm_processor
 
     spec = model.describe
     describer = spec.model

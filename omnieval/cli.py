@@ -19,7 +19,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_run_config(args.config)
     if args.out:
         config = config.model_copy(update={"output": args.out})
-    result = run_evaluation(config, address=args.address)
+    result = run_evaluation(config, address=args.address, overwrite=args.overwrite)
     print(result.summary())
     return 0 if result.ok else 1
 
@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config")
     p.add_argument("--out", help="override the config's output directory")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="the output holds predictions of another config: delete those (only the folders whose "
+                        "config changed) and compute them again, instead of refusing")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")

@@ -36,6 +36,13 @@ class ModelConfig(_Config):
         default=None, description="this model's modes, a subset of the run's (default: all of them); e.g. open-ended "
                                   "answers only from the models worth judging")
 
+    @field_validator("name")
+    @classmethod
+    def _folder_safe(cls, v: str) -> str:
+        from omnieval.names import check_name_part
+
+        return check_name_part(v, "model name")
+
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
@@ -91,6 +98,9 @@ class DecodeConfig(_Config):
 class RayConfig(_Config):
     num_cpus: int | None = Field(
         default=None, ge=1, description="logical CPUs of the embedded local Ray (default: max(8, cores))")
+    check_resources: bool = Field(
+        default=True, description="refuse, before model work, a run whose actors cannot fit the cluster's CPUs and "
+                                  "GPUs (turn off on an autoscaling cluster that grows on demand)")
 
 
 class RunConfig(_Config):
@@ -111,6 +121,15 @@ class RunConfig(_Config):
         default_factory=lambda: ["mcq"], description="mcq (options shown) and/or open (free answer, judged)")
     judges: list[ModelConfig] = Field(default_factory=list, description="the judges of open-ended answers")
     judge_template: str = Field(default="v1", description="versioned judge prompt template (omnieval.judges)")
+    allow_remote_code: bool = Field(
+        default=False, description="let engines run code shipped with a model folder (trust_remote_code); logged "
+                                   "and recorded in run.json")
+    check_model_paths: bool = Field(
+        default=True, description="check on the driver that model folders exist and hold config.json (false where "
+                                  "only the workers can see the model storage)")
+    max_error_rate: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of rows that may end in an error (media decode, engine) "
+                                                 "before the run exits non-zero")
 
     @field_validator("protocol")
     @classmethod

@@ -88,9 +88,9 @@ class JudgeStage:
 
 
 def judge_folder(judge: str) -> str:
-    from omnieval.store import safe_name
+    from omnieval.names import folder_name
 
-    return f"judgements/{safe_name(judge)}"
+    return f"judgements/{folder_name(judge)}"
 
 
 def read_judgements(store, judge: str) -> pa.Table:
@@ -107,7 +107,7 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
     from ray.data import ActorPoolStrategy
     from tqdm import tqdm
 
-    from omnieval.pipeline import uses_vllm_processor
+    from omnieval.preflight import uses_vllm_processor
 
     if "open" not in config.modes or predictions.num_rows == 0:
         return 0

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
+from omnieval.preflight import check_engines, uses_vllm_processor
 from omnieval.prompts import open_media_paths
 from omnieval.schema import Instance
 
@@ -47,12 +48,34 @@ class RunResult:
     n_errors: int
     decode_counts: dict[str, int] = field(default_factory=dict)
     accuracy_table: str = ""
-    ok: bool = True
+    n_predictions: int = 0
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    error_examples: list[str] = field(default_factory=list)
+    max_error_rate: float = 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.n_errors / self.n_predictions if self.n_predictions else 0.0
+
+    @property
+    def ok(self) -> bool:
+        """False (the command exits non-zero) when more rows ended in an error than ``max_error_rate`` allows:
+        an errored row is not the model's answer, and a run whose rows errored has not measured the model."""
+        return self.n_predictions > 0 and self.error_rate <= self.max_error_rate
 
     def summary(self) -> str:
         lines = [f"predictions: {self.predictions_path}",
                  f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
                  f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}"]
+        if self.n_errors:
+            kinds = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors_by_kind.items()))
+            lines += [f"{self.n_errors} of {self.n_predictions} rows ended in an error ({100 * self.error_rate:.1f}%; "
+                      f"{kinds}); they are not answers and are left out of every metric. First ones:",
+                      *(f"  {e[:300]}" for e in self.error_examples[:5])]
+            if not self.ok:
+                lines.append(f"FAILED: error share {self.error_rate:.3f} is above max_error_rate "
+                             f"{self.max_error_rate:g}; fix the cause and rerun (finished rows are kept, errored "
+                             "ones are retried), or allow a share with max_error_rate in the config")
         if self.accuracy_table:
             lines += ["", "accuracy by condition (valid predictions):", self.accuracy_table]
         return "\n".join(lines)
@@ -74,18 +97,17 @@ def make_plan(config: RunConfig) -> Plan:
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.media.cache import MediaSpec
     from omnieval.media.decode import content_hash
+    from omnieval.schema import InputError
 
     bench = load_benchmark(config.benchmark)
     protocol = protocol_of(config, bench)
     options = protocol_options(config, protocol)
     items = bench.items[: config.limit_items] if config.limit_items else bench.items
     instances = protocol.expand_all(items, bench, config.seed, options)
+    if not instances:
+        raise InputError("the benchmark expands to no instances: nothing to evaluate", file=bench.root)
     check_media(bench, mode=config.decode.media_check)
-    for where, model in engine_models(config):
-        if uses_vllm_processor(model):
-            from omnieval.engines.vllm_processor import processor_settings
-
-            processor_settings(model, where)  # unknown or missing options fail here, before Ray starts
+    check_engines(config, engine_models(config))
     check_generation(config)
     specs: dict[str, MediaSpec] = {}
     for inst in instances:
@@ -280,16 +302,6 @@ def _str_or_none(value) -> str | None:
     return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
-def uses_vllm_processor(model: ModelConfig) -> bool:
-    """Whether a model's rows go through the ``ray.data.llm`` processor stage instead of the ``EngineStage`` pool
-    (the module is imported only for ``engine: vllm`` models: it pulls in torch)."""
-    if model.engine != "vllm":
-        return False
-    from omnieval.engines.vllm_processor import uses_processor
-
-    return uses_processor(model)
-
-
 def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency: float | None) -> dict:
     choice = res.choice if res.choice in inst.option_labels else None
     return {
@@ -335,16 +347,35 @@ def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     ctx.verbose_stats_logs = False
 
 
-def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True) -> RunResult:
+def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
+                   overwrite: bool = False) -> RunResult:
+    """Plan (every input and engine option checked), take the output's lease, check that the output holds rows of
+    this config only (``overwrite``: clear the folders that do not), check that the actors fit the cluster, then
+    evaluate; all of it before any model work."""
     import ray
 
-    from omnieval.media.cache import MediaCache
-    from omnieval.store import RunStore, consolidate
+    from omnieval.lease import OutputLease
+    from omnieval.preflight import check_resources, claim_folders, folder_identities
+    from omnieval.store import RunStore
 
     plan = make_plan(config)
     store = RunStore(config.output)
+    store.check_writable()
+    with OutputLease(store) as lease:
+        store.lease = lease
+        identities = claim_folders(store, folder_identities(config, plan), overwrite=overwrite)
+        ensure_ray(config, address)
+        check_resources(config, engine_models(config), ray.cluster_resources())
+        return _evaluate(config, plan, store, identities, progress)
+
+
+def _evaluate(config: RunConfig, plan: Plan, store, identities: dict[str, str], progress: bool) -> RunResult:
+    import ray
+
+    from omnieval.media.cache import MediaCache
+    from omnieval.store import consolidate
+
     started = time.time()
-    ensure_ray(config, address)
     namespace = "omnieval"
     cache_name = f"media-cache-{uuid.uuid4().hex[:12]}"
     cache = MediaCache.options(name=cache_name, namespace=namespace).remote()
@@ -389,10 +420,13 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
         predictions = attach_verdicts(config, store, predictions)
     store.write_table("predictions.parquet", predictions)
     n_errors = sum(e is not None for e in predictions["error"].to_pylist())
-    store.write_json("run.json", run_record(config, started, plan, predictions, n_errors, decode_counts))
+    record = run_record(config, started, plan, predictions, n_errors, decode_counts) | {"identity": identities}
+    store.write_json("run.json", record)
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
                      n_instances=len(plan.instances), n_rows=n_rows, n_skipped=n_skipped, n_errors=n_errors,
-                     decode_counts=decode_counts, accuracy_table=accuracy_by_condition(predictions))
+                     decode_counts=decode_counts, accuracy_table=accuracy_by_condition(predictions),
+                     n_predictions=predictions.num_rows, errors_by_kind=record["errors"]["by_kind"],
+                     error_examples=record["errors"]["examples"], max_error_rate=config.max_error_rate)
 
 
 def _failed_row(inst: Instance, mode: str, prompt: str, message: str, model: ModelConfig) -> dict:

@@ -3,11 +3,14 @@
 Layout of a run's output folder::
 
     run.json                                  config, versions, seed, counts
-    parts/<model>/part-000000.parquet ...     what finished, flushed while the run goes (the resume log)
+    parts/<model>/identity.json               what decided these predictions (see ``omnieval.identity``)
+    parts/<model>/part-000000-<writer>.parquet ...  what finished, flushed while the run goes (the resume log)
     predictions.parquet                       every model's predictions, sorted by (model, prompt, instance_id)
 
-A part is written to a temporary name and renamed, so a run killed at any moment leaves only whole parts. Resume
-reads the parts, keeps the instance ids that finished without error, and the pipeline skips them.
+A part is written to a temporary name and renamed, so a run killed at any moment leaves only whole parts. Its name
+carries the writer's token, so two writers can never replace each other's parts (one writer per output is the rule:
+``omnieval.lease``; the token is the safety net). Resume reads the parts, keeps the instance ids that finished
+without error, and the pipeline skips them. Folder names come from ``folder_name``: injective, never a path.
 """
 
 from __future__ import annotations
@@ -23,30 +26,38 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from omnieval.schema import PREDICTION_SCHEMA, conform
+from omnieval.names import folder_name
+from omnieval.schema import PREDICTION_SCHEMA, InputError, conform
 
-_PART = re.compile(r"part-(\d{6})\.parquet$")
+_PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
 
 
-def safe_name(name: str) -> str:
-    """A model name as a folder name (``org/model`` -> ``org__model``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "__", name)
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path of a local path or a ``scheme://`` URI (s3, gs, file, ...)."""
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), str(uri)
 
 
 class RunStore:
-    def __init__(self, uri: str):
-        if "://" in uri:
-            self.fs, root = pafs.FileSystem.from_uri(uri)
-        else:
-            self.fs, root = pafs.LocalFileSystem(), str(uri)
+    def __init__(self, uri: str, *, writer: str | None = None):
+        self.uri = uri
+        self.fs, root = filesystem(uri)
         self.root = root.rstrip("/")
-        self.fs.create_dir(self.root, recursive=True)
+        self.writer = writer or uuid.uuid4().hex[:12]  # names this writer's parts
+        self.lease = None  # an ``omnieval.lease.OutputLease`` while this store's writer holds the output
+        try:
+            self.fs.create_dir(self.root, recursive=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the output folder: {exc}", file=uri, field="output") from None
 
     def path(self, *parts: str) -> str:
         return str(PurePosixPath(self.root, *parts))
 
     # -- atomic primitives ------------------------------------------------------------------------------------
     def write_bytes(self, rel: str, data: bytes) -> None:
+        if self.lease is not None:
+            self.lease.check()  # a writer whose lease was taken over writes nothing more
         final = self.path(rel)
         self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
         tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
@@ -62,12 +73,31 @@ class RunStore:
     def write_json(self, rel: str, obj: object) -> None:
         self.write_bytes(rel, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            return f.read()
+
+    def delete_folder(self, rel: str) -> None:
+        """Delete a folder of this output (never anything outside it: ``rel`` must stay below the root)."""
+        parts = PurePosixPath(rel).parts
+        if not rel or PurePosixPath(rel).is_absolute() or ".." in parts or "." in parts:
+            raise ValueError(f"refusing to delete {rel!r}: not a folder inside the output")
+        self.fs.delete_dir(self.path(rel))
+
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound
 
     def read_table(self, rel: str) -> pa.Table:
-        with self.fs.open_input_file(self.path(rel)) as f:
-            return pq.read_table(f)
+        return read_parquet(self.fs, self.path(rel))
+
+    def check_writable(self) -> None:
+        """Write and remove a probe file, so that an output that cannot be written fails before any model work."""
+        probe = f".write-probe-{uuid.uuid4().hex[:8]}"
+        try:
+            self.write_bytes(probe, b"")
+            self.fs.delete_file(self.path(probe))
+        except OSError as exc:
+            raise InputError(f"the output folder is not writable: {exc}", file=self.uri, field="output") from None
 
     # -- part folders (the resume logs: predictions, judgements, descriptions) ----------------------------------
     def folder_parts(self, folder: str) -> list[str]:
@@ -76,33 +106,33 @@ class RunStore:
         return sorted(i.path for i in infos if _PART.search(i.path))
 
     def next_part(self, folder: str) -> str:
-        """The relative path of the next part of a folder."""
+        """The relative path of the next part of a folder: the next index, and this writer's token, so that a part
+        of another writer (which one writer per output rules out, but a lost lease could allow) is never
+        replaced."""
         files = self.folder_parts(folder)
         index = int(_PART.search(files[-1]).group(1)) + 1 if files else 0
-        return f"{folder}/part-{index:06d}.parquet"
+        return f"{folder}/part-{index:06d}-{self.writer}.parquet"
 
     def read_folder(self, folder: str, schema: pa.Schema) -> pa.Table:
         """Every part of a folder, in write order, cast to ``schema`` (empty when there is none)."""
-        tables = []
-        for path in self.folder_parts(folder):
-            with self.fs.open_input_file(path) as f:
-                tables.append(pq.read_table(f).cast(schema))
+        tables = [read_parquet(self.fs, path).cast(schema) for path in self.folder_parts(folder)]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     # -- prediction parts --------------------------------------------------------------------------------------
+    @staticmethod
+    def parts_folder(model: str) -> str:
+        return f"parts/{folder_name(model)}"
+
     def part_files(self, model: str) -> list[str]:
-        return self.folder_parts(f"parts/{safe_name(model)}")
+        return self.folder_parts(self.parts_folder(model))
 
     def append_part(self, model: str, rows: list[dict]) -> str:
-        rel = self.next_part(f"parts/{safe_name(model)}")
+        rel = self.next_part(self.parts_folder(model))
         self.write_table(rel, predictions_table(rows))
         return rel
 
     def read_parts(self, model: str) -> pa.Table:
-        tables = []
-        for path in self.part_files(model):
-            with self.fs.open_input_file(path) as f:
-                tables.append(conform(pq.read_table(f)))
+        tables = [conform(read_parquet(self.fs, path)) for path in self.part_files(model)]
         return pa.concat_tables(tables) if tables else PREDICTION_SCHEMA.empty_table()
 
     def finished_ids(self, model: str) -> set[tuple[str, str, str]]:
@@ -110,6 +140,17 @@ class RunStore:
         table = self.read_parts(model)
         ok = table.filter(pc.is_null(table["error"]))
         return set(zip(mode_values(ok), ok["prompt"].to_pylist(), ok["instance_id"].to_pylist(), strict=True))
+
+
+def read_parquet(fs: pafs.FileSystem, path: str) -> pa.Table:
+    """A Parquet file of the run; one that cannot be read is an ``InputError`` naming it (a part is never written
+    half, so an unreadable one was changed outside omnieval: move it aside and rerun, and its rows are redone)."""
+    try:
+        with fs.open_input_file(path) as f:
+            return pq.read_table(f)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"not a readable Parquet file ({exc}); move it aside and rerun to recompute its rows",
+                         file=path) from None
 
 
 def predictions_table(rows: Iterable[dict]) -> pa.Table:

@@ -71,7 +71,6 @@ resume scores only what was not written yet; a failed run is reported and the sw
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -84,13 +83,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from omnieval.config import DecodeConfig, ModelConfig, RayConfig, RunConfig, read_yaml, validated
+from omnieval.identity import benchmark_digest, run_fingerprint
 from omnieval.prompts import PROMPT_STYLES
 from omnieval.schema import InputError
 
 MODEL_PATH_ENGINES = ("hf", "vllm")
 """Engines that load a model from a folder: a sweep must name it (``path`` or ``options.path``)."""
 MARKER = "sweep-run.json"
-SCALING_FIELDS = {"replicas", "batch_size", "num_gpus", "num_cpus"}
 
 
 class _Config(BaseModel):
@@ -114,6 +113,13 @@ class ProtocolEntry(_Config):
         if v not in known_protocols():
             raise ValueError(f"unknown protocol {v!r}; known protocols: {', '.join(known_protocols())}")
         return v
+
+    @field_validator("name")
+    @classmethod
+    def _folder_safe(cls, v: str | None) -> str | None:
+        from omnieval.names import check_name_part
+
+        return None if v is None else check_name_part(v, "protocol entry name")
 
     @property
     def label(self) -> str:
@@ -190,6 +196,10 @@ class SweepConfig(_Config):
                                   "cannot see the workers' model storage)")
     progress_interval_s: float = Field(default=30.0, gt=0)
     release_timeout_s: float = Field(default=300.0, ge=0, description="wait for a model's GPUs between models")
+    allow_remote_code: bool = Field(default=False, description="as in a run config: trust_remote_code allowed")
+    max_error_rate: float = Field(default=0.0, ge=0.0, le=1.0,
+                                  description="share of a run's rows that may end in an error (the sweep exits "
+                                              "non-zero above it)")
 
     @field_validator("prompts")
     @classmethod
@@ -276,9 +286,9 @@ class RunSpec:
 
 
 def run_uri(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> str:
-    from omnieval.store import safe_name
+    from omnieval.names import folder_name
 
-    return join_uri(sweep.output, "runs", safe_name(entry.label), safe_name(model.name), prompt)
+    return join_uri(sweep.output, "runs", folder_name(entry.label), folder_name(model.name), prompt)
 
 
 def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> RunConfig:
@@ -287,7 +297,8 @@ def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prom
                      protocol_options=entry.options, benchmark=entry.benchmark,
                      output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
                      models=[model.as_model_config()], decode=sweep.decode, ray=sweep.ray,
-                     limit_items=entry.limit_items)
+                     limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,
+                     max_error_rate=sweep.max_error_rate, check_model_paths=sweep.check_model_paths)
 
 
 def expand_runs(sweep: SweepConfig) -> list[RunSpec]:
@@ -326,23 +337,23 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
             else:
                 where = f"protocols[{i}].benchmark"
             raise InputError(str(exc), field=where) from None
-        digest = hashlib.sha256()
-        for inst in plan.instances:
-            digest.update(inst.model_dump_json().encode())
-            digest.update(b"\n")
-        for path in sorted(plan.media_specs):
-            digest.update(f"{path}\t{plan.media_specs[path].key}\n".encode())
-        plans[entry.label] = BenchmarkPlan(n_instances=len(plan.instances), digest=digest.hexdigest())
+        plans[entry.label] = BenchmarkPlan(n_instances=len(plan.instances), digest=benchmark_digest(plan))
     return plans
 
 
+def check_sweep_engines(sweep: SweepConfig) -> None:
+    """Every model's engine options, checked on the driver before Ray starts (the plans check only the first)."""
+    from omnieval.preflight import check_engines
+
+    entry, prompt = sweep.protocols[0], sweep.prompts[0]
+    for i, model in enumerate(sweep.models):
+        check_engines(run_config(sweep, model, entry, prompt), [(f"models[{i}]", model.as_model_config())])
+
+
 def fingerprint(config: RunConfig, plan: BenchmarkPlan) -> str:
-    """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them)."""
-    data = config.model_dump(mode="json", exclude={"output", "ray", "name"})
-    data["models"] = [{k: v for k, v in m.items() if k not in SCALING_FIELDS} for m in data["models"]]
-    data["decode"] = {k: v for k, v in data["decode"].items() if k not in ("batch_size", "media_check")}
-    data["benchmark"] = plan.digest  # the content, not the folder it was read from
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them): the same
+    definition a run checks its own folders against (``omnieval.identity``)."""
+    return run_fingerprint(config, plan.digest)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -458,10 +469,13 @@ class SweepResult:
     output: str
     summary_path: str
     runs: list[RunOutcome] = field(default_factory=list)
+    max_error_rate: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return all(r.status in ("done", "skipped") for r in self.runs)
+        """Every run complete, and none with more errored rows than ``max_error_rate`` allows."""
+        return all(r.status in ("done", "skipped") and r.errors <= self.max_error_rate * max(1, r.predictions)
+                   for r in self.runs)
 
     def summary(self) -> str:
         lines = [f"sweep summary: {self.summary_path}",
@@ -561,14 +575,26 @@ class SweepRunner:
 
     # -- the sweep ---------------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
+        """Check the whole sweep, take the output's lease (one sweep per output), run what is incomplete."""
+        from omnieval.lease import OutputLease
+        from omnieval.store import RunStore
+
+        plans = plan_benchmarks(self.sweep)
+        check_sweep_engines(self.sweep)
+        root = RunStore(self.sweep.output)
+        root.check_writable()
+        with OutputLease(root) as lease:
+            root.lease = lease
+            return self._run(plans, root)
+
+    def _run(self, plans: dict[str, BenchmarkPlan], root) -> SweepResult:
         from omnieval.store import RunStore
 
         sweep = self.sweep
         t0 = time.monotonic()
-        plans = plan_benchmarks(sweep)
         specs = expand_runs(sweep)
-        root = RunStore(sweep.output)
-        result = SweepResult(output=sweep.output, summary_path=root.path("summary.json"))
+        result = SweepResult(output=sweep.output, summary_path=root.path("summary.json"),
+                             max_error_rate=sweep.max_error_rate)
         todo = []
         for spec in specs:
             plan = plans[spec.entry.label]
@@ -613,6 +639,9 @@ class SweepRunner:
         store = RunStore(spec.uri)
         marker = _read_json(store, MARKER)
         if (marker is None or marker.get("fingerprint") != outcome.fingerprint) and _has_files(store):
+            runs_root = join_uri(self.sweep.output, "runs") + "/"
+            if not spec.uri.startswith(runs_root) or ".." in spec.uri[len(runs_root):].split("/"):
+                raise RuntimeError(f"refusing to clear {spec.uri}: not a run folder under {runs_root}")
             self.log(f"{label}: outputs of another config found, clearing {spec.uri}")
             store.fs.delete_dir_contents(store.root, missing_dir_ok=True)
         self.log(f"{label}: starting ({outcome.reason}; {outcome.expected} instances)")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from omnieval.store import RunStore, consolidate, safe_name
+from omnieval.names import folder_name
+from omnieval.store import RunStore, consolidate
 
 
 def _row(iid, prompt="zs", model="m", error=None, choice="A"):
@@ -15,12 +16,12 @@ def _row(iid, prompt="zs", model="m", error=None, choice="A"):
 
 
 def test_parts_are_numbered_atomic_and_resume_skips_only_clean_rows(tmp_path):
-    store = RunStore(str(tmp_path / "run"))
+    store = RunStore(str(tmp_path / "run"), writer="w1")
     store.append_part("org/model", [_row("a|C000"), _row("b|C000", error="media decode failed")])
     store.append_part("org/model", [_row("c|C000", prompt="cot"), _row("a|C000") | {"mode": "open"}])
     files = store.part_files("org/model")
-    assert [f.rsplit("/", 1)[1] for f in files] == ["part-000000.parquet", "part-000001.parquet"]
-    assert all(safe_name("org/model") in f for f in files)
+    assert [f.rsplit("/", 1)[1] for f in files] == ["part-000000-w1.parquet", "part-000001-w1.parquet"]
+    assert all(folder_name("org/model") in f for f in files)
     assert not list((tmp_path / "run").rglob("*.tmp-*"))
     assert store.finished_ids("org/model") == {("mcq", "zs", "a|C000"), ("mcq", "cot", "c|C000"),
                                                ("open", "zs", "a|C000")}

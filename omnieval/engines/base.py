@@ -9,6 +9,7 @@ model=..., **options)`` builds one. Third-party engines register the same way (i
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -80,6 +81,9 @@ class Engine(ABC):
     """
 
     kind: str = "base"
+    model_folder_option: str | None = None
+    """The option naming a local model folder (``path``), checked on the driver unless the config says the
+    driver cannot see the workers' model storage (``check_model_paths: false``)."""
 
     def __init__(self, model: str, **options):
         self.model = model
@@ -97,6 +101,53 @@ class Engine(ABC):
     @classmethod
     def can_generate(cls) -> bool:
         return cls.generate is not Engine.generate
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """Check a run config's ``options`` for this engine on the driver, before Ray starts (a typo must not
+        surface inside an actor after other models already ran): unknown and missing options from the
+        constructor's signature, then the engine's own value checks (``validate_options``). Raises
+        ``OptionError`` naming the option."""
+        params = list(inspect.signature(cls.__init__).parameters.values())[2:]  # after self, model
+        named = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            known = {p.name for p in named}
+            for name in sorted(set(options) - known):
+                raise OptionError(name, f"unknown option {name!r} of engine {cls.kind!r}; known: "
+                                        f"{', '.join(sorted(known))}")
+        for p in named:
+            if p.default is p.empty and p.name not in options:
+                raise OptionError(p.name, f"engine {cls.kind!r} needs option {p.name!r}")
+        cls.validate_options(options)
+
+    @classmethod
+    def validate_options(cls, options: dict) -> None:
+        """Engine-specific value checks of ``options`` (cheap, no model load); raise ``OptionError``."""
+        return None
+
+
+class OptionError(ValueError):
+    """A bad engine option; ``option`` names it (the run maps it to ``models[i].options.<option>``)."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(message)
+
+
+def check_model_folder(kind: str, path: object) -> None:
+    """A model folder must be a local folder holding ``config.json``: nothing is downloaded at run time, so a hub
+    id (``Qwen/Qwen2.5-Omni-7B``) or a missing folder is refused here rather than inside an actor."""
+    from pathlib import Path
+
+    if not isinstance(path, str | Path) or not str(path):
+        raise OptionError("path", f"{kind} engine: option 'path' must be a local model folder, got {path!r}")
+    folder = Path(path)
+    if not folder.is_dir():
+        hint = (" (it looks like a hub id: download the model first; nothing is fetched at run time)"
+                if not folder.is_absolute() and str(path).count("/") == 1 else "")
+        raise OptionError("path", f"{kind} engine: no model folder at {path}{hint}")
+    if not (folder / "config.json").is_file():
+        raise OptionError("path", f"{kind} engine: no config.json in the model folder {path}")
 
     def close(self) -> None:  # noqa: B027 (an optional hook with a default, not an abstract method)
         """Release resources (GPU memory, subprocesses)."""

@@ -47,6 +47,8 @@ from omnieval.engines.base import (
     EngineResult,
     GenerationRequest,
     GenerationResult,
+    OptionError,
+    check_model_folder,
     register_engine,
     restricted_softmax,
     result_from_option_logprobs,
@@ -64,17 +66,25 @@ class HFEngine(Engine):
                  max_new_tokens: int = 64, batch_size: int = 8):
         super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
                          batch_size=batch_size)
+        self.validate_options(self.options)
+        check_model_folder("hf", path)
         self.path = Path(path)
-        if not (self.path / "config.json").is_file():
-            raise FileNotFoundError(f"hf engine: no config.json in the model folder {self.path}")
-        if dtype not in DTYPES:
-            raise ValueError(f"hf engine: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        if max_new_tokens < 1 or batch_size < 1:
-            raise ValueError("hf engine: max_new_tokens and batch_size must be >= 1")
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         with _quiet_default_talker_config():
             self._load()
+
+    model_folder_option = "path"
+
+    @classmethod
+    def validate_options(cls, options: dict) -> None:
+        if options.get("dtype", "float32") not in DTYPES:
+            raise OptionError("dtype", f"hf engine: dtype must be one of {', '.join(DTYPES)}, "
+                                       f"got {options['dtype']!r}")
+        for name in ("max_new_tokens", "batch_size"):
+            value = options.get(name, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise OptionError(name, f"hf engine: {name} must be an integer >= 1, got {value!r}")
 
     def _load(self) -> None:
         from transformers import AutoTokenizer

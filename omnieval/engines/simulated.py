@@ -47,6 +47,7 @@ from omnieval.engines.base import (
     EngineResult,
     GenerationRequest,
     GenerationResult,
+    OptionError,
     register_engine,
     result_from_option_logprobs,
 )
@@ -74,6 +75,15 @@ class SimulatedEngine(Engine):
         self.margin, self.noise, self.temperature = margin, noise, temperature
         self.invalid_rate, self.seed, self.delay_ms = invalid_rate, seed, delay_ms
         self.judge_error, self.judge_invalid_rate = judge_error, judge_invalid_rate
+
+    @classmethod
+    def validate_options(cls, options: dict) -> None:
+        """The constructor is cheap and loads nothing: build one and report what it refuses."""
+        try:
+            cls("options-check", **options)
+        except (TypeError, ValueError) as exc:
+            name = next((k for k in options if k in str(exc)), "reliance")
+            raise OptionError(name, str(exc)) from None
 
     def perceive_probability(self, percept: str) -> float:
         """``reliance[percept]``, else for a joint percept the product of its modalities' reliances."""

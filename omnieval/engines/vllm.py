@@ -31,6 +31,8 @@ from omnieval.engines.base import (
     EngineResult,
     GenerationRequest,
     GenerationResult,
+    OptionError,
+    check_model_folder,
     register_engine,
     restricted_softmax,
     result_from_option_logprobs,
@@ -54,9 +56,8 @@ class VLLMEngine(Engine):
         # ``processor`` picks the pipeline's path (see vllm_processor.uses_processor); a model that runs here has it
         # false, and it means nothing to this engine.
         super().__init__(model, path=path)
+        check_model_folder("vllm", path)
         self.path = Path(path)
-        if not (self.path / "config.json").is_file():
-            raise FileNotFoundError(f"vllm engine: no config.json in the model folder {self.path}")
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -71,6 +72,14 @@ class VLLMEngine(Engine):
         self.max_new_tokens = max_new_tokens
 
     # -- requests -----------------------------------------------------------------------------------------------
+    model_folder_option = "path"
+
+    @classmethod
+    def validate_options(cls, options: dict) -> None:
+        kwargs = options.get("engine_kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise OptionError("engine_kwargs", f"vllm engine: engine_kwargs must be a mapping, got {kwargs!r}")
+
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
 

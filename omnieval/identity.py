@@ -1,0 +1,112 @@
+"""A run's identity: what decides its rows, so that rows made under another config are never reused.
+
+Every folder of rows in a run's output (``parts/<model>``, ``judgements/<judge>``, ``descriptions/<describer>``)
+holds an ``identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
+the seed, the protocol and its options, the decode settings, and the benchmark's digest: its expanded instances and
+the content hash of every media file) and its SHA-256. A rerun whose identity is the same resumes from the parts;
+one whose identity differs is refused before any model work, with the fields that changed, unless the caller asks
+to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fingerprint is the hash of the same
+data (``run_fingerprint``): one definition.
+
+Left out on purpose, because they do not change a prediction (DESIGN decision 1): where rows go (``output``), the
+run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, the processor's concurrency), the media
+pre-flight mode, the simulated engine's ``delay_ms``, and the run's prompt styles and modes (a row is keyed by its
+prompt and mode, so adding ``cot`` to a run keeps its ``zs`` rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+IDENTITY_FILE = "identity.json"
+SCALING_FIELDS = frozenset({"replicas", "batch_size", "num_gpus", "num_cpus"})
+SCALING_OPTIONS = frozenset({"batch_size", "map_concurrency", "max_concurrent_batches", "gpu_memory_utilization",
+                             "should_continue_on_error", "runtime_env", "placement_group_config",
+                             "accelerator_type", "delay_ms"})
+DECODE_SCALING = frozenset({"batch_size", "media_check"})
+
+
+def benchmark_digest(plan) -> str:
+    """SHA-256 of a plan's expanded instances and the content hashes of their media: the benchmark as the models
+    see it (editing an item, a media file or the expansion changes it; moving the folder does not)."""
+    digest = hashlib.sha256()
+    for inst in plan.instances:
+        digest.update(inst.model_dump_json().encode())
+        digest.update(b"\n")
+    for path in sorted(plan.media_specs):
+        digest.update(f"{path}\t{plan.media_specs[path].key}\n".encode())
+    return digest.hexdigest()
+
+
+def model_identity(model) -> dict[str, Any]:
+    """A model's (judge's, describer's) config as it decides rows: scaling fields and options left out."""
+    data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes"})
+    data["options"] = {k: v for k, v in data["options"].items() if k not in SCALING_OPTIONS}
+    if data.get("describe"):
+        data["describe"]["model"] = model_identity(model.describe.model)
+    return data
+
+
+def _shared(config, digest: str) -> dict[str, Any]:
+    return {"seed": config.seed, "protocol": config.protocol, "protocol_options": config.protocol_options,
+            "decode": config.decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
+            "limit_items": config.limit_items, "benchmark": digest,
+            "allow_remote_code": config.allow_remote_code}
+
+
+def predictions_identity(config, model, digest: str) -> dict[str, Any]:
+    """What decides the rows of ``parts/<model>``."""
+    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest)}
+
+
+def judgements_identity(config, judge, digest: str) -> dict[str, Any]:
+    """What decides the rows of ``judgements/<judge>``: the judge, its template, and the answers it grades (the
+    answering models' identities are in their own folders; a judgement row names the answer it graded)."""
+    return {"kind": "judgements", "judge": model_identity(judge), "template": config.judge_template,
+            **_shared(config, digest)}
+
+
+def descriptions_identity(config, describer, max_new_tokens: int, digest: str) -> dict[str, Any]:
+    """What decides the rows of ``descriptions/<describer>`` (each row records its own prompt, and a row whose
+    prompt differs from the config's is described again, so the prompts are not part of it)."""
+    return {"kind": "descriptions", "describer": model_identity(describer), "max_new_tokens": max_new_tokens,
+            **_shared(config, digest)}
+
+
+def fingerprint(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_fingerprint(config, digest: str) -> str:
+    """One hash over every folder identity of a run config (a sweep's per-run fingerprint), plus its prompt styles
+    and modes, which decide which rows a complete run holds."""
+    folders = {f"parts/{m.name}": predictions_identity(config, m, digest) for m in config.models}
+    folders |= {f"judgements/{j.name}": judgements_identity(config, j, digest) for j in config.judges}
+    return fingerprint({"folders": folders, "prompts": config.prompts, "modes": config.modes})
+
+
+def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Readable paths where two identities differ (``model.options.reliance.video: 0.8 -> 0.6``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old:
+                out.append(f"{where}: added ({_short(new[key])})")
+            elif key not in new:
+                out.append(f"{where}: removed (was {_short(old[key])})")
+            else:
+                out.extend(differences(old[key], new[key], where))
+        return out
+    if old != new:
+        if prefix == "benchmark":
+            return ["benchmark: its items, expansion or media content changed"]
+        return [f"{prefix or 'value'}: {_short(old)} -> {_short(new)}"]
+    return []
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

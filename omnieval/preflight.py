@@ -1,0 +1,180 @@
+"""What a run checks before any model work, so that nothing fails inside Ray after other models already ran.
+
+* ``check_engines``: every model's, judge's and describer's engine options on the driver; remote code only with
+  ``allow_remote_code: true``.
+* ``claim_folders``: each folder of rows in the output holds rows of this config (``omnieval.identity``), or is
+  refused with what changed.
+* ``check_resources``: the actors of every stage fit the Ray cluster (a pool that cannot be placed waits forever).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from omnieval.identity import (
+    IDENTITY_FILE,
+    benchmark_digest,
+    descriptions_identity,
+    differences,
+    fingerprint,
+    judgements_identity,
+    predictions_identity,
+)
+from omnieval.schema import InputError
+
+MEDIA_STAGE_CPUS = 0.25
+"""The media stage's one actor (``pipeline.MediaStage``)."""
+DECODE_TASK_CPUS = 1.0
+"""One decode task (``media.cache.decode_task``): at least one must be able to run beside the engine actors."""
+
+
+def uses_vllm_processor(model) -> bool:
+    """Whether a model's rows go through the ``ray.data.llm`` processor stage instead of the ``EngineStage`` pool
+    (the module is imported only for ``engine: vllm`` models: it pulls in torch)."""
+    if model.engine != "vllm":
+        return False
+    from omnieval.engines.vllm_processor import uses_processor
+
+    return uses_processor(model)
+
+
+def check_engines(config, models: list[tuple[str, object]]) -> None:
+    """Every model's, judge's and describer's engine options, checked on the driver before Ray starts (unknown or
+    missing options, bad values, a model folder that is not a local folder with ``config.json``), and code shipped
+    with a model run only where the config says ``allow_remote_code: true``. Errors name ``models[i].options.x``."""
+    from omnieval.engines.base import OptionError, check_model_folder, engine_class
+    from omnieval.schema import InputError
+
+    for where, model in models:
+        try:
+            if uses_vllm_processor(model):
+                from omnieval.engines.vllm_processor import processor_settings
+
+                processor_settings(model, where)
+                folder_option = "path"
+            else:
+                cls = engine_class(model.engine)
+                cls.check_options(dict(model.options))
+                folder_option = cls.model_folder_option
+            if folder_option and config.check_model_paths:
+                check_model_folder(model.engine, model.options.get(folder_option))
+        except OptionError as exc:
+            raise InputError(f"{model.name}: {exc}", field=f"{where}.options.{exc.option}") from None
+        for flag in remote_code_flags(model.options):
+            if not config.allow_remote_code:
+                raise InputError(f"{model.name}: trust_remote_code runs Python code shipped with the model folder; "
+                                 "set allow_remote_code: true at the top of the config to allow it (it is logged "
+                                 "and recorded in run.json)", field=f"{where}.{flag}")
+            print(f"omnieval: allow_remote_code: {where} ({model.name}) may run code from "
+                  f"{model.options.get('path')}", file=sys.stderr)
+
+
+def remote_code_flags(options: dict) -> list[str]:
+    """Where an engine's options ask to run code from the model folder (``trust_remote_code``, directly or in
+    vLLM's ``engine_kwargs``)."""
+    found = ["options.trust_remote_code"] if options.get("trust_remote_code") else []
+    kwargs = options.get("engine_kwargs")
+    if isinstance(kwargs, dict) and kwargs.get("trust_remote_code"):
+        found.append("options.engine_kwargs.trust_remote_code")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The output's folders hold rows of this config
+# ---------------------------------------------------------------------------------------------------------------
+
+class StaleOutput(InputError):
+    """The output holds rows made under another config."""
+
+
+def folder_identities(config, plan) -> dict[str, dict]:
+    """Folder (relative to the output) -> the identity of the rows it must hold."""
+    from omnieval.cascade import describe_folder
+    from omnieval.config import modes_of
+    from omnieval.open_ended import judge_folder
+    from omnieval.store import RunStore
+
+    digest = benchmark_digest(plan)
+    out = {RunStore.parts_folder(m.name): predictions_identity(config, m, digest) for m in config.models}
+    if any("open" in modes_of(config, m) for m in config.models):
+        out |= {judge_folder(j.name): judgements_identity(config, j, digest) for j in config.judges}
+    for m in config.models:
+        if m.describe is not None:
+            folder = describe_folder(m.describe.model.name)
+            ident = descriptions_identity(config, m.describe.model, m.describe.max_new_tokens, digest)
+            if folder in out and fingerprint(out[folder]) != fingerprint(ident):
+                raise InputError(f"describer {m.describe.model.name!r} is configured twice with different settings",
+                                 field="models[].describe.model")
+            out[folder] = ident
+    return out
+
+
+def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False) -> dict[str, str]:
+    """Make sure every folder holds rows of its identity: a new folder gets ``identity.json``; a folder with the same
+    identity resumes; one with another identity (or parts of unknown origin) is refused with what changed, or, with
+    ``overwrite``, cleared. Returns folder -> fingerprint (recorded in run.json)."""
+    import json
+
+    stale: list[str] = []
+    for folder, ident in identities.items():
+        rel = f"{folder}/{IDENTITY_FILE}"
+        parts = store.folder_parts(folder)
+        held = json.loads(store.read_bytes(rel)) if store.exists(rel) else None
+        if held is not None and held.get("fingerprint") == fingerprint(ident):
+            continue
+        if held is None and not parts:
+            continue
+        what = (differences(held.get("identity", {}), ident) if held is not None
+                else ["its parts have no identity.json (written by another omnieval version, or by hand)"])
+        stale.append(f"{folder}: " + "; ".join(what[:6]) + (f"; and {len(what) - 6} more" if len(what) > 6 else ""))
+    if stale and not overwrite:
+        raise StaleOutput("this output holds predictions of another config, which would be reused as if they were "
+                          "this one's:\n  " + "\n  ".join(stale) + "\nwrite to a new output, or rerun with "
+                          "--overwrite to delete the stale folders and compute them again", file=store.uri,
+                          field="output")
+    for line in stale:
+        folder = line.split(":", 1)[0]
+        print(f"omnieval: --overwrite: clearing {store.path(folder)}", file=sys.stderr)
+        store.delete_folder(folder)
+    prints = {}
+    for folder, ident in identities.items():
+        prints[folder] = fingerprint(ident)
+        rel = f"{folder}/{IDENTITY_FILE}"
+        if not store.exists(rel):
+            store.write_json(rel, {"fingerprint": prints[folder], "identity": ident})
+    return prints
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The actors fit the cluster
+# ---------------------------------------------------------------------------------------------------------------
+
+def stage_needs(model) -> tuple[float, float]:
+    """(CPUs, GPUs) a model's stage holds at once: its engine replicas plus the media stage and one decode task.
+    For the ``ray.data.llm`` processor this is a lower bound (its pre/postprocess tasks come on top)."""
+    if uses_vllm_processor(model):
+        tp = int(model.options.get("tensor_parallel_size", 1))
+        return model.replicas * tp * (0.0 if model.num_gpus else 1.0) + MEDIA_STAGE_CPUS + DECODE_TASK_CPUS, \
+            float(model.replicas * tp) if model.num_gpus else 0.0
+    return model.replicas * model.num_cpus + MEDIA_STAGE_CPUS + DECODE_TASK_CPUS, model.replicas * model.num_gpus
+
+
+def check_resources(config, models: list[tuple[str, object]], cluster: dict[str, float]) -> None:
+    """Refuse, before any model work, a stage whose actors cannot all be placed on the cluster (``cluster``:
+    ``ray.cluster_resources()``). Stages run one after another, so each must fit alone. Without this, Ray Data
+    waits forever for a slot: engine replicas that take every CPU leave none for decoding, and a GPU stage on a
+    machine without GPUs never starts."""
+    if not config.ray.check_resources:
+        return
+    cpus, gpus = float(cluster.get("CPU", 0.0)), float(cluster.get("GPU", 0.0))
+    for where, model in models:
+        need_cpu, need_gpu = stage_needs(model)
+        if need_gpu > gpus + 1e-9:
+            raise InputError(f"{model.name}: {model.replicas} replica(s) need {need_gpu:g} GPUs but the Ray cluster "
+                             f"has {gpus:g}: lower replicas or num_gpus (num_gpus: 0 and device: cpu on a machine "
+                             "without a GPU)", field=f"{where}.num_gpus")
+        if need_cpu > cpus + 1e-9:
+            raise InputError(f"{model.name}: {model.replicas} replica(s) x {model.num_cpus:g} CPUs plus "
+                             f"{MEDIA_STAGE_CPUS + DECODE_TASK_CPUS:g} for media decoding need {need_cpu:g} CPU slots "
+                             f"but the Ray cluster has {cpus:g}, so decoding would wait forever: lower replicas or "
+                             "num_cpus, or give Ray more logical CPUs (ray: {num_cpus: N})", field=f"{where}.replicas")
