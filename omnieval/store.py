@@ -80,7 +80,7 @@ class RunStore:
     def delete_folder(self, rel: str) -> None:
         """Delete a folder of this output (never anything outside it: ``rel`` must stay below the root)."""
         parts = PurePosixPath(rel).parts
-        if not rel or PurePosixPath(rel).is_absolute() or ".." in parts or "." in parts:
+        if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "." in parts:
             raise ValueError(f"refusing to delete {rel!r}: not a folder inside the output")
         self.fs.delete_dir(self.path(rel))
 

@@ -44,3 +44,12 @@ def assert_same_predictions(got, want, *, skip=("latency_s",), atol: float = 1e-
                 np.testing.assert_allclose(a, b, atol=atol, err_msg=column)
             else:
                 assert a == b, (column, a, b)
+
+
+@pytest.fixture(scope="session")
+def small_bench(tmp_path_factory):
+    """A small synthetic dissonance benchmark (4 anchors x 1 question: 4 items, 32 instances) with real media."""
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    return make_dissonance_benchmark(tmp_path_factory.mktemp("small-bench") / "b", seed=0, n_anchors=4,
+                                     n_questions=1)
