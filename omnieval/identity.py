@@ -1,7 +1,7 @@
 """A run's identity: what decides its rows, so that rows made under another config are never reused.
 
 Every folder of rows in a run's output (``parts/<model>``, ``judgements/<judge>``, ``descriptions/<describer>``)
-holds an ``identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
+holds an ``_identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
 the seed, the protocol and its options, the decode settings, and the benchmark's digest: its expanded instances and
 the content hash of every media file) and its SHA-256. A rerun whose identity is the same resumes from the parts;
 one whose identity differs is refused before any model work, with the fields that changed, unless the caller asks
@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import Any
 
-IDENTITY_FILE = "identity.json"
+IDENTITY_FILE = "_identity.json"  # "_": skipped by Arrow dataset readers of the folder
 SCALING_FIELDS = frozenset({"replicas", "batch_size", "num_gpus", "num_cpus"})
 SCALING_OPTIONS = frozenset({"batch_size", "map_concurrency", "max_concurrent_batches", "gpu_memory_utilization",
                              "should_continue_on_error", "runtime_env", "placement_group_config",

@@ -110,7 +110,7 @@ def folder_identities(config, plan) -> dict[str, dict]:
 
 
 def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False) -> dict[str, str]:
-    """Make sure every folder holds rows of its identity: a new folder gets ``identity.json``; a folder with the same
+    """Make sure every folder holds rows of its identity: a new folder gets ``_identity.json``; a folder with the same
     identity resumes; one with another identity (or parts of unknown origin) is refused with what changed, or, with
     ``overwrite``, cleared. Returns folder -> fingerprint (recorded in run.json)."""
     import json
@@ -125,7 +125,7 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
         if held is None and not parts:
             continue
         what = (differences(held.get("identity", {}), ident) if held is not None
-                else ["its parts have no identity.json (written by another omnieval version, or by hand)"])
+                else ["its parts have no _identity.json (written by another omnieval version, or by hand)"])
         stale.append(f"{folder}: " + "; ".join(what[:6]) + (f"; and {len(what) - 6} more" if len(what) > 6 else ""))
     if stale and not overwrite:
         raise StaleOutput("this output holds predictions of another config, which would be reused as if they were "

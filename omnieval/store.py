@@ -3,7 +3,7 @@
 Layout of a run's output folder::
 
     run.json                                  config, versions, seed, counts
-    parts/<model>/identity.json               what decided these predictions (see ``omnieval.identity``)
+    parts/<model>/_identity.json              what decided these predictions (see ``omnieval.identity``)
     parts/<model>/part-000000-<writer>.parquet ...  what finished, flushed while the run goes (the resume log)
     predictions.parquet                       every model's predictions, sorted by (model, prompt, instance_id)
 

@@ -169,7 +169,7 @@ def test_missing_media_is_an_error_not_an_exception(qwen2, omni):
 
 def test_bad_engine_options_fail_loud(tmp_path, qwen2):
     path, _ = qwen2
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ValueError, match="no config.json"):
         create_engine("hf", model="x", path=str(tmp_path))
     with pytest.raises(ValueError, match="dtype"):
         create_engine("hf", model="x", path=str(path), dtype="float64x")
