@@ -10,6 +10,55 @@ import argparse
 import sys
 
 from omnieval.schema import InputError
+from omnieval.tiny_models import ARCHS as TINY_ARCHS
+
+DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
+               "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
+               "Every subcommand has its own --help.")
+
+
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Option help ends with the default, where there is one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        worth = not any(action.default is v for v in (None, False, True, argparse.SUPPRESS))
+        if worth and action.option_strings and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)command's help shows its defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsHelp)
+        super().__init__(*args, **kwargs)
+
+
+def _version() -> str:
+    import importlib.metadata as md
+
+    try:
+        return md.version("omnieval")
+    except md.PackageNotFoundError:
+        return "unknown"
+
+
+def _bounded(low: int, high: int | None = None):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be in {low}..{high}" if high is not None else f"must be >= {low}")
+        return value
+
+    return parse
+
+
+def _questions(text: str) -> int:
+    from omnieval.datasets.synthetic import QUESTIONS
+
+    return _bounded(1, len(QUESTIONS))(text)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -147,11 +196,13 @@ def _bench_stats(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="omnieval", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="omnieval", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"omnieval {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("run", help="run one evaluation from a YAML config")
-    p.add_argument("config")
+    p.add_argument("config", help="YAML run config: benchmark, output, models (format: README, 'A run config'; "
+                                  "every field in omnieval/config.py RunConfig)")
     p.add_argument("--out", help="override the config's output directory")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--overwrite", action="store_true",
@@ -160,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_run)
 
     p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")
-    p.add_argument("config")
+    p.add_argument("config", help="YAML sweep file: output, protocols with benchmarks, models, prompts (format: "
+                                  "the docstring of omnieval/sweep.py)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.set_defaults(func=_sweep)
 
@@ -173,17 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_demo)
 
     p = sub.add_parser("metrics", help="metrics table with bootstrap CIs from predictions files")
-    p.add_argument("predictions", nargs="+")
-    p.add_argument("--out", required=True)
-    p.add_argument("--resamples", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("predictions", nargs="+", help="predictions files (.parquet, .jsonl, .csv) of one or more runs")
+    p.add_argument("--out", required=True, help="folder for metrics.csv, metrics.parquet, metrics.json")
+    p.add_argument("--resamples", type=_bounded(1), default=10_000, help="bootstrap resamples (clustered by item)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (recorded in the output)")
     p.set_defaults(func=_metrics)
 
     p = sub.add_parser("stats", help="significance tests from predictions files")
-    p.add_argument("predictions", nargs="+")
-    p.add_argument("--out", required=True)
-    p.add_argument("--permutations", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("predictions", nargs="+", help="predictions files (.parquet, .jsonl, .csv) of one or more runs")
+    p.add_argument("--out", required=True, help="folder for tests.csv and tests.parquet")
+    p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
+    p.add_argument("--seed", type=int, default=0, help="permutation seed")
     p.set_defaults(func=_stats)
 
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
@@ -214,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities)")
     s.add_argument("--items", type=int, default=48, help="spectrum: items (at least 8)")
     s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
-    s.add_argument("--questions", type=int, default=2, help="questions per anchor (paper scale: ~9.4)")
+    s.add_argument("--questions", type=_questions, default=2, help="questions per anchor, 1..12 (paper scale: ~9.4)")
     s.add_argument("--question-jitter", action="store_true",
                    help="vary the questions per anchor around --questions (paper scale: 10 with jitter ~ 9.6)")
     s.add_argument("--speech", action="store_true", help="add the creature's spoken name (needs espeak-ng)")
@@ -257,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)
     s = msub.add_parser("tiny", help="write a tiny random-weight model and its tokenizer (no download)")
-    s.add_argument("--arch", required=True, help="qwen2.5-omni | qwen2")
+    s.add_argument("--arch", required=True, choices=TINY_ARCHS)
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_models_tiny)

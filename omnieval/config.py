@@ -116,7 +116,9 @@ class RunConfig(_Config):
     models: list[ModelConfig] = Field(min_length=1)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
-    limit_items: int | None = Field(default=None, ge=1, description="evaluate only the first N items")
+    limit_items: int | None = Field(
+        default=None, ge=1, description="evaluate N items drawn across splits in proportion (seeded by the run's "
+                                        "seed); the run says what it kept of each split")
     modes: list[Literal["mcq", "open"]] = Field(
         default_factory=lambda: ["mcq"], description="mcq (options shown) and/or open (free answer, judged)")
     judges: list[ModelConfig] = Field(default_factory=list, description="the judges of open-ended answers")
@@ -210,15 +212,36 @@ def read_yaml(path: Path, what: str) -> Any:
         raise InputError(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
 
 
+def _relative_to(value: str, base_dir: str | Path) -> str:
+    """``value`` taken relative to ``base_dir`` when it is a relative local path (URIs and absolute paths stay)."""
+    if "://" in value or Path(value).is_absolute():
+        return value
+    return str((Path(base_dir) / value).resolve())
+
+
+def _model_paths_relative_to(model: ModelConfig, base_dir: str | Path) -> ModelConfig:
+    """A model's (and its describer's) ``options.path`` taken relative to the config file, like ``benchmark``, where
+    it exists there (a relative path found nowhere is left as written, so the engine check can say it looks like a
+    hub id)."""
+    update: dict[str, Any] = {}
+    path = model.options.get("path")
+    if isinstance(path, str) and path and Path(_relative_to(path, base_dir)).exists():
+        update["options"] = {**model.options, "path": _relative_to(path, base_dir)}
+    if model.describe is not None:
+        update["describe"] = model.describe.model_copy(
+            update={"model": _model_paths_relative_to(model.describe.model, base_dir)})
+    return model.model_copy(update=update) if update else model
+
+
 def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str | Path | None = None) -> RunConfig:
-    """Validate a config mapping; relative ``benchmark``/``output`` paths are taken relative to ``base_dir``."""
+    """Validate a config mapping; relative ``benchmark``/``output`` paths and model folders (``options.path``) are
+    taken relative to ``base_dir`` (the config file's folder), so a config means the same from any working
+    folder."""
     config = validated(RunConfig, data, "run config", file)
     if base_dir is not None:
-        updates = {}
-        for key in ("benchmark", "output"):
-            value = getattr(config, key)
-            if "://" not in value and not Path(value).is_absolute():
-                updates[key] = str((Path(base_dir) / value).resolve())
+        updates: dict[str, Any] = {key: _relative_to(getattr(config, key), base_dir) for key in ("benchmark", "output")}
+        updates["models"] = [_model_paths_relative_to(m, base_dir) for m in config.models]
+        updates["judges"] = [_model_paths_relative_to(j, base_dir) for j in config.judges]
         config = config.model_copy(update=updates)
     return config
 

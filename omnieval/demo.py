@@ -20,10 +20,25 @@ waveforms; its weights are random, so its accuracy is near chance by constructio
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import yaml
 
+
+def command_prefix() -> str:
+    """How to call this very ``omnieval`` in a printed follow-up command: ``omnieval`` when that is the one on
+    PATH, else the path of the one running (``.venv/bin/omnieval``), so printed commands run as printed."""
+    here = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    on_path = shutil.which("omnieval")
+    if os.path.basename(here) == "omnieval" and on_path and os.path.realpath(on_path) == here:
+        return "omnieval"
+    if os.path.basename(here) == "omnieval":
+        return shlex.quote(os.path.relpath(here) if not os.path.relpath(here).startswith("..") else here)
+    return f"{shlex.quote(sys.executable)} -m omnieval.cli"
 
 def demo_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) -> dict:
     models = [
@@ -154,7 +169,7 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     ok &= _run_protocol("contrastive: which of 2-4 scenes of different modalities answers the question",
                         out / "contrastive", lambda b: make_contrastive_benchmark(b, seed=seed, n_entities=4),
                         contrastive_config, tiny, seed, print_contrastive)
-    print(f"\nreport: omnieval report {out} --out {out / 'report'}")
+    print(f"\nreport: {command_prefix()} report {out} --out {out / 'report'}")
     return 0 if ok else 1
 
 
@@ -243,4 +258,4 @@ def print_reliance(predictions: str, out: Path, resamples: int = 2000) -> None:
                    .pivot(on="model", index=["metric", "split"], values="value [95% CI]").sort("split", "metric"))
         _print_table("Open-ended answers graded by two judges: accuracy (mean and per judge), MCQ minus open, "
                      "Cohen's kappa", summary, out)
-    print(f"significance tests: omnieval stats {predictions} --out DIR")
+    print(f"significance tests: {command_prefix()} stats {predictions} --out {Path(predictions).parent / 'stats'}")

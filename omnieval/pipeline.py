@@ -102,7 +102,10 @@ def make_plan(config: RunConfig) -> Plan:
     bench = load_benchmark(config.benchmark)
     protocol = protocol_of(config, bench)
     options = protocol_options(config, protocol)
-    items = bench.items[: config.limit_items] if config.limit_items else bench.items
+    items = bench.items
+    if config.limit_items and config.limit_items < len(items):
+        items, note = sample_items(items, config.limit_items, config.seed)
+        print(f"omnieval: limit_items: {note}", file=sys.stderr)
     instances = protocol.expand_all(items, bench, config.seed, options)
     if not instances:
         raise InputError("the benchmark expands to no instances: nothing to evaluate", file=bench.root)
@@ -119,6 +122,34 @@ def make_plan(config: RunConfig) -> Plan:
             specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
                                         modality=seg.modality, params=params)
     return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+
+
+def sample_items(items: list, limit: int, seed: int) -> tuple[list, str]:
+    """``limit`` items drawn across splits in proportion to their sizes (largest remainder; every split keeps at
+    least one item where ``limit`` allows), each split's items in a seeded order keyed on the item id, returned in
+    the benchmark's order; and a line that says what was kept of each split. The first N items would drop whole
+    splits of a benchmark sorted by split, silently."""
+    from omnieval.keyed import keyed_seed
+
+    splits: dict[str, list] = {}
+    for item in items:
+        splits.setdefault(item.split, []).append(item)
+    floor = 1 if limit >= len(splits) else 0
+    quota = {s: max(floor, limit * len(group) // len(items)) for s, group in splits.items()}
+    by_remainder = sorted(splits, key=lambda s: (-(limit * len(splits[s]) % len(items)), s))
+    for name in by_remainder:
+        if sum(quota.values()) >= limit:
+            break
+        quota[name] = min(len(splits[name]), quota[name] + 1)
+    while sum(quota.values()) > limit:  # the floor of one per split can overshoot: trim the largest
+        largest = max(quota, key=lambda s: (quota[s], s))
+        quota[largest] -= 1
+    chosen = {id(it) for name, group in splits.items()
+              for it in sorted(group, key=lambda it: keyed_seed(seed, it.item_id, "limit_items"))[:quota[name]]}
+    kept = [it for it in items if id(it) in chosen]
+    note = f"{len(kept)} of {len(items)} items (" + ", ".join(
+        f"{name} {quota[name]}/{len(group)}" for name, group in sorted(splits.items())) + ")"
+    return kept, note
 
 
 def engine_models(config: RunConfig) -> list[tuple[str, ModelConfig]]:

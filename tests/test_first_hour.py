@@ -1,0 +1,99 @@
+"""A newcomer's first commands: one-line errors, help that explains, printed commands that run as printed, config
+paths that mean the same from any folder, and a limited run that keeps every split."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from omnieval.cli import main
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["models", "tiny", "--arch", "llama", "--out", "x"], "invalid choice: 'llama' (choose from"),
+    (["datasets", "synth", "--questions", "40", "--out", "x"], "argument --questions: must be in 1..12"),
+    (["metrics", "p.parquet", "--out", "m", "--resamples", "0"], "argument --resamples: must be >= 1"),
+])
+def test_bad_arguments_give_one_line_and_no_traceback(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_version_and_help_explain(capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"omnieval {md.version('omnieval')}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    assert "``" not in top and "modality reliance" in top
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "README" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["metrics", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "bootstrap resamples (clustered by item) (default: 10000)" in text and "(default: None)" not in text
+
+
+def test_printed_follow_up_commands_run_as_printed(tmp_path):
+    """A venv's ``omnieval`` that is not on PATH is printed by its path, and that path runs."""
+    from omnieval.demo import command_prefix
+
+    script = Path(sys.executable).with_name("omnieval")
+    code = ("import sys; sys.argv = [sys.argv[1]]; from omnieval.demo import command_prefix; "
+            "print(command_prefix())")
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
+    printed = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, check=True).stdout.strip()
+    assert printed != "omnieval"
+    ran = subprocess.run(f"{printed} --version", shell=True, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stdout.startswith("omnieval "), (printed, ran.stderr)
+    assert command_prefix()  # whatever runs the tests has a usable prefix too
+
+
+def test_model_folders_are_relative_to_the_config_file_like_the_benchmark(small_bench, tmp_path, monkeypatch):
+    from omnieval.config import load_run_config
+
+    conf_dir = tmp_path / "configs"
+    (conf_dir / "models" / "tiny").mkdir(parents=True)
+    (conf_dir / "models" / "tiny" / "config.json").write_text("{}")
+    (conf_dir / "run.yaml").write_text(yaml.safe_dump({
+        "benchmark": os.path.relpath(small_bench, conf_dir), "output": "out",
+        "models": [{"name": "h", "engine": "hf", "options": {"path": "models/tiny"}}]}))
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    config = load_run_config(conf_dir / "run.yaml")
+    assert config.models[0].options["path"] == str(conf_dir / "models" / "tiny")
+    assert config.benchmark == str(Path(small_bench).resolve()) and config.output == str(conf_dir / "out")
+
+
+def test_limit_items_draws_from_every_split_and_says_so(small_bench, tmp_path, capsys):
+    from omnieval.config import parse_run_config
+    from omnieval.pipeline import make_plan
+
+    splits: dict[str, int] = {}
+    for line in (Path(small_bench) / "items.jsonl").read_text().splitlines():
+        split = json.loads(line)["split"]
+        splits[split] = splits.get(split, 0) + 1
+    assert len(splits) == 2 and sum(splits.values()) > 2
+    config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "o"), "limit_items": 2,
+                               "models": [{"name": "s", "engine": "simulated"}]})
+    plan = make_plan(config)
+    kept = {i.split for i in plan.instances}
+    assert kept == set(splits) and len({i.item_id for i in plan.instances}) == 2
+    err = capsys.readouterr().err
+    assert f"2 of {sum(splits.values())} items" in err
+    assert all(f"{name} 1/{n}" in err for name, n in splits.items())
+    again = make_plan(config)  # seeded: the same items every time
+    assert [i.instance_id for i in again.instances] == [i.instance_id for i in plan.instances]
