@@ -356,6 +356,24 @@ def prediction_row(inst: Instance, prompt: str, res, model: ModelConfig, latency
 # Run
 # ---------------------------------------------------------------------------------------------------------------
 
+class _DropMessages:
+    """A logging filter dropping the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def _drop_messages(logger: str, prefix: str) -> None:
+    import logging
+
+    target = logging.getLogger(logger)
+    if not any(isinstance(f, _DropMessages) and f.prefix == prefix for f in target.filters):
+        target.addFilter(_DropMessages(prefix))
+
+
 def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
     max(8, cores): engine replicas, the media stage and decode tasks each hold a CPU slot, and on a 2-core machine
@@ -366,6 +384,10 @@ def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     import ray.data
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # after import: ray.data configures its loggers
+    # Two warnings that read like failures on every run and say nothing the user must act on: progress bars are
+    # ours (tqdm), and token authentication being on is the safe default.
+    _drop_messages("ray.data._internal.progress", "Progress bars disabled")
+    _drop_messages("ray._private.authentication.authentication_token_setup", "Token authentication is enabled")
     if ray.is_initialized():
         return
     if address:
