@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,19 @@ def test_limit_items_draws_from_every_split_and_says_so(small_bench, tmp_path, c
     assert all(f"{name} 1/{n}" in err for name, n in splits.items())
     again = make_plan(config)  # seeded: the same items every time
     assert [i.instance_id for i in again.instances] == [i.instance_id for i in plan.instances]
+
+
+def test_the_package_builds_without_deprecation_warnings(tmp_path):
+    """``pip install`` of the project printed four setuptools deprecation warnings (the license table)."""
+    root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"
+    for name in ("pyproject.toml", "README.md"):
+        src.mkdir(exist_ok=True)
+        (src / name).write_bytes((root / name).read_bytes())
+    for package in ("omnieval", "kernels"):
+        shutil.copytree(root / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                            str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert list((tmp_path / "wheel").glob("omnieval-*.whl"))
+    assert "deprecat" not in (built.stdout + built.stderr).lower()
