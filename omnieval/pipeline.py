@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 import time
 import uuid
@@ -552,7 +553,11 @@ def accuracy_by_condition(predictions: pa.Table) -> str:
            .pivot(on="condition", index=["model", "prompt"], values="acc", sort_columns=True)
            .sort(["model", "prompt"]))
     with pl.Config(tbl_rows=100, tbl_cols=20, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-        return str(acc)
+        text = str(acc)
+    if any(re.fullmatch(r"C[01]{3}", str(c)) for c in acc.columns):
+        text += ("\nC<video><audio><text>: 1 = that modality shows another anchor (corrupted), 0 = clean; C000 is "
+                 "the clean item, C111 every modality replaced")
+    return text
 
 
 def git_commit() -> str | None:

@@ -114,3 +114,17 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path):
     assert built.returncode == 0, built.stderr
     assert list((tmp_path / "wheel").glob("omnieval-*.whl"))
     assert "deprecat" not in (built.stdout + built.stderr).lower()
+
+
+def test_run_summary_explains_the_dissonance_condition_names():
+    import pyarrow as pa
+
+    from omnieval.pipeline import accuracy_by_condition
+
+    table = pa.table({"model": ["m"] * 2, "prompt": ["zs"] * 2, "condition": ["C000", "C101"],
+                      "target": ["A", "B"], "choice": ["A", "A"]})
+    text = accuracy_by_condition(table)
+    assert "C<video><audio><text>: 1 = that modality shows another anchor" in text
+    contrastive = accuracy_by_condition(pa.table({"model": ["m"], "prompt": ["zs"], "condition": ["original"],
+                                                  "target": ["A"], "choice": ["A"]}))
+    assert "C<video>" not in contrastive
