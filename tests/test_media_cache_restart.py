@@ -64,6 +64,14 @@ def test_killed_cache_restarts_and_readers_recover(ray_session, specs):
         assert ray._private.state.state.actor_table(cache._actor_id.hex())["NumRestarts"] == 1
         assert ray.get(cache.lookup.remote(specs[:1]))[0] != old_refs  # the old refs died with their owner
 
+        # objects lost while the cache lives: a reader makes it forget them, and the next lookup decodes again
+        pair = ray.get(cache.lookup.remote(specs[:1]))[0]
+        ray.get(cache.forget.remote([(specs[0].key, pair)]))
+        fresh = ray.get(cache.lookup.remote(specs[:1]))[0]
+        assert fresh != pair and ray.get(cache.decode_counts.remote())[specs[0].key] == 2
+        ray.get(cache.forget.remote([(specs[0].key, pair)]))  # stale news: the fresh decode is kept
+        assert ray.get(cache.lookup.remote(specs[:1]))[0] == fresh
+
         ray.kill(cache, no_restart=False)  # a kill that allows the restart: the same
         assert client.statuses(specs) == [""] * len(specs)
 

@@ -14,11 +14,13 @@ every run's cache has them): when its process or node dies, or it is killed with
 Ray starts it again under the same name and replays the lookups that were in flight. The restarted actor starts
 empty, and the refs the old one handed out are gone with their owner (``OwnerDiedError``), so every reader goes
 through ``CacheClient``, which catches the lost-object and dead-actor errors, looks the keys up again and so gets
-fresh decodes. The price of a death is a re-decode of the media still needed, nothing else; in a healthy run every
-key is decoded exactly once. Designs without the actor were weighed: refs owned by the driver (decoding everything up
-front, before the stream needs it, or a driver thread serving lookups) or a decode per reader (no sharing between
-replicas); the actor keeps decoding lazy and shared. An actor killed with ``ray.kill`` and its default
-``no_restart=True`` is asked never to come back: readers then fail with a message that says so.
+fresh decodes. (Objects lost with a node while the cache lives are rebuilt by Ray from their lineage; where that
+fails, the reader first asks the cache to ``forget`` them.) The price of a death is a re-decode of the media still
+needed, nothing else; in a healthy run every key is decoded exactly once. Designs without the actor were weighed:
+refs owned by the driver (decoding everything up front, before the stream needs it, or a driver thread serving
+lookups) or a decode per reader (no sharing between replicas); the actor keeps decoding lazy and shared. An actor
+killed with ``ray.kill`` and its default ``no_restart=True`` is asked never to come back: readers then fail with a
+message that says so.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 import ray
-from ray.exceptions import ObjectLostError, RayActorError
+from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
 
 #: What a reader recovers from by looking up again: objects whose owner (the cache) died or that could not be
 #: rebuilt, and a cache that is dead or restarting.
@@ -73,6 +75,13 @@ class MediaCache:
             out.append(self._refs[spec.key])
         return out
 
+    def forget(self, handed_out: list[tuple[str, list[ray.ObjectRef]]]) -> None:
+        """A reader could not fetch these refs (lost with a node and not rebuilt): drop each key whose refs are
+        still the ones handed out, so the next lookup decodes it again (a key re-decoded meanwhile is kept)."""
+        for key, refs in handed_out:
+            if self._refs.get(key) == refs:
+                del self._refs[key]
+
     def decode_counts(self) -> dict[str, int]:
         """key -> number of decode tasks launched for it since this actor (re)started (1 for every key in a
         healthy run)."""
@@ -99,6 +108,7 @@ class CacheClient:
         if not specs:
             return []
         for attempt in range(LOOKUP_ATTEMPTS):
+            refs = None
             try:
                 refs = ray.get(self._cache().lookup.remote(list(specs)))
                 return ray.get([r[which] for r in refs])
@@ -106,7 +116,10 @@ class CacheClient:
                 if attempt == LOOKUP_ATTEMPTS - 1:
                     raise RuntimeError(f"the media cache {self.name!r} kept failing ({LOOKUP_ATTEMPTS} lookups): "
                                        f"{type(exc).__name__}: {exc}") from exc
-                self._actor = None  # look the actor up again: it may have been restarted
+                if refs is not None and not isinstance(exc, OwnerDiedError):  # the cache lives, the objects not
+                    self._cache().forget.remote([(s.key, r) for s, r in zip(specs, refs, strict=True)])
+                else:
+                    self._actor = None  # look the actor up again: it may have been restarted
                 time.sleep(min(2.0, 0.1 * 2 ** attempt))
         raise AssertionError("unreachable")
 
