@@ -36,27 +36,24 @@ class DescribeStage:
 
     def __init__(self, describer: dict, prompts: dict, max_new_tokens: int, cache_name: str, namespace: str,
                  specs: dict):
-        import ray
-
         from omnieval.engines.base import create_engine
+        from omnieval.media.cache import CacheClient
 
         self.model = ModelConfig.model_validate(describer)
         self.engine = create_engine(self.model.engine, model=self.model.name, **self.model.options)
         self.prompts, self.max_new_tokens = prompts, max_new_tokens
-        self.cache = ray.get_actor(cache_name, namespace=namespace)
+        self.cache = CacheClient(cache_name, namespace)
         self.specs = specs
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
-        import ray
-
         from omnieval.engines.base import GenerationRequest, GenerationResult
         from omnieval.prompts import PromptPart
 
         paths = [str(p) for p in batch["path"]]
         modalities = [str(m) for m in batch["modality"]]
-        refs = ray.get(self.cache.lookup.remote([self.specs[p] for p in paths]))
-        status = ray.get([r[0] for r in refs])
-        payloads = ray.get([r[1] for r in refs])
+        specs = [self.specs[p] for p in paths]
+        status = self.cache.statuses(specs)
+        payloads = self.cache.payloads(specs)
         results: dict[int, GenerationResult] = {i: GenerationResult(None, error=f"media decode failed: {status[i]}")
                                                 for i in range(len(paths)) if status[i]}
         todo = [i for i in range(len(paths)) if not status[i]]

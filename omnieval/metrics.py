@@ -36,6 +36,7 @@ from kernels.calibration import calibration_weighted, restricted_softmax
 from omnieval.keyed import keyed_seed
 from omnieval.open_metrics import open_rows
 from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
+from omnieval.store import StoredPath, local_folder, readable, stored_path
 
 UNIT = ("model", "prompt", "split")
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
@@ -133,23 +134,27 @@ class Cells:
 # Reading predictions
 # ---------------------------------------------------------------------------------------------------------------
 
-def _read_one(path: Path) -> pl.DataFrame:
-    if not path.is_file():
-        raise InputError("no such predictions file", file=path)
+def _read_one(path: Path | StoredPath) -> pl.DataFrame:
+    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.store``)."""
+    try:
+        if not path.is_file():
+            raise InputError("no such predictions file", file=path)
+    except OSError as exc:  # the filesystem cannot be reached (credentials, endpoint)
+        raise InputError(f"cannot reach predictions file: {exc}", file=path) from exc
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            return pl.read_parquet(path)
+            return pl.read_parquet(readable(path))
         if suffix in (".jsonl", ".ndjson", ".json"):
-            return pl.read_ndjson(path, infer_schema_length=None)
+            return pl.read_ndjson(readable(path), infer_schema_length=None)
         if suffix == ".csv":
-            return pl.read_csv(path, infer_schema=False)  # all strings; typed below (ids stay strings)
+            return pl.read_csv(readable(path), infer_schema=False)  # all strings; typed below (ids stay strings)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise InputError(f"cannot read predictions: {exc}", file=path) from exc
     raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
 
 
-def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
+def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
     """Required columns present and typed; confidence in [0, 1]; protocol conditions known."""
     for column in REQUIRED_COLUMNS:
         if column not in frame.columns:
@@ -207,10 +212,11 @@ def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_row", "_conf")
 
 
-def read_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
-    """Concatenate predictions files (columns missing from some files become null; extra columns are kept)."""
+def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
+    """Concatenate predictions files, local paths or URIs (columns missing from some files become null; extra
+    columns are kept)."""
     _load_protocols()
-    frames = [_normalise(_read_one(Path(p)), Path(p)) for p in paths]
+    frames = [_normalise(_read_one(path), path) for path in map(stored_path, paths)]
     if not frames:
         raise InputError("no predictions files given")
     frame = pl.concat(frames, how="diagonal_relaxed")
@@ -492,7 +498,7 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     _load_protocols()
     predictions = read_predictions(paths)
     table = metrics_table(predictions, resamples=resamples, seed=seed)
-    folder = Path(out)
+    folder = local_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     table.write_csv(folder / "metrics.csv")
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}

@@ -222,18 +222,15 @@ class MediaStage:
     cache) and record failures per row. Rows carry media *keys* on; the arrays stay in the object store."""
 
     def __init__(self, cache_name: str, namespace: str, specs: dict):
-        import ray
+        from omnieval.media.cache import CacheClient
 
-        self.cache = ray.get_actor(cache_name, namespace=namespace)
+        self.cache = CacheClient(cache_name, namespace)
         self.specs = specs
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import ray
-
         per_row = [json.loads(p) for p in batch["media_paths"]]
         distinct = sorted({p for paths in per_row for p in paths})
-        refs = ray.get(self.cache.lookup.remote([self.specs[p] for p in distinct])) if distinct else []
-        status = dict(zip(distinct, ray.get([r[0] for r in refs]), strict=True))
+        status = dict(zip(distinct, self.cache.statuses([self.specs[p] for p in distinct]), strict=True))
         errors = ["; ".join(status[p] for p in paths if status[p]) for paths in per_row]
         batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
         return batch
@@ -246,23 +243,19 @@ class EngineStage:
     MEDIA_LRU = 512
 
     def __init__(self, model: dict, cache_name: str, namespace: str, specs: dict):
-        import ray
-
         from omnieval.engines.base import create_engine
+        from omnieval.media.cache import CacheClient
 
         self.model = ModelConfig.model_validate(model)
         self.engine = create_engine(self.model.engine, model=self.model.name, **self.model.options)
-        self.cache = ray.get_actor(cache_name, namespace=namespace)
+        self.cache = CacheClient(cache_name, namespace)
         self.specs = specs
         self.local: OrderedDict[str, object] = OrderedDict()
 
     def _media(self, paths: set[str]) -> dict[str, object]:
-        import ray
-
         missing = sorted(p for p in paths if p not in self.local)
         if missing:
-            refs = ray.get(self.cache.lookup.remote([self.specs[p] for p in missing]))
-            for path, payload in zip(missing, ray.get([r[1] for r in refs]), strict=True):
+            for path, payload in zip(missing, self.cache.payloads([self.specs[p] for p in missing]), strict=True):
                 self.local[path] = payload
         for p in paths:
             self.local.move_to_end(p)

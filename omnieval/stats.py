@@ -35,7 +35,6 @@ import itertools
 import time
 import warnings
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -43,6 +42,7 @@ import polars as pl
 from kernels.permutation import sign_flip_test
 from omnieval.keyed import keyed_seed
 from omnieval.metrics import prepare, read_predictions
+from omnieval.store import local_folder
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
                 "p_adjusted", "n")
@@ -262,7 +262,7 @@ def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, se
     start = time.perf_counter()
     paths = list(paths)
     table = stats_table(read_predictions(paths), permutations=permutations, seed=seed)
-    folder = Path(out)
+    folder = local_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     table.write_csv(folder / "tests.csv")
     table.write_parquet(folder / "tests.parquet")

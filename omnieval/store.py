@@ -15,11 +15,14 @@ without error, and the pipeline skips them. Folder names come from ``folder_name
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import uuid
 from collections.abc import Iterable
-from pathlib import PurePosixPath
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -182,3 +185,103 @@ def consolidate(tables: Iterable[pa.Table]) -> pa.Table:
             keep[key] = i
     order = sorted(keep, key=lambda k: k)
     return table.take([keep[k] for k in order])
+
+
+# -- reading a run from anywhere it can be written (the statistics commands) --------------------------------------
+
+@dataclass(frozen=True, order=True)
+class StoredPath:
+    """A file or folder on a pyarrow filesystem (``s3://``, ``gs://``, ``file://``), with the few ``pathlib.Path``
+    methods the statistics commands read runs with, so ``metrics``, ``stats`` and ``report`` read wherever a run
+    can write. ``str()`` is the URI without its query (options such as ``endpoint_override`` stay out of messages
+    and labels); children and parents keep the query and the filesystem."""
+
+    scheme: str
+    path: str  # inside the filesystem, no leading or trailing slash
+    query: str = ""
+    fs: pafs.FileSystem = field(default=None, compare=False, hash=False, repr=False)
+
+    def __truediv__(self, name: str) -> StoredPath:
+        return replace(self, path=f"{self.path}/{name}")
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.path}"
+
+    @property
+    def uri(self) -> str:
+        """The URI that opens this location again (with its query)."""
+        return f"{self}?{self.query}" if self.query else str(self)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.path.split("/"))
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+    @property
+    def suffix(self) -> str:
+        return PurePosixPath(self.path).suffix
+
+    @property
+    def parent(self) -> StoredPath:
+        return replace(self, path=str(PurePosixPath(self.path).parent))
+
+    def resolve(self) -> StoredPath:
+        return self
+
+    def is_absolute(self) -> bool:
+        return True
+
+    def _type(self) -> pafs.FileType:
+        return self.fs.get_file_info(self.path).type
+
+    def exists(self) -> bool:
+        return self._type() != pafs.FileType.NotFound
+
+    def is_file(self) -> bool:
+        return self._type() == pafs.FileType.File
+
+    def is_dir(self) -> bool:
+        return self._type() == pafs.FileType.Directory
+
+    def iterdir(self) -> list[StoredPath]:
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path))
+        return [replace(self, path=i.path.rstrip("/")) for i in infos]
+
+    def read_bytes(self) -> bytes:
+        with self.fs.open_input_stream(self.path) as f:
+            return f.read()
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+
+def stored_path(where: str | Path | StoredPath) -> Path | StoredPath:
+    """A local path as ``pathlib.Path`` (as before), a URI (``s3://bucket/run?endpoint_override=...``) as a
+    ``StoredPath`` on the filesystem pyarrow opens for it (the same ``FileSystem.from_uri`` a run writes with)."""
+    if isinstance(where, StoredPath):
+        return where
+    if "://" not in str(where):
+        return Path(where)
+    uri = str(where)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0]) from exc
+    scheme, query = uri.split("://", 1)[0], urlsplit(uri).query
+    return StoredPath(scheme=scheme, path=path.rstrip("/"), query=query, fs=fs)
+
+
+def readable(path: Path | StoredPath) -> Path | io.BytesIO:
+    """What polars' readers take: the local path, or the remote file's bytes."""
+    return path if isinstance(path, Path) else io.BytesIO(path.read_bytes())
+
+
+def local_folder(out: str | Path) -> Path:
+    """An output folder of the statistics commands: local only (``Path("s3://b/x")`` would quietly become a local
+    folder named ``s3:``)."""
+    if "://" in str(out):
+        raise InputError("outputs (--out) go to a local folder; copy them to remote storage afterwards", file=out)
+    return Path(out)

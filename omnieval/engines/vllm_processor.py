@@ -268,13 +268,12 @@ class CacheMedia:
         self.cache_name, self.namespace, self.specs = cache_name, namespace, dict(specs)
 
     def __call__(self, paths: Sequence[str]) -> dict[str, Any]:
-        import ray
+        from omnieval.media.cache import CacheClient
 
         missing = sorted({p for p in paths if self.specs[p].key not in _MEDIA_LRU})
         if missing:
-            cache = ray.get_actor(self.cache_name, namespace=self.namespace)
-            refs = ray.get(cache.lookup.remote([self.specs[p] for p in missing]))
-            for path, payload in zip(missing, ray.get([r[1] for r in refs]), strict=True):
+            payloads = CacheClient(self.cache_name, self.namespace).payloads([self.specs[p] for p in missing])
+            for path, payload in zip(missing, payloads, strict=True):
                 if payload is None:
                     raise ValueError(f"media {path} failed to decode")
                 _MEDIA_LRU[self.specs[path].key] = payload

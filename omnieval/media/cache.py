@@ -7,13 +7,34 @@ Ray Data stream carry only the keys, never the arrays, and an engine reads the a
 store. Each decode returns two objects: a small status (``""`` or the error message) that the media stage waits on,
 and the payload (``DecodedMedia``, or ``None`` on failure) that only the engine fetches. The decode task never
 raises: a file that fails to decode marks only the instances that use it.
+
+Surviving the cache's own death. One actor is what makes decode-once cheap (a dict lookup, no coordination between
+readers), so it stays, but it is restartable (``max_restarts=-1``, ``max_task_retries=-1``, set on the class so
+every run's cache has them): when its process or node dies, or it is killed with ``ray.kill(..., no_restart=False)``,
+Ray starts it again under the same name and replays the lookups that were in flight. The restarted actor starts
+empty, and the refs the old one handed out are gone with their owner (``OwnerDiedError``), so every reader goes
+through ``CacheClient``, which catches the lost-object and dead-actor errors, looks the keys up again and so gets
+fresh decodes. (Objects lost with a node while the cache lives are rebuilt by Ray from their lineage; where that
+fails, the reader first asks the cache to ``forget`` them.) The price of a death is a re-decode of the media still
+needed, nothing else; in a healthy run every key is decoded exactly once. Designs without the actor were weighed:
+refs owned by the driver (decoding everything up front, before the stream needs it, or a driver thread serving
+lookups) or a decode per reader (no sharing between replicas); the actor keeps decoding lazy and shared. An actor
+killed with ``ray.kill`` and its default ``no_restart=True`` is asked never to come back: readers then fail with a
+message that says so.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import ray
+from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
+
+#: What a reader recovers from by looking up again: objects whose owner (the cache) died or that could not be
+#: rebuilt, and a cache that is dead or restarting.
+LOST_ERRORS = (ObjectLostError, RayActorError)
+LOOKUP_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -36,7 +57,7 @@ def decode_task(spec: MediaSpec):
         return f"{spec.path}: {type(exc).__name__}: {exc}", None
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class MediaCache:
     """Named per run; ``lookup`` returns ``[status_ref, payload_ref]`` per spec (refs nested in a list are not
     resolved by Ray on the way out)."""
@@ -54,6 +75,58 @@ class MediaCache:
             out.append(self._refs[spec.key])
         return out
 
+    def forget(self, handed_out: list[tuple[str, list[ray.ObjectRef]]]) -> None:
+        """A reader could not fetch these refs (lost with a node and not rebuilt): drop each key whose refs are
+        still the ones handed out, so the next lookup decodes it again (a key re-decoded meanwhile is kept)."""
+        for key, refs in handed_out:
+            if self._refs.get(key) == refs:
+                del self._refs[key]
+
     def decode_counts(self) -> dict[str, int]:
-        """key -> number of decode tasks launched for it (1 for every key in a healthy run)."""
+        """key -> number of decode tasks launched for it since this actor (re)started (1 for every key in a
+        healthy run)."""
         return dict(self._decodes)
+
+
+class CacheClient:
+    """A reader of the run's cache (media stage, engine replicas, describers, vLLM media fetchers): fetches the
+    statuses or payloads of some specs, and when the cache died and took the refs with it, looks them up again."""
+
+    def __init__(self, name: str, namespace: str):
+        self.name, self.namespace = name, namespace
+        self._actor = None
+
+    def statuses(self, specs: list[MediaSpec]) -> list[str]:
+        """``""`` per spec that decoded, else its error message (waits for the decodes)."""
+        return self._fetch(specs, 0)
+
+    def payloads(self, specs: list[MediaSpec]) -> list[object]:
+        """The ``DecodedMedia`` per spec (``None`` where the decode failed)."""
+        return self._fetch(specs, 1)
+
+    def _fetch(self, specs: list[MediaSpec], which: int) -> list:
+        if not specs:
+            return []
+        for attempt in range(LOOKUP_ATTEMPTS):
+            refs = None
+            try:
+                refs = ray.get(self._cache().lookup.remote(list(specs)))
+                return ray.get([r[which] for r in refs])
+            except LOST_ERRORS as exc:
+                if attempt == LOOKUP_ATTEMPTS - 1:
+                    raise RuntimeError(f"the media cache {self.name!r} kept failing ({LOOKUP_ATTEMPTS} lookups): "
+                                       f"{type(exc).__name__}: {exc}") from exc
+                if refs is not None and not isinstance(exc, OwnerDiedError):  # the cache lives, the objects not
+                    self._cache().forget.remote([(s.key, r) for s, r in zip(specs, refs, strict=True)])
+                else:
+                    self._actor = None  # look the actor up again: it may have been restarted
+                time.sleep(min(2.0, 0.1 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    def _cache(self):
+        if self._actor is None:
+            try:
+                self._actor = ray.get_actor(self.name, namespace=self.namespace)
+            except ValueError as exc:  # gone for good (ray.kill without restart, or the run ended)
+                raise RuntimeError(f"the media cache {self.name!r} is gone and will not restart") from exc
+        return self._actor

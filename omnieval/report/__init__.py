@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omnieval.report.blocks import Report, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
+from omnieval.store import local_folder
 
 __all__ = ["build_report", "write_report", "report_command"]
 
@@ -104,7 +105,7 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
     """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out``."""
     from omnieval.report import html, markdown
 
-    folder = Path(out)
+    folder = local_folder(out)
     (folder / markdown.FIGURES).mkdir(parents=True, exist_ok=True)
     paths = {"html": folder / "report.html", "markdown": folder / "report.md"}
     for figure in markdown.figures(report):

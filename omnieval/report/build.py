@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from omnieval.schema import InputError
+from omnieval.store import StoredPath, readable, stored_path
 
 SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
 ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
@@ -30,10 +31,10 @@ METRIC_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "valu
 class RunSource:
     """One run's files: metrics (or none: computed), the predictions behind them, a tests table if found."""
 
-    root: Path
-    metrics: Path | None = None
-    predictions: list[Path] = field(default_factory=list)
-    tests: Path | None = None
+    root: Path | StoredPath
+    metrics: Path | StoredPath | None = None
+    predictions: list[Path | StoredPath] = field(default_factory=list)
+    tests: Path | StoredPath | None = None
 
 
 @dataclass
@@ -58,7 +59,7 @@ class ProtocolInput:
     runs: list[str]
 
 
-def _walk(folder: Path, depth: int = 0):
+def _walk(folder: Path | StoredPath, depth: int = 0):
     yield folder
     if depth >= MAX_DEPTH:
         return
@@ -67,12 +68,13 @@ def _walk(folder: Path, depth: int = 0):
             yield from _walk(child, depth + 1)
 
 
-def _root(folder: Path) -> Path:
+def _root(folder: Path | StoredPath) -> Path | StoredPath:
     return folder.parent if folder.name in ROLE_DIRS else folder
 
 
-def _recorded_inputs(metrics: Path) -> list[Path]:
-    """The predictions files ``metrics.json`` says the metrics came from (those that still exist)."""
+def _recorded_inputs(metrics: Path | StoredPath) -> list[Path | StoredPath]:
+    """The predictions files ``metrics.json`` says the metrics came from (those that still exist; a URI is read
+    where it points, a relative path beside the metrics)."""
     doc = metrics.parent / "metrics.json"
     if not doc.is_file():
         return []
@@ -80,17 +82,18 @@ def _recorded_inputs(metrics: Path) -> list[Path]:
         inputs = json.loads(doc.read_text()).get("inputs") or []
     except (json.JSONDecodeError, OSError):
         return []
-    paths = [Path(p) if Path(p).is_absolute() else (metrics.parent / p) for p in inputs]
+    paths = [stored_path(p) if "://" in p or Path(p).is_absolute() else (metrics.parent / p) for p in inputs]
     return [p.resolve() for p in paths if p.is_file()]
 
 
 def discover(inputs: list[str | Path]) -> list[RunSource]:
-    """Run sources from the command line's paths (files or folders), in the order given, without duplicates."""
-    metrics_files: list[Path] = []
-    prediction_files: list[Path] = []
-    tests_files: list[Path] = []
+    """Run sources from the command line's paths (files or folders, local or URIs such as ``s3://bucket/run``), in
+    the order given, without duplicates."""
+    metrics_files: list[Path | StoredPath] = []
+    prediction_files: list[Path | StoredPath] = []
+    tests_files: list[Path | StoredPath] = []
     for raw in inputs:
-        path = Path(raw)
+        path = stored_path(raw)
         if not path.exists():
             raise InputError("no such run, metrics folder or file", file=path)
         if path.is_file():
@@ -109,7 +112,7 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
     metrics_files = list(dict.fromkeys(metrics_files))
     prediction_files = list(dict.fromkeys(prediction_files))
     sources: list[RunSource] = []
-    used: set[Path] = set()
+    used: set[Path | StoredPath] = set()
     for m in metrics_files:
         preds = _recorded_inputs(m)
         used.update(preds)
@@ -132,7 +135,7 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
     return sources
 
 
-def labels(roots: list[Path]) -> list[str]:
+def labels(roots: list[Path | StoredPath]) -> list[str]:
     """Short distinct names: the folder name, with parent folders added until they differ."""
     depth = 1
     while True:
@@ -142,12 +145,12 @@ def labels(roots: list[Path]) -> list[str]:
         depth += 1
 
 
-def _read_metrics(path: Path) -> tuple[pl.DataFrame, dict]:
+def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
     try:
         if path.suffix == ".parquet":
-            frame = pl.read_parquet(path)
+            frame = pl.read_parquet(readable(path))
         elif path.suffix == ".csv":
-            frame = pl.read_csv(path, schema_overrides={"key": pl.Utf8, "split": pl.Utf8, "prompt": pl.Utf8})
+            frame = pl.read_csv(readable(path), schema_overrides={"key": pl.Utf8, "split": pl.Utf8, "prompt": pl.Utf8})
         else:
             frame = pl.DataFrame(json.loads(path.read_text())["metrics"])
     except (pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
@@ -175,7 +178,7 @@ def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
                               pl.col("split").fill_null(""))
 
 
-def _run_json(predictions: list[Path]) -> dict:
+def _run_json(predictions: list[Path | StoredPath]) -> dict:
     for p in predictions:
         doc = p.parent / "run.json"
         if doc.is_file():
@@ -201,7 +204,7 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
             metrics = normalise_metrics(metrics_table(predictions, resamples=resamples, seed=seed))
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
                      "confidence_level": 0.95}
-        tests = pl.read_parquet(source.tests) if source.tests is not None else None
+        tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
         info = dict(_run_json(source.predictions))
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
