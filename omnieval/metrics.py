@@ -4,7 +4,11 @@ How it flows (DESIGN decision 5):
 
 1. ``read_predictions`` reads Parquet / JSONL / CSV with the SPEC 1.3 columns (unknown columns kept; a missing
    required column is an ``InputError`` naming file and column) and derives the row flags every protocol shares:
-   ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``, ``invalid``, ``has_conf``.
+   ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``, ``invalid``, ``has_conf``, and
+   ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is set (media that failed to decode, an
+   engine or describer failure) never reached the model, or its answer never came back, so it is not the model's
+   answer: it stays out of every accuracy, abstention, calibration and invalid-rate denominator and is counted in
+   ``error_rate`` instead (``with_error_rates``).
 2. Per protocol, a ``ProtocolMetrics`` spec from ``REGISTRY`` names its **cell families** (a cell = the mean of one
    column over the rows of one unit x key, e.g. correctness per condition) and one function from those cells to
    metric rows. A unit is model x prompt x split; items (``item_id``) are the resampling clusters.
@@ -25,7 +29,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -156,7 +160,7 @@ def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
     casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
-    for column in ("anchor", "task", "subtask", "category"):
+    for column in ("anchor", "task", "subtask", "category", "error"):
         if column in frame.columns:
             casts[column] = pl.Utf8
     for column, dtype in casts.items():
@@ -217,12 +221,48 @@ def read_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
     return _fill_confidence_from_logprobs(frame)
 
 
+ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("media decode failed", "media"), ("engine error", "engine"), ("describe failed", "describe"))
+"""Prefix of an ``error`` message -> its kind (as the run layer writes them); any other message is ``other``.
+A describer failure caused by a media decode (``describe failed: media decode failed: ...``) is ``describe``:
+the first stage that failed names it."""
+ERROR_KIND_NAMES: tuple[str, ...] = (*(kind for _, kind in ERROR_KINDS), "other")
+
+
+def error_kind(message: str | None) -> str | None:
+    """The kind of an ``error`` message (``ERROR_KINDS``); None for no error (null or blank)."""
+    if message is None or not message.strip():
+        return None
+    return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
+
+
+def _error_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """``errored``, ``error_kind`` and one 0/1 column ``_error_<kind>`` per kind (the cells of ``error_rate``)."""
+    if "error" not in frame.columns:
+        kind = pl.lit(None, dtype=pl.Utf8)
+    else:
+        message = pl.col("error").cast(pl.Utf8)
+        kind = pl.when(message.is_null() | (message.str.strip_chars() == "")).then(pl.lit(None, dtype=pl.Utf8))
+        for prefix, name in ERROR_KINDS:
+            kind = kind.when(message.str.starts_with(prefix)).then(pl.lit(name))
+        kind = kind.otherwise(pl.lit("other"))
+    flags = {"error_kind": kind, "errored": kind.is_not_null()}
+    flags.update({f"_error_{name}": (kind == name).fill_null(False) for name in ERROR_KIND_NAMES})
+    return flags
+
+
 def prepare(frame: pl.DataFrame) -> pl.DataFrame:
-    """Row flags shared by every protocol (invalid = null choice; excluded from accuracy, abstention, calibration)."""
-    valid = pl.col("choice").is_not_null()
+    """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
+    choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
+    and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
+    included, and counted in ``error_rate``."""
+    frame = frame.with_columns(**_error_flags(frame))
+    answered = ~pl.col("errored")
+    valid = answered & pl.col("choice").is_not_null()
     return frame.with_columns(
+        answered=answered,
         valid=valid,
-        invalid=~valid,
+        invalid=answered & pl.col("choice").is_null(),
         correct=valid & (pl.col("choice") == pl.col("target")).fill_null(False),
         abstained=valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
         human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
@@ -435,6 +475,32 @@ def _num(x: float) -> float | None:
     return None if not np.isfinite(x) else float(x)
 
 
+def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = "error_rate",
+                     where: str | None = None) -> ProtocolMetrics:
+    """``spec`` plus the error rates of its units: ``<metric>`` with key ``""`` (every kind together) and one key
+    per kind in ``kinds``, each the share of the unit's rows (those where ``where`` holds) whose ``error`` is of
+    that kind. They are cell means like any rate, so they get their CI from the same bootstrap pass."""
+    kinds = tuple(kinds)
+    families = (CellFamily("_error", "errored", where),
+                *(CellFamily(f"_error_{kind}", f"_error_{kind}", where) for kind in kinds))
+
+    def metrics(cells: Cells) -> Iterable[MetricRow]:
+        yield from spec.metrics(cells)
+        if cells.has("_error"):
+            yield metric, "", cells.mean("_error"), cells.n("_error")
+        for kind in kinds:
+            if cells.has(f"_error_{kind}"):
+                yield metric, kind, cells.mean(f"_error_{kind}"), cells.n(f"_error_{kind}")
+
+    return replace(spec, families=spec.families + families, metrics=metrics)
+
+
+def error_kinds_present(frame: pl.DataFrame) -> list[str]:
+    """The error kinds of a prepared frame, in ``ERROR_KIND_NAMES`` order."""
+    present = set(frame["error_kind"].drop_nulls().unique().to_list())
+    return [kind for kind in ERROR_KIND_NAMES if kind in present]
+
+
 def _generic_metrics(cells: Cells) -> Iterable[MetricRow]:
     """Fallback for a protocol with no registered metrics: accuracy per condition and the invalid rate."""
     for (condition,) in cells.keys("acc"):
@@ -445,7 +511,7 @@ def _generic_metrics(cells: Cells) -> Iterable[MetricRow]:
 
 GENERIC = ProtocolMetrics(
     name="*",
-    families=(CellFamily("acc", "correct", "valid", ("condition",)), CellFamily("invalid", "invalid")),
+    families=(CellFamily("acc", "correct", "valid", ("condition",)), CellFamily("invalid", "invalid", "answered")),
     metrics=_generic_metrics,
 )
 
@@ -464,7 +530,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         part = frame.filter(pl.col("protocol") == protocol)
         if spec.derive is not None:
             part = spec.derive(part)
-        rows.extend(_protocol_rows(part.filter(pl.col("mode") != "open"), spec, resamples, seed))
+        mcq = part.filter(pl.col("mode") != "open")
+        spec = with_error_rates(spec, error_kinds_present(mcq))
+        rows.extend(_protocol_rows(mcq, spec, resamples, seed))
         rows.extend(open_rows(part, protocol, resamples, seed))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64}
