@@ -25,8 +25,8 @@ so models and prompts on the same items of a split get the same resamples (paire
 
 from __future__ import annotations
 
+import itertools
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -140,6 +140,8 @@ class Cells:
 def _read_one(path: Path) -> pl.DataFrame:
     if not path.is_file():
         raise InputError("no such predictions file", file=path)
+    if path.stat().st_size == 0:
+        raise InputError("empty file: no predictions", file=path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -147,6 +149,9 @@ def _read_one(path: Path) -> pl.DataFrame:
         if suffix in (".jsonl", ".ndjson", ".json"):
             return pl.read_ndjson(path, infer_schema_length=None)
         if suffix == ".csv":
+            with open(path, "rb") as f:  # polars calls a header alone an "empty CSV"
+                if len(list(itertools.islice((line for line in f if line.strip()), 2))) < 2:
+                    raise InputError("no predictions in the file (zero rows)", file=path)
             return pl.read_csv(path, infer_schema=False)  # all strings; typed below (ids stay strings)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise InputError(f"cannot read predictions: {exc}", file=path) from exc
@@ -154,7 +159,10 @@ def _read_one(path: Path) -> pl.DataFrame:
 
 
 def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
-    """Required columns present and typed; confidence in [0, 1]; protocol conditions known."""
+    """Required columns present and typed; confidence in [0, 1]; protocol conditions known; rows checked by
+    ``_check_rows``."""
+    if frame.height == 0:
+        raise InputError("no predictions in the file (zero rows)", file=path)
     for column in REQUIRED_COLUMNS:
         if column not in frame.columns:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
@@ -179,7 +187,71 @@ def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
         if len(bad):
             raise InputError(f"unknown {name} condition {bad['condition'][0]!r} (expected one of "
                              f"{', '.join(spec.conditions)})", file=path, field="condition")
+    _check_rows(frame, path)
     return frame
+
+
+def _first_bad(frame: pl.DataFrame, bad: pl.Expr, column: str) -> tuple[str, object] | None:
+    """``("row N", value)`` of the first row (counted from 1) where ``bad`` holds, or None."""
+    hit = frame.with_row_index("_row", offset=1).filter(bad.fill_null(True)).head(1)
+    return None if hit.is_empty() else (f"row {hit['_row'][0]}", hit[column][0])
+
+
+def _check_rows(frame: pl.DataFrame, path: Path) -> None:
+    """Refuse rows that would otherwise give a silently wrong number (each error names file, row and column).
+
+    * ``protocol`` not one with metric definitions: its rows would get none of the protocol's metrics;
+    * ``target`` null: every answer to it would count as wrong;
+    * ``target`` or ``choice`` not an option label of its instance: the first ``n_options`` letters of A, B, C, ...
+      where the file gives ``n_options``, else any single capital letter. A choice outside them can only be a
+      parsing or bookkeeping mistake of the tool that wrote the file; scoring it as wrong (or as invalid) would
+      hide that mistake in an accuracy, so it is refused: fix the file, or set the choice to null to count it as
+      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one.
+    """
+    known = sorted(REGISTRY)
+    found = _first_bad(frame, ~pl.col("protocol").is_in(known), "protocol")
+    if found:
+        raise InputError(f"{found[0]}: unknown protocol {found[1]!r}; metrics are defined for "
+                         f"{', '.join(known)}", file=path, item=found[0], field="protocol")
+    found = _first_bad(frame, pl.col("target").is_null(), "target")
+    if found:
+        raise InputError(f"{found[0]}: target is null (every answer to it would count as wrong)", file=path,
+                         item=found[0], field="target")
+    if "n_options" in frame.columns:
+        n = pl.col("n_options")
+        if bad := _first_bad(frame, n.is_not_null() & ((n < 1) | (n > len(LABELS))), "n_options"):
+            raise InputError(f"{bad[0]}: n_options {bad[1]} is not between 1 and {len(LABELS)}", file=path,
+                             item=bad[0], field="n_options")
+        labels = pl.lit(LABELS).str.slice(0, n.fill_null(len(LABELS)))
+    else:
+        labels = pl.lit(LABELS)
+    is_open = (pl.col("mode") == "open").fill_null(False) if "mode" in frame.columns else pl.lit(False)
+    for column, skip in (("target", pl.lit(False)), ("choice", pl.col("choice").is_null() | is_open)):
+        value = pl.col(column)
+        bad = ~skip & ((value.str.len_chars() != 1) | ~labels.str.contains(value, literal=True))
+        found = _first_bad(frame, bad, column)
+        if found:
+            row = frame.with_row_index("_row", offset=1).filter(pl.col("_row") == int(found[0][4:]))
+            count = row["n_options"][0] if "n_options" in row.columns else None
+            allowed = ", ".join(LABELS[:count]) if count else f"one capital letter {LABELS[0]}-{LABELS[-1]}"
+            raise InputError(f"{found[0]}: {column} {found[1]!r} is not an option label of its instance "
+                             f"(labels: {allowed})", file=path, item=found[0], field=column)
+
+
+def _check_duplicates(frame: pl.DataFrame) -> None:
+    """One prediction per (model, prompt, mode, instance_id): a file given twice, or a row written twice, would
+    double every count."""
+    keys = ["model", "prompt", "_mode", "instance_id"]
+    keyed = frame.with_columns(_mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"))
+    dup = keyed.filter(pl.len().over(keys) > 1)
+    if dup.is_empty():
+        return
+    first = dup.filter(pl.struct(keys) == dup.select(pl.struct(keys)).row(0)[0]).head(2).to_dicts()
+    a, b = first
+    raise InputError(f"duplicate prediction for model {a['model']!r}, prompt {a['prompt']!r}, mode {a['_mode']!r},"
+                     f" instance {a['instance_id']!r}: {a['_file']} row {a['_row']} and {b['_file']} row "
+                     f"{b['_row']} (the same file given twice?)", file=b["_file"], item=f"row {b['_row']}",
+                     field="instance_id")
 
 
 def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
@@ -214,11 +286,13 @@ def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
 def read_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
     """Concatenate predictions files (columns missing from some files become null; extra columns are kept)."""
     _load_protocols()
-    frames = [_normalise(_read_one(Path(p)), Path(p)) for p in paths]
+    frames = [_normalise(_read_one(Path(p)), Path(p)).with_columns(
+        _file=pl.lit(str(p)), _row=pl.int_range(1, pl.len() + 1)) for p in paths]
     if not frames:
         raise InputError("no predictions files given")
     frame = pl.concat(frames, how="diagonal_relaxed")
-    return _fill_confidence_from_logprobs(frame)
+    _check_duplicates(frame)
+    return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
 
 
 ERROR_KINDS: tuple[tuple[str, str], ...] = (
@@ -501,21 +575,6 @@ def error_kinds_present(frame: pl.DataFrame) -> list[str]:
     return [kind for kind in ERROR_KIND_NAMES if kind in present]
 
 
-def _generic_metrics(cells: Cells) -> Iterable[MetricRow]:
-    """Fallback for a protocol with no registered metrics: accuracy per condition and the invalid rate."""
-    for (condition,) in cells.keys("acc"):
-        yield "accuracy", condition, cells.mean("acc", condition), cells.n("acc", condition)
-    if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
-
-
-GENERIC = ProtocolMetrics(
-    name="*",
-    families=(CellFamily("acc", "correct", "valid", ("condition",)), CellFamily("invalid", "invalid", "answered")),
-    metrics=_generic_metrics,
-)
-
-
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
     """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``)."""
     _load_protocols()
@@ -523,10 +582,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     rows: list[dict] = []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
-        if spec is None:
-            print(f"omnieval metrics: no metric definitions for protocol {protocol!r}: accuracy per condition "
-                  "and invalid rate only", file=sys.stderr)
-            spec = ProtocolMetrics(protocol, GENERIC.families, GENERIC.metrics)
+        if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here
+            raise InputError(f"unknown protocol {protocol!r}; metrics are defined for {', '.join(sorted(REGISTRY))}",
+                             field="protocol")
         part = frame.filter(pl.col("protocol") == protocol)
         if spec.derive is not None:
             part = spec.derive(part)
