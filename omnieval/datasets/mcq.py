@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS, InputError
 
@@ -161,7 +162,7 @@ def _arrow_files(folder: Path) -> list[Path]:
     state_path = folder / "state.json"
     if state_path.is_file():
         try:
-            state = json.loads(state_path.read_text())
+            state = json.loads(read_utf8(state_path))
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=state_path) from None
         files = [folder / f["filename"] for f in state.get("_data_files", []) if "filename" in f]
@@ -177,7 +178,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
     dict_path = source / "dataset_dict.json"
     if dict_path.is_file():
         try:
-            names = json.loads(dict_path.read_text()).get("splits", [])
+            names = json.loads(read_utf8(dict_path)).get("splits", [])
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=dict_path) from None
         folders = [(source / name, split or name) for name in names]
@@ -185,7 +186,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
         state = {}
         if (source / "state.json").is_file():
             try:
-                state = json.loads((source / "state.json").read_text())
+                state = json.loads(read_utf8(source / "state.json"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"not valid JSON: {exc.msg}", file=source / "state.json") from None
         folders = [(source, split or state.get("_split"))]
@@ -196,7 +197,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
         info_features = {}
         if (folder / "dataset_info.json").is_file():
             try:
-                info_features = json.loads((folder / "dataset_info.json").read_text()).get("features") or {}
+                info_features = json.loads(read_utf8(folder / "dataset_info.json")).get("features") or {}
             except json.JSONDecodeError as exc:
                 raise InputError(f"not valid JSON: {exc.msg}", file=folder / "dataset_info.json") from None
         number = 0
@@ -225,13 +226,12 @@ def _tsv_rows(source: Path, split: str | None) -> Iterator[_Row]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images are long fields
     try:
         for path in files:
-            with open(path, encoding="utf-8", newline="") as f:
-                reader = csv.DictReader(f, delimiter="\t")
-                for number, record in enumerate(reader):
-                    if None in record:
-                        raise InputError(f"row {number} has more fields than the header", file=path,
-                                         item=f"row {number}")
-                    yield _Row(path, number, split, dict(record), {})
+            reader = csv.DictReader(utf8_lines(path), delimiter="\t")  # UTF-8 checked line by line
+            for number, record in enumerate(reader):
+                if None in record:
+                    raise InputError(f"row {number} has more fields than the header", file=path,
+                                     item=f"row {number}")
+                yield _Row(path, number, split, dict(record), {})
     except csv.Error as exc:
         raise InputError(f"not a readable TSV file: {exc}", file=source) from None
     finally:

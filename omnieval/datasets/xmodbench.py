@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
 from omnieval.schema import LABELS, InputError
 
@@ -134,7 +135,7 @@ def _task_subtask(path: Path, release: Path) -> tuple[str | None, str | None]:
 
 def _read_entries(path: Path, release: Path, linker: _MediaLinker) -> list[Entry]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno})", file=path) from None
     if isinstance(data, dict):  # some dumps key entries by index
