@@ -164,7 +164,11 @@ def media_uses(bench: Benchmark) -> dict[tuple[str, str], tuple[str, str, str]]:
 
 def check_media(bench: Benchmark, mode: str = "probe") -> int:
     """Pre-flight: every distinct media file exists (``exists``) and opens with a decodable stream (``probe``).
-    Returns the number of files checked; raises ``InputError`` naming the file, the first user and the field."""
+    Returns the number of files checked; raises ``InputError`` naming the file, the first user and the field.
+
+    ``probe`` decodes the first frame only: it catches a WAV shorter than its header declares, but a compressed
+    audio or video file cut short after its first frames is caught by the full decode during the run, which makes
+    that file's predictions errored rows (``media decode failed: ... truncated``, counted in ``error_rate``)."""
     from omnieval.media.decode import MediaError, probe_media
 
     if mode not in ("probe", "exists", "off"):
