@@ -191,10 +191,11 @@ def _normalise(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
     return frame
 
 
-def _first_bad(frame: pl.DataFrame, bad: pl.Expr, column: str) -> tuple[str, object] | None:
-    """``("row N", value)`` of the first row (counted from 1) where ``bad`` holds, or None."""
+def _first_bad(frame: pl.DataFrame, bad: pl.Expr) -> dict | None:
+    """The first row where ``bad`` holds (null counts as bad), with ``where`` = ``"row N"`` (rows counted from 1
+    in the file's order; in a CSV file, row N is on line N + 1), or None."""
     hit = frame.with_row_index("_row", offset=1).filter(bad.fill_null(True)).head(1)
-    return None if hit.is_empty() else (f"row {hit['_row'][0]}", hit[column][0])
+    return None if hit.is_empty() else hit.row(0, named=True) | {"where": f"row {hit['_row'][0]}"}
 
 
 def _check_rows(frame: pl.DataFrame, path: Path) -> None:
@@ -209,33 +210,29 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
       an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one.
     """
     known = sorted(REGISTRY)
-    found = _first_bad(frame, ~pl.col("protocol").is_in(known), "protocol")
-    if found:
-        raise InputError(f"{found[0]}: unknown protocol {found[1]!r}; metrics are defined for "
-                         f"{', '.join(known)}", file=path, item=found[0], field="protocol")
-    found = _first_bad(frame, pl.col("target").is_null(), "target")
-    if found:
-        raise InputError(f"{found[0]}: target is null (every answer to it would count as wrong)", file=path,
-                         item=found[0], field="target")
+    if row := _first_bad(frame, ~pl.col("protocol").is_in(known)):
+        raise InputError(f"{row['where']}: unknown protocol {row['protocol']!r}; metrics are defined for "
+                         f"{', '.join(known)}", file=path, item=row["where"], field="protocol")
+    if row := _first_bad(frame, pl.col("target").is_null()):
+        raise InputError(f"{row['where']}: target is null (every answer to it would count as wrong)", file=path,
+                         item=row["where"], field="target")
     if "n_options" in frame.columns:
         n = pl.col("n_options")
-        if bad := _first_bad(frame, n.is_not_null() & ((n < 1) | (n > len(LABELS))), "n_options"):
-            raise InputError(f"{bad[0]}: n_options {bad[1]} is not between 1 and {len(LABELS)}", file=path,
-                             item=bad[0], field="n_options")
+        if row := _first_bad(frame, n.is_not_null() & ((n < 1) | (n > len(LABELS)))):
+            raise InputError(f"{row['where']}: n_options {row['n_options']} is not between 1 and {len(LABELS)}",
+                             file=path, item=row["where"], field="n_options")
         labels = pl.lit(LABELS).str.slice(0, n.fill_null(len(LABELS)))
     else:
         labels = pl.lit(LABELS)
     is_open = (pl.col("mode") == "open").fill_null(False) if "mode" in frame.columns else pl.lit(False)
     for column, skip in (("target", pl.lit(False)), ("choice", pl.col("choice").is_null() | is_open)):
         value = pl.col(column)
-        bad = ~skip & ((value.str.len_chars() != 1) | ~labels.str.contains(value, literal=True))
-        found = _first_bad(frame, bad, column)
-        if found:
-            row = frame.with_row_index("_row", offset=1).filter(pl.col("_row") == int(found[0][4:]))
-            count = row["n_options"][0] if "n_options" in row.columns else None
+        if row := _first_bad(frame, ~skip & ((value.str.len_chars() != 1)
+                                             | ~labels.str.contains(value, literal=True))):
+            count = row.get("n_options")
             allowed = ", ".join(LABELS[:count]) if count else f"one capital letter {LABELS[0]}-{LABELS[-1]}"
-            raise InputError(f"{found[0]}: {column} {found[1]!r} is not an option label of its instance "
-                             f"(labels: {allowed})", file=path, item=found[0], field=column)
+            raise InputError(f"{row['where']}: {column} {row[column]!r} is not an option label of its instance "
+                             f"(labels: {allowed})", file=path, item=row["where"], field=column)
 
 
 def _check_duplicates(frame: pl.DataFrame) -> None:
