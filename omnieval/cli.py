@@ -139,7 +139,8 @@ def _datasets_synth(args: argparse.Namespace) -> int:
 def _datasets_xmodbench(args: argparse.Namespace) -> int:
     from omnieval.datasets.xmodbench import convert_xmodbench
 
-    report = convert_xmodbench(args.release, args.out, copy_media=args.copy, name=args.name)
+    report = convert_xmodbench(args.release, args.out, copy_media=args.copy, name=args.name,
+                               media_root=args.media_root)
     print(report.summary())
     return 0
 
@@ -154,7 +155,8 @@ def _datasets_mcq(args: argparse.Namespace) -> int:
                          f"{', '.join(Columns.__dataclass_fields__)}", field="--column")
     converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
                             columns=Columns(**overrides), answer_format=args.answer_format,
-                            skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite)
+                            skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite,
+                            media_root=args.media_root)
     print(converted.summary())
     return 0
 
@@ -278,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the benchmark folder to write")
     s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
     s.add_argument("--name", default="xmodbench")
+    s.add_argument("--media-root", default=None,
+                   help="a folder the release's media may also be read from (default: the release folder only)")
     s.set_defaults(func=_datasets_xmodbench)
 
     s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
@@ -292,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="source column of a role (id, question, hint, options, answer, image, category, task, split)")
     s.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
     s.add_argument("--limit", type=int, default=None, help="convert only the first rows")
+    s.add_argument("--media-root", default=None,
+                   help="a folder image paths may also point into (default: the source's folder only)")
     s.add_argument("--overwrite", action="store_true")
     s.set_defaults(func=_datasets_mcq)
 

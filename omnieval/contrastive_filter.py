@@ -161,7 +161,9 @@ def _read_item_records(path: Path) -> tuple[Path, list[dict]]:
     if not file.is_file():
         raise InputError("no items file", file=file)
     records = []
-    for lineno, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    from omnieval.datasets.textfile import utf8_lines
+
+    for lineno, line in enumerate(utf8_lines(file), start=1):
         if not line.strip():
             continue
         try:
@@ -175,6 +177,8 @@ def _read_item_records(path: Path) -> tuple[Path, list[dict]]:
             raise InputError(f"{err['msg']} (line {lineno})", file=file, item=str(record.get("item_id")),
                              field=".".join(str(p) for p in err["loc"])) from None
         records.append(record)
+    if not records:
+        raise InputError("no items: the file holds no records", file=file)
     return file, records
 
 

@@ -4,7 +4,11 @@ How it flows (DESIGN decision 5):
 
 1. ``read_predictions`` reads Parquet / JSONL / CSV with the SPEC 1.3 columns (unknown columns kept; a missing
    required column is an ``InputError`` naming file and column) and derives the row flags every protocol shares:
-   ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``, ``invalid``, ``has_conf``.
+   ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``, ``invalid``, ``has_conf``, and
+   ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is set (media that failed to decode, an
+   engine or describer failure) never reached the model, or its answer never came back, so it is not the model's
+   answer: it stays out of every accuracy, abstention, calibration and invalid-rate denominator and is counted in
+   ``error_rate`` instead (``with_error_rates``).
 2. Per protocol, a ``ProtocolMetrics`` spec from ``REGISTRY`` names its **cell families** (a cell = the mean of one
    column over the rows of one unit x key, e.g. correctness per condition) and one function from those cells to
    metric rows. A unit is model x prompt x split; items (``item_id``) are the resampling clusters.
@@ -21,11 +25,12 @@ so models and prompts on the same items of a split get the same resamples (paire
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -139,29 +144,39 @@ def _read_one(path: Path | StoredPath) -> pl.DataFrame:
     try:
         if not path.is_file():
             raise InputError("no such predictions file", file=path)
+        source = readable(path)
     except OSError as exc:  # the filesystem cannot be reached (credentials, endpoint)
         raise InputError(f"cannot reach predictions file: {exc}", file=path) from exc
+    data = source.read_bytes() if isinstance(source, Path) else source.getvalue()
+    if not data:
+        raise InputError("empty file: no predictions", file=path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            return pl.read_parquet(readable(path))
+            return pl.read_parquet(io.BytesIO(data))
         if suffix in (".jsonl", ".ndjson", ".json"):
-            return pl.read_ndjson(readable(path), infer_schema_length=None)
+            return pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
         if suffix == ".csv":
-            return pl.read_csv(readable(path), infer_schema=False)  # all strings; typed below (ids stay strings)
+            # polars calls a header alone an "empty CSV"
+            if len(list(itertools.islice((line for line in data.splitlines() if line.strip()), 2))) < 2:
+                raise InputError("no predictions in the file (zero rows)", file=path)
+            return pl.read_csv(io.BytesIO(data), infer_schema=False)  # all strings; typed below (ids stay strings)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise InputError(f"cannot read predictions: {exc}", file=path) from exc
     raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
 
 
 def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
-    """Required columns present and typed; confidence in [0, 1]; protocol conditions known."""
+    """Required columns present and typed; confidence in [0, 1]; protocol conditions known; rows checked by
+    ``_check_rows``."""
+    if frame.height == 0:
+        raise InputError("no predictions in the file (zero rows)", file=path)
     for column in REQUIRED_COLUMNS:
         if column not in frame.columns:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
     casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
-    for column in ("anchor", "task", "subtask", "category"):
+    for column in ("anchor", "task", "subtask", "category", "error"):
         if column in frame.columns:
             casts[column] = pl.Utf8
     for column, dtype in casts.items():
@@ -180,7 +195,68 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
         if len(bad):
             raise InputError(f"unknown {name} condition {bad['condition'][0]!r} (expected one of "
                              f"{', '.join(spec.conditions)})", file=path, field="condition")
+    _check_rows(frame, path)
     return frame
+
+
+def _first_bad(frame: pl.DataFrame, bad: pl.Expr) -> dict | None:
+    """The first row where ``bad`` holds (null counts as bad), with ``where`` = ``"row N"`` (rows counted from 1
+    in the file's order; in a CSV file, row N is on line N + 1), or None."""
+    hit = frame.with_row_index("_row", offset=1).filter(bad.fill_null(True)).head(1)
+    return None if hit.is_empty() else hit.row(0, named=True) | {"where": f"row {hit['_row'][0]}"}
+
+
+def _check_rows(frame: pl.DataFrame, path: Path) -> None:
+    """Refuse rows that would otherwise give a silently wrong number (each error names file, row and column).
+
+    * ``protocol`` not one with metric definitions: its rows would get none of the protocol's metrics;
+    * ``target`` null: every answer to it would count as wrong;
+    * ``target`` or ``choice`` not an option label of its instance: the first ``n_options`` letters of A, B, C, ...
+      where the file gives ``n_options``, else any single capital letter. A choice outside them can only be a
+      parsing or bookkeeping mistake of the tool that wrote the file; scoring it as wrong (or as invalid) would
+      hide that mistake in an accuracy, so it is refused: fix the file, or set the choice to null to count it as
+      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one.
+    """
+    known = sorted(REGISTRY)
+    if row := _first_bad(frame, ~pl.col("protocol").is_in(known)):
+        raise InputError(f"{row['where']}: unknown protocol {row['protocol']!r}; metrics are defined for "
+                         f"{', '.join(known)}", file=path, item=row["where"], field="protocol")
+    if row := _first_bad(frame, pl.col("target").is_null()):
+        raise InputError(f"{row['where']}: target is null (every answer to it would count as wrong)", file=path,
+                         item=row["where"], field="target")
+    if "n_options" in frame.columns:
+        n = pl.col("n_options")
+        if row := _first_bad(frame, n.is_not_null() & ((n < 1) | (n > len(LABELS)))):
+            raise InputError(f"{row['where']}: n_options {row['n_options']} is not between 1 and {len(LABELS)}",
+                             file=path, item=row["where"], field="n_options")
+        labels = pl.lit(LABELS).str.slice(0, n.fill_null(len(LABELS)))
+    else:
+        labels = pl.lit(LABELS)
+    is_open = (pl.col("mode") == "open").fill_null(False) if "mode" in frame.columns else pl.lit(False)
+    for column, skip in (("target", pl.lit(False)), ("choice", pl.col("choice").is_null() | is_open)):
+        value = pl.col(column)
+        if row := _first_bad(frame, ~skip & ((value.str.len_chars() != 1)
+                                             | ~labels.str.contains(value, literal=True))):
+            count = row.get("n_options")
+            allowed = ", ".join(LABELS[:count]) if count else f"one capital letter {LABELS[0]}-{LABELS[-1]}"
+            raise InputError(f"{row['where']}: {column} {row[column]!r} is not an option label of its instance "
+                             f"(labels: {allowed})", file=path, item=row["where"], field=column)
+
+
+def _check_duplicates(frame: pl.DataFrame) -> None:
+    """One prediction per (model, prompt, mode, instance_id): a file given twice, or a row written twice, would
+    double every count."""
+    keys = ["model", "prompt", "_mode", "instance_id"]
+    keyed = frame.with_columns(_mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"))
+    dup = keyed.filter(pl.len().over(keys) > 1)
+    if dup.is_empty():
+        return
+    first = dup.filter(pl.struct(keys) == dup.select(pl.struct(keys)).row(0)[0]).head(2).to_dicts()
+    a, b = first
+    raise InputError(f"duplicate prediction for model {a['model']!r}, prompt {a['prompt']!r}, mode {a['_mode']!r},"
+                     f" instance {a['instance_id']!r}: {a['_file']} row {a['_row']} and {b['_file']} row "
+                     f"{b['_row']} (the same file given twice?)", file=b["_file"], item=f"row {b['_row']}",
+                     field="instance_id")
 
 
 def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
@@ -216,19 +292,57 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
     """Concatenate predictions files, local paths or URIs (columns missing from some files become null; extra
     columns are kept)."""
     _load_protocols()
-    frames = [_normalise(_read_one(path), path) for path in map(stored_path, paths)]
+    frames = [_normalise(_read_one(path), path).with_columns(
+        _file=pl.lit(str(path)), _row=pl.int_range(1, pl.len() + 1)) for path in map(stored_path, paths)]
     if not frames:
         raise InputError("no predictions files given")
     frame = pl.concat(frames, how="diagonal_relaxed")
-    return _fill_confidence_from_logprobs(frame)
+    _check_duplicates(frame)
+    return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+
+
+ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("media decode failed", "media"), ("engine error", "engine"), ("describe failed", "describe"))
+"""Prefix of an ``error`` message -> its kind (as the run layer writes them); any other message is ``other``.
+A describer failure caused by a media decode (``describe failed: media decode failed: ...``) is ``describe``:
+the first stage that failed names it."""
+ERROR_KIND_NAMES: tuple[str, ...] = (*(kind for _, kind in ERROR_KINDS), "other")
+
+
+def error_kind(message: str | None) -> str | None:
+    """The kind of an ``error`` message (``ERROR_KINDS``); None for no error (null or blank)."""
+    if message is None or not message.strip():
+        return None
+    return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
+
+
+def _error_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """``errored``, ``error_kind`` and one 0/1 column ``_error_<kind>`` per kind (the cells of ``error_rate``)."""
+    if "error" not in frame.columns:
+        kind = pl.lit(None, dtype=pl.Utf8)
+    else:
+        message = pl.col("error").cast(pl.Utf8)
+        kind = pl.when(message.is_null() | (message.str.strip_chars() == "")).then(pl.lit(None, dtype=pl.Utf8))
+        for prefix, name in ERROR_KINDS:
+            kind = kind.when(message.str.starts_with(prefix)).then(pl.lit(name))
+        kind = kind.otherwise(pl.lit("other"))
+    flags = {"error_kind": kind, "errored": kind.is_not_null()}
+    flags.update({f"_error_{name}": (kind == name).fill_null(False) for name in ERROR_KIND_NAMES})
+    return flags
 
 
 def prepare(frame: pl.DataFrame) -> pl.DataFrame:
-    """Row flags shared by every protocol (invalid = null choice; excluded from accuracy, abstention, calibration)."""
-    valid = pl.col("choice").is_not_null()
+    """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
+    choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
+    and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
+    included, and counted in ``error_rate``."""
+    frame = frame.with_columns(**_error_flags(frame))
+    answered = ~pl.col("errored")
+    valid = answered & pl.col("choice").is_not_null()
     return frame.with_columns(
+        answered=answered,
         valid=valid,
-        invalid=~valid,
+        invalid=answered & pl.col("choice").is_null(),
         correct=valid & (pl.col("choice") == pl.col("target")).fill_null(False),
         abstained=valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
         human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
@@ -441,19 +555,30 @@ def _num(x: float) -> float | None:
     return None if not np.isfinite(x) else float(x)
 
 
-def _generic_metrics(cells: Cells) -> Iterable[MetricRow]:
-    """Fallback for a protocol with no registered metrics: accuracy per condition and the invalid rate."""
-    for (condition,) in cells.keys("acc"):
-        yield "accuracy", condition, cells.mean("acc", condition), cells.n("acc", condition)
-    if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = "error_rate",
+                     where: str | None = None) -> ProtocolMetrics:
+    """``spec`` plus the error rates of its units: ``<metric>`` with key ``""`` (every kind together) and one key
+    per kind in ``kinds``, each the share of the unit's rows (those where ``where`` holds) whose ``error`` is of
+    that kind. They are cell means like any rate, so they get their CI from the same bootstrap pass."""
+    kinds = tuple(kinds)
+    families = (CellFamily("_error", "errored", where),
+                *(CellFamily(f"_error_{kind}", f"_error_{kind}", where) for kind in kinds))
+
+    def metrics(cells: Cells) -> Iterable[MetricRow]:
+        yield from spec.metrics(cells)
+        if cells.has("_error"):
+            yield metric, "", cells.mean("_error"), cells.n("_error")
+        for kind in kinds:
+            if cells.has(f"_error_{kind}"):
+                yield metric, kind, cells.mean(f"_error_{kind}"), cells.n(f"_error_{kind}")
+
+    return replace(spec, families=spec.families + families, metrics=metrics)
 
 
-GENERIC = ProtocolMetrics(
-    name="*",
-    families=(CellFamily("acc", "correct", "valid", ("condition",)), CellFamily("invalid", "invalid")),
-    metrics=_generic_metrics,
-)
+def error_kinds_present(frame: pl.DataFrame) -> list[str]:
+    """The error kinds of a prepared frame, in ``ERROR_KIND_NAMES`` order."""
+    present = set(frame["error_kind"].drop_nulls().unique().to_list())
+    return [kind for kind in ERROR_KIND_NAMES if kind in present]
 
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
@@ -463,14 +588,15 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     rows: list[dict] = []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
-        if spec is None:
-            print(f"omnieval metrics: no metric definitions for protocol {protocol!r}: accuracy per condition "
-                  "and invalid rate only", file=sys.stderr)
-            spec = ProtocolMetrics(protocol, GENERIC.families, GENERIC.metrics)
+        if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here
+            raise InputError(f"unknown protocol {protocol!r}; metrics are defined for {', '.join(sorted(REGISTRY))}",
+                             field="protocol")
         part = frame.filter(pl.col("protocol") == protocol)
         if spec.derive is not None:
             part = spec.derive(part)
-        rows.extend(_protocol_rows(part.filter(pl.col("mode") != "open"), spec, resamples, seed))
+        mcq = part.filter(pl.col("mode") != "open")
+        spec = with_error_rates(spec, error_kinds_present(mcq))
+        rows.extend(_protocol_rows(mcq, spec, resamples, seed))
         rows.extend(open_rows(part, protocol, resamples, seed))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64}

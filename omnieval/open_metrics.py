@@ -12,6 +12,10 @@ metric (``metrics._protocol_rows``: all of these are functions of cell means):
 | ``judge_kappa`` | ``cohen`` (2 judges) or ``fleiss`` (3+) | chance-corrected agreement over all predictions |
 | ``mcq_open_gap`` | ``<condition>``, ``all``, ``k=<k>`` | multiple-choice accuracy minus judge-averaged open accuracy |
 | ``open_invalid_verdicts`` | ``<judge>`` | share of that judge's verdicts that stayed unparseable after the retry |
+| ``open_error_rate`` | ``""``, kind | share of open rows with an ``error`` (kinds: ``metrics.ERROR_KINDS``) |
+
+An open row with an ``error`` (media, engine or describer failure, no answer text) was never answered: judges do not
+grade it and it stays out of every open metric but ``open_error_rate``.
 
 A verdict is right when it is ``correct``, or ``abstained`` where the ground truth is the abstention option. Keys
 ``k=<k>`` (dissonance) pool the instances of a corruption level. ``mcq_open_gap`` needs multiple-choice predictions
@@ -67,14 +71,15 @@ def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
     is_open = pl.col("mode") == "open"
     m = len(judges)
     cols = [f"{JUDGE_COLUMN}{j}" for j in judges]
-    flags = {"is_open": is_open, "mcq_valid": (pl.col("mode") != "open") & pl.col("valid")}
+    graded = is_open & pl.col("answered")
+    flags = {"is_open": is_open, "graded": graded, "mcq_valid": (pl.col("mode") != "open") & pl.col("valid")}
     for i, c in enumerate(cols):
-        ok = is_open & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
+        ok = graded & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
         flags[f"ok{i}"] = ok
         flags[f"right{i}"] = ok & ((pl.col(c) == "correct")
                                    | ((pl.col(c) == "abstained") & pl.col("human_abstain"))).fill_null(False)
         flags[f"abst{i}"] = ok & (pl.col(c) == "abstained").fill_null(False)
-        flags[f"bad{i}"] = is_open & ~ok
+        flags[f"bad{i}"] = graded & ~ok
     frame = frame.with_columns(**flags)
     all_ok = pl.all_horizontal([pl.col(f"ok{i}") for i in range(m)])
     frame = frame.with_columns(all_ok=all_ok,
@@ -109,7 +114,7 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
         fams.append(CellFamily(f"agree{tag}", "agree", "all_ok", by))
         fams.append(CellFamily(f"mcq{tag}", "correct", "mcq_valid", by))
     for i in range(m):
-        fams.append(CellFamily(f"bad{i}", f"bad{i}", "is_open"))
+        fams.append(CellFamily(f"bad{i}", f"bad{i}", "graded"))
     if m == 2:
         fams += [CellFamily(f"is{i}_{v}", f"is{i}_{v}", "all_ok") for i in range(2) for v in VERDICTS]
     elif m > 2:
@@ -180,7 +185,7 @@ def _fleiss(cells) -> np.ndarray:
 
 def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> list[dict]:
     """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
-    from omnieval.metrics import _protocol_rows
+    from omnieval.metrics import _protocol_rows, error_kinds_present, with_error_rates
 
     if "mode" not in frame.columns or frame.filter(pl.col("mode") == "open").is_empty():
         return []
@@ -194,4 +199,5 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> 
     prepared = open_frame(part, judges)
     has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
     spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
+    spec = with_error_rates(spec, error_kinds_present(opened), metric="open_error_rate", where="is_open")
     return _protocol_rows(prepared, spec, resamples, seed)

@@ -26,7 +26,8 @@ Tests (one row each in ``tests.csv``):
 
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
 (statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
-Invalid predictions (null choice) are left out, as in every accuracy.
+Invalid predictions (null choice) and errored ones (``error`` set: never answered) are left out, as in every
+accuracy.
 """
 
 from __future__ import annotations

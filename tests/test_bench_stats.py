@@ -18,7 +18,7 @@ def test_synthetic_predictions_have_the_schema_and_give_every_metric():
     assert len(dis) == 20 * 8 and dis["choice"].null_count() < len(dis)
     metrics = set(metrics_table(dis, resamples=20)["metric"])
     assert metrics == {"accuracy", "accuracy_k", "abstention_k", "human_abstention_k", "ace", "confidence_k", "ece",
-                       "rc_auc", "shapley", "reliance", "anchor_accuracy", "invalid_rate"}
+                       "rc_auc", "shapley", "reliance", "anchor_accuracy", "invalid_rate", "error_rate"}
     xm_table = metrics_table(xm, resamples=20)
     assert set(xm_table.filter(pl.col("metric") == "disparity")["key"]) == {"T_vs_V", "T_vs_A", "V_vs_A"}
 

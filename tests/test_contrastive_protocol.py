@@ -309,7 +309,8 @@ def test_cis_bracket_values_and_conditions_are_checked(tmp_path):
                                  abstain_label=None, confidence=None, confidence_method=None, n_inputs=n,
                                  selection_type=sel, answer_modality=mod))
     table = metrics_table(pl.DataFrame(rows), resamples=400)
-    assert set(table["metric"].unique()) == {"accuracy", "permutation_consistency", "position_bias", "invalid_rate"}
+    assert set(table["metric"].unique()) == {"accuracy", "permutation_consistency", "position_bias", "invalid_rate",
+                                                   "error_rate"}
     ci = table.filter(pl.col("metric") != "invalid_rate")
     assert (ci["ci_low"] <= ci["value"] + 1e-12).all() and (ci["value"] <= ci["ci_high"] + 1e-12).all()
     assert table.filter((pl.col("metric") == "position_bias") & (pl.col("key") == "A"))["value"][0] > 0.05

@@ -189,7 +189,7 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
                           "dissonance-open-abstention-judges", "dissonance-gap", "dissonance-agreement"}
     table_1 = demo_page.tables[names.index("accuracy_k")]["rows"]
     assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
-    assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid"] * 2)]
+    assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid", "errors"] * 2)]
     assert set(demo_page.figures) == {"dissonance-k", "dissonance-reliability", "dissonance-shapley",
                                       "crossmodal-heatmap", "crossmodal-disparity", "spectrum-scatter",
                                       "contrastive-bars", "dissonance-open-bars"}

@@ -54,6 +54,7 @@ EXPECTED = {
     ("inter", ""): (0.75 - 2 / 3, 11),
     ("perceptual_score", "image"): (0.75 - 0.5, 8), ("perceptual_score", "text"): (0.75 - 2 / 3, 7),
     ("invalid_rate", ""): (2 / 16, 16),
+    ("error_rate", ""): (0.0, 16),  # no row has an error
     # category x = i1, i2
     ("accuracy", "x/normal"): (1.0, 2), ("accuracy", "x/image_only"): (0.5, 2),
     ("accuracy", "x/text_only"): (0.0, 2), ("accuracy", "x/random"): (0.0, 2),

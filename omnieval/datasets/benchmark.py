@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.schema import Anchor, InputError, resolve_media_path
 
 
@@ -48,17 +49,16 @@ def _read_records(path: Path) -> list[tuple[str, dict]]:
             raise InputError(f"not a readable Parquet file: {exc}", file=path) from None
         return [(f"row {i}", _from_arrow(row)) for i, row in enumerate(rows, start=1)]
     records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {lineno} is not valid JSON: {exc.msg}", file=path) from None
-            if not isinstance(record, dict):
-                raise InputError(f"line {lineno} is not a JSON object", file=path)
-            records.append((f"line {lineno}", record))
+    for lineno, line in enumerate(utf8_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"line {lineno} is not valid JSON: {exc.msg}", file=path) from None
+        if not isinstance(record, dict):
+            raise InputError(f"line {lineno} is not a JSON object", file=path)
+        records.append((f"line {lineno}", record))
     return records
 
 
@@ -94,7 +94,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     meta_path = root / "benchmark.json"
     if meta_path.exists():
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(read_utf8(meta_path))
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=meta_path) from None
     protocol_name = meta.get("protocol", "dissonance")
@@ -115,6 +115,8 @@ def load_benchmark(path: str | Path) -> Benchmark:
         for rel, _, fname in protocol.media_refs(item):
             resolve_media_path(root, rel, file=items_path, item=item.item_id, field=fname)
         items.append(item)
+    if not items:
+        raise InputError("no items: the file holds no records", file=items_path)
     bench = Benchmark(root=str(root), name=meta.get("name", root.name), protocol=protocol_name, items=items,
                       items_file=str(items_path.resolve()))
     if protocol_name == "dissonance":  # our own format keeps the anchor library beside the items
@@ -162,7 +164,11 @@ def media_uses(bench: Benchmark) -> dict[tuple[str, str], tuple[str, str, str]]:
 
 def check_media(bench: Benchmark, mode: str = "probe") -> int:
     """Pre-flight: every distinct media file exists (``exists``) and opens with a decodable stream (``probe``).
-    Returns the number of files checked; raises ``InputError`` naming the file, the first user and the field."""
+    Returns the number of files checked; raises ``InputError`` naming the file, the first user and the field.
+
+    ``probe`` decodes the first frame only: it catches a WAV shorter than its header declares, but a compressed
+    audio or video file cut short after its first frames is caught by the full decode during the run, which makes
+    that file's predictions errored rows (``media decode failed: ... truncated``, counted in ``error_rate``)."""
     from omnieval.media.decode import MediaError, probe_media
 
     if mode not in ("probe", "exists", "off"):

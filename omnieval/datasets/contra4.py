@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.contrastive import MAX_INPUTS, MIN_INPUTS, Input, Item
 from omnieval.schema import LABELS, InputError
 
@@ -192,8 +193,8 @@ def read_release(path: str | Path) -> list[Entry]:
     if not path.is_file():
         raise InputError("release file does not exist", file=path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc}", file=path) from None
     if isinstance(data, dict):
         data = list(data.values())

@@ -45,6 +45,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.release_media import is_inside
+from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS, InputError
 
@@ -161,7 +163,7 @@ def _arrow_files(folder: Path) -> list[Path]:
     state_path = folder / "state.json"
     if state_path.is_file():
         try:
-            state = json.loads(state_path.read_text())
+            state = json.loads(read_utf8(state_path))
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=state_path) from None
         files = [folder / f["filename"] for f in state.get("_data_files", []) if "filename" in f]
@@ -177,7 +179,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
     dict_path = source / "dataset_dict.json"
     if dict_path.is_file():
         try:
-            names = json.loads(dict_path.read_text()).get("splits", [])
+            names = json.loads(read_utf8(dict_path)).get("splits", [])
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", file=dict_path) from None
         folders = [(source / name, split or name) for name in names]
@@ -185,7 +187,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
         state = {}
         if (source / "state.json").is_file():
             try:
-                state = json.loads((source / "state.json").read_text())
+                state = json.loads(read_utf8(source / "state.json"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"not valid JSON: {exc.msg}", file=source / "state.json") from None
         folders = [(source, split or state.get("_split"))]
@@ -196,7 +198,7 @@ def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
         info_features = {}
         if (folder / "dataset_info.json").is_file():
             try:
-                info_features = json.loads((folder / "dataset_info.json").read_text()).get("features") or {}
+                info_features = json.loads(read_utf8(folder / "dataset_info.json")).get("features") or {}
             except json.JSONDecodeError as exc:
                 raise InputError(f"not valid JSON: {exc.msg}", file=folder / "dataset_info.json") from None
         number = 0
@@ -225,13 +227,12 @@ def _tsv_rows(source: Path, split: str | None) -> Iterator[_Row]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images are long fields
     try:
         for path in files:
-            with open(path, encoding="utf-8", newline="") as f:
-                reader = csv.DictReader(f, delimiter="\t")
-                for number, record in enumerate(reader):
-                    if None in record:
-                        raise InputError(f"row {number} has more fields than the header", file=path,
-                                         item=f"row {number}")
-                    yield _Row(path, number, split, dict(record), {})
+            reader = csv.DictReader(utf8_lines(path), delimiter="\t")  # UTF-8 checked line by line
+            for number, record in enumerate(reader):
+                if None in record:
+                    raise InputError(f"row {number} has more fields than the header", file=path,
+                                     item=f"row {number}")
+                yield _Row(path, number, split, dict(record), {})
     except csv.Error as exc:
         raise InputError(f"not a readable TSV file: {exc}", file=source) from None
     finally:
@@ -363,10 +364,11 @@ def _answer(value, options: list[str], fmt: str, features: dict, column: str) ->
 
 
 class _MediaWriter:
-    """Writes each distinct image once, named by its content hash."""
+    """Writes each distinct image once, named by its content hash. Image files are read only inside ``roots`` (the
+    source's folder and the media root, if given): ``release_media``."""
 
-    def __init__(self, out: Path):
-        self.out = out
+    def __init__(self, out: Path, roots: list[Path]):
+        self.out, self.roots = out, roots
         self.written: set[str] = set()
 
     def bytes(self, data: bytes, column: str) -> str:
@@ -383,6 +385,10 @@ class _MediaWriter:
         return rel
 
     def path(self, path: Path, column: str) -> str:
+        if not is_inside(path, self.roots):
+            raise _RowError(f"image path {str(path)!r} resolves to {path.resolve()}, outside "
+                            f"{' or '.join(map(str, self.roots))}: images are read only under the source's folder "
+                            "(pass media_root to allow another folder)", column)
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -451,12 +457,15 @@ def _pick(record: dict, name: str | None, candidates: Sequence[str]) -> str | No
 
 def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = None, fmt: Format = "auto",
                 split: str | None = None, columns: Columns | None = None, answer_format: AnswerFormat = "auto",
-                skip_missing_image: bool = False, limit: int | None = None, overwrite: bool = False) -> Converted:
+                skip_missing_image: bool = False, limit: int | None = None, overwrite: bool = False,
+                media_root: str | Path | None = None) -> Converted:
     """Write the benchmark folder ``out_dir`` from ``source`` (see the module doc); returns what was written.
 
     ``split`` overrides the split of every row; ``skip_missing_image`` drops rows without an image (text-only
     questions have nothing to shuffle) instead of failing on the first; ``limit`` converts only the first rows
     (per source, in file order). The folder is written beside ``out_dir`` and moved into place when complete.
+    Image files named by path are read only under the source's folder (the folder given, or the file's) and
+    ``media_root``.
     """
     source = Path(source)
     columns = columns or Columns()
@@ -469,7 +478,9 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
     bench_name = name or (source.stem if source.is_file() else source.name)
     with building_folder(out, prefix=".mcq-") as tmp:  # replaces ``out`` in one rename when all is written
-        media = _MediaWriter(tmp)
+        roots = [(source if source.is_dir() else source.parent).resolve()]
+        roots += [Path(media_root).resolve()] if media_root is not None else []
+        media = _MediaWriter(tmp, roots)
         records: list[tuple[_Row, dict]] = []
         images_by_index: dict[str, str] = {}
         skipped: list[str] = []
@@ -583,6 +594,7 @@ def add_arguments(p) -> None:
     p.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
     p.add_argument("--limit", type=int, help="convert only the first N rows")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--media-root", help="a folder image paths may also point into (default: the source's only)")
     for col in ("id", "question", "hint", "options", "answer", "image", "category", "task"):
         p.add_argument(f"--{col}-column", dest=f"col_{col}", help=f"source column of the {col}")
 
@@ -593,7 +605,7 @@ def run_from_args(args) -> int:
                          for c in ("id", "question", "hint", "options", "answer", "image", "category", "task")})
     report = convert_mcq(args.source, args.out, name=args.name, fmt=args.fmt, split=args.split, columns=columns,
                          answer_format=args.answer_format, skip_missing_image=args.skip_missing_image,
-                         limit=args.limit, overwrite=args.overwrite)
+                         limit=args.limit, overwrite=args.overwrite, media_root=args.media_root)
     print(report.summary())
     return 0
 

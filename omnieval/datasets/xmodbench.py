@@ -15,7 +15,8 @@ entries become items of their own. Entries left alone (or ambiguous) are evaluat
 
 Media are linked (hard link, else copied) into the benchmark's ``media/`` folder under a name derived from the
 original path, so the folder is self-contained and every path stays inside it. Absolute paths from the machine that
-built the release are found by their trailing components under the release folder.
+built the release are found by their trailing components under the release folder. Nothing outside the release
+folder (or the ``media_root`` given) is ever read: such a path is an error naming the file, entry and field.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.release_media import resolve_release_media
+from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
 from omnieval.schema import LABELS, InputError
 
@@ -73,19 +76,16 @@ def _modality(raw, *, file: Path, where: str, field_name: str, value: str | None
 
 
 class _MediaLinker:
-    """Finds release media and links them into ``out/media`` once each."""
+    """Finds release media (only under the release folder or the media root: ``resolve_release_media``) and links
+    them into ``out/media`` once each."""
 
-    def __init__(self, release: Path, out: Path, copy: bool):
-        self.release, self.out, self.copy = release, out, copy
+    def __init__(self, roots: list[Path], out: Path, copy: bool):
+        self.roots, self.out, self.copy = roots, out, copy
         self.done: dict[Path, str] = {}
 
-    def find(self, raw: str, json_file: Path) -> Path | None:
-        path = Path(raw)
-        candidates = [path] if path.is_absolute() else [json_file.parent / path, self.release / path]
-        if path.is_absolute():
-            parts = path.parts[1:]
-            candidates += [self.release.joinpath(*parts[i:]) for i in range(len(parts))]
-        return next((c.resolve() for c in candidates if c.is_file()), None)
+    def find(self, raw: str, json_file: Path, *, where: str, field_name: str) -> Path:
+        return resolve_release_media(raw, self.roots, base=json_file.parent, file=json_file, item=where,
+                                     field=field_name)
 
     def link(self, source: Path) -> str:
         if source not in self.done:
@@ -115,10 +115,7 @@ def _input(raw, linker: _MediaLinker, *, file: Path, where: str, field_name: str
                          value=value)
     if modality == "text":
         return Input(modality="text", input=value), None
-    source = linker.find(value, file)
-    if source is None:
-        raise InputError(f"media file {value!r} not found (looked beside the JSON file and under the release)",
-                         file=file, item=where, field=f"{field_name}.input")
+    source = linker.find(value, file, where=where, field_name=f"{field_name}.input")
     return Input(modality=modality, input=linker.link(source)), str(source)
 
 
@@ -134,7 +131,7 @@ def _task_subtask(path: Path, release: Path) -> tuple[str | None, str | None]:
 
 def _read_entries(path: Path, release: Path, linker: _MediaLinker) -> list[Entry]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (line {exc.lineno})", file=path) from None
     if isinstance(data, dict):  # some dumps key entries by index
@@ -229,17 +226,23 @@ def _groups(entries: list[Entry]) -> tuple[list[list[Entry]], list[tuple[Entry, 
 
 
 def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_media: bool = False,
-                      name: str = "xmodbench") -> ConvertReport:
-    """Read every ``*.json`` under ``release_dir`` and write a crossmodal benchmark folder to ``out_dir``."""
+                      name: str = "xmodbench", media_root: str | Path | None = None) -> ConvertReport:
+    """Read every ``*.json`` under ``release_dir`` and write a crossmodal benchmark folder to ``out_dir``. Media are
+    read only under ``release_dir`` or ``media_root`` (a folder the release's media live in, if not beside it)."""
     release = Path(release_dir).resolve()
     if not release.is_dir():
         raise InputError("release folder does not exist", file=release)
+    roots = [release]
+    if media_root is not None:
+        roots.append(Path(media_root).resolve())
+        if not roots[-1].is_dir():
+            raise InputError("media root folder does not exist", file=roots[-1], field="--media-root")
     files = sorted(p for p in release.rglob("*.json") if p.is_file())
     if not files:
         raise InputError("no JSON files under the release folder", file=release)
     out = Path(out_dir)
     with building_folder(out, prefix=".xmodbench-") as tmp:  # replaces ``out`` in one rename when all is written
-        linker = _MediaLinker(release, tmp, copy_media)
+        linker = _MediaLinker(roots, tmp, copy_media)
         entries = [e for f in files for e in _read_entries(f, release, linker)]
         groups, unmatched = _groups(entries)
         groups.sort(key=lambda g: (g[0].task or "", g[0].subtask or "", str(g[0].file), g[0].index))

@@ -11,7 +11,10 @@ N picked frames are converted to RGB, so memory stays at N frames whatever the c
 header duration (a raw .h264 file) is buffered and D is taken from its decoded timestamps (or frame indexes).
 
 Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it.
-A decode that stops well short of the declared duration is reported as truncated. Every bad file raises
+A decode that ends short of the declared duration by more than ``allowed_shortfall`` (the larger of 0.1 s and 5%)
+is a truncated file and raises. The declared duration is the header's, never one estimated from the file size:
+for WAV, FFmpeg derives the stream duration from the bytes present, so a WAV cut in half would decode as a shorter,
+complete-looking clip; its RIFF header's data size is read instead (``wav_declared``). Every bad file raises
 ``MediaError`` naming the file, never a raw library exception.
 """
 
@@ -24,7 +27,20 @@ import numpy as np
 
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
 
-_COMPLETE = 0.9  # a decode covering less than this share of the declared duration is a truncated file
+SHORTFALL_S = 0.1
+SHORTFALL_SHARE = 0.05
+
+
+def allowed_shortfall(declared: float) -> float:
+    """How much shorter than its declared duration a decode may end and still count as complete.
+
+    0.1 s covers the granularity of codecs and containers on short clips: two video frames at 25 fps, four AAC
+    frames, an encoder's priming and padding (tens of ms), a stream that starts a frame late. 5% covers the
+    container-level durations of long clips (a container's duration is its longest stream's, an audio track may
+    outlast the video by a few hundred ms). A file cut anywhere before its last 5% (0.1 s on clips under 2 s) loses
+    content a model would have been shown, and is refused.
+    """
+    return max(SHORTFALL_S, SHORTFALL_SHARE * declared)
 
 
 class MediaError(Exception):
@@ -83,11 +99,67 @@ def _header_duration(duration: float | None, frames: int | None, rate: float | N
     return None
 
 
+def _tag_seconds(stream) -> float | None:
+    """The per-stream ``DURATION`` tag (``HH:MM:SS.fffffffff``) Matroska / WebM muxers write, where the stream
+    itself declares no duration."""
+    text = (stream.metadata or {}).get("DURATION")
+    try:
+        h, m, sec = str(text).split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except (TypeError, ValueError):
+        return None
+
+
 def _stream_duration(stream, container) -> float | None:
     rate = stream.average_rate or stream.guessed_rate
-    return _header_duration(float(stream.duration * stream.time_base) if stream.duration else None,
-                            stream.frames, float(rate) if rate else None,
+    own = float(stream.duration * stream.time_base) if stream.duration else _tag_seconds(stream)
+    return _header_duration(own, stream.frames, float(rate) if rate else None,
                             container.duration / 1e6 if container.duration else None)
+
+
+def wav_declared(path: str | Path) -> tuple[float, int, int] | None:
+    """``(declared seconds, declared data bytes, data bytes present)`` from a RIFF/WAVE header, or None for any
+    other file (and for a streamed WAV whose header leaves the data size at 0 or 0xFFFFFFFF, i.e. unknown).
+
+    Reads the chunk headers only (``fmt `` for the byte rate, ``data`` for the size), seeking over the others."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+                return None
+            byte_rate = None
+            while True:
+                chunk = f.read(8)
+                if len(chunk) < 8:
+                    return None
+                kind, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+                if kind == b"fmt ":
+                    body = f.read(size + (size & 1))
+                    if len(body) >= 12:
+                        byte_rate = struct.unpack("<I", body[8:12])[0]
+                elif kind == b"data":
+                    if not byte_rate or size in (0, 0xFFFFFFFF):
+                        return None
+                    present = max(0, Path(path).stat().st_size - f.tell())
+                    return size / byte_rate, size, min(present, size)
+                else:
+                    f.seek(size + (size & 1), 1)
+    except OSError:
+        return None
+
+
+def _check_wav_bytes(path) -> None:
+    """A WAV whose header declares more audio than the file holds, by more than ``allowed_shortfall``."""
+    header = wav_declared(path)
+    if header is None:
+        return
+    seconds, size, present = header
+    have = seconds * present / size
+    if seconds - have > allowed_shortfall(seconds):
+        raise MediaError(f"{path}: truncated audio: the WAV header declares {seconds:.2f} s ({size} data bytes), "
+                         f"the file holds {have:.2f} s ({present} bytes)")
 
 
 def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None) -> DecodedMedia:
@@ -149,7 +221,7 @@ def _stream_pick(path, timed, duration: float, num_frames: int) -> tuple[list, i
         prev = frame
     if prev is None:
         raise MediaError(f"{path}: no decodable video frames")
-    if t - start + gap < _COMPLETE * duration:
+    if duration - (t - start + gap) > allowed_shortfall(duration):
         raise MediaError(f"{path}: truncated video: frames end at {t - start:.2f} s of a declared {duration:.2f} s")
     picked.extend([prev] * (num_frames - len(picked)))
     return picked, n
@@ -165,7 +237,10 @@ def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> Deco
         if not container.streams.audio:
             raise MediaError(f"{path}: no audio stream")
         stream = container.streams.audio[0]
-        declared = float(stream.duration * stream.time_base) if stream.duration else None
+        declared = float(stream.duration * stream.time_base) if stream.duration else _tag_seconds(stream)
+        wav = wav_declared(path)
+        if wav is not None:  # FFmpeg's WAV duration is estimated from the bytes present: the header's is declared
+            declared = wav[0]
         resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
         chunks = []
         for frame in container.decode(stream):
@@ -186,7 +261,7 @@ def _trim(path, data: np.ndarray, declared: float | None, sample_rate: int) -> n
     if not declared:
         return data
     n = round(declared * sample_rate)
-    if len(data) < _COMPLETE * n:
+    if declared - len(data) / sample_rate > allowed_shortfall(declared):
         raise MediaError(f"{path}: truncated audio: {len(data) / sample_rate:.2f} s of a declared {declared:.2f} s")
     return data[:n]
 
@@ -236,8 +311,10 @@ def decode_media(path: str | Path, modality: str, **params) -> DecodedMedia:
 
 
 def probe_media(path: str | Path, modality: str) -> None:
-    """Cheap pre-flight check: the container opens and has a stream of that kind whose first frame decodes.
-    A file cut short after its first frames passes; the full decode reports it later for its instances only."""
+    """Cheap pre-flight check: the container opens and has a stream of that kind whose first frame decodes, and a
+    WAV holds the data its header declares (``wav_declared``: no decoding needed). Any other file cut short after
+    its first frames passes here; the full decode reports it (``truncated ...``) for its instances only, which
+    become errored predictions (``media decode failed``, counted in ``error_rate``)."""
     import av
 
     from omnieval.media.pointcloud import is_pointcloud_file, probe_pointcloud
@@ -254,6 +331,8 @@ def probe_media(path: str | Path, modality: str) -> None:
         if not streams:
             raise MediaError(f"{path}: no {kind} stream")
         next(container.decode(streams[0]))
+        if kind == "audio":
+            _check_wav_bytes(path)
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: not a decodable {modality} file: {exc}") from None
     except StopIteration:

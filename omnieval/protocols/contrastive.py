@@ -297,7 +297,8 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
     ``n_inputs`` comes from the column of that name, else ``n_options``. Accuracy cells take the valid rows of
     ``original``; position cells all valid rows; ``permutation_consistency`` one flag per item (on its first row),
-    true when every row of the item is correct."""
+    true when every row of the item is correct. Errored rows (``error`` set: never answered) are conditions not
+    evaluated: they leave the item's consistency, and an item with no answered row has none."""
     frame = split_caption_baseline(frame)
     n_col = next((c for c in ("n_inputs", "n_options") if c in frame.columns), None)
     n = pl.col(n_col).cast(pl.Int64, strict=False) if n_col else pl.lit(None, dtype=pl.Int64)
@@ -316,9 +317,11 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         extra.append(pl.when(pl.col("_n") > i).then(1.0 / pl.col("_n")).otherwise(0.0).alias(f"_exp_{label}"))
     frame = frame.with_columns(extra)
     frame = frame.with_columns(pos_valid=pl.col("valid") & pl.col("_n").is_not_null())
-    per_item = frame.group_by(UNIT_ITEM).agg(pl.col("correct").all().cast(pl.Float64).alias("_consist"))
-    marker = (pl.int_range(pl.len()).over(UNIT_ITEM) == 0).alias("_consist_ok")
-    return frame.with_columns(marker).join(per_item, on=UNIT_ITEM, how="left")
+    per_item = (frame.filter("answered").group_by(UNIT_ITEM)
+                .agg(pl.col("correct").all().cast(pl.Float64).alias("_consist")))
+    marker = (pl.int_range(pl.len()).over(UNIT_ITEM) == 0).alias("_marker")
+    out = frame.with_columns(marker).join(per_item, on=UNIT_ITEM, how="left")
+    return out.with_columns(_consist_ok=pl.col("_marker") & pl.col("_consist").is_not_null()).drop("_marker")
 
 
 def metric_rows(cells):
@@ -349,7 +352,7 @@ def _families():
     for label in POSITION_LABELS:
         out += [CellFamily(f"pos_{label}", f"_is_{label}", "pos_valid"),
                 CellFamily(f"exp_{label}", f"_exp_{label}", "pos_valid")]
-    out.append(CellFamily("invalid", "invalid"))
+    out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)
 
 

@@ -346,9 +346,10 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
     An item counts for ``consistency`` when it has a prediction in all six directions, and is consistent when all
     six are correct (an invalid answer is not correct); a pair of directions counts for ``agreement`` when the item
-    has both, and agrees when both are correct or both are not."""
+    has both, and agrees when both are correct or both are not. An errored prediction (``error`` set) is no
+    answer at all: its direction counts as missing."""
     keys = ["model", "prompt", "split", "item_id"]
-    six = frame.filter(pl.col("condition").is_in(list(DIRECTIONS)))
+    six = frame.filter(pl.col("condition").is_in(list(DIRECTIONS)) & pl.col("answered"))
     present = sorted(six["condition"].unique().to_list())
     if six.is_empty():
         wide = frame.select(keys).unique()
@@ -379,7 +380,7 @@ def _families():
         out.append(CellFamily(f"{prefix}consist", "_consist", "_consist_ok", by))
         out += [CellFamily(f"{prefix}agree{i}", f"_agree{i}", f"_agree_ok{i}", by)
                 for i in range(len(AGREEMENT_PAIRS))]
-    out.append(CellFamily("invalid", "invalid"))
+    out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)
 
 

@@ -271,10 +271,10 @@ def metrics_spec():
         families=(
             CellFamily("acc", "correct", "valid", ("condition",)),
             CellFamily("abst", "abstained", "valid", ("k",)),
-            CellFamily("human", "human_abstain", None, ("k",)),
+            CellFamily("human", "human_abstain", "answered", ("k",)),
             CellFamily("conf", "confidence", "has_conf", ("conf_method", "k")),
             CellFamily("anchor", "correct", "valid_k0", ("anchor",)),
-            CellFamily("invalid", "invalid"),
+            CellFamily("invalid", "invalid", "answered"),
         ),
         metrics=metric_rows,
         derive=derive_columns,

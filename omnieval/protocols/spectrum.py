@@ -437,8 +437,11 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
     if "engine" in out.columns:
         out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
     # the row flags of ``omnieval.metrics.prepare`` that depend on the choice, recomputed for the votes
+    from omnieval.metrics import ERROR_KIND_NAMES
+
     valid = pl.col("choice").is_not_null()
-    flags = {"valid": valid, "invalid": ~valid,
+    flags = {"valid": valid, "invalid": ~valid, "answered": pl.lit(True), "errored": pl.lit(False),
+             "error_kind": pl.lit(None, dtype=pl.Utf8), **{f"_error_{k}": pl.lit(False) for k in ERROR_KIND_NAMES},
              "correct": valid & (pl.col("choice") == pl.col("target")).fill_null(False),
              "abstained": valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
              "has_conf": pl.lit(False), "conf_method": pl.lit("unknown")}
@@ -466,7 +469,7 @@ def _families():
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
-    out.append(CellFamily("invalid", "invalid"))
+    out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)
 
 

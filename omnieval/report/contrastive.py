@@ -9,7 +9,7 @@ import re
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, plot_series
+from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 
 NAME = "contrastive"
 
@@ -41,6 +41,7 @@ def section(data: ProtocolInput) -> Section | None:
     cols.append(Col("consistency", "permutation_consistency", "", group="",
                     title="share of items answered correctly under every option order evaluated"))
     cols.append(Col("invalid", "invalid_rate", "", group="", scale=None))
+    cols += error_cols(view, group="")
     sec = Section(NAME, "Contrastive selection across inputs",
                   intro="Which of 2-4 inputs answers the question; options permuted to expose position bias. "
                         "'+captions' models see each input's caption instead of the input.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, plot_series, series_label
+from omnieval.report.tables import Col, MetricView, error_cols, plot_series, series_label
 
 NAME = "crossmodal"
 DIRECTIONS = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
@@ -49,7 +49,8 @@ def section(data: ProtocolInput) -> Section | None:
                   intro="The same question asked in six context -> candidate directions (A audio, V vision, "
                         "T text); average and std over the six directions.")
     blocks = [view.table("Accuracy per direction, average, std, consistency and share of invalid answers",
-                         direction_cols + summary + [Col("invalid", "invalid_rate", "", scale=None, group="")],
+                         direction_cols + summary + [Col("invalid", "invalid_rate", "", scale=None, group="")]
+                         + error_cols(view, group=""),
                          name="directions")]
     tasks = view.table("Accuracy per direction, average, std and consistency per task family",
                        direction_cols + summary, rows=("run", "model", "prompt", "split", "scope"),

@@ -10,7 +10,7 @@ import polars as pl
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, plot_series, series_label
+from omnieval.report.tables import Col, MetricView, error_cols, plot_series, series_label
 
 NAME = "dissonance"
 LEVELS = ("0", "1", "2", "3")
@@ -54,8 +54,10 @@ def section(data: ProtocolInput) -> Section | None:
         cols += [Col(f"k={k}", "accuracy_k", k, group=f"split {s}", split=s) for k in LEVELS
                  if view.has("accuracy_k", k)]
         cols.append(Col("invalid", "invalid_rate", "", group=f"split {s}", split=s, scale=None))
+        cols += error_cols(view, group=f"split {s}", split=s)
     tables.append(view.table("Accuracy by corruption level k (mean of the condition accuracies at each level) and "
-                             "share of invalid answers", cols, rows=("run", "model", "prompt"), name="accuracy_k"))
+                             "shares of invalid answers and of errors", cols, rows=("run", "model", "prompt"),
+                             name="accuracy_k"))
     conditions = [c for c in CONDITIONS if view.has("accuracy", c)]
     conditions += [c for c in view.leaves("accuracy") if c not in conditions]
     tables.append(view.table("Accuracy by condition", [Col(c, "accuracy", c) for c in conditions],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from omnieval.report.blocks import Section
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView
+from omnieval.report.tables import Col, MetricView, error_cols
 
 
 def section(data: ProtocolInput) -> Section | None:
@@ -14,7 +14,8 @@ def section(data: ProtocolInput) -> Section | None:
         return None
     cols = [Col(c, "accuracy", c) for c in view.leaves("accuracy")]
     cols.append(Col("invalid", "invalid_rate", "", scale=None))
+    cols += error_cols(view)
     sec = Section(data.protocol, f"Protocol {data.protocol}")
-    table = view.table("Accuracy by condition and share of invalid answers", cols, name="accuracy")
+    table = view.table("Accuracy by condition, share of invalid answers and of errors", cols, name="accuracy")
     sec.blocks = [b for b in (table, view.leftover_table("Metrics")) if b is not None]
     return sec

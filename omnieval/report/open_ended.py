@@ -17,10 +17,10 @@ import polars as pl
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Note, Section, Table
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, plot_series
+from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 
 OPEN_METRICS = ("open_accuracy", "open_abstention", "judge_agreement", "judge_kappa", "mcq_open_gap",
-                "open_invalid_verdicts")
+                "open_invalid_verdicts", "open_error_rate")
 PER_JUDGE = ("open_accuracy", "open_abstention")
 CASCADE_MARK = " †"
 BY_JUDGE = ("run", "model", "prompt", "split", "scope")
@@ -63,7 +63,8 @@ def section(data: ProtocolInput) -> Section | None:
     judge = lambda s: s != ""  # noqa: E731
     blocks: list[Table | Figure | Note | None] = [
         view.table("Open-ended accuracy, mean over judges (a verdict is right when it says correct, or abstained "
-                   "where the answer is to abstain)", _cols(view, "open_accuracy", average),
+                   "where the answer is to abstain), and the share of errors (never answered, not graded)",
+                   [*_cols(view, "open_accuracy", average), *error_cols(view, metric="open_error_rate", group="")],
                    name=f"{data.protocol}-open"),
         view.table("Open-ended accuracy per judge, and the share of the judge's verdicts that stayed unparseable "
                    "after one retry", [*_cols(view, "open_accuracy", judge),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, series_label
+from omnieval.report.tables import Col, MetricView, error_cols, series_label
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
@@ -56,7 +56,7 @@ def section(data: ProtocolInput) -> Section | None:
     sec = Section(NAME, "Modality dependence spectrum",
                   intro="Modalities shuffled between items: '<m> only' keeps m and replaces the others, 'random' "
                         "replaces all, 'no <m>' replaces m alone. Rows are benchmarks (run and split).")
-    cols = _columns(view) + [Col("invalid", "invalid_rate", "", scale=None, group="")]
+    cols = _columns(view) + [Col("invalid", "invalid_rate", "", scale=None, group="")] + error_cols(view, group="")
     blocks = [view.table("Accuracy per condition against chance, intra / inter gains, perceptual scores",
                          cols, note="bold: the 95% interval excludes 0", name="spectrum")]
     blocks.append(_dependency_table(view, lambda s: s == "", "Dependency label"))

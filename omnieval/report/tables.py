@@ -186,6 +186,19 @@ class MetricView:
                      rows=rows, collapsed=True, name="other")
 
 
+def error_cols(view: MetricView, *, group: str | None = None, split: str | None = None,
+               metric: str = "error_rate") -> list[Col]:
+    """Columns of ``error_rate`` (rows that failed before or inside the model call; they are left out of every
+    other column): all kinds together, then one column per kind present (media, engine, describe, other)."""
+    if not view.has(metric):
+        return []
+    title = "share of predictions with an error (media decode, engine or describer failure): left out of accuracy"
+    cols = [Col("errors", metric, "", group=group, split=split, scale=None, title=title)]
+    cols += [Col(f"errors: {kind}", metric, kind, group=group, split=split, scale=None)
+             for kind in view.leaves(metric) if kind]
+    return cols
+
+
 def series_label(view: MetricView, rec: dict) -> str:
     """A model's name in plots: with its prompt and run when the report holds several."""
     parts = [str(rec["model"])]
