@@ -202,10 +202,12 @@ def test_a_second_run_on_a_held_output_is_refused_and_a_killed_holder_is_taken_o
     from omnieval.lease import LEASE_FILE
 
     slow = yaml.safe_load(yaml.safe_dump(SIM))
-    slow["options"]["delay_ms"] = 150.0
-    slow["batch_size"] = 2
+    slow["options"]["delay_ms"] = 10_000.0  # 10 minutes at least: the kill comes long before the end
+    slow["batch_size"] = 1
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(_data(small_bench, tmp_path / "out", [slow], ray={"num_cpus": 4})))
+    fast = tmp_path / "fast.yaml"  # the same identity: delay_ms and batch sizes do not change a prediction
+    fast.write_text(yaml.safe_dump(_data(small_bench, tmp_path / "out", [SIM], ray={"num_cpus": 4})))
     first = _cli("run", str(cfg))
     try:
         _wait_for(lambda: (tmp_path / "out" / LEASE_FILE).exists(), 120, "the first run's lease")
@@ -213,12 +215,12 @@ def test_a_second_run_on_a_held_output_is_refused_and_a_killed_holder_is_taken_o
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
         assert "another omnieval process is writing here" in err and f"pid {first.pid}" in err
-        _wait_for(lambda: list((tmp_path / "out" / "parts").rglob("part-*.parquet")), 180, "a first part")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
     assert (tmp_path / "out" / LEASE_FILE).exists()  # the killed run's lease is still there ...
-    third = _cli("run", str(cfg))  # ... and is taken over at once: its process is gone
+    assert not (tmp_path / "out" / "predictions.parquet").exists()
+    third = _cli("run", str(fast))  # ... and is taken over at once: its process is gone
     out, err = third.communicate(timeout=600)
     assert third.returncode == 0, err
     assert "taking over the lease" in err
