@@ -42,7 +42,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.metrics import metrics_command
 
-    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed)
+    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
+                           permutations=args.permutations)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -169,10 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("metrics", help="metrics table with bootstrap CIs from predictions files")
+    p = sub.add_parser("metrics", help="metrics table and paired differences with bootstrap CIs from predictions "
+                       "files")
     p.add_argument("predictions", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--permutations", type=int, default=10_000, help="for the paired differences' permutation tests")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_metrics)
 

@@ -178,7 +178,7 @@ def _fleiss(cells) -> np.ndarray:
         return np.where(p_e < 1, (p_bar - p_e) / (1 - p_e), np.nan)
 
 
-def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> list[dict]:
+def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None) -> list[dict]:
     """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
     from omnieval.metrics import _protocol_rows
 
@@ -194,4 +194,4 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> 
     prepared = open_frame(part, judges)
     has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
     spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
-    return _protocol_rows(prepared, spec, resamples, seed)
+    return _protocol_rows(prepared, spec, resamples, seed, on_unit)
