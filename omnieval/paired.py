@@ -14,8 +14,9 @@ level and each protocol's summary metrics), one row of the long ``paired`` table
   against the judges' mean verdict): how much of the two sides' item-level noise cancels in the difference.
 * ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test of SPEC 2 on the per-item
   differences of the two sides' accuracy in that condition (``p_method`` = ``permutation``); for every other metric
-  the bootstrap p-value of the same resamples, ``2 min(P*(d <= 0), P*(d >= 0))`` (``p_method`` = ``bootstrap``),
-  which is below 0.05 exactly when the percentile interval excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
+  the bootstrap p-value of the same R resamples, ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method``
+  = ``bootstrap``; never 0, as for a Monte Carlo permutation p), below 0.05 about when the percentile interval
+  excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
   family = one protocol x comparison x context (prompt and split for model pairs, model and split for prompt pairs,
   model, prompt and split for modes).
 
@@ -159,7 +160,8 @@ def _bootstrap_p(diff: np.ndarray) -> float | None:
         return None
     if np.all(d == 0):
         return 1.0
-    return float(min(1.0, 2.0 * min(np.mean(d <= 0), np.mean(d >= 0))))
+    total = len(d) + 1
+    return float(min(1.0, 2.0 * min((np.sum(d <= 0) + 1) / total, (np.sum(d >= 0) + 1) / total)))
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> float | None:

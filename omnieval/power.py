@@ -104,6 +104,8 @@ def _cell_row(protocol: str, prompt: str, split: str, key: str, s: np.ndarray, c
         source, sd_diff = f"observed ({len(diffs)} pairs)", float(np.median(diffs))
     else:
         rho, source, sd_diff = 0.0, "assumed 0 (one model)", sd_diff_from(sd_item, 0.0)
+    if not sd_diff > 0:  # every item scored alike (e.g. all correct): the data say nothing about the variance
+        sd_diff, source = math.nan, "no variation"
     n_items = int(np.median(np.sum(c > 0, axis=0)))
     valid = np.nansum(c)
     row = {"protocol": protocol, "prompt": prompt, "split": split, "metric": "accuracy", "key": key,
