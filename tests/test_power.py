@@ -4,9 +4,6 @@ data, and against simulated clustered studies (at the MDE, ~80% of paired tests 
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -16,8 +13,6 @@ from scipy.stats import norm
 
 from kernels.permutation import sign_flip_test
 from omnieval.power import from_numbers, power_table
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def connor_mde(psi: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -100,19 +95,16 @@ def test_share_of_significant_studies_at_the_mde_is_eighty_percent():
     assert abs(hits / studies - 0.80) < 3.5 * math.sqrt(0.8 * 0.2 / studies)
 
 
-def test_power_cli_from_numbers_and_from_a_file(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "power", "--items", "255", "--accuracy", "0.7",
-                           "--correlation", "0.5", "--effect", "0.05"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "0.080" in done.stdout  # 2.80 * sqrt(0.21 / 255)
+def test_power_cli_from_numbers_and_from_a_file(tmp_path, capsys):
+    from omnieval.cli import main
+
+    assert main(["power", "--items", "255", "--accuracy", "0.7", "--correlation", "0.5", "--effect", "0.05"]) == 0
+    assert "0.080" in capsys.readouterr().out  # 2.80 * sqrt(0.21 / 255)
     rng = np.random.default_rng(1)
     path = tmp_path / "p.parquet"
     as_predictions(study(80, 2, 0.0, rng)[0], 2).write_parquet(path)
-    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "power", str(path), "--out", str(tmp_path / "o")],
-                          cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert main(["power", str(path), "--out", str(tmp_path / "o")]) == 0
     table = pl.read_csv(tmp_path / "o" / "power.csv")
     assert set(table["key"]) == {"all", "c1"} and (table["n_items"] == 80).all()
-    bad = subprocess.run([sys.executable, "-m", "omnieval.cli", "power", "--items", "10"], cwd=ROOT,
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "--accuracy" in bad.stderr
+    assert main(["power", "--items", "10"]) == 2
+    assert "--accuracy" in capsys.readouterr().err
