@@ -16,7 +16,8 @@ How it flows (DESIGN decision 5):
 
 A protocol plugs in with ``register(ProtocolMetrics(...))``; its formulas live in its own module under
 ``omnieval/protocols``. Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``,
-so models and prompts on the same items of a split get the same resamples (paired), for any thread count.
+so models and prompts on the same items of a split get the same resamples (paired), for any thread count: such
+units are always index-resampled (``shared_item_sets``), which is what ``omnieval.paired`` reads differences from.
 """
 
 from __future__ import annotations

@@ -176,20 +176,16 @@ def _num(x) -> float | None:
 
 
 def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValues, b: UnitValues | None,
-              permutations: int, seed: int, a_name: str, b_name: str) -> list[dict]:
-    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides)."""
+              permutations: int, seed: int, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
+    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides) and their
+    differences over [data, resamples]; the intervals are filled in later, many pairs at once (``_intervals``)."""
     keys = [k for k in a.values if b is None or k in b.values]
     if not keys:
-        return []
+        return [], np.zeros((0, 0))
     if b is None:
         diffs = np.vstack([a.values[k] for k in keys])
     else:
         diffs = np.vstack([a.values[k] - b.values[k] for k in keys])
-    if diffs.shape[1] > 1:
-        alpha = (1 - CONFIDENCE_LEVEL) / 2
-        low, high = percentile_interval(np.ascontiguousarray(diffs[:, 1:]).T, alpha, 1 - alpha)
-    else:
-        low = high = np.full(len(keys), np.nan)
     out = []
     for j, (metric, key) in enumerate(keys):
         if b is None:
@@ -206,13 +202,44 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         out.append({
             "protocol": a.protocol, "comparison": comparison, "model": model, "prompt": prompt, "split": split,
             "a": a_name, "b": b_name, "metric": metric, "key": key, "estimate": _num(diffs[j, 0]),
-            "ci_low": _num(low[j]), "ci_high": _num(high[j]),
+            "ci_low": None, "ci_high": None,
             "a_value": None if b is None else _num(a.values[(metric, key)][0]),
             "b_value": None if b is None else _num(b.values[(metric, key)][0]),
             "item_corr": _corr(x, y), "n_items": int(ok.sum()), "p_value": _num(p), "p_method": method,
             "p_adjusted": None,
         })
-    return out
+    return out, diffs
+
+
+class _Intervals:
+    """Percentile intervals of many pairs' differences in one kernel call per ``batch`` rows (one call per pair
+    would wake the worker threads hundreds of times for a few rows each)."""
+
+    def __init__(self, batch: int = 512):
+        self.batch = batch
+        self.rows: list[dict] = []
+        self.diffs: list[np.ndarray] = []
+        self.done: list[dict] = []
+
+    def add(self, rows: list[dict], diffs: np.ndarray) -> None:
+        if not rows:
+            return
+        self.rows += rows
+        self.diffs.append(diffs)
+        if len(self.rows) >= self.batch:
+            self.flush()
+
+    def flush(self) -> list[dict]:
+        if self.rows:
+            stack = np.vstack(self.diffs)
+            if stack.shape[1] > 1:
+                alpha = (1 - CONFIDENCE_LEVEL) / 2
+                low, high = percentile_interval(np.ascontiguousarray(stack[:, 1:]).T, alpha, 1 - alpha)
+                for row, lo, hi in zip(self.rows, low, high, strict=True):
+                    row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+            self.done += self.rows
+            self.rows, self.diffs = [], []
+        return self.done
 
 
 def _bh(table: pl.DataFrame) -> pl.DataFrame:
@@ -256,7 +283,7 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
 def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
                 permutations: int) -> list[dict]:
     order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
-    rows: list[dict] = []
+    intervals = _Intervals()
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
@@ -264,10 +291,11 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
             if again is None:
                 continue
             a, b = again
-        rows += pair_rows(comparison, model, prompt, split, a, b, permutations, seed, *names)
+        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, permutations, seed, *names))
     for u in collector.open_units:
-        rows += pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, permutations, seed, "mcq", "open")
-    return rows
+        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, permutations, seed, "mcq",
+                                 "open"))
+    return intervals.flush()
 
 
 def table_of(rows: Iterable[dict]) -> pl.DataFrame:
