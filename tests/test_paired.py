@@ -201,3 +201,27 @@ def test_modes_rows_are_the_open_gap_with_per_item_sides():
     assert row["estimate"] == pytest.approx(mcq_right.mean() - opened.mean(), abs=1e-12)
     assert row["item_corr"] == pytest.approx(np.corrcoef(mcq_right.astype(float), opened)[0, 1], abs=1e-12)
     assert row["p_method"] == "permutation" and row["n_items"] == n
+
+
+def test_report_matrices_show_every_pair_of_models_and_prompts():
+    """The report's compact matrices: one per comparison and split, a row per pair, each cell one paired row."""
+    from omnieval.report.blocks import fmt
+    from omnieval.report.paired import matrices
+
+    rng = np.random.default_rng(8)
+    frame = clustered_pair(20, 2, 0.3, rng, models=("a", "b", "c"), prompts=("zs", "cot"))
+    _, paired = metrics_and_paired(frame, resamples=200, seed=0, permutations=100)
+    tables = {t.caption: t for t in matrices(paired, "toy")}
+    assert set(tables) == {"Paired differences: model pairs, split s", "Paired differences: prompt styles, split s"}
+    models = tables["Paired differences: model pairs, split s"]
+    assert models.header == ["a − b", "prompt", "accuracy c1"] and len(models.rows) == 3 * 2
+    prompts = tables["Paired differences: prompt styles, split s"]
+    assert [r[0].text for r in prompts.rows] == ["cot − zs"] * 3 and prompts.header[1] == "model"
+    by_id = {(r["comparison"], r["a"], r["b"], r["model"], r["prompt"]): r for r in paired.to_dicts()}
+    for table in tables.values():
+        for row in table.rows:
+            cell = row[-1]
+            want = by_id[(cell.data["comparison"], cell.data["a"], cell.data["b"], cell.data["model"],
+                          cell.data["prompt"])]
+            assert float(cell.data["paired_value"]) == want["estimate"]
+            assert cell.ci.startswith(f"[{fmt(want['ci_low'])}, {fmt(want['ci_high'])}] p=") and cell.ci.endswith("‡")
