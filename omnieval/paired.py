@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from kernels.bootstrap import percentile_interval
-from kernels.permutation import sign_flip_test
+from kernels.permutation import sign_flip_tests
 from omnieval.keyed import keyed_seed
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
@@ -176,9 +176,10 @@ def _num(x) -> float | None:
 
 
 def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValues, b: UnitValues | None,
-              permutations: int, seed: int, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
+              jobs: list, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
     """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides) and their
-    differences over [data, resamples]; the intervals are filled in later, many pairs at once (``_intervals``)."""
+    differences over [data, resamples]. The intervals are filled in later, many pairs at once (``_Intervals``), and
+    so are the permutation p-values: ``(row, per-item differences, stream)`` goes to ``jobs``."""
     keys = [k for k in a.values if b is None or k in b.values]
     if not keys:
         return [], np.zeros((0, 0))
@@ -193,12 +194,8 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         else:
             x, y = a.per_item[(metric, key)], b.per_item[(metric, key)]
         ok = np.isfinite(x) & np.isfinite(y)
-        if (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell):
-            stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
-            _, p = sign_flip_test(x[ok] - y[ok], permutations, np.uint64(seed % 2**64), np.uint64(stream))
-            method = "permutation"
-        else:
-            p, method = _bootstrap_p(diffs[j, 1:]), "bootstrap"
+        permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
+        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
         out.append({
             "protocol": a.protocol, "comparison": comparison, "model": model, "prompt": prompt, "split": split,
             "a": a_name, "b": b_name, "metric": metric, "key": key, "estimate": _num(diffs[j, 0]),
@@ -208,6 +205,9 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
             "item_corr": _corr(x, y), "n_items": int(ok.sum()), "p_value": _num(p), "p_method": method,
             "p_adjusted": None,
         })
+        if permuted:
+            stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
+            jobs.append((out[-1], x[ok] - y[ok], np.uint64(stream)))
     return out, diffs
 
 
@@ -284,6 +284,7 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
                 permutations: int) -> list[dict]:
     order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
     intervals = _Intervals()
+    jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
@@ -291,10 +292,13 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
             if again is None:
                 continue
             a, b = again
-        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, permutations, seed, *names))
+        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names))
     for u in collector.open_units:
-        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, permutations, seed, "mcq",
-                                 "open"))
+        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, "mcq", "open"))
+    results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),
+                              [stream for _, _, stream in jobs])
+    for (row, _, _), (_, p) in zip(jobs, results, strict=True):
+        row["p_value"] = _num(p)
     return intervals.flush()
 
 
