@@ -250,8 +250,8 @@ def bench_stats(quick: bool = False) -> int:
     start = time.perf_counter()
     _, paired = metrics_and_paired(dis, resamples=resamples, permutations=resamples)
     seconds = time.perf_counter() - start
-    lines.append((f"(a) the same with paired differences: {len(paired):,} rows (every model and prompt pair, "
-                  f"{resamples:,} permutations)", f"{seconds:.2f} s", "", ""))
+    lines.append((f"(a) the same metrics and their paired differences in one pass: {len(paired):,} paired rows "
+                  f"(every model and prompt pair, {resamples:,} permutations)", f"{seconds:.2f} s", "", ""))
     start = time.perf_counter()
     power = power_table(dis)
     lines.append((f"(a) omnieval power on the same study: MDE of {len(power)} cells",
