@@ -3,7 +3,8 @@
 Prints one table:
 
 (a) a paper-scale dissonance study (10 models x 2 prompts x 2 splits x 255 items x 8 conditions): every SPEC 3
-    metric with 10,000-resample clustered CIs through ``metrics_table`` (target < 5 s once compiled);
+    metric with 10,000-resample clustered CIs through ``metrics_table`` (target < 5 s once compiled); the same with
+    the paired differences of every pair (``omnieval.paired``), and ``omnieval power`` on it;
 (b) an XModBench-scale table (14 models x 10,138 items x 6 directions): accuracy per direction, average, std,
     disparity and imbalance with CIs (target < 30 s);
 (c) per-CI time against ``scipy.stats.bootstrap`` (percentile, same resample count) on the same cell: a clustered
@@ -242,6 +243,19 @@ def bench_stats(quick: bool = False) -> int:
     lines.append((f"(a) dissonance {dis['model'].n_unique()} models x 2 prompts x 2 splits x "
                   f"{dis['item_id'].n_unique()} items x 8 cond.: {len(table):,} metrics, {n_ci:,} CIs, "
                   f"{resamples:,} resamples", f"{seconds:.2f} s", "target < 5 s", ""))
+
+    from omnieval.paired import metrics_and_paired
+    from omnieval.power import power_table
+
+    start = time.perf_counter()
+    _, paired = metrics_and_paired(dis, resamples=resamples, permutations=resamples)
+    seconds = time.perf_counter() - start
+    lines.append((f"(a) the same metrics and their paired differences in one pass: {len(paired):,} paired rows "
+                  f"(every model and prompt pair, {resamples:,} permutations)", f"{seconds:.2f} s", "", ""))
+    start = time.perf_counter()
+    power = power_table(dis)
+    lines.append((f"(a) omnieval power on the same study: MDE of {len(power)} cells",
+                  f"{time.perf_counter() - start:.2f} s", "", ""))
 
     xm = synthetic_crossmodal(**xmod)
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The ``omnieval`` command: run | sweep | demo | metrics | stats | report | filter | datasets | models | bench.
+"""The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | filter | datasets | models | bench.
 
 Each subcommand parses its arguments and makes one library call; heavy modules are imported inside the handlers so
 ``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2.
@@ -91,13 +91,22 @@ def _demo(args: argparse.Namespace) -> int:
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.metrics import metrics_command
 
-    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed)
+    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
+                           permutations=args.permutations)
 
 
 def _stats(args: argparse.Namespace) -> int:
     from omnieval.stats import stats_command
 
     return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
+
+
+def _power(args: argparse.Namespace) -> int:
+    from omnieval.power import power_command
+
+    return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
+                         correlation=args.correlation, instances=args.instances, icc=args.icc, effect=args.effect,
+                         alpha=args.alpha, power=args.power)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -226,10 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("metrics", help="metrics table with bootstrap CIs from predictions files")
+    p = sub.add_parser("metrics", help="metrics table and paired differences with bootstrap CIs from predictions "
+                       "files")
     p.add_argument("predictions", nargs="+", help="predictions files (.parquet, .jsonl, .csv) of one or more runs")
-    p.add_argument("--out", required=True, help="folder for metrics.csv, metrics.parquet, metrics.json")
+    p.add_argument("--out", required=True, help="folder for metrics.csv/.parquet/.json and paired.csv/.parquet")
     p.add_argument("--resamples", type=_bounded(1), default=10_000, help="bootstrap resamples (clustered by item)")
+    p.add_argument("--permutations", type=_bounded(1), default=10_000,
+                   help="for the paired differences' permutation tests")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (recorded in the output)")
     p.set_defaults(func=_metrics)
 
@@ -239,6 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
     p.add_argument("--seed", type=int, default=0, help="permutation seed")
     p.set_defaults(func=_stats)
+
+    p = sub.add_parser("power", help="minimum detectable paired difference (and items needed for an effect) from "
+                       "predictions files or from numbers")
+    p.add_argument("predictions", nargs="*", help="predictions files (or none, with --items and --accuracy)")
+    p.add_argument("--out", default=None, help="also write power.csv and power.parquet here")
+    p.add_argument("--items", type=int, default=None, help="without predictions: number of items")
+    p.add_argument("--accuracy", type=float, default=None, help="without predictions: base accuracy")
+    p.add_argument("--correlation", type=float, default=None,
+                   help="per-item correlation of two models (default: observed between models, or 0)")
+    p.add_argument("--instances", type=int, default=1, help="without predictions: instances per item")
+    p.add_argument("--icc", type=float, default=0.0, help="without predictions: intra-item correlation")
+    p.add_argument("--effect", type=float, default=None, help="also the items needed to detect this difference")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--power", type=float, default=0.80)
+    p.set_defaults(func=_power)
 
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
     p.add_argument("inputs", nargs="+", help="run folders, metrics folders, predictions or metrics files")

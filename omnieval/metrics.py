@@ -20,7 +20,8 @@ How it flows (DESIGN decision 5):
 
 A protocol plugs in with ``register(ProtocolMetrics(...))``; its formulas live in its own module under
 ``omnieval/protocols``. Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``,
-so models and prompts on the same items of a split get the same resamples (paired), for any thread count.
+so models and prompts on the same items of a split get the same resamples (paired), for any thread count: such
+units are always index-resampled (``shared_item_sets``), which is what ``omnieval.paired`` reads differences from.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
 from omnieval.store import StoredPath, local_folder, readable, stored_path
 
 UNIT = ("model", "prompt", "split")
-TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
+TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
+                 "n_items")
 CONFIDENCE_LEVEL = 0.95
 N_BINS = 10
 _CHUNK_CELLS = 4_000_000  # resamples x items held at once as int32 multiplicities (16 MB)
@@ -52,6 +54,10 @@ _SEP = "\x1f"
 
 MetricRow = tuple[str, str, np.ndarray, int]
 """(metric, key, values over rows [data, resample 1, ..., resample R], n)."""
+
+UnitHook = Callable[["ProtocolMetrics", "UnitData", list[MetricRow], np.ndarray], None]
+"""Called once per unit with its spec, cells, metric rows and their values (metric x row): how paired differences
+(``omnieval.paired``) read every unit's resamples from the same pass as the table."""
 
 
 @dataclass(frozen=True)
@@ -366,6 +372,7 @@ class UnitData:
     sums: np.ndarray  # (items, cells)
     counts: np.ndarray  # (items, cells)
     calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (item, conf, correct)
+    item_ids: tuple[str, ...] = ()  # sorted: row i of ``sums`` is item ``item_ids[i]``
 
 
 def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
@@ -391,7 +398,8 @@ def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFr
 def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
     """Split a prepared protocol frame into units with their per-item cell matrices (items sorted by item_id)."""
     frame = frame.with_columns(_item=(pl.col("item_id").rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
-    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1)
+    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1,
+                                           ids=pl.col("item_id").unique().sort())
     cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
     calib: dict[tuple, pl.DataFrame] = {}
     if spec.calibration:
@@ -419,7 +427,7 @@ def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
                 calibration[method] = (g["_item"].to_numpy().astype(np.int64),
                                        g["confidence"].to_numpy().astype(np.float64),
                                        g["correct"].to_numpy().astype(np.float64))
-        out.append(UnitData(key, n, names, sums, counts, calibration))
+        out.append(UnitData(key, n, names, sums, counts, calibration, tuple(row["ids"])))
     return out
 
 
@@ -472,11 +480,15 @@ def _pattern_shortcut(distinct: np.ndarray, n: int) -> tuple[np.ndarray, np.ndar
     return np.ascontiguousarray(patterns), counts.astype(np.int64)
 
 
-def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int) -> tuple[np.ndarray, dict]:
+def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
+                   shortcut: bool = True) -> tuple[np.ndarray, dict]:
     """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic.
 
     The channel matrix comes back Fortran-ordered (each channel's rows contiguous), the layout the metric
     functions read. Sums-only resampling (no item multiplicity matrix) whenever no calibration statistic needs one.
+    ``shortcut=False`` forbids the pattern shortcut: index resampling draws the same items for every unit on the
+    same items and stream, which is what makes two units' resamples paired; the shortcut's multinomial over one
+    unit's own patterns does not.
     """
     values = np.hstack([unit.sums, unit.counts])
     n = unit.n_items
@@ -490,9 +502,9 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int) -> tu
         e, a = calibration_weighted(ones, item, conf, correct, N_BINS)
         calib[method][0][0], calib[method][1][0] = e[0], a[0]
     if resamples and (distinct.shape[1] or unit.calibration):
-        shortcut = None if unit.calibration else _pattern_shortcut(distinct, n)
-        if shortcut is not None:
-            rows_t[:, 1:] = pattern_sums(shortcut[0], shortcut[1], 0, resamples, seed_u, stream_u).T
+        patterns = None if unit.calibration or not shortcut else _pattern_shortcut(distinct, n)
+        if patterns is not None:
+            rows_t[:, 1:] = pattern_sums(patterns[0], patterns[1], 0, resamples, seed_u, stream_u).T
         else:
             sparse = ((distinct != 0).mean(axis=0) < _SPARSE) & np.any(distinct != np.round(distinct), axis=0) \
                 if n else np.zeros(distinct.shape[1], bool)
@@ -519,12 +531,24 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int) -> tu
 # The table
 # ---------------------------------------------------------------------------------------------------------------
 
-def _protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int) -> list[dict]:
+def shared_item_sets(units: list[UnitData]) -> set[tuple[str, ...]]:
+    """Keys of the units that share their split and their exact set of items with another unit: their resamples
+    must be paired (same items drawn), so they are never resampled through the pattern shortcut."""
+    seen: dict[tuple, list[tuple[str, ...]]] = {}
+    for unit in units:
+        seen.setdefault((unit.key[2], unit.item_ids), []).append(unit.key)
+    return {key for keys in seen.values() if len(keys) > 1 for key in keys}
+
+
+def _protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int,
+                   on_unit: UnitHook | None = None) -> list[dict]:
     methods = tuple(sorted(frame.filter("has_conf")["conf_method"].unique().to_list()))
     out: list[dict] = []
-    for unit in unit_data(frame, spec):
+    units = unit_data(frame, spec)
+    paired = shared_item_sets(units)
+    for unit in units:
         stream = keyed_seed(0, "bootstrap", spec.name, unit.key[2])
-        full, calib = bootstrap_unit(unit, resamples, seed, stream)
+        full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired)
         n_cells = len(unit.cells)
         cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
                       index={name: i for i, name in enumerate(unit.cells)}, methods=methods)
@@ -543,11 +567,13 @@ def _protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, s
             low, high = percentile_interval(values[:, 1:].T, alpha, 1 - alpha)
         else:
             low = high = np.full(len(rows), np.nan)
+        if on_unit is not None:
+            on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key
         for j, (metric, key, _, n) in enumerate(rows):
             out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
                         "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
-                        "ci_high": _num(high[j]), "n": int(n)})
+                        "ci_high": _num(high[j]), "n": int(n), "n_items": unit.n_items})
     return out
 
 
@@ -581,8 +607,12 @@ def error_kinds_present(frame: pl.DataFrame) -> list[str]:
     return [kind for kind in ERROR_KIND_NAMES if kind in present]
 
 
-def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
-    """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``)."""
+def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
+                  on_unit: UnitHook | None = None) -> pl.DataFrame:
+    """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``).
+
+    ``n_items`` is the number of items (the resampling clusters) of the unit whose bootstrap gave the interval.
+    ``on_unit`` sees every unit's resampled metric values (``UnitHook``)."""
     _load_protocols()
     frame = prepare(predictions)
     rows: list[dict] = []
@@ -596,10 +626,10 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
         spec = with_error_rates(spec, error_kinds_present(mcq))
-        rows.extend(_protocol_rows(mcq, spec, resamples, seed))
-        rows.extend(open_rows(part, protocol, resamples, seed))
+        rows.extend(_protocol_rows(mcq, spec, resamples, seed, on_unit))
+        rows.extend(open_rows(part, protocol, resamples, seed, on_unit))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
-                                                         "ci_high": pl.Float64, "n": pl.Int64}
+                                                         "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
@@ -618,14 +648,20 @@ def _load_protocols() -> None:
             register(get_protocol(name).metrics_spec())
 
 
-def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0) -> int:
-    """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``."""
+def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
+                    permutations: int = 10_000) -> int:
+    """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``,
+    and the paired differences of the same pass (``omnieval.paired``) as ``paired.csv`` and ``paired.parquet``."""
+    from omnieval.paired import metrics_and_paired
+
     start = time.perf_counter()
     _load_protocols()
     predictions = read_predictions(paths)
-    table = metrics_table(predictions, resamples=resamples, seed=seed)
+    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations)
     folder = local_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
+    paired.write_csv(folder / "paired.csv")
+    paired.write_parquet(folder / "paired.parquet")
     table.write_csv(folder / "metrics.csv")
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
     arrow = table.to_arrow()
@@ -636,6 +672,7 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
            "percentile bootstrap over item_id", "inputs": [str(p) for p in paths], "metrics": table.to_dicts()}
     (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
-    print(f"omnieval metrics: {len(table)} rows from {len(predictions)} predictions in "
+    print(f"omnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "
+          f"predictions in "
           f"{time.perf_counter() - start:.1f} s -> {folder}")
     return 0

@@ -183,7 +183,7 @@ def _fleiss(cells) -> np.ndarray:
         return np.where(p_e < 1, (p_bar - p_e) / (1 - p_e), np.nan)
 
 
-def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> list[dict]:
+def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None) -> list[dict]:
     """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
     from omnieval.metrics import _protocol_rows, error_kinds_present, with_error_rates
 
@@ -200,4 +200,4 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int) -> 
     has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
     spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
     spec = with_error_rates(spec, error_kinds_present(opened), metric="open_error_rate", where="is_open")
-    return _protocol_rows(prepared, spec, resamples, seed)
+    return _protocol_rows(prepared, spec, resamples, seed, on_unit)

@@ -52,3 +52,22 @@ def test_all_zero_differences_give_p_one_and_threads_do_not_matter(monkeypatch):
     finally:
         numba.set_num_threads(before)
     assert results[0] == results[1] == results[2]
+
+
+def test_many_tests_at_once_equal_one_at_a_time():
+    """``sign_flip_tests`` (tests spread over threads) gives each test exactly ``sign_flip_test``'s answer,
+    random and exact (few items) tests mixed, an empty one NaN."""
+    from kernels.permutation import sign_flip_tests
+
+    rng = np.random.default_rng(3)
+    ds = [rng.normal(0.1 * k, 1, size) for k, size in enumerate((40, 255, 7, 0, 130, 64, 3))]
+    # per-item differences of accuracies: few distinct values, many null means tied with the observed one
+    ds += [rng.integers(-2, 3, size) / 4 for size in (255, 97)]
+    streams = [np.uint64(1000 + j) for j in range(len(ds))]
+    got = sign_flip_tests(ds, 3_000, np.uint64(9), streams)
+    for d, stream, (estimate, p) in zip(ds, streams, got, strict=True):
+        if len(d) == 0:
+            assert np.isnan(estimate) and np.isnan(p)
+            continue
+        want = sign_flip_test(d, 3_000, np.uint64(9), stream)
+        assert abs(estimate - want[0]) <= 1e-15 and p == want[1]

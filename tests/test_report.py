@@ -128,8 +128,10 @@ def assert_report_equals_metrics(page: ReportPage, metrics: pl.DataFrame) -> Non
             if row["ci_low"] is None or row["ci_high"] is None:
                 assert cell["ci"] == "", ident
             else:
-                low, high = re.fullmatch(r"\[(\S+), (\S+)\]", cell["ci"]).groups()
+                low, high, few = re.fullmatch(r"\[(\S+), (\S+)\]( ‡)?", cell["ci"]).groups()
                 assert _close(low, row["ci_low"]) and _close(high, row["ci_high"]), (ident, cell["ci"])
+                # the mark of an interval on fewer than 30 items (resampling units), where the table has n_items
+                assert bool(few) == (0 < (row.get("n_items") or 30) < 30), (ident, cell["ci"])
                 assert f"n = {row['n']}" in cell["attrs"]["title"] and "95% CI" in cell["attrs"]["title"]
 
 
@@ -186,7 +188,8 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
                           "disparity", "disparity-scoped", "agreement", "spectrum", "spectrum-category",
                           "dependency", "dependency-category", "contrastive", "position", "pairs", "tests",
                           "dissonance-open", "dissonance-open-judges", "dissonance-open-abstention",
-                          "dissonance-open-abstention-judges", "dissonance-gap", "dissonance-agreement"}
+                          "dissonance-open-abstention-judges", "dissonance-gap", "dissonance-agreement",
+                          "paired-models", "paired-modes", "paired-all", "power"}
     table_1 = demo_page.tables[names.index("accuracy_k")]["rows"]
     assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
     assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid", "errors"] * 2)]
@@ -221,6 +224,45 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
     n_pairs = len(tests.filter((pl.col("test") == "permutation_models") & (pl.col("comparison") == "all")))
     assert n_pairs >= 5 and len(pairs) == 2 * n_pairs
 
+
+
+def test_report_comparisons_equal_the_paired_and_power_tables(demo, demo_page):
+    """Every paired-difference cell is a row of the runs' paired.parquet (difference, interval, adjusted p), the
+    tests table shows the same interval beside its p, and the detectable effects are ``omnieval.power``'s."""
+    from omnieval.power import power_table
+
+    assert {"paired", "paired-dissonance", "paired-crossmodal"} <= set(demo_page.sections)
+    paired = pl.concat([pl.read_parquet(demo / sub / "metrics" / "paired.parquet") for sub in DEMO_RUNS])
+    ident = ("protocol", "comparison", "model", "prompt", "split", "a", "b")
+    rows = {(*(r[c] for c in ident), r["metric"], r["key"]): r for r in paired.to_dicts()}
+    cells = demo_page.cells("data-paired-metric")
+    assert len(cells) >= len(paired)  # the long tables show every row, the matrices some again
+    seen = set()
+    for cell in cells:
+        a = cell["attrs"]
+        row = rows[(*(a[f"data-{c}"] for c in ident), a["data-paired-metric"], a["data-paired-key"])]
+        seen.add(id(row))
+        assert float(a["data-paired-value"]) == row["estimate"] and _close(cell["v"], row["estimate"])
+        low, high, p = re.match(r"\[(\S+), (\S+)\] p=(\S+)", cell["ci"]).groups()
+        assert _close(low, row["ci_low"]) and _close(high, row["ci_high"])
+        assert float(p) == pytest.approx(row["p_adjusted"], rel=5e-3, abs=1e-12)
+        assert cell["ci"].endswith("‡") == (row["n_items"] < 30)
+    assert len(seen) == len(paired) and {"models", "modes"} <= set(paired["comparison"])
+    tests = [t for t in demo_page.tables if t["attrs"].get("data-table") == "tests"]
+    with_ci = [r for t in tests for r in t["rows"] if len(r) > 7 and r[7]["text"].startswith("[")]
+    assert with_ci  # model pairs per condition and multiple-choice vs open-ended carry their interval
+    power = pl.concat([power_table(read_predictions([demo / sub / "run" / "predictions.parquet"]))
+                       for sub in DEMO_RUNS])
+    mde = {(r["prompt"], r["split"], r["key"]): r["mde"] for r in power.filter(pl.col("protocol") == "dissonance")
+           .to_dicts()}
+    shown = [c for t in demo_page.tables if t["attrs"].get("data-table") == "power" for r in t["rows"] for c in r
+             if "data-mde" in c["attrs"]]
+    dis = [c for c in shown if (c["attrs"]["data-power-prompt"], c["attrs"]["data-power-split"],
+                                c["attrs"]["data-power-key"]) in mde]
+    assert len(dis) == sum(v is not None for v in mde.values()) > 0
+    for c in dis:
+        a = c["attrs"]
+        assert float(a["data-mde"]) == mde[(a["data-power-prompt"], a["data-power-split"], a["data-power-key"])]
 
 
 def test_open_ended_subsection_and_cascade_marks(demo, demo_page):

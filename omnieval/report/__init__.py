@@ -66,10 +66,11 @@ def runs_section(runs: list[Run]) -> Section:
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
                  title: str | None = None) -> Report:
     """Load the inputs and build every section (nothing is written)."""
-    from omnieval.report import generic, open_ended, significance
+    from omnieval.report import generic, open_ended, paired, significance
+    from omnieval.report.tables import FEW_ITEMS, FEW_MARK
 
-    runs = load_runs(inputs, resamples=resamples, seed=seed)
-    per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed)
+    runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations)
+    per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples)
     builders = _sections()
     sections = [runs_section(runs)]
     canonical = list(builders)
@@ -84,6 +85,12 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         if section is not None:
             open_ended.mark_cascades(section, open_ended.cascades_of(data.predictions))
             sections.append(section)
+    comparisons = paired.section(per_protocol)
+    if comparisons is not None:
+        for data, sub in ((d, s) for d in per_protocol for s in comparisons.subsections
+                          if s.id == f"paired-{d.protocol}"):
+            open_ended.mark_cascades(sub, open_ended.cascades_of(data.predictions))
+        sections.append(comparisons)
     tests = significance.section(per_protocol)
     if tests is not None:
         for data, sub in ((d, s) for d in per_protocol for s in tests.subsections
@@ -97,6 +104,9 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         "header to sort.",
         "Colour: cividis for accuracies and rates, purple-orange around 0 for signed differences.",
     ]
+    if any(((r.metrics["n_items"] > 0) & (r.metrics["n_items"] < FEW_ITEMS)).any() for r in runs):
+        intro.append(f"{FEW_MARK} after an interval: it rests on fewer than {FEW_ITEMS} items (the resampling units); "
+                     "with so few clusters the bootstrap interval is too narrow, so read it as unreliable.")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Report(title=title or "omnieval report", intro=intro, sections=sections, generated=generated)
 

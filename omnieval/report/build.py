@@ -35,6 +35,7 @@ class RunSource:
     metrics: Path | StoredPath | None = None
     predictions: list[Path | StoredPath] = field(default_factory=list)
     tests: Path | StoredPath | None = None
+    paired: Path | StoredPath | None = None
 
 
 @dataclass
@@ -45,18 +46,23 @@ class Run:
     predictions: pl.DataFrame | None
     tests: pl.DataFrame | None
     info: dict  # run.json (if any), plus "metrics" (seed, resamples, confidence level, how obtained)
+    paired: pl.DataFrame | None = None
 
 
 @dataclass
 class ProtocolInput:
     """Everything one protocol's section needs: metric rows of every run (with ``run`` and ``_rid``), the pooled
-    predictions (with ``run``; None if no run has any) and the tests table (with ``run`` when one run)."""
+    predictions (with ``run``; None if no run has any) and the tests table (with ``run`` when one run); the paired
+    differences (``omnieval.paired``) and the minimum detectable effects (``omnieval.power``) where predictions or a
+    paired table exist."""
 
     protocol: str
     metrics: pl.DataFrame
     predictions: pl.DataFrame | None
     tests: pl.DataFrame | None
     runs: list[str]
+    paired: pl.DataFrame | None = None
+    power: pl.DataFrame | None = None
 
 
 def _walk(folder: Path | StoredPath, depth: int = 0):
@@ -117,7 +123,9 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
         preds = _recorded_inputs(m)
         used.update(preds)
         tests = next((t for t in tests_files if t.parent == m.parent), None)
-        sources.append(RunSource(root=_root(m.parent), metrics=m, predictions=preds, tests=tests))
+        paired = m.parent / "paired.parquet"
+        sources.append(RunSource(root=_root(m.parent), metrics=m, predictions=preds, tests=tests,
+                                 paired=paired if paired.is_file() else None))
     for p in prediction_files:
         if p not in used:
             sources.append(RunSource(root=_root(p.parent), predictions=[p]))
@@ -170,10 +178,12 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
 
 
 def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """The SPEC 1.4 columns with their types (key '' where null)."""
+    """The SPEC 1.4 columns with their types (key '' where null), and ``n_items`` (null in older tables)."""
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
-    frame = frame.select(METRIC_COLUMNS).cast({**strings, **floats, "n": pl.Int64})
+    if "n_items" not in frame.columns:
+        frame = frame.with_columns(n_items=pl.lit(None, dtype=pl.Int64))
+    frame = frame.select(*METRIC_COLUMNS, "n_items").cast({**strings, **floats, "n": pl.Int64, "n_items": pl.Int64})
     return frame.with_columns(pl.col("key").fill_null(""), pl.col("prompt").fill_null(""),
                               pl.col("split").fill_null(""))
 
@@ -189,31 +199,45 @@ def _run_json(predictions: list[Path | StoredPath]) -> dict:
     return {}
 
 
-def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0) -> list[Run]:
-    """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed."""
-    from omnieval.metrics import metrics_table, read_predictions
+def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0,
+              permutations: int = 10_000) -> list[Run]:
+    """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed;
+    paired differences read (``paired.parquet`` beside the metrics), or computed in the same pass as the metrics,
+    or from the predictions."""
+    from omnieval.metrics import read_predictions
+    from omnieval.paired import metrics_and_paired, paired_table
 
     sources = discover(inputs)
     names = labels([s.root for s in sources])
     runs = []
     for label, source in zip(names, sources):
         predictions = read_predictions(source.predictions) if source.predictions else None
+        paired = None
         if source.metrics is not None:
             metrics, minfo = _read_metrics(source.metrics)
+            if source.paired is not None:
+                paired = pl.read_parquet(readable(source.paired))
+            elif predictions is not None:
+                paired = paired_table(predictions, resamples=resamples, seed=seed, permutations=permutations)
         else:
-            metrics = normalise_metrics(metrics_table(predictions, resamples=resamples, seed=seed))
+            computed, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed,
+                                                  permutations=permutations)
+            metrics = normalise_metrics(computed)
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
                      "confidence_level": 0.95}
         tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
         info = dict(_run_json(source.predictions))
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
-        runs.append(Run(label, source, metrics, predictions, tests, info))
+        runs.append(Run(label, source, metrics, predictions, tests, info, paired))
     return runs
 
 
-def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0) -> list[ProtocolInput]:
+def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
+                    resamples: int = 10_000) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
+    from omnieval.paired import paired_table
+    from omnieval.power import power_table
     from omnieval.stats import stats_table
 
     order: list[str] = []
@@ -234,15 +258,21 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             predictions = pl.concat([r.predictions.filter(pl.col("protocol") == protocol)
                                      .with_columns(run=pl.lit(r.label)) for r in with_preds],
                                     how="diagonal_relaxed")
-        tests = None
+        tests = paired = power = None
         if len(members) == 1:
             run = members[0]
             if run.tests is not None:
                 tests = run.tests.filter(pl.col("protocol") == protocol)
             elif predictions is not None:
                 tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed)
+            if run.paired is not None:
+                paired = run.paired.filter(pl.col("protocol") == protocol)
+            if predictions is not None:
+                power = power_table(predictions.drop("run"))
         elif len(with_preds) >= 1 and predictions is not None:
             renamed = predictions.with_columns(model=pl.col("run") + pl.lit(":") + pl.col("model")).drop("run")
             tests = stats_table(renamed, permutations=permutations, seed=seed)
-        out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members]))
+            paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations)
+            power = power_table(renamed)
+        out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power))
     return out

@@ -35,22 +35,53 @@ def _num_cell(row: dict, column: str, text: str, *, strong: bool = False, scale:
                 title=f"{row['test']} {row['comparison']} — {row['model']}: {column} = {text}")
 
 
-def tests_table(tests: pl.DataFrame, protocol: str) -> Table:
-    header = ["test", "comparison", "model", "prompt", "split", "statistic", "estimate", "p", "p (BH)", "n"]
+def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, tuple[float, float]]:
+    """The paired-difference interval of each test that has one (``omnieval.paired``): a model pair in one
+    condition, and multiple-choice vs open-ended (judge-averaged, or the only judge)."""
+    if paired is None or paired.is_empty():
+        return {}
+    rows = {(r["comparison"], r["a"], r["b"], r["model"], r["prompt"], r["split"], r["key"]): r
+            for r in paired.filter(pl.col("metric") == "accuracy").iter_rows(named=True)}
+    judged = tests.filter(pl.col("test") == "mcq_vs_open").group_by("model", "prompt", "split").len()
+    single = {(r["model"], r["prompt"], r["split"]) for r in judged.iter_rows(named=True) if r["len"] == 1}
+    out = {}
+    for t in tests.iter_rows(named=True):
+        ident = (t["test"], t["comparison"], t["model"], t["prompt"], t["split"])
+        if t["test"] == "permutation_models" and t["comparison"] != "all":
+            a, _, b = t["model"].partition(" vs ")
+            hit = rows.get(("models", a, b, "", t["prompt"], t["split"], t["comparison"]))
+        elif t["test"] == "mcq_vs_open" and (t["comparison"] == "mcq_vs_open"
+                                             or (t["model"], t["prompt"], t["split"]) in single):
+            hit = rows.get(("modes", "mcq", "open", t["model"], t["prompt"], t["split"], "all"))
+        else:
+            hit = None
+        if hit is not None and hit["ci_low"] is not None and hit["ci_high"] is not None:
+            out[ident] = (hit["ci_low"], hit["ci_high"])
+    return out
+
+
+def tests_table(tests: pl.DataFrame, protocol: str, paired: pl.DataFrame | None = None) -> Table:
+    header = ["test", "comparison", "model", "prompt", "split", "statistic", "estimate", "95% CI", "p", "p (BH)",
+              "n"]
+    intervals = _intervals(tests, paired)
     rows = []
     for row in tests.iter_rows(named=True):
         significant = row["p_adjusted"] is not None and row["p_adjusted"] < ALPHA
+        ci = intervals.get((row["test"], row["comparison"], row["model"], row["prompt"], row["split"]))
         rows.append([
             text_cell(row["test"], header=True, title=TEST_NAMES.get(row["test"], row["test"])),
             text_cell(str(row["comparison"])), text_cell(str(row["model"])), text_cell(str(row["prompt"])),
             text_cell(str(row["split"])),
             _num_cell(row, "statistic", fmt(row["statistic"])),
             _num_cell(row, "estimate", fmt(row["estimate"])),
+            Cell(text=f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "—", sort=ci[0] if ci else None,
+                 title="95% clustered bootstrap interval of the paired difference (omnieval.paired)" if ci else None),
             _num_cell(row, "p_value", fmt_p(row["p_value"])),
             _num_cell(row, "p_adjusted", fmt_p(row["p_adjusted"]), strong=significant),
             Cell(text=str(row["n"]), sort=float(row["n"])),
         ])
-    return Table(caption=f"Significance tests ({protocol}); p (BH): Benjamini-Hochberg adjusted within each test "
+    return Table(caption=f"Significance tests ({protocol}); 95% CI: the paired difference's interval where the test "
+                         "compares one accuracy; p (BH): Benjamini-Hochberg adjusted within each test "
                          f"family; bold: adjusted p < {ALPHA}", header=header, rows=rows, name="tests",
                  collapsed=len(rows) > 40)
 
@@ -113,7 +144,7 @@ def section(inputs: list[ProtocolInput]) -> Section | None:
             blocks.append(Note(f"Runs compared: {', '.join(data.runs)}. Models are named run:model; the paired tests "
                                "match instances across runs by item and condition."))
         blocks.extend(pair_matrices(tests))
-        blocks.append(tests_table(tests, data.protocol))
+        blocks.append(tests_table(tests, data.protocol, data.paired))
         subs.append(Section(f"significance-{data.protocol}", f"Significance: {data.protocol}", blocks=blocks))
     if not subs:
         return None

@@ -19,6 +19,14 @@ from omnieval.report.blocks import Cell, Table, fmt, text_cell
 IDENTITY = ("run", "model", "prompt", "split", "scope")
 ROW_LABELS = {"run": "run", "model": "model", "prompt": "prompt", "split": "split", "scope": "scope"}
 PROMPT_ORDER = {"zs": 0, "cot": 1}
+FEW_ITEMS = 30
+"""Below this many items (the bootstrap's resampling units) an interval is marked ``FEW_MARK`` as unreliable: the
+percentile bootstrap under-covers with few clusters."""
+FEW_MARK = "‡"
+
+
+def few_items(n_items) -> bool:
+    return n_items is not None and 0 < n_items < FEW_ITEMS
 
 SplitKey = Callable[[str, str], tuple[str, str]]
 
@@ -116,8 +124,13 @@ class MetricView:
         if has_ci:
             data["ci_low"], data["ci_high"] = repr(float(low)), repr(float(high))
         ci = f"[{fmt(low)}, {fmt(high)}]" if has_ci else None
+        n_items = rec.get("n_items")
         title = (f"{rec['metric']} {rec['key']} — {where}: {value:.4f}"
-                 + (f", 95% CI [{low:.4f}, {high:.4f}]" if has_ci else "") + f", n = {rec['n']}")
+                 + (f", 95% CI [{low:.4f}, {high:.4f}]" if has_ci else "") + f", n = {rec['n']}"
+                 + (f", {n_items} items" if n_items is not None else ""))
+        if has_ci and few_items(n_items):
+            ci = f"{ci} {FEW_MARK}"
+            title += f" ({FEW_MARK} fewer than {FEW_ITEMS} items: the interval is unreliable)"
         strong = scale == "div" and has_ci and (low > 0 or high < 0)
         return Cell(text=fmt(value), ci=ci, title=title, sort=float(value), shade=shade(value, scale, vmax),
                     strong=strong, data=data)

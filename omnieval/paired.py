@@ -1,0 +1,325 @@
+"""Paired differences: how much better model A is than model B (or cot than zs, or multiple-choice than open-ended)
+on the same items, with an interval, not only a p-value.
+
+For every pair on matched items and every headline metric (``HEADLINE``: accuracy per condition / direction /
+level and each protocol's summary metrics), one row of the long ``paired`` table (``PAIRED_COLUMNS``):
+
+* ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
+  **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
+  every resample (``metrics.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap of the
+  difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
+  only case that resamples again).
+* ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
+  condition for an ``accuracy`` row, over all conditions otherwise; for ``modes``, multiple-choice correctness
+  against the judges' mean verdict): how much of the two sides' item-level noise cancels in the difference.
+* ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test of SPEC 2 on the per-item
+  differences of the two sides' accuracy in that condition (``p_method`` = ``permutation``); for every other metric
+  the bootstrap p-value of the same R resamples, ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method``
+  = ``bootstrap``; never 0, as for a Monte Carlo permutation p), below 0.05 about when the percentile interval
+  excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
+  family = one protocol x comparison x context (prompt and split for model pairs, model and split for prompt pairs,
+  model, prompt and split for modes).
+
+Comparisons and orientation (the signs of ``omnieval stats``): ``models``: a, b in order of first appearance,
+a - b; ``prompts`` (per model): the later style minus the earlier (``zs`` and ``cot`` first), so cot - zs;
+``modes``: multiple-choice minus open-ended (the ``mcq_open_gap`` metric of ``open_metrics``, judge-averaged).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from kernels.bootstrap import percentile_interval
+from kernels.permutation import sign_flip_tests
+from omnieval.keyed import keyed_seed
+
+PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
+                  "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
+                  "p_adjusted")
+CONFIDENCE_LEVEL = 0.95
+
+HEADLINE: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "dissonance": (frozenset({"accuracy", "accuracy_k", "shapley", "reliance", "ece"}), frozenset({"ace"})),
+    "crossmodal": (frozenset({"accuracy", "disparity"}), frozenset({"average", "consistency"})),
+    "spectrum": (frozenset({"accuracy", "intra"}), frozenset({"inter"})),
+    "contrastive": (frozenset({"accuracy"}), frozenset({"permutation_consistency"})),
+}
+"""Per protocol: (metrics compared for every key of the overall scope, metrics compared only without a key).
+Keys holding ``/`` belong to a task or category scope and are left out; other protocols compare accuracy."""
+_DEFAULT_HEADLINE = (frozenset({"accuracy"}), frozenset())
+_OPEN = "mcq_open_gap"
+
+
+def is_headline(protocol: str, metric: str, key: str) -> bool:
+    keyed, keyless = HEADLINE.get(protocol, _DEFAULT_HEADLINE)
+    return (metric in keyed and "/" not in key) or (metric in keyless and key == "")
+
+
+@dataclass
+class UnitValues:
+    """What is kept of one unit: its headline rows' values over [data, resamples] and per-item accuracies."""
+
+    protocol: str
+    key: tuple[str, str, str]  # model, prompt, split
+    item_ids: tuple[str, ...]
+    values: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> items
+    single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
+
+
+def _cell_mean(unit, cells: list[int]) -> np.ndarray:
+    """Per-item mean of the pooled cells (NaN for an item with no row in them)."""
+    if not cells:
+        return np.full(unit.n_items, np.nan)
+    s = unit.sums[:, cells].sum(axis=1)
+    c = unit.counts[:, cells].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c > 0, s / np.where(c > 0, c, 1), np.nan)
+
+
+def _nanmean_columns(columns: list[np.ndarray]) -> np.ndarray:
+    stack = np.vstack(columns)
+    ok = ~np.isnan(stack)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok.any(axis=0), np.nansum(stack, axis=0) / np.maximum(ok.sum(axis=0), 1), np.nan)
+
+
+class Collector:
+    """The ``metrics.UnitHook`` that keeps every unit's headline values (a few per unit, not the whole table)."""
+
+    def __init__(self) -> None:
+        self.units: list[UnitValues] = []
+        self.open_units: list[UnitValues] = []
+
+    def __call__(self, spec, unit, rows, values) -> None:
+        index = {name: j for j, name in enumerate(unit.cells)}
+        is_open = any(r[0] == _OPEN for r in rows) or any(r[0] == "open_accuracy" for r in rows)
+        kept = UnitValues(spec.name, unit.key, unit.item_ids)
+        if is_open:
+            self._open(kept, unit, index, rows, values)
+            return
+        pooled = [j for name, j in index.items() if name[0] == "acc"]
+        for j, (metric, key, _, _) in enumerate(rows):
+            if not is_headline(spec.name, metric, key):
+                continue
+            kept.values[(metric, key)] = values[j]
+            if metric == "accuracy" and ("acc", key) in index:
+                kept.per_item[(metric, key)] = _cell_mean(unit, [index[("acc", key)]])
+                kept.single_cell.add((metric, key))
+            else:
+                kept.per_item[(metric, key)] = _cell_mean(unit, pooled)
+        self.units.append(kept)
+
+    def _open(self, kept: UnitValues, unit, index, rows, values) -> None:
+        """``mcq_open_gap`` rows: the difference is already a metric of one unit (same resamples by construction);
+        kept with the per-item multiple-choice and judge-averaged open accuracies behind it."""
+        tags = {"all": ("a", ()), **{name[1]: ("c", (name[1],)) for name in index if name[0] == "mcqc"},
+                **{f"k={name[1]}": ("k", (name[1],)) for name in index if name[0] == "mcqk"}}
+        for j, (metric, key, _, _) in enumerate(rows):
+            if metric != _OPEN or key not in tags:
+                continue
+            tag, rest = tags[key]
+            judges = [index[name] for name in index if name[0].startswith("acc") and name[0].endswith(tag)
+                      and name[0][3:-1].isdigit() and name[1:] == rest]
+            if (f"mcq{tag}", *rest) not in index or not judges:
+                continue
+            kept.values[("accuracy", key)] = values[j]
+            mcq = _cell_mean(unit, [index[(f"mcq{tag}", *rest)]])
+            opened = _nanmean_columns([_cell_mean(unit, [i]) for i in judges])
+            kept.per_item[("accuracy", key)] = np.vstack([mcq, opened])
+            kept.single_cell.add(("accuracy", key))
+        if kept.values:
+            self.open_units.append(kept)
+
+
+def _pairs(units: list[UnitValues], model_order: dict[str, int]):
+    """``(comparison, model, prompt, split, a_unit, b_unit)`` for every model pair and every prompt pair."""
+    by_context: dict[tuple, list[UnitValues]] = {}
+    for u in units:
+        by_context.setdefault(("models", u.protocol, u.key[1], u.key[2]), []).append(u)
+        by_context.setdefault(("prompts", u.protocol, u.key[0], u.key[2]), []).append(u)
+    for (comparison, _, context, split), group in by_context.items():
+        if comparison == "models":
+            group = sorted(group, key=lambda u: (model_order.get(u.key[0], len(model_order)), u.key[0]))
+            for a, b in itertools.combinations(group, 2):
+                yield comparison, "", context, split, a, b
+        else:
+            group = sorted(group, key=lambda u: ({"zs": 0, "cot": 1}.get(u.key[1], 2), u.key[1]))
+            for first, second in itertools.combinations(group, 2):
+                yield comparison, context, "", split, second, first
+
+
+def _bootstrap_p(diff: np.ndarray) -> float | None:
+    d = diff[np.isfinite(diff)]
+    if not len(d):
+        return None
+    if np.all(d == 0):
+        return 1.0
+    total = len(d) + 1
+    return float(min(1.0, 2.0 * min((np.sum(d <= 0) + 1) / total, (np.sum(d >= 0) + 1) / total)))
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float | None:
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3 or np.std(x[ok]) == 0 or np.std(y[ok]) == 0:
+        return None
+    return float(np.corrcoef(x[ok], y[ok])[0, 1])
+
+
+def _num(x) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValues, b: UnitValues | None,
+              jobs: list, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
+    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides) and their
+    differences over [data, resamples]. The intervals are filled in later, many pairs at once (``_Intervals``), and
+    so are the permutation p-values: ``(row, per-item differences, stream)`` goes to ``jobs``."""
+    keys = [k for k in a.values if b is None or k in b.values]
+    if not keys:
+        return [], np.zeros((0, 0))
+    if b is None:
+        diffs = np.vstack([a.values[k] for k in keys])
+    else:
+        diffs = np.vstack([a.values[k] - b.values[k] for k in keys])
+    out = []
+    for j, (metric, key) in enumerate(keys):
+        if b is None:
+            x, y = a.per_item[(metric, key)]
+        else:
+            x, y = a.per_item[(metric, key)], b.per_item[(metric, key)]
+        ok = np.isfinite(x) & np.isfinite(y)
+        permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
+        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
+        out.append({
+            "protocol": a.protocol, "comparison": comparison, "model": model, "prompt": prompt, "split": split,
+            "a": a_name, "b": b_name, "metric": metric, "key": key, "estimate": _num(diffs[j, 0]),
+            "ci_low": None, "ci_high": None,
+            "a_value": None if b is None else _num(a.values[(metric, key)][0]),
+            "b_value": None if b is None else _num(b.values[(metric, key)][0]),
+            "item_corr": _corr(x, y), "n_items": int(ok.sum()), "p_value": _num(p), "p_method": method,
+            "p_adjusted": None,
+        })
+        if permuted:
+            stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
+            jobs.append((out[-1], x[ok] - y[ok], np.uint64(stream)))
+    return out, diffs
+
+
+class _Intervals:
+    """Percentile intervals of many pairs' differences in one kernel call per ``batch`` rows (one call per pair
+    would wake the worker threads hundreds of times for a few rows each)."""
+
+    def __init__(self, batch: int = 512):
+        self.batch = batch
+        self.rows: list[dict] = []
+        self.diffs: list[np.ndarray] = []
+        self.done: list[dict] = []
+
+    def add(self, rows: list[dict], diffs: np.ndarray) -> None:
+        if not rows:
+            return
+        self.rows += rows
+        self.diffs.append(diffs)
+        if len(self.rows) >= self.batch:
+            self.flush()
+
+    def flush(self) -> list[dict]:
+        if self.rows:
+            stack = np.vstack(self.diffs)
+            if stack.shape[1] > 1:
+                alpha = (1 - CONFIDENCE_LEVEL) / 2
+                low, high = percentile_interval(np.ascontiguousarray(stack[:, 1:]).T, alpha, 1 - alpha)
+                for row, lo, hi in zip(self.rows, low, high, strict=True):
+                    row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+            self.done += self.rows
+            self.rows, self.diffs = [], []
+        return self.done
+
+
+def _bh(table: pl.DataFrame) -> pl.DataFrame:
+    from statsmodels.stats.multitest import multipletests
+
+    if table.is_empty():
+        return table
+    family = pl.concat_str([pl.col(c) for c in ("protocol", "comparison", "model", "prompt", "split")],
+                           separator="|")
+    table = table.with_row_index("_row").with_columns(_family=family)
+    adjusted = np.full(len(table), np.nan)
+    for g in table.partition_by("_family"):
+        p = g["p_value"].to_numpy().astype(np.float64)
+        ok = np.isfinite(p)
+        if ok.any():
+            adjusted[g["_row"].to_numpy()[ok]] = multipletests(p[ok], method="fdr_bh")[1]
+    return table.with_columns(p_adjusted=pl.Series(adjusted).fill_nan(None)).drop("_row", "_family")
+
+
+def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
+                       seed: int) -> tuple[UnitValues, UnitValues] | None:
+    """Both units again, on their common items only, in one pass where they draw the same items."""
+    from omnieval.metrics import GENERIC, REGISTRY, UNIT, ProtocolMetrics, _protocol_rows, prepare
+
+    spec = REGISTRY.get(protocol) or ProtocolMetrics(protocol, GENERIC.families, GENERIC.metrics)
+    common = sorted(set(a.item_ids) & set(b.item_ids))
+    if not common:
+        return None
+    frame = prepare(predictions).filter(pl.col("protocol") == protocol)
+    if spec.derive is not None:
+        frame = spec.derive(frame)
+    keys = pl.DataFrame([a.key, b.key], schema=list(UNIT), orient="row")
+    frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
+        .filter(pl.col("item_id").is_in(common))
+    again = Collector()
+    _protocol_rows(frame, spec, resamples, seed, again)
+    found = {u.key: u for u in again.units}
+    return (found[a.key], found[b.key]) if a.key in found and b.key in found else None
+
+
+def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
+                permutations: int) -> list[dict]:
+    order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
+    intervals = _Intervals()
+    jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
+    for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
+        names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
+        if a.item_ids != b.item_ids:
+            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed)
+            if again is None:
+                continue
+            a, b = again
+        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names))
+    for u in collector.open_units:
+        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, "mcq", "open"))
+    results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),
+                              [stream for _, _, stream in jobs])
+    for (row, _, _), (_, p) in zip(jobs, results, strict=True):
+        row["p_value"] = _num(p)
+    return intervals.flush()
+
+
+def table_of(rows: Iterable[dict]) -> pl.DataFrame:
+    rows = list(rows)
+    floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted")
+    schema = {c: pl.Float64 if c in floats else pl.Int64 if c == "n_items" else pl.Utf8 for c in PAIRED_COLUMNS}
+    frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return _bh(frame)
+
+
+def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
+                       permutations: int = 10_000) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The metrics table and the paired table of a predictions frame, from one resampling pass."""
+    from omnieval.metrics import metrics_table
+
+    collector = Collector()
+    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector)
+    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations))
+
+
+def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
+                 permutations: int = 10_000) -> pl.DataFrame:
+    return metrics_and_paired(predictions, resamples, seed, permutations)[1]

@@ -1,0 +1,213 @@
+"""``omnieval power``: the smallest paired difference a benchmark can detect, and the items needed for a given one.
+
+A paired comparison of two models on the same n items estimates ``acc_a - acc_b``; with items as clusters its
+variance is ``sd_diff^2 / n``, ``sd_diff`` the standard deviation over items of the linearised per-item difference
+``z_i = (s_ai - acc_a c_ai) / mean(c_a) - (s_bi - acc_b c_bi) / mean(c_b)`` (``s``, ``c``: an item's correct and
+valid instances in the cell): the clustered (sandwich) variance of a ratio of sums, which is what the bootstrap
+over items estimates. For a two-sided test at level ``alpha`` and power ``1 - beta``::
+
+    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * sd_diff / sqrt(n)        items(effect) = ((z + z) * sd_diff / effect)^2
+
+From a predictions file, per protocol x prompt x split and per cell (accuracy per condition, and ``all`` pooling the
+conditions): ``sd_diff`` is the median over model pairs of the observed one; with one model it comes from that
+model's per-item standard deviation ``sd_item`` and a correlation ``rho`` between models' per-item scores
+(``sd_diff^2 = 2 sd_item^2 (1 - rho)``; given, or 0: no shared item difficulty, which overstates the MDE when
+models agree on which items are hard). From numbers alone (n items, base accuracy p, rho; optionally m instances
+per item with intra-item correlation icc): ``sd_item^2 = p (1 - p) (1 + (m - 1) icc) / m``.
+
+On one instance per item and no clustering this is the normal approximation of the paired-proportions (McNemar)
+power formula with discordant share ``psi = 2 p (1 - p) (1 - rho)``; the tests check both, and the 80% power
+against simulated studies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+POWER_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "n_items", "instances", "accuracy", "sd_item",
+                 "correlation", "correlation_source", "sd_diff", "alpha", "power", "mde", "effect", "items_needed")
+ALPHA = 0.05
+POWER = 0.80
+
+
+def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
+    """``z_{1 - alpha/2} + z_{power}``: 2.80 at the defaults."""
+    from scipy.stats import norm
+
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError("alpha and power must lie strictly between 0 and 1")
+    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+
+
+def mde(sd_diff: float, n_items: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Minimum detectable paired difference on ``n_items`` items."""
+    return z_sum(alpha, power) * sd_diff / math.sqrt(n_items) if n_items > 0 else math.nan
+
+
+def items_needed(sd_diff: float, effect: float, alpha: float = ALPHA, power: float = POWER) -> int:
+    """Items needed to detect a paired difference ``effect`` (rounded up)."""
+    if effect <= 0:
+        raise ValueError("the effect must be positive")
+    return int(math.ceil((z_sum(alpha, power) * sd_diff / effect) ** 2))
+
+
+def sd_item_from_numbers(accuracy: float, instances: int = 1, icc: float = 0.0) -> float:
+    """Per-item standard deviation of one model's item mean: ``p (1 - p)`` shrunk by ``m`` instances, grown back
+    by their intra-item correlation (design effect ``1 + (m - 1) icc``)."""
+    if not 0 <= accuracy <= 1 or instances < 1 or not 0 <= icc <= 1:
+        raise ValueError("accuracy and icc must lie in [0, 1], instances >= 1")
+    return math.sqrt(accuracy * (1 - accuracy) * (1 + (instances - 1) * icc) / instances)
+
+
+def sd_diff_from(sd_item: float, correlation: float) -> float:
+    if not -1 <= correlation <= 1:
+        raise ValueError("the correlation must lie in [-1, 1]")
+    if not math.isfinite(sd_item):
+        return math.nan
+    return math.sqrt(max(0.0, 2 * sd_item ** 2 * (1 - correlation)))
+
+
+def _linearised(s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per-item influence of a ratio of sums (NaN for items without rows in the cell)."""
+    ok = c > 0
+    out = np.full(len(s), np.nan)
+    if ok.any():
+        acc = s[ok].sum() / c[ok].sum()
+        out[ok] = (s[ok] - acc * c[ok]) / c[ok].mean()
+    return out
+
+
+def _cell_row(protocol: str, prompt: str, split: str, key: str, s: np.ndarray, c: np.ndarray, models: list[str],
+              correlation: float | None, alpha: float, power: float, effect: float | None) -> dict:
+    """One cell: ``s``, ``c`` are items x models (correct and valid instances; NaN where a model has no item)."""
+    z = np.column_stack([_linearised(np.nan_to_num(s[:, m]), np.nan_to_num(c[:, m])) for m in range(len(models))])
+    per_model = [np.nanstd(z[:, m], ddof=1) for m in range(len(models)) if np.sum(np.isfinite(z[:, m])) > 1]
+    sd_item = float(np.sqrt(np.mean(np.square(per_model)))) if per_model else math.nan
+    diffs, corrs = [], []
+    for a, b in itertools.combinations(range(len(models)), 2):
+        ok = np.isfinite(z[:, a]) & np.isfinite(z[:, b])
+        if ok.sum() > 2:
+            diffs.append(np.std(z[ok, a] - z[ok, b], ddof=1))
+            if np.std(z[ok, a]) > 0 and np.std(z[ok, b]) > 0:
+                corrs.append(np.corrcoef(z[ok, a], z[ok, b])[0, 1])
+    if correlation is not None:
+        rho, source, sd_diff = correlation, "given", sd_diff_from(sd_item, correlation)
+    elif diffs:
+        rho = float(np.median(corrs)) if corrs else math.nan
+        source, sd_diff = f"observed ({len(diffs)} pairs)", float(np.median(diffs))
+    else:
+        rho, source, sd_diff = 0.0, "assumed 0 (one model)", sd_diff_from(sd_item, 0.0)
+    if not sd_diff > 0:  # every item scored alike (e.g. all correct): the data say nothing about the variance
+        sd_diff, source = math.nan, "no variation"
+    n_items = int(np.median(np.sum(c > 0, axis=0)))
+    valid = np.nansum(c)
+    row = {"protocol": protocol, "prompt": prompt, "split": split, "metric": "accuracy", "key": key,
+           "n_items": n_items, "instances": float(valid / max(1, np.sum(c > 0))),
+           "accuracy": float(np.nansum(s) / valid) if valid else None, "sd_item": _num(sd_item),
+           "correlation": _num(rho), "correlation_source": source, "sd_diff": _num(sd_diff), "alpha": alpha,
+           "power": power, "mde": _num(mde(sd_diff, n_items, alpha, power)), "effect": effect,
+           "items_needed": (items_needed(sd_diff, effect, alpha, power)
+                            if effect is not None and math.isfinite(sd_diff) else None)}
+    return row
+
+
+def _num(x) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha: float = ALPHA,
+                power: float = POWER, correlation: float | None = None) -> pl.DataFrame:
+    """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
+    comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out)."""
+    from omnieval.metrics import prepare
+
+    frame = prepare(predictions).filter(pl.col("mode") != "open")
+    valid = frame.filter("valid").with_columns(pl.col("correct").cast(pl.Float64))
+    per_cell = valid.group_by("protocol", "prompt", "split", "condition", "model", "item_id").agg(
+        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64))
+    pooled = valid.group_by("protocol", "prompt", "split", "model", "item_id").agg(
+        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64)).with_columns(condition=pl.lit("all"))
+    cells = pl.concat([per_cell, pooled.select(per_cell.columns)])
+    order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
+    rows = []
+    for (protocol, prompt, split, key), g in sorted(
+            cells.partition_by(["protocol", "prompt", "split", "condition"], as_dict=True).items(),
+            key=lambda kv: (kv[0][:3], kv[0][3] != "all", kv[0][3])):
+        models = sorted(g["model"].unique().to_list(), key=lambda m: order.get(m, len(order)))
+        s = g.pivot("model", index="item_id", values="s").select(models).to_numpy().astype(np.float64)
+        c = g.pivot("model", index="item_id", values="c").select(models).to_numpy().astype(np.float64)
+        rows.append(_cell_row(protocol, prompt, split, key, s, c, models, correlation, alpha, power, effect))
+    return table_of(rows)
+
+
+def from_numbers(n_items: int, accuracy: float, correlation: float, *, instances: int = 1, icc: float = 0.0,
+                 effect: float | None = None, alpha: float = ALPHA, power: float = POWER) -> pl.DataFrame:
+    """The one-row table for a benchmark described by numbers instead of predictions."""
+    sd_item = sd_item_from_numbers(accuracy, instances, icc)
+    sd_diff = sd_diff_from(sd_item, correlation)
+    row = {"protocol": "", "prompt": "", "split": "", "metric": "accuracy", "key": "", "n_items": n_items,
+           "instances": float(instances), "accuracy": accuracy, "sd_item": sd_item, "correlation": correlation,
+           "correlation_source": "given", "sd_diff": sd_diff, "alpha": alpha, "power": power,
+           "mde": _num(mde(sd_diff, n_items, alpha, power)), "effect": effect,
+           "items_needed": items_needed(sd_diff, effect, alpha, power) if effect is not None else None}
+    return table_of([row])
+
+
+def table_of(rows: Iterable[dict]) -> pl.DataFrame:
+    ints = {"n_items", "items_needed"}
+    strings = {"protocol", "prompt", "split", "metric", "key", "correlation_source"}
+    schema = {c: pl.Int64 if c in ints else pl.Utf8 if c in strings else pl.Float64 for c in POWER_COLUMNS}
+    rows = list(rows)
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _print(table: pl.DataFrame) -> None:
+    cols = ["protocol", "prompt", "split", "key", "n_items", "accuracy", "correlation", "sd_diff", "mde",
+            "items_needed"]
+    text = [[("—" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row]
+            for row in table.select(cols).iter_rows()]
+    widths = [max(len(c), *(len(r[j]) for r in text)) if text else len(c) for j, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in text:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+
+
+def power_command(paths: list[str], out: str | None, *, n_items: int | None = None, accuracy: float | None = None,
+                  correlation: float | None = None, instances: int = 1, icc: float = 0.0,
+                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER) -> int:
+    """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
+    from omnieval.metrics import read_predictions
+    from omnieval.schema import InputError
+
+    start = time.perf_counter()
+    if correlation is not None and not -1 <= correlation <= 1:
+        raise InputError("--correlation must lie in [-1, 1]", field="--correlation")
+    if effect is not None and effect <= 0:
+        raise InputError("--effect must be positive", field="--effect")
+    if paths:
+        table = power_table(read_predictions(paths), effect=effect, alpha=alpha, power=power,
+                            correlation=correlation)
+    else:
+        if n_items is None or accuracy is None:
+            raise InputError("give predictions files, or --items and --accuracy (and --correlation)",
+                             field="--items")
+        try:
+            table = from_numbers(n_items, accuracy, 0.0 if correlation is None else correlation,
+                                 instances=instances, icc=icc, effect=effect, alpha=alpha, power=power)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+    _print(table)
+    if out:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        table.write_csv(folder / "power.csv")
+        table.write_parquet(folder / "power.parquet")
+        print(f"omnieval power: {len(table)} rows in {time.perf_counter() - start:.1f} s -> {folder}")
+    return 0

@@ -1,0 +1,187 @@
+"""Report section "Comparisons": per protocol, compact matrices of paired differences (``omnieval.paired``: rows
+are pairs, columns a few headline metrics, each cell the difference with its interval and adjusted p), the full
+paired table, and the minimum detectable effect per cell (``omnieval.power``)."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from omnieval.report.blocks import Cell, Note, Section, Table, fmt, fmt_p, text_cell
+from omnieval.report.build import ProtocolInput
+from omnieval.report.tables import FEW_ITEMS, FEW_MARK, few_items, shade
+
+ALPHA = 0.05
+MATRIX: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "dissonance": (("accuracy_k", None), ("ace", ""), ("shapley", None)),
+    "crossmodal": (("average", ""), ("disparity", None), ("consistency", "")),
+    "spectrum": (("accuracy", "normal"), ("intra", None), ("inter", "")),
+    "contrastive": (("accuracy", "all"), ("permutation_consistency", "")),
+}
+"""Columns of the compact matrix per protocol: (metric, key) or every key of the metric (None)."""
+_DEFAULT = (("accuracy", None),)
+MATRIX_NOTE = ("Each cell: a minus b on the items both answered, its 95% clustered bootstrap interval from the "
+               "metrics' own resamples, and the Benjamini-Hochberg adjusted p (permutation test for accuracy of one "
+               f"condition, bootstrap otherwise); bold: adjusted p < {ALPHA}. Hover for the raw p, the per-item "
+               "correlation of the two sides and the item count.")
+COMPARISONS = {"models": "model pairs", "prompts": "prompt styles", "modes": "multiple-choice vs open-ended"}
+
+
+def _columns(paired: pl.DataFrame, protocol: str) -> list[tuple[str, str]]:
+    present = list(dict.fromkeys(zip(paired["metric"].to_list(), paired["key"].to_list(), strict=True)))
+    out = []
+    for metric, key in MATRIX.get(protocol, _DEFAULT):
+        out += [(m, k) for m, k in present if m == metric and (key is None or k == key)]
+    return out
+
+
+def _label(metric: str, key: str) -> str:
+    if metric == "accuracy_k":
+        return f"acc k={key}"
+    return f"{metric} {key}".strip()
+
+
+def _mode_columns(g: pl.DataFrame) -> list[tuple[str, str]]:
+    """Multiple-choice vs open-ended: all conditions pooled, then per level k where the protocol has levels, else
+    per condition."""
+    keys = list(dict.fromkeys(g["key"].to_list()))
+    levels = [k for k in keys if k.startswith("k=")]
+    rest = levels or [k for k in keys if k != "all"]
+    return [("accuracy", k) for k in (["all"] if "all" in keys else []) + rest]
+
+
+def pair_cell(row: dict | None, vmax: float) -> Cell:
+    """The difference, its interval and BH-adjusted p beneath it; bold where the adjusted p < ALPHA."""
+    if row is None or row["estimate"] is None:
+        return Cell(text="—")
+    est, low, high, padj = row["estimate"], row["ci_low"], row["ci_high"], row["p_adjusted"]
+    ci = f"[{fmt(low)}, {fmt(high)}] p={fmt_p(padj)}" if low is not None and high is not None else \
+        f"p={fmt_p(padj)}"
+    if few_items(row["n_items"]):
+        ci = f"{ci} {FEW_MARK}"
+    corr = "—" if row["item_corr"] is None else f"{row['item_corr']:.3f}"
+    data = {c: str(row[c]) for c in ("protocol", "comparison", "model", "prompt", "split", "a", "b")}
+    data.update({"paired_metric": row["metric"], "paired_key": row["key"], "paired_value": repr(float(est))})
+    title = (f"{row['a']} minus {row['b']}, {row['metric']} {row['key']}: {est:+.4f}"
+             + (f", 95% CI [{low:.4f}, {high:.4f}]" if low is not None and high is not None else "")
+             + f"; {row['p_method']} p = {fmt_p(row['p_value'])}, BH-adjusted p = {fmt_p(padj)}; per-item "
+             f"correlation {corr}; {row['n_items']} items"
+             + (f" ({FEW_MARK} fewer than {FEW_ITEMS}: the interval is unreliable)" if few_items(row["n_items"])
+                else ""))
+    return Cell(text=fmt(est), ci=ci, title=title, sort=float(est), shade=shade(est, "div", vmax),
+                strong=padj is not None and padj < ALPHA, data=data)
+
+
+def matrices(paired: pl.DataFrame, protocol: str) -> list[Table]:
+    cols = _columns(paired, protocol)
+    if not cols:
+        return []
+    out = []
+    for comparison in COMPARISONS:
+        part = paired.filter(pl.col("comparison") == comparison)
+        if part.is_empty():
+            continue
+        for (split,), g in sorted(part.partition_by(["split"], as_dict=True).items()):
+            index = {}
+            idents: list[tuple[str, str, str, str]] = []
+            for row in g.iter_rows(named=True):
+                ident = (row["a"], row["b"], row["model"], row["prompt"])
+                if ident not in idents:
+                    idents.append(ident)
+                index[(*ident, row["metric"], row["key"])] = row
+            values = [abs(r["estimate"]) for r in g.iter_rows(named=True) if r["estimate"] is not None
+                      and math.isfinite(r["estimate"])]
+            vmax = max([0.05, *values])
+            show_model = comparison != "models"
+            show_prompt = comparison != "prompts"
+            header = ["a − b"] + (["model"] if show_model else []) + (["prompt"] if show_prompt else [])
+            mcols = cols if comparison != "modes" else _mode_columns(g)
+            rows = []
+            for a, b, model, prompt in idents:
+                cells = [text_cell(f"{a} − {b}", header=True)]
+                if show_model:
+                    cells.append(text_cell(model))
+                if show_prompt:
+                    cells.append(text_cell(prompt))
+                cells += [pair_cell(index.get((a, b, model, prompt, m, k)), vmax) for m, k in mcols]
+                rows.append(cells)
+            out.append(Table(
+                caption=f"Paired differences: {COMPARISONS[comparison]}, split {split}",
+                header=header + [_label(m, k) for m, k in mcols], rows=rows, name=f"paired-{comparison}",
+                note=None if out else MATRIX_NOTE))
+    return out
+
+
+def long_table(paired: pl.DataFrame, protocol: str) -> Table:
+    header = ["comparison", "a − b", "model", "prompt", "split", "metric", "key", "difference [95% CI] p (BH)",
+              "p", "method", "item corr.", "items"]
+    values = [abs(v) for v in paired["estimate"].drop_nulls().to_list() if math.isfinite(v)]
+    vmax = max([0.05, *values])
+    rows = []
+    for row in paired.iter_rows(named=True):
+        rows.append([
+            text_cell(row["comparison"]), text_cell(f"{row['a']} − {row['b']}", header=True),
+            text_cell(row["model"] or "·"), text_cell(row["prompt"] or "·"), text_cell(row["split"]),
+            text_cell(row["metric"]), text_cell(row["key"] or "·"), pair_cell(row, vmax),
+            Cell(text=fmt_p(row["p_value"]), sort=row["p_value"]), text_cell(row["p_method"]),
+            Cell(text=fmt(row["item_corr"]), sort=row["item_corr"]),
+            Cell(text=str(row["n_items"]), sort=float(row["n_items"])),
+        ])
+    return Table(caption=f"All paired differences ({protocol})", header=header, rows=rows, name="paired-all",
+                 collapsed=True)
+
+
+def power_table(power: pl.DataFrame) -> Table | None:
+    """Rows prompt x split, columns the cells (``all`` first): the MDE at 80% power, items and correlation beneath."""
+    if power is None or power.is_empty():
+        return None
+    keys = list(dict.fromkeys(power["key"].to_list()))
+    idents = list(dict.fromkeys(zip(power["prompt"].to_list(), power["split"].to_list(), strict=True)))
+    index = {(r["prompt"], r["split"], r["key"]): r for r in power.iter_rows(named=True)}
+    rows = []
+    for prompt, split in idents:
+        cells = [text_cell(prompt, header=True), text_cell(split)]
+        for key in keys:
+            r = index.get((prompt, split, key))
+            if r is None or r["mde"] is None:
+                cells.append(Cell(text="—"))
+                continue
+            corr = "—" if r["correlation"] is None else f"{r['correlation']:.2f}"
+            few = f" {FEW_MARK}" if few_items(r["n_items"]) else ""
+            cells.append(Cell(
+                text=fmt(r["mde"]), ci=f"{r['n_items']} items, r={corr}{few}", sort=float(r["mde"]),
+                data={"power_key": key, "power_prompt": prompt, "power_split": split, "mde": repr(r["mde"])},
+                title=(f"{key}: smallest accuracy difference a paired comparison of two models detects with "
+                       f"{r['power']:.0%} power at alpha {r['alpha']}: {r['mde']:.4f} ({r['n_items']} items, "
+                       f"accuracy {fmt(r['accuracy'])}, per-item correlation {corr}, {r['correlation_source']})")))
+        rows.append(cells)
+    return Table(caption="Minimum detectable difference (80% power, alpha 0.05, paired, clustered by item)",
+                 header=["prompt", "split", *keys], rows=rows, name="power",
+                 note="The smallest difference in accuracy between two models that this benchmark detects in 80% of "
+                      "studies (two-sided, alpha 0.05), from the per-item variance of these predictions; beneath, "
+                      "the items and the models' median per-item correlation. 'omnieval power --effect' gives the "
+                      "items needed for a chosen difference.")
+
+
+def section(inputs: list[ProtocolInput]) -> Section | None:
+    subs = []
+    for data in inputs:
+        blocks: list = []
+        if data.paired is not None and not data.paired.is_empty():
+            blocks += matrices(data.paired, data.protocol)
+            blocks.append(long_table(data.paired, data.protocol))
+        table = power_table(data.power)
+        if table is not None:
+            blocks.append(table)
+        if not blocks:
+            continue
+        if data.paired is not None and (data.paired["n_items"] < FEW_ITEMS).any():
+            blocks.insert(0, Note(f"{FEW_MARK}: fewer than {FEW_ITEMS} items behind the interval; with so few "
+                                  "clusters the bootstrap interval is too narrow: read it as unreliable."))
+        subs.append(Section(f"paired-{data.protocol}", f"Comparisons: {data.protocol}", blocks=blocks))
+    if not subs:
+        return None
+    return Section("paired", "Comparisons: paired differences and detectable effects", subsections=subs,
+                   intro="How large each difference is, with its interval, on the items both sides answered; and "
+                         "the smallest difference this benchmark could have detected.")
