@@ -41,7 +41,7 @@ from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, r
 from kernels.calibration import calibration_weighted, restricted_softmax
 from omnieval.keyed import keyed_seed
 from omnieval.open_metrics import open_rows
-from omnieval.schema import LABELS, REQUIRED_COLUMNS, InputError
+from omnieval.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
 from omnieval.store import StoredPath, local_folder, readable, stored_path
 
 UNIT = ("model", "prompt", "split")
@@ -305,21 +305,6 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
     frame = pl.concat(frames, how="diagonal_relaxed")
     _check_duplicates(frame)
     return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
-
-
-ERROR_KINDS: tuple[tuple[str, str], ...] = (
-    ("media decode failed", "media"), ("engine error", "engine"), ("describe failed", "describe"))
-"""Prefix of an ``error`` message -> its kind (as the run layer writes them); any other message is ``other``.
-A describer failure caused by a media decode (``describe failed: media decode failed: ...``) is ``describe``:
-the first stage that failed names it."""
-ERROR_KIND_NAMES: tuple[str, ...] = (*(kind for _, kind in ERROR_KINDS), "other")
-
-
-def error_kind(message: str | None) -> str | None:
-    """The kind of an ``error`` message (``ERROR_KINDS``); None for no error (null or blank)."""
-    if message is None or not message.strip():
-        return None
-    return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
 
 
 def _error_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:

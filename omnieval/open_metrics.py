@@ -12,7 +12,7 @@ metric (``metrics._protocol_rows``: all of these are functions of cell means):
 | ``judge_kappa`` | ``cohen`` (2 judges) or ``fleiss`` (3+) | chance-corrected agreement over all predictions |
 | ``mcq_open_gap`` | ``<condition>``, ``all``, ``k=<k>`` | multiple-choice accuracy minus judge-averaged open accuracy |
 | ``open_invalid_verdicts`` | ``<judge>`` | share of that judge's verdicts that stayed unparseable after the retry |
-| ``open_error_rate`` | ``""``, kind | share of open rows with an ``error`` (kinds: ``metrics.ERROR_KINDS``) |
+| ``open_error_rate`` | ``""``, kind | share of open rows with an ``error`` (kinds: ``schema.ERROR_KINDS``) |
 
 An open row with an ``error`` (media, engine or describer failure, no answer text) was never answered: judges do not
 grade it and it stays out of every open metric but ``open_error_rate``.

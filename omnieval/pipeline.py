@@ -583,9 +583,11 @@ def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Ta
             return None
 
     errors = [e for e in predictions["error"].to_pylist() if e] if predictions.num_rows else []
+    from omnieval.schema import error_kind
+
     kinds: dict[str, int] = {}
     for e in errors:
-        kinds[e.split(":")[0]] = kinds.get(e.split(":")[0], 0) + 1
+        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
     return {
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
         "git_commit": git_commit(),

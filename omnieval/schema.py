@@ -36,6 +36,22 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("media decode failed", "media"), ("engine error", "engine"), ("describe failed", "describe"))
+"""Prefix of an ``error`` message -> its kind (as the run layer writes them); any other message is ``other``.
+A describer failure caused by a media decode (``describe failed: media decode failed: ...``) is ``describe``:
+the first stage that failed names it."""
+ERROR_KIND_NAMES: tuple[str, ...] = (*(kind for _, kind in ERROR_KINDS), "other")
+
+
+def error_kind(message: str | None) -> str | None:
+    """The kind of an ``error`` message (``ERROR_KINDS``); None for no error (null or blank)."""
+    if message is None or not message.strip():
+        return None
+    return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
+
+
+
 def _nonempty_item_id(v: str) -> str:
     if not v.strip():
         raise ValueError("item_id must be a non-empty string")

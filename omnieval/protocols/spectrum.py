@@ -437,7 +437,7 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
     if "engine" in out.columns:
         out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
     # the row flags of ``omnieval.metrics.prepare`` that depend on the choice, recomputed for the votes
-    from omnieval.metrics import ERROR_KIND_NAMES
+    from omnieval.schema import ERROR_KIND_NAMES
 
     valid = pl.col("choice").is_not_null()
     flags = {"valid": valid, "invalid": ~valid, "answered": pl.lit(True), "errored": pl.lit(False),
