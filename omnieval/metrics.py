@@ -633,6 +633,12 @@ def _load_protocols() -> None:
             register(get_protocol(name).metrics_spec())
 
 
+def _absolute(path: str | Path) -> str:
+    """A predictions path as recorded in ``metrics.json``: absolute (the report reads it from any folder), a URI as
+    given."""
+    return str(path) if "://" in str(path) else str(Path(path).resolve())
+
+
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000) -> int:
     """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``,
@@ -655,7 +661,7 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
 
     pq.write_table(arrow, folder / "metrics.parquet")
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
-           "percentile bootstrap over item_id", "inputs": [str(p) for p in paths], "metrics": table.to_dicts()}
+           "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
     print(f"omnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "
           f"predictions in "

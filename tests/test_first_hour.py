@@ -128,3 +128,40 @@ def test_run_summary_explains_the_dissonance_condition_names():
     contrastive = accuracy_by_condition(pa.table({"model": ["m"], "prompt": ["zs"], "condition": ["original"],
                                                   "target": ["A"], "choice": ["A"]}))
     assert "C<video>" not in contrastive
+
+
+def test_metrics_stats_report_in_readme_order_show_the_run_once_with_the_users_own_tables(small_bench, tmp_path,
+                                                                                         monkeypatch, capsys):
+    """The README's sequence, run from the folder above the run with relative paths: the report must pair the
+    user's metrics and tests with the run (not recompute them) and list the run once."""
+    from omnieval.config import parse_run_config
+    from omnieval.engines.base import EngineRequest
+    from omnieval.engines.simulated import SimulatedEngine
+    from omnieval.pipeline import make_plan, prediction_row
+    from omnieval.store import predictions_table
+
+    config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "run"),
+                               "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]})
+    plan = make_plan(config)
+    results = SimulatedEngine("sim", seed=1).score([EngineRequest(i, {}, "zs") for i in plan.instances])
+    rows = [prediction_row(i, "zs", r, config.models[0], None) for i, r in zip(plan.instances, results, strict=True)]
+    (tmp_path / "run").mkdir()
+    import pyarrow.parquet as pq
+
+    pq.write_table(predictions_table(rows), tmp_path / "run" / "predictions.parquet")
+    monkeypatch.chdir(tmp_path)
+    assert main(["metrics", "run/predictions.parquet", "--out", "run/metrics", "--resamples", "300"]) == 0
+    assert main(["stats", "run/predictions.parquet", "--out", "run/stats", "--permutations", "300"]) == 0
+    capsys.readouterr()
+    assert main(["report", "run", "--out", "report", "--resamples", "999", "--permutations", "999"]) == 0
+    err = capsys.readouterr().err
+    assert "left out" not in err
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    runs = [line for line in markdown.splitlines() if line.startswith("| run ")]
+    table = markdown.split("**Runs in this report**", 1)[1].split("\n\n", 2)[1].splitlines()
+    body = [line for line in table[2:] if line.startswith("|")]
+    assert len(body) == 1 and body[0].startswith("| run | dissonance | sim |"), table
+    cells = [c.strip() for c in body[0].strip("|").split("|")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert cells[header.index("metrics")] == "metrics.parquet" and cells[header.index("resamples")] == "300"
+    assert "//" not in body[0] and runs

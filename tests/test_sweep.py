@@ -310,3 +310,20 @@ def test_changed_metrics_settings_recompute_metrics_without_model_work(finished)
     for run in result.runs:
         assert json.loads((Path(run.output.removeprefix("file://")) / "metrics" / "metrics.json").read_text())[
             "resamples"] == 60
+
+
+@pytest.mark.slow
+def test_report_of_a_sweep_lists_each_run_once_with_its_own_metrics(finished):
+    """The sweep's combined metrics.parquet repeats its runs' metrics: the report takes each run folder once, with
+    the metrics the sweep computed (not recomputed with other resample counts)."""
+    from omnieval.report.build import discover, labels
+
+    root, *_ = finished
+    sources = discover([str(root)])
+    runs = sorted((s.root.parts[-2], s.root.parts[-1]) for s in sources)
+    assert runs == [(m, p) for m in ("sim-a", "sim-b") for p in ("cot", "zs")]
+    for s in sources:
+        assert s.metrics == (s.root / "metrics" / "metrics.parquet").resolve()
+        assert s.predictions == [(s.root / "predictions.parquet").resolve()]
+    names = labels([s.root for s in sources])
+    assert len(set(names)) == 4 and not any(n.startswith("/") for n in names)

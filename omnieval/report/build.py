@@ -23,7 +23,7 @@ from omnieval.store import StoredPath, readable, stored_path
 
 SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
 ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
-MAX_DEPTH = 4
+MAX_DEPTH = 6  # a sweep's run folders sit at <sweep>/runs/<entry>/<model>/<prompt>/metrics
 METRIC_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
 
 
@@ -88,8 +88,14 @@ def _recorded_inputs(metrics: Path | StoredPath) -> list[Path | StoredPath]:
         inputs = json.loads(doc.read_text()).get("inputs") or []
     except (json.JSONDecodeError, OSError):
         return []
-    paths = [stored_path(p) if "://" in p or Path(p).is_absolute() else (metrics.parent / p) for p in inputs]
-    return [p.resolve() for p in paths if p.is_file()]
+    found = []
+    for p in inputs:
+        if "://" in p or Path(p).is_absolute():
+            candidates = [stored_path(p)]
+        else:  # written by hand beside the metrics, or by an older omnieval relative to its working folder
+            candidates = [metrics.parent / p, Path(p)]
+        found += [c.resolve() for c in candidates if c.is_file()][:1]
+    return found
 
 
 def discover(inputs: list[str | Path]) -> list[RunSource]:
@@ -109,7 +115,8 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
             target.append(path.resolve())
             continue
         for folder in _walk(path):
-            if (folder / "metrics.parquet").is_file():
+            # a sweep's combined metrics.parquet repeats its runs' own metrics (found in the run folders)
+            if (folder / "metrics.parquet").is_file() and not (folder / "summary.json").is_file():
                 metrics_files.append((folder / "metrics.parquet").resolve())
             if (folder / "predictions.parquet").is_file():
                 prediction_files.append((folder / "predictions.parquet").resolve())
@@ -144,13 +151,20 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
 
 
 def labels(roots: list[Path | StoredPath]) -> list[str]:
-    """Short distinct names: the folder name, with parent folders added until they differ."""
+    """Short distinct names: the folder name, with parent folders added until they differ (never the filesystem
+    root's slash); roots that are the same folder are numbered."""
     depth = 1
     while True:
-        names = ["/".join(r.parts[-depth:]) if r.parts else str(r) for r in roots]
+        names = ["/".join(p for p in r.parts[-depth:] if p != "/") if r.parts else str(r) for r in roots]
         if len(set(names)) == len(names) or depth > max(len(r.parts) for r in roots):
-            return names
+            break
         depth += 1
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out
 
 
 def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
