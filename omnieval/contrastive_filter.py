@@ -155,26 +155,19 @@ def _read_item_records(path: Path) -> tuple[Path, list[dict]]:
     ``contrastive.Item`` (errors name file, line and field)."""
     from pydantic import ValidationError
 
+    from omnieval.datasets.benchmark import read_records
     from omnieval.protocols.contrastive import Item
 
     file = path / "items.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise InputError("no items file", file=file)
     records = []
-    from omnieval.datasets.textfile import utf8_lines
-
-    for lineno, line in enumerate(utf8_lines(file), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {lineno} is not valid JSON: {exc.msg}", file=file) from None
+    for where, record in read_records(file):
         try:
             Item.model_validate(record)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(f"{err['msg']} (line {lineno})", file=file, item=str(record.get("item_id")),
+            raise InputError(f"{err['msg']} ({where})", file=file, item=str(record.get("item_id")),
                              field=".".join(str(p) for p in err["loc"])) from None
         records.append(record)
     if not records:

@@ -262,9 +262,9 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
                        seed: int) -> tuple[UnitValues, UnitValues] | None:
     """Both units again, on their common items only, in one pass where they draw the same items."""
-    from omnieval.metrics import GENERIC, REGISTRY, UNIT, ProtocolMetrics, _protocol_rows, prepare
+    from omnieval.metrics import REGISTRY, UNIT, _protocol_rows, prepare
 
-    spec = REGISTRY.get(protocol) or ProtocolMetrics(protocol, GENERIC.families, GENERIC.metrics)
+    spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
     if not common:
         return None

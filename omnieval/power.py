@@ -26,7 +26,6 @@ import itertools
 import math
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -185,6 +184,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
     """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
     from omnieval.metrics import read_predictions
     from omnieval.schema import InputError
+    from omnieval.store import local_folder
 
     start = time.perf_counter()
     if correlation is not None and not -1 <= correlation <= 1:
@@ -205,7 +205,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
             raise InputError(str(exc)) from exc
     _print(table)
     if out:
-        folder = Path(out)
+        folder = local_folder(out)
         folder.mkdir(parents=True, exist_ok=True)
         table.write_csv(folder / "power.csv")
         table.write_parquet(folder / "power.parquet")

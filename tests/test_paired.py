@@ -13,9 +13,9 @@ from omnieval.paired import metrics_and_paired
 R = 4_000
 
 
-def clustered_pair(n_items: int, per_item: int, shift: float, rng: np.random.Generator, protocol: str = "toy",
+def clustered_pair(n_items: int, per_item: int, shift: float, rng: np.random.Generator, protocol: str = "dissonance",
                    models=("a", "b"), prompts=("zs",)) -> pl.DataFrame:
-    """Two models on the same items, ``per_item`` instances of each item in condition ``c1``; per-item difficulty
+    """Two models on the same items, ``per_item`` instances of each item in condition ``C000``; per-item difficulty
     shared by both (so the two are correlated and items are clusters); model a's logit is ``shift`` higher."""
     ease = rng.normal(0, 1.2, n_items)
     rows = []
@@ -26,7 +26,7 @@ def clustered_pair(n_items: int, per_item: int, shift: float, rng: np.random.Gen
             correct = rng.random((n_items, per_item)) < p[:, None]
             for i in range(n_items):
                 for j in range(per_item):
-                    rows.append((model, prompt, protocol, "s", f"q{i:04d}", f"q{i:04d}|{j}", "c1", "A",
+                    rows.append((model, prompt, protocol, "s", f"q{i:04d}", f"q{i:04d}|{j}", "C000", "A",
                                  "A" if correct[i, j] else "B"))
     frame = pl.DataFrame(rows, orient="row", schema=["model", "prompt", "protocol", "split", "item_id", "instance_id",
                                                      "condition", "target", "choice"])
@@ -211,10 +211,11 @@ def test_report_matrices_show_every_pair_of_models_and_prompts():
     rng = np.random.default_rng(8)
     frame = clustered_pair(20, 2, 0.3, rng, models=("a", "b", "c"), prompts=("zs", "cot"))
     _, paired = metrics_and_paired(frame, resamples=200, seed=0, permutations=100)
+    # "toy": a protocol with no matrix columns of its own, so the default columns (accuracy per key) are shown
     tables = {t.caption: t for t in matrices(paired, "toy")}
     assert set(tables) == {"Paired differences: model pairs, split s", "Paired differences: prompt styles, split s"}
     models = tables["Paired differences: model pairs, split s"]
-    assert models.header == ["a − b", "prompt", "accuracy c1"] and len(models.rows) == 3 * 2
+    assert models.header == ["a − b", "prompt", "accuracy C000"] and len(models.rows) == 3 * 2
     prompts = tables["Paired differences: prompt styles, split s"]
     assert [r[0].text for r in prompts.rows] == ["cot − zs"] * 3 and prompts.header[1] == "model"
     by_id = {(r["comparison"], r["a"], r["b"], r["model"], r["prompt"]): r for r in paired.to_dicts()}

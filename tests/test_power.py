@@ -102,9 +102,11 @@ def test_power_cli_from_numbers_and_from_a_file(tmp_path, capsys):
     assert "0.080" in capsys.readouterr().out  # 2.80 * sqrt(0.21 / 255)
     rng = np.random.default_rng(1)
     path = tmp_path / "p.parquet"
-    as_predictions(study(80, 2, 0.0, rng)[0], 2).write_parquet(path)
+    # the CLI reads files like ``metrics`` does: a registered protocol and its condition names
+    as_predictions(study(80, 2, 0.0, rng)[0], 2).with_columns(protocol=pl.lit("spectrum"),
+                                                              condition=pl.lit("normal")).write_parquet(path)
     assert main(["power", str(path), "--out", str(tmp_path / "o")]) == 0
     table = pl.read_csv(tmp_path / "o" / "power.csv")
-    assert set(table["key"]) == {"all", "c1"} and (table["n_items"] == 80).all()
+    assert set(table["key"]) == {"all", "normal"} and (table["n_items"] == 80).all()
     assert main(["power", "--items", "10"]) == 2
     assert "--accuracy" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def _field(err: dict) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(item)"
 
 
-def _read_records(path: Path) -> list[tuple[str, dict]]:
+def read_records(path: Path) -> list[tuple[str, dict]]:
     """(position, record) pairs from JSONL (``line N``) or Parquet (``row N``)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -106,7 +106,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
     items, seen = [], {}
-    for where, record in _read_records(items_path):
+    for where, record in read_records(items_path):
         item = _parse(protocol.Item, items_path, where, record, "item_id")
         if item.item_id in seen:
             raise InputError(f"duplicate item_id (first on {seen[item.item_id]}, again on {where})",
@@ -131,7 +131,7 @@ def _load_anchors(root: Path) -> list[Anchor]:
     if not path.exists():
         raise InputError("the dissonance protocol needs an anchor library (anchors.jsonl)", file=root)
     anchors, seen = [], {}
-    for where, record in _read_records(path):
+    for where, record in read_records(path):
         anchor = _parse(Anchor, path, where, record, "anchor")
         key = (anchor.split, anchor.anchor)
         if key in seen:
