@@ -487,3 +487,26 @@ def test_report_rejects_a_folder_without_runs(tmp_path):
 
     with pytest.raises(InputError, match="no predictions.parquet or metrics.parquet"):
         report_command([str(tmp_path)], str(tmp_path / "out"))
+
+
+def test_every_metric_the_demo_emits_is_defined_in_the_reference(demo):
+    """docs/reference.md defines each metric name every protocol writes (read from the demo's own metrics tables),
+    in that protocol's section or among the metrics common to all protocols."""
+    import polars as pl
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
+    sections = {}
+    for block in re.split(r"\n## ", doc)[1:]:
+        title, body = block.split("\n", 1)
+        sections[title] = set(re.findall(r"^\| `(\w+)`", body, flags=re.M))
+        sections[title] |= {m for line in body.splitlines() if line.startswith("| `")
+                            for m in re.findall(r"`(\w+)`", line.split("|")[1])}
+    common = set().union(*(v for k, v in sections.items() if k.startswith(("Statistics common", "Open-ended"))))
+    emitted = pl.concat([pl.read_parquet(p).select("protocol", "metric") for p in demo.rglob("metrics.parquet")],
+                        how="vertical_relaxed").unique()
+    missing = []
+    for protocol, metric in emitted.iter_rows():
+        own = next(v for k, v in sections.items() if k.startswith(f"Protocol `{protocol}`"))
+        if metric not in own | common:
+            missing.append((protocol, metric))
+    assert not missing and emitted.height > 20, missing
