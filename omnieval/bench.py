@@ -15,9 +15,11 @@ measure of overhead, not of a model. With a real model the engine time dominates
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -31,7 +33,25 @@ def _time_per_call(fn, paths, repeat: int = 1) -> float:
     return statistics.median(times) * 1000
 
 
+@contextmanager
+def bench_folder(workdir: str | None, prefix: str):
+    """(folder, runs) of a bench: ``workdir`` (kept, so its benchmark is reused next time) or a temporary folder
+    removed at the end; the run outputs inside (``runs``: fresh, nothing to resume) are always removed."""
+    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=prefix))
+    tmp.mkdir(parents=True, exist_ok=True)
+    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=tmp))
+    try:
+        yield tmp, runs
+    finally:
+        shutil.rmtree(runs if workdir else tmp, ignore_errors=True)
+
+
 def bench_pipeline(anchors: int = 8, questions: int = 4, workdir: str | None = None) -> int:
+    with bench_folder(workdir, "omnieval-bench-") as (tmp, runs):
+        return _bench_pipeline(anchors, questions, tmp, runs)
+
+
+def _bench_pipeline(anchors: int, questions: int, tmp: Path, runs: Path) -> int:
     from omnieval.config import parse_run_config
     from omnieval.datasets.benchmark import load_benchmark
     from omnieval.datasets.synthetic import make_dissonance_benchmark
@@ -39,12 +59,10 @@ def bench_pipeline(anchors: int = 8, questions: int = 4, workdir: str | None = N
     from omnieval.media import decode
     from omnieval.pipeline import ensure_ray, make_plan, run_evaluation
 
-    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="omnieval-bench-"))
     bench_dir = tmp / "benchmark"
     if not (bench_dir / "items.jsonl").exists():
         make_dissonance_benchmark(bench_dir, seed=0, n_anchors=anchors, n_questions=questions)
     model = {"name": "sim", "engine": "simulated", "batch_size": 64, "options": {"seed": 0}}
-    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=tmp))  # fresh outputs: nothing to resume
     config = parse_run_config({"benchmark": str(bench_dir), "output": str(runs / "measured"), "models": [model],
                                "prompts": ["zs"], "decode": {"num_frames": 8, "max_side": 320}})
     ensure_ray(config)

@@ -24,8 +24,23 @@ def test_synthetic_predictions_have_the_schema_and_give_every_metric():
 
 
 @pytest.mark.slow
-def test_quick_bench_prints_its_table(capsys):
+def test_quick_bench_prints_its_table_and_says_which_targets_it_met(capsys):
+    import re
+
     assert bench_stats(quick=True) == 0
     out = capsys.readouterr().out
-    for part in ("(a)", "(b)", "(c)", "(d)", "x"):
-        assert part in out
+    rows = [line for line in out.splitlines() if line.startswith("(")]
+    assert {r[:3] for r in rows} == {"(a)", "(b)", "(c)", "(d)"}
+    met = missed = 0
+    for row in rows:  # each verdict agrees with the numbers printed beside it
+        verdict = re.search(r"(met|MISSED) \((< (\d+) s|>= 30x scipy)\)$", row)
+        if verdict is None:
+            continue
+        if verdict.group(3):
+            value = float(re.search(r"  ([\d.]+) s  ", row).group(1))
+            ok = value < float(verdict.group(3))
+        else:
+            ok = float(re.search(r"  ([\d,]+)x  ", row).group(1).replace(",", "")) >= 30
+        assert ok == (verdict.group(1) == "met"), row
+        met, missed = met + ok, missed + (not ok)
+    assert met + missed >= 6 and f"targets: {met} met, {missed} missed" in out
