@@ -112,7 +112,7 @@ def contrastive_config(out: Path, benchmark: Path, tiny_model: Path | None, seed
             "decode": {"num_frames": 4, "max_side": 112}}
 
 
-def _run_protocol(title: str, folder: Path, make_benchmark, make_config, tiny: Path | None, seed: int, show) -> bool:
+def _run_protocol(title: str, folder: Path, make_benchmark, make_config, tiny: Path | None, seed: int) -> bool:
     """One protocol of the demo: build its benchmark once, write its config, run it, print its headline."""
     from omnieval.config import load_run_config
     from omnieval.pipeline import run_evaluation
@@ -125,7 +125,7 @@ def _run_protocol(title: str, folder: Path, make_benchmark, make_config, tiny: P
     config_path.write_text(yaml.safe_dump(make_config(folder, bench, tiny, seed), sort_keys=False))
     result = run_evaluation(load_run_config(config_path))
     print(result.summary())
-    show(result.predictions_path, folder / "metrics")
+    show_metrics(result.predictions_path, folder / "metrics")
     return result.ok
 
 
@@ -157,105 +157,26 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     result = run_evaluation(load_run_config(config_path))
     print(result.summary())
     print(f"\nrun record: {Path(result.output) / 'run.json'}")
-    print_reliance(result.predictions_path, out / "metrics")
+    show_metrics(result.predictions_path, out / "metrics")
     ok = result.ok
 
     ok &= _run_protocol("crossmodal: the same creatures in six context -> candidate directions", out / "crossmodal",
                         lambda b: make_crossmodal_benchmark(b, seed=seed, n_entities=12), crossmodal_config, tiny,
-                        seed, print_directions)
+                        seed)
     ok &= _run_protocol("spectrum: which modalities the questions really need (shuffled across items)",
                         out / "spectrum", lambda b: make_spectrum_benchmark(b, seed=seed, n_items=48),
-                        spectrum_config, tiny, seed, print_spectrum)
+                        spectrum_config, tiny, seed)
     ok &= _run_protocol("contrastive: which of 2-4 scenes of different modalities answers the question",
                         out / "contrastive", lambda b: make_contrastive_benchmark(b, seed=seed, n_entities=4),
-                        contrastive_config, tiny, seed, print_contrastive)
+                        contrastive_config, tiny, seed)
     print(f"\nreport: {command_prefix()} report {out} --out {out / 'report'}")
     return 0 if ok else 1
 
 
-def _with_ci(pl):
-    return pl.format("{} [{}, {}]", pl.col("value").round(2), pl.col("ci_low").round(2), pl.col("ci_high").round(2))
-
-
-def _print_table(title: str, table, out: Path) -> None:
-    import polars as pl
-
-    print(f"\n{title}:")
-    with pl.Config(tbl_rows=60, tbl_cols=12, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   fmt_str_lengths=40):
-        print(table)
-    print(f"all metrics: {out / 'metrics.csv'}")
-
-
-def _metrics(predictions: str, out: Path, resamples: int):
-    import polars as pl
-
+def show_metrics(predictions: str, out: Path, resamples: int = 2000) -> None:
+    """``omnieval metrics`` on a demo run: writes its tables and prints the protocol's headline (``headlines``)."""
     from omnieval.metrics import metrics_command
 
     metrics_command([predictions], str(out), resamples=resamples, seed=0)
-    return pl.read_parquet(out / "metrics.parquet")
 
 
-def print_spectrum(predictions: str, out: Path, resamples: int = 2000) -> None:
-    """Spectrum headline: accuracy per condition against chance, and the dependency label, per model."""
-    import polars as pl
-
-    table = _metrics(predictions, out, resamples)
-    overall = table.filter(~pl.col("key").str.contains("/"))
-    acc = (overall.filter((pl.col("metric") == "accuracy") | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
-           .with_columns(pl.when(pl.col("metric") == "chance").then(pl.lit("chance")).otherwise("key").alias("key"),
-                         _with_ci(pl).alias("value [95% CI]"))
-           .pivot(on="model", index="key", values="value [95% CI]"))
-    labels = (overall.filter(pl.col("metric") == "dependency").select("model", pl.col("key").alias("dependency")))
-    _print_table("Accuracy per condition (value [95% bootstrap CI]); dependency: " + ", ".join(
-        f"{m} {d}" for m, d in labels.iter_rows()), acc, out)
-
-
-def print_contrastive(predictions: str, out: Path, resamples: int = 2000) -> None:
-    """Contrastive headline: accuracy by number of inputs, permutation consistency and position bias of A."""
-    import polars as pl
-
-    table = _metrics(predictions, out, resamples)
-    keep = (((pl.col("metric") == "accuracy") & pl.col("key").str.starts_with("n=") | (pl.col("key") == "all"))
-            | (pl.col("metric") == "permutation_consistency")
-            | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
-    summary = (table.filter(keep)
-               .with_columns(pl.concat_str("metric", pl.lit(" "), "key").str.strip_chars().alias("metric"),
-                             _with_ci(pl).alias("value [95% CI]"))
-               .pivot(on="model", index="metric", values="value [95% CI]"))
-    _print_table("Accuracy by number of inputs, permutation consistency, position bias (value [95% bootstrap CI])",
-                 summary, out)
-
-
-def print_directions(predictions: str, out: Path, resamples: int = 2000) -> None:
-    """Crossmodal headline: disparity between modalities and direction imbalance, with CIs."""
-    import polars as pl
-
-    table = _metrics(predictions, out, resamples)
-    summary = (table.filter(pl.col("metric").is_in(["disparity", "imbalance", "consistency"])
-                            & ~pl.col("key").str.contains("/"))
-               .with_columns(pl.concat_str("metric", pl.lit(" "), "key").str.strip_chars().alias("metric"),
-                             _with_ci(pl).alias("value [95% CI]"))
-               .pivot(on="model", index="metric", values="value [95% CI]"))
-    _print_table("Modality disparity, direction imbalance and consistency (value [95% bootstrap CI])", summary, out)
-
-
-def print_reliance(predictions: str, out: Path, resamples: int = 2000) -> None:
-    """Metrics with CIs for the demo run, and the headline: which modality each model relies on (Shapley)."""
-    import polars as pl
-
-    table = _metrics(predictions, out, resamples)
-    shapley = (table.filter(pl.col("metric") == "shapley")
-               .with_columns(_with_ci(pl).alias("shapley (95% CI)"))
-               .pivot(on="key", index=["model", "split"], values="shapley (95% CI)")
-               .sort(["model", "split"]))
-    _print_table("Shapley modality attribution of accuracy (value [95% bootstrap CI])", shapley, out)
-    opened = table.filter(pl.col("metric").is_in(["open_accuracy", "mcq_open_gap", "judge_kappa"])
-                          & (pl.col("key").str.starts_with("all") | (pl.col("metric") == "judge_kappa")))
-    if len(opened):
-        summary = (opened.with_columns(pl.concat_str("metric", pl.lit(" "), "key").alias("metric"),
-                                       _with_ci(pl).alias("value [95% CI]"))
-                   .pivot(on="model", index=["metric", "split"], values="value [95% CI]").sort("split", "metric"))
-        _print_table("Open-ended answers graded by two judges: accuracy (mean and per judge), MCQ minus open, "
-                     "Cohen's kappa", summary, out)
-    print(f"significance tests: {command_prefix()} stats {predictions} --out {Path(predictions).parent / 'stats'}")

@@ -663,7 +663,10 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
            "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
-    print(f"omnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "
-          f"predictions in "
-          f"{time.perf_counter() - start:.1f} s -> {folder}")
+    from omnieval.headlines import headline_tables, render
+
+    print(render(headline_tables(table)))
+    print(f"\nomnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "
+          f"predictions in {time.perf_counter() - start:.1f} s -> {folder} (every metric: {folder / 'metrics.csv'}; "
+          "definitions: docs/reference.md)")
     return 0
