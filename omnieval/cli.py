@@ -70,7 +70,23 @@ def _run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"output": args.out})
     result = run_evaluation(config, address=args.address, overwrite=args.overwrite)
     print(result.summary())
+    print(next_steps(result.output, result.predictions_path))
     return 0 if result.ok else 1
+
+
+def next_steps(output: str, predictions: str) -> str:
+    """The commands that take a finished run on, printed so that they run as printed (local ``--out`` folders:
+    beside a local run, in the working folder for a remote one)."""
+    import shlex
+
+    from omnieval.commands import command_prefix
+
+    cmd, q = command_prefix(), shlex.quote
+    base = output.rstrip("/") if "://" not in output else f"./{output.rstrip('/').rsplit('/', 1)[-1]}"
+    return "\n".join(["", "next:",
+                      f"  {cmd} metrics {q(predictions)} --out {q(base + '/metrics')}",
+                      f"  {cmd} stats {q(predictions)} --out {q(base + '/stats')}",
+                      f"  {cmd} report {q(output)} --out {q(base + '/report')}"])
 
 
 def _sweep(args: argparse.Namespace) -> int:

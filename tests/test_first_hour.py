@@ -50,10 +50,10 @@ def test_version_and_help_explain(capsys):
 
 def test_printed_follow_up_commands_run_as_printed(tmp_path):
     """A venv's ``omnieval`` that is not on PATH is printed by its path, and that path runs."""
-    from omnieval.demo import command_prefix
+    from omnieval.commands import command_prefix
 
     script = Path(sys.executable).with_name("omnieval")
-    code = ("import sys; sys.argv = [sys.argv[1]]; from omnieval.demo import command_prefix; "
+    code = ("import sys; sys.argv = [sys.argv[1]]; from omnieval.commands import command_prefix; "
             "print(command_prefix())")
     env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
     printed = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, env=env,
@@ -165,3 +165,59 @@ def test_metrics_stats_report_in_readme_order_show_the_run_once_with_the_users_o
     header = [c.strip() for c in table[0].strip("|").split("|")]
     assert cells[header.index("metrics")] == "metrics.parquet" and cells[header.index("resamples")] == "300"
     assert "//" not in body[0] and runs
+
+
+def _readme_first_run() -> tuple[list[str], dict[str, str]]:
+    """The commands and the YAML files of the README's 'Your first run, step by step', as written there."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Your first run, step by step", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    commands = [line.split("#", 1)[0].strip() for lang, body in blocks if lang == "bash"
+                for line in body.splitlines() if line.strip()]
+    names = re.findall(r"`(\w+\.yaml)`[^\n]*:\n\n```yaml", section)
+    files = dict(zip(names, [body for lang, body in blocks if lang == "yaml"], strict=True))
+    return commands, files
+
+
+@pytest.mark.slow
+def test_the_readme_first_run_works_as_written_in_a_fresh_folder(ray_session, tmp_path, monkeypatch, capsys):
+    """A newcomer's walk: the README's commands in order, exit codes, each printed follow-up command run as
+    printed, and reports that list each run once with the user's own metrics and tests."""
+    import re
+    import shlex
+
+    commands, files = _readme_first_run()
+    assert [c.split()[1] for c in commands] == ["datasets", "run", "metrics", "stats", "report", "sweep", "report"]
+    assert set(files) == {"run.yaml", "sweep.yaml"}
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    printed = []
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[0] == "omnieval"
+        assert main(argv[1:]) == 0, command
+        out = capsys.readouterr()
+        assert "Traceback" not in out.err and "left out" not in out.err, (command, out.err[-2000:])
+        printed.append(out.out)
+    follow_ups = [line.strip() for line in printed[1].split("next:", 1)[1].splitlines() if line.strip()]
+    assert len(follow_ups) == 3
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
+    for command in follow_ups:  # exactly as printed, by a shell that has no omnieval on its PATH
+        ran = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path,
+                             timeout=600)
+        assert ran.returncode == 0, (command, ran.stderr[-2000:])
+    run_report = (tmp_path / "report" / "report.md").read_text()
+    table = run_report.split("**Runs in this report**", 1)[1].split("\n\n", 2)[1].splitlines()
+    assert len([line for line in table[2:] if line.startswith("|")]) == 1  # the run, once
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    cells = [c.strip() for c in table[2].strip("|").split("|")]
+    assert cells[header.index("metrics")] == "metrics.parquet"  # the user's, not recomputed
+    assert "Significance tests" in run_report
+    sweep_report = (tmp_path / "sweep-report" / "report.md").read_text()
+    rows = [line for line in sweep_report.split("**Runs in this report**", 1)[1].split("\n\n", 2)[1].splitlines()
+            if line.startswith("|")][2:]
+    assert len(rows) == 4  # 2 models x 2 prompt styles, each once
+    assert all(re.search(r"\| 1000 \|", row) for row in rows)  # the sweep's own metrics (resamples: 1000)
