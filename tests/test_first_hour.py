@@ -221,3 +221,35 @@ def test_the_readme_first_run_works_as_written_in_a_fresh_folder(ray_session, tm
             if line.startswith("|")][2:]
     assert len(rows) == 4  # 2 models x 2 prompt styles, each once
     assert all(re.search(r"\| 1000 \|", row) for row in rows)  # the sweep's own metrics (resamples: 1000)
+
+
+def test_benches_remove_their_temporary_folders_and_keep_a_given_workdir(tmp_path, monkeypatch):
+    import tempfile
+
+    from omnieval.bench import bench_folder
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with bench_folder(None, "omnieval-bench-") as (folder, runs):
+        (runs / "out").mkdir()
+        assert folder.exists() and runs.parent == folder
+    assert list((tmp_path / "tmp").iterdir()) == []  # nothing left behind
+    work = tmp_path / "work"
+    with bench_folder(str(work), "omnieval-bench-") as (folder, runs):
+        (folder / "benchmark").mkdir()
+    assert [p.name for p in work.iterdir()] == ["benchmark"]  # the benchmark is kept for reuse, the runs are not
+
+
+def test_headline_tables_never_wrap_a_header():
+    import polars as pl
+
+    from omnieval.headlines import headline_tables, render
+
+    rows = [("contrastive", f"a-model-with-a-rather-long-name-{i}", "zs", "all", "accuracy", key, 0.5, 0.4, 0.6, 10,
+             10) for i in range(6) for key in ("all", "n=2", "n=3")]
+    table = pl.DataFrame(rows, orient="row", schema=["protocol", "model", "prompt", "split", "metric", "key", "value",
+                                                     "ci_low", "ci_high", "n", "n_items"])
+    text = render(headline_tables(table))
+    lines = [line for line in text.splitlines() if line.startswith(("┌", "│", "╞", "└"))]
+    assert len({len(line) for line in lines}) == 1  # every row of the table is one line: nothing wrapped
+    assert all(f"a-model-with-a-rather-long-name-{i}" in text for i in range(6))
