@@ -167,7 +167,7 @@ def test_bad_rows_become_errored_predictions_while_the_rest_complete(runs, setup
     assert result.n_errors == 4 * len(undecodable | too_long) + empty
     record = json.loads((Path(config.output) / "run.json").read_text())
     assert record["errors"]["count"] == result.n_errors
-    assert record["errors"]["by_kind"]["media decode failed"] == 4 * len(undecodable)
+    assert record["errors"]["by_kind"]["media"] == 4 * len(undecodable)
 
 
 def test_rerun_resumes_and_retries_only_the_errored_rows(runs):
