@@ -217,6 +217,7 @@ def test_converted_release_through_the_simulated_engine(ray_session, tmp_path, m
     valid = pred[pred["choice"].notna()]
     acc = valid.groupby("condition")["correct"].mean()
     consistency = pred.groupby("item_id")["correct"].all().mean()
+    assert acc["A->T"] == 1.0 and acc["T->V"] == 1.0  # reliance 1: the engine saw the release's answers
     t_vs_v = (acc["A->V"] - acc["A->T"]) + (acc["V->A"] - acc["T->A"])
     assert got[("consistency", "")] == pytest.approx(consistency)
     assert got[("accuracy", "T->A")] == pytest.approx(acc["T->A"])
