@@ -37,7 +37,7 @@ from pathlib import Path
 from omnieval.datasets.benchmark import building_folder
 from omnieval.datasets.release_media import resolve_release_media
 from omnieval.datasets.textfile import read_utf8
-from omnieval.protocols.crossmodal import LETTER, DirectionEntry, Input, Item
+from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
 from omnieval.schema import LABELS, InputError
 
 MODALITY_NAMES = {"audio": "audio", "image": "image", "video": "video", "text": "text"}
@@ -206,6 +206,9 @@ def _read_entries(path: Path, release: Path, linker: _MediaLinker) -> list[Entry
             raise InputError(f"options mix modalities {sorted(cand)}", file=path, item=where, field="options")
         source = "".join(sorted({LETTER[c.modality] for c in context}, key="AV".find)) or "none"
         direction = f"{source}->{LETTER[options[0].modality]}"
+        if direction not in (*DIRECTIONS, *EXTRA_CONDITIONS):
+            raise InputError(f"context and options give direction {direction!r}, which is not a crossmodal direction",
+                             file=path, item=where, field="conditions")
         if direction != file_direction:
             raise InputError(f"context and options give direction {direction!r}, but the file name says "
                              f"{file_direction!r}", file=path, item=where,
@@ -279,7 +282,7 @@ def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_medi
         if not roots[-1].is_dir():
             raise InputError("media root folder does not exist", file=roots[-1], field="--media-root")
     every = sorted(p for p in release.rglob("*.json") if p.is_file())
-    files = [p for p in every if (m := QUESTION_FILE.match(p.name)) and m["ctx"] != m["cand"]]
+    files = [p for p in every if QUESTION_FILE.match(p.name)]
     if not files:
         raise InputError(f"no question files (<prefix>_questions_<context>_<candidates>.json) under the release "
                          f"folder ({len(every)} other JSON files)", file=release)
