@@ -96,13 +96,14 @@ def _figure(view: MetricView, protocol: str) -> Figure | None:
         suffix = f", split {split}" if len(view.order["split"]) > 1 else ""
         _, levels, conditions = _ordered(view.leaves("open_accuracy"))
         xs = levels or conditions
+        xlabel = "corruption level k" if levels else "condition"
         labels = [x.replace("k=", "") for x in xs]
         acc = plot_series(view, "open_accuracy", xs, split=split, xlabels=labels)
         gap = plot_series(view, "mcq_open_gap", xs, split=split, xlabels=labels)
         if acc:
-            panels.append((f"open-ended accuracy, mean of judges{suffix}", "accuracy", acc))
+            panels.append((f"open-ended accuracy, mean of judges{suffix}", "accuracy", acc, xlabel))
         if gap:
-            panels.append((f"multiple choice minus open-ended{suffix}", "accuracy difference", gap))
+            panels.append((f"multiple choice minus open-ended{suffix}", "accuracy difference", gap, xlabel))
     if not panels:
         return None
     return Figure(f"{protocol}-open-bars", "Open-ended accuracy (mean over judges) and the multiple-choice minus "
