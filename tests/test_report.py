@@ -435,9 +435,10 @@ def test_report_tables_sort_in_the_browser(demo_report, tmp_path):
 
 @needs_chromium
 def test_wide_tables_say_how_many_columns_are_out_of_view(demo_report, tmp_path):
-    """At a 1280 px window, with every collapsed table opened: a table whose wrapper scrolls sideways has a visible
-    line above it giving the number of header columns whose right edge is beyond the wrapper's; one that fits has
-    none. Scrolled to its end, the widest table's line turns to the columns on the left."""
+    """At a 1280 px window, with every collapsed table opened, the page is no wider than the window (the contents line
+    wraps), and a table whose wrapper scrolls sideways has a visible line above it giving the number of header
+    columns whose right edge is beyond the wrapper's; one that fits has none. Scrolled to its end, the widest
+    table's line turns to the columns on the left."""
     probe = """<script>window.addEventListener('load', function () { setTimeout(function () {
       document.querySelectorAll('details').forEach(function (d) { d.open = true; });
       function measure() { return Array.prototype.map.call(document.querySelectorAll('.table-wrap'), function (w) {
@@ -456,8 +457,9 @@ def test_wide_tables_say_how_many_columns_are_out_of_view(demo_report, tmp_path)
           widest = i; } });
         wraps[widest].scrollLeft = wraps[widest].scrollWidth;
         setTimeout(function () {
+          var root = document.documentElement;
           document.body.setAttribute('data-wraps', JSON.stringify({before: before, widest: widest,
-                                                                   after: measure()[widest]}));
+            after: measure()[widest], page: [root.scrollWidth, root.clientWidth]}));
         }, 200);
       }, 200);
     }, 0); });</script></body>"""
@@ -469,6 +471,7 @@ def test_wide_tables_say_how_many_columns_are_out_of_view(demo_report, tmp_path)
     result = open_page(page, width=1280, height=1000)
     assert result.console == [], result.console
     found = json.loads(html.unescape(re.search(r'data-wraps="([^"]*)"', result.dom).group(1)))
+    assert found["page"][0] <= found["page"][1], found["page"]  # the page itself never scrolls sideways
     wide = [m for m in found["before"] if m["scroll"] > m["client"]]
     assert len(wide) >= 3, found["before"]  # the demo has tables wider than the page (e.g. the power table)
     for m in found["before"]:

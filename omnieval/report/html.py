@@ -27,8 +27,8 @@ h2 { font-size: 1.3em; margin: 30px 0 6px; padding-bottom: 3px; border-bottom: 2
 h3 { font-size: 1.08em; margin: 20px 0 6px; }
 p.meta, p.intro, p.note { color: var(--muted); margin: 4px 0 8px; }
 p.note { font-size: .9em; }
-nav.toc { margin-top: 8px; font-size: .95em; }
-nav.toc a { margin-right: 14px; color: #0b4f8a; text-decoration: none; white-space: nowrap; }
+nav.toc { margin-top: 8px; font-size: .95em; display: flex; flex-wrap: wrap; gap: 2px 14px; }
+nav.toc a { color: #0b4f8a; text-decoration: none; white-space: nowrap; }
 nav.toc a:hover { text-decoration: underline; }
 .table-wrap { overflow-x: auto; margin: 6px 0 16px; }
 .table-wrap::-webkit-scrollbar { height: 11px; }
