@@ -382,6 +382,15 @@ def test_captions_mention_only_what_their_table_shows(demo_page):
     assert methods == {"rs"}
     for method in ("rs", "tp"):
         assert (f"{method}: " in table["caption"]) == (method in methods), (method, table["caption"])
+    assert_captions_promise_only_shown_columns(demo_page)
+
+
+def assert_captions_promise_only_shown_columns(page: ReportPage) -> None:
+    """A caption that speaks of errors heads a table with an errors column."""
+    for table in page.tables:
+        header = {c["text"] for r in table["rows"] for c in r if c["tag"] == "th"}
+        if "errors" in table["caption"]:
+            assert any(h.startswith("errors") for h in header), (table["attrs"], table["caption"])
 
 
 @needs_chromium
@@ -613,6 +622,7 @@ def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
     assert page.sections == ["runs", "spectrum", "spectrum-categories", "contrastive", "newproto"]
     assert_report_equals_metrics(page, metrics)
     assert page.figures == ["spectrum-scatter", "contrastive-bars"]
+    assert_captions_promise_only_shown_columns(page)  # the hand-made metrics have no error_rate rows
     dependency = {(c["attrs"]["data-model"], c["attrs"]["data-key"]): c["v"] for c in page.cells()
                   if c["attrs"]["data-metric"] == "dependency"}
     assert dependency[("ensemble", "image-intra+text-intra")] == "image-intra+text-intra"

@@ -56,8 +56,9 @@ def section(data: ProtocolInput) -> Section | None:
                  if view.has("accuracy_k", k)]
         cols.append(Col("invalid", "invalid_rate", "", group=f"split {s}", split=s, scale=None))
         cols += error_cols(view, group=f"split {s}", split=s)
+    errors = " and of errors" if view.has("error_rate") else ""
     tables.append(view.table("Accuracy by corruption level k (mean of the condition accuracies at each level) and "
-                             "shares of invalid answers and of errors", cols, rows=("run", "model", "prompt"),
+                             f"shares of invalid answers{errors}", cols, rows=("run", "model", "prompt"),
                              name="accuracy_k"))
     conditions = [c for c in CONDITIONS if view.has("accuracy", c)]
     conditions += [c for c in view.leaves("accuracy") if c not in conditions]

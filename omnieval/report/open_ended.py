@@ -63,7 +63,8 @@ def section(data: ProtocolInput) -> Section | None:
     judge = lambda s: s != ""  # noqa: E731
     blocks: list[Table | Figure | Note | None] = [
         view.table("Open-ended accuracy, mean over judges (a verdict is right when it says correct, or abstained "
-                   "where the answer is to abstain), and the share of errors (never answered, not graded)",
+                   "where the answer is to abstain)" + (", and the share of errors (never answered, not graded)"
+                                                        if view.has("open_error_rate") else ""),
                    [*_cols(view, "open_accuracy", average), *error_cols(view, metric="open_error_rate", group="")],
                    name=f"{data.protocol}-open"),
         view.table("Open-ended accuracy per judge, and the share of the judge's verdicts that stayed unparseable "
