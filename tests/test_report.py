@@ -38,6 +38,7 @@ class ReportPage(HTMLParser):
         self._cell: dict | None = None
         self._span: str | None = None
         self._row: list | None = None
+        self._caption = False
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
@@ -45,7 +46,9 @@ class ReportPage(HTMLParser):
         if "src" in a or "href" in a:
             self.sources.append(a.get("src") or a.get("href"))
         if tag == "table":
-            self.tables.append({"attrs": a, "rows": []})
+            self.tables.append({"attrs": a, "rows": [], "caption": ""})
+        elif tag == "caption":
+            self._caption = True
         elif tag == "tr" and self.tables:
             self._row = []
             self.tables[-1]["rows"].append(self._row)
@@ -64,10 +67,14 @@ class ReportPage(HTMLParser):
     def handle_endtag(self, tag):
         if tag in ("td", "th"):
             self._cell = None
+        elif tag == "caption":
+            self._caption = False
         elif tag == "span":
             self._span = None
 
     def handle_data(self, data):
+        if self._caption:
+            self.tables[-1]["caption"] += data
         if self._cell is not None:
             self._cell["text"] += data
             if self._span in ("v", "ci"):
@@ -145,10 +152,35 @@ def demo(ray_session, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo_report(demo, tmp_path_factory) -> Path:
+def demo_built(demo, tmp_path_factory) -> tuple[Path, dict]:
+    """The demo's report, and its matplotlib figures by name (the figure whose PNG is ``figures/<name>.png``)."""
+    from omnieval.report import plots
+
     out = tmp_path_factory.mktemp("report-out")
-    assert report_command([str(demo)], str(out)) == 0
-    return out
+    drawn = []
+    save = plots._png
+
+    def keep(fig):
+        png = save(fig)
+        drawn.append((png, fig))
+        return png
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "_png", keep)
+        assert report_command([str(demo)], str(out)) == 0
+    by_png = {png: fig for png, fig in drawn}
+    figures = {p.stem: by_png[p.read_bytes()] for p in (out / "figures").glob("*.png")}
+    return out, figures
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo_built) -> Path:
+    return demo_built[0]
+
+
+@pytest.fixture(scope="module")
+def demo_figures(demo_built) -> dict:
+    return demo_built[1]
 
 
 @pytest.fixture(scope="module")
@@ -292,6 +324,75 @@ def test_open_ended_subsection_and_cascade_marks(demo, demo_page):
     assert predictions.filter(pl.col("model") == "sim-balanced+audio-desc")["intermediate_text"].null_count() == 0
 
 
+def test_legends_lie_inside_their_figures_and_bar_plots_name_their_x_axis(demo_report, demo_figures):
+    """Drawn again on an Agg canvas, every legend's window extent lies inside the figure's bbox, which is the saved
+    PNG's size (nothing outside it is in the file); every bar plot (the open-ended ones included) labels its x axis."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    assert {"dissonance-reliability", "spectrum-scatter", "dissonance-open-bars"} <= set(demo_figures)
+    for name, fig in demo_figures.items():
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        with Image.open(demo_report / "figures" / f"{name}.png") as image:
+            assert image.size == (int(fig.bbox.width), int(fig.bbox.height)), name  # Agg drops the fraction
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+        for legend in legends:
+            box = legend.get_window_extent(canvas.get_renderer())
+            assert box.x0 >= -0.5 and box.y0 >= -0.5, (name, box.bounds, fig.bbox.bounds)
+            assert box.x1 <= fig.bbox.x1 + 0.5 and box.y1 <= fig.bbox.y1 + 0.5, (name, box.bounds, fig.bbox.bounds)
+        if name.endswith("-bars") or name == "dissonance-shapley":
+            labels = [ax.get_xlabel() for ax in fig.axes if ax.get_visible()]
+            assert labels and all(labels), (name, labels)
+    open_bars = demo_figures["dissonance-open-bars"]
+    assert {ax.get_xlabel() for ax in open_bars.axes if ax.get_visible()} == {"corruption level k"}
+
+
+def test_header_states_the_range_of_every_value_shown(demo, demo_page, demo_report):
+    """The header's ranges hold for every value: fractions and differences in [-1, 1], disparity (a sum of two
+    differences) in [-2, 2], reliance (a ratio of a difference to an accuracy) at most 1 with no lower bound."""
+    text = (demo_report / "report.html").read_text()
+    header = re.search(r"<header>(.*?)</header>", text, flags=re.S).group(1)
+    assert "differences of two fractions lie in [-1, 1]" in header
+    assert "disparity, a sum of two differences, lies in [-2, 2]" in header
+    assert "reliance" in header and "is at most 1 and has no lower bound" in header
+    bounds = {"disparity": (-2.0, 2.0), "reliance": (-np.inf, 1.0)}
+    for cell in demo_page.cells():
+        a = cell["attrs"]
+        if a.get("data-value"):
+            low, high = bounds.get(a["data-metric"], (-1.0, 1.0))
+            assert low <= float(a["data-value"]) <= high, a
+    # the header names only the metrics the runs have: a metrics folder without crossmodal has no disparity
+    metrics = _demo_metrics(demo)
+    assert {"disparity", "reliance"} <= set(metrics["metric"].to_list())
+    from omnieval.report import value_ranges
+    from omnieval.report.build import load_runs
+
+    alone = value_ranges(load_runs([str(demo / "spectrum" / "metrics")], resamples=50, seed=0, permutations=50))
+    assert "disparity" not in alone and "reliance" not in alone and "[-1, 1]" in alone
+
+
+def test_captions_mention_only_what_their_table_shows(demo_page):
+    """The calibration caption explains the confidence methods its rows have, and no other (the demo's models
+    report ``rs`` only, so no ``tp`` is promised)."""
+    table = next(t for t in demo_page.tables if t["attrs"].get("data-table") == "calibration")
+    head = next(r for r in table["rows"] if any(c["text"] == "method" for c in r))
+    col = [c["text"] for c in head].index("method")
+    methods = {r[col]["text"] for r in table["rows"][table["rows"].index(head) + 1:]}
+    assert methods == {"rs"}
+    for method in ("rs", "tp"):
+        assert (f"{method}: " in table["caption"]) == (method in methods), (method, table["caption"])
+    assert_captions_promise_only_shown_columns(demo_page)
+
+
+def assert_captions_promise_only_shown_columns(page: ReportPage) -> None:
+    """A caption that speaks of errors heads a table with an errors column."""
+    for table in page.tables:
+        header = {c["text"] for r in table["rows"] for c in r if c["tag"] == "th"}
+        if "errors" in table["caption"]:
+            assert any(h.startswith("errors") for h in header), (table["attrs"], table["caption"])
+
+
 @needs_chromium
 def test_report_in_headless_chromium(demo_report, demo_page, tmp_path):
     shot = tmp_path / "report.png"
@@ -339,6 +440,65 @@ def test_report_tables_sort_in_the_browser(demo_report, tmp_path):
     assert desc_dir == "descending" and values == sorted(values, reverse=True)
     assert asc_dir == "ascending" and [float(x.split("/")[0]) for x in asc.split(",")] == sorted(values)
     assert sorted(desc.split(",")) == sorted(before) and len(before) == 6 and len(set(values)) > 1
+
+
+@needs_chromium
+def test_wide_tables_say_how_many_columns_are_out_of_view(demo_report, tmp_path):
+    """At a 1280 px window, with every collapsed table opened, the page is no wider than the window (the contents line
+    wraps), and a table whose wrapper scrolls sideways has a visible line above it giving the number of header
+    columns whose right edge is beyond the wrapper's; one that fits has none. Scrolled to its end, the widest
+    table's line turns to the columns on the left."""
+    probe = """<script>window.addEventListener('load', function () { setTimeout(function () {
+      document.querySelectorAll('details').forEach(function (d) { d.open = true; });
+      function measure() { return Array.prototype.map.call(document.querySelectorAll('.table-wrap'), function (w) {
+        var t = w.querySelector('table'), cue = w.previousElementSibling, box = w.getBoundingClientRect();
+        var head = t.tHead.rows[t.tHead.rows.length - 1], out = 0;
+        Array.prototype.forEach.call(head.cells, function (th) {
+          if (th.getBoundingClientRect().right > box.right + 1) { out += 1; } });
+        var shown = cue !== null && cue.tagName === 'P' && cue.getBoundingClientRect().height > 0
+          && getComputedStyle(cue).visibility === 'visible';
+        return {name: t.getAttribute('data-table'), scroll: w.scrollWidth, client: w.clientWidth, out: out,
+                cells: head.cells.length, cue: shown ? cue.textContent : null};
+      }); }
+      setTimeout(function () {
+        var before = measure(), widest = 0, wraps = document.querySelectorAll('.table-wrap');
+        before.forEach(function (m, i) { if (m.scroll - m.client > before[widest].scroll - before[widest].client) {
+          widest = i; } });
+        var done = false;
+        function finish() {  // after the page's own scroll handler (registered first), or at the latest in 2 s
+          if (done) { return; }
+          done = true;
+          var root = document.documentElement;
+          document.body.setAttribute('data-wraps', JSON.stringify({before: before, widest: widest,
+            after: measure()[widest], page: [root.scrollWidth, root.clientWidth]}));
+        }
+        wraps[widest].addEventListener('scroll', finish);
+        wraps[widest].scrollLeft = wraps[widest].scrollWidth;
+        setTimeout(finish, 2000);
+      }, 200);
+    }, 0); });</script></body>"""
+    import html
+    import json
+
+    page = tmp_path / "probe.html"
+    page.write_text((demo_report / "report.html").read_text().replace("</body>", probe))
+    result = open_page(page, width=1280, height=1000)
+    assert result.console == [], result.console
+    found = json.loads(html.unescape(re.search(r'data-wraps="([^"]*)"', result.dom).group(1)))
+    assert found["page"][0] <= found["page"][1], found["page"]  # the page itself never scrolls sideways
+    wide = [m for m in found["before"] if m["scroll"] > m["client"]]
+    assert len(wide) >= 3, found["before"]  # the demo has tables wider than the page (e.g. the power table)
+    for m in found["before"]:
+        if m["scroll"] > m["client"] + 1:
+            assert m["out"] >= 1 and m["cue"] is not None, m
+            word = "column" if m["out"] == 1 else "columns"
+            assert re.fullmatch(rf"Scroll the table right for {m['out']} more {word} \u2192", m["cue"]), m
+        else:
+            assert m["out"] == 0 and m["cue"] is None, m
+    after, before = found["after"], found["before"][found["widest"]]
+    assert after["out"] == 0 and after["cue"] is not None and after["cue"].endswith("to the left"), after
+    left = int(re.search(r"(\d+) more", after["cue"]).group(1))
+    assert 1 <= left < after["cells"] and before["out"] >= 2
 
 
 @needs_chromium
@@ -467,6 +627,7 @@ def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
     assert page.sections == ["runs", "spectrum", "spectrum-categories", "contrastive", "newproto"]
     assert_report_equals_metrics(page, metrics)
     assert page.figures == ["spectrum-scatter", "contrastive-bars"]
+    assert_captions_promise_only_shown_columns(page)  # the hand-made metrics have no error_rate rows
     dependency = {(c["attrs"]["data-model"], c["attrs"]["data-key"]): c["v"] for c in page.cells()
                   if c["attrs"]["data-metric"] == "dependency"}
     assert dependency[("ensemble", "image-intra+text-intra")] == "image-intra+text-intra"

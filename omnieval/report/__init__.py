@@ -63,6 +63,20 @@ def runs_section(runs: list[Run]) -> Section:
     return Section("runs", "Runs", blocks=[table])
 
 
+def value_ranges(runs: list[Run]) -> str:
+    """The sentence on what values can be: fractions and their differences, plus the two metrics that reach beyond
+    [-1, 1] when the runs have them (their definitions in docs/reference.md)."""
+    metrics = set().union(*(set(r.metrics["metric"].unique().to_list()) for r in runs)) if runs else set()
+    beyond = []
+    if "disparity" in metrics:
+        beyond.append("disparity, a sum of two differences, lies in [-2, 2]")
+    if "reliance" in metrics:
+        beyond.append("reliance, the share of the clean accuracy lost when one modality is corrupted, is at most 1 "
+                      "and has no lower bound (negative: the model did better with that modality corrupted)")
+    return ("Values are fractions in [0, 1] and differences of two fractions lie in [-1, 1]"
+            + "".join(f"; {b}" for b in beyond) + ".")
+
+
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
                  title: str | None = None) -> Report:
     """Load the inputs and build every section (nothing is written)."""
@@ -99,9 +113,8 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         sections.append(tests)
     levels = sorted({f'{float(r.info.get("metrics", {}).get("confidence_level", 0.95)) * 100:g}%' for r in runs})
     intro = [
-        f"Values are fractions in [0, 1] (differences in [-1, 1]). Beneath each value: its {_join(levels)} "
-        "clustered bootstrap interval over items; hover a value for its exact value, interval and n. Click a column "
-        "header to sort.",
+        f"{value_ranges(runs)} Beneath each value: its {_join(levels)} clustered bootstrap interval over items; hover "
+        "a value for its exact value, interval and n. Click a column header to sort.",
         "Colour: cividis for accuracies and rates, purple-orange around 0 for signed differences.",
     ]
     if any(((r.metrics["n_items"] > 0) & (r.metrics["n_items"] < FEW_ITEMS)).any() for r in runs):

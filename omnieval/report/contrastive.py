@@ -58,9 +58,9 @@ def section(data: ProtocolInput) -> Section | None:
         acc = plot_series(view, "accuracy", by_n, split=s, xlabels=[k.split("=", 1)[1] for k in by_n])
         bias = plot_series(view, "position_bias", labels, split=s)
         if acc:
-            panels.append((f"accuracy by number of inputs{suffix}", "accuracy", acc))
+            panels.append((f"accuracy by number of inputs{suffix}", "accuracy", acc, "number of inputs"))
         if bias:
-            panels.append((f"position bias{suffix}", "share above uniform", bias))
+            panels.append((f"position bias{suffix}", "share above uniform", bias, "answer label"))
     if panels:
         sec.blocks.append(Figure("contrastive-bars", "Accuracy by number of inputs and position bias per label, "
                                                      "with 95% intervals",

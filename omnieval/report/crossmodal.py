@@ -114,9 +114,9 @@ def _figures(view: MetricView, directions: list[str]) -> list[Figure]:
         dis = plot_series(view, "disparity", DISPARITY, split=s, xlabels=[k.replace("_vs_", " vs ") for k in DISPARITY])
         imb = plot_series(view, "imbalance", IMBALANCE, split=s)
         if dis:
-            panels.append((f"modality disparity{suffix}", "accuracy difference", dis))
+            panels.append((f"modality disparity{suffix}", "accuracy difference", dis, "modality pair"))
         if imb:
-            panels.append((f"direction imbalance{suffix}", "accuracy difference", imb))
+            panels.append((f"direction imbalance{suffix}", "accuracy difference", imb, "direction pair"))
     if panels:
         out.append(Figure("crossmodal-disparity", "Modality disparity and direction imbalance with 95% intervals",
                           plots.bar_panels(panels, ncols=min(2, len(panels))), alt="disparity bars"))

@@ -17,6 +17,7 @@ LEVELS = ("0", "1", "2", "3")
 CONDITIONS = ("C000", "C100", "C010", "C001", "C110", "C101", "C011", "C111")  # by level k
 MODALITIES = ("video", "audio", "text")
 CALIBRATION = ("confidence_k", "ece", "rc_auc")
+METHOD_NAMES = {"rs": "restricted softmax over the option labels", "tp": "probability of the answer token"}
 N_BINS = 10
 
 
@@ -55,8 +56,9 @@ def section(data: ProtocolInput) -> Section | None:
                  if view.has("accuracy_k", k)]
         cols.append(Col("invalid", "invalid_rate", "", group=f"split {s}", split=s, scale=None))
         cols += error_cols(view, group=f"split {s}", split=s)
+    errors = " and of errors" if view.has("error_rate") else ""
     tables.append(view.table("Accuracy by corruption level k (mean of the condition accuracies at each level) and "
-                             "shares of invalid answers and of errors", cols, rows=("run", "model", "prompt"),
+                             f"shares of invalid answers{errors}", cols, rows=("run", "model", "prompt"),
                              name="accuracy_k"))
     conditions = [c for c in CONDITIONS if view.has("accuracy", c)]
     conditions += [c for c in view.leaves("accuracy") if c not in conditions]
@@ -70,9 +72,11 @@ def section(data: ProtocolInput) -> Section | None:
                              cols, name="abstention"))
     cols = [Col(f"k={k}", "confidence_k", k, group="mean confidence") for k in LEVELS]
     cols += [Col("ECE", "ece", "", scale=None, group=""), Col("RC-AUC", "rc_auc", "", scale=None, group="")]
+    shown = [m for m in dict.fromkeys(sc for metric in CALIBRATION for sc in view.scopes(metric))
+             if m in METHOD_NAMES]
+    named = f" ({', '.join(f'{m}: {METHOD_NAMES[m]}' for m in shown)})" if shown else ""
     tables.append(view.table("Confidence by k, expected calibration error (10 bins) and area under the "
-                             "risk-coverage curve, per confidence method (rs: restricted softmax over the option "
-                             "labels, tp: probability of the answer token)", cols,
+                             f"risk-coverage curve, per confidence method{named}", cols,
                              rows=("run", "model", "prompt", "split", "scope"), scope=lambda s: True,
                              scope_label="method", name="calibration"))
     cols = [Col(m, "shapley", m, group="Shapley value", scale="div") for m in MODALITIES]
@@ -128,7 +132,7 @@ def _figures(view: MetricView, data: ProtocolInput, splits: list[str]) -> list:
     for s in splits:
         series = plot_series(view, "shapley", MODALITIES, split=s)
         if series:
-            panels.append((f"split {s}", "Shapley value (accuracy)", series))
+            panels.append((f"split {s}", "Shapley value (accuracy)", series, "modality"))
     if panels:
         out.append(Figure("dissonance-shapley", "Shapley modality attribution with 95% intervals",
                           plots.bar_panels(panels), alt="Shapley values per modality"))

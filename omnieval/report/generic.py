@@ -16,6 +16,7 @@ def section(data: ProtocolInput) -> Section | None:
     cols.append(Col("invalid", "invalid_rate", "", scale=None))
     cols += error_cols(view)
     sec = Section(data.protocol, f"Protocol {data.protocol}")
-    table = view.table("Accuracy by condition, share of invalid answers and of errors", cols, name="accuracy")
+    errors = " and of errors" if view.has("error_rate") else ""
+    table = view.table(f"Accuracy by condition, share of invalid answers{errors}", cols, name="accuracy")
     sec.blocks = [b for b in (table, view.leftover_table("Metrics")) if b is not None]
     return sec

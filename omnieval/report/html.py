@@ -2,8 +2,9 @@
 without a network and prints legibly.
 
 Tables sort by any column on a click on its header (numbers first from the highest, text from A); every number
-shows its 95% interval beneath it and, on hover, its exact value, interval and n. Numeric cells carry their
-metrics-table row in ``data-*`` attributes. When the page has loaded, the script marks ``<body>`` with
+shows its 95% interval beneath it and, on hover, its exact value, interval and n. A table wider than the page
+scrolls sideways under a visible scrollbar, and a line above it says how many columns are out of view. Numeric cells
+carry their metrics-table row in ``data-*`` attributes. When the page has loaded, the script marks ``<body>`` with
 ``data-ready`` and the number of decoded images in ``data-images-loaded``.
 """
 
@@ -26,13 +27,19 @@ h2 { font-size: 1.3em; margin: 30px 0 6px; padding-bottom: 3px; border-bottom: 2
 h3 { font-size: 1.08em; margin: 20px 0 6px; }
 p.meta, p.intro, p.note { color: var(--muted); margin: 4px 0 8px; }
 p.note { font-size: .9em; }
-nav.toc { margin-top: 8px; font-size: .95em; }
-nav.toc a { margin-right: 14px; color: #0b4f8a; text-decoration: none; white-space: nowrap; }
+nav.toc { margin-top: 8px; font-size: .95em; display: flex; flex-wrap: wrap; gap: 2px 14px; }
+nav.toc a { color: #0b4f8a; text-decoration: none; white-space: nowrap; }
 nav.toc a:hover { text-decoration: underline; }
 .table-wrap { overflow-x: auto; margin: 6px 0 16px; }
+.table-wrap::-webkit-scrollbar { height: 11px; }
+.table-wrap::-webkit-scrollbar-track { background: #ececea; }
+.table-wrap::-webkit-scrollbar-thumb { background: #8d8d8d; border-radius: 6px; }
+@supports not selector(::-webkit-scrollbar) { .table-wrap { scrollbar-color: #8d8d8d #ececea; } }
+.table-wrap.more-right { border-right: 3px solid #0b4f8a; }
+p.scroll-cue { margin: 6px 0 -2px; text-align: right; font-size: .88em; font-weight: 600; color: #0b4f8a; }
 table { border-collapse: collapse; font-size: .9em; font-variant-numeric: tabular-nums; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding: 2px 0 6px; }
-th, td { padding: 3px 7px; border-bottom: 1px solid var(--rule); vertical-align: top; }
+th, td { padding: 3px 5px; border-bottom: 1px solid var(--rule); vertical-align: top; }
 thead th { background: var(--band); border-bottom: 1.5px solid var(--ink); text-align: center; white-space: nowrap; }
 thead tr.groups th { border-bottom: 1px solid var(--rule); font-weight: 600; color: var(--muted); }
 thead tr:last-child th { cursor: pointer; user-select: none; }
@@ -54,6 +61,7 @@ footer { max-width: 1240px; margin: 30px auto 20px; padding: 0 20px; color: var(
   body { font-size: 10.5px; }
   nav.toc { display: none; }
   .table-wrap { overflow: visible; }
+  p.scroll-cue { display: none; }
   h2 { break-after: avoid; }
   figure, table { break-inside: avoid; }
 }
@@ -96,7 +104,32 @@ SCRIPT = """
       });
     });
   });
+  function plural(n) { return n + ' more column' + (n === 1 ? '' : 's'); }
+  function scrollCue(wrap) {
+    var cue = wrap.previousElementSibling, table = wrap.querySelector('table');
+    if (!cue || !cue.classList.contains('scroll-cue') || !table || !table.tHead) { return; }
+    var over = wrap.clientWidth > 0 && wrap.scrollWidth > wrap.clientWidth + 1;
+    var box = wrap.getBoundingClientRect(), right = 0, left = 0;
+    if (over) {
+      Array.prototype.forEach.call(table.tHead.rows[table.tHead.rows.length - 1].cells, function (th) {
+        var r = th.getBoundingClientRect();
+        if (r.right > box.right + 1) { right += 1; } else if (r.left < box.left - 1) { left += 1; }
+      });
+    }
+    cue.hidden = !over;
+    cue.textContent = right > 0 ? 'Scroll the table right for ' + plural(right) + ' \u2192'
+      : '\u2190 ' + plural(left) + ' to the left';
+    wrap.classList.toggle('more-right', right > 0);
+  }
+  function scrollCues() { document.querySelectorAll('.table-wrap').forEach(scrollCue); }
+  document.querySelectorAll('.table-wrap').forEach(function (wrap) {
+    wrap.addEventListener('scroll', function () { scrollCue(wrap); }, { passive: true });
+  });
+  document.querySelectorAll('details').forEach(function (d) { d.addEventListener('toggle', scrollCues); });
+  window.addEventListener('resize', scrollCues);
+  scrollCues();
   window.addEventListener('load', function () {
+    scrollCues();
     var ok = 0;
     Array.prototype.forEach.call(document.images, function (img) {
       if (img.complete && img.naturalWidth > 0) { ok += 1; }
@@ -136,7 +169,9 @@ def table_html(table: Table) -> str:
     head.append("<tr>" + "".join(f'<th scope="col"{_attrs({"title": t})}>{escape(h)}</th>'
                                  for h, t in zip(table.header, titles)) + "</tr>")
     body = "\n".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
-    html = (f'<div class="table-wrap"><table class="sortable"{_attrs({"data-table": table.name or None})}>'
+    # the line above the table: filled and shown by the script when the table is wider than the page
+    html = ('<p class="scroll-cue" hidden></p>'
+            f'<div class="table-wrap"><table class="sortable"{_attrs({"data-table": table.name or None})}>'
             f"<caption>{escape(table.caption)}</caption><thead>{''.join(head)}</thead>"
             f"<tbody>\n{body}\n</tbody></table></div>")
     if table.note:

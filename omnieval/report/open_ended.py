@@ -63,7 +63,8 @@ def section(data: ProtocolInput) -> Section | None:
     judge = lambda s: s != ""  # noqa: E731
     blocks: list[Table | Figure | Note | None] = [
         view.table("Open-ended accuracy, mean over judges (a verdict is right when it says correct, or abstained "
-                   "where the answer is to abstain), and the share of errors (never answered, not graded)",
+                   "where the answer is to abstain)" + (", and the share of errors (never answered, not graded)"
+                                                        if view.has("open_error_rate") else ""),
                    [*_cols(view, "open_accuracy", average), *error_cols(view, metric="open_error_rate", group="")],
                    name=f"{data.protocol}-open"),
         view.table("Open-ended accuracy per judge, and the share of the judge's verdicts that stayed unparseable "
@@ -96,13 +97,14 @@ def _figure(view: MetricView, protocol: str) -> Figure | None:
         suffix = f", split {split}" if len(view.order["split"]) > 1 else ""
         _, levels, conditions = _ordered(view.leaves("open_accuracy"))
         xs = levels or conditions
+        xlabel = "corruption level k" if levels else "condition"
         labels = [x.replace("k=", "") for x in xs]
         acc = plot_series(view, "open_accuracy", xs, split=split, xlabels=labels)
         gap = plot_series(view, "mcq_open_gap", xs, split=split, xlabels=labels)
         if acc:
-            panels.append((f"open-ended accuracy, mean of judges{suffix}", "accuracy", acc))
+            panels.append((f"open-ended accuracy, mean of judges{suffix}", "accuracy", acc, xlabel))
         if gap:
-            panels.append((f"multiple choice minus open-ended{suffix}", "accuracy difference", gap))
+            panels.append((f"multiple choice minus open-ended{suffix}", "accuracy difference", gap, xlabel))
     if not panels:
         return None
     return Figure(f"{protocol}-open-bars", "Open-ended accuracy (mean over judges) and the multiple-choice minus "

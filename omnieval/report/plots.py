@@ -25,9 +25,11 @@ class Series:
 
 
 def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)  # a renderer to measure text with (the legend's width) before drawing
     fig.set_facecolor("white")
     return fig
 
@@ -64,7 +66,27 @@ def _errors(points) -> tuple[list[float], list[list[float]]]:
 def _legend(fig, axes, n: int) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(4, max(1, n)), fontsize=8, frameon=False)
+        _fit_legend(fig, handles, labels, min(4, max(1, n)))
+
+
+def _fit_legend(fig, handles, labels, ncols: int) -> None:
+    """A legend below the axes that lies inside the figure: constrained layout makes room for its height but not its
+    width, so with long labels the columns are cut to what fits, the figure grows by the rows added, and a single
+    column still too wide widens the figure."""
+    base_height = fig.get_figheight()
+    legend = None
+    for cols in range(max(1, ncols), 0, -1):
+        if legend is not None:
+            legend.remove()
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=cols, fontsize=8, frameon=False)
+        width = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+        if width <= fig.get_figwidth() - 0.2:
+            break
+    if width > fig.get_figwidth() - 0.2:
+        fig.set_figwidth(width + 0.3)
+    rows = math.ceil(len(labels) / cols)
+    first_rows = math.ceil(len(labels) / max(1, ncols))
+    fig.set_figheight(base_height + 0.2 * (rows - first_rows))
 
 
 def line_panels(panels: Sequence[tuple[str, str, list[Series], Series | None]], xlabel: str,
@@ -101,21 +123,20 @@ def line_panels(panels: Sequence[tuple[str, str, list[Series], Series | None]], 
                 handles[lab] = h
                 labels.append(lab)
     if handles:
-        fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
-                   ncols=min(4, len(labels)), fontsize=8, frameon=False)
+        _fit_legend(fig, [handles[lab] for lab in labels], labels, min(4, len(labels)))
     return _png(fig)
 
 
-def bar_panels(panels: Sequence[tuple[str, str, list[Series]]], ncols: int | None = None,
+def bar_panels(panels: Sequence[tuple[str, str, list[Series], str]], ncols: int | None = None,
                ylim: tuple[float, float] | None = None) -> bytes:
-    """Grouped bars per panel ``(title, ylabel, series)``: x groups are the points' x, one bar per series, with CI
-    error bars and a zero line."""
+    """Grouped bars per panel ``(title, ylabel, series, xlabel)``: x groups are the points' x, one bar per series,
+    with CI error bars and a zero line; the x label says what the groups are."""
     ncols = ncols or len(panels)
     nrows = math.ceil(len(panels) / ncols)
     fig = _figure(3.4 * ncols + 0.4, 2.6 * nrows + 0.5)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     n_series = 0
-    for ax, (title, ylabel, series) in zip(axes, panels):
+    for ax, (title, ylabel, series, xlabel) in zip(axes, panels):
         _style(ax)
         n_series = max(n_series, len(series))
         groups = list(dict.fromkeys(p[0] for s in series for p in s.points))
@@ -131,6 +152,7 @@ def bar_panels(panels: Sequence[tuple[str, str, list[Series]]], ncols: int | Non
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), groups, fontsize=8)
         ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         if ylim:
             ax.set_ylim(*ylim)
