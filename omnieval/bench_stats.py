@@ -267,7 +267,7 @@ def bench_stats(quick: bool = False) -> int:
 
     for what, ours, scipy_s in _ci_rows(resamples, xmod.get("n_items", 10_138)):
         lines.append((f"(c) per CI: {what}", f"{ours * 1e3:.2f} ms", f"scipy {scipy_s * 1e3:.0f} ms",
-                      f"{scipy_s / ours:,.0f}x", _verdict(scipy_s / ours >= 30, ">= 30x scipy")))
+                      f"{scipy_s / ours:,.1f}x", _verdict(scipy_s / ours >= 30, ">= 30x scipy")))
 
     cold, warm = _compile_times()
     lines.append(("(d) small metrics run in a fresh process, empty numba cache (compiles)", f"{cold:.2f} s", "", "",

@@ -36,11 +36,13 @@ def test_quick_bench_prints_its_table_and_says_which_targets_it_met(capsys):
         verdict = re.search(r"(met|MISSED) \((< (\d+) s|>= 30x scipy)\)$", row)
         if verdict is None:
             continue
-        if verdict.group(3):
-            value = float(re.search(r"  ([\d.]+) s  ", row).group(1))
-            ok = value < float(verdict.group(3))
-        else:
-            ok = float(re.search(r"  ([\d,]+)x  ", row).group(1).replace(",", "")) >= 30
-        assert ok == (verdict.group(1) == "met"), row
+        if verdict.group(3):  # printed to 0.01 s; a value within that of the target may go either way
+            value, goal, half_step = float(re.search(r"  ([\d.]+) s  ", row).group(1)), float(verdict.group(3)), 0.005
+            ok, edge = value < goal, abs(value - goal) <= half_step
+        else:  # printed to 0.1x
+            value = float(re.search(r"  ([\d,.]+)x  ", row).group(1).replace(",", ""))
+            ok, edge = value >= 30, abs(value - 30) <= 0.05
+        assert edge or ok == (verdict.group(1) == "met"), row
+        ok = verdict.group(1) == "met"
         met, missed = met + ok, missed + (not ok)
     assert met + missed >= 6 and f"targets: {met} met, {missed} missed" in out
