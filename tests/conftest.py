@@ -53,3 +53,16 @@ def small_bench(tmp_path_factory):
 
     return make_dissonance_benchmark(tmp_path_factory.mktemp("small-bench") / "b", seed=0, n_anchors=4,
                                      n_questions=1)
+
+
+def first_items(bench, n: int, dest):
+    """A copy of a benchmark folder holding only its first ``n`` items (media linked, not copied): for tests that
+    need particular items, where ``limit_items`` would draw a seeded sample across splits."""
+    import shutil
+    from pathlib import Path
+
+    bench, dest = Path(bench), Path(dest)
+    shutil.copytree(bench, dest, copy_function=os.link, ignore=shutil.ignore_patterns("items.jsonl"))
+    lines = (bench / "items.jsonl").read_text().splitlines(keepends=True)
+    (dest / "items.jsonl").write_text("".join(lines[:n]))
+    return dest

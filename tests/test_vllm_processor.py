@@ -221,7 +221,7 @@ def test_settings_and_processor_config(model):
     assert map_options(capped, processor_settings(capped), 0.25)["concurrency"] == 3
 
 
-def _omni_processor_run(ray_session, tmp, bench, limits: dict, decode: dict | None = None, limit_items: int = 1):
+def _omni_processor_run(ray_session, tmp, bench, limits: dict, decode: dict | None = None, n_items: int = 1):
     """The tiny Qwen2.5-Omni on a synthetic benchmark's media, upstream built as the pipeline builds it (media
     stage + the run's MediaCache, one block so rows of different media shapes meet in one batch), media fetched
     by key in the processor's preprocess."""
@@ -236,7 +236,10 @@ def _omni_processor_run(ray_session, tmp, bench, limits: dict, decode: dict | No
     path = build_tiny_model("qwen2.5-omni", tmp / "omni", seed=0)
     options = {"path": str(path), "dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True,
                "max_model_len": 8192, "limit_mm_per_prompt": limits}
-    config = parse_run_config({"benchmark": str(bench), "output": str(tmp / "run"), "limit_items": limit_items,
+    from conftest import first_items
+
+    bench = first_items(bench, n_items, tmp / "first-items")  # the first item (one with video in crossmodal)
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp / "run"),
                                "decode": decode or {}, "models": [
         {"name": "tiny-omni", "engine": "vllm", "batch_size": 8, "options": {**options, "processor": True}}]})
     plan = make_plan(config)
