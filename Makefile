@@ -15,12 +15,10 @@ demo: setup
 
 test: setup setup-vllm setup-chromium
 	.venv/bin/python -m pytest -q tests
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_processor.py \
-		tests/test_vllm_processor_pipeline.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py
 
 test-vllm: setup-vllm
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_processor.py \
-		tests/test_vllm_processor_pipeline.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests

@@ -6,8 +6,7 @@ wording). This serves the OMD-Bench two-stage audio path (audio -> description, 
 Contra4 caption baseline with predicted captions (every input -> caption, a text-only answering model).
 
 How it runs: every *distinct* media file of those modalities in the plan is described once (decode once, describe
-once; a Ray Data actor pool of the describer, ``DescribeStage``, or for a ``vllm`` describer with ``processor: true``
-vLLM's own ``ray.data.llm`` engine pool, ``engines/vllm_generate.py``), and the descriptions are kept as parts under
+once, through the describer's engine pool: ``stages.through_model``), and the descriptions are kept as parts under
 ``descriptions/<describer>/`` (a resumed run describes only what is missing; a description that failed is retried).
 Each instance is then rewritten for this model: a described media segment becomes the text segment
 ``[<modality> description: <text>]`` in the same place (a described option stays that option). The prediction
@@ -31,49 +30,31 @@ DESCRIPTION_SCHEMA = pa.schema([("path", pa.string()), ("modality", pa.string())
                                 ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string())])
 
 
-class DescribeStage:
-    """One describer replica: media files (decoded through the run's cache) -> descriptions."""
+def describe_request(path: str, modality: str, prompt: str, max_new_tokens: int) -> dict:
+    """The generate request of one media file's description. The media part leaves its modality open: it is
+    announced as what the file decoded to (a point cloud shown as rendered views is an image)."""
+    parts = [{"kind": "media", "text": None, "modality": None, "path": path},
+             {"kind": "text", "text": prompt, "modality": None, "path": None}]
+    return {"call": "generate", "path": path, "modality": modality, "media_paths": json.dumps([path]),
+            "parts_json": json.dumps(parts), "max_new_tokens": max_new_tokens, "key": path,
+            "meta_json": json.dumps({"task": "describe", "modality": modality, "path": path})}
 
-    def __init__(self, describer: dict, prompts: dict, max_new_tokens: int, cache_name: str, namespace: str,
-                 specs: dict):
-        from omnieval.engines.base import create_engine
-        from omnieval.media.cache import CacheClient
 
-        self.model = ModelConfig.model_validate(describer)
-        self.engine = create_engine(self.model.engine, model=self.model.name, **self.model.options)
-        self.prompts, self.max_new_tokens = prompts, max_new_tokens
-        self.cache = CacheClient(cache_name, namespace)
-        self.specs = specs
+class DescriptionRows:
+    """Result columns -> description rows (``DESCRIPTION_SCHEMA``); a Ray Data map after the model stage."""
+
+    def __init__(self, describer: str, prompts: dict):
+        self.describer, self.prompts = describer, prompts
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
-        from omnieval.engines.base import GenerationRequest, GenerationResult
-        from omnieval.prompts import PromptPart
-
-        paths = [str(p) for p in batch["path"]]
-        modalities = [str(m) for m in batch["modality"]]
-        specs = [self.specs[p] for p in paths]
-        status = self.cache.statuses(specs)
-        payloads = self.cache.payloads(specs)
-        results: dict[int, GenerationResult] = {i: GenerationResult(None, error=f"media decode failed: {status[i]}")
-                                                for i in range(len(paths)) if status[i]}
-        todo = [i for i in range(len(paths)) if not status[i]]
-        requests = [GenerationRequest(
-            parts=[PromptPart("media", modality=payloads[i].modality, path=paths[i]),  # as decoded: views -> image
-                   PromptPart("text", text=self.prompts[modalities[i]])],
-            media={paths[i]: payloads[i]}, max_new_tokens=self.max_new_tokens, key=paths[i],
-            meta={"task": "describe", "modality": modalities[i], "path": paths[i]}) for i in todo]
-        if requests:
-            try:
-                out = self.engine.generate(requests)
-            except Exception as exc:
-                out = [GenerationResult(None, error=f"engine error: {type(exc).__name__}: {exc}")] * len(requests)
-            results.update(zip(todo, out, strict=True))
         rows = []
-        for i, path in enumerate(paths):
-            res = results[i]
-            error = res.error or (None if (res.text or "").strip() else "the describer returned no text")
-            rows.append({"path": path, "modality": modalities[i], "describer": self.model.name,
-                         "prompt": self.prompts[modalities[i]], "text": None if error else res.text.strip(),
+        for path, modality, text, error in zip(batch["path"], batch["modality"], batch["r_text"], batch["r_error"],
+                                               strict=True):
+            text = text if isinstance(text, str) else None
+            error = error if isinstance(error, str) and error else None
+            error = error or (None if (text or "").strip() else "the describer returned no text")
+            rows.append({"path": str(path), "modality": str(modality), "describer": self.describer,
+                         "prompt": self.prompts[str(modality)], "text": None if error else text.strip(),
                          "error": None if not error else f"describe failed: {error}"})
         return pa.Table.from_pylist(rows, schema=DESCRIPTION_SCHEMA)
 
@@ -106,45 +87,27 @@ def read_descriptions(store, describer: str) -> dict[str, dict]:
     return out
 
 
-def describe_media(model: ModelConfig, plan, config, store, cache_name: str, namespace: str,
-                   progress: bool = True) -> dict[str, dict]:
-    """Describe every distinct media file of the chosen modalities not yet described without error; returns
-    path -> description row (``text``, ``error``, ``prompt``)."""
-    import ray.data
-    from ray.data import ActorPoolStrategy
-
-    from omnieval.preflight import uses_vllm_processor
+def describe_media(model: ModelConfig, plan, config, store, media, progress: bool = True) -> dict[str, dict]:
+    """Describe every distinct media file of the chosen modalities not yet described without error (through the
+    describer's engine pool, ``stages.through_model``); returns path -> description row (``text``, ``error``,
+    ``prompt``)."""
+    from omnieval.stages import drain, from_rows, through_model
 
     spec = model.describe
     describer = spec.model
     wanted = _described_paths(plan.instances, set(spec.prompts))
     have = read_descriptions(store, describer.name)
-    todo = [{"path": p, "modality": m} for p, m in sorted(wanted.items())
+    todo = [describe_request(p, m, spec.prompts[m], spec.max_new_tokens) for p, m in sorted(wanted.items())
             if p not in have or have[p]["error"] is not None or have[p]["prompt"] != spec.prompts[m]]
     if todo:
         print(f"describe: {len(todo)} media files with {describer.name} for {model.name}", file=sys.stderr)
-        ds = ray.data.from_items(todo, override_num_blocks=max(1, min(len(todo) // 16, 64)))
-        if uses_vllm_processor(describer):  # vLLM's own engine pool (ray.data.llm), after the media stage
-            from omnieval.engines.vllm_generate import describe_processor_stage
-            from omnieval.pipeline import MediaStage
-
-            ds = ds.map(lambda row: row | {"media_paths": json.dumps([row["path"]])})
-            ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"cache_name": cache_name, "namespace": namespace,
-                                                                    "specs": plan.media_specs},
-                                compute=ActorPoolStrategy(size=1), batch_size=config.decode.batch_size,
-                                num_cpus=0.25)
-            ds = describe_processor_stage(ds, describer, spec.prompts, spec.max_new_tokens, cache_name=cache_name,
-                                          namespace=namespace, specs=plan.media_specs)
-        else:
-            kwargs = {"num_cpus": describer.num_cpus} | ({"num_gpus": describer.num_gpus} if describer.num_gpus
-                                                         else {})
-            ds = ds.map_batches(DescribeStage, fn_constructor_kwargs={
-                "describer": describer.model_dump(), "prompts": dict(spec.prompts),
-                "max_new_tokens": spec.max_new_tokens, "cache_name": cache_name, "namespace": namespace,
-                "specs": plan.media_specs},
-                compute=ActorPoolStrategy(size=describer.replicas), batch_size=describer.batch_size, **kwargs)
-        for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-            store.write_table(store.next_part(describe_folder(describer.name)), block)
+        ds = through_model(from_rows(todo), describer, media, decode_batch_size=config.decode.batch_size)
+        ds = ds.map_batches(DescriptionRows, fn_constructor_kwargs={"describer": describer.name,
+                                                                    "prompts": dict(spec.prompts)},
+                            batch_size=None, batch_format="numpy", num_cpus=0.25)
+        folder = describe_folder(describer.name)
+        drain(ds, len(todo), f"describe {describer.name}",
+              lambda table: store.write_table(store.next_part(folder), table), progress)
         have = read_descriptions(store, describer.name)
     return {p: have[p] for p in wanted if p in have}
 

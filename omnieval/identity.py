@@ -9,7 +9,7 @@ to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fing
 data (``run_fingerprint``): one definition.
 
 Left out on purpose, because they do not change a prediction (DESIGN decision 1): where rows go (``output``), the
-run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, the processor's concurrency), the media
+run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares), the media
 pre-flight mode, the simulated engine's ``delay_ms``, and the run's prompt styles and modes (a row is keyed by its
 prompt and mode, so adding ``cot`` to a run keeps its ``zs`` rows).
 """
@@ -22,9 +22,7 @@ from typing import Any
 
 IDENTITY_FILE = "_identity.json"  # "_": skipped by Arrow dataset readers of the folder
 SCALING_FIELDS = frozenset({"replicas", "batch_size", "num_gpus", "num_cpus"})
-SCALING_OPTIONS = frozenset({"batch_size", "map_concurrency", "max_concurrent_batches", "gpu_memory_utilization",
-                             "should_continue_on_error", "runtime_env", "placement_group_config",
-                             "accelerator_type", "delay_ms"})
+SCALING_OPTIONS = frozenset({"batch_size", "gpu_memory_utilization", "delay_ms"})
 DECODE_SCALING = frozenset({"batch_size", "media_check"})
 
 

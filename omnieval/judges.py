@@ -22,7 +22,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from omnieval.schema import VERDICTS
+
+JUDGEMENT_SCHEMA = pa.schema([("model", pa.string()), ("prompt", pa.string()), ("instance_id", pa.string()),
+                              ("judge", pa.string()), ("verdict", pa.string()), ("raw_text", pa.string()),
+                              ("attempts", pa.int32()), ("template", pa.string())])
 
 TEMPLATE_V1 = """You are grading the answer a model gave to a question about some inputs (video, audio, images or text).
 
@@ -96,39 +102,42 @@ def parse_verdict(text: str | None, allowed: Sequence[str] = VERDICTS) -> str | 
     return word if word in allowed else None
 
 
-def judge_cases(engine, cases: Sequence[JudgeCase], template: str = DEFAULT_TEMPLATE,
-                judge_name: str | None = None) -> list[dict]:
-    """Grade every case with ``engine`` (one batched generate, then one batched retry of the unparseable ones).
-    Returns one verdict record per case: ``judge``, ``verdict`` (None = invalid), ``raw_text`` (the last reply),
-    ``attempts`` (1 or 2), ``template``."""
-    from omnieval.engines.base import GenerationRequest
-    from omnieval.prompts import PromptPart
+def judge_request(judge: str, template: str, case: JudgeCase, **columns) -> dict:
+    """The request row of one verdict for the run's model stage (``stages.ModelStage``): the template filled in,
+    a small token budget, and the strict-verdict retry (asked once more, with ``RETRY_SUFFIX``, when the reply is
+    not one allowed word). ``columns`` ride along to the judgement row (``model``, ``prompt``, ``instance_id``)."""
+    words = list(allowed_verdicts(case))
+    meta = {"task": "judge", "reference": case.reference, "answer": case.answer, "abstention": case.abstention,
+            "reference_is_abstention": case.reference_is_abstention}
+    return columns | {
+        "call": "generate", "media_paths": "[]", "max_new_tokens": MAX_VERDICT_TOKENS, "key": f"{case.key}|{judge}|1",
+        "parts_json": json.dumps([{"kind": "text", "text": judge_prompt(case, template), "modality": None,
+                                   "path": None}]),
+        "meta_json": json.dumps(meta), "words_json": json.dumps(words),
+        "retry_json": json.dumps({"suffix": RETRY_SUFFIX.format(words=", ".join(words)), "words": words,
+                                  "key": f"{case.key}|{judge}|2"})}
 
-    name = judge_name or engine.model
 
-    def request(case: JudgeCase, attempt: int) -> GenerationRequest:
-        text = judge_prompt(case, template)
-        if attempt > 1:
-            text += RETRY_SUFFIX.format(words=", ".join(allowed_verdicts(case)))
-        return GenerationRequest(parts=[PromptPart("text", text=text)], max_new_tokens=MAX_VERDICT_TOKENS,
-                                 key=f"{case.key}|{name}|{attempt}",
-                                 meta={"task": "judge", "reference": case.reference, "answer": case.answer,
-                                       "abstention": case.abstention,
-                                       "reference_is_abstention": case.reference_is_abstention})
+class JudgementRows:
+    """The model stage's result columns -> judgement rows (``JUDGEMENT_SCHEMA``): the verdict parsed strictly
+    (None = invalid), the last reply (or its error), the attempts it took."""
 
-    records: list[dict] = [{} for _ in cases]
-    todo = list(range(len(cases)))
-    for attempt in (1, 2):
-        if not todo:
-            break
-        results = engine.generate([request(cases[i], attempt) for i in todo])
-        retry = []
-        for i, res in zip(todo, results, strict=True):
-            verdict = parse_verdict(res.text, allowed_verdicts(cases[i])) if res.error is None else None
-            raw = res.text if res.error is None else f"error: {res.error}"
-            records[i] = {"judge": name, "verdict": verdict, "raw_text": raw, "attempts": attempt,
-                          "template": template}
-            if verdict is None:
-                retry.append(i)
-        todo = retry
-    return records
+    def __init__(self, judge: str, template: str):
+        self.judge, self.template = judge, template
+
+    def __call__(self, batch: dict) -> pa.Table:
+        rows = []
+        for i in range(len(batch["call"])):
+            text, error = batch["r_text"][i], batch["r_error"][i]
+            text = text if isinstance(text, str) else None
+            error = error if isinstance(error, str) and error else None
+            verdict = parse_verdict(text, json.loads(batch["words_json"][i])) if error is None else None
+            rows.append({"model": _str(batch, "model", i), "prompt": _str(batch, "prompt", i),
+                         "instance_id": _str(batch, "instance_id", i), "judge": self.judge, "verdict": verdict,
+                         "raw_text": text if error is None else f"error: {error}",
+                         "attempts": int(batch["r_attempts"][i]), "template": self.template})
+        return pa.Table.from_pylist(rows, schema=JUDGEMENT_SCHEMA)
+
+
+def _str(batch: dict, name: str, i: int) -> str | None:
+    return str(batch[name][i]) if name in batch else None

@@ -23,19 +23,9 @@ from omnieval.identity import (
 from omnieval.schema import InputError
 
 MEDIA_STAGE_CPUS = 0.25
-"""The media stage's one actor (``pipeline.MediaStage``)."""
+"""The media stage's one actor (``stages.MediaStage``)."""
 DECODE_TASK_CPUS = 1.0
 """One decode task (``media.cache.decode_task``): at least one must be able to run beside the engine actors."""
-
-
-def uses_vllm_processor(model) -> bool:
-    """Whether a model's rows go through the ``ray.data.llm`` processor stage instead of the ``EngineStage`` pool
-    (the module is imported only for ``engine: vllm`` models: it pulls in torch)."""
-    if model.engine != "vllm":
-        return False
-    from omnieval.engines.vllm_processor import uses_processor
-
-    return uses_processor(model)
 
 
 def check_engines(config, models: list[tuple[str, object]]) -> None:
@@ -47,15 +37,10 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
 
     for where, model in models:
         try:
-            if uses_vllm_processor(model):
-                from omnieval.engines.vllm_processor import processor_settings
-
-                processor_settings(model, where)
-                folder_option = "path"
-            else:
-                cls = engine_class(model.engine)
-                cls.check_options(dict(model.options))
-                folder_option = cls.model_folder_option
+            cls = engine_class(model.engine)
+            cls.check_options(dict(model.options))
+            folder_option = cls.model_folder_option
+            check_tensor_parallel(model, where)
             if folder_option and config.check_model_paths:
                 check_model_folder(model.engine, model.options.get(folder_option))
         except OptionError as exc:
@@ -67,6 +52,16 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
                                  "and recorded in run.json)", field=f"{where}.{flag}")
             print(f"omnieval: allow_remote_code: {where} ({model.name}) may run code from "
                   f"{model.options.get('path')}", file=sys.stderr)
+
+
+def check_tensor_parallel(model, where: str) -> None:
+    """A tensor-parallel model runs its workers on its actor's GPUs: ``num_gpus`` must equal
+    ``tensor_parallel_size`` (fewer cannot start; more would sit idle). A CPU run (``num_gpus: 0``) is not split."""
+    tp = model.options.get("tensor_parallel_size", 1)
+    if isinstance(tp, int) and tp > 1 and model.num_gpus and model.num_gpus != tp:
+        raise InputError(f"{model.name}: tensor_parallel_size {tp} needs num_gpus: {tp} on each replica (it has "
+                         f"{model.num_gpus:g}): vLLM runs its {tp} workers on the replica's GPUs",
+                         field=f"{where}.num_gpus")
 
 
 def remote_code_flags(options: dict) -> list[str]:
@@ -150,12 +145,7 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
 # ---------------------------------------------------------------------------------------------------------------
 
 def stage_needs(model) -> tuple[float, float]:
-    """(CPUs, GPUs) a model's stage holds at once: its engine replicas plus the media stage and one decode task.
-    For the ``ray.data.llm`` processor this is a lower bound (its pre/postprocess tasks come on top)."""
-    if uses_vllm_processor(model):
-        tp = int(model.options.get("tensor_parallel_size", 1))
-        return model.replicas * tp * (0.0 if model.num_gpus else 1.0) + MEDIA_STAGE_CPUS + DECODE_TASK_CPUS, \
-            float(model.replicas * tp) if model.num_gpus else 0.0
+    """(CPUs, GPUs) a model's stage holds at once: its engine replicas plus the media stage and one decode task."""
     return model.replicas * model.num_cpus + MEDIA_STAGE_CPUS + DECODE_TASK_CPUS, model.replicas * model.num_gpus
 
 

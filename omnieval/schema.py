@@ -6,7 +6,7 @@ Three distinct types, each with its own job (nothing mutates one into the next):
 * ``Instance``: what one model call sees: ordered prompt ``segments`` (text, or a reference to a media file), the
   option labels and texts, the target label. Produced by ``protocol.expand``.
 * a prediction: one row per (instance, model, prompt style, mode): the hand-off to the statistics. Rows are built
-  as dicts (``pipeline.prediction_row``, ``open_ended.open_prediction_row``) and cast to ``PREDICTION_SCHEMA``
+  as ``predictions.Prediction`` (one builder for every engine and mode) and cast to ``PREDICTION_SCHEMA``
   when written (``store.predictions_table``: a value of the wrong type fails there); other tools can write the
   same columns and ``omnieval metrics`` reads them (``conform`` fills what they lack).
 

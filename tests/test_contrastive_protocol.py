@@ -328,16 +328,14 @@ def test_cis_bracket_values_and_conditions_are_checked(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 def simulated_rows(items, reliance: dict, name: str, seed: int = 0) -> list[dict]:
-    from omnieval.config import ModelConfig
-    from omnieval.engines.base import EngineRequest
+    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.engines.simulated import SimulatedEngine
-    from omnieval.pipeline import prediction_row
+    from omnieval.stages import call_rows
 
     engine = SimulatedEngine(name, reliance=reliance, seed=seed, noise=0.0)  # the decided option is the choice
     instances = contrastive.expand_all(items, None, 0, Options(captions=True))
-    results = engine.score([EngineRequest(i, {}, "zs") for i in instances])
-    model = ModelConfig(name=name, engine="simulated")
-    return [prediction_row(i, "zs", r, model, None) for i, r in zip(instances, results, strict=True)]
+    batch = call_rows(engine, list(answer_requests(instances, ["mcq"], ["zs"], set(), {})))
+    return PredictionRows(name, "simulated")(batch).to_pylist()
 
 
 def sim_items() -> list[Item]:

@@ -241,7 +241,7 @@ def test_simulated_run_end_to_end(ray_session, tmp_path):
 def test_config_protocol_must_match_the_benchmark(tmp_path):
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
-    from omnieval.pipeline import make_plan
+    from omnieval.plan import make_plan
     from omnieval.schema import InputError
 
     bench = make_crossmodal_benchmark(tmp_path / "xm", seed=0, n_entities=4)

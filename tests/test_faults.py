@@ -37,7 +37,7 @@ import yaml
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_ACTOR = "MapWorker(MapBatches(EngineStage))"
+ENGINE_ACTOR = "MapWorker(MapBatches(ModelStage))"
 MODEL = {"name": "sim", "engine": "simulated", "batch_size": 4, "num_gpus": 1,
          "options": {"delay_ms": 60, "seed": 5}}
 KEY = ["model", "prompt", "mode", "instance_id"]
@@ -183,10 +183,10 @@ def test_run_survives(cluster, bench, reference, tmp_path, monkeypatch, fault):
     """One run hit twice: early, then, once the victim is back and a part is written, late."""
     import ray
 
-    from omnieval import pipeline
+    from omnieval import pipeline, stages
     from omnieval.config import parse_run_config
 
-    monkeypatch.setattr(pipeline, "FLUSH_ROWS", 1)  # a part per block, so "late" has parts to come after
+    monkeypatch.setattr(stages, "FLUSH_ROWS", 1)  # a part per block, so "late" has parts to come after
     if fault == "node":  # two nodes will go: a third worker (nodes are added from the main thread only)
         cluster.add_node(num_cpus=2, num_gpus=1)
         cluster.wait_for_nodes()

@@ -81,7 +81,7 @@ def test_model_folders_are_relative_to_the_config_file_like_the_benchmark(small_
 
 def test_limit_items_draws_from_every_split_and_says_so(small_bench, tmp_path, capsys):
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import make_plan
+    from omnieval.plan import make_plan
 
     splits: dict[str, int] = {}
     for line in (Path(small_bench) / "items.jsonl").read_text().splitlines():
@@ -134,21 +134,21 @@ def test_metrics_stats_report_in_readme_order_show_the_run_once_with_the_users_o
                                                                                          monkeypatch, capsys):
     """The README's sequence, run from the folder above the run with relative paths: the report must pair the
     user's metrics and tests with the run (not recompute them) and list the run once."""
+    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.config import parse_run_config
-    from omnieval.engines.base import EngineRequest
     from omnieval.engines.simulated import SimulatedEngine
-    from omnieval.pipeline import make_plan, prediction_row
-    from omnieval.store import predictions_table
+    from omnieval.plan import make_plan
+    from omnieval.stages import call_rows
 
     config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "run"),
                                "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]})
     plan = make_plan(config)
-    results = SimulatedEngine("sim", seed=1).score([EngineRequest(i, {}, "zs") for i in plan.instances])
-    rows = [prediction_row(i, "zs", r, config.models[0], None) for i, r in zip(plan.instances, results, strict=True)]
+    batch = call_rows(SimulatedEngine("sim", seed=1), list(answer_requests(plan.instances, ["mcq"], ["zs"], set(), {})))
+    table = PredictionRows("sim", "simulated")(batch)
     (tmp_path / "run").mkdir()
     import pyarrow.parquet as pq
 
-    pq.write_table(predictions_table(rows), tmp_path / "run" / "predictions.parquet")
+    pq.write_table(table, tmp_path / "run" / "predictions.parquet")
     monkeypatch.chdir(tmp_path)
     assert main(["metrics", "run/predictions.parquet", "--out", "run/metrics", "--resamples", "300"]) == 0
     assert main(["stats", "run/predictions.parquet", "--out", "run/stats", "--permutations", "300"]) == 0

@@ -7,8 +7,9 @@ import pytest
 
 from omnieval.engines import create_engine
 from omnieval.engines.base import GenerationResult
-from omnieval.judges import ABSTAIN_REFERENCE, JudgeCase, judge_cases, judge_prompt, parse_verdict
+from omnieval.judges import ABSTAIN_REFERENCE, JudgeCase, JudgementRows, judge_prompt, judge_request, parse_verdict
 from omnieval.prompts import final_answer
+from omnieval.stages import call_rows
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -51,9 +52,16 @@ class Scripted:
         self.replies, self.prompts = replies, []
 
     def generate(self, requests):
-        self.prompts.extend(r.parts[0].text for r in requests)
+        self.prompts.extend(r.parts[-1].text for r in requests)
         return [GenerationResult(self.replies[r.key]) if not self.replies[r.key].startswith("ERR")
                 else GenerationResult(None, error="boom") for r in requests]
+
+
+def judge_cases(engine, cases, name=None):
+    """Cases graded the way a run grades them: request rows through the model stage's calls, then parsed."""
+    name = name or engine.model
+    batch = call_rows(engine, [judge_request(name, "v1", c) for c in cases])
+    return JudgementRows(name, "v1")(batch).to_pylist()
 
 
 def test_retry_once_then_invalid():

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def specs(tmp_path_factory):
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.pipeline import make_plan
+    from omnieval.plan import make_plan
 
     bench = make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=2, n_questions=1)
     config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path_factory.mktemp("unused")),

@@ -22,7 +22,7 @@ import yaml
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_ACTOR = "MapWorker(MapBatches(EngineStage))"
+ENGINE_ACTOR = "MapWorker(MapBatches(ModelStage))"
 
 
 @pytest.fixture(scope="module")

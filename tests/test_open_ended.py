@@ -13,7 +13,8 @@ import pytest
 
 from omnieval.config import parse_run_config
 from omnieval.metrics import compute_metrics
-from omnieval.pipeline import make_plan, run_evaluation
+from omnieval.pipeline import run_evaluation
+from omnieval.plan import make_plan
 from omnieval.schema import InputError
 
 pytestmark = pytest.mark.slow
@@ -92,11 +93,10 @@ def test_simulated_audio_cascade_marks_rows_and_keeps_the_descriptions(ray_sessi
 def test_open_mode_and_describers_need_generation_and_judges(bench, tmp_path):
     with pytest.raises(InputError, match="needs at least one judge"):
         _config(bench, tmp_path / "r", [SIM], modes=["open"])
-    vllm_processor = {"name": "v", "engine": "vllm", "options": {"path": "/nowhere", "processor": True,
-                                                                 "max_tokens": 8}}
+    vllm_judge = {"name": "v", "engine": "vllm", "options": {"path": "/nowhere", "max_tokens": 8}}
     with pytest.raises(InputError, match="unknown option.*max_tokens") as err:  # before Ray or any model starts
-        make_plan(_config(bench, tmp_path / "r", [SIM], modes=["open"], judges=[JUDGES[0], vllm_processor]))
-    assert err.value.field == "judges[1].options"
+        make_plan(_config(bench, tmp_path / "r", [SIM], modes=["open"], judges=[JUDGES[0], vllm_judge]))
+    assert err.value.field == "judges[1].options.max_tokens"
 
 
 @pytest.fixture(scope="module")

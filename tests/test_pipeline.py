@@ -58,7 +58,7 @@ def test_end_to_end_counts_columns_and_decode_once(ray_session, bench, tmp_path)
     assert df["choice"].is_in(["A", "B", "C", "D", "E"]).all()
     # every distinct media file decoded exactly once, although each is used by many instances and two models
     assert result.decode_counts and set(result.decode_counts.values()) == {1}
-    from omnieval.pipeline import make_plan
+    from omnieval.plan import make_plan
 
     plan = make_plan(_config(bench, tmp_path / "unused", models))
     assert len(result.decode_counts) == len({s.key for s in plan.media_specs.values()})
@@ -113,7 +113,7 @@ def test_runtime_decode_failure_marks_only_its_instances(ray_session, bench, tmp
     result = run_evaluation(_config(broken, tmp_path / "run", [SIM], decode={"media_check": "exists"}),
                             progress=False)
     df = pl.from_arrow(_table(result.predictions_path))
-    from omnieval.pipeline import make_plan
+    from omnieval.plan import make_plan
 
     plan = make_plan(_config(broken, tmp_path / "unused", [SIM], decode={"media_check": "exists"}))
     uses = {i.instance_id for i in plan.instances if any(s.path == rel for s in i.segments)}
@@ -200,19 +200,30 @@ def test_run_summary_pools_option_orders_into_one_column():
     assert [c.strip() for c in row.strip("│ ").split("┆")] == ["m", "zs", "0.0", "1.0", "0.5"]
 
 
-def test_prediction_rows_carry_every_schema_column():
-    """Both engine paths (EngineStage and the ray.data.llm processor) build rows with ``prediction_row``; a row
-    missing a schema column would make the two paths' outputs differ in shape."""
-    from omnieval.config import ModelConfig
-    from omnieval.engines.base import EngineResult, GenerationResult
-    from omnieval.open_ended import open_prediction_row
-    from omnieval.pipeline import prediction_row
+def test_a_prediction_keeps_only_answers_the_instance_allows():
+    """The one row builder: a choice outside the instance's labels is no answer (and has no confidence), an open
+    reply's graded part is after its last ``Answer:``, an empty reply is an error, and a row that never reached the
+    model has no latency. Expected values written out by hand from SPEC 1.3."""
+    from omnieval.predictions import Prediction
     from omnieval.schema import PREDICTION_SCHEMA, Instance
 
     inst = Instance(protocol="dissonance", benchmark="b", split="s", item_id="i", instance_id="i|x", condition="x",
-                    target="A", question="q?", option_labels=["A", "B"], option_texts=["a", "b"], segments=[])
-    model = ModelConfig(name="m", engine="simulated")
-    row = prediction_row(inst, "zs", EngineResult(choice="A", confidence=0.9), model, 0.1)
-    assert set(row) == set(PREDICTION_SCHEMA.names) and row["mode"] == "mcq"
-    opened = open_prediction_row(inst, "zs", GenerationResult("Answer: a"), model, 0.1)
-    assert set(opened) == set(PREDICTION_SCHEMA.names) and opened["mode"] == "open" and opened["answer_text"]
+                    target="B", question="q?", option_labels=["A", "B"], option_texts=["a cat", "a dog"], segments=[])
+    valid = Prediction.scored(inst, "m", "simulated", "zs", choice="B", confidence=0.7, confidence_method="rs",
+                              option_logprobs=[-2.0, -0.5], latency_s=0.1).row()
+    assert (valid["choice"], valid["confidence"], valid["confidence_method"]) == ("B", 0.7, "rs")
+    assert (valid["n_options"], valid["target"], valid["mode"], valid["reference"]) == (2, "B", "mcq", None)
+    outside = Prediction.scored(inst, "m", "simulated", "zs", choice="C", confidence=0.9, confidence_method="rs",
+                                raw_text="C").row()
+    assert (outside["choice"], outside["confidence"], outside["confidence_method"], outside["raw_text"]) == \
+        (None, None, None, "C")
+    opened = Prediction.generated(inst, "m", "simulated", "cot", text="It barks.\nAnswer: a dog", latency_s=0.2).row()
+    assert (opened["mode"], opened["answer_text"], opened["reference"], opened["error"]) == \
+        ("open", "a dog", "a dog", None)
+    empty = Prediction.generated(inst, "m", "simulated", "zs", text="  ").row()
+    assert empty["error"] == "open answer: the model returned no text" and empty["answer_text"] == ""
+    failed = Prediction.failed(inst, "m", "simulated", "zs", "open", "media decode failed: x.mp4").row()
+    assert (failed["mode"], failed["latency_s"], failed["answer_text"], failed["reference"]) == \
+        ("open", None, None, "a dog")
+    assert all(set(r) == set(PREDICTION_SCHEMA.names) for r in (valid, outside, opened, empty, failed))
+

@@ -134,11 +134,13 @@ def test_generate_equals_transformers_greedy_decoding(engine, qwen2):
 
 def test_a_vllm_judge_with_random_weights_goes_through_the_invalid_verdict_path(engine):
     """A random-weight judge writes no verdict word: every case is retried once, then recorded as invalid."""
-    from omnieval.judges import JudgeCase, judge_cases
+    from omnieval.judges import JudgeCase, JudgementRows, judge_request
+    from omnieval.stages import call_rows
 
     cases = [JudgeCase(key=f"k{n}", question="Which colour?", reference="red", answer=a, abstention=True)
              for n, a in enumerate(["red", "blue", "I cannot tell"])]
-    records = judge_cases(engine, cases, judge_name="tiny-judge")
+    batch = call_rows(engine, [judge_request("tiny-judge", "v1", c) for c in cases])
+    records = JudgementRows("tiny-judge", "v1")(batch).to_pylist()
     for rec in records:
         assert rec["judge"] == "tiny-judge" and rec["template"] == "v1" and rec["attempts"] == 2
         assert rec["verdict"] is None and isinstance(rec["raw_text"], str)

@@ -1,9 +1,8 @@
 """The vLLM engine: one in-process ``vllm.LLM`` per engine replica, batched generation, exact option logprobs.
 
-Runs inside the pipeline's engine actors like any other engine (``replicas`` actors, ``num_gpus`` each). The
-``ray.data.llm`` processor path (``engines/vllm_processor.py``: vLLM's own engine pool, placement groups for
-tensor-parallel models) takes a model instead when its ``processor`` option is true (the default when
-``tensor_parallel_size > 1``); it builds the same prompts and reads out the same way.
+Runs inside the run's model stage like any other engine (``stages.ModelStage``: ``replicas`` actors, ``num_gpus``
+each). A tensor-parallel model (``tensor_parallel_size: N``) needs ``num_gpus: N`` on its actor: vLLM then runs its
+N workers on the actor's GPUs (one node; the run refuses a config where they differ).
 
 * Prompts are built by ``engines/chat.py`` exactly as for the transformers engine (media placeholders first for
   omni models, a one-line note per media part for text models), so both engines see the same tokens.
@@ -52,9 +51,7 @@ class VLLMEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "auto", max_model_len: int = 8192,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
-                 engine_kwargs: dict | None = None, processor: bool | None = None):
-        # ``processor`` picks the pipeline's path (see vllm_processor.uses_processor); a model that runs here has it
-        # false, and it means nothing to this engine.
+                 engine_kwargs: dict | None = None):
         super().__init__(model, path=path)
         check_model_folder("vllm", path)
         self.path = Path(path)

@@ -1,0 +1,96 @@
+"""Answering models on both sides of the seam: the request rows of a model's instances, and the prediction rows
+built from what ``stages.ModelStage`` returned.
+
+Per instance x mode x prompt style still to do (resume skips what finished without an error), a multiple-choice
+row asks ``score`` (the engine renders the prompt from the instance and style) and an open-ended row asks
+``generate`` with the open prompt (``prompts.render_open_prompt``: context and question, no options).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from omnieval.predictions import Prediction, prediction_table
+from omnieval.prompts import open_media_paths, render_open_prompt
+from omnieval.schema import Instance
+
+
+def open_generation(inst: Instance, style: str) -> dict:
+    """The generate columns of one open-ended answer; ``key`` and ``meta`` let the simulated engine stand in for a
+    model with set behaviour (real engines read the parts alone)."""
+    parts = [{"kind": p.kind, "text": p.text, "modality": p.modality, "path": p.path}
+             for p in render_open_prompt(inst, style)]
+    return {"parts_json": json.dumps(parts), "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
+            "meta_json": json.dumps({"task": "answer", "instance": inst.model_dump(), "style": style})}
+
+
+def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: list[str],
+                    done: set[tuple[str, str, str]], cascade: dict[str, dict]) -> Iterator[dict]:
+    """The request rows of one model: every (instance, mode, prompt style) not in ``done``; ``cascade`` gives the
+    cascade columns per instance id (all rows or none)."""
+    for inst in instances:
+        for mode in modes:
+            paths = open_media_paths(inst) if mode == "open" else [s.path for s in inst.media_segments()]
+            for prompt in prompts:
+                if (mode, prompt, inst.instance_id) in done:
+                    continue
+                row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
+                       "instance_json": inst.model_dump_json(), "instance_id": inst.instance_id,
+                       "media_paths": json.dumps(paths), "cascade_json": json.dumps(cascade.get(inst.instance_id))}
+                if mode == "open":
+                    row |= open_generation(inst, prompt)
+                yield row
+
+
+class PredictionRows:
+    """Result columns -> prediction rows (``PREDICTION_SCHEMA``); a Ray Data map after the model stage."""
+
+    def __init__(self, model: str, engine: str):
+        self.model, self.engine = model, engine
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
+        out = []
+        for i in range(len(batch["call"])):
+            inst = Instance.model_validate_json(batch["instance_json"][i])
+            cascade = json.loads(batch["cascade_json"][i])
+            r = {name[2:]: _value(batch[name][i]) for name in
+                 ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
+                  "r_latency_s")}
+            style = str(batch["prompt"][i])
+            if str(batch["mode"][i]) == "open":
+                out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
+                                                error=r["error"], latency_s=r["latency_s"], cascade=cascade))
+            else:
+                logprobs = r["option_logprobs"]
+                out.append(Prediction.scored(
+                    inst, self.model, self.engine, style, choice=r["choice"], confidence=r["confidence"],
+                    confidence_method=r["confidence_method"],
+                    option_logprobs=None if logprobs is None else [float(x) for x in logprobs],
+                    raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade))
+        return prediction_table(out)
+
+
+def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],
+                       prompts: list[str], done: set[tuple[str, str, str]]) -> pa.Table:
+    """Errored predictions, without a model call, of instances that cannot be asked (their describer failed)."""
+    return prediction_table([Prediction.failed(inst, model, engine, prompt, mode, message)
+                             for inst, message in failed for mode in modes for prompt in prompts
+                             if (mode, prompt, inst.instance_id) not in done])
+
+
+def _value(v):
+    """A numpy batch cell as a plain value: NaN/None -> None, numpy scalars -> Python."""
+    if v is None:
+        return None
+    if isinstance(v, float | np.floating) and np.isnan(v):
+        return None
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+

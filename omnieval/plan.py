@@ -1,0 +1,144 @@
+"""The plan of a run: what to evaluate, made on the driver before any model work, failing loud on bad input.
+
+load + validate the benchmark -> ``protocol.expand`` into instances -> every engine's options checked -> the media
+spec (decode parameters and content key) of every distinct media file. How the plan runs is ``pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnieval.config import ModelConfig, RunConfig, modes_of
+from omnieval.preflight import check_engines
+from omnieval.schema import Instance
+
+
+@dataclass
+class Plan:
+    root: Path
+    instances: list[Instance]
+    media_specs: dict[str, object]  # relative path -> MediaSpec
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """Everything that can fail on input fails here, before Ray or any engine starts."""
+    from omnieval.datasets.benchmark import check_media, load_benchmark
+    from omnieval.media.cache import MediaSpec
+    from omnieval.media.decode import content_hash
+    from omnieval.schema import InputError
+
+    bench = load_benchmark(config.benchmark)
+    protocol = protocol_of(config, bench)
+    options = protocol_options(config, protocol)
+    items = bench.items
+    if config.limit_items and config.limit_items < len(items):
+        items, note = sample_items(items, config.limit_items, config.seed)
+        print(f"omnieval: limit_items: {note}", file=sys.stderr)
+    instances = protocol.expand_all(items, bench, config.seed, options)
+    if not instances:
+        raise InputError("the benchmark expands to no instances: nothing to evaluate", file=bench.root)
+    check_media(bench, mode=config.decode.media_check)
+    check_engines(config, engine_models(config))
+    check_generation(config)
+    specs: dict[str, MediaSpec] = {}
+    for inst in instances:
+        for seg in inst.media_segments():
+            if seg.path in specs:
+                continue
+            params = _decode_params(config, seg.modality)
+            full = str(Path(bench.root) / seg.path)
+            specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
+                                        modality=seg.modality, params=params)
+    return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+
+
+def sample_items(items: list, limit: int, seed: int) -> tuple[list, str]:
+    """``limit`` items drawn across splits in proportion to their sizes (largest remainder; every split keeps at
+    least one item where ``limit`` allows), each split's items in a seeded order keyed on the item id, returned in
+    the benchmark's order; and a line that says what was kept of each split. The first N items would drop whole
+    splits of a benchmark sorted by split, silently."""
+    from omnieval.keyed import keyed_seed
+
+    splits: dict[str, list] = {}
+    for item in items:
+        splits.setdefault(item.split, []).append(item)
+    floor = 1 if limit >= len(splits) else 0
+    quota = {s: max(floor, limit * len(group) // len(items)) for s, group in splits.items()}
+    by_remainder = sorted(splits, key=lambda s: (-(limit * len(splits[s]) % len(items)), s))
+    for name in by_remainder:
+        if sum(quota.values()) >= limit:
+            break
+        quota[name] = min(len(splits[name]), quota[name] + 1)
+    while sum(quota.values()) > limit:  # the floor of one per split can overshoot: trim the largest
+        largest = max(quota, key=lambda s: (quota[s], s))
+        quota[largest] -= 1
+    chosen = {id(it) for name, group in splits.items()
+              for it in sorted(group, key=lambda it: keyed_seed(seed, it.item_id, "limit_items"))[:quota[name]]}
+    kept = [it for it in items if id(it) in chosen]
+    note = f"{len(kept)} of {len(items)} items (" + ", ".join(
+        f"{name} {quota[name]}/{len(group)}" for name, group in sorted(splits.items())) + ")"
+    return kept, note
+
+
+def engine_models(config: RunConfig) -> list[tuple[str, ModelConfig]]:
+    """Every model a run starts an engine for, with where the config names it: answering models, judges and
+    describers."""
+    return [*((f"models[{i}]", m) for i, m in enumerate(config.models)),
+            *((f"judges[{i}]", j) for i, j in enumerate(config.judges)),
+            *((f"models[{i}].describe.model", m.describe.model) for i, m in enumerate(config.models) if m.describe)]
+
+
+def check_generation(config: RunConfig) -> None:
+    """Open-ended answers, judges and describers need engines that generate free text: say so before any model
+    work."""
+    from omnieval.engines.base import engine_class
+    from omnieval.schema import InputError
+
+    needs: list[tuple[str, ModelConfig]] = []
+    if "open" in config.modes:
+        needs += [(f"models[{i}]", m) for i, m in enumerate(config.models) if "open" in modes_of(config, m)]
+        needs += [(f"judges[{i}]", j) for i, j in enumerate(config.judges)]
+    needs += [(f"models[{i}].describe.model", m.describe.model) for i, m in enumerate(config.models) if m.describe]
+    for where, model in needs:
+        if not engine_class(model.engine).can_generate():
+            raise InputError(f"engine {model.engine!r} of {model.name!r} does not generate free text (needed for "
+                             "open-ended answers, judges and describers)", field=f"{where}.engine")
+
+
+def protocol_of(config: RunConfig, bench):
+    """The benchmark's protocol module; a config that names another protocol is an error."""
+    from omnieval.protocols import get_protocol
+    from omnieval.schema import InputError
+
+    if config.protocol is not None and config.protocol != bench.protocol:
+        raise InputError(f"the config asks for protocol {config.protocol!r} but benchmark {bench.root} is a "
+                         f"{bench.protocol!r} benchmark", field="protocol")
+    return get_protocol(bench.protocol)
+
+
+def protocol_options(config: RunConfig, protocol):
+    """``protocol_options`` validated by the protocol's ``Options`` model (errors name the option)."""
+    from pydantic import ValidationError
+
+    from omnieval.schema import InputError
+
+    try:
+        return protocol.Options.model_validate(config.protocol_options)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{err['msg']} (protocol {protocol.NAME})",
+                         field=f"protocol_options.{where}" if where else "protocol_options") from None
+
+
+def _decode_params(config: RunConfig, modality: str) -> tuple[tuple[str, object], ...]:
+    d = config.decode
+    if modality == "video":
+        return (("max_side", d.max_side), ("num_frames", d.num_frames))
+    if modality == "audio":
+        return (("sample_rate", d.sample_rate),)
+    return ()
+
+

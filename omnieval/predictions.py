@@ -1,0 +1,99 @@
+"""The ``Prediction`` type: what one model call (or a row that could not be asked) becomes in ``predictions.parquet``.
+
+Every prediction row of a run is built here, once, after the model stage (``stages.ModelStage``) has returned its
+result columns: a multiple-choice answer (``Prediction.scored``), an open-ended answer (``Prediction.generated``) or
+a row that never reached the model (``Prediction.failed``: its media did not decode, its describer failed). Engines
+return results only and never build rows, so the row shape cannot drift between engines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from omnieval.prompts import final_answer
+from omnieval.schema import PREDICTION_SCHEMA, Instance
+
+CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
+
+
+def reference_text(inst: Instance) -> str:
+    """The ground truth in words: the target option's text (what a judge compares an open answer with)."""
+    return inst.option_texts[inst.option_labels.index(inst.target)]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One row of ``predictions.parquet`` (SPEC section 1.3), before it is cast to ``PREDICTION_SCHEMA``."""
+
+    instance: Instance
+    model: str
+    engine: str
+    prompt: str
+    mode: str = "mcq"
+    choice: str | None = None
+    confidence: float | None = None
+    confidence_method: str | None = None
+    option_logprobs: list[float] | None = None
+    raw_text: str | None = None
+    answer_text: str | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    cascade: dict | None = None  # the cascade columns, when a describer turned media into text first
+
+    @classmethod
+    def scored(cls, inst: Instance, model: str, engine: str, prompt: str, *, choice: str | None,
+               confidence: float | None = None, confidence_method: str | None = None,
+               option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
+               latency_s: float | None = None, cascade: dict | None = None) -> Prediction:
+        """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
+        an answer without a choice carries no confidence."""
+        choice = choice if choice in inst.option_labels else None
+        return cls(inst, model, engine, prompt, "mcq", choice,
+                   confidence if choice is not None else None, confidence_method if choice is not None else None,
+                   option_logprobs, raw_text, None, error, latency_s, cascade)
+
+    @classmethod
+    def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
+                  error: str | None = None, latency_s: float | None = None, cascade: dict | None = None
+                  ) -> Prediction:
+        """An open-ended answer: the full reply in ``raw_text``, the part a judge grades in ``answer_text``. A reply
+        with no answer in it is an error, not an empty answer."""
+        answer = final_answer(text) if error is None else None
+        if error is None and not answer:
+            error = "open answer: the model returned no text"
+        return cls(inst, model, engine, prompt, "open", raw_text=text, answer_text=answer, error=error,
+                   latency_s=latency_s, cascade=cascade)
+
+    @classmethod
+    def failed(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, error: str,
+               cascade: dict | None = None) -> Prediction:
+        """A row that never reached the model (no latency): the error names the stage that failed."""
+        if mode == "open":
+            return cls(inst, model, engine, prompt, "open", error=error, cascade=cascade)
+        return cls(inst, model, engine, prompt, "mcq", error=error, cascade=cascade)
+
+    def row(self) -> dict:
+        inst = self.instance
+        cascade = self.cascade or {}
+        return {
+            "model": self.model, "prompt": self.prompt, "protocol": inst.protocol, "split": inst.split,
+            "item_id": inst.item_id, "instance_id": inst.instance_id, "condition": inst.condition,
+            "target": inst.target, "choice": self.choice, "abstain_label": inst.abstain_label,
+            "confidence": self.confidence, "confidence_method": self.confidence_method,
+            "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
+            "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
+            "selection_type": inst.selection_type, "answer_modality": inst.answer_modality,
+            "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
+            "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
+            "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,
+            **{k: cascade.get(k) for k in CASCADE_FIELDS},
+        }
+
+
+def prediction_table(predictions: list[Prediction]) -> pa.Table:
+    """Rows cast to ``PREDICTION_SCHEMA`` (a value of the wrong type fails here, not in a reader)."""
+    if not predictions:
+        return PREDICTION_SCHEMA.empty_table()
+    return pa.Table.from_pylist([p.row() for p in predictions], schema=PREDICTION_SCHEMA)

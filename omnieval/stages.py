@@ -1,0 +1,267 @@
+"""The Ray Data operators every model call goes through: decode media once, call one model, drain into parts.
+
+A run's answers, open answers, judge verdicts and media descriptions all take the same path:
+
+    request rows -> ``MediaStage`` (each distinct media file decoded once, through the run's ``MediaCache``)
+                 -> ``ModelStage`` (the one seam: an actor pool of one model's engine; requests in, result
+                    columns out)
+                 -> a row builder (plain Ray tasks: result columns -> prediction, judgement or description rows)
+                 -> ``drain`` on the driver (atomic Parquet parts: the resume log)
+
+A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
+style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``), and which media it
+needs (``media_paths``, JSON). A generate row may carry ``retry_json`` (``suffix``, ``words``, ``key``): when the
+reply is not one of ``words`` it is asked once more with ``suffix`` appended (the judges' strict-verdict retry),
+inside the same actor, so a retry never loads the model twice. ``ModelStage`` adds the result columns
+(``RESULT_FIELDS``) and passes every other column through.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
+                 "r_latency_s", "r_attempts")
+FLUSH_ROWS = 256
+FLUSH_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class MediaSource:
+    """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by path."""
+
+    cache_name: str
+    namespace: str
+    specs: dict
+
+    def client(self):
+        from omnieval.media.cache import CacheClient
+
+        return CacheClient(self.cache_name, self.namespace)
+
+
+class MediaStage:
+    """Make sure every media file of the batch is decoded (launching each distinct decode once, through the run's
+    cache) and record failures per row in ``decode_error``. Rows carry media *keys* on; the arrays stay in the
+    object store."""
+
+    def __init__(self, media: MediaSource):
+        self.cache = media.client()
+        self.specs = media.specs
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        per_row = [json.loads(p) for p in batch["media_paths"]]
+        distinct = sorted({p for paths in per_row for p in paths})
+        status = dict(zip(distinct, self.cache.statuses([self.specs[p] for p in distinct]), strict=True))
+        errors = ["; ".join(status[p] for p in paths if status[p]) for paths in per_row]
+        batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
+        return batch
+
+
+@dataclass
+class _Result:
+    choice: str | None = None
+    confidence: float | None = None
+    confidence_method: str | None = None
+    option_logprobs: list[float] | None = None
+    text: str | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    attempts: int | None = None
+
+
+class ModelCalls:
+    """What the seam does with a batch, given an engine: build the engine requests from the request rows, call
+    ``score`` / ``generate``, add the result columns. Plain Python (no Ray): ``ModelStage`` is its actor, and tests
+    and benchmarks call it directly. ``fetch`` maps a set of media paths to their decoded media (by default to
+    None: for engines that read no media). A row whose media
+    failed to decode gets that error without a model call; an engine exception marks every request of its
+    sub-batch (``engine error: ...``) and the run goes on."""
+
+    def __init__(self, engine, fetch: Callable[[set[str]], dict] | None = None):
+        self.engine = engine
+        self.fetch = fetch or (lambda paths: dict.fromkeys(paths))
+
+    def _media(self, paths: set[str]) -> dict[str, object]:
+        return self.fetch(paths)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        n = len(batch["call"])
+        calls = [str(c) for c in batch["call"]]
+        decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
+        paths_of = [json.loads(p) for p in batch["media_paths"]]
+        results = {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i]}
+        todo = [i for i in range(n) if not decode_errors[i]]
+        start = time.perf_counter()
+        if todo:
+            media = self._media({p for i in todo for p in paths_of[i]})
+            row_media = {i: {p: media[p] for p in paths_of[i]} for i in todo}
+            scored = [i for i in todo if calls[i] == "score"]
+            if scored:
+                results.update(zip(scored, self._score(batch, scored, row_media), strict=True))
+            generated = [i for i in todo if calls[i] == "generate"]
+            if generated:
+                results.update(zip(generated, self._generate(batch, generated, row_media), strict=True))
+        latency = (time.perf_counter() - start) / max(1, len(todo))
+        for i in todo:
+            results[i].latency_s = latency
+        ordered = [results[i] for i in range(n)]
+        for name in RESULT_FIELDS:
+            batch[name] = np.array([getattr(r, name[2:]) for r in ordered] + [None], dtype=object)[:-1]
+        return batch
+
+    def _score(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
+        from omnieval.engines.base import EngineRequest
+        from omnieval.schema import Instance
+
+        requests = [EngineRequest(Instance.model_validate_json(batch["instance_json"][i]), media[i],
+                                  str(batch["prompt"][i])) for i in ids]
+        try:
+            out = self.engine.score(requests)
+        except Exception as exc:
+            return [_Result(error=_engine_error(exc)) for _ in ids]
+        return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
+                        option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error) for r in out]
+
+    def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
+        from omnieval.engines.base import GenerationRequest
+        from omnieval.prompts import PromptPart
+
+        def request(i: int, suffix: str = "", key: str | None = None) -> GenerationRequest:
+            parts = [PromptPart(**p) for p in json.loads(batch["parts_json"][i])]
+            parts = [_as_decoded(p, media[i]) for p in parts]
+            if suffix:
+                last = parts[-1]
+                parts[-1] = PromptPart("text", text=(last.text or "") + suffix)
+            budget = batch["max_new_tokens"][i] if "max_new_tokens" in batch else None
+            return GenerationRequest(parts=parts, media=media[i],
+                                     max_new_tokens=None if budget is None or budget != budget else int(budget),
+                                     key=key if key is not None else str(batch["key"][i]),
+                                     meta=json.loads(batch["meta_json"][i]))
+
+        results = {i: r for i, r in zip(ids, self._call_generate([request(i) for i in ids]), strict=True)}
+        for r in results.values():
+            r.attempts = 1
+        retries = {i: json.loads(batch["retry_json"][i]) for i in ids
+                   if "retry_json" in batch and batch["retry_json"][i]}
+        again = [i for i, spec in retries.items() if results[i].error is not None or not _accepted(results[i], spec)]
+        if again:
+            second = self._call_generate([request(i, retries[i]["suffix"], retries[i]["key"]) for i in again])
+            for i, r in zip(again, second, strict=True):
+                r.attempts = 2
+                results[i] = r
+        return [results[i] for i in ids]
+
+    def _call_generate(self, requests: list) -> list[_Result]:
+        try:
+            out = self.engine.generate(requests)
+        except Exception as exc:
+            return [_Result(error=_engine_error(exc)) for _ in requests]
+        return [_Result(text=r.text, error=r.error) for r in out]
+
+
+class ModelStage(ModelCalls):
+    """One replica of one model (the actor of ``through_model``): the engine built from the model's config, media
+    fetched by key from the run's cache (zero-copy from the object store, kept in a small per-actor LRU)."""
+
+    MEDIA_LRU = 512
+
+    def __init__(self, model: dict, media: MediaSource | None):
+        from omnieval.config import ModelConfig
+        from omnieval.engines.base import create_engine
+
+        self.model = ModelConfig.model_validate(model)
+        super().__init__(create_engine(self.model.engine, model=self.model.name, **self.model.options))
+        self.cache = media.client() if media is not None else None
+        self.specs = media.specs if media is not None else {}
+        self.local: OrderedDict[str, object] = OrderedDict()
+
+    def _media(self, paths: set[str]) -> dict[str, object]:
+        missing = sorted(p for p in paths if p not in self.local)
+        if missing:
+            for path, payload in zip(missing, self.cache.payloads([self.specs[p] for p in missing]), strict=True):
+                self.local[path] = payload
+        for p in paths:
+            self.local.move_to_end(p)
+        while len(self.local) > max(self.MEDIA_LRU, len(paths)):
+            self.local.popitem(last=False)
+        return {p: self.local[p] for p in paths}
+
+
+def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None = None) -> dict[str, np.ndarray]:
+    """Request rows through ``engine`` without Ray (tests, benchmarks): the batch with its result columns. Without
+    ``fetch`` every media path maps to None: for engines that read no media (the simulated engine)."""
+    batch = {k: np.array([r.get(k) for r in rows] + [None], dtype=object)[:-1] for k in {k for r in rows for k in r}}
+    return ModelCalls(engine, fetch)(batch)
+
+
+def _as_decoded(part, media: dict):
+    """A media part with no modality is announced as the modality its file decoded to (a point cloud shown as
+    rendered views is an image); describers ask this way, as they do not know the decoded form in advance."""
+    if part.kind == "media" and not part.modality:
+        from omnieval.prompts import PromptPart
+
+        return PromptPart("media", modality=media[part.path].modality, path=part.path)
+    return part
+
+
+def _accepted(result: _Result, spec: dict) -> bool:
+    from omnieval.judges import parse_verdict
+
+    return parse_verdict(result.text, spec["words"]) is not None
+
+
+def _engine_error(exc: Exception) -> str:
+    return f"engine error: {type(exc).__name__}: {exc}"
+
+
+def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: int = 16):
+    """``ds`` of request rows through the media stage (unless ``media`` is None: requests of text only) and
+    ``model``'s engine pool (``replicas`` actors, each with the model's ``num_cpus``/``num_gpus``, batches of
+    ``batch_size``): the rows come back with the result columns."""
+    from ray.data import ActorPoolStrategy
+
+    if media is not None:
+        ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
+                            batch_size=decode_batch_size, num_cpus=0.25)
+    resources = {"num_cpus": model.num_cpus} | ({"num_gpus": model.num_gpus} if model.num_gpus else {})
+    return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media},
+                          compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)
+
+
+def from_rows(rows: list[dict]):
+    """A Ray dataset of request rows, in blocks of about 32 rows (at most 64 blocks)."""
+    import ray.data
+
+    return ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // 32, 64)))
+
+
+def drain(ds, total: int, desc: str, write: Callable[[pa.Table], None], progress: bool) -> int:
+    """Pull the finished rows to the driver and hand them to ``write`` in parts of about ``FLUSH_ROWS`` rows or
+    every ``FLUSH_SECONDS`` (each part an atomic file: what was written survives a crash); returns rows written."""
+    from tqdm import tqdm
+
+    buffer: list[pa.Table] = []
+    buffered = written = 0
+    last = time.monotonic()
+    bar = tqdm(total=total, desc=desc, unit="row", disable=not progress, file=sys.stderr)
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        buffer.append(block)
+        buffered += block.num_rows
+        bar.update(block.num_rows)
+        if buffered >= FLUSH_ROWS or time.monotonic() - last > FLUSH_SECONDS:
+            write(pa.concat_tables(buffer))
+            written, buffer, buffered, last = written + buffered, [], 0, time.monotonic()
+    if buffer:
+        write(pa.concat_tables(buffer))
+        written += buffered
+    bar.close()
+    return written
