@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")
     p.add_argument("config", help="YAML sweep file: output, protocols with benchmarks, models, prompts (format: "
-                                  "the docstring of omnieval/sweep.py)")
+                                  "the docstring of omnieval/sweep/__init__.py)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.set_defaults(func=_sweep)
 
