@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
 from omnieval.schema import InputError
-from omnieval.tiny_models import ARCHS as TINY_ARCHS
 
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
                "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
@@ -98,7 +98,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from omnieval.demo import run_demo
+    from omnieval.dev.demo import run_demo
 
     return run_demo(args.out, with_hf=not args.no_hf, anchors=args.anchors, questions=args.questions,
                     seed=args.seed)
@@ -196,7 +196,7 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
 
 
 def _models_tiny(args: argparse.Namespace) -> int:
-    from omnieval.tiny_models import build_tiny_model
+    from omnieval.dev.tiny_models import build_tiny_model
 
     path = build_tiny_model(args.arch, args.out, seed=args.seed)
     print(f"wrote tiny random-weight {args.arch} model to {path}")
@@ -204,20 +204,20 @@ def _models_tiny(args: argparse.Namespace) -> int:
 
 
 def _bench_pipeline(args: argparse.Namespace) -> int:
-    from omnieval.bench import bench_pipeline
+    from omnieval.dev.bench_pipeline import bench_pipeline
 
     return bench_pipeline(anchors=args.anchors, questions=args.questions, workdir=args.workdir)
 
 
 def _bench_engine(args: argparse.Namespace) -> int:
-    from omnieval.bench_engine import bench_engine
+    from omnieval.dev.bench_engine import bench_engine
 
     return bench_engine(model=args.model, anchors=args.anchors, questions=args.questions, device=args.device,
                         vllm_options=args.vllm_options, workdir=args.workdir)
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
-    from omnieval.bench_stats import bench_stats
+    from omnieval.dev.bench_stats import bench_stats
 
     return bench_stats(quick=args.quick)
 

@@ -22,6 +22,7 @@ pytest.importorskip("ray.data.llm")
 from scipy.special import softmax  # noqa: E402
 
 from omnieval.config import ModelConfig  # noqa: E402
+from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.engines import EngineRequest, EngineResult, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
 from omnieval.engines.vllm_processor import (  # noqa: E402
@@ -34,7 +35,6 @@ from omnieval.engines.vllm_processor import (  # noqa: E402
 from omnieval.pipeline import prediction_row  # noqa: E402
 from omnieval.prompts import parse_answer, render_prompt  # noqa: E402
 from omnieval.schema import PREDICTION_SCHEMA, Instance, Segment  # noqa: E402
-from omnieval.tiny_models import build_tiny_model  # noqa: E402
 
 OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 1024,
            "max_new_tokens": 16}

@@ -27,8 +27,8 @@ import polars as pl  # noqa: E402
 from conftest import assert_same_predictions  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
+from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.pipeline import make_plan, run_evaluation, uses_vllm_processor  # noqa: E402
-from omnieval.tiny_models import build_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

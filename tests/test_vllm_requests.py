@@ -14,9 +14,9 @@ import json
 import pyarrow as pa
 import pytest
 
+from omnieval.dev.tiny_models import build_tiny_model
 from omnieval.engines.vllm_processor import ERROR, RequestBuilder
 from omnieval.schema import Instance, Segment
-from omnieval.tiny_models import build_tiny_model
 
 concat = pytest.importorskip("ray.data._internal.arrow_ops.transform_pyarrow").concat
 BlockAccessor = pytest.importorskip("ray.data.block").BlockAccessor
