@@ -170,16 +170,26 @@ def _datasets_xmodbench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _column_role(text: str) -> tuple[str, str]:
+    """``ROLE=NAME`` of ``datasets mcq --column``: a known role and a source column name."""
+    from dataclasses import fields
+
+    from omnieval.datasets.mcq import Columns
+
+    role, sep, name = text.partition("=")
+    roles = [f.name for f in fields(Columns)]
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected ROLE=NAME, got {text!r}")
+    if role not in roles:
+        raise argparse.ArgumentTypeError(f"unknown column role {role!r}; known: {', '.join(roles)}")
+    return role, name
+
+
 def _datasets_mcq(args: argparse.Namespace) -> int:
     from omnieval.datasets.mcq import Columns, convert_mcq
 
-    overrides = {k: v for k, v in (c.split("=", 1) for c in args.column)} if args.column else {}
-    unknown = set(overrides) - set(Columns.__dataclass_fields__)
-    if unknown:
-        raise InputError(f"unknown column role(s) {', '.join(sorted(unknown))} in --column; known: "
-                         f"{', '.join(Columns.__dataclass_fields__)}", field="--column")
     converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
-                            columns=Columns(**overrides), answer_format=args.answer_format,
+                            columns=Columns(**dict(args.column or [])), answer_format=args.answer_format,
                             skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite,
                             media_root=args.media_root)
     print(converted.summary())
@@ -330,18 +340,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
                         "TSV) into a spectrum benchmark")
     s.add_argument("source", help="a .parquet file or folder, a datasets.save_to_disk folder, or a .tsv file")
-    s.add_argument("--out", required=True)
-    s.add_argument("--name", default=None)
-    s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"])
-    s.add_argument("--split", default=None, help="override every row's split")
-    s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"])
-    s.add_argument("--column", action="append", metavar="ROLE=NAME",
-                   help="source column of a role (id, question, hint, options, answer, image, category, task, split)")
+    s.add_argument("--out", required=True, help="the benchmark folder to write")
+    s.add_argument("--name", default=None, help="benchmark name (default: the source's name)")
+    s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"],
+                   help="source format (auto: from the file suffix or the folder's contents)")
+    s.add_argument("--split", default=None,
+                   help="split of every row (default: from shard names, a split column, or 'all')")
+    s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"],
+                   help="how the answer column names the correct option (auto: label, 0-based index or text)")
+    s.add_argument("--column", action="append", metavar="ROLE=NAME", type=_column_role,
+                   help="source column of a role (id, question, hint, options, answer, image, category, task, split); "
+                        "repeat for several roles")
     s.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
-    s.add_argument("--limit", type=int, default=None, help="convert only the first rows")
+    s.add_argument("--limit", type=_bounded(1), default=None, help="convert only the first rows")
     s.add_argument("--media-root", default=None,
                    help="a folder image paths may also point into (default: the source's folder only)")
-    s.add_argument("--overwrite", action="store_true")
+    s.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     s.set_defaults(func=_datasets_mcq)
 
     s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
