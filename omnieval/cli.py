@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from omnieval.datasets.synthetic_registry import SYNTHETIC_BUILDERS
 from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
 from omnieval.schema import InputError
 
@@ -139,24 +140,11 @@ def _filter_rtc(args: argparse.Namespace) -> int:
 
 
 def _datasets_synth(args: argparse.Namespace) -> int:
-    if args.protocol == "crossmodal":
-        from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+    from omnieval.datasets.synthetic_registry import SynthOptions, make_synthetic_benchmark
 
-        path = make_crossmodal_benchmark(args.out, seed=args.seed, n_entities=args.entities)
-    elif args.protocol == "spectrum":
-        from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
-
-        path = make_spectrum_benchmark(args.out, seed=args.seed, n_items=args.items)
-    elif args.protocol == "contrastive":
-        from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-
-        path = make_contrastive_benchmark(args.out, seed=args.seed, n_entities=args.entities)
-    else:
-        from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-        path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors,
-                                         n_questions=args.questions, speech=args.speech,
-                                         question_jitter=args.question_jitter)
+    options = SynthOptions(anchors=args.anchors, questions=args.questions, question_jitter=args.question_jitter,
+                           speech=args.speech, entities=args.entities, items=args.items)
+    path = make_synthetic_benchmark(args.protocol, args.out, seed=args.seed, options=options)
     print(f"wrote synthetic {args.protocol} benchmark to {path}")
     return 0
 
@@ -316,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = p.add_subparsers(dest="datasets_command", required=True)
     s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True)
-    s.add_argument("--protocol", default="dissonance", choices=["dissonance", "crossmodal", "spectrum", "contrastive"])
+    s.add_argument("--protocol", default=next(iter(SYNTHETIC_BUILDERS)), choices=list(SYNTHETIC_BUILDERS),
+                   help="the protocol whose synthetic benchmark to write")
     s.add_argument("--entities", type=int, default=6,
                    help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities)")
     s.add_argument("--items", type=int, default=48, help="spectrum: items (at least 8)")
