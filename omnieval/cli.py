@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from omnieval.datasets.synthetic_registry import SYNTHETIC_BUILDERS
+from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
 from omnieval.schema import InputError
-from omnieval.tiny_models import ARCHS as TINY_ARCHS
 
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
                "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
@@ -98,7 +99,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from omnieval.demo import run_demo
+    from omnieval.dev.demo import run_demo
 
     return run_demo(args.out, with_hf=not args.no_hf, anchors=args.anchors, questions=args.questions,
                     seed=args.seed)
@@ -139,24 +140,11 @@ def _filter_rtc(args: argparse.Namespace) -> int:
 
 
 def _datasets_synth(args: argparse.Namespace) -> int:
-    if args.protocol == "crossmodal":
-        from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+    from omnieval.datasets.synthetic_registry import SynthOptions, make_synthetic_benchmark
 
-        path = make_crossmodal_benchmark(args.out, seed=args.seed, n_entities=args.entities)
-    elif args.protocol == "spectrum":
-        from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
-
-        path = make_spectrum_benchmark(args.out, seed=args.seed, n_items=args.items)
-    elif args.protocol == "contrastive":
-        from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-
-        path = make_contrastive_benchmark(args.out, seed=args.seed, n_entities=args.entities)
-    else:
-        from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-        path = make_dissonance_benchmark(args.out, seed=args.seed, n_anchors=args.anchors,
-                                         n_questions=args.questions, speech=args.speech,
-                                         question_jitter=args.question_jitter)
+    options = SynthOptions(anchors=args.anchors, questions=args.questions, question_jitter=args.question_jitter,
+                           speech=args.speech, entities=args.entities, items=args.items)
+    path = make_synthetic_benchmark(args.protocol, args.out, seed=args.seed, options=options)
     print(f"wrote synthetic {args.protocol} benchmark to {path}")
     return 0
 
@@ -170,16 +158,26 @@ def _datasets_xmodbench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _column_role(text: str) -> tuple[str, str]:
+    """``ROLE=NAME`` of ``datasets mcq --column``: a known role and a source column name."""
+    from dataclasses import fields
+
+    from omnieval.datasets.mcq import Columns
+
+    role, sep, name = text.partition("=")
+    roles = [f.name for f in fields(Columns)]
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected ROLE=NAME, got {text!r}")
+    if role not in roles:
+        raise argparse.ArgumentTypeError(f"unknown column role {role!r}; known: {', '.join(roles)}")
+    return role, name
+
+
 def _datasets_mcq(args: argparse.Namespace) -> int:
     from omnieval.datasets.mcq import Columns, convert_mcq
 
-    overrides = {k: v for k, v in (c.split("=", 1) for c in args.column)} if args.column else {}
-    unknown = set(overrides) - set(Columns.__dataclass_fields__)
-    if unknown:
-        raise InputError(f"unknown column role(s) {', '.join(sorted(unknown))} in --column; known: "
-                         f"{', '.join(Columns.__dataclass_fields__)}", field="--column")
     converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
-                            columns=Columns(**overrides), answer_format=args.answer_format,
+                            columns=Columns(**dict(args.column or [])), answer_format=args.answer_format,
                             skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite,
                             media_root=args.media_root)
     print(converted.summary())
@@ -196,7 +194,7 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
 
 
 def _models_tiny(args: argparse.Namespace) -> int:
-    from omnieval.tiny_models import build_tiny_model
+    from omnieval.dev.tiny_models import build_tiny_model
 
     path = build_tiny_model(args.arch, args.out, seed=args.seed)
     print(f"wrote tiny random-weight {args.arch} model to {path}")
@@ -204,20 +202,20 @@ def _models_tiny(args: argparse.Namespace) -> int:
 
 
 def _bench_pipeline(args: argparse.Namespace) -> int:
-    from omnieval.bench import bench_pipeline
+    from omnieval.dev.bench_pipeline import bench_pipeline
 
     return bench_pipeline(anchors=args.anchors, questions=args.questions, workdir=args.workdir)
 
 
 def _bench_engine(args: argparse.Namespace) -> int:
-    from omnieval.bench_engine import bench_engine
+    from omnieval.dev.bench_engine import bench_engine
 
     return bench_engine(model=args.model, anchors=args.anchors, questions=args.questions, device=args.device,
                         vllm_options=args.vllm_options, workdir=args.workdir)
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
-    from omnieval.bench_stats import bench_stats
+    from omnieval.dev.bench_stats import bench_stats
 
     return bench_stats(quick=args.quick)
 
@@ -239,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")
     p.add_argument("config", help="YAML sweep file: output, protocols with benchmarks, models, prompts (format: "
-                                  "the docstring of omnieval/sweep.py)")
+                                  "the docstring of omnieval/sweep/__init__.py)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.set_defaults(func=_sweep)
 
@@ -306,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = p.add_subparsers(dest="datasets_command", required=True)
     s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True)
-    s.add_argument("--protocol", default="dissonance", choices=["dissonance", "crossmodal", "spectrum", "contrastive"])
+    s.add_argument("--protocol", default=next(iter(SYNTHETIC_BUILDERS)), choices=list(SYNTHETIC_BUILDERS),
+                   help="the protocol whose synthetic benchmark to write")
     s.add_argument("--entities", type=int, default=6,
                    help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities)")
     s.add_argument("--items", type=int, default=48, help="spectrum: items (at least 8)")
@@ -330,18 +329,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
                         "TSV) into a spectrum benchmark")
     s.add_argument("source", help="a .parquet file or folder, a datasets.save_to_disk folder, or a .tsv file")
-    s.add_argument("--out", required=True)
-    s.add_argument("--name", default=None)
-    s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"])
-    s.add_argument("--split", default=None, help="override every row's split")
-    s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"])
-    s.add_argument("--column", action="append", metavar="ROLE=NAME",
-                   help="source column of a role (id, question, hint, options, answer, image, category, task, split)")
+    s.add_argument("--out", required=True, help="the benchmark folder to write")
+    s.add_argument("--name", default=None, help="benchmark name (default: the source's name)")
+    s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"],
+                   help="source format (auto: from the file suffix or the folder's contents)")
+    s.add_argument("--split", default=None,
+                   help="split of every row (default: from shard names, a split column, or 'all')")
+    s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"],
+                   help="how the answer column names the correct option (auto: label, 0-based index or text)")
+    s.add_argument("--column", action="append", metavar="ROLE=NAME", type=_column_role,
+                   help="source column of a role (id, question, hint, options, answer, image, category, task, split); "
+                        "repeat for several roles")
     s.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
-    s.add_argument("--limit", type=int, default=None, help="convert only the first rows")
+    s.add_argument("--limit", type=_bounded(1), default=None, help="convert only the first rows")
     s.add_argument("--media-root", default=None,
                    help="a folder image paths may also point into (default: the source's folder only)")
-    s.add_argument("--overwrite", action="store_true")
+    s.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     s.set_defaults(func=_datasets_mcq)
 
     s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")

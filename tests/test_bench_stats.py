@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from omnieval.bench_stats import bench_stats, synthetic_crossmodal, synthetic_dissonance
+from omnieval.dev.bench_stats import bench_stats, synthetic_crossmodal, synthetic_dissonance
 from omnieval.metrics import metrics_table
 from omnieval.schema import REQUIRED_COLUMNS
 

@@ -184,9 +184,9 @@ def test_agreement_pairs_cover_all_fifteen_and_ci_brackets_value():
 def test_omni_model_sees_every_candidate_media(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    from omnieval.dev.tiny_models import build_tiny_model
     from omnieval.engines import EngineRequest, create_engine
     from omnieval.media.decoded import DecodedMedia
-    from omnieval.tiny_models import build_tiny_model
 
     path = tmp_path_factory.getbasetemp() / "tiny-models" / "qwen2.5-omni-seed0"
     if not (path / "config.json").exists():

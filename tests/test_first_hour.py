@@ -226,7 +226,7 @@ def test_the_readme_first_run_works_as_written_in_a_fresh_folder(ray_session, tm
 def test_benches_remove_their_temporary_folders_and_keep_a_given_workdir(tmp_path, monkeypatch):
     import tempfile
 
-    from omnieval.bench import bench_folder
+    from omnieval.dev.bench_pipeline import bench_folder
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()

@@ -299,3 +299,26 @@ def test_tsv_with_an_image_path_column(tmp_path, images):
         convert_mcq(tmp_path / "src" / "missing.tsv", tmp_path / "bad")
     assert err.value.item == "1 (row 1)" and err.value.field == "image_path"
     assert err.value.file.endswith("missing.tsv") and str(tmp_path / "src") in str(err.value)
+
+
+def test_cli_maps_renamed_columns_and_refuses_a_bad_column_flag(tmp_path, images, capsys):
+    """``omnieval datasets mcq`` with ``--column ROLE=NAME`` for a source whose question and answer columns have
+    other names, and ``--limit``; a ``--column`` without ``=`` or with an unknown role is a usage error (exit 2)."""
+    from omnieval.cli import main
+
+    b64 = base64.b64encode(images["red.png"]).decode()
+    rows = [{"qid": i, "prompt": f"Question {i}?", "A": "x", "B": "y", "gold": gold, "image": b64}
+            for i, gold in enumerate(["B", "A", "B"])]
+    write_tsv(tmp_path / "renamed.tsv", rows)
+    assert main(["datasets", "mcq", str(tmp_path / "renamed.tsv"), "--out", str(tmp_path / "bench"),
+                 "--column", "question=prompt", "--column", "answer=gold", "--column", "id=qid",
+                 "--limit", "2"]) == 0
+    assert "wrote 2 items (all: 2) and 1 images" in capsys.readouterr().out
+    items = read_items(tmp_path / "bench")
+    assert [(it.item_id, it.question, it.answer) for it in items] == [("0", "Question 0?", "B"),
+                                                                      ("1", "Question 1?", "A")]
+    for bad, message in (("question", "expected ROLE=NAME"), ("prompt=question", "unknown column role 'prompt'")):
+        with pytest.raises(SystemExit) as info:
+            main(["datasets", "mcq", str(tmp_path / "renamed.tsv"), "--out", str(tmp_path / "b2"), "--column", bad])
+        assert info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "b2").exists()

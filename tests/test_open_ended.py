@@ -101,7 +101,7 @@ def test_open_mode_and_describers_need_generation_and_judges(bench, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from omnieval.tiny_models import build_tiny_model
+    from omnieval.dev.tiny_models import build_tiny_model
 
     base = tmp_path_factory.getbasetemp() / "tiny-models"
     out = {}

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.bench_stats import synthetic_dissonance
+from omnieval.dev.bench_stats import synthetic_dissonance
 from omnieval.paired import metrics_and_paired
 
 R = 4_000

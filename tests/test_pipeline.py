@@ -163,7 +163,7 @@ def test_tiny_transformers_omni_model_through_the_pipeline(ray_session, bench, t
     import numpy as np
     from scipy.special import softmax
 
-    from omnieval.tiny_models import build_tiny_model
+    from omnieval.dev.tiny_models import build_tiny_model
 
     path = build_tiny_model("qwen2.5-omni", tmp_path / "tiny-omni", seed=0)
     tables = []

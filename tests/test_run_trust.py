@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from omnieval.config import parse_run_config
-from omnieval.pipeline import make_plan, run_evaluation
+from omnieval.pipeline import run_evaluation
+from omnieval.plan import make_plan
 from omnieval.schema import InputError
 
 SIM = {"name": "sim", "engine": "simulated", "options": {"seed": 1, "reliance": {"video": 0.8, "audio": 0.6,

@@ -17,14 +17,8 @@ import pytest
 import yaml
 
 from omnieval.schema import InputError
-from omnieval.sweep import (
-    SweepRunner,
-    expand_runs,
-    fingerprint,
-    load_sweep_config,
-    parse_sweep_config,
-    plan_benchmarks,
-)
+from omnieval.sweep import SweepRunner, expand_runs, load_sweep_config, parse_sweep_config
+from omnieval.sweep.expand import fingerprint, plan_benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 

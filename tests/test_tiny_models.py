@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from omnieval.tiny_models import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS, build_tiny_model  # noqa: E402
+from omnieval.dev.tiny_models import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS, build_tiny_model  # noqa: E402
 
 
 def tiny_model(tmp_path_factory, arch: str, seed: int = 0) -> Path:

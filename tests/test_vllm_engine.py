@@ -14,11 +14,11 @@ vllm = pytest.importorskip("vllm")
 
 from scipy.special import softmax  # noqa: E402
 
+from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
 from omnieval.prompts import render_prompt  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
-from omnieval.tiny_models import build_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,9 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
+from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.pipeline import run_evaluation  # noqa: E402
 from omnieval.plan import make_plan  # noqa: E402
-from omnieval.tiny_models import build_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

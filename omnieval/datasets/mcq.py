@@ -24,6 +24,8 @@ raw bytes, base64 text, or a path (relative to the source file's folder). Multi-
 Items get ``answer`` as a label and ``media = {"image": "media/<content hash>.<ext>"}``: an image shared by several
 rows (MMBench repeats them) is written once. With more than one split in the source the item id is
 ``<split>/<id>``. Errors are ``InputError`` naming the file, the row (and item id) and the column.
+
+The sources are read row by row in ``omnieval.datasets.mcq_sources``; the command is ``omnieval datasets mcq``.
 """
 
 from __future__ import annotations
@@ -31,28 +33,24 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
-import csv
 import hashlib
 import json
 import math
-import re
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ValidationError
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
 from omnieval.datasets.release_media import is_inside
-from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS, InputError
 
 Format = Literal["auto", "parquet", "hf-disk", "tsv"]
 AnswerFormat = Literal["auto", "label", "index", "text"]
-_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}$")
 _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"),
                 (b"BM", ".bmp"), (b"II*\x00", ".tif"), (b"MM\x00*", ".tif"))
 
@@ -93,150 +91,6 @@ class Converted:
         parts = ", ".join(f"{s}: {n}" for s, n in self.splits.items())
         skipped = f"; skipped {len(self.skipped)} rows without an image" if self.skipped else ""
         return f"wrote {self.n_items} items ({parts}) and {self.n_media} images to {self.out}{skipped}"
-
-
-@dataclass
-class _Row:
-    file: Path
-    number: int  # 0-based row number in its file
-    split: str | None
-    record: dict[str, Any]
-    features: dict  # Hugging Face features of the file (for ClassLabel names), {} when unknown
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Reading the sources
-# ---------------------------------------------------------------------------------------------------------------
-
-def detect_format(source: Path) -> str:
-    if source.is_file():
-        suffix = source.suffix.lower()
-        if suffix == ".parquet":
-            return "parquet"
-        if suffix in (".tsv", ".txt"):
-            return "tsv"
-        raise InputError(f"unknown source format {suffix!r} (expected .parquet, .tsv or a save_to_disk folder)",
-                         file=source)
-    if source.is_dir():
-        if (source / "dataset_dict.json").is_file() or (source / "state.json").is_file():
-            return "hf-disk"
-        if any(source.rglob("*.parquet")):
-            return "parquet"
-        if any(source.glob("*.tsv")):
-            return "tsv"
-        raise InputError("no Parquet files, TSV files or save_to_disk metadata in this folder", file=source)
-    raise InputError("no such file or folder", file=source)
-
-
-def _hf_features(metadata: dict | None) -> dict:
-    """The features dict of Hugging Face's Arrow/Parquet schema metadata (``b"huggingface"``), or {}."""
-    raw = (metadata or {}).get(b"huggingface")
-    if not raw:
-        return {}
-    try:
-        info = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return (info.get("info") or {}).get("features") or {}
-
-
-def _parquet_rows(source: Path, split: str | None) -> Iterator[_Row]:
-    import pyarrow.parquet as pq
-
-    files = [source] if source.is_file() else sorted(source.rglob("*.parquet"))
-    for path in files:
-        match = _SHARD.match(path.stem)
-        file_split = split or (match.group("split") if match else None)
-        try:
-            pf = pq.ParquetFile(path)
-        except Exception as exc:  # pyarrow raises several types for a bad file
-            raise InputError(f"not a readable Parquet file: {exc}", file=path) from None
-        features = _hf_features(pf.schema_arrow.metadata)
-        number = 0
-        for batch in pf.iter_batches(batch_size=64):
-            for record in batch.to_pylist():
-                yield _Row(path, number, file_split, record, features)
-                number += 1
-
-
-def _arrow_files(folder: Path) -> list[Path]:
-    state_path = folder / "state.json"
-    if state_path.is_file():
-        try:
-            state = json.loads(read_utf8(state_path))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", file=state_path) from None
-        files = [folder / f["filename"] for f in state.get("_data_files", []) if "filename" in f]
-        if files:
-            return files
-    return sorted(folder.glob("*.arrow"))
-
-
-def _hf_disk_rows(source: Path, split: str | None) -> Iterator[_Row]:
-    import pyarrow as pa
-
-    folders: list[tuple[Path, str | None]]
-    dict_path = source / "dataset_dict.json"
-    if dict_path.is_file():
-        try:
-            names = json.loads(read_utf8(dict_path)).get("splits", [])
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", file=dict_path) from None
-        folders = [(source / name, split or name) for name in names]
-    else:
-        state = {}
-        if (source / "state.json").is_file():
-            try:
-                state = json.loads(read_utf8(source / "state.json"))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON: {exc.msg}", file=source / "state.json") from None
-        folders = [(source, split or state.get("_split"))]
-    for folder, folder_split in folders:
-        files = _arrow_files(folder)
-        if not files:
-            raise InputError("no Arrow data files in this save_to_disk folder", file=folder)
-        info_features = {}
-        if (folder / "dataset_info.json").is_file():
-            try:
-                info_features = json.loads(read_utf8(folder / "dataset_info.json")).get("features") or {}
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON: {exc.msg}", file=folder / "dataset_info.json") from None
-        number = 0
-        for path in files:
-            if not path.is_file():
-                raise InputError("Arrow data file listed in state.json is missing", file=path)
-            try:
-                reader = pa.ipc.open_stream(pa.memory_map(str(path)))
-            except pa.ArrowInvalid:
-                reader = pa.ipc.open_file(pa.memory_map(str(path)))  # an Arrow IPC file rather than a stream
-            except Exception as exc:
-                raise InputError(f"not a readable Arrow file: {exc}", file=path) from None
-            features = info_features or _hf_features(reader.schema.metadata)
-            batches = reader if isinstance(reader, pa.ipc.RecordBatchStreamReader) else \
-                (reader.get_batch(i) for i in range(reader.num_record_batches))
-            for batch in batches:
-                for start in range(0, batch.num_rows, 64):
-                    for record in batch.slice(start, 64).to_pylist():
-                        yield _Row(path, number, folder_split, record, features)
-                        number += 1
-
-
-def _tsv_rows(source: Path, split: str | None) -> Iterator[_Row]:
-    files = [source] if source.is_file() else sorted(source.glob("*.tsv"))
-    limit = csv.field_size_limit()
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images are long fields
-    try:
-        for path in files:
-            reader = csv.DictReader(utf8_lines(path), delimiter="\t")  # UTF-8 checked line by line
-            for number, record in enumerate(reader):
-                if None in record:
-                    raise InputError(f"row {number} has more fields than the header", file=path,
-                                     item=f"row {number}")
-                yield _Row(path, number, split, dict(record), {})
-    except csv.Error as exc:
-        raise InputError(f"not a readable TSV file: {exc}", file=source) from None
-    finally:
-        csv.field_size_limit(limit)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -396,7 +250,7 @@ class _MediaWriter:
         return self.bytes(data, column)
 
 
-def _image(value, row: _Row, column: str, media: _MediaWriter) -> str | None:
+def _image(value, row: SourceRow, column: str, media: _MediaWriter) -> str | None:
     """The written image's relative path, None when the row has none, or ``"ref:<index>"`` for a VLMEvalKit
     reference to another row's image."""
     if isinstance(value, list | tuple):
@@ -440,7 +294,7 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _source_path(text: str, row: _Row) -> Path:
+def _source_path(text: str, row: SourceRow) -> Path:
     path = Path(text).expanduser()
     return path if path.is_absolute() else row.file.parent / path
 
@@ -470,9 +324,8 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     source = Path(source)
     columns = columns or Columns()
     kind = detect_format(source) if fmt == "auto" else fmt
-    readers = {"parquet": _parquet_rows, "hf-disk": _hf_disk_rows, "tsv": _tsv_rows}
-    if kind not in readers:
-        raise ValueError(f"unknown format {fmt!r}; use one of auto, {', '.join(readers)}")
+    if kind not in READERS:
+        raise ValueError(f"unknown format {fmt!r}; use one of auto, {', '.join(READERS)}")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
@@ -481,10 +334,10 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         roots = [(source if source.is_dir() else source.parent).resolve()]
         roots += [Path(media_root).resolve()] if media_root is not None else []
         media = _MediaWriter(tmp, roots)
-        records: list[tuple[_Row, dict]] = []
+        records: list[tuple[SourceRow, dict]] = []
         images_by_index: dict[str, str] = {}
         skipped: list[str] = []
-        for count, row in enumerate(readers[kind](source, split)):
+        for count, row in enumerate(READERS[kind](source, split)):
             if limit is not None and count >= limit:
                 break
             converted = _convert_row(row, columns, answer_format, media)
@@ -511,7 +364,7 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     return Converted(out=out, splits=splits, n_media=len(media.written), skipped=skipped)
 
 
-def _convert_row(row: _Row, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
+def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
     record = row.record
     id_col = _pick(record, columns.id, Columns.ID_NAMES)
     ident = _text(record[id_col]) if id_col and not _missing(record[id_col]) else str(row.number)
@@ -545,7 +398,7 @@ def _convert_row(row: _Row, columns: Columns, answer_format: str, media: _MediaW
             "task": _text(record[task_col]) if task_col and not _missing(record[task_col]) else None}
 
 
-def _finish(records: list[tuple[_Row, dict]], images_by_index: dict[str, str], bench_name: str) -> list[Item]:
+def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, str], bench_name: str) -> list[Item]:
     """Resolve image references, make ids unique (split-prefixed when there are several splits), validate."""
     several = len({c["_split"] for _, c in records}) > 1
     items, seen = [], {}
@@ -573,42 +426,3 @@ def _finish(records: list[tuple[_Row, dict]], images_by_index: dict[str, str], b
             raise InputError(err["msg"], file=row.file, item=where,
                              field=".".join(str(p) for p in err["loc"]) or None) from None
     return items
-
-
-def build_parser():
-    """Arguments of ``python -m omnieval.datasets.mcq`` (and of a ``datasets mcq`` CLI command)."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="omnieval datasets mcq", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return p
-
-
-def add_arguments(p) -> None:
-    p.add_argument("source", help="a .parquet or .tsv file, a folder of them, or a save_to_disk folder")
-    p.add_argument("--out", required=True, help="the benchmark folder to write")
-    p.add_argument("--name", help="benchmark name (default: the source's name)")
-    p.add_argument("--format", dest="fmt", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"])
-    p.add_argument("--split", help="split of every row (default: from shard names, a split column, or 'all')")
-    p.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"])
-    p.add_argument("--skip-missing-image", action="store_true", help="drop rows without an image")
-    p.add_argument("--limit", type=int, help="convert only the first N rows")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    p.add_argument("--media-root", help="a folder image paths may also point into (default: the source's only)")
-    for col in ("id", "question", "hint", "options", "answer", "image", "category", "task"):
-        p.add_argument(f"--{col}-column", dest=f"col_{col}", help=f"source column of the {col}")
-
-
-def run_from_args(args) -> int:
-    defaults = Columns()
-    columns = Columns(**{c: getattr(args, f"col_{c}") or getattr(defaults, c)
-                         for c in ("id", "question", "hint", "options", "answer", "image", "category", "task")})
-    report = convert_mcq(args.source, args.out, name=args.name, fmt=args.fmt, split=args.split, columns=columns,
-                         answer_format=args.answer_format, skip_missing_image=args.skip_missing_image,
-                         limit=args.limit, overwrite=args.overwrite, media_root=args.media_root)
-    print(report.summary())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_from_args(build_parser().parse_args()))

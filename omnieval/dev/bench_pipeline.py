@@ -57,7 +57,8 @@ def _bench_pipeline(anchors: int, questions: int, tmp: Path, runs: Path) -> int:
     from omnieval.datasets.synthetic import make_dissonance_benchmark
     from omnieval.engines import EngineRequest, create_engine
     from omnieval.media import decode
-    from omnieval.pipeline import ensure_ray, make_plan, run_evaluation
+    from omnieval.pipeline import ensure_ray, run_evaluation
+    from omnieval.plan import make_plan
 
     bench_dir = tmp / "benchmark"
     if not (bench_dir / "items.jsonl").exists():

@@ -200,7 +200,7 @@ def _ci_rows(resamples: int, xmod_items: int) -> list[tuple[str, float, float]]:
 _COMPILE_SNIPPET = """
 import time
 start = time.perf_counter()
-from omnieval.bench_stats import synthetic_dissonance
+from omnieval.dev.bench_stats import synthetic_dissonance
 from omnieval.metrics import metrics_table
 from kernels.permutation import sign_flip_test
 import numpy as np

@@ -26,7 +26,7 @@ from pathlib import Path
 
 def bench_engine(model: str | None = None, anchors: int = 8, questions: int = 4, device: str = "cpu",
                  vllm_options: str | None = None, workdir: str | None = None) -> int:
-    from omnieval.bench import bench_folder
+    from omnieval.dev.bench_pipeline import bench_folder
 
     with bench_folder(workdir, "omnieval-bench-engine-") as (tmp, runs):
         return _bench_engine(model, anchors, questions, device, vllm_options, tmp, runs)
@@ -41,13 +41,14 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
     from omnieval.datasets.synthetic import make_dissonance_benchmark
     from omnieval.engines import EngineRequest, create_engine
     from omnieval.media.decode import decode_media
-    from omnieval.pipeline import ensure_ray, make_plan, run_evaluation
+    from omnieval.pipeline import ensure_ray, run_evaluation
+    from omnieval.plan import make_plan
 
     bench_dir = tmp / "benchmark"
     if not (bench_dir / "items.jsonl").exists():
         make_dissonance_benchmark(bench_dir, seed=0, n_anchors=anchors, n_questions=questions)
     if model is None:
-        from omnieval.tiny_models import build_tiny_model
+        from omnieval.dev.tiny_models import build_tiny_model
 
         model = str(build_tiny_model("qwen2", tmp / "tiny-qwen2", seed=0))
     options = {"path": model, "max_model_len": 4096}

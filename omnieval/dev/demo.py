@@ -134,7 +134,7 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     if with_hf:
         tiny = out / "models" / "tiny-qwen2.5-omni"
         if not (tiny / "config.json").exists():
-            from omnieval.tiny_models import build_tiny_model
+            from omnieval.dev.tiny_models import build_tiny_model
 
             print(f"writing a tiny random-weight Qwen2.5-Omni to {tiny} ...")
             build_tiny_model("qwen2.5-omni", tiny, seed=seed)

@@ -1,0 +1,91 @@
+"""Sweeps: models x protocols (each with its benchmark) x prompt styles, one pipeline run each, resumable.
+
+    python jobs/sweep.py sweep.yaml                                    # embedded local Ray
+    ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/sweep.py sweep.yaml
+
+A sweep file (``yaml.safe_load``; every field validated, errors name the file and field)::
+
+    name: nightly
+    output: s3://bucket/omnieval/nightly   # or gs://..., or a local path (relative: to the sweep file)
+    seed: 0
+    prompts: [zs, cot]
+    protocols:                             # a protocol with its benchmark; the same protocol may appear twice
+      - protocol: dissonance               # with two benchmarks if each entry has its own ``name``
+        benchmark: /data/omd-bench
+      - protocol: crossmodal
+        benchmark: /data/xmodbench
+        options: {extra: [AV->T]}          # the runs' ``protocol_options``
+    models:
+      - name: qwen-omni-7b
+        engine: vllm                       # hf and vllm need ``path`` (or ``options.path``)
+        path: /models/Qwen2.5-Omni-7B
+        tensor_parallel_size: 1            # > 1: vllm only; one replica then asks for that many GPUs
+        replicas: 8
+        num_gpus: 1
+        batch_size: 16
+    metrics: {resamples: 2000}
+
+Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
+each benchmark is loaded, expanded and media-checked once (``pipeline.make_plan``), so a typo fails in seconds
+with no GPU work. The sweep is then expanded into runs, one per (model, protocol entry, prompt style), each an
+ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) run by
+``pipeline.run_evaluation`` into its own folder::
+
+    <output>/summary.json                               every run's status, counts, timings; sweep totals
+    <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
+    <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, metrics/,
+                                                        sweep-run.json (this run's state and fingerprint)
+
+**Complete.** A run is complete when its ``sweep-run.json`` says ``complete`` with the current fingerprint,
+``run.json`` and ``predictions.parquet`` exist, the predictions hold exactly one row per instance, the metrics are
+there (when enabled, made with the current metrics settings: other settings recompute only the metrics), and (with
+``retry_errors``) no prediction ended in an error. The fingerprint is a SHA-256 over what decides the
+predictions: the run config without output, Ray settings and scaling fields (replicas,
+batch sizes, GPUs and CPUs do not change predictions: DESIGN decision 1), plus the expanded instances and the
+content hashes of their media, so editing a benchmark, a model option or the seed redoes exactly the affected
+runs. Complete runs are skipped (a resubmitted finished sweep starts no Ray work at all); an interrupted run with
+the same fingerprint resumes through the pipeline's part files; a run folder whose fingerprint differs (or that
+has no ``sweep-run.json``) holds predictions of another config and is cleared first.
+
+**Scheduling.** Runs go model by model: one model's runs over all its protocols and prompt styles, then the next
+model's. A run's engine replicas are a Ray Data actor pool that holds its GPUs for as long as the run's dataset
+executes and is torn down when the run ends; running two models at once would let one model's replicas sit on GPUs
+while they wait for decoded media or for the other model's replicas, and on a full cluster the second model's pool
+would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas (``replicas`` x
+``num_gpus``) are spread over the nodes by Ray Data's default ``SPREAD`` strategy (a model that fits one GPU runs
+as independent replicas across nodes), and after a model's last run the sweep waits until the cluster's free GPUs
+are back to where they were before that model started (bounded by ``release_timeout_s``) before it starts the next
+model. A tensor-parallel vLLM model (``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which Ray places
+on one node. The price of per-run actor pools is one model load per run; it buys runs that finish, resume and
+report independently.
+
+**Fault tolerance.** Ray restarts a lost engine actor (Ray Data actor pools retry their tasks), and rows are only
+written when a batch is complete, so a node lost mid-run loses no prediction and duplicates none. If a run still
+fails (its driver-side state was lost with a node), the sweep tries it again (``max_attempts``) and the pipeline's
+resume scores only what was not written yet; a failed run is reported and the sweep goes on with the others.
+
+**Observability.** Every run logs its start, its progress (rows written over expected, every
+``progress_interval_s``), its end with counts, and the sweep's overall progress, to stdout (the job log under
+``ray job submit``). ``summary.json`` is rewritten after every run.
+
+Modules: ``config`` (the sweep file's schema, reading YAML), ``expand`` (runs, benchmark plans, fingerprints),
+``state`` (one run's marker and completeness on storage), ``status`` (outcomes, result table, progress log),
+``runner`` (the runner).
+"""
+
+from omnieval.sweep.config import (
+    MODEL_PATH_ENGINES,
+    MetricsSettings,
+    ProtocolEntry,
+    SweepConfig,
+    SweepModel,
+    load_sweep_config,
+    parse_sweep_config,
+)
+from omnieval.sweep.expand import RunSpec, expand_runs
+from omnieval.sweep.runner import SweepRunner, run_sweep
+from omnieval.sweep.status import RunOutcome, SweepResult
+
+__all__ = ["MODEL_PATH_ENGINES", "MetricsSettings", "ProtocolEntry", "RunOutcome", "RunSpec", "SweepConfig",
+           "SweepModel", "SweepResult", "SweepRunner", "expand_runs", "load_sweep_config", "parse_sweep_config",
+           "run_sweep"]

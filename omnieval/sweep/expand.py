@@ -1,0 +1,105 @@
+"""A sweep expanded into runs: one ``RunConfig`` per (model, protocol entry, prompt style), model-major; each
+protocol entry's benchmark planned once (no Ray) for its size and content digest; a run's fingerprint from both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omnieval.config import RunConfig
+from omnieval.identity import benchmark_digest, run_fingerprint
+from omnieval.schema import InputError
+from omnieval.sweep.config import ProtocolEntry, SweepConfig, SweepModel
+
+
+def join_uri(base: str, *parts: str) -> str:
+    """``base/part/...`` for a local path or a ``scheme://`` URI."""
+    return "/".join([base.rstrip("/"), *parts])
+
+
+@dataclass
+class RunSpec:
+    index: int
+    model: SweepModel
+    entry: ProtocolEntry
+    prompt: str
+    config: RunConfig
+
+    @property
+    def key(self) -> str:
+        return f"{self.model.name} / {self.entry.label} / {self.prompt}"
+
+    @property
+    def uri(self) -> str:
+        return self.config.output
+
+
+def run_uri(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> str:
+    from omnieval.names import folder_name
+
+    return join_uri(sweep.output, "runs", folder_name(entry.label), folder_name(model.name), prompt)
+
+
+def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> RunConfig:
+    """The ``RunConfig`` of one (model, protocol entry, prompt style)."""
+    return RunConfig(name=f"{sweep.name}/{entry.label}/{model.name}/{prompt}", protocol=entry.protocol,
+                     protocol_options=entry.options, benchmark=entry.benchmark,
+                     output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
+                     models=[model.as_model_config()], decode=sweep.decode, ray=sweep.ray,
+                     limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,
+                     max_error_rate=sweep.max_error_rate, check_model_paths=sweep.check_model_paths)
+
+
+def expand_runs(sweep: SweepConfig) -> list[RunSpec]:
+    """Every run, model-major: all of one model's runs (protocol entries x prompts) before the next model's."""
+    specs = []
+    for model in sweep.models:
+        for entry in sweep.protocols:
+            for prompt in sweep.prompts:
+                specs.append(RunSpec(len(specs), model, entry, prompt, run_config(sweep, model, entry, prompt)))
+    return specs
+
+
+@dataclass(frozen=True)
+class BenchmarkPlan:
+    """What the sweep needs from one protocol entry's plan: its size and a digest of its content."""
+
+    n_instances: int
+    digest: str
+
+
+def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
+    """Load, expand and media-check every protocol entry's benchmark once (no Ray); errors name the entry."""
+    from omnieval.plan import make_plan
+
+    plans = {}
+    for i, entry in enumerate(sweep.protocols):
+        config = run_config(sweep, sweep.models[0], entry, sweep.prompts[0])
+        try:
+            plan = make_plan(config)
+        except InputError as exc:
+            inner = exc.field or ""
+            if inner == "protocol":
+                where = f"protocols[{i}].protocol"
+            elif inner.startswith("protocol_options"):
+                where = f"protocols[{i}].options" + inner.removeprefix("protocol_options")
+            else:
+                where = f"protocols[{i}].benchmark"
+            raise InputError(str(exc), field=where) from None
+        plans[entry.label] = BenchmarkPlan(n_instances=len(plan.instances), digest=benchmark_digest(plan))
+    return plans
+
+
+def check_sweep_engines(sweep: SweepConfig) -> None:
+    """Every model's engine options, checked on the driver before Ray starts (the plans check only the first)."""
+    from omnieval.preflight import check_engines
+
+    entry, prompt = sweep.protocols[0], sweep.prompts[0]
+    for i, model in enumerate(sweep.models):
+        check_engines(run_config(sweep, model, entry, prompt), [(f"models[{i}]", model.as_model_config())])
+
+
+def fingerprint(config: RunConfig, plan: BenchmarkPlan) -> str:
+    """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them): the same
+    definition a run checks its own folders against (``omnieval.identity``)."""
+    return run_fingerprint(config, plan.digest)
+

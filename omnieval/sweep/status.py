@@ -1,0 +1,107 @@
+"""What a sweep reports while it runs: each run's outcome, the sweep's result and its printed table, and a run's
+progress logged from its part files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunOutcome:
+    key: str
+    model: str
+    protocol: str
+    benchmark: str
+    prompt: str
+    output: str
+    fingerprint: str
+    status: str = "pending"  # skipped | done | failed
+    reason: str = ""
+    expected: int = 0
+    predictions: int = 0
+    scored: int = 0
+    resumed: int = 0
+    errors: int = 0
+    metric_rows: int = 0
+    attempts: int = 0
+    started: float | None = None
+    finished: float | None = None
+    seconds: float = 0.0
+    failure: str | None = None
+
+
+@dataclass
+class SweepResult:
+    output: str
+    summary_path: str
+    runs: list[RunOutcome] = field(default_factory=list)
+    max_error_rate: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Every run complete, and none with more errored rows than ``max_error_rate`` allows."""
+        return all(r.status in ("done", "skipped") and r.errors <= self.max_error_rate * max(1, r.predictions)
+                   for r in self.runs)
+
+    def summary(self) -> str:
+        lines = [f"sweep summary: {self.summary_path}",
+                 f"{'run':<48} {'status':<8} {'rows':>7} {'scored':>7} {'errors':>6} {'seconds':>8}"]
+        for r in self.runs:
+            lines.append(f"{r.key:<48} {r.status:<8} {r.predictions:>7} {r.scored:>7} {r.errors:>6} "
+                         f"{r.seconds:>8.1f}")
+        counts = {s: sum(r.status == s for r in self.runs) for s in ("done", "skipped", "failed")}
+        lines.append(f"{len(self.runs)} runs: {counts['done']} done, {counts['skipped']} skipped (complete), "
+                     f"{counts['failed']} failed")
+        return "\n".join(lines)
+
+
+class RunProgress:
+    """Logs a run's rows written so far (from its part files' footers) every ``interval`` seconds."""
+
+    def __init__(self, store, model: str, expected: int, label: str, interval: float, log: Callable[[str], None]):
+        self.store, self.model, self.expected, self.label = store, model, expected, label
+        self.interval, self.log = interval, log
+        self._rows: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sweep-progress", daemon=True)
+
+    def rows(self) -> int:
+        import pyarrow.parquet as pq
+
+        for path in self.store.part_files(self.model):
+            if path not in self._rows:  # parts are immutable once renamed into place
+                with self.store.fs.open_input_file(path) as f:
+                    self._rows[path] = pq.read_metadata(f).num_rows
+        return sum(self._rows.values())
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        try:
+            before = self.rows()  # written by an earlier attempt: resumed, not part of this attempt's rate
+        except OSError:
+            before = 0
+        while not self._stop.wait(self.interval):
+            try:
+                n = self.rows()
+            except OSError:
+                continue
+            rate = (n - before) / max(1e-9, time.monotonic() - start)
+            self.log(f"{self.label}: {min(n, self.expected)}/{self.expected} predictions "
+                     f"({100 * min(n, self.expected) / max(1, self.expected):.0f}%), {rate:.1f}/s")
+
+    def __enter__(self) -> RunProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def log_line(message: str) -> None:
+    """The default log: a timestamped line on stdout (the job log under ``ray job submit``)."""
+    print(f"{time.strftime('%H:%M:%S')} [omnieval sweep] {message}", flush=True)
+
