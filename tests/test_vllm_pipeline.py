@@ -104,7 +104,11 @@ def reference(setup):
         opened = [GenerationRequest(render_open_prompt(i, style), {s.path: media[s.path] for s in i.media_segments()})
                   for i in ok]
         generated |= {(style, i.instance_id): res for i, res in zip(ok, engine.generate(opened), strict=True)}
-    return engine, plan, scored, generated
+    yield engine, plan, scored, generated
+    engine.close()  # its KV cache is RAM on CPU: free it for the next module's engines
+    import gc
+
+    gc.collect()
 
 
 def test_rows_are_what_the_engine_says_when_called_directly(run, reference, setup):
