@@ -1,5 +1,5 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
-.PHONY: setup setup-vllm setup-chromium demo test test-vllm lint
+.PHONY: setup setup-vllm setup-chromium demo test test-vllm lint imports
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,8 @@ demo: setup
 	.venv/bin/omnieval demo --out ./omnieval-demo
 
 test: setup setup-vllm setup-chromium
+	.venv/bin/lint-imports --no-cache
+	.venv/bin/python scripts/check_import_cycles.py
 	.venv/bin/python -m pytest -q tests
 	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py
 
@@ -22,3 +24,9 @@ test-vllm: setup-vllm
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests
+	$(MAKE) imports
+
+# Import contracts (pyproject.toml [tool.importlinter]) and no import cycles between modules.
+imports: setup
+	.venv/bin/lint-imports --no-cache
+	.venv/bin/python scripts/check_import_cycles.py

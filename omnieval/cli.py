@@ -106,7 +106,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    from omnieval.metrics import metrics_command
+    from omnieval.metrics_command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
                            permutations=args.permutations)

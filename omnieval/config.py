@@ -46,7 +46,7 @@ class ModelConfig(_Config):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
-        from omnieval.engines.base import known_engines
+        from omnieval.engine_names import known_engines
 
         if v not in known_engines():
             raise ValueError(f"unknown engine {v!r}; known engines: {', '.join(known_engines())}")

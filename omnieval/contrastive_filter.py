@@ -179,7 +179,7 @@ def filter_command(predictions: str | Path | Sequence[str | Path] | pl.DataFrame
                    out: str | Path, models: Sequence[str] | None = None, prompt: str | None = None) -> int:
     """Run the filter and write to ``out``: ``decisions.csv``, ``retention.csv``, ``items_<criterion>.jsonl`` (the
     kept item records as given, media paths still relative to the source benchmark folder) and ``filter.json``."""
-    from omnieval.metrics import read_predictions
+    from omnieval.prediction_files import read_predictions
 
     if isinstance(predictions, pl.DataFrame):
         frame = predictions

@@ -1,7 +1,7 @@
 """Metrics of open-ended runs (``mode == 'open'``) graded by one or more judges, in the long table of SPEC 1.4.
 
 Per unit (model x prompt x split), with clustered bootstrap CIs from the same single resampling pass as every other
-metric (``metrics._protocol_rows``: all of these are functions of cell means):
+metric (``unit_bootstrap.protocol_rows``: all of these are functions of cell means):
 
 | metric | key | formula |
 | --- | --- | --- |
@@ -37,7 +37,10 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
+from omnieval.metric_types import CellFamily, ProtocolMetrics, with_error_rates
+from omnieval.prediction_files import error_kinds_present
 from omnieval.schema import VERDICTS
+from omnieval.unit_bootstrap import protocol_rows
 
 JUDGE_COLUMN = "verdict@"
 
@@ -66,7 +69,7 @@ def with_verdict_columns(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame
 
 
 def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
-    """Flags the open-ended cells read (see the module table); ``frame`` is ``metrics.prepare``'d."""
+    """Flags the open-ended cells read (see the module table); ``frame`` is ``predictions.prepare``'d."""
     frame = with_verdict_columns(frame, judges)
     is_open = pl.col("mode") == "open"
     m = len(judges)
@@ -100,8 +103,6 @@ def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
 
 def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: bool):
     """The cells and metric function of the open-ended metrics for these judges (a ``ProtocolMetrics``)."""
-    from omnieval.metrics import CellFamily, ProtocolMetrics
-
     m = len(judges)
     groups: list[tuple[str, tuple[str, ...]]] = [("c", ("condition",)), ("a", ())]
     if has_k:
@@ -185,8 +186,6 @@ def _fleiss(cells) -> np.ndarray:
 
 def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None) -> list[dict]:
     """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
-    from omnieval.metrics import _protocol_rows, error_kinds_present, with_error_rates
-
     if "mode" not in frame.columns or frame.filter(pl.col("mode") == "open").is_empty():
         return []
     opened = frame.filter(pl.col("mode") == "open")
@@ -200,4 +199,4 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_
     has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
     spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
     spec = with_error_rates(spec, error_kinds_present(opened), metric="open_error_rate", where="is_open")
-    return _protocol_rows(prepared, spec, resamples, seed, on_unit)
+    return protocol_rows(prepared, spec, resamples, seed, on_unit)

@@ -6,8 +6,8 @@ level and each protocol's summary metrics), one row of the long ``paired`` table
 
 * ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
   **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
-  every resample (``metrics.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap of the
-  difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
+  every resample (``unit_bootstrap.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap
+  of the difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
   only case that resamples again).
 * ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
   condition for an ``accuracy`` row, over all conditions otherwise; for ``modes``, multiple-choice correctness
@@ -37,6 +37,10 @@ import polars as pl
 from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.keyed import keyed_seed
+from omnieval.metric_registry import REGISTRY
+from omnieval.metrics import metrics_table
+from omnieval.prediction_files import prepare
+from omnieval.unit_bootstrap import UNIT, protocol_rows
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
                   "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
@@ -90,7 +94,7 @@ def _nanmean_columns(columns: list[np.ndarray]) -> np.ndarray:
 
 
 class Collector:
-    """The ``metrics.UnitHook`` that keeps every unit's headline values (a few per unit, not the whole table)."""
+    """The ``unit_bootstrap.UnitHook`` that keeps every unit's headline values (a few per unit, not the whole table)."""
 
     def __init__(self) -> None:
         self.units: list[UnitValues] = []
@@ -262,8 +266,6 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
                        seed: int) -> tuple[UnitValues, UnitValues] | None:
     """Both units again, on their common items only, in one pass where they draw the same items."""
-    from omnieval.metrics import REGISTRY, UNIT, _protocol_rows, prepare
-
     spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
     if not common:
@@ -275,7 +277,7 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
     frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
         .filter(pl.col("item_id").is_in(common))
     again = Collector()
-    _protocol_rows(frame, spec, resamples, seed, again)
+    protocol_rows(frame, spec, resamples, seed, again)
     found = {u.key: u for u in again.units}
     return (found[a.key], found[b.key]) if a.key in found and b.key in found else None
 
@@ -313,8 +315,6 @@ def table_of(rows: Iterable[dict]) -> pl.DataFrame:
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                        permutations: int = 10_000) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics table and the paired table of a predictions frame, from one resampling pass."""
-    from omnieval.metrics import metrics_table
-
     collector = Collector()
     metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector)
     return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations))

@@ -125,7 +125,7 @@ def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha
                 power: float = POWER, correlation: float | None = None) -> pl.DataFrame:
     """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
     comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out)."""
-    from omnieval.metrics import prepare
+    from omnieval.prediction_files import prepare
 
     frame = prepare(predictions).filter(pl.col("mode") != "open")
     valid = frame.filter("valid").with_columns(pl.col("correct").cast(pl.Float64))
@@ -182,7 +182,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
                   correlation: float | None = None, instances: int = 1, icc: float = 0.0,
                   effect: float | None = None, alpha: float = ALPHA, power: float = POWER) -> int:
     """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
-    from omnieval.metrics import read_predictions
+    from omnieval.prediction_files import read_predictions
     from omnieval.schema import InputError
     from omnieval.store import local_folder
 

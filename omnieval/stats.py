@@ -42,7 +42,7 @@ import polars as pl
 
 from kernels.permutation import sign_flip_test
 from omnieval.keyed import keyed_seed
-from omnieval.metrics import prepare, read_predictions
+from omnieval.prediction_files import prepare, read_predictions
 from omnieval.store import local_folder
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from omnieval.metrics import metrics_table, register
+from omnieval.metric_registry import register
+from omnieval.metrics import metrics_table
 from omnieval.prompts import render_prompt
 from omnieval.protocols import contrastive
 from omnieval.protocols.contrastive import Item, Options
@@ -315,7 +316,7 @@ def test_cis_bracket_values_and_conditions_are_checked(tmp_path):
     assert (ci["ci_low"] <= ci["value"] + 1e-12).all() and (ci["value"] <= ci["ci_high"] + 1e-12).all()
     assert table.filter((pl.col("metric") == "position_bias") & (pl.col("key") == "A"))["value"][0] > 0.05
     # an unknown condition name is an input error naming the file
-    from omnieval.metrics import read_predictions
+    from omnieval.prediction_files import read_predictions
 
     bad = pl.DataFrame(rows[:3]).with_columns(condition=pl.lit("perm:AAB"))
     bad.write_parquet(tmp_path / "bad.parquet")

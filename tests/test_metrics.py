@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.metrics import compute_metrics, metrics_table, read_predictions
+from omnieval.metrics import compute_metrics, metrics_table
+from omnieval.prediction_files import read_predictions
 from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from omnieval.metrics import read_predictions
+from omnieval.prediction_files import read_predictions
 from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

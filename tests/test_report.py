@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 
 from omnieval.cli import main
-from omnieval.metrics import metrics_table, read_predictions
+from omnieval.metrics import metrics_table
+from omnieval.prediction_files import read_predictions
 from omnieval.report import report_command
 from omnieval.report.browser import find_chromium, open_page
 from omnieval.stats import stats_table

@@ -7,7 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.metrics import metrics_table, register
+from omnieval.metric_registry import register
+from omnieval.metrics import metrics_table
 from omnieval.protocols import spectrum
 
 register(spectrum.metrics_spec())

@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from omnieval.engines import EngineRequest, create_engine
-from omnieval.metrics import metrics_table, register
+from omnieval.metric_registry import register
+from omnieval.metrics import metrics_table
 from omnieval.protocols import spectrum
 from omnieval.protocols.spectrum import Item, Options
 from omnieval.schema import LABELS, InputError

@@ -162,7 +162,7 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
 
 def show_metrics(predictions: str, out: Path, resamples: int = 2000) -> None:
     """``omnieval metrics`` on a demo run: writes its tables and prints the protocol's headline (``headlines``)."""
-    from omnieval.metrics import metrics_command
+    from omnieval.metrics_command import metrics_command
 
     metrics_command([predictions], str(out), resamples=resamples, seed=0)
 

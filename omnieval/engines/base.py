@@ -15,16 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from omnieval.engine_names import LAZY as _LAZY
+from omnieval.engine_names import REGISTRY as _REGISTRY
 from omnieval.media.decoded import DecodedMedia
 from omnieval.schema import Instance
-
-_REGISTRY: dict[str, type[Engine]] = {}
-# Engines whose modules import heavy stacks are registered lazily: name -> module that registers them on import.
-_LAZY: dict[str, str] = {
-    "simulated": "omnieval.engines.simulated",
-    "hf": "omnieval.engines.hf",
-    "vllm": "omnieval.engines.vllm",
-}
 
 
 @dataclass
@@ -175,10 +169,6 @@ def engine_class(name: str) -> type[Engine]:
         known = sorted(set(_REGISTRY) | set(_LAZY))
         raise KeyError(f"unknown engine {name!r}; known engines: {', '.join(known)}")
     return _REGISTRY[name]
-
-
-def known_engines() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_LAZY))
 
 
 def create_engine(name: str, model: str, **options) -> Engine:

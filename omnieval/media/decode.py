@@ -20,12 +20,12 @@ complete-looking clip; its RIFF header's data size is read instead (``wav_declar
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 
-from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
+from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash
+from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
 SHORTFALL_S = 0.1
 SHORTFALL_SHARE = 0.05
@@ -41,23 +41,6 @@ def allowed_shortfall(declared: float) -> float:
     content a model would have been shown, and is refused.
     """
     return max(SHORTFALL_S, SHORTFALL_SHARE * declared)
-
-
-class MediaError(Exception):
-    """A media file that cannot be read or decoded; the message names the file and what is wrong."""
-
-
-def content_hash(path: str | Path, **params) -> str:
-    """SHA-256 of the file bytes and the decode parameters: the decode-once cache key."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:
-        raise MediaError(f"{path}: cannot read file: {exc.strerror}") from None
-    digest.update(repr(sorted(params.items())).encode())
-    return digest.hexdigest()
 
 
 def _open(path: str | Path):
@@ -284,19 +267,11 @@ def decode_image(path: str | Path) -> DecodedMedia:
 def decode_image_or_views(path: str | Path) -> DecodedMedia:
     """An image file, or a point cloud file (``.npy`` / ``.ply``) rendered to its tiled fixed views: how models
     without 3D input are shown a point cloud (the ``contrastive`` protocol's ``pointcloud: views``)."""
-    from omnieval.media.pointcloud import decode_pointcloud_views, is_pointcloud_file
-
     return decode_pointcloud_views(path) if is_pointcloud_file(path) else decode_image(path)
 
 
-def _decode_pointcloud(path: str | Path) -> DecodedMedia:
-    from omnieval.media.pointcloud import decode_pointcloud
-
-    return decode_pointcloud(path)
-
-
 DECODERS = {"video": decode_video, "audio": decode_audio, "image": decode_image_or_views,
-            "pointcloud": _decode_pointcloud}
+            "pointcloud": decode_pointcloud}
 
 
 def decode_media(path: str | Path, modality: str, **params) -> DecodedMedia:
@@ -316,8 +291,6 @@ def probe_media(path: str | Path, modality: str) -> None:
     its first frames passes here; the full decode reports it (``truncated ...``) for its instances only, which
     become errored predictions (``media decode failed``, counted in ``error_rate``)."""
     import av
-
-    from omnieval.media.pointcloud import is_pointcloud_file, probe_pointcloud
 
     if is_pointcloud_file(path) and modality in ("image", "pointcloud"):
         probe_pointcloud(path)

@@ -1,15 +1,36 @@
-"""The decoded form of one media file: what the decode stage produces and every engine receives.
+"""The decoded form of one media file: what the decode stage produces and every engine receives; its cache key
+(``content_hash``) and the error every reader raises (``MediaError``).
 
-Kept apart from ``decode.py`` so engines can type against it without importing PyAV.
+Kept apart from ``decode.py`` so engines can type against it without importing PyAV, and so the point cloud reader,
+which ``decode.py`` dispatches to, shares the key and the error without importing ``decode.py`` back.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 AUDIO_SAMPLE_RATE = 16_000
+
+
+class MediaError(Exception):
+    """A media file that cannot be read or decoded; the message names the file and what is wrong."""
+
+
+def content_hash(path: str | Path, **params) -> str:
+    """SHA-256 of the file bytes and the decode parameters: the decode-once cache key."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise MediaError(f"{path}: cannot read file: {exc.strerror}") from None
+    digest.update(repr(sorted(params.items())).encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

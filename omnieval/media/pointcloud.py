@@ -40,8 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.media.decode import MediaError, content_hash
-from omnieval.media.decoded import DecodedMedia
+from omnieval.media.decoded import DecodedMedia, MediaError, content_hash
 
 SUFFIXES: tuple[str, ...] = (".npy", ".ply")
 VIEWS: tuple[str, ...] = ("front", "side", "top", "iso")

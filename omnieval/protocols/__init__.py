@@ -15,7 +15,7 @@
     cross-item checks a pydantic model cannot do alone; raises ``InputError`` naming file, item and field.
 ``expand_all(items, bench, seed, options) -> list[Instance]``
     every instance of the given items: stable ids, keyed randomness only (``omnieval.keyed``), never order-dependent.
-``metrics_spec() -> omnieval.metrics.ProtocolMetrics``
+``metrics_spec() -> omnieval.metric_types.ProtocolMetrics``
     the cells and the metric function of SPEC's section for this protocol.
 
 ``bench`` is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root folder, items, and the protocol's extra

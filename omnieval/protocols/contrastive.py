@@ -53,6 +53,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_seed
+from omnieval.metric_types import CellFamily, ProtocolMetrics
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
@@ -342,8 +343,6 @@ def metric_rows(cells):
 
 
 def _families():
-    from omnieval.metrics import CellFamily
-
     out = [CellFamily("acc", "correct", "_orig_valid", ("_all_key",)),
            CellFamily("acc_n", "correct", "_orig_valid", ("_n_key",)),
            CellFamily("acc_sel", "correct", "_orig_valid", ("_sel_key",)),
@@ -358,7 +357,5 @@ def _families():
 
 def metrics_spec():
     """The cells and metric function of this protocol for ``omnieval.metrics``."""
-    from omnieval.metrics import ProtocolMetrics
-
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=CONDITIONS)

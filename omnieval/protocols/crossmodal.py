@@ -33,6 +33,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omnieval.keyed import keyed_rng
+from omnieval.metric_types import CellFamily, ProtocolMetrics
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "crossmodal"
@@ -372,8 +373,6 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _families():
-    from omnieval.metrics import CellFamily
-
     out = []
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
@@ -386,7 +385,5 @@ def _families():
 
 def metrics_spec():
     """The cells and metric function of this protocol for ``omnieval.metrics``."""
-    from omnieval.metrics import ProtocolMetrics
-
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=DIRECTIONS + EXTRA_CONDITIONS)

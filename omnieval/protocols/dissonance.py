@@ -212,7 +212,7 @@ def reliance(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def metric_rows(cells):
-    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.metrics.Cells``).
+    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.metric_types.Cells``).
 
     Yields ``(metric, key, values over rows, n)``; metrics whose cells are missing in this unit are left out.
     """
@@ -264,7 +264,7 @@ def derive_columns(frame):
 
 def metrics_spec():
     """The cells and metric function of this protocol for ``omnieval.metrics`` (one bootstrap pass for all)."""
-    from omnieval.metrics import CellFamily, ProtocolMetrics
+    from omnieval.metric_types import CellFamily, ProtocolMetrics
 
     return ProtocolMetrics(
         name=NAME,

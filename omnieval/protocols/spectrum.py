@@ -46,6 +46,7 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_seed
+from omnieval.metric_types import CellFamily, ProtocolMetrics
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict
 
 NAME = "spectrum"
@@ -436,7 +437,7 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
                            pl.col("_won").cast(out.schema["choice"]).alias("choice"), *nulls.values())
     if "engine" in out.columns:
         out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
-    # the row flags of ``omnieval.metrics.prepare`` that depend on the choice, recomputed for the votes
+    # the row flags of ``omnieval.prediction_files.prepare`` that depend on the choice, recomputed for the votes
     from omnieval.schema import ERROR_KIND_NAMES
 
     valid = pl.col("choice").is_not_null()
@@ -463,8 +464,6 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _families():
-    from omnieval.metrics import CellFamily
-
     out = []
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
@@ -475,7 +474,5 @@ def _families():
 
 def metrics_spec():
     """The cells and metric function of this protocol for ``omnieval.metrics``."""
-    from omnieval.metrics import ProtocolMetrics
-
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=ALL_CONDITIONS)

@@ -218,8 +218,8 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
     """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed;
     paired differences read (``paired.parquet`` beside the metrics), or computed in the same pass as the metrics,
     or from the predictions."""
-    from omnieval.metrics import read_predictions
     from omnieval.paired import metrics_and_paired, paired_table
+    from omnieval.prediction_files import read_predictions
 
     sources = discover(inputs)
     names = labels([s.root for s in sources])

@@ -66,7 +66,9 @@ def write_metrics(store, resamples: int, seed: int) -> int:
     """``metrics/metrics.{parquet,csv,json}`` of the run's predictions (read through the store's filesystem)."""
     import tempfile
 
-    from omnieval.metrics import CONFIDENCE_LEVEL, metrics_table, read_predictions
+    from omnieval.metrics import metrics_table
+    from omnieval.prediction_files import read_predictions
+    from omnieval.unit_bootstrap import CONFIDENCE_LEVEL
 
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "predictions.parquet"

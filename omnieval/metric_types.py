@@ -1,0 +1,110 @@
+"""The vocabulary protocols and the metrics table share: cell families, a protocol's metric spec, resampled cells.
+
+A protocol module describes its metrics with these types only (``metrics_spec() -> ProtocolMetrics``); the bootstrap
+pass (``omnieval.unit_bootstrap``) fills ``Cells`` and calls the spec's metric function. Kept below both so that the
+protocols never import the module that computes the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import polars as pl
+
+MetricRow = tuple[str, str, np.ndarray, int]
+"""(metric, key, values over rows [data, resample 1, ..., resample R], n)."""
+
+
+@dataclass(frozen=True)
+class CellFamily:
+    """Cells ``name|key``: the mean of column ``value`` over the rows where ``where`` holds, one cell per distinct
+    value of the ``by`` columns. A family whose ``by`` column is absent from the input is skipped."""
+
+    name: str
+    value: str
+    where: str | None = None
+    by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProtocolMetrics:
+    """What ``omnieval metrics`` needs from a protocol: its cells, its metric function, its calibration.
+
+    ``derive`` adds protocol columns to the prepared frame (e.g. the corruption level from the condition);
+    ``conditions``, if given, is the set of valid condition names (checked per input file);
+    ``calibration``: ECE and RC-AUC per confidence method over the rows where the column ``has_conf`` holds.
+    """
+
+    name: str
+    families: tuple[CellFamily, ...]
+    metrics: Callable[[Cells], Iterable[MetricRow]]
+    derive: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    conditions: tuple[str, ...] | None = None
+    calibration: bool = False
+
+
+@dataclass
+class Cells:
+    """Resampled cell sums and counts of one unit. Row 0 is the data, rows 1..R the bootstrap resamples.
+
+    ``methods``: the confidence methods present in the protocol's input (confidence metrics carry a ``@method``
+    key suffix when there are several: they are never pooled).
+    """
+
+    sums: np.ndarray
+    counts: np.ndarray
+    index: dict[tuple[str, ...], int]
+    stats: dict[tuple[str, ...], tuple[np.ndarray, int]] = field(default_factory=dict)
+    methods: tuple[str, ...] = ()
+
+    def has(self, family: str, *key: str) -> bool:
+        return (family, *key) in self.index
+
+    def keys(self, family: str) -> list[tuple[str, ...]]:
+        """Keys of a family present in this unit, sorted."""
+        return sorted(k[1:] for k in self.index if k[0] == family)
+
+    def sum(self, family: str, *key: str) -> np.ndarray:
+        return self.sums[:, self.index[(family, *key)]]
+
+    def count(self, family: str, *key: str) -> np.ndarray:
+        return self.counts[:, self.index[(family, *key)]]
+
+    def mean(self, family: str, *key: str) -> np.ndarray:
+        """Cell mean on every row (NaN where a resample drew no row of the cell)."""
+        c = self.count(family, *key)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(c > 0, self.sum(family, *key) / np.where(c > 0, c, 1), np.nan)
+
+    def n(self, family: str, *key: str) -> int:
+        """Rows behind the cell in the data (row 0)."""
+        return int(self.count(family, *key)[0])
+
+    def stat(self, name: str, *key: str) -> tuple[np.ndarray, int]:
+        """An instance-level statistic (``ece`` / ``rc_auc`` per method): values over rows, and its n."""
+        return self.stats[(name, *key)]
+
+    def method_suffix(self, method: str) -> str:
+        return f"@{method}" if len(self.methods) > 1 else ""
+
+
+def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = "error_rate",
+                     where: str | None = None) -> ProtocolMetrics:
+    """``spec`` plus the error rates of its units: ``<metric>`` with key ``""`` (every kind together) and one key
+    per kind in ``kinds``, each the share of the unit's rows (those where ``where`` holds) whose ``error`` is of
+    that kind. They are cell means like any rate, so they get their CI from the same bootstrap pass."""
+    kinds = tuple(kinds)
+    families = (CellFamily("_error", "errored", where),
+                *(CellFamily(f"_error_{kind}", f"_error_{kind}", where) for kind in kinds))
+
+    def metrics(cells: Cells) -> Iterable[MetricRow]:
+        yield from spec.metrics(cells)
+        if cells.has("_error"):
+            yield metric, "", cells.mean("_error"), cells.n("_error")
+        for kind in kinds:
+            if cells.has(f"_error_{kind}"):
+                yield metric, kind, cells.mean(f"_error_{kind}"), cells.n(f"_error_{kind}")
+
+    return replace(spec, families=spec.families + families, metrics=metrics)

@@ -1,0 +1,229 @@
+"""Reading predictions files and the row flags every protocol's metrics share (SPEC 1.3).
+
+``read_predictions`` reads Parquet / JSONL / CSV with the SPEC 1.3 columns (unknown columns kept; a missing required
+column is an ``InputError`` naming file and column) and refuses rows that would give a silently wrong number.
+``prepare`` derives the row flags: ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``,
+``invalid``, ``has_conf``, and ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is set (media that
+failed to decode, an engine or describer failure) never reached the model, or its answer never came back, so it is
+not the model's answer: it stays out of every accuracy, abstention, calibration and invalid-rate denominator and is
+counted in ``error_rate`` instead (``metric_types.with_error_rates``).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from kernels.calibration import restricted_softmax
+from omnieval.metric_registry import REGISTRY, load_protocols
+from omnieval.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
+from omnieval.store import StoredPath, readable, stored_path
+
+
+def _read_one(path: Path | StoredPath) -> pl.DataFrame:
+    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.store``)."""
+    try:
+        if not path.is_file():
+            raise InputError("no such predictions file", file=path)
+        source = readable(path)
+    except OSError as exc:  # the filesystem cannot be reached (credentials, endpoint)
+        raise InputError(f"cannot reach predictions file: {exc}", file=path) from exc
+    data = source.read_bytes() if isinstance(source, Path) else source.getvalue()
+    if not data:
+        raise InputError("empty file: no predictions", file=path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pl.read_parquet(io.BytesIO(data))
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+        if suffix == ".csv":
+            # polars calls a header alone an "empty CSV"
+            if len(list(itertools.islice((line for line in data.splitlines() if line.strip()), 2))) < 2:
+                raise InputError("no predictions in the file (zero rows)", file=path)
+            return pl.read_csv(io.BytesIO(data), infer_schema=False)  # all strings; typed below (ids stay strings)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputError(f"cannot read predictions: {exc}", file=path) from exc
+    raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
+
+
+def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
+    """Required columns present and typed; confidence in [0, 1]; protocol conditions known; rows checked by
+    ``_check_rows``."""
+    if frame.height == 0:
+        raise InputError("no predictions in the file (zero rows)", file=path)
+    for column in REQUIRED_COLUMNS:
+        if column not in frame.columns:
+            raise InputError(f"missing required column {column!r}", file=path, field=column)
+    casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
+    casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
+    for column in ("anchor", "task", "subtask", "category", "error"):
+        if column in frame.columns:
+            casts[column] = pl.Utf8
+    for column, dtype in casts.items():
+        try:
+            frame = frame.with_columns(pl.col(column).cast(dtype))
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
+                from exc
+    conf = frame["confidence"].drop_nulls()
+    if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
+        raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
+    for name, spec in REGISTRY.items():
+        if spec.conditions is None:
+            continue
+        bad = frame.filter((pl.col("protocol") == name) & ~pl.col("condition").is_in(list(spec.conditions)))
+        if len(bad):
+            raise InputError(f"unknown {name} condition {bad['condition'][0]!r} (expected one of "
+                             f"{', '.join(spec.conditions)})", file=path, field="condition")
+    _check_rows(frame, path)
+    return frame
+
+
+def _first_bad(frame: pl.DataFrame, bad: pl.Expr) -> dict | None:
+    """The first row where ``bad`` holds (null counts as bad), with ``where`` = ``"row N"`` (rows counted from 1
+    in the file's order; in a CSV file, row N is on line N + 1), or None."""
+    hit = frame.with_row_index("_row", offset=1).filter(bad.fill_null(True)).head(1)
+    return None if hit.is_empty() else hit.row(0, named=True) | {"where": f"row {hit['_row'][0]}"}
+
+
+def _check_rows(frame: pl.DataFrame, path: Path) -> None:
+    """Refuse rows that would otherwise give a silently wrong number (each error names file, row and column).
+
+    * ``protocol`` not one with metric definitions: its rows would get none of the protocol's metrics;
+    * ``target`` null: every answer to it would count as wrong;
+    * ``target`` or ``choice`` not an option label of its instance: the first ``n_options`` letters of A, B, C, ...
+      where the file gives ``n_options``, else any single capital letter. A choice outside them can only be a
+      parsing or bookkeeping mistake of the tool that wrote the file; scoring it as wrong (or as invalid) would
+      hide that mistake in an accuracy, so it is refused: fix the file, or set the choice to null to count it as
+      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one.
+    """
+    known = sorted(REGISTRY)
+    if row := _first_bad(frame, ~pl.col("protocol").is_in(known)):
+        raise InputError(f"{row['where']}: unknown protocol {row['protocol']!r}; metrics are defined for "
+                         f"{', '.join(known)}", file=path, item=row["where"], field="protocol")
+    if row := _first_bad(frame, pl.col("target").is_null()):
+        raise InputError(f"{row['where']}: target is null (every answer to it would count as wrong)", file=path,
+                         item=row["where"], field="target")
+    if "n_options" in frame.columns:
+        n = pl.col("n_options")
+        if row := _first_bad(frame, n.is_not_null() & ((n < 1) | (n > len(LABELS)))):
+            raise InputError(f"{row['where']}: n_options {row['n_options']} is not between 1 and {len(LABELS)}",
+                             file=path, item=row["where"], field="n_options")
+        labels = pl.lit(LABELS).str.slice(0, n.fill_null(len(LABELS)))
+    else:
+        labels = pl.lit(LABELS)
+    is_open = (pl.col("mode") == "open").fill_null(False) if "mode" in frame.columns else pl.lit(False)
+    for column, skip in (("target", pl.lit(False)), ("choice", pl.col("choice").is_null() | is_open)):
+        value = pl.col(column)
+        if row := _first_bad(frame, ~skip & ((value.str.len_chars() != 1)
+                                             | ~labels.str.contains(value, literal=True))):
+            count = row.get("n_options")
+            allowed = ", ".join(LABELS[:count]) if count else f"one capital letter {LABELS[0]}-{LABELS[-1]}"
+            raise InputError(f"{row['where']}: {column} {row[column]!r} is not an option label of its instance "
+                             f"(labels: {allowed})", file=path, item=row["where"], field=column)
+
+
+def _check_duplicates(frame: pl.DataFrame) -> None:
+    """One prediction per (model, prompt, mode, instance_id): a file given twice, or a row written twice, would
+    double every count."""
+    keys = ["model", "prompt", "_mode", "instance_id"]
+    keyed = frame.with_columns(_mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"))
+    dup = keyed.filter(pl.len().over(keys) > 1)
+    if dup.is_empty():
+        return
+    first = dup.filter(pl.struct(keys) == dup.select(pl.struct(keys)).row(0)[0]).head(2).to_dicts()
+    a, b = first
+    raise InputError(f"duplicate prediction for model {a['model']!r}, prompt {a['prompt']!r}, mode {a['_mode']!r},"
+                     f" instance {a['instance_id']!r}: {a['_file']} row {a['_row']} and {b['_file']} row "
+                     f"{b['_row']} (the same file given twice?)", file=b["_file"], item=f"row {b['_row']}",
+                     field="instance_id")
+
+
+def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
+    """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
+    chosen label (method ``rs``), as the engines do when they score from logits (SPEC section 7)."""
+    if "option_logprobs" not in frame.columns or not isinstance(frame.schema["option_logprobs"], pl.List):
+        return frame
+    need = (pl.col("confidence").is_null() & pl.col("choice").is_not_null()
+            & pl.col("option_logprobs").list.len().fill_null(0).gt(0))
+    rows = frame.with_row_index("_row").filter(need)
+    if not len(rows):
+        return frame
+    lists = rows["option_logprobs"].to_list()
+    width = max(len(x) for x in lists)
+    logprobs = np.full((len(lists), width), np.nan)
+    for i, values in enumerate(lists):
+        logprobs[i, : len(values)] = [np.nan if v is None else v for v in values]
+    probs = restricted_softmax(logprobs)
+    label = np.array([LABELS.find(c) if isinstance(c, str) and len(c) == 1 else -1 for c in rows["choice"]])
+    ok = (label >= 0) & (label < width)
+    conf = np.full(len(lists), np.nan)
+    conf[ok] = probs[np.nonzero(ok)[0], label[ok]]
+    fill = pl.DataFrame({"_row": rows["_row"], "_conf": conf}).filter(pl.col("_conf").is_not_nan())
+    out = frame.with_row_index("_row").join(fill, on="_row", how="left")
+    return out.with_columns(
+        confidence=pl.coalesce("confidence", "_conf"),
+        confidence_method=pl.when(pl.col("_conf").is_not_null() & pl.col("confidence_method").is_null())
+        .then(pl.lit("rs")).otherwise(pl.col("confidence_method")),
+    ).drop("_row", "_conf")
+
+
+def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
+    """Concatenate predictions files, local paths or URIs (columns missing from some files become null; extra
+    columns are kept)."""
+    load_protocols()
+    frames = [_normalise(_read_one(path), path).with_columns(
+        _file=pl.lit(str(path)), _row=pl.int_range(1, pl.len() + 1)) for path in map(stored_path, paths)]
+    if not frames:
+        raise InputError("no predictions files given")
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    _check_duplicates(frame)
+    return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+
+
+def _error_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """``errored``, ``error_kind`` and one 0/1 column ``_error_<kind>`` per kind (the cells of ``error_rate``)."""
+    if "error" not in frame.columns:
+        kind = pl.lit(None, dtype=pl.Utf8)
+    else:
+        message = pl.col("error").cast(pl.Utf8)
+        kind = pl.when(message.is_null() | (message.str.strip_chars() == "")).then(pl.lit(None, dtype=pl.Utf8))
+        for prefix, name in ERROR_KINDS:
+            kind = kind.when(message.str.starts_with(prefix)).then(pl.lit(name))
+        kind = kind.otherwise(pl.lit("other"))
+    flags = {"error_kind": kind, "errored": kind.is_not_null()}
+    flags.update({f"_error_{name}": (kind == name).fill_null(False) for name in ERROR_KIND_NAMES})
+    return flags
+
+
+def prepare(frame: pl.DataFrame) -> pl.DataFrame:
+    """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
+    choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
+    and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
+    included, and counted in ``error_rate``."""
+    frame = frame.with_columns(**_error_flags(frame))
+    answered = ~pl.col("errored")
+    valid = answered & pl.col("choice").is_not_null()
+    return frame.with_columns(
+        answered=answered,
+        valid=valid,
+        invalid=answered & pl.col("choice").is_null(),
+        correct=valid & (pl.col("choice") == pl.col("target")).fill_null(False),
+        abstained=valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
+        human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
+        has_conf=valid & pl.col("confidence").is_not_null(),
+        conf_method=pl.col("confidence_method").fill_null("unknown"),
+        mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"),
+    )
+
+
+def error_kinds_present(frame: pl.DataFrame) -> list[str]:
+    """The error kinds of a prepared frame, in ``ERROR_KIND_NAMES`` order."""
+    present = set(frame["error_kind"].drop_nulls().unique().to_list())
+    return [kind for kind in ERROR_KIND_NAMES if kind in present]

@@ -1,0 +1,250 @@
+"""One unit (model x prompt x split): per-item cell matrix -> one clustered bootstrap pass -> metric rows with CIs.
+
+Items (``item_id``) are the resampling clusters. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples
+items and yields every cell's resampled sum and count at once; row 0 is the data itself. The protocol's metric
+function runs once on all rows (vectorised over the resample axis), so adding a metric never adds a pass. ECE and
+RC-AUC, which depend on the ranking of instances rather than on cell means, are evaluated on the same resamples' item
+multiplicities (``kernels.calibration``). The 95% percentile interval comes from resamples 1..R.
+
+Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``, so models and prompts
+on the same items of a split get the same resamples (paired), for any thread count: such units are always
+index-resampled (``shared_item_sets``), which is what ``omnieval.paired`` reads differences from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
+from kernels.calibration import calibration_weighted
+from omnieval.keyed import keyed_seed
+from omnieval.metric_types import CellFamily, Cells, MetricRow, ProtocolMetrics
+
+UNIT = ("model", "prompt", "split")
+CONFIDENCE_LEVEL = 0.95
+N_BINS = 10
+_CHUNK_CELLS = 4_000_000  # resamples x items held at once as int32 multiplicities (16 MB)
+_SEP = "\x1f"
+
+UnitHook = Callable[["ProtocolMetrics", "UnitData", list[MetricRow], np.ndarray], None]
+"""Called once per unit with its spec, cells, metric rows and their values (metric x row): how paired differences
+(``omnieval.paired``) read every unit's resamples from the same pass as the table."""
+
+
+@dataclass
+class UnitData:
+    """Per-item sums and counts of every cell of one unit, and the instances behind its calibration."""
+
+    key: tuple[str, ...]
+    n_items: int
+    cells: list[tuple[str, ...]]
+    sums: np.ndarray  # (items, cells)
+    counts: np.ndarray  # (items, cells)
+    calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (item, conf, correct)
+    item_ids: tuple[str, ...] = ()  # sorted: row i of ``sums`` is item ``item_ids[i]``
+
+
+def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
+    """Long table ``(unit..., item, cell, s, c)`` over all families, by polars group-bys on the whole frame."""
+    parts = []
+    for fam in families:
+        if any(b not in frame.columns for b in fam.by) or fam.value not in frame.columns:
+            continue
+        sel = frame if fam.where is None else frame.filter(pl.col(fam.where))
+        keys = [pl.lit(fam.name), *(pl.col(b).cast(pl.Utf8) for b in fam.by)]
+        parts.append(
+            sel.group_by([*UNIT, "_item", *fam.by])
+            .agg(s=pl.col(fam.value).cast(pl.Float64).sum(), c=pl.len().cast(pl.Float64))
+            .select(*UNIT, "_item", pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
+            .drop_nulls("cell")
+        )
+    if not parts:
+        return pl.DataFrame(schema={**{u: pl.Utf8 for u in UNIT}, "_item": pl.UInt32, "cell": pl.Utf8,
+                                    "s": pl.Float64, "c": pl.Float64})
+    return pl.concat(parts)
+
+
+def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
+    """Split a prepared protocol frame into units with their per-item cell matrices (items sorted by item_id)."""
+    frame = frame.with_columns(_item=(pl.col("item_id").rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1,
+                                           ids=pl.col("item_id").unique().sort())
+    cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
+    calib: dict[tuple, pl.DataFrame] = {}
+    if spec.calibration:
+        calib = frame.filter("has_conf").partition_by(list(UNIT), as_dict=True)
+    out = []
+    for row in sizes.sort(list(UNIT)).iter_rows(named=True):
+        key = tuple(row[u] for u in UNIT)
+        n = int(row["n"])
+        long = cells.get(key)
+        names: list[tuple[str, ...]] = []
+        sums = np.zeros((n, 0))
+        counts = np.zeros((n, 0))
+        if long is not None:
+            names_raw = sorted(long["cell"].unique().to_list())
+            j = long["cell"].cast(pl.Enum(names_raw)).to_physical().to_numpy().astype(np.int64)
+            i = long["_item"].to_numpy().astype(np.int64)
+            sums = np.zeros((n, len(names_raw)))
+            counts = np.zeros((n, len(names_raw)))
+            np.add.at(sums, (i, j), long["s"].to_numpy())
+            np.add.at(counts, (i, j), long["c"].to_numpy())
+            names = [tuple(name.split(_SEP)) for name in names_raw]
+        calibration = {}
+        if key in calib:
+            for (method,), g in calib[key].partition_by("conf_method", as_dict=True).items():
+                calibration[method] = (g["_item"].to_numpy().astype(np.int64),
+                                       g["confidence"].to_numpy().astype(np.float64),
+                                       g["correct"].to_numpy().astype(np.float64))
+        out.append(UnitData(key, n, names, sums, counts, calibration, tuple(row["ids"])))
+    return out
+
+
+def _compress(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct non-constant columns of ``values`` (items x channels): constant channels (e.g. one instance per
+    item and condition) resample to ``n * constant`` and duplicated channels to the same sums, so neither needs to
+    be resampled. Returns ``(distinct, inverse, constant_mask, constant_values)``."""
+    const = np.all(values == values[:1], axis=0) if len(values) else np.ones(values.shape[1], bool)
+    varying = values[:, ~const]
+    if varying.shape[1]:
+        distinct, inverse = np.unique(varying, axis=1, return_inverse=True)
+    else:
+        distinct, inverse = varying, np.zeros(0, dtype=np.int64)
+    return (np.ascontiguousarray(distinct), inverse.reshape(-1),
+            const, values[0, const] if len(values) else np.zeros(int(const.sum())))
+
+
+def _csr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(indptr, indices, data, n_cols)`` of a dense items x channels matrix (for ``resample_sums``)."""
+    items, cols = np.nonzero(values)
+    indptr = np.searchsorted(items, np.arange(values.shape[0] + 1)).astype(np.int64)
+    return indptr, cols.astype(np.int64), np.ascontiguousarray(values[items, cols]), values.shape[1]
+
+
+_SPARSE = 0.03
+"""Non-integer channels with non-zeros on fewer than this share of items go to the sparse (CSR) part of index
+resampling, which costs per non-zero (~10 ns: a branch and a scattered addition). Integer channels, sparse or not,
+are packed several to a 64-bit word (``kernels.bootstrap``), which costs ~0.1 ns per word and item: cheaper even
+for one cell per anchor among hundreds of items."""
+
+
+def _pattern_shortcut(distinct: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(patterns, counts)`` when the pattern shortcut is cheaper than index resampling for these per-item rows.
+
+    Both are exact; the choice is speed only. Rough per-resample costs (ns, measured on 2 cores): the shortcut
+    ~(3 + 0.3 channels) per pattern plus ~4.5 sqrt(n) for the Poissonised multinomial's corrections; index
+    resampling ~(1 + 0.4 packed words) per item. Only integer rows qualify (counts and 0/1 outcomes), so every
+    resampled sum stays an exact integer.
+    """
+    if n == 0 or distinct.shape[1] == 0 or not np.all(distinct == np.round(distinct)):
+        return None
+    spans = distinct.max(axis=0) - distinct.min(axis=0)
+    bits = sum(int(n * s).bit_length() for s in spans)
+    index_cost = n * (1.0 + 0.4 * np.ceil(bits / 56))
+    patterns, counts = np.unique(distinct, axis=0, return_counts=True)
+    k = len(patterns)
+    pattern_cost = k * (3.0 + 0.3 * distinct.shape[1]) + (4.5 * np.sqrt(n) if k > 2 else 0.0)
+    if pattern_cost >= index_cost:
+        return None
+    return np.ascontiguousarray(patterns), counts.astype(np.int64)
+
+
+def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
+                   shortcut: bool = True) -> tuple[np.ndarray, dict]:
+    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic.
+
+    The channel matrix comes back Fortran-ordered (each channel's rows contiguous), the layout the metric
+    functions read. Sums-only resampling (no item multiplicity matrix) whenever no calibration statistic needs one.
+    ``shortcut=False`` forbids the pattern shortcut: index resampling draws the same items for every unit on the
+    same items and stream, which is what makes two units' resamples paired; the shortcut's multinomial over one
+    unit's own patterns does not.
+    """
+    values = np.hstack([unit.sums, unit.counts])
+    n = unit.n_items
+    distinct, inverse, const, const_values = _compress(values)
+    seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
+    rows_t = np.empty((distinct.shape[1], resamples + 1))  # channel x row
+    rows_t[:, 0] = distinct.sum(axis=0)
+    calib = {m: [np.empty(resamples + 1), np.empty(resamples + 1)] for m in unit.calibration}
+    ones = np.ones((1, n), dtype=np.int32)
+    for method, (item, conf, correct) in unit.calibration.items():
+        e, a = calibration_weighted(ones, item, conf, correct, N_BINS)
+        calib[method][0][0], calib[method][1][0] = e[0], a[0]
+    if resamples and (distinct.shape[1] or unit.calibration):
+        patterns = None if unit.calibration or not shortcut else _pattern_shortcut(distinct, n)
+        if patterns is not None:
+            rows_t[:, 1:] = pattern_sums(patterns[0], patterns[1], 0, resamples, seed_u, stream_u).T
+        else:
+            sparse = ((distinct != 0).mean(axis=0) < _SPARSE) & np.any(distinct != np.round(distinct), axis=0) \
+                if n else np.zeros(distinct.shape[1], bool)
+            order = np.concatenate([np.nonzero(~sparse)[0], np.nonzero(sparse)[0]])  # channels as resampled
+            dense = np.ascontiguousarray(distinct[:, ~sparse])
+            csr = _csr(distinct[:, sparse])
+            if not unit.calibration:
+                rows_t[order, 1:] = cluster_sums(dense, 0, resamples, seed_u, stream_u, csr).T
+            step = max(1, _CHUNK_CELLS // max(n, 1))
+            for r0 in range(0, resamples if unit.calibration else 0, step):
+                r1 = min(resamples, r0 + step)
+                w, sums = resample_sums(dense, r0, r1, seed_u, stream_u, csr)
+                rows_t[order, 1 + r0:1 + r1] = sums.T
+                for method, (item, conf, correct) in unit.calibration.items():
+                    e, a = calibration_weighted(w, item, conf, correct, N_BINS)
+                    calib[method][0][1 + r0:1 + r1], calib[method][1][1 + r0:1 + r1] = e, a
+    full_t = np.empty((values.shape[1], resamples + 1))
+    full_t[np.nonzero(~const)[0]] = rows_t[inverse]
+    full_t[np.nonzero(const)[0]] = (n * const_values)[:, None]
+    return full_t.T, calib
+
+
+def shared_item_sets(units: list[UnitData]) -> set[tuple[str, ...]]:
+    """Keys of the units that share their split and their exact set of items with another unit: their resamples
+    must be paired (same items drawn), so they are never resampled through the pattern shortcut."""
+    seen: dict[tuple, list[tuple[str, ...]]] = {}
+    for unit in units:
+        seen.setdefault((unit.key[2], unit.item_ids), []).append(unit.key)
+    return {key for keys in seen.values() if len(keys) > 1 for key in keys}
+
+
+def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int,
+                  on_unit: UnitHook | None = None) -> list[dict]:
+    methods = tuple(sorted(frame.filter("has_conf")["conf_method"].unique().to_list()))
+    out: list[dict] = []
+    units = unit_data(frame, spec)
+    paired = shared_item_sets(units)
+    for unit in units:
+        stream = keyed_seed(0, "bootstrap", spec.name, unit.key[2])
+        full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired)
+        n_cells = len(unit.cells)
+        cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
+                      index={name: i for i, name in enumerate(unit.cells)}, methods=methods)
+        for method, (ece, auc) in calib.items():
+            n = len(unit.calibration[method][0])
+            cells.stats[("ece", method)] = (ece, n)
+            cells.stats[("rc_auc", method)] = (auc, n)
+        rows = list(spec.metrics(cells))
+        if not rows:
+            continue
+        values = np.empty((len(rows), resamples + 1))  # metric x row: each metric's resamples contiguous
+        for j, r in enumerate(rows):
+            values[j] = r[2]
+        if resamples:
+            alpha = (1 - CONFIDENCE_LEVEL) / 2
+            low, high = percentile_interval(values[:, 1:].T, alpha, 1 - alpha)
+        else:
+            low = high = np.full(len(rows), np.nan)
+        if on_unit is not None:
+            on_unit(spec, unit, rows, values)
+        model, prompt, split = unit.key
+        for j, (metric, key, _, n) in enumerate(rows):
+            out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
+                        "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
+                        "ci_high": _num(high[j]), "n": int(n), "n_items": unit.n_items})
+    return out
+
+
+def _num(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
