@@ -176,10 +176,14 @@ def _column_role(text: str) -> tuple[str, str]:
 def _datasets_mcq(args: argparse.Namespace) -> int:
     from omnieval.datasets.mcq import Columns, convert_mcq
 
-    converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
-                            columns=Columns(**dict(args.column or [])), answer_format=args.answer_format,
-                            skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite,
-                            media_root=args.media_root)
+    splits = [s.strip() for text in args.split or [] for s in text.split(",") if s.strip()] or None
+    columns = Columns(**dict(args.column or []))
+    converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, splits=splits, columns=columns,
+                            answer_format=args.answer_format, skip_missing_image=args.skip_missing_image,
+                            limit=args.limit, overwrite=args.overwrite, media_root=args.media_root)
+    for split, rows in converted.skipped_splits.items():
+        print(f"omnieval: note: skipped split {split!r} ({rows} rows): none of its rows has an answer in column "
+              f"{columns.answer!r}", file=sys.stderr)
     print(converted.summary())
     return 0
 
@@ -354,8 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name", default=None, help="benchmark name (default: the source's name)")
     s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"],
                    help="source format (auto: from the file suffix or the folder's contents)")
-    s.add_argument("--split", default=None,
-                   help="split of every row (default: from shard names, a split column, or 'all')")
+    s.add_argument("--split", action="append", metavar="NAME",
+                   help="convert only this split (repeat, or NAME,NAME; a row's split: its shard name, a split "
+                        "column, or 'all'); default: every split with answers, each answerless one skipped with a "
+                        "note")
     s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"],
                    help="how the answer column names the correct option (auto: label, 0-based index or text)")
     s.add_argument("--column", action="append", metavar="ROLE=NAME", type=_column_role,
