@@ -176,19 +176,44 @@ def _column_role(text: str) -> tuple[str, str]:
 def _datasets_mcq(args: argparse.Namespace) -> int:
     from omnieval.datasets.mcq import Columns, convert_mcq
 
-    converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, split=args.split,
-                            columns=Columns(**dict(args.column or [])), answer_format=args.answer_format,
-                            skip_missing_image=args.skip_missing_image, limit=args.limit, overwrite=args.overwrite,
-                            media_root=args.media_root)
+    splits = [s.strip() for text in args.split or [] for s in text.split(",") if s.strip()] or None
+    columns = Columns(**dict(args.column or []))
+    converted = convert_mcq(args.source, args.out, name=args.name, fmt=args.format, splits=splits, columns=columns,
+                            answer_format=args.answer_format, skip_missing_image=args.skip_missing_image,
+                            limit=args.limit, overwrite=args.overwrite, media_root=args.media_root)
+    for split, rows in converted.skipped_splits.items():
+        print(f"omnieval: note: skipped split {split!r} ({rows} rows): none of its rows has an answer in column "
+              f"{columns.answer!r}", file=sys.stderr)
     print(converted.summary())
     return 0
 
 
-def _datasets_contra4(args: argparse.Namespace) -> int:
-    from omnieval.datasets.contra4 import convert_contra4
+def _media_root(text: str) -> tuple[str | None, str]:
+    """``[SOURCE=]DIR`` of ``datasets contra4 --media-root``: a folder of one source's files, or (no ``SOURCE=``)
+    the folder holding one folder per source. A name before ``=`` with no ``/`` is a source (write ``./a=b`` for a
+    folder named ``a=b``)."""
+    source, sep, folder = text.partition("=")
+    if sep and source and "/" not in source:
+        if not folder:
+            raise argparse.ArgumentTypeError(f"expected SOURCE=DIR, got {text!r}")
+        return source, folder
+    return None, text
 
-    report = convert_contra4(args.release, args.media_root, args.out, name=args.name, split=args.split,
-                             copy=args.copy, on_missing=args.on_missing)
+
+def _datasets_contra4(args: argparse.Namespace) -> int:
+    from omnieval.datasets.contra4 import convert_contra4, read_media_map
+
+    roots = [folder for source, folder in args.media_root or [] if source is None]
+    if len(roots) > 1:
+        raise InputError(f"--media-root DIR given {len(roots)} times (one folder of source folders; give the others "
+                         "as SOURCE=DIR)", field="--media-root")
+    media_dirs: dict[str, list[str]] = {}
+    for source, folder in args.media_root or []:
+        if source is not None:
+            media_dirs.setdefault(source, []).append(folder)
+    media_map = read_media_map(args.media_map) if args.media_map else None
+    report = convert_contra4(args.release, roots[0] if roots else None, args.out, name=args.name, split=args.split,
+                             media_map=media_map, media_dirs=media_dirs, copy=args.copy, on_missing=args.on_missing)
     print(report.summary())
     return 0
 
@@ -333,8 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name", default=None, help="benchmark name (default: the source's name)")
     s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"],
                    help="source format (auto: from the file suffix or the folder's contents)")
-    s.add_argument("--split", default=None,
-                   help="split of every row (default: from shard names, a split column, or 'all')")
+    s.add_argument("--split", action="append", metavar="NAME",
+                   help="convert only this split (repeat, or NAME,NAME; a row's split: its shard name, a split "
+                        "column, or 'all'); default: every split with answers, each answerless one skipped with a "
+                        "note")
     s.add_argument("--answer-format", default="auto", choices=["auto", "label", "index", "text"],
                    help="how the answer column names the correct option (auto: label, 0-based index or text)")
     s.add_argument("--column", action="append", metavar="ROLE=NAME", type=_column_role,
@@ -348,8 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_datasets_mcq)
 
     s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
-    s.add_argument("release", help="the release JSON file")
-    s.add_argument("--media-root", required=True, help="folder the examples' sources are found under")
+    s.add_argument("release", help="the release JSON file (data/final_data/test.json or val.json)")
+    s.add_argument("--media-root", action="append", metavar="[SOURCE=]DIR", type=_media_root,
+                   help="SOURCE=DIR: a folder of that source's files, as the release's baselines read them "
+                        "(coco_val=COCO_DIR, pointllm=OBJAVERSE_DIR, ...; repeat per source, or for several "
+                        "folders of one source); DIR: a folder with one folder per source. Names tried per source: "
+                        "omnieval/datasets/contra4_media.py (default: the release file's folder)")
+    s.add_argument("--media-map", default=None, metavar="JSON",
+                   help="files by id: {source: {id: file}} or the release's data2path.json (its directories are "
+                        "ignored; files are looked up in the source's folders)")
     s.add_argument("--out", required=True)
     s.add_argument("--name", default="contra4")
     s.add_argument("--split", default=None)

@@ -82,6 +82,28 @@ def test_npy_with_and_without_colour(tmp_path):
     np.testing.assert_array_equal(load_pointcloud(tmp_path / "byte.npy").colors, COLOURS)
 
 
+def test_npz_as_objaverse_and_pointllm_releases_write_them(tmp_path):
+    """ULIP's Objaverse ``<id>_8192.npz`` holds xyz under ``arr_0`` (``numpy.savez`` of one unnamed array); an
+    archive of one array under another key is read too; several arrays without ``arr_0`` name the keys."""
+    np.savez(tmp_path / "abc_8192.npz", POINTS.astype(np.float32))
+    with np.load(tmp_path / "abc_8192.npz") as archive:
+        assert archive.files == ["arr_0"]  # the key the release's readers index
+    cloud = load_pointcloud(tmp_path / "abc_8192.npz")
+    np.testing.assert_allclose(cloud.points, POINTS, rtol=1e-6)
+    assert cloud.colors is None
+    np.savez_compressed(tmp_path / "named.npz", points=np.hstack([POINTS, COLOURS / 255.0]))
+    np.testing.assert_array_equal(load_pointcloud(tmp_path / "named.npz").colors, COLOURS)
+    np.savez(tmp_path / "two.npz", arr_0=POINTS, arr_1=np.zeros((2, 3)))
+    np.testing.assert_allclose(load_pointcloud(tmp_path / "two.npz").points, POINTS)
+    np.savez(tmp_path / "many.npz", xyz=POINTS, normals=POINTS)
+    with pytest.raises(MediaError, match="many.npz.*keys: xyz, normals"):
+        load_pointcloud(tmp_path / "many.npz")
+    np.savez(tmp_path / "flat.npz", np.zeros((4, 2)))
+    with pytest.raises(MediaError, match="flat.npz.*\\(N, 3\\)"):
+        probe_pointcloud(tmp_path / "flat.npz")
+    assert decode_pointcloud_views(tmp_path / "abc_8192.npz", size=32).data.shape == (64, 64, 3)
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_write_ply_round_trip(tmp_path, binary):
     path = write_ply(tmp_path / "w.ply", POINTS, COLOURS, binary=binary)
@@ -105,6 +127,7 @@ BAD_FILES = {
     "nan.ply": b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\n"
                b"end_header\nnan 0 0\n",
     "garbage.npy": b"\x00\x01\x02 definitely not numpy",
+    "garbage.npz": b"PK\x03\x04 a broken zip archive",
 }
 
 

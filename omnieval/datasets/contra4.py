@@ -6,7 +6,7 @@ A release file is a JSON list of entries. Two shapes are accepted, field by fiel
 field               released files (``data/final_data/*.json``)     the paper's appendix A / the README
 ==================  ==============================================  ===============================================
 question            ``question``                                    ``questions``
-answer              ``answer``: ``"Scene B"``                       ``answers`` / ``gt_answer``: ``"Scene B"``,
+answer              ``answer``: ``"Scene B"`` (val), ``"B"`` (test)  ``answers`` / ``gt_answer``: ``"Scene B"``,
                                                                     ``"B"``, ``"(B)"``
 negatives           ``selection_type``: ``similarity`` / ``random``  ``similar`` / ``high_similarity`` / ``random``
 modalities          ``modalities``: ``pc``, ``image``, ``audio``,   ``3d``, ``point_cloud``, ``pointcloud``, ...
@@ -14,26 +14,18 @@ modalities          ``modalities``: ``pc``, ``image``, ``audio``,   ``3d``, ``po
 ==================  ==============================================  ===============================================
 
 A one-element list is accepted where a string is expected (``"answers": ["Scene A"]``). ``q_type`` (``mc_N``), when
-given, must agree with the number of examples; ``category`` is optional; extra keys (``url``, ``meta``) are ignored.
-Where ``modalities`` is missing, each example's modality comes from its ``source`` (``pointllm`` -> point cloud,
-``msrvtt*`` -> video, ``audiocaps`` / ``clotho*`` -> audio, ``coco*`` -> image).
+given, must agree with the number of examples; ``category`` is optional; ``url`` and ``meta`` are kept only to name
+AudioCaps files (below); other keys are ignored. Example ids are integers (``coco_val``, ``audiocaps``) or strings.
+Where ``modalities`` is missing, each example's modality comes from its ``source`` (``pointllm`` / ``objaverse*`` ->
+point cloud, ``msrvtt*`` -> video, ``audiocaps*`` / ``clotho*`` -> audio, ``coco*`` -> image).
 
-**Media layout** under the media root: one folder per ``source``, files named by the example ``id``::
+**Media** are found by source and id in the layouts the release's baselines and the source datasets use
+(``omnieval.datasets.contra4_media``); nothing outside the release folder and the folders given is read. A missing
+file is an ``InputError`` naming the release file, the entry and the field (``examples[1].id``), unless
+``on_missing="skip"`` (then the entry is left out and listed).
 
-    MEDIA_ROOT/coco_val/000000173057.jpg        (or 173057.jpg)
-    MEDIA_ROOT/msrvtt_test/video6747.mp4
-    MEDIA_ROOT/audiocaps/105440.wav             (or .flac, .mp3, .m4a, .ogg)
-    MEDIA_ROOT/clotho/slow crow #1.wav          (ids that already carry their suffix are used as they are)
-    MEDIA_ROOT/pointllm/69865c89fc7344be8ed5c1a54dbddc20.npy   (or .ply)
-
-For each example the loader tries, in order: a path given by ``media_map[source][id]`` (relative to the media root;
-the release's ``data2path.json`` shape ``{source: {"key2path": {id: file}}}`` is read too, file names relative to
-``MEDIA_ROOT/source``), ``source/id`` as is, ``source/id<suffix>`` for the modality's suffixes, and for numeric ids
-the 12-digit zero-padded COCO name. A missing file is an ``InputError`` naming the release file, the entry and the
-field (``examples[1].id``), unless ``on_missing="skip"`` (then the entry is left out and listed in the report).
-
-``convert_contra4`` writes ``benchmark.json`` (protocol ``contrastive``), ``items.jsonl`` and ``media/<source>/...``
-(hard links, or copies), so the benchmark folder is self-contained.
+``convert_contra4`` writes ``benchmark.json`` (protocol ``contrastive``), ``items.jsonl`` and
+``media/<source>/<name as found>`` (hard links, or copies), so the benchmark folder is self-contained.
 """
 
 from __future__ import annotations
@@ -42,10 +34,11 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.datasets.contra4_media import MediaFolders, Wanted, find_media
 from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.contrastive import MAX_INPUTS, MIN_INPUTS, Input, Item
 from omnieval.schema import LABELS, InputError
@@ -58,22 +51,23 @@ SELECTION_NAMES = {"random": "random", "similar": "similar", "similarity": "simi
                    "high-similarity": "similar", "high similarity": "similar"}
 SOURCE_MODALITIES = (("pointllm", "pointcloud"), ("objaverse", "pointcloud"), ("msrvtt", "video"),
                      ("audiocaps", "audio"), ("clotho", "audio"), ("coco", "image"))
-SUFFIXES = {
-    "image": (".jpg", ".jpeg", ".png", ".webp", ".bmp"),
-    "audio": (".wav", ".flac", ".mp3", ".m4a", ".ogg"),
-    "video": (".mp4", ".webm", ".mkv", ".avi", ".mov"),
-    "pointcloud": (".npy", ".ply"),
-}
 QUESTION_KEYS = ("question", "questions")
 ANSWER_KEYS = ("answer", "answers", "gt_answer")
 
 
 @dataclass(frozen=True)
 class Example:
+    """One scene of an entry; ``url`` and ``start`` (``meta.start_time``) only help find AudioCaps files."""
+
     source: str
     id: str
     caption: str
     modality: str
+    url: str | None = None
+    start: str | None = None
+
+    def wanted(self) -> Wanted:
+        return Wanted(self.source, self.id, self.modality, self.url, self.start)
 
 
 @dataclass(frozen=True)
@@ -123,6 +117,14 @@ def parse_answer(text: str) -> int | None:
     return LABELS.index(m.group(1).upper()) if m else None
 
 
+def _start_time(meta) -> str | None:
+    """``meta.start_time`` as a file name writes it (``60``, not ``60.0``), or None."""
+    value = meta.get("start_time") if isinstance(meta, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def _modality_from_source(source: str) -> str | None:
     low = source.lower()
     return next((m for prefix, m in SOURCE_MODALITIES if low.startswith(prefix)), None)
@@ -167,7 +169,8 @@ def parse_entry(raw, index: int, *, file: Path) -> Entry:
                 raise InputError(f"no 'modalities' and source {ex['source']!r} does not tell the modality",
                                  file=file, item=where, field=f"examples[{i}].source")
         examples.append(Example(str(ex["source"]).strip(), str(ex["id"]).strip(), str(ex["caption"]).strip(),
-                                modality))
+                                modality, ex["url"] if isinstance(ex.get("url"), str) else None,
+                                _start_time(ex.get("meta"))))
     answer = parse_answer(answer_text)
     if answer is None or answer >= len(examples):
         raise InputError(f"answer {answer_text!r} names none of the {len(examples)} scenes "
@@ -210,35 +213,6 @@ def read_release(path: str | Path) -> list[Entry]:
     return entries
 
 
-def _map_lookup(media_map: Mapping | None, source: str, ident: str) -> str | None:
-    if not media_map or source not in media_map:
-        return None
-    table = media_map[source]
-    if isinstance(table, Mapping) and "key2path" in table:
-        name = table["key2path"].get(ident)
-        return f"{source}/{name}" if name else None
-    return table.get(ident) if isinstance(table, Mapping) else None
-
-
-def resolve_example(root: Path, example: Example, media_map: Mapping | None = None) -> Path | None:
-    """The media file of one example under the media root (module doc), or None."""
-    folder = root / example.source
-    candidates = []
-    mapped = _map_lookup(media_map, example.source, example.id)
-    if mapped:
-        candidates.append(root / mapped)
-    candidates.append(folder / example.id)
-    candidates += [folder / f"{example.id}{s}" for s in SUFFIXES[example.modality]]
-    if example.id.isdigit():
-        candidates += [folder / f"{int(example.id):012d}{s}" for s in SUFFIXES[example.modality]]
-    root_resolved = root.resolve()
-    for candidate in candidates:
-        full = candidate.resolve()
-        if root_resolved in full.parents and full.is_file():
-            return full
-    return None
-
-
 def entry_item(entry: Entry, paths: list[str], *, benchmark: str, split: str) -> Item:
     return Item(item_id=entry.id, benchmark=benchmark, split=split, question=entry.question,
                 inputs=[Input(modality=ex.modality, path=p, caption=ex.caption, source=ex.source, id=ex.id)
@@ -246,69 +220,124 @@ def entry_item(entry: Entry, paths: list[str], *, benchmark: str, split: str) ->
                 answer=entry.answer, selection_type=entry.selection_type, category=entry.category)
 
 
-def load_contra4(release: str | Path, media_root: str | Path, *, benchmark: str = "contra4", split: str | None = None,
-                 media_map: Mapping | None = None, on_missing: str = "error") -> tuple[list[Item], list[dict]]:
-    """``(items, skipped)`` with media paths relative to ``media_root`` (use it as the benchmark folder)."""
+MediaDirs = Mapping[str, str | Path | Sequence[str | Path]]
+"""Folders holding one source's files themselves: ``{"coco_val": "/data/coco/val2017", ...}`` (a list per source
+is searched in order)."""
+
+
+@dataclass
+class Loaded:
+    """A release read against its media: items whose input paths are ``<source>/<name as found>``, the entries
+    skipped for missing media, and the file behind each path."""
+
+    items: list[Item]
+    skipped: list[dict]
+    files: dict[str, Path]
+
+
+def _check_sources(entries: list[Entry], media_dirs: MediaDirs | None, release: Path) -> None:
+    """A folder given for a source no example has is a typo: refuse it, naming the sources there are."""
+    sources = sorted({ex.source for e in entries for ex in e.examples})
+    for source in media_dirs or {}:
+        if source not in sources:
+            raise InputError(f"a media folder is given for source {source!r}, which no example has; the release's "
+                             f"sources: {', '.join(sources)}", file=release, field="examples[].source")
+
+
+def _read(release: str | Path, media_root: str | Path | None, *, benchmark: str, split: str | None,
+          media_map: Mapping | None, media_dirs: MediaDirs | None, on_missing: str) -> Loaded:
     if on_missing not in ("error", "skip"):
         raise ValueError("on_missing must be 'error' or 'skip'")
-    release, root = Path(release), Path(media_root)
+    release = Path(release)
+    entries = read_release(release)
+    _check_sources(entries, media_dirs, release)
+    media = MediaFolders.build(media_root if media_root is not None else release.parent, media_dirs, media_map)
     split = split or release.stem
-    items, skipped = [], []
-    for entry in read_release(release):
+    items, skipped, files = [], [], {}
+    taken: dict[str, Path] = {}  # benchmark-relative path -> file (two folders of one source may share a name)
+    for entry in entries:
         paths, missing = [], None
         for i, example in enumerate(entry.examples):
-            found = resolve_example(root, example, media_map)
-            if found is None:
-                missing = (i, example)
+            search = find_media(example.wanted(), media)
+            if search.found is None:
+                missing = (i, example, search)
                 break
-            paths.append(found.relative_to(root.resolve()).as_posix())
+            found = search.found
+            rel, n = f"{example.source}/{found.name}", 1
+            while taken.get(rel, found.path) != found.path:
+                n += 1
+                rel = f"{example.source}/{n}/{found.name}"
+            taken[rel] = files[rel] = found.path
+            paths.append(rel)
         if missing is not None:
-            i, example = missing
-            message = (f"no {example.modality} file for source {example.source!r} id {example.id!r} under "
-                       f"{root / example.source} (tried the id, the id with {', '.join(SUFFIXES[example.modality])}"
-                       f"{' and the media map' if media_map else ''})")
+            i, example, search = missing
+            message = f"no {example.modality} file for source {example.source!r} id {example.id!r} ({search.tried()})"
             if on_missing == "error":
                 raise InputError(message, file=release, item=entry.where, field=f"examples[{i}].id")
             skipped.append({"id": entry.id, "field": f"examples[{i}].id", "reason": message})
             continue
         items.append(entry_item(entry, paths, benchmark=benchmark, split=split))
-    return items, skipped
+    return Loaded(items, skipped, files)
 
 
-def convert_contra4(release: str | Path, media_root: str | Path, out: str | Path, *, name: str = "contra4",
-                    split: str | None = None, media_map: Mapping | None = None, copy: bool = False,
-                    on_missing: str = "error") -> ConvertReport:
-    """Write a self-contained ``contrastive`` benchmark folder from a release file and its media."""
-    release, root, out = Path(release), Path(media_root), Path(out)
-    items, skipped = load_contra4(release, root, benchmark=name, split=split, media_map=media_map,
-                                  on_missing=on_missing)
-    linked: dict[str, str] = {}
-    converted = []
-    for item in items:
-        inputs = []
-        for inp in item.inputs:
-            if inp.path not in linked:
-                rel = Path("media") / inp.path
-                target = out / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.exists():
-                    target.unlink()
-                if copy:
-                    shutil.copy2(root / inp.path, target)
-                else:
-                    try:
-                        os.link(root / inp.path, target)
-                    except OSError:  # another filesystem, or links not allowed
-                        shutil.copy2(root / inp.path, target)
-                linked[inp.path] = rel.as_posix()
-            inputs.append(inp.model_copy(update={"path": linked[inp.path]}))
-        converted.append(item.model_copy(update={"inputs": inputs}))
+def load_contra4(release: str | Path, media_root: str | Path | None = None, *, benchmark: str = "contra4",
+                 split: str | None = None, media_map: Mapping | None = None, media_dirs: MediaDirs | None = None,
+                 on_missing: str = "error") -> tuple[list[Item], list[dict]]:
+    """``(items, skipped)``; input paths are ``<source>/<name as found>``: with only ``media_root`` (one folder per
+    source) they are relative to it, so it can serve as the benchmark folder. ``media_root`` defaults to the
+    release file's folder; ``media_dirs`` and ``media_map`` as in ``omnieval.datasets.contra4_media``."""
+    loaded = _read(release, media_root, benchmark=benchmark, split=split, media_map=media_map,
+                   media_dirs=media_dirs, on_missing=on_missing)
+    return loaded.items, loaded.skipped
+
+
+def convert_contra4(release: str | Path, media_root: str | Path | None, out: str | Path, *, name: str = "contra4",
+                    split: str | None = None, media_map: Mapping | None = None, media_dirs: MediaDirs | None = None,
+                    copy: bool = False, on_missing: str = "error") -> ConvertReport:
+    """Write a self-contained ``contrastive`` benchmark folder from a release file and its media (module doc):
+    ``media/<source>/<name as found>``, hard-linked (or copied)."""
+    release, out = Path(release), Path(out)
+    loaded = _read(release, media_root, benchmark=name, split=split, media_map=media_map, media_dirs=media_dirs,
+                   on_missing=on_missing)
+    for rel, source in loaded.files.items():
+        target = out / "media" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.unlink()
+        if copy:
+            shutil.copy2(source, target)
+        else:
+            try:
+                os.link(source, target)
+            except OSError:  # another filesystem, or links not allowed
+                shutil.copy2(source, target)
+    converted = [item.model_copy(update={"inputs": [inp.model_copy(update={"path": f"media/{inp.path}"})
+                                                    for inp in item.inputs]}) for item in loaded.items]
     out.mkdir(parents=True, exist_ok=True)
     (out / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in converted),
                                      encoding="utf-8")
     meta = {"name": name, "protocol": "contrastive", "source": str(release.name), "split": split or release.stem,
             "generator": "omnieval.datasets.contra4"}
     (out / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    if skipped:
-        (out / "skipped.jsonl").write_text("".join(json.dumps(s) + "\n" for s in skipped))
-    return ConvertReport(out, len(converted) + len(skipped), len(converted), skipped)
+    if loaded.skipped:
+        (out / "skipped.jsonl").write_text("".join(json.dumps(s) + "\n" for s in loaded.skipped))
+    return ConvertReport(out, len(converted) + len(loaded.skipped), len(converted), loaded.skipped)
+
+
+def read_media_map(path: str | Path) -> dict:
+    """A media map JSON file (``{source: {id: file}}`` or the release's ``data2path.json``); ``InputError`` naming
+    the file and the table otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("media map file does not exist", file=path)
+    try:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", file=path) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object {source: {id: file}}", file=path)
+    for source, table in data.items():
+        inner = table.get("key2path") if isinstance(table, dict) and "key2path" in table else table
+        if not isinstance(inner, dict):
+            raise InputError("expected {id: file} (or {\"key2path\": {id: file}})", file=path, field=str(source))
+    return data

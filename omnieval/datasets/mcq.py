@@ -5,7 +5,8 @@ folder for the ``spectrum`` protocol: ``benchmark.json`` (``{"name": ..., "proto
 Sources (``fmt="auto"`` tells them apart):
 
 * **Parquet** (``.parquet`` file, or a folder of them, e.g. a Hugging Face dataset snapshot's ``data/``): shards
-  named ``<split>-00000-of-00001.parquet`` give their split;
+  named ``<split>-00000-of-00001[-<hash>].parquet`` give their split (lmms-eval's ``lmms-lab/MMBench_EN``:
+  ``data/dev-*.parquet`` and ``data/test-*.parquet``; point at one config's folder of a multi-config snapshot);
 * **``datasets.save_to_disk`` folders**: ``state.json`` + ``dataset_info.json`` + Arrow stream files (one split),
   or ``dataset_dict.json`` with one such folder per split. Read with pyarrow: the ``datasets`` package is not
   needed;
@@ -21,9 +22,16 @@ index (an integer, or digits when no option reads the same), an option text, or 
 from the Hugging Face features metadata); the image as Hugging Face stores an ``Image`` feature (``{bytes, path}``),
 raw bytes, base64 text, or a path (relative to the source file's folder). Multi-image rows are refused.
 
+**Splits.** A row's split comes from its shard name or ``save_to_disk`` split folder, else from a ``split``
+column, else it is ``all``. A split none of whose rows has an answer (MMBench's ``test``: its answers are withheld,
+the cells empty, ``None`` or ``'nan'``, or the column absent) cannot be scored: by default every split with
+answers is converted and each answerless one is skipped and reported (``Converted.skipped_splits``, its row count);
+``splits=[...]`` converts exactly those, and naming an unknown or answerless split is an ``InputError`` naming the
+file and the answer column. Within a converted split a row without an answer is an error naming its row.
+
 Items get ``answer`` as a label and ``media = {"image": "media/<content hash>.<ext>"}``: an image shared by several
-rows (MMBench repeats them) is written once. With more than one split in the source the item id is
-``<split>/<id>``. Errors are ``InputError`` naming the file, the row (and item id) and the column.
+rows (MMBench repeats them) is written once. With more than one split converted the item id is ``<split>/<id>``.
+Errors are ``InputError`` naming the file, the row (and item id) and the column.
 
 The sources are read row by row in ``omnieval.datasets.mcq_sources``; the command is ``omnieval datasets mcq``.
 """
@@ -76,12 +84,14 @@ class Columns:
 
 @dataclass
 class Converted:
-    """What ``convert_mcq`` wrote: the folder, the item count per split, the distinct images, the rows skipped."""
+    """What ``convert_mcq`` wrote: the folder, the item count per split, the distinct images, the rows skipped
+    (no image), and the splits skipped for having no answers with their row counts."""
 
     out: Path
     splits: dict[str, int]
     n_media: int
     skipped: list[str] = field(default_factory=list)
+    skipped_splits: dict[str, int] = field(default_factory=dict)
 
     @property
     def n_items(self) -> int:
@@ -309,17 +319,67 @@ def _pick(record: dict, name: str | None, candidates: Sequence[str]) -> str | No
 # The converter
 # ---------------------------------------------------------------------------------------------------------------
 
+@dataclass
+class _SplitScan:
+    rows: int = 0
+    answered: int = 0
+    file: Path | None = None  # the first file holding the split, for errors
+
+
+def _row_split(row: SourceRow, columns: Columns) -> str:
+    """The split of a row: its shard or split folder, else its ``split`` column, else ``all``."""
+    if row.split is not None:
+        return row.split
+    if columns.split and columns.split in row.record and not _missing(row.record[columns.split]):
+        return _text(row.record[columns.split])
+    return "all"
+
+
+def scan_splits(source: Path, kind: str, columns: Columns) -> dict[str, _SplitScan]:
+    """Rows and rows with an answer, per split, reading only the split and answer columns where the format
+    allows (images are not decoded)."""
+    wanted = [c for c in (columns.answer, columns.split) if c]
+    scans: dict[str, _SplitScan] = {}
+    for row in READERS[kind](source, None, columns=wanted):
+        scan = scans.setdefault(_row_split(row, columns), _SplitScan(file=row.file))
+        scan.rows += 1
+        scan.answered += not _missing(row.record.get(columns.answer))
+    return scans
+
+
+def choose_splits(source: Path, scans: dict[str, _SplitScan], splits: Sequence[str] | None,
+                  answer: str) -> tuple[list[str], dict[str, int]]:
+    """The splits to convert and the answerless splits skipped (their row counts): see the module doc."""
+    listed = ", ".join(f"{s} ({v.rows} rows, {v.answered} with answers)" for s, v in scans.items()) or "none"
+    if splits:
+        for split in splits:
+            if split not in scans:
+                raise InputError(f"no split {split!r} in the source; its splits: {listed}", file=source,
+                                 field="split")
+            if scans[split].answered == 0:
+                raise InputError(f"split {split!r} has no answers: none of its {scans[split].rows} rows has a value "
+                                 f"in column {answer!r} (withheld answers cannot be scored); its splits: {listed}",
+                                 file=scans[split].file, field=answer)
+        return list(dict.fromkeys(splits)), {}
+    chosen = [s for s, v in scans.items() if v.answered]
+    if not chosen:
+        first = next(iter(scans.values()), _SplitScan(file=source))
+        raise InputError(f"no split has answers in column {answer!r}; its splits: {listed}", file=first.file,
+                         field=answer)
+    return chosen, {s: v.rows for s, v in scans.items() if not v.answered}
+
+
 def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = None, fmt: Format = "auto",
-                split: str | None = None, columns: Columns | None = None, answer_format: AnswerFormat = "auto",
-                skip_missing_image: bool = False, limit: int | None = None, overwrite: bool = False,
-                media_root: str | Path | None = None) -> Converted:
+                splits: Sequence[str] | None = None, columns: Columns | None = None,
+                answer_format: AnswerFormat = "auto", skip_missing_image: bool = False, limit: int | None = None,
+                overwrite: bool = False, media_root: str | Path | None = None) -> Converted:
     """Write the benchmark folder ``out_dir`` from ``source`` (see the module doc); returns what was written.
 
-    ``split`` overrides the split of every row; ``skip_missing_image`` drops rows without an image (text-only
-    questions have nothing to shuffle) instead of failing on the first; ``limit`` converts only the first rows
-    (per source, in file order). The folder is written beside ``out_dir`` and moved into place when complete.
-    Image files named by path are read only under the source's folder (the folder given, or the file's) and
-    ``media_root``.
+    ``splits`` chooses the splits (default: every split with answers; module doc); ``skip_missing_image`` drops
+    rows without an image (text-only questions have nothing to shuffle) instead of failing on the first; ``limit``
+    converts only the first rows (per source, in file order). The folder is written beside ``out_dir`` and moved
+    into place when complete. Image files named by path are read only under the source's folder (the folder
+    given, or the file's) and ``media_root``.
     """
     source = Path(source)
     columns = columns or Columns()
@@ -329,6 +389,7 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
+    chosen, skipped_splits = choose_splits(source, scan_splits(source, kind, columns), splits, columns.answer)
     bench_name = name or (source.stem if source.is_file() else source.name)
     with building_folder(out, prefix=".mcq-") as tmp:  # replaces ``out`` in one rename when all is written
         roots = [(source if source.is_dir() else source.parent).resolve()]
@@ -337,9 +398,13 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         records: list[tuple[SourceRow, dict]] = []
         images_by_index: dict[str, str] = {}
         skipped: list[str] = []
-        for count, row in enumerate(READERS[kind](source, split)):
+        count = 0
+        for row in READERS[kind](source, None, only=set(chosen)):
+            if _row_split(row, columns) not in chosen:
+                continue
             if limit is not None and count >= limit:
                 break
+            count += 1
             converted = _convert_row(row, columns, answer_format, media)
             where = f"{converted['_id']} (row {row.number})"
             if converted["_image"] is None:
@@ -355,13 +420,16 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         with open(tmp / "items.jsonl", "w", encoding="utf-8") as f:
             for item in items:
                 f.write(item.model_dump_json(exclude_none=True) + "\n")
-        splits: dict[str, int] = {}
+        counts: dict[str, int] = {}
         for item in items:
-            splits[item.split] = splits.get(item.split, 0) + 1
+            counts[item.split] = counts.get(item.split, 0) + 1
         meta = {"name": bench_name, "protocol": "spectrum", "source": str(source), "format": kind,
-                "n_items": len(items), "splits": splits, "generator": "omnieval.datasets.mcq"}
+                "n_items": len(items), "splits": counts, "generator": "omnieval.datasets.mcq"}
+        if skipped_splits:
+            meta["skipped_splits"] = skipped_splits
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    return Converted(out=out, splits=splits, n_media=len(media.written), skipped=skipped)
+    return Converted(out=out, splits=counts, n_media=len(media.written), skipped=skipped,
+                     skipped_splits=skipped_splits)
 
 
 def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
@@ -389,10 +457,7 @@ def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _M
         raise InputError(str(exc), file=row.file, item=where, field=exc.column) from None
     category_col = columns.category if columns.category in record else None
     task_col = columns.task if columns.task and columns.task in record else None
-    row_split = row.split
-    if row_split is None and columns.split and columns.split in record and not _missing(record[columns.split]):
-        row_split = _text(record[columns.split])
-    return {"_id": ident, "_image": image, "_image_col": image_col, "_split": row_split or "all",
+    return {"_id": ident, "_image": image, "_image_col": image_col, "_split": _row_split(row, columns),
             "question": question, "options": options, "answer": answer,
             "category": _text(record[category_col]) if category_col and not _missing(record[category_col]) else None,
             "task": _text(record[task_col]) if task_col and not _missing(record[task_col]) else None}

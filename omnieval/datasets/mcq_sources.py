@@ -1,7 +1,12 @@
 """Reading the sources of ``omnieval.datasets.mcq`` row by row: Parquet files (a file, or a folder of shards),
 ``datasets.save_to_disk`` folders (read with pyarrow) and VLMEvalKit TSV files. Each row comes with its file, its
-row number, its split (from a shard name, a split folder or the caller) and the file's Hugging Face features, so
-that errors can name where they are and answers stored as ``ClassLabel`` ids can be read."""
+row number, its split (from a shard name or a split folder) and the file's Hugging Face features, so that errors
+can name where they are and answers stored as ``ClassLabel`` ids can be read.
+
+Shard names give the split as the Hugging Face Hub writes them: ``dev-00000-of-00001.parquet``, or with the hash
+suffix of older uploads, ``dev-00000-of-00001-75b6649fb044d38b.parquet`` (lmms-eval's ``lmms-lab/MMBench_EN``).
+Every reader takes ``columns`` (read only those, where the format allows: a scan of the answers need not decode
+images) and ``only`` (skip whole files or folders of other splits)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,7 @@ from typing import Any
 from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.schema import InputError
 
-_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}$")
+_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}(?:-[0-9a-f]{8,64})?$")
 
 
 @dataclass
@@ -64,20 +69,29 @@ def _hf_features(metadata: dict | None) -> dict:
     return (info.get("info") or {}).get("features") or {}
 
 
-def parquet_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
+def shard_split(path: Path) -> str | None:
+    """The split a Parquet shard's name gives (``dev-00000-of-00001[-<hash>].parquet`` -> ``dev``), or None."""
+    match = _SHARD.match(path.stem)
+    return match.group("split") if match else None
+
+
+def parquet_rows(source: Path, split: str | None, *, columns: Sequence[str] | None = None,
+                 only: Collection[str] | None = None) -> Iterator[SourceRow]:
     import pyarrow.parquet as pq
 
     files = [source] if source.is_file() else sorted(source.rglob("*.parquet"))
     for path in files:
-        match = _SHARD.match(path.stem)
-        file_split = split or (match.group("split") if match else None)
+        file_split = split or shard_split(path)
+        if only is not None and file_split is not None and file_split not in only:
+            continue
         try:
             pf = pq.ParquetFile(path)
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise InputError(f"not a readable Parquet file: {exc}", file=path) from None
         features = _hf_features(pf.schema_arrow.metadata)
+        names = None if columns is None else [c for c in pf.schema_arrow.names if c in columns]
         number = 0
-        for batch in pf.iter_batches(batch_size=64):
+        for batch in pf.iter_batches(batch_size=64, columns=names):
             for record in batch.to_pylist():
                 yield SourceRow(path, number, file_split, record, features)
                 number += 1
@@ -96,7 +110,8 @@ def _arrow_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.arrow"))
 
 
-def hf_disk_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
+def hf_disk_rows(source: Path, split: str | None, *, columns: Sequence[str] | None = None,
+                 only: Collection[str] | None = None) -> Iterator[SourceRow]:
     import pyarrow as pa
 
     folders: list[tuple[Path, str | None]]
@@ -116,6 +131,8 @@ def hf_disk_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
                 raise InputError(f"not valid JSON: {exc.msg}", file=source / "state.json") from None
         folders = [(source, split or state.get("_split"))]
     for folder, folder_split in folders:
+        if only is not None and folder_split is not None and folder_split not in only:
+            continue
         files = _arrow_files(folder)
         if not files:
             raise InputError("no Arrow data files in this save_to_disk folder", file=folder)
@@ -139,13 +156,17 @@ def hf_disk_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
             batches = reader if isinstance(reader, pa.ipc.RecordBatchStreamReader) else \
                 (reader.get_batch(i) for i in range(reader.num_record_batches))
             for batch in batches:
+                if columns is not None:
+                    batch = batch.select([c for c in batch.schema.names if c in columns])
                 for start in range(0, batch.num_rows, 64):
                     for record in batch.slice(start, 64).to_pylist():
                         yield SourceRow(path, number, folder_split, record, features)
                         number += 1
 
 
-def tsv_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
+def tsv_rows(source: Path, split: str | None, *, columns: Sequence[str] | None = None,
+             only: Collection[str] | None = None) -> Iterator[SourceRow]:
+    """VLMEvalKit TSV rows (every column: the format cannot skip any; no file-level split)."""
     files = [source] if source.is_file() else sorted(source.glob("*.tsv"))
     limit = csv.field_size_limit()
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images are long fields
@@ -163,6 +184,6 @@ def tsv_rows(source: Path, split: str | None) -> Iterator[SourceRow]:
         csv.field_size_limit(limit)
 
 
-READERS: dict[str, Callable[[Path, str | None], Iterator[SourceRow]]] = {
+READERS: dict[str, Callable[..., Iterator[SourceRow]]] = {
     "parquet": parquet_rows, "hf-disk": hf_disk_rows, "tsv": tsv_rows}
 """Row readers by source format (``detect_format`` tells them apart)."""

@@ -1,8 +1,12 @@
-"""Point clouds: read ``.npy`` / ``.ply`` files and render fixed views to images, for models without 3D input.
+"""Point clouds: read ``.npy`` / ``.npz`` / ``.ply`` files and render fixed views to images, for models without 3D
+input.
 
 Reading (``load_pointcloud``):
 
-* ``.npy``: an ``(N, 3)`` array of xyz, or ``(N, 6)`` xyz + rgb (rgb in ``[0, 1]`` floats or ``0..255``);
+* ``.npy``: an ``(N, 3)`` array of xyz, or ``(N, 6)`` xyz + rgb (rgb in ``[0, 1]`` floats or ``0..255``), as
+  PointLLM's ``<id>_8192.npy`` files hold them;
+* ``.npz``: the same array under the key ``arr_0`` (what ``numpy.savez`` names an unnamed array, and the key ULIP's
+  Objaverse ``<id>_8192.npz`` files use), or the archive's only array whatever its key;
 * ``.ply``: ``ascii 1.0`` or ``binary_little_endian 1.0``; the ``vertex`` element with ``x``, ``y``, ``z`` and
   optionally ``red``/``green``/``blue`` (or ``r``/``g``/``b``, ``diffuse_red``...); other vertex properties are read
   and ignored. Elements before ``vertex`` (rare) must have fixed-size properties; elements after it (faces) are not
@@ -35,6 +39,7 @@ the decoded ``image`` the pipeline hands to engines; ``decode_pointcloud`` gives
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +47,7 @@ import numpy as np
 
 from omnieval.media.decoded import DecodedMedia, MediaError, content_hash
 
-SUFFIXES: tuple[str, ...] = (".npy", ".ply")
+SUFFIXES: tuple[str, ...] = (".npy", ".npz", ".ply")
 VIEWS: tuple[str, ...] = ("front", "side", "top", "iso")
 BACKGROUND = 255
 GREY = np.array([150, 150, 150], dtype=np.uint8)
@@ -67,7 +72,7 @@ class PointCloud:
 
 
 def is_pointcloud_file(path: str | Path) -> bool:
-    """Whether a path names a point cloud file by its suffix (``.npy``, ``.ply``)."""
+    """Whether a path names a point cloud file by its suffix (``.npy``, ``.npz``, ``.ply``)."""
     return Path(path).suffix.lower() in SUFFIXES
 
 
@@ -76,12 +81,13 @@ def is_pointcloud_file(path: str | Path) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 
 def load_pointcloud(path: str | Path) -> PointCloud:
-    """Read a ``.npy`` or ``.ply`` point cloud (see the module doc); ``MediaError`` naming the file otherwise."""
+    """Read a ``.npy``, ``.npz`` or ``.ply`` point cloud (see the module doc); ``MediaError`` naming the file
+    otherwise."""
     path = Path(path)
     if not path.is_file():
         raise MediaError(f"{path}: point cloud file does not exist")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
+    if suffix in (".npy", ".npz"):
         cloud = _load_npy(path)
     elif suffix == ".ply":
         cloud = _load_ply(path)
@@ -103,11 +109,22 @@ def _colors(values: np.ndarray, path: Path) -> np.ndarray:
     return np.clip(np.rint(values), 0, 255).astype(np.uint8)
 
 
+NPZ_KEY = "arr_0"
+"""The array an ``.npz`` point cloud is read from when the archive holds several."""
+
+
 def _load_npy(path: Path) -> PointCloud:
     try:
         data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise MediaError(f"{path}: not a readable .npy array: {exc}") from None
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                keys = list(data.files)
+                if NPZ_KEY not in keys and len(keys) != 1:
+                    raise MediaError(f"{path}: .npz archive has no {NPZ_KEY!r} array and not exactly one array "
+                                     f"(keys: {', '.join(keys) or 'none'})")
+                data = data[NPZ_KEY if NPZ_KEY in keys else keys[0]]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise MediaError(f"{path}: not a readable {path.suffix} array: {exc}") from None
     if data.ndim != 2 or data.shape[1] not in (3, 6) or data.dtype.kind not in "fiu":
         raise MediaError(f"{path}: expected a numeric (N, 3) or (N, 6) array, got {data.dtype} {data.shape}")
     points = data[:, :3].astype(np.float64)

@@ -63,13 +63,13 @@ def counter_video(path: str | Path, *, frames: int = 16, fps: int = 8, step: int
 def beep_audio(path: str | Path, *, frequency: float, beeps: int, duration: float = 2.0,
                sample_rate: int = 22_050) -> Path:
     """``beeps`` evenly spaced tone bursts at ``frequency`` Hz (a rhythm and a pitch: two audible attributes).
-    PCM WAV at ``sample_rate`` (resampled on decode), or AAC when ``path`` ends in .m4a/.mp4."""
+    PCM WAV at ``sample_rate`` (resampled on decode), AAC when ``path`` ends in .m4a/.mp4, FLAC for .flac."""
     import ffmpeg
 
     period = duration / beeps
     src = ffmpeg.input(f"sine=frequency={frequency}:sample_rate={sample_rate}:duration={duration}", f="lavfi")
     gated = src.filter("volume", volume=f"if(lt(mod(t,{period:.6f}),{period * 0.6:.6f}),0.8,0)", eval="frame")
-    codec = "aac" if Path(path).suffix in (".m4a", ".mp4") else "pcm_s16le"
+    codec = {".m4a": "aac", ".mp4": "aac", ".flac": "flac"}.get(Path(path).suffix, "pcm_s16le")
     out = ffmpeg.output(gated, str(path), acodec=codec, ac=1, **_BITEXACT)
     return _run(out, Path(path))
 

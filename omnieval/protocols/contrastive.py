@@ -64,7 +64,7 @@ ORIGINAL = "original"
 PERM_PREFIX = "perm:"
 CAPTIONS_PREFIX = "captions:"
 CAPTIONS_SUFFIX = "+captions"
-POINTCLOUD_SUFFIXES: tuple[str, ...] = (".npy", ".ply")
+POINTCLOUD_SUFFIXES: tuple[str, ...] = (".npy", ".npz", ".ply")
 
 
 class _Strict(BaseModel):
@@ -189,7 +189,7 @@ def media_refs(item: Item) -> list[tuple[str, str, str]]:
 
 
 def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = None) -> None:
-    """A point cloud is a ``.npy`` / ``.ply`` file; an item does not show the same file twice."""
+    """A point cloud is a ``.npy`` / ``.npz`` / ``.ply`` file; an item does not show the same file twice."""
     for item in items:
         seen: dict[str, int] = {}
         for i, inp in enumerate(item.inputs):
