@@ -12,6 +12,12 @@ Per answering model, the request rows (instance x mode x prompt style still to d
 then judges grade the open answers through the same stages (``open_ended.py``), and all parts are consolidated
 into ``predictions.parquet`` sorted by (model, prompt, instance_id). A model with a describer has its media
 described first, through the same stages again (``cascade.py``).
+
+A run is three pieces: ``prepared_run`` (plan, lease, claimed folders, resource check: everything that can fail
+before model work), ``_answer`` (request rows through one engine pool) and ``finish_run`` (consolidation, judges,
+``run.json``). ``run_evaluation`` composes them for one run; ``evaluate_runs`` prepares several runs of one model
+(a sweep's protocol entries x prompt styles), answers all of them in one ``_answer`` pass (one model load; each
+request row carries its run, and its rows are written to that run's parts) and finishes each on its own.
 """
 
 from __future__ import annotations
