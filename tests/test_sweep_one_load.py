@@ -61,7 +61,7 @@ def _sweep_data(benches, output) -> dict:
 @dataclass
 class Swept:
     result: object
-    passes: list[list[tuple[str, int, int]]]  # per evaluate_runs call: (run name, rows scored, rows resumed)
+    passes: list[list[tuple]]  # per evaluate_runs call: (run name, rows scored, rows resumed) or (run name, error)
     actors: set[str]  # engine actors started during the sweep
     seconds: float
 
@@ -70,16 +70,14 @@ def _sweep(data: dict, *, per_run: bool = False) -> Swept:
     """Run a sweep, recording each pass and the engine actors it started. ``per_run``: every run by its own
     ``run_evaluation`` (what each run writes alone, one engine pool per run)."""
     runner = SweepRunner(parse_sweep_config(data), log=lambda m: None)
-    passes: list[list[tuple[str, int, int]]] = []
+    passes: list[list[tuple]] = []
     inner = runner.evaluate_runs
 
     def evaluate_runs(configs, address=None, progress=True):
         results = ([run_evaluation(c, address, progress=progress) for c in configs] if per_run
                    else inner(configs, address, progress=progress))
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
-        passes.append([(c.name, r.n_rows, r.n_skipped) for c, r in zip(configs, results, strict=True)])
+        passes.append([(c.name, type(r).__name__) if isinstance(r, Exception) else (c.name, r.n_rows, r.n_skipped)
+                       for c, r in zip(configs, results, strict=True)])
         return results
 
     runner.evaluate_runs = evaluate_runs
@@ -173,3 +171,30 @@ def test_a_shared_pass_resumes_each_run_from_its_own_parts(swept, benches):
         assert_same_predictions(pl.read_parquet(run / "predictions.parquet").sort("instance_id"),
                                 pl.read_parquet(_run_dir(root / "alone", entry, "sim-a", prompt)
                                                 / "predictions.parquet").sort("instance_id"))
+
+
+def test_a_run_that_fails_fails_alone_and_is_retried_alone(ray_session, benches, tmp_path):
+    """A run whose ``predictions.parquet`` cannot be written (a folder stands in its place) fails when it is
+    finished; the model's other run of the same pass is done, and the failed one is tried again alone, resuming
+    every row it wrote, until ``max_attempts``."""
+    data = _sweep_data(benches, tmp_path / "out") | {"max_attempts": 2}
+    data["protocols"], data["models"] = data["protocols"][:1], data["models"][:1]
+    blocked = _run_dir(tmp_path / "out", "dissonance", "sim-a", "zs")
+    (blocked / "predictions.parquet").mkdir(parents=True)
+    n = _n(benches[0])
+
+    swept = _sweep(data)
+    by_prompt = {r.prompt: r for r in swept.result.runs}
+    assert by_prompt["cot"].status == "done" and by_prompt["cot"].attempts == 1
+    assert by_prompt["zs"].status == "failed" and by_prompt["zs"].attempts == 2
+    kind = by_prompt["zs"].failure.split(":")[0]
+    assert kind in ("OSError", "IsADirectoryError") and not swept.result.ok
+    assert swept.passes == [[("one-load/dissonance/sim-a/zs", kind), ("one-load/dissonance/sim-a/cot", n, 0)],
+                            [("one-load/dissonance/sim-a/zs", kind)]]
+    assert len(swept.actors) == 1  # the retry had no row left to score: no engine pool
+    parts = pl.concat([pl.read_parquet(p) for p in (blocked / "parts" / "sim-a").glob("part-*.parquet")])
+    assert parts.height == n and parts["instance_id"].n_unique() == n
+    marker = json.loads((blocked / "sweep-run.json").read_text())
+    assert marker["state"] == "failed" and marker["attempts"] == 2
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["totals"]["done"] == 1 and summary["totals"]["failed"] == 1
