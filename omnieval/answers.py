@@ -47,10 +47,12 @@ def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: li
 
 
 class PredictionRows:
-    """Result columns -> prediction rows (``PREDICTION_SCHEMA``); a Ray Data map after the model stage."""
+    """Result columns -> prediction rows (``PREDICTION_SCHEMA``); a Ray Data map after the model stage. ``carry``
+    names request columns passed on beside the prediction columns (the run a row belongs to, where one pipeline
+    answers several runs)."""
 
-    def __init__(self, model: str, engine: str):
-        self.model, self.engine = model, engine
+    def __init__(self, model: str, engine: str, carry: tuple[str, ...] = ()):
+        self.model, self.engine, self.carry = model, engine, tuple(carry)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
         out = []
@@ -71,7 +73,10 @@ class PredictionRows:
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [float(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade))
-        return prediction_table(out)
+        table = prediction_table(out)
+        for name in self.carry:
+            table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
+        return table
 
 
 def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],

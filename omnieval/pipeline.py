@@ -12,6 +12,12 @@ Per answering model, the request rows (instance x mode x prompt style still to d
 then judges grade the open answers through the same stages (``open_ended.py``), and all parts are consolidated
 into ``predictions.parquet`` sorted by (model, prompt, instance_id). A model with a describer has its media
 described first, through the same stages again (``cascade.py``).
+
+A run is three pieces: ``prepared_run`` (plan, lease, claimed folders, resource check: everything that can fail
+before model work), ``_answer`` (request rows through one engine pool) and ``finish_run`` (consolidation, judges,
+``run.json``). ``run_evaluation`` composes them for one run; ``evaluate_runs`` prepares several runs of one model
+(a sweep's protocol entries x prompt styles), answers all of them in one ``_answer`` pass (one model load; each
+request row carries its run, and its rows are written to that run's parts) and finishes each on its own.
 """
 
 from __future__ import annotations
@@ -21,14 +27,20 @@ import platform
 import re
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.plan import Plan, engine_models, make_plan
 from omnieval.stages import MediaSource
+
+if TYPE_CHECKING:
+    from omnieval.store import RunStore
 
 
 @dataclass
@@ -122,11 +134,34 @@ def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     ctx.verbose_stats_logs = False
 
 
-def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
-                   overwrite: bool = False) -> RunResult:
-    """Plan (every input and engine option checked), take the output's lease, check that the output holds rows of
-    this config only (``overwrite``: clear the folders that do not), check that the actors fit the cluster, then
-    evaluate; all of it before any model work."""
+@dataclass
+class PreparedRun:
+    """A run ready for model work (``prepared_run``): planned, its output's lease held, its folders claimed."""
+
+    config: RunConfig
+    plan: Plan
+    store: RunStore
+    identities: dict[str, str]
+
+
+@dataclass
+class _Answered:
+    """What answering did for one run: rows answered now, rows skipped (finished before)."""
+
+    n_rows: int = 0
+    n_skipped: int = 0
+
+
+RUN_COLUMN = "run"
+"""The request and prediction column saying which run a row belongs to (its index in ``_answer``'s runs)."""
+
+
+@contextmanager
+def prepared_run(config: RunConfig, address: str | None = None, *,
+                 overwrite: bool = False) -> Iterator[PreparedRun]:
+    """Plan (every input and engine option checked), take the output's lease (held until the block ends), check that
+    the output holds rows of this config only (``overwrite``: clear the folders that do not), check that the actors
+    fit the cluster; all of it before any model work."""
     import ray
 
     from omnieval.lease import OutputLease
@@ -141,28 +176,162 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
         identities = claim_folders(store, folder_identities(config, plan), overwrite=overwrite)
         ensure_ray(config, address)
         check_resources(config, engine_models(config), ray.cluster_resources())
-        return _evaluate(config, plan, store, identities, progress)
+        yield PreparedRun(config, plan, store, identities)
 
 
-def _evaluate(config: RunConfig, plan: Plan, store, identities: dict[str, str], progress: bool) -> RunResult:
+def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
+                   overwrite: bool = False) -> RunResult:
+    """One run: prepared (``prepared_run``), each answering model through its engine pool, then finished
+    (``finish_run``: consolidation, judges, ``run.json``)."""
+    with prepared_run(config, address, overwrite=overwrite) as run:
+        started = time.time()
+        answered = _Answered()
+        with _media_cache() as cache:
+            for model in config.models:
+                (one,) = _answer(model, [run], cache, progress)
+                answered.n_rows += one.n_rows
+                answered.n_skipped += one.n_skipped
+            decode_counts = cache.decode_counts()
+        return finish_run(run, started, answered, decode_counts, progress)
+
+
+def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progress: bool = True,
+                  overwrite: bool = False) -> list[RunResult | Exception]:
+    """Several runs of one answering model (a sweep's runs of one model: its protocol entries x prompt styles) with
+    one model load. Each run is prepared as alone (plan, lease, claimed folders, resume from its parts); the request
+    rows of all of them, each tagged with its run, go through one media stage and one engine pool; each finished
+    block's rows are written to their own run's parts; then each run is finished as alone (consolidation, judges,
+    ``run.json``). So every run's predictions are those ``run_evaluation`` writes for it (but ``latency_s``), and a
+    run resumes, and is complete or not, on its own.
+
+    Returns per config its ``RunResult``, or the exception that stopped it: a run that fails to prepare or to
+    finish fails alone, the others go on; a failure of the shared pass fails every run in it (rows already written
+    are kept, so a retry resumes). Only the answering model is shared: a describer (cascade) describes each run's
+    media in its own pool before the shared pass, and judges grade each run's open answers in its own pool."""
+    model = configs[0].models[0] if configs and configs[0].models else None
+    for config in configs:
+        if len(config.models) != 1 or config.models[0] != model:
+            raise ValueError("evaluate_runs takes runs of one and the same answering model")
+    results: list[RunResult | Exception | None] = [None] * len(configs)
+    with ExitStack() as stack:
+        ready: list[tuple[int, PreparedRun]] = []
+        for i, config in enumerate(configs):
+            try:
+                ready.append((i, stack.enter_context(prepared_run(config, address, overwrite=overwrite))))
+            except Exception as exc:
+                results[i] = exc
+        if not ready:
+            return results
+        started = time.time()
+        runs = [run for _, run in ready]
+        try:
+            with _media_cache() as cache:
+                answered = _answer(model, runs, cache, progress)
+                decode_counts = cache.decode_counts()
+        except Exception as exc:
+            for i, _ in ready:
+                results[i] = exc
+            return results
+        for (i, run), one in zip(ready, answered, strict=True):
+            keys = {spec.key for spec in run.plan.media_specs.values()}
+            try:
+                results[i] = finish_run(run, started, one, {k: n for k, n in decode_counts.items() if k in keys},
+                                        progress)
+            except Exception as exc:
+                results[i] = exc
+    return results
+
+
+@dataclass(frozen=True)
+class _Cache:
+    """A pass's ``MediaCache`` actor and the name stages find it by."""
+
+    actor: object
+    name: str
+
+    def source(self, specs: dict) -> MediaSource:
+        return MediaSource(self.name, "omnieval", specs)
+
+    def decode_counts(self) -> dict[str, int]:
+        import ray
+
+        return ray.get(self.actor.decode_counts.remote())
+
+
+@contextmanager
+def _media_cache() -> Iterator[_Cache]:
+    """A ``MediaCache`` actor for one pass (decode once per content key, shared by every run of the pass), killed
+    at the end."""
     import ray
 
     from omnieval.media.cache import MediaCache
+
+    name = f"media-cache-{uuid.uuid4().hex[:12]}"
+    actor = MediaCache.options(name=name, namespace="omnieval").remote()
+    try:
+        yield _Cache(actor, name)
+    finally:
+        ray.kill(actor)
+
+
+def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress: bool) -> list[_Answered]:
+    """One answering model over one or more runs, with one engine pool: per run its describer first if it has one,
+    then the request rows still to do of every run (tagged with the run, media looked up under the run's scope:
+    ``stages.media_key``) through one ``through_model`` pipeline; each block's rows are written to their own run's
+    parts. Returns per run the rows answered now and skipped."""
+    import pyarrow.compute as pc
+
+    from omnieval.answers import PredictionRows, answer_requests, failed_predictions
+    from omnieval.stages import drain, from_rows, media_key, through_model
+
+    out = [_Answered() for _ in runs]
+    rows: list[dict] = []
+    specs: dict[str, object] = {}
+    for index, run in enumerate(runs):
+        config, plan, store = run.config, run.plan, run.store
+        scope = str(index)
+        specs |= {media_key(scope, path): spec for path, spec in plan.media_specs.items()}
+        done = store.finished_ids(model.name)
+        instances, cascade, failed = plan.instances, {}, []
+        if model.describe is not None:
+            from omnieval.cascade import cascade_instances, describe_media
+
+            descriptions = describe_media(model, plan, config, store, cache.source(plan.media_specs), progress)
+            instances, cascade, failed = cascade_instances(model, plan.instances, descriptions)
+        modes = modes_of(config, model)
+        rows += [row | {RUN_COLUMN: index, "media_scope": scope}
+                 for row in answer_requests(instances, modes, config.prompts, done, cascade)]
+        out[index].n_skipped = sum((mode, prompt, inst.instance_id) in done
+                                   for inst in instances for mode in modes for prompt in config.prompts)
+        if failed:  # instances whose describer failed: errored predictions, no model call
+            store.append_part(model.name, failed_predictions(failed, model.name, model.engine, modes,
+                                                             config.prompts, done).to_pylist())
+    if not rows:
+        return out
+
+    def write(table: pa.Table) -> None:
+        for index in sorted(set(table[RUN_COLUMN].to_pylist())):
+            part = table.filter(pc.equal(table[RUN_COLUMN], index)).drop_columns([RUN_COLUMN])
+            runs[index].store.append_part(model.name, part.to_pylist())
+            out[index].n_rows += part.num_rows
+
+    ds = through_model(from_rows(rows), model, cache.source(specs),
+                       decode_batch_size=runs[0].config.decode.batch_size)
+    ds = ds.map_batches(PredictionRows, fn_constructor_kwargs={"model": model.name, "engine": model.engine,
+                                                               "carry": (RUN_COLUMN,)},
+                        batch_size=None, batch_format="numpy", num_cpus=0.25)
+    drain(ds, len(rows), model.name, write, progress)
+    return out
+
+
+def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_counts: dict[str, int],
+               progress: bool) -> RunResult:
+    """A run whose answers are all written: its parts consolidated, open answers judged, ``predictions.parquet`` and
+    ``run.json`` written; the run's result."""
     from omnieval.store import consolidate
 
-    started = time.time()
-    cache_name = f"media-cache-{uuid.uuid4().hex[:12]}"
-    cache = MediaCache.options(name=cache_name, namespace="omnieval").remote()
-    media = MediaSource(cache_name, "omnieval", plan.media_specs)
-    n_rows = n_skipped = 0
-    try:
-        for model in config.models:
-            n_rows, n_skipped = _answer(model, config, plan, store, media, progress, n_rows, n_skipped)
-        decode_counts = ray.get(cache.decode_counts.remote())
-    finally:
-        ray.kill(cache)
-    tables = [store.read_parts(m.name) for m in config.models]
-    predictions = consolidate(tables)
+    config, plan, store = run.config, run.plan, run.store
+    predictions = consolidate([store.read_parts(m.name) for m in config.models])
     if "open" in config.modes:
         from omnieval.open_ended import attach_verdicts, run_judges
 
@@ -170,43 +339,14 @@ def _evaluate(config: RunConfig, plan: Plan, store, identities: dict[str, str], 
         predictions = attach_verdicts(config, store, predictions)
     store.write_table("predictions.parquet", predictions)
     n_errors = sum(e is not None for e in predictions["error"].to_pylist())
-    record = run_record(config, started, plan, predictions, n_errors, decode_counts) | {"identity": identities}
+    record = run_record(config, started, plan, predictions, n_errors, decode_counts) | {"identity": run.identities}
     store.write_json("run.json", record)
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
-                     n_instances=len(plan.instances), n_rows=n_rows, n_skipped=n_skipped, n_errors=n_errors,
-                     decode_counts=decode_counts, accuracy_table=accuracy_by_condition(predictions),
-                     n_predictions=predictions.num_rows, errors_by_kind=record["errors"]["by_kind"],
-                     error_examples=record["errors"]["examples"], max_error_rate=config.max_error_rate)
-
-
-def _answer(model: ModelConfig, config: RunConfig, plan: Plan, store, media: MediaSource, progress: bool,
-            n_rows: int, n_skipped: int) -> tuple[int, int]:
-    """One answering model: its describer first if it has one, then every request still to do through its engine
-    pool; returns the running counts of rows answered now and skipped (finished before)."""
-    from omnieval.answers import PredictionRows, answer_requests, failed_predictions
-    from omnieval.stages import drain, from_rows, through_model
-
-    done = store.finished_ids(model.name)
-    instances, cascade, failed = plan.instances, {}, []
-    if model.describe is not None:
-        from omnieval.cascade import cascade_instances, describe_media
-
-        descriptions = describe_media(model, plan, config, store, media, progress)
-        instances, cascade, failed = cascade_instances(model, plan.instances, descriptions)
-    modes = modes_of(config, model)
-    rows = list(answer_requests(instances, modes, config.prompts, done, cascade))
-    n_skipped += sum((mode, prompt, inst.instance_id) in done
-                     for inst in instances for mode in modes for prompt in config.prompts)
-    if failed:  # instances whose describer failed: errored predictions, no model call
-        store.append_part(model.name, failed_predictions(failed, model.name, model.engine, modes, config.prompts,
-                                                         done).to_pylist())
-    if rows:
-        ds = through_model(from_rows(rows), model, media, decode_batch_size=config.decode.batch_size)
-        ds = ds.map_batches(PredictionRows, fn_constructor_kwargs={"model": model.name, "engine": model.engine},
-                            batch_size=None, batch_format="numpy", num_cpus=0.25)
-        n_rows += drain(ds, len(rows), model.name, lambda table: store.append_part(model.name, table.to_pylist()),
-                        progress)
-    return n_rows, n_skipped
+                     n_instances=len(plan.instances), n_rows=answered.n_rows, n_skipped=answered.n_skipped,
+                     n_errors=n_errors, decode_counts=decode_counts,
+                     accuracy_table=accuracy_by_condition(predictions), n_predictions=predictions.num_rows,
+                     errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
+                     max_error_rate=config.max_error_rate)
 
 
 def accuracy_by_condition(predictions: pa.Table) -> str:

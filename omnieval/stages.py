@@ -10,7 +10,10 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
 
 A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
 style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``), and which media it
-needs (``media_paths``, JSON). A generate row may carry ``retry_json`` (``suffix``, ``words``, ``key``): when the
+needs (``media_paths``, JSON: paths relative to its benchmark, as the engine sees them). Where rows of several runs
+share one pipeline (``pipeline.evaluate_runs``: one model load for all of a model's runs), each row also carries
+``media_scope`` (its run), and its media specs are looked up under ``media_key(scope, path)``, since two benchmarks
+may both hold a ``media/0.mp4``. A generate row may carry ``retry_json`` (``suffix``, ``words``, ``key``): when the
 reply is not one of ``words`` it is asked once more with ``suffix`` appended (the judges' strict-verdict retry),
 inside the same actor, so a retry never loads the model twice. ``ModelStage`` adds the result columns
 (``RESULT_FIELDS``) and passes every other column through.
@@ -48,6 +51,19 @@ class MediaSource:
         return CacheClient(self.cache_name, self.namespace)
 
 
+def media_key(scope: str | None, path: str) -> str:
+    """Where a row's media file is found in ``MediaSource.specs``: the path itself, or under the row's
+    ``media_scope`` where rows of several runs (each with paths relative to its own benchmark) share a pipeline."""
+    return f"{scope}::{path}" if scope else path
+
+
+def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
+    """(spec key, path) of every media file of every row of a batch."""
+    scopes = batch["media_scope"] if "media_scope" in batch else [None] * len(batch["media_paths"])
+    return [[(media_key(scope, p), p) for p in json.loads(paths)]
+            for scope, paths in zip(scopes, batch["media_paths"], strict=True)]
+
+
 class MediaStage:
     """Make sure every media file of the batch is decoded (launching each distinct decode once, through the run's
     cache) and record failures per row in ``decode_error``. Rows carry media *keys* on; the arrays stay in the
@@ -58,10 +74,10 @@ class MediaStage:
         self.specs = media.specs
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        per_row = [json.loads(p) for p in batch["media_paths"]]
-        distinct = sorted({p for paths in per_row for p in paths})
-        status = dict(zip(distinct, self.cache.statuses([self.specs[p] for p in distinct]), strict=True))
-        errors = ["; ".join(status[p] for p in paths if status[p]) for paths in per_row]
+        per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
+        distinct = sorted({k for keys in per_row for k in keys})
+        status = dict(zip(distinct, self.cache.statuses([self.specs[k] for k in distinct]), strict=True))
+        errors = ["; ".join(status[k] for k in keys if status[k]) for keys in per_row]
         batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
         return batch
 
@@ -81,8 +97,8 @@ class _Result:
 class ModelCalls:
     """What the seam does with a batch, given an engine: build the engine requests from the request rows, call
     ``score`` / ``generate``, add the result columns. Plain Python (no Ray): ``ModelStage`` is its actor, and tests
-    and benchmarks call it directly. ``fetch`` maps a set of media paths to their decoded media (by default to
-    None: for engines that read no media). A row whose media
+    and benchmarks call it directly. ``fetch`` maps a set of media keys (``media_key``) to their decoded media (by
+    default to None: for engines that read no media); the engine gets them by path. A row whose media
     failed to decode gets that error without a model call; an engine exception marks every request of its
     sub-batch (``engine error: ...``) and the run goes on."""
 
@@ -97,13 +113,13 @@ class ModelCalls:
         n = len(batch["call"])
         calls = [str(c) for c in batch["call"]]
         decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
-        paths_of = [json.loads(p) for p in batch["media_paths"]]
+        keys_of = _row_keys(batch)
         results = {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i]}
         todo = [i for i in range(n) if not decode_errors[i]]
         start = time.perf_counter()
         if todo:
-            media = self._media({p for i in todo for p in paths_of[i]})
-            row_media = {i: {p: media[p] for p in paths_of[i]} for i in todo}
+            media = self._media({key for i in todo for key, _ in keys_of[i]})
+            row_media = {i: {path: media[key] for key, path in keys_of[i]} for i in todo}
             scored = [i for i in todo if calls[i] == "score"]
             if scored:
                 results.update(zip(scored, self._score(batch, scored, row_media), strict=True))
@@ -184,16 +200,16 @@ class ModelStage(ModelCalls):
         self.specs = media.specs if media is not None else {}
         self.local: OrderedDict[str, object] = OrderedDict()
 
-    def _media(self, paths: set[str]) -> dict[str, object]:
-        missing = sorted(p for p in paths if p not in self.local)
+    def _media(self, keys: set[str]) -> dict[str, object]:
+        missing = sorted(k for k in keys if k not in self.local)
         if missing:
-            for path, payload in zip(missing, self.cache.payloads([self.specs[p] for p in missing]), strict=True):
-                self.local[path] = payload
-        for p in paths:
-            self.local.move_to_end(p)
-        while len(self.local) > max(self.MEDIA_LRU, len(paths)):
+            for key, payload in zip(missing, self.cache.payloads([self.specs[k] for k in missing]), strict=True):
+                self.local[key] = payload
+        for k in keys:
+            self.local.move_to_end(k)
+        while len(self.local) > max(self.MEDIA_LRU, len(keys)):
             self.local.popitem(last=False)
-        return {p: self.local[p] for p in paths}
+        return {k: self.local[k] for k in keys}
 
 
 def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None = None) -> dict[str, np.ndarray]:

@@ -45,22 +45,26 @@ def _sweep_data(bench, output, **kw) -> dict:
 
 
 class Recorder:
-    """Wraps the runner's model work: records each call to ``run_evaluation`` (or forbids any Ray work)."""
+    """Wraps the runner's model work: records each run it evaluates, with the rows it scored (or forbids any Ray
+    work); ``passes`` counts the calls (one per model with runs to do: one model load each)."""
 
     def __init__(self, runner: SweepRunner, allow: bool = True):
         self.calls: list[tuple[str, str, int]] = []
-        inner = runner.run_evaluation
+        self.passes = 0
+        inner = runner.evaluate_runs
 
-        def run_evaluation(config, address=None, progress=True):
+        def evaluate_runs(configs, address=None, progress=True):
             assert allow, "no model work expected"
-            result = inner(config, address, progress=progress)
-            self.calls.append((config.models[0].name, config.prompts[0], result.n_rows))
-            return result
+            self.passes += 1
+            results = inner(configs, address, progress=progress)
+            self.calls += [(c.models[0].name, c.prompts[0], r.n_rows) for c, r in zip(configs, results, strict=True)
+                           if not isinstance(r, Exception)]
+            return results
 
         def ensure_ray(config, address=None):
             assert allow, "no Ray expected"
 
-        runner.run_evaluation = run_evaluation
+        runner.evaluate_runs = evaluate_runs
         if not allow:
             runner.ensure_ray = ensure_ray
 
@@ -204,6 +208,7 @@ def test_sweep_writes_every_run_complete_and_correct(finished, bench):
     n = _n_instances(bench)
     assert result.ok and [r.status for r in result.runs] == ["done"] * 4
     assert sorted(recorder.calls) == [(m, p, n) for m in ("sim-a", "sim-b") for p in ("cot", "zs")]
+    assert recorder.passes == 2  # one pass (one engine pool) per model, not one per run
     for model in ("sim-a", "sim-b"):
         for prompt in ("zs", "cot"):
             run = _run_dir(root, model, prompt)
@@ -285,6 +290,7 @@ def test_changed_model_config_redoes_that_models_runs_from_scratch(finished, ben
     data["models"][0]["options"] = {"seed": 7}
     result, recorder = _sweep(data)
     assert sorted(recorder.calls) == [("sim-a", "cot", n), ("sim-a", "zs", n)]  # every row scored again
+    assert recorder.passes == 1
     assert [r.status for r in result.runs] == ["done", "done", "skipped", "skipped"]
     for prompt in ("zs", "cot"):
         run = _run_dir(root, "sim-a", prompt)

@@ -1,4 +1,5 @@
-"""Sweeps: models x protocols (each with its benchmark) x prompt styles, one pipeline run each, resumable.
+"""Sweeps: models x protocols (each with its benchmark) x prompt styles, one run each, one model load per model,
+resumable.
 
     python jobs/sweep.py sweep.yaml                                    # embedded local Ray
     ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/sweep.py sweep.yaml
@@ -28,8 +29,8 @@ A sweep file (``yaml.safe_load``; every field validated, errors name the file an
 Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
 each benchmark is loaded, expanded and media-checked once (``pipeline.make_plan``), so a typo fails in seconds
 with no GPU work. The sweep is then expanded into runs, one per (model, protocol entry, prompt style), each an
-ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) run by
-``pipeline.run_evaluation`` into its own folder::
+ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) written into its own
+folder, as ``pipeline.run_evaluation`` would write it alone::
 
     <output>/summary.json                               every run's status, counts, timings; sweep totals
     <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
@@ -48,21 +49,26 @@ the same fingerprint resumes through the pipeline's part files; a run folder who
 has no ``sweep-run.json``) holds predictions of another config and is cleared first.
 
 **Scheduling.** Runs go model by model: one model's runs over all its protocols and prompt styles, then the next
-model's. A run's engine replicas are a Ray Data actor pool that holds its GPUs for as long as the run's dataset
-executes and is torn down when the run ends; running two models at once would let one model's replicas sit on GPUs
-while they wait for decoded media or for the other model's replicas, and on a full cluster the second model's pool
-would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas (``replicas`` x
-``num_gpus``) are spread over the nodes by Ray Data's default ``SPREAD`` strategy (a model that fits one GPU runs
-as independent replicas across nodes), and after a model's last run the sweep waits until the cluster's free GPUs
-are back to where they were before that model started (bounded by ``release_timeout_s``) before it starts the next
-model. A tensor-parallel vLLM model (``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which Ray places
-on one node. The price of per-run actor pools is one model load per run; it buys runs that finish, resume and
-report independently.
+model's. All of one model's incomplete runs go through one pass (``pipeline.evaluate_runs``): one media stage and
+one engine pool (a Ray Data actor pool) for all of them, so the model is loaded once per replica, not once per run,
+while each run is still prepared, resumed, consolidated, marked and measured on its own (a describer and the judges
+of open answers, where a run has them, still load per run). The pool holds its GPUs for as long as the pass's
+dataset executes and is torn down when the pass ends; running two models at once would let one model's replicas sit
+on GPUs while they wait for decoded media or for the other model's replicas, and on a full cluster the second
+model's pool would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas
+(``replicas`` x ``num_gpus``) are spread over the nodes by Ray Data's default ``SPREAD`` strategy (a model that fits
+one GPU runs as independent replicas across nodes), and after a model's last run the sweep waits until the cluster's
+free GPUs are back to where they were before that model started (bounded by ``release_timeout_s``) before it starts
+the next model. A tensor-parallel vLLM model (``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which
+Ray places on one node. A pass decodes each distinct media file once for all its runs (the media cache is keyed by
+content) and keeps the decoded media of all its benchmarks in the object store until it ends.
 
 **Fault tolerance.** Ray restarts a lost engine actor (Ray Data actor pools retry their tasks), and rows are only
 written when a batch is complete, so a node lost mid-run loses no prediction and duplicates none. If a run still
 fails (its driver-side state was lost with a node), the sweep tries it again (``max_attempts``) and the pipeline's
-resume scores only what was not written yet; a failed run is reported and the sweep goes on with the others.
+resume scores only what was not written yet; a failed run is reported and the sweep goes on with the others. A
+failure of a model's shared pass fails each of its runs' attempt; the runs still incomplete are tried again together
+in one new pass.
 
 **Observability.** Every run logs its start, its progress (rows written over expected, every
 ``progress_interval_s``), its end with counts, and the sweep's overall progress, to stdout (the job log under

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict
 
 from omnieval.schema import InputError
@@ -49,14 +50,14 @@ def _wait_for_release(baseline: float, timeout: float, model: str, log: Callable
 
 
 class SweepRunner:
-    """Runs a validated sweep; ``run_evaluation`` and ``ensure_ray`` are attributes so that callers (and tests)
-    can observe or wrap the model work."""
+    """Runs a validated sweep; ``evaluate_runs`` (all of one model's runs, one model load) and ``ensure_ray`` are
+    attributes so that callers (and tests) can observe or wrap the model work."""
 
     def __init__(self, sweep: SweepConfig, address: str | None = None, *, log: Callable[[str], None] = log_line):
         from omnieval import pipeline
 
         self.sweep, self.address, self.log = sweep, address, log
-        self.run_evaluation = pipeline.run_evaluation
+        self.evaluate_runs = pipeline.evaluate_runs
         self.ensure_ray = pipeline.ensure_ray
         self.started = time.time()
 
@@ -106,10 +107,7 @@ class SweepRunner:
             if not mine:
                 continue
             baseline = _free_gpus()
-            for spec in mine:
-                self._run_one(spec, result.runs[spec.index], len(specs))
-                self._write_summary(root, result)
-                self._log_overall(result)
+            self._run_model(mine, result, root, len(specs))
             if model.as_model_config().num_gpus > 0:
                 _wait_for_release(baseline, sweep.release_timeout_s, model.name, self.log)
         self._write_summary(root, result, final=True)
@@ -118,12 +116,57 @@ class SweepRunner:
                     f"{sum(r.status == 'failed' for r in result.runs)} runs failed"))
         return result
 
-    # -- one run -----------------------------------------------------------------------------------------------
-    def _run_one(self, spec: RunSpec, outcome: RunOutcome, n_runs: int) -> None:
+    # -- one model's runs --------------------------------------------------------------------------------------
+    def _run_model(self, specs: list[RunSpec], result: SweepResult, root, n_runs: int) -> None:
+        """All of one model's incomplete runs in one pass (``pipeline.evaluate_runs``: one engine pool, one model
+        load); each run keeps its own folder, resume, marker, metrics and outcome. A run that failed is tried again
+        (``max_attempts``) together with the model's other failed runs, resuming from what was written."""
         from omnieval.store import RunStore
 
-        label = f"run {spec.index + 1}/{n_runs} {spec.key}"
-        store = RunStore(spec.uri)
+        labels = {s.index: f"run {s.index + 1}/{n_runs} {s.key}" for s in specs}
+        stores = {s.index: RunStore(s.uri) for s in specs}
+        clocks: dict[int, float] = {}
+        for spec in specs:
+            outcome = result.runs[spec.index]
+            self._clear_stale(spec, stores[spec.index], outcome, labels[spec.index])
+            self.log(f"{labels[spec.index]}: starting ({outcome.reason}; {outcome.expected} instances)")
+            outcome.started = time.time()
+            clocks[spec.index] = time.monotonic()
+        pending = list(specs)
+        while pending:
+            for spec in pending:
+                outcome = result.runs[spec.index]
+                outcome.attempts += 1
+                stores[spec.index].write_json(MARKER, self._marker(spec, outcome, "running"))
+            with ExitStack() as watching:
+                for spec in pending:
+                    watching.enter_context(RunProgress(stores[spec.index], spec.model.name,
+                                                       result.runs[spec.index].expected, labels[spec.index],
+                                                       self.sweep.progress_interval_s, self.log))
+                try:
+                    results = self.evaluate_runs([s.config for s in pending], self.address, progress=False)
+                except Exception as exc:  # evaluate_runs returns each run's failure; this is a failure of all
+                    results = [exc] * len(pending)
+            again = []
+            for spec, res in zip(pending, results, strict=True):
+                outcome = result.runs[spec.index]
+                if not self._settle(spec, stores[spec.index], outcome, res, labels[spec.index]):
+                    again.append(spec)
+                    continue
+                outcome.finished = time.time()
+                outcome.seconds = time.monotonic() - clocks[spec.index]
+                stores[spec.index].write_json(MARKER, self._marker(
+                    spec, outcome, "complete" if outcome.status == "done" else "failed"))
+                if outcome.status == "done":
+                    self.log(f"{labels[spec.index]}: done in {outcome.seconds:.1f} s: {outcome.predictions} "
+                             f"predictions ({outcome.scored} scored now, {outcome.resumed} resumed), "
+                             f"{outcome.errors} errors, {outcome.metric_rows} metric rows")
+                self._write_summary(root, result)
+                self._log_overall(result)
+            pending = again
+
+    def _clear_stale(self, spec: RunSpec, store, outcome: RunOutcome, label: str) -> None:
+        """A run folder holding outputs of another config (no marker, or another fingerprint) is cleared first."""
         marker = read_json(store, MARKER)
         if (marker is None or marker.get("fingerprint") != outcome.fingerprint) and has_files(store):
             runs_root = join_uri(self.sweep.output, "runs") + "/"
@@ -131,44 +174,34 @@ class SweepRunner:
                 raise RuntimeError(f"refusing to clear {spec.uri}: not a run folder under {runs_root}")
             self.log(f"{label}: outputs of another config found, clearing {spec.uri}")
             store.fs.delete_dir_contents(store.root, missing_dir_ok=True)
-        self.log(f"{label}: starting ({outcome.reason}; {outcome.expected} instances)")
-        outcome.started = time.time()
-        t0 = time.monotonic()
-        while outcome.attempts < self.sweep.max_attempts:
-            outcome.attempts += 1
-            store.write_json(MARKER, self._marker(spec, outcome, "running"))
-            try:
-                with RunProgress(store, spec.model.name, outcome.expected, label, self.sweep.progress_interval_s,
-                               self.log):
-                    res = self.run_evaluation(spec.config, self.address, progress=False)
-                outcome.scored += res.n_rows
-                outcome.resumed = res.n_skipped
-                outcome.predictions = num_rows(store, "predictions.parquet") or 0
-                outcome.errors = res.n_errors
-                if outcome.predictions != outcome.expected:
-                    raise RuntimeError(f"predictions hold {outcome.predictions} rows, expected {outcome.expected}")
-                settings = self._metrics_settings()
-                if settings is not None:
-                    self.log(f"{label}: {outcome.predictions} predictions written, computing metrics")
-                    outcome.metric_rows = write_metrics(store, settings["resamples"], settings["seed"])
-                outcome.status, outcome.failure = "done", None
-                break
-            except InputError as exc:  # the input changed since the check: retrying will not help
-                outcome.status, outcome.failure = "failed", f"InputError: {exc}"
-                self.log(f"{label}: {outcome.failure}")
-                break
-            except Exception as exc:  # a lost node, an engine that failed to load: try again, then report
-                outcome.status = "failed"
-                outcome.failure = f"{type(exc).__name__}: {exc}"
-                self.log(f"{label}: attempt {outcome.attempts}/{self.sweep.max_attempts} failed: {outcome.failure}")
-                self.log(traceback.format_exc(limit=6).rstrip())
-        outcome.finished = time.time()
-        outcome.seconds = time.monotonic() - t0
-        store.write_json(MARKER, self._marker(spec, outcome, "complete" if outcome.status == "done" else "failed"))
-        if outcome.status == "done":
-            self.log(f"{label}: done in {outcome.seconds:.1f} s: {outcome.predictions} predictions "
-                     f"({outcome.scored} scored now, {outcome.resumed} resumed), {outcome.errors} errors, "
-                     f"{outcome.metric_rows} metric rows")
+
+    def _settle(self, spec: RunSpec, store, outcome: RunOutcome, res, label: str) -> bool:
+        """Record one attempt of a run (its ``RunResult``, or the exception that stopped it): check its predictions,
+        compute its metrics. False when it failed and has attempts left (an input error is not retried)."""
+        try:
+            if isinstance(res, Exception):
+                raise res
+            outcome.scored += res.n_rows
+            outcome.resumed = res.n_skipped
+            outcome.predictions = num_rows(store, "predictions.parquet") or 0
+            outcome.errors = res.n_errors
+            if outcome.predictions != outcome.expected:
+                raise RuntimeError(f"predictions hold {outcome.predictions} rows, expected {outcome.expected}")
+            settings = self._metrics_settings()
+            if settings is not None:
+                self.log(f"{label}: {outcome.predictions} predictions written, computing metrics")
+                outcome.metric_rows = write_metrics(store, settings["resamples"], settings["seed"])
+            outcome.status, outcome.failure = "done", None
+        except InputError as exc:  # the input changed since the check: retrying will not help
+            outcome.status, outcome.failure = "failed", f"InputError: {exc}"
+            self.log(f"{label}: {outcome.failure}")
+        except Exception as exc:  # a lost node, an engine that failed to load: try again, then report
+            outcome.status = "failed"
+            outcome.failure = f"{type(exc).__name__}: {exc}"
+            self.log(f"{label}: attempt {outcome.attempts}/{self.sweep.max_attempts} failed: {outcome.failure}")
+            self.log("".join(traceback.format_exception(exc, limit=6)).rstrip())
+            return outcome.attempts >= self.sweep.max_attempts
+        return True
 
     def _metrics_settings(self) -> dict | None:
         m = self.sweep.metrics
