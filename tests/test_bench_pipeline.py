@@ -51,6 +51,7 @@ def _row(text: str, pattern: str) -> re.Match:
     return match
 
 
+@pytest.mark.slow
 def test_quick_bench_prints_coherent_rates_memory_and_loads(printed):
     text, work = printed
     n_items = sum(1 for _ in open(next(Path(work).glob("dissonance-*")) / "items.jsonl"))
@@ -101,7 +102,7 @@ def test_quick_bench_prints_coherent_rates_memory_and_loads(printed):
                    r"(\d+) processes \((.*)\)\s+(\d+)\s+(\d+) models\s+([\d.]+)x\s+(met|MISSED) \(== (\d+)\)$")
     models, protocols, prompts, runs, processes = (int(g) for g in m.groups()[:5])
     loads, n_models = int(m[7]), int(m[8])
-    assert (models, protocols, prompts, runs, n_models) == (2, 2, 2, 8, 2)
+    assert (models, protocols, prompts, runs, n_models) == (2, 2, len(QUICK["sweep_prompts"]), 4, 2)
     per_model = {name: int(count) for name, count in (p.rsplit(" ", 1) for p in m[6].split(", "))}
     assert len(per_model) == models and sum(per_model.values()) == loads
     assert loads >= models and min(per_model.values()) >= 1 and 1 <= processes <= loads
@@ -109,6 +110,7 @@ def test_quick_bench_prints_coherent_rates_memory_and_loads(printed):
     assert (m[10] == "met") == (loads == TARGETS["loads"]) and int(m[11]) == TARGETS["loads"]
 
 
+@pytest.mark.slow
 def test_verdict_lines_repeat_the_table(printed):
     text, _ = printed
     in_table = re.findall(r"\s(met|MISSED) \(([^)]*)\)$", text.split("verdicts:")[0], re.MULTILINE)

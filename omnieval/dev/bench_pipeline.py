@@ -16,7 +16,8 @@ joins that Ray as a second driver, so what one measurement leaves in memory cann
     ``VmHWM`` (peak reset through ``/proc/self/clear_refs`` just before the run) minus ``VmRSS`` just before it,
     i.e. after imports, the Ray connection and the throwaway run. Ray workers are other processes and do not count.
     Where the peak cannot be reset, ``ru_maxrss`` is used and the row says that the throwaway run is included.
-(4) model loads in a 2-model x 2-protocol x 2-prompt sweep (``run_sweep``, simulated engines, tiny benchmarks):
+(4) model loads in a 2-model x 2-protocol x 2-prompt sweep (``run_sweep``, simulated engines, tiny benchmarks;
+    ``--quick``: 1 prompt):
     every construction of the ``bench-counting`` engine (``omnieval.dev.counting_engine``) appends a line to a
     file, from whatever Ray worker builds it; the count is read from that file.
 
@@ -38,8 +39,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-FULL = {"splits": 6, "anchors": 28, "questions": 12, "small_items": 128}  # 16,128 and 1,024 instances
-QUICK = {"splits": 2, "anchors": 4, "questions": 6, "small_items": 8}  # 384 and 64 instances
+FULL = {"splits": 6, "anchors": 28, "questions": 12, "small_items": 128,  # 16,128 and 1,024 instances
+        "sweep_prompts": ["zs", "cot"]}  # 2 models x 2 protocols x 2 prompts: 8 runs
+QUICK = {"splits": 2, "anchors": 4, "questions": 6, "small_items": 8,  # 384 and 64 instances
+         "sweep_prompts": ["zs"]}  # 4 runs
 DECODE = {"num_frames": 8, "max_side": 160}
 BATCH_SIZE = 64
 TARGETS = {"fixed_s": 3.0, "marginal": 5_000.0, "memory_ratio": 1.2, "loads": 2}
@@ -103,10 +106,10 @@ def _run_config(benchmark: str, output: str, limit_items: int | None = None) -> 
             "limit_items": limit_items}
 
 
-def _sweep_config(folders: dict, output: str, count_file: str) -> dict:
+def _sweep_config(folders: dict, output: str, count_file: str, prompts: list[str]) -> dict:
     models = [{"name": f"sim-{i}", "engine": "bench-counting", "batch_size": BATCH_SIZE,
                "options": {"seed": i, "count_file": count_file}} for i in (1, 2)]
-    return {"name": "bench", "output": output, "prompts": ["zs", "cot"], "models": models,
+    return {"name": "bench", "output": output, "prompts": prompts, "models": models,
             "protocols": [{"protocol": "dissonance", "benchmark": folders["sweep_dissonance"]},
                           {"protocol": "crossmodal", "benchmark": folders["sweep_crossmodal"]}],
             "decode": DECODE, "metrics": {"enabled": False}, "max_attempts": 1, "progress_interval_s": 60}
@@ -129,6 +132,7 @@ def _bench_pipeline(size: dict, tmp: Path, runs: Path) -> int:
     from omnieval.config import parse_run_config
     from omnieval.pipeline import ensure_ray
 
+    load_before = os.getloadavg()[0]
     folders, setup_s = _benchmarks(size, tmp)
     own_ray = not ray.is_initialized()
     start = time.perf_counter()
@@ -142,12 +146,13 @@ def _bench_pipeline(size: dict, tmp: Path, runs: Path) -> int:
                                              "config": _run_config(folders["large"], str(runs / label), limit)})
         count_file = str(runs / "engine-constructions.txt")
         sweep = _child("sweep", {"address": address, "count_file": count_file,
-                                 "config": _sweep_config(folders, str(runs / "sweep"), count_file)})
+                                 "config": _sweep_config(folders, str(runs / "sweep"), count_file,
+                                                        size["sweep_prompts"])})
     finally:
         if own_ray:
             ray.shutdown()
     decode_rows = _decode_rows(folders["large"])
-    _print_table(size, folders, setup_s, ray_s, measured, sweep, decode_rows)
+    _print_table(size, setup_s, ray_s, measured, sweep, decode_rows, (load_before, os.getloadavg()[0]))
     return 0
 
 
@@ -279,8 +284,8 @@ def _verdict(met: bool, target: str) -> str:
     return f"met ({target})" if met else f"MISSED ({target})"
 
 
-def _print_table(size: dict, folders: dict, setup_s: float, ray_s: float, measured: dict, sweep: dict,
-                 decode_rows: list) -> None:
+def _print_table(size: dict, setup_s: float, ray_s: float, measured: dict, sweep: dict, decode_rows: list,
+                 load: tuple[float, float]) -> None:
     s, g = measured["small"], measured["large"]
     lines: list[tuple[str, str, str, str, str]] = []
     verdicts: list[tuple[bool, str, str, str]] = []  # met, what, figure, target
@@ -350,7 +355,8 @@ def _print_table(size: dict, folders: dict, setup_s: float, ray_s: float, measur
 
     width = max(len(line[0]) for line in lines)
     print(f"omnieval bench pipeline ({os.cpu_count()} cores; simulated engine, delay_ms 0, batch_size "
-          f"{BATCH_SIZE}; decode {DECODE['num_frames']} frames, max side {DECODE['max_side']})")
+          f"{BATCH_SIZE}; decode {DECODE['num_frames']} frames, max side {DECODE['max_side']}; 1-minute load average "
+          f"{load[0]:.1f} at the start, {load[1]:.1f} at the end)")
     print(f"{'measurement':<{width}}  {'ours':>12}  {'baseline':>12}  {'ratio':>8}  target")
     for what, ours, base, ratio, verdict in lines:
         print(f"{what:<{width}}  {ours:>12}  {base:>12}  {ratio:>8}  {verdict}")
