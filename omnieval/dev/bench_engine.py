@@ -91,8 +91,8 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
     bare_s = time.perf_counter() - start
     engine.close()
 
-    peer_requests = [r for r in requests if r.instance.instance_id in
-                     {i.instance_id for i in make_plan(small).instances}]
+    sampled = {i.instance_id for i in make_plan(small).instances}
+    peer_requests = [r for r in requests if r.instance.instance_id in sampled]
     hf = create_engine("hf", model="hf", path=model, device=device, batch_size=1)
     start = time.perf_counter()
     for r in peer_requests:
