@@ -3,7 +3,9 @@
 A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
 every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
 the labelled options and the instruction of the prompt style. Where the options are media (``option_segments``),
-each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. Engines
+each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. A
+``contrastive`` instance (SPEC 6), whose options are its inputs, is laid out as its scenes first (``Scene A.`` <input>
+``Scene B.`` <input> ...), then the question and the instruction. Engines
 turn parts into their own input format (a chat template with media placeholders for HF, ``prompt`` +
 ``multi_modal_data`` for vLLM).
 """
@@ -44,9 +46,12 @@ def format_options(labels: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
-    """The prompt of one instance in a prompt style: media parts, then the text parts merged into one block."""
+    """The prompt of one instance in a prompt style: media parts, then the text parts merged into one block (for a
+    protocol in ``SCENE_PROTOCOLS``, ``render_scenes``). Every engine builds its input from these parts."""
     if style not in INSTRUCTIONS:
         raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
+    if instance.protocol in SCENE_PROTOCOLS:
+        return render_scenes(instance, style)
     media = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
     context = [s.text for s in instance.segments if s.kind == "text" and s.text]
     if instance.option_segments is None:
@@ -63,6 +68,31 @@ def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
         else:
             parts.append(PromptPart("text", text=f"{label}. {seg.text}"))
     parts.append(PromptPart("text", text=INSTRUCTIONS[style]))
+    return _merge_text(parts)
+
+
+SCENE_PROTOCOLS = frozenset({"contrastive"})
+"""Protocols whose options are the inputs themselves, prompted as enumerated scenes (SPEC 6)."""
+
+
+def render_scenes(instance: Instance, style: str = "zs") -> list[PromptPart]:
+    """SPEC 6's layout: each option input after its enumeration prefix (``Scene A.`` <media> ``Scene B.`` <media>
+    ..., or ``Scene A. <caption>`` where the input is text), then ``Question: ...`` and the instruction of the prompt
+    style; consecutive text merged. Context segments, if an instance has any, come first (media, then text)."""
+    if style not in INSTRUCTIONS:
+        raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
+    if not instance.option_segments:
+        raise ValueError(f"instance {instance.instance_id!r} of protocol {instance.protocol!r} has no option "
+                         "inputs to show as scenes")
+    parts = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
+    parts += [PromptPart("text", text=s.text) for s in instance.segments if s.kind == "text" and s.text]
+    for label, seg in zip(instance.option_labels, instance.option_segments, strict=True):
+        if seg.kind == "media":
+            parts += [PromptPart("text", text=f"Scene {label}."),
+                      PromptPart("media", modality=seg.modality, path=seg.path)]
+        else:
+            parts.append(PromptPart("text", text=f"Scene {label}. {seg.text}"))
+    parts.append(PromptPart("text", text=f"Question: {instance.question}\n{INSTRUCTIONS[style]}"))
     return _merge_text(parts)
 
 

@@ -185,32 +185,63 @@ def test_caption_baseline_and_point_cloud_modes():
     assert refs == [(item.inputs[i].path, item.inputs[i].modality, f"inputs[{i}].path") for i in range(3)]
 
 
-def test_prompt_layout_of_spec_six():
-    item = make_item(n=3, answer=0, modalities=["image", "audio", "video"])
-    inst = next(i for i in contrastive.expand_all([item], None, 0) if i.condition == "perm:CAB")
-    parts = contrastive.render(inst, "zs")
-    assert [(p.kind, p.text if p.kind == "text" else p.path) for p in parts] == [
-        ("text", "Scene A."), ("media", "q/2.mp4"), ("text", "Scene B."), ("media", "q/0.png"),
-        ("text", "Scene C."), ("media", "q/1.wav"),
-        ("text", "Question: Which scene answers q?\nAnswer with the option's letter from the given choices directly."),
-    ]
-    cap = next(i for i in contrastive.expand_all([item], None, 0, Options(media=False, captions=True))
-               if i.condition == "captions:perm:CAB")
-    (text,) = contrastive.render(cap, "cot")
-    assert text.text.startswith("Scene A. caption q 2\nScene B. caption q 0\nScene C. caption q 1\nQuestion: ")
-    assert "Answer: <letter>" in text.text
+def spec_six_prompt(record: dict, condition: str, style: str, pointcloud: str = "views") -> list[tuple]:
+    """SPEC 6's prompt written out from an item's record: the inputs in the condition's order, each after its prefix
+    ``Scene A.`` (its caption on the same line for the caption baseline), then the question and the instruction.
+    Parts as ``(kind, text)`` / ``(kind, modality, path)``; consecutive text lines form one part."""
+    from omnieval.prompts import INSTRUCTIONS
+
+    captions = condition.startswith("captions:")
+    base = condition.removeprefix("captions:")
+    order = range(len(record["inputs"])) if base == "original" else [LETTERS.index(c) for c in base[len("perm:"):]]
+    parts, lines = [], []
+    for label, index in zip(LETTERS, order):
+        scene = record["inputs"][index]
+        if captions:
+            lines.append(f"Scene {label}. {scene['caption']}")
+            continue
+        shown = "image" if scene["modality"] == "pointcloud" and pointcloud == "views" else scene["modality"]
+        parts += [("text", f"Scene {label}."), ("media", shown, scene["path"])]
+    lines += [f"Question: {record['question']}", INSTRUCTIONS[style]]
+    return [*parts, ("text", "\n".join(lines))]
+
+
+def engine_prompt(inst) -> dict[str, list[tuple]]:
+    """The prompt parts every engine renders for an instance (``prompts.render_prompt``), per prompt style."""
+    return {style: [(p.kind, p.text) if p.kind == "text" else (p.kind, p.modality, p.path)
+                    for p in render_prompt(inst, style)] for style in ("zs", "cot")}
+
+
+@pytest.mark.parametrize("pointcloud", ["views", "native"])
+def test_engines_get_the_prompt_layout_of_spec_six(pointcloud):
+    items = [make_item("two", n=2, answer=1, modalities=["audio", "pointcloud"]),
+             make_item("three", n=3, answer=0, modalities=["image", "audio", "video"]),
+             make_item("four", n=4, answer=3, selection="similar")]
+    records = {item.item_id: item.model_dump() for item in items}
+    instances = contrastive.expand_all(items, None, 0, Options(captions=True, pointcloud=pointcloud))
+    assert len(instances) == 2 * (2 + 6 + 24)  # every order, with media and as captions
+    for inst in instances:
+        got = engine_prompt(inst)
+        for style in ("zs", "cot"):
+            assert got[style] == spec_six_prompt(records[inst.item_id], inst.condition, style, pointcloud), (
+                inst.condition, style)
+    # the worked layout of one permutation, literally
+    cab = next(i for i in instances if i.item_id == "three" and i.condition == "perm:CAB")
+    assert engine_prompt(cab)["zs"] == [
+        ("text", "Scene A."), ("media", "video", "three/2.mp4"),
+        ("text", "Scene B."), ("media", "image", "three/0.png"),
+        ("text", "Scene C."), ("media", "audio", "three/1.wav"),
+        ("text", "Question: Which scene answers three?\nAnswer with the option's letter from the given choices "
+                 "directly.")]
+    (caption_text,) = engine_prompt(next(i for i in instances if i.condition == "captions:perm:CAB"))["cot"]
+    assert caption_text[1].startswith("Scene A. caption three 2\nScene B. caption three 0\nScene C. caption three 1\n"
+                                      "Question: Which scene answers three?\n")
+    assert caption_text[1].endswith("Answer: <letter>'.")
     # an answer naming the scene parses through the option texts
     from omnieval.prompts import parse_answer
 
-    assert [parse_answer(t, inst.option_labels, inst.option_texts) for t in ("Scene B", "scene c.", "A")] == [
+    assert [parse_answer(t, cab.option_labels, cab.option_texts) for t in ("Scene B", "scene c.", "A")] == [
         "B", "C", "A"]
-    # the generic renderer shows every input right after its label too
-    generic = render_prompt(inst, "zs")
-    media = [p for p in generic if p.kind == "media"]
-    assert [p.path for p in media] == ["q/2.mp4", "q/0.png", "q/1.wav"]
-    for k, p in enumerate(generic):
-        if p.kind == "media":
-            assert generic[k - 1].text.endswith(f"{LETTERS[media.index(p)]}.")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -375,7 +406,7 @@ def test_simulated_position_preference_comes_out_as_set():
 def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-    from omnieval.pipeline import run_evaluation
+    from omnieval.pipeline import make_plan, run_evaluation
 
     # all four modalities: point clouds reach the engines as their rendered views (an image)
     bench = make_contrastive_benchmark(tmp_path / "ct", seed=0, n_entities=4)
@@ -388,6 +419,12 @@ def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
                                 "noise": 0.0}},
                    {"name": "first", "engine": "simulated",
                     "options": {"reliance": {"position:A": 1.0}, "noise": 0.0}}]})
+    # the instances the run hands its engines are prompted in SPEC 6's layout
+    records = {r["item_id"]: r for r in map(json.loads, (bench / "items.jsonl").read_text().splitlines())}
+    for inst in make_plan(config).instances:
+        got = engine_prompt(inst)
+        assert all(got[style] == spec_six_prompt(records[inst.item_id], inst.condition, style)
+                   for style in ("zs", "cot")), inst.instance_id
     result = run_evaluation(config, progress=False)
     n_items = 4 * 3 * 2  # creatures x n in 2..4 x selection types
     assert result.n_errors == 0

@@ -19,10 +19,9 @@ config yields both. ``Options.media = False`` keeps only the caption instances (
 round-trip-consistency filter).
 
 **Prompt**: each input as an option segment (``Instance.option_segments``), labels ``A``..; ``option_texts`` are
-``Scene A``, ``Scene B``... so an answer naming the scene parses. ``render`` gives SPEC 6's layout exactly: ``Scene
-A.`` <media> ``Scene B.`` <media> ... then ``Question: ...`` and the instruction of the prompt style (for captions,
-``Scene A. <caption>`` lines). ``omnieval.prompts.render_prompt`` on the same instance shows the question first and
-then each input after its label (``A.`` <media>): every input is still seen right after its label.
+``Scene A``, ``Scene B``... so an answer naming the scene parses. ``omnieval.prompts.render_prompt``, which every
+engine renders, gives these instances SPEC 6's layout: ``Scene A.`` <media> ``Scene B.`` <media> ... then
+``Question: ...`` and the instruction of the prompt style (for captions, ``Scene A. <caption>`` lines).
 
 **Point clouds**: ``Options.pointcloud = "views"`` (default) shows a point cloud as an ``image`` segment on the
 point cloud file; the decoder renders it to the tiled fixed views (``omnieval.media.pointcloud``), so any engine that
@@ -249,30 +248,6 @@ def expand_all(items: Sequence[Item], bench, seed: int, options: Options | None 
     for item in items:
         out.extend(expand(item, seed, options))
     return out
-
-
-def render(instance: Instance, style: str = "zs"):
-    """SPEC 6's prompt: ``Scene A.`` <input> ``Scene B.`` <input> ..., then the question and the instruction of the
-    prompt style. Returns ``omnieval.prompts.PromptPart`` s (consecutive text joined by newlines)."""
-    from omnieval.prompts import INSTRUCTIONS, PromptPart
-
-    if style not in INSTRUCTIONS:
-        raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
-    parts: list[PromptPart] = []
-    for label, seg in zip(instance.option_labels, instance.option_segments or [], strict=True):
-        if seg.kind == "media":
-            parts += [PromptPart("text", text=f"Scene {label}."),
-                      PromptPart("media", modality=seg.modality, path=seg.path)]
-        else:
-            parts.append(PromptPart("text", text=f"Scene {label}. {seg.text}"))
-    parts.append(PromptPart("text", text=f"Question: {instance.question}\n{INSTRUCTIONS[style]}"))
-    merged: list[PromptPart] = []
-    for part in parts:
-        if part.kind == "text" and merged and merged[-1].kind == "text":
-            merged[-1] = PromptPart("text", text=f"{merged[-1].text}\n{part.text}")
-        else:
-            merged.append(part)
-    return merged
 
 
 # ---------------------------------------------------------------------------------------------------------------
