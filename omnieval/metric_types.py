@@ -13,8 +13,46 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-MetricRow = tuple[str, str, np.ndarray, int]
-"""(metric, key, values over rows [data, resample 1, ..., resample R], n)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Support:
+    """What one metric row rests on: ``n`` rows (predictions) from the unit's items where ``items`` holds (a boolean
+    mask over the unit's items, in ``UnitData.item_ids`` order).
+
+    The table's ``n_items`` is ``items.sum()``: the resampling units behind the row, not the whole unit's, so a row of
+    one anchor, task or category shows how few clusters its interval rests on. ``a + b`` adds the rows and joins the
+    items (``sum()`` of supports works), the way a metric over several cells rests on all of them.
+    """
+
+    n: int
+    items: np.ndarray
+
+    @property
+    def n_items(self) -> int:
+        return int(np.count_nonzero(self.items))
+
+    def __add__(self, other: Support | int) -> Support:
+        if isinstance(other, int) and other == 0:  # the start of sum()
+            return self
+        if not isinstance(other, Support):
+            return NotImplemented
+        return Support(self.n + other.n, self.items | other.items)
+
+    __radd__ = __add__
+
+
+def support_of(*parts: Support, n: int | None = None) -> Support:
+    """The items of all ``parts`` together, with ``n`` rows (their summed rows unless given): for a metric whose
+    ``n`` counts some of the cells it reads (``ace``: the abstention rows, though it reads the human targets too)."""
+    joined = sum(parts[1:], parts[0])
+    return joined if n is None else Support(n, joined.items)
+
+
+MetricRow = tuple[str, str, np.ndarray, "int | Support"]
+"""(metric, key, values over rows [data, resample 1, ..., resample R], support). The support is a ``Support`` (the
+rows and items behind the value); a plain int is read as ``n`` on all the unit's items (a spec written before
+``Support``: its ``n_items`` is the unit's)."""
 
 
 @dataclass(frozen=True)
@@ -50,13 +88,15 @@ class Cells:
     """Resampled cell sums and counts of one unit. Row 0 is the data, rows 1..R the bootstrap resamples.
 
     ``methods``: the confidence methods present in the protocol's input (confidence metrics carry a ``@method``
-    key suffix when there are several: they are never pooled).
+    key suffix when there are several: they are never pooled). ``present``: items x cells, True where the item has
+    a row in the cell (in the data): what ``support`` reads.
     """
 
     sums: np.ndarray
     counts: np.ndarray
     index: dict[tuple[str, ...], int]
-    stats: dict[tuple[str, ...], tuple[np.ndarray, int]] = field(default_factory=dict)
+    present: np.ndarray
+    stats: dict[tuple[str, ...], tuple[np.ndarray, Support]] = field(default_factory=dict)
     methods: tuple[str, ...] = ()
 
     def has(self, family: str, *key: str) -> bool:
@@ -82,8 +122,12 @@ class Cells:
         """Rows behind the cell in the data (row 0)."""
         return int(self.count(family, *key)[0])
 
-    def stat(self, name: str, *key: str) -> tuple[np.ndarray, int]:
-        """An instance-level statistic (``ece`` / ``rc_auc`` per method): values over rows, and its n."""
+    def support(self, family: str, *key: str) -> Support:
+        """Rows and items behind the cell in the data (``n`` with the items that have a row in it)."""
+        return Support(self.n(family, *key), self.present[:, self.index[(family, *key)]])
+
+    def stat(self, name: str, *key: str) -> tuple[np.ndarray, Support]:
+        """An instance-level statistic (``ece`` / ``rc_auc`` per method): values over rows, and its support."""
         return self.stats[(name, *key)]
 
     def method_suffix(self, method: str) -> str:
@@ -102,9 +146,9 @@ def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = 
     def metrics(cells: Cells) -> Iterable[MetricRow]:
         yield from spec.metrics(cells)
         if cells.has("_error"):
-            yield metric, "", cells.mean("_error"), cells.n("_error")
+            yield metric, "", cells.mean("_error"), cells.support("_error")
         for kind in kinds:
             if cells.has(f"_error_{kind}"):
-                yield metric, kind, cells.mean(f"_error_{kind}"), cells.n(f"_error_{kind}")
+                yield metric, kind, cells.mean(f"_error_{kind}"), cells.support(f"_error_{kind}")
 
     return replace(spec, families=spec.families + families, metrics=metrics)

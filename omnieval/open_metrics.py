@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from omnieval.metric_types import CellFamily, ProtocolMetrics, with_error_rates
+from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
 from omnieval.prediction_files import error_kinds_present
 from omnieval.schema import VERDICTS
 from omnieval.unit_bootstrap import protocol_rows
@@ -131,19 +131,23 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
                 if has_abstention:
                     yield from _per_judge(cells, "open_abstention", f"abs{{i}}{tag}", key, name, judges)
                 if m > 1 and cells.has(f"agree{tag}", *key):
-                    yield "judge_agreement", name, cells.mean(f"agree{tag}", *key), cells.n(f"agree{tag}", *key)
-                accs = [cells.mean(f"acc{i}{tag}", *key) for i in range(m) if cells.has(f"acc{i}{tag}", *key)]
-                if accs and cells.has(f"mcq{tag}", *key):
+                    yield "judge_agreement", name, cells.mean(f"agree{tag}", *key), \
+                        cells.support(f"agree{tag}", *key)
+                judged = [i for i in range(m) if cells.has(f"acc{i}{tag}", *key)]
+                if judged and cells.has(f"mcq{tag}", *key):
                     with np.errstate(invalid="ignore"):
-                        gap = cells.mean(f"mcq{tag}", *key) - _nanmean_rows(accs)
-                    yield "mcq_open_gap", name, gap, cells.n(f"mcq{tag}", *key)
+                        gap = cells.mean(f"mcq{tag}", *key) - _nanmean_rows([cells.mean(f"acc{i}{tag}", *key)
+                                                                             for i in judged])
+                    mcq = cells.support(f"mcq{tag}", *key)
+                    yield "mcq_open_gap", name, gap, support_of(
+                        mcq, *(cells.support(f"acc{i}{tag}", *key) for i in judged), n=mcq.n)
         for i, judge in enumerate(judges):
             if cells.has(f"bad{i}"):
-                yield "open_invalid_verdicts", judge, cells.mean(f"bad{i}"), cells.n(f"bad{i}")
-        if m == 2 and cells.has("agreea"):
-            yield "judge_kappa", "cohen", _cohen(cells), cells.n("agreea")
+                yield "open_invalid_verdicts", judge, cells.mean(f"bad{i}"), cells.support(f"bad{i}")
+        if m == 2 and cells.has("agreea"):  # the verdict shares it reads are over the same rows (``all_ok``)
+            yield "judge_kappa", "cohen", _cohen(cells), cells.support("agreea")
         elif m > 2 and cells.has("fleiss_p"):
-            yield "judge_kappa", "fleiss", _fleiss(cells), cells.n("fleiss_p")
+            yield "judge_kappa", "fleiss", _fleiss(cells), cells.support("fleiss_p")
 
     return ProtocolMetrics(name=protocol, families=tuple(fams), metrics=metrics)
 
@@ -156,18 +160,19 @@ def _nanmean_rows(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def _per_judge(cells, metric: str, family: str, key: tuple, name: str, judges: list[str]):
-    """One row per judge (``<name>@<judge>``) and the judge average (``<name>``)."""
-    values, ns = [], []
+    """One row per judge (``<name>@<judge>``) and the judge average (``<name>``: ``n`` the most verdicts of one
+    judge, on the items any judge graded)."""
+    values, supports = [], []
     for i, judge in enumerate(judges):
         fam = family.format(i=i)
         if not cells.has(fam, *key):
             continue
         values.append(cells.mean(fam, *key))
-        ns.append(cells.n(fam, *key))
+        supports.append(cells.support(fam, *key))
         if len(judges) > 1:
-            yield metric, f"{name}@{judge}", values[-1], ns[-1]
+            yield metric, f"{name}@{judge}", values[-1], supports[-1]
     if values:
-        yield metric, name, _nanmean_rows(values), max(ns)
+        yield metric, name, _nanmean_rows(values), support_of(*supports, n=max(s.n for s in supports))
 
 
 def _cohen(cells) -> np.ndarray:

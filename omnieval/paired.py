@@ -10,8 +10,11 @@ level and each protocol's summary metrics), one row of the long ``paired`` table
   of the difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
   only case that resamples again).
 * ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
-  condition for an ``accuracy`` row, over all conditions otherwise; for ``modes``, multiple-choice correctness
-  against the judges' mean verdict): how much of the two sides' item-level noise cancels in the difference.
+  condition for an ``accuracy`` row, over all conditions on the row's items otherwise; for ``modes``,
+  multiple-choice correctness against the judges' mean verdict): how much of the two sides' item-level noise cancels
+  in the difference.
+* ``n_items``: the items behind the row on both sides (those the metric reads in each unit, as the metrics table's
+  ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer).
 * ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test of SPEC 2 on the per-item
   differences of the two sides' accuracy in that condition (``p_method`` = ``permutation``); for every other metric
   the bootstrap p-value of the same R resamples, ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method``
@@ -40,7 +43,7 @@ from omnieval.keyed import keyed_seed
 from omnieval.metric_registry import REGISTRY
 from omnieval.metrics import metrics_table
 from omnieval.prediction_files import prepare
-from omnieval.unit_bootstrap import UNIT, protocol_rows
+from omnieval.unit_bootstrap import UNIT, protocol_rows, row_items
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
                   "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
@@ -74,6 +77,7 @@ class UnitValues:
     values: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> items
     single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
+    items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its items
 
 
 def _cell_mean(unit, cells: list[int]) -> np.ndarray:
@@ -108,15 +112,16 @@ class Collector:
             self._open(kept, unit, index, rows, values)
             return
         pooled = [j for name, j in index.items() if name[0] == "acc"]
-        for j, (metric, key, _, _) in enumerate(rows):
+        for j, (metric, key, _, support) in enumerate(rows):
             if not is_headline(spec.name, metric, key):
                 continue
             kept.values[(metric, key)] = values[j]
+            items = kept.items[(metric, key)] = row_items(support, unit)
             if metric == "accuracy" and ("acc", key) in index:
                 kept.per_item[(metric, key)] = _cell_mean(unit, [index[("acc", key)]])
                 kept.single_cell.add((metric, key))
-            else:
-                kept.per_item[(metric, key)] = _cell_mean(unit, pooled)
+            else:  # accuracy over every condition, on the items behind the row (e.g. one input count's)
+                kept.per_item[(metric, key)] = np.where(items, _cell_mean(unit, pooled), np.nan)
         self.units.append(kept)
 
     def _open(self, kept: UnitValues, unit, index, rows, values) -> None:
@@ -198,6 +203,9 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         else:
             x, y = a.per_item[(metric, key)], b.per_item[(metric, key)]
         ok = np.isfinite(x) & np.isfinite(y)
+        # items behind the row on both sides (the two units hold the same items in the same order here)
+        n_items = int(ok.sum()) if b is None else int(np.count_nonzero(a.items[(metric, key)]
+                                                                       & b.items[(metric, key)]))
         permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
         p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
         out.append({
@@ -206,7 +214,7 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
             "ci_low": None, "ci_high": None,
             "a_value": None if b is None else _num(a.values[(metric, key)][0]),
             "b_value": None if b is None else _num(b.values[(metric, key)][0]),
-            "item_corr": _corr(x, y), "n_items": int(ok.sum()), "p_value": _num(p), "p_method": method,
+            "item_corr": _corr(x, y), "n_items": n_items, "p_value": _num(p), "p_method": method,
             "p_adjusted": None,
         })
         if permuted:

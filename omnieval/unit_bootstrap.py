@@ -22,7 +22,7 @@ import polars as pl
 from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted
 from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CellFamily, Cells, MetricRow, ProtocolMetrics
+from omnieval.metric_types import CellFamily, Cells, MetricRow, ProtocolMetrics, Support
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -220,11 +220,13 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
         full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired)
         n_cells = len(unit.cells)
         cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
-                      index={name: i for i, name in enumerate(unit.cells)}, methods=methods)
+                      index={name: i for i, name in enumerate(unit.cells)}, present=unit.counts > 0,
+                      methods=methods)
         for method, (ece, auc) in calib.items():
-            n = len(unit.calibration[method][0])
-            cells.stats[("ece", method)] = (ece, n)
-            cells.stats[("rc_auc", method)] = (auc, n)
+            item = unit.calibration[method][0]
+            support = Support(len(item), np.bincount(item, minlength=unit.n_items) > 0)
+            cells.stats[("ece", method)] = (ece, support)
+            cells.stats[("rc_auc", method)] = (auc, support)
         rows = list(spec.metrics(cells))
         if not rows:
             continue
@@ -239,11 +241,24 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
         if on_unit is not None:
             on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key
-        for j, (metric, key, _, n) in enumerate(rows):
+        for j, (metric, key, _, support) in enumerate(rows):
+            n, n_items = row_size(support, unit)
             out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
                         "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
-                        "ci_high": _num(high[j]), "n": int(n), "n_items": unit.n_items})
+                        "ci_high": _num(high[j]), "n": n, "n_items": n_items})
     return out
+
+
+def row_size(support: Support | int, unit: UnitData) -> tuple[int, int]:
+    """``(n, n_items)`` of a metric row: its rows and the items behind it (all the unit's for a plain count)."""
+    if isinstance(support, Support):
+        return support.n, support.n_items
+    return int(support), unit.n_items
+
+
+def row_items(support: Support | int, unit: UnitData) -> np.ndarray:
+    """The mask over the unit's items of those behind a metric row (all of them for a plain count)."""
+    return support.items if isinstance(support, Support) else np.ones(unit.n_items, bool)
 
 
 def _num(x: float) -> float | None:

@@ -52,7 +52,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CellFamily, ProtocolMetrics
+from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
@@ -302,19 +302,21 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
 def metric_rows(cells):
     if cells.has("acc", "all"):
-        yield "accuracy", "all", cells.mean("acc", "all"), cells.n("acc", "all")
+        yield "accuracy", "all", cells.mean("acc", "all"), cells.support("acc", "all")
     for family in ("acc_n", "acc_sel", "acc_mod"):
         for (key,) in cells.keys(family):
-            yield "accuracy", key, cells.mean(family, key), cells.n(family, key)
+            yield "accuracy", key, cells.mean(family, key), cells.support(family, key)
     if cells.has("consist"):
-        yield "permutation_consistency", "", cells.mean("consist"), cells.n("consist")
+        yield "permutation_consistency", "", cells.mean("consist"), cells.support("consist")
     for label in POSITION_LABELS:
         if cells.has(f"pos_{label}") and cells.has(f"exp_{label}"):
             expected = cells.mean(f"exp_{label}")
             if np.isfinite(expected[0]) and expected[0] > 0:
-                yield "position_bias", label, cells.mean(f"pos_{label}") - expected, cells.n(f"pos_{label}")
+                chosen = cells.support(f"pos_{label}")
+                yield "position_bias", label, cells.mean(f"pos_{label}") - expected, \
+                    support_of(chosen, cells.support(f"exp_{label}"), n=chosen.n)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
 
 def _families():

@@ -33,7 +33,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omnieval.keyed import keyed_rng
-from omnieval.metric_types import CellFamily, ProtocolMetrics
+from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "crossmodal"
@@ -283,12 +283,18 @@ def std(acc: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.std([acc[d] for d in DIRECTIONS], axis=0, ddof=1)
 
 
+def disparity_directions(x: str, y: str) -> tuple[str, str, str, str]:
+    """The four directions ``D(X vs Y)`` reads: ``Z->Y, Z->X, Y->Z, X->Z`` (Z the third modality)."""
+    (z,) = {"A", "V", "T"} - {x, y}
+    return f"{z}->{y}", f"{z}->{x}", f"{y}->{z}", f"{x}->{z}"
+
+
 def disparity(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``D(X vs Y) = (Acc[Z->Y] - Acc[Z->X]) + (Acc[Y->Z] - Acc[X->Z])``, Z the third modality; keys ``X_vs_Y``."""
     out = {}
     for x, y in DISPARITY_PAIRS:
-        (z,) = {"A", "V", "T"} - {x, y}
-        out[f"{x}_vs_{y}"] = (acc[f"{z}->{y}"] - acc[f"{z}->{x}"]) + (acc[f"{y}->{z}"] - acc[f"{x}->{z}"])
+        zy, zx, yz, xz = disparity_directions(x, y)
+        out[f"{x}_vs_{y}"] = (acc[zy] - acc[zx]) + (acc[yz] - acc[xz])
     return out
 
 
@@ -311,7 +317,7 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
 
     acc = {c: cells.mean(f"{prefix}acc", *scope, c) for c in (*DIRECTIONS, *EXTRA_CONDITIONS)
            if cells.has(f"{prefix}acc", *scope, c)}
-    n = {c: cells.n(f"{prefix}acc", *scope, c) for c in acc}
+    n = {c: cells.support(f"{prefix}acc", *scope, c) for c in acc}
     for c in acc:
         yield "accuracy", key(c), acc[c], n[c]
     if all(d in acc for d in DIRECTIONS):
@@ -319,16 +325,18 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
         yield "average", key(""), average(acc), n_six
         yield "std", key(""), std(acc), n_six
         for k, values in disparity(acc).items():
-            yield "disparity", key(k), values, n_six
+            read = disparity_directions(*k.split("_vs_"))
+            yield "disparity", key(k), values, support_of(*(n[d] for d in read), n=n_six.n)
         for k, values in imbalance(acc).items():
             x, y = k.split("<->")
             yield "imbalance", key(k), values, n[f"{x}->{y}"] + n[f"{y}->{x}"]
     if cells.has(f"{prefix}consist", *scope):
-        yield "consistency", key(""), cells.mean(f"{prefix}consist", *scope), cells.n(f"{prefix}consist", *scope)
+        yield "consistency", key(""), cells.mean(f"{prefix}consist", *scope), \
+            cells.support(f"{prefix}consist", *scope)
     for i, (d1, d2) in enumerate(AGREEMENT_PAIRS):
         family = f"{prefix}agree{i}"
         if cells.has(family, *scope):
-            yield "agreement", key(f"{d1}|{d2}"), cells.mean(family, *scope), cells.n(family, *scope)
+            yield "agreement", key(f"{d1}|{d2}"), cells.mean(family, *scope), cells.support(family, *scope)
 
 
 def metric_rows(cells):
@@ -338,7 +346,7 @@ def metric_rows(cells):
         for scope in sorted({s[:len(by)] for s in scopes}) if by else scopes:
             yield from _scope_rows(cells, prefix, scope)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
 
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:

@@ -214,10 +214,13 @@ def reliance(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 def metric_rows(cells):
     """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.metric_types.Cells``).
 
-    Yields ``(metric, key, values over rows, n)``; metrics whose cells are missing in this unit are left out.
+    Yields ``(metric, key, values over rows, support)``, the support (``n`` and items) from the cells each metric
+    reads; metrics whose cells are missing in this unit are left out.
     """
+    from omnieval.metric_types import support_of
+
     acc = {c: cells.mean("acc", c) for c in CONDITIONS if cells.has("acc", c)}
-    n_acc = {c: cells.n("acc", c) for c in acc}
+    n_acc = {c: cells.support("acc", c) for c in acc}
     for c in acc:
         yield "accuracy", c, acc[c], n_acc[c]
     complete = len(acc) == len(CONDITIONS)
@@ -226,19 +229,22 @@ def metric_rows(cells):
             yield "accuracy_k", str(k), values, sum(n_acc[c] for c in CONDITIONS if level(c) == k)
     abst = {k: cells.mean("abst", str(k)) for k in LEVELS if cells.has("abst", str(k))}
     human = {k: cells.mean("human", str(k)) for k in LEVELS if cells.has("human", str(k))}
+    n_abst = {k: cells.support("abst", str(k)) for k in abst}
+    n_human = {k: cells.support("human", str(k)) for k in human}
     for k in abst:
-        yield "abstention_k", str(k), abst[k], cells.n("abst", str(k))
+        yield "abstention_k", str(k), abst[k], n_abst[k]
     for k in human:
-        yield "human_abstention_k", str(k), human[k], cells.n("human", str(k))
+        yield "human_abstention_k", str(k), human[k], n_human[k]
     if len(abst) == len(LEVELS) and len(human) == len(LEVELS):
-        yield "ace", "", ace(abst, human), sum(cells.n("abst", str(k)) for k in LEVELS)
+        yield "ace", "", ace(abst, human), support_of(*n_abst.values(), *n_human.values(),
+                                                      n=sum(s.n for s in n_abst.values()))
     for method, k in cells.keys("conf"):
         yield "confidence_k", f"{k}{cells.method_suffix(method)}", cells.mean("conf", method, k), \
-            cells.n("conf", method, k)
+            cells.support("conf", method, k)
     for method in sorted({key[1] for key in cells.stats if key[0] == "ece"}):
         for name in ("ece", "rc_auc"):
-            values, n = cells.stat(name, method)
-            yield name, cells.method_suffix(method), values, n
+            values, support = cells.stat(name, method)
+            yield name, cells.method_suffix(method), values, support
     if complete:
         n_all = sum(n_acc.values())
         for m, values in shapley(acc).items():
@@ -246,9 +252,9 @@ def metric_rows(cells):
         for m, values in reliance(acc).items():
             yield "reliance", m, values, n_acc["C000"] + n_acc[ONLY_CORRUPTED[m]]
     for (anchor,) in cells.keys("anchor"):
-        yield "anchor_accuracy", anchor, cells.mean("anchor", anchor), cells.n("anchor", anchor)
+        yield "anchor_accuracy", anchor, cells.mean("anchor", anchor), cells.support("anchor", anchor)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
 
 def derive_columns(frame):

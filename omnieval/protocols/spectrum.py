@@ -370,11 +370,11 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
         return f"{label}/{k}" if label and k else (label or k)
 
     acc = {c: cells.mean(f"{prefix}acc", *scope, c) for c in ALL_CONDITIONS if cells.has(f"{prefix}acc", *scope, c)}
-    n = {c: cells.n(f"{prefix}acc", *scope, c) for c in acc}
+    n = {c: cells.support(f"{prefix}acc", *scope, c) for c in acc}
     for c in acc:
         yield "accuracy", key(c), acc[c], n[c]
     if cells.has(f"{prefix}chance", *scope):
-        yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.n(f"{prefix}chance", *scope)
+        yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
     gains = intra(acc)
     for m, values in gains.items():
         yield "intra", key(m), values, n[f"{m}_only"] + n["random"]
@@ -401,7 +401,7 @@ def metric_rows(cells):
         for scope in sorted({k[: len(by)] for k in cells.keys(f"{prefix}acc")}):
             yield from _scope_rows(cells, prefix, scope)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.n("invalid")
+        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
 
 # --- the majority-vote ensemble and the chance column ----------------------------------------------------------
