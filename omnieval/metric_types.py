@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 
 
-
 @dataclass(frozen=True, eq=False)
 class Support:
     """What one metric row rests on: ``n`` rows (predictions) from the unit's items where ``items`` holds (a boolean
@@ -49,7 +48,7 @@ def support_of(*parts: Support, n: int | None = None) -> Support:
     return joined if n is None else Support(n, joined.items)
 
 
-MetricRow = tuple[str, str, np.ndarray, "int | Support"]
+MetricRow = tuple[str, str, np.ndarray, int | Support]
 """(metric, key, values over rows [data, resample 1, ..., resample R], support). The support is a ``Support`` (the
 rows and items behind the value); a plain int is read as ``n`` on all the unit's items (a spec written before
 ``Support``: its ``n_items`` is the unit's)."""

@@ -38,7 +38,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
                   on_unit: UnitHook | None = None) -> pl.DataFrame:
     """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``).
 
-    ``n_items`` is the number of items (the resampling clusters) of the unit whose bootstrap gave the interval.
+    ``n_items`` is the number of distinct items (the resampling clusters) behind the row: those with a prediction in
+    the cells the metric reads (``metric_types.Support``), fewer than the unit's for a row of one anchor, task or
+    category.
     ``on_unit`` sees every unit's resampled metric values (``UnitHook``)."""
     load_protocols()
     frame = prepare(predictions)
