@@ -13,6 +13,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
+CLUSTER = "_cluster"
+"""Column of a prepared predictions frame naming each row's resampling unit (``cluster_of``)."""
+
+
+def cluster_of(frame: pl.DataFrame) -> pl.Expr:
+    """The bootstrap's resampling unit of each row: its ``group`` where set (the question an item is a copy of:
+    VLMEvalKit's circular copies of one question are drawn together), else its ``item_id`` (SPEC 2: all instances
+    of one base question are drawn together)."""
+    if "group" not in frame.columns:
+        return pl.col("item_id").alias(CLUSTER)
+    return pl.coalesce(pl.col("group").cast(pl.Utf8), pl.col("item_id")).alias(CLUSTER)
+
+
 MetricRow = tuple[str, str, np.ndarray, int]
 """(metric, key, values over rows [data, resample 1, ..., resample R], n)."""
 
