@@ -206,11 +206,11 @@ def derange_apart(groups, blocks, seed: int, stream: int, keys=None, block_keys=
     g = groups[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     sizes = np.diff(np.r_[starts, n])
-    pairs, pair_sizes = np.unique(np.column_stack([groups, blocks]), axis=0, return_counts=True)
-    largest = {}
-    for (group, _), size in zip(pairs.tolist(), pair_sizes.tolist(), strict=True):
-        largest[group] = max(largest.get(group, 0), size)
-    shift = np.array([largest[int(x)] for x in g[starts]], dtype=np.int64)
+    # the largest block of each group: run lengths of (group, block) in the layout (a block is contiguous there)
+    gb = blocks[order]
+    runs = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (gb[1:] != gb[:-1])])
+    run_sizes = np.diff(np.r_[runs, n])
+    shift = np.maximum.reduceat(run_sizes, np.searchsorted(runs, starts)).astype(np.int64)
     ok = 2 * shift <= sizes
     member = np.repeat(np.arange(len(starts)), sizes)  # layout position -> its group's number
     local = np.arange(n) - starts[member]
