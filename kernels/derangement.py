@@ -30,6 +30,10 @@ Consequences, each checked in ``tests/test_kernels_derangement.py``:
 
 Without ``keys`` the row index is the key (then the result is a function of the row order).
 
+``derange_apart(groups, blocks, ...)`` adds a constraint: no row takes its donor from its own *block* (the rotated
+copies of one question, which share its image and stem). It lays each group out block by block and shifts by the
+largest block (its docstring says why that is always a permutation that keeps blocks apart, when one exists).
+
 Speed, measured with ``time.perf_counter`` (``bench_derange``, warm, best of 3) on this project's 2-core CPU
 development machine (numba 0.68, numpy 2.4, idle): 1,000,000 items in 1,000 groups in 0.09 s; 5,000,000 items in
 1,000 groups in 0.53 s, in 1,000,000 groups in 0.56 s, in one group in 0.52 s (~9.5 M items/s; about two thirds
@@ -160,6 +164,59 @@ def derange(groups, seed: int, stream: int, keys=None) -> np.ndarray:
     else:  # sparse or huge group ids: exact lexicographic sort (group, rank, key, row)
         order = np.lexsort((keys, _ranks(keys, key_stream), groups)).astype(np.int64)
         _cycles(order, groups, donor)
+    return donor
+
+
+def derange_apart(groups, blocks, seed: int, stream: int, keys=None, block_keys=None) -> np.ndarray:
+    """``donor[i]`` (int64): a row of ``i``'s group in another *block* than ``i``'s, each group's donors a
+    permutation of the group; ``-1`` for every row of a group where no such permutation exists.
+
+    Blocks are rows that must never lend to each other: the rotated copies of one question (VLMEvalKit's circular
+    copies share its image and its stem, so a sibling's image or question is the item's own). A permutation that
+    keeps every row away from its block exists exactly when no block holds more than half of its group's rows (a
+    block of ``b`` rows needs ``b`` donors from the other ``n - b``).
+
+    How: the rows of a group are laid out block by block, blocks in a random order (rank keyed on ``block_keys``,
+    stream counter 1), rows within a block in a random order (rank keyed on ``keys``, counter 0, as ``derange``);
+    row ``j`` of that layout takes its donor from row ``j + M`` (cyclically), ``M`` the group's largest block.
+    A block is contiguous and at most ``M`` long, so ``j + M`` lies past its end, and with ``2 M <= n`` the wrap
+    cannot come back into it. Donors are therefore a permutation (a shift is one), never in the row's own block,
+    and a function of the identities only: permuting the input rows permutes the output the same way. Unlike
+    ``derange`` a donor is not uniform over all other rows: the copies of one question take their donors from the
+    next one or two questions of the layout. With every block a single row this is one random cycle through the
+    group, as in ``derange`` (not the same cycle: the ranks come from the block stream).
+
+    ``blocks``: integer block id per row (a block's rows compared within each group); ``block_keys``: 64-bit block
+    identities (default: the block ids), equal for the rows of one block.
+    """
+    groups = np.ascontiguousarray(groups, dtype=np.int64).reshape(-1)
+    blocks = np.ascontiguousarray(blocks, dtype=np.int64).reshape(-1)
+    n = groups.shape[0]
+    if blocks.shape[0] != n:
+        raise ValueError(f"blocks has {blocks.shape[0]} entries for {n} items")
+    keys = _as_keys(keys, n)
+    block_keys = _as_keys(blocks if block_keys is None else block_keys, n)
+    donor = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return donor
+    seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
+    row_rank = _ranks(keys, np.uint64(stream_key(seed_u, stream_u, np.uint64(0))))
+    block_rank = _ranks(block_keys, np.uint64(stream_key(seed_u, stream_u, np.uint64(1))))
+    order = np.lexsort((np.arange(n), keys, row_rank, blocks, block_rank, groups))
+    g = groups[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    # the largest block of each group: run lengths of (group, block) in the layout (a block is contiguous there)
+    gb = blocks[order]
+    runs = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (gb[1:] != gb[:-1])])
+    run_sizes = np.diff(np.r_[runs, n])
+    shift = np.maximum.reduceat(run_sizes, np.searchsorted(runs, starts)).astype(np.int64)
+    ok = 2 * shift <= sizes
+    member = np.repeat(np.arange(len(starts)), sizes)  # layout position -> its group's number
+    local = np.arange(n) - starts[member]
+    target = starts[member] + (local + shift[member]) % sizes[member]
+    fine = ok[member]
+    donor[order[fine]] = order[target[fine]]
     return donor
 
 

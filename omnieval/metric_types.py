@@ -48,6 +48,19 @@ def support_of(*parts: Support, n: int | None = None) -> Support:
     return joined if n is None else Support(n, joined.items)
 
 
+CLUSTER = "_cluster"
+"""Column of a prepared predictions frame naming each row's resampling unit (``cluster_of``)."""
+
+
+def cluster_of(frame: pl.DataFrame) -> pl.Expr:
+    """The bootstrap's resampling unit of each row: its ``group`` where set (the question an item is a copy of:
+    VLMEvalKit's circular copies of one question are drawn together), else its ``item_id`` (SPEC 2: all instances
+    of one base question are drawn together)."""
+    if "group" not in frame.columns:
+        return pl.col("item_id").alias(CLUSTER)
+    return pl.coalesce(pl.col("group").cast(pl.Utf8), pl.col("item_id")).alias(CLUSTER)
+
+
 MetricRow = tuple[str, str, np.ndarray, int | Support]
 """(metric, key, values over rows [data, resample 1, ..., resample R], support). The support is a ``Support`` (the
 rows and items behind the value); a plain int is read as ``n`` on all the unit's items (a spec written before

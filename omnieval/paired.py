@@ -41,6 +41,7 @@ from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.keyed import keyed_seed
 from omnieval.metric_registry import REGISTRY
+from omnieval.metric_types import CLUSTER
 from omnieval.metrics import metrics_table
 from omnieval.prediction_files import prepare
 from omnieval.unit_bootstrap import UNIT, protocol_rows, row_items
@@ -283,7 +284,7 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
         frame = spec.derive(frame)
     keys = pl.DataFrame([a.key, b.key], schema=list(UNIT), orient="row")
     frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
-        .filter(pl.col("item_id").is_in(common))
+        .filter(pl.col(CLUSTER).is_in(common))
     again = Collector()
     protocol_rows(frame, spec, resamples, seed, again)
     found = {u.key: u for u in again.units}

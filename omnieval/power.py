@@ -124,14 +124,16 @@ def _num(x) -> float | None:
 def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha: float = ALPHA,
                 power: float = POWER, correlation: float | None = None) -> pl.DataFrame:
     """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
-    comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out)."""
+    comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out).
+    The clusters are the bootstrap's (``metric_types.cluster_of``: the copies of one question are one)."""
+    from omnieval.metric_types import CLUSTER
     from omnieval.prediction_files import prepare
 
     frame = prepare(predictions).filter(pl.col("mode") != "open")
     valid = frame.filter("valid").with_columns(pl.col("correct").cast(pl.Float64))
-    per_cell = valid.group_by("protocol", "prompt", "split", "condition", "model", "item_id").agg(
+    per_cell = valid.group_by("protocol", "prompt", "split", "condition", "model", CLUSTER).agg(
         s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64))
-    pooled = valid.group_by("protocol", "prompt", "split", "model", "item_id").agg(
+    pooled = valid.group_by("protocol", "prompt", "split", "model", CLUSTER).agg(
         s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64)).with_columns(condition=pl.lit("all"))
     cells = pl.concat([per_cell, pooled.select(per_cell.columns)])
     order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
@@ -140,8 +142,8 @@ def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha
             cells.partition_by(["protocol", "prompt", "split", "condition"], as_dict=True).items(),
             key=lambda kv: (kv[0][:3], kv[0][3] != "all", kv[0][3])):
         models = sorted(g["model"].unique().to_list(), key=lambda m: order.get(m, len(order)))
-        s = g.pivot("model", index="item_id", values="s").select(models).to_numpy().astype(np.float64)
-        c = g.pivot("model", index="item_id", values="c").select(models).to_numpy().astype(np.float64)
+        s = g.pivot("model", index=CLUSTER, values="s").select(models).to_numpy().astype(np.float64)
+        c = g.pivot("model", index=CLUSTER, values="c").select(models).to_numpy().astype(np.float64)
         rows.append(_cell_row(protocol, prompt, split, key, s, c, models, correlation, alpha, power, effect))
     return table_of(rows)
 

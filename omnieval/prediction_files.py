@@ -21,6 +21,7 @@ import polars as pl
 
 from kernels.calibration import restricted_softmax
 from omnieval.metric_registry import REGISTRY, load_protocols
+from omnieval.metric_types import CLUSTER, cluster_of
 from omnieval.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
 from omnieval.store import StoredPath, readable, stored_path
 
@@ -62,7 +63,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
     casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
-    for column in ("anchor", "task", "subtask", "category", "error"):
+    for column in ("anchor", "task", "subtask", "category", "group", "error"):
         if column in frame.columns:
             casts[column] = pl.Utf8
     for column, dtype in casts.items():
@@ -206,7 +207,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
     choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
     and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
-    included, and counted in ``error_rate``."""
+    included, and counted in ``error_rate``. ``_cluster``: the row's resampling unit (``metric_types.cluster_of``)."""
     frame = frame.with_columns(**_error_flags(frame))
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
@@ -220,6 +221,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         has_conf=valid & pl.col("confidence").is_not_null(),
         conf_method=pl.col("confidence_method").fill_null("unknown"),
         mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"),
+        **{CLUSTER: cluster_of(frame)},
     )
 
 

@@ -84,7 +84,7 @@ class Prediction:
             "confidence": self.confidence, "confidence_method": self.confidence_method,
             "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
             "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
-            "selection_type": inst.selection_type, "answer_modality": inst.answer_modality,
+            "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,

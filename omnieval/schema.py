@@ -135,6 +135,9 @@ class Instance(Strict):
     label, shown right after its label (``A. <audio>``, ``B. <audio>``, ...); ``option_texts`` then hold short
     descriptions for logs and text matching. None when every option is plain text.
 
+    ``group``: the ``item_id`` of the question the item is a copy of (rotated options, ``spectrum.Item.group``);
+    the bootstrap draws a group's items together. None: the item is its own question.
+
     ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
@@ -161,6 +164,7 @@ class Instance(Strict):
     n_inputs: int | None = None
     selection_type: str | None = None
     answer_modality: str | None = None
+    group: str | None = None
     option_segments: list[Segment] | None = None
     evidence: dict[str, str | None] = Field(default_factory=dict)
 
@@ -195,6 +199,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("n_inputs", pa.int32()),
     ("selection_type", pa.string()),
     ("answer_modality", pa.string()),
+    ("group", pa.string()),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -217,7 +222,9 @@ Beyond SPEC 1.3: ``mode`` (``open`` for open-ended answers: ``choice`` is null t
 final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` /
 ``incorrect`` / ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the
 modalities it described (null for a direct model call), ``intermediate_text`` is a JSON object media path ->
-description, ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``)."""
+description, ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the
+question an item is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of
+``item_id``."""
 
 VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
 MODES: tuple[str, ...] = ("mcq", "open")

@@ -24,6 +24,9 @@ Tests (one row each in ``tests.csv``):
   same open answers (``comparison`` = ``a vs b``), exact McNemar on the answers both graded validly; estimate = a's
   accuracy minus b's. The pairs are answers, not items: a judge pair disagreeing systematically is what it detects.
 
+"Item" in the sign-flip tests is the resampling unit of the bootstrap (``metric_types.cluster_of``): the rotated
+copies of one question (``group``) are one unit, their differences averaged, so a flip moves them together.
+
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
 (statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
 Invalid predictions (null choice) and errored ones (``error`` set: never answered) are left out, as in every
@@ -42,6 +45,7 @@ import polars as pl
 
 from kernels.permutation import sign_flip_test
 from omnieval.keyed import keyed_seed
+from omnieval.metric_types import CLUSTER
 from omnieval.prediction_files import prepare, read_predictions
 from omnieval.store import local_folder
 
@@ -138,14 +142,15 @@ def permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list
     rows = []
     for (protocol, model, split), g in sorted(valid.partition_by(["protocol", "model", "split"],
                                                                  as_dict=True).items()):
-        wide = g.group_by(["item_id", "condition", "prompt"]).agg(pl.col("correct").cast(pl.Float64).mean()) \
-            .pivot("prompt", index=["item_id", "condition"], values="correct")
-        prompts = sorted(c for c in wide.columns if c not in ("item_id", "condition"))
+        wide = g.group_by([CLUSTER, "item_id", "condition", "prompt"]) \
+            .agg(pl.col("correct").cast(pl.Float64).mean()) \
+            .pivot("prompt", index=[CLUSTER, "item_id", "condition"], values="correct")
+        prompts = sorted(c for c in wide.columns if c not in (CLUSTER, "item_id", "condition"))
         if {"zs", "cot"} <= set(prompts):
             prompts = ["zs", "cot", *[p for p in prompts if p not in ("zs", "cot")]]
         for a, b in itertools.combinations(prompts, 2):
-            per_item = wide.drop_nulls([a, b]).group_by("item_id").agg((pl.col(b) - pl.col(a)).mean().alias("d"))
-            d = np.ascontiguousarray(per_item.sort("item_id")["d"].to_numpy(), dtype=np.float64)
+            per_item = wide.drop_nulls([a, b]).group_by(CLUSTER).agg((pl.col(b) - pl.col(a)).mean().alias("d"))
+            d = np.ascontiguousarray(per_item.sort(CLUSTER)["d"].to_numpy(), dtype=np.float64)
             stream = keyed_seed(0, "permutation", protocol, model, split, a, b)
             estimate, p = sign_flip_test(d, permutations, np.uint64(seed % 2**64), np.uint64(stream))
             rows.append(_row(protocol, model, f"{a}|{b}", split, "permutation", f"{b}_vs_{a}", estimate, estimate,
@@ -159,15 +164,17 @@ def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -
     rows = []
     for (protocol, prompt, split), g in sorted(valid.partition_by(["protocol", "prompt", "split"],
                                                                   as_dict=True).items()):
-        wide = g.group_by(["item_id", "condition", "model"]).agg(pl.col("correct").cast(pl.Float64).mean()) \
-            .pivot("model", index=["item_id", "condition"], values="correct")
-        models = sorted((c for c in wide.columns if c not in ("item_id", "condition")), key=order.__getitem__)
+        wide = g.group_by([CLUSTER, "item_id", "condition", "model"]) \
+            .agg(pl.col("correct").cast(pl.Float64).mean()) \
+            .pivot("model", index=[CLUSTER, "item_id", "condition"], values="correct")
+        models = sorted((c for c in wide.columns if c not in (CLUSTER, "item_id", "condition")),
+                        key=order.__getitem__)
         conditions = sorted(wide["condition"].unique().to_list())
         for a, b in itertools.combinations(models, 2):
             pair = wide.drop_nulls([a, b])
             for comparison in ["all", *conditions] if len(conditions) > 1 else ["all"]:
                 sel = pair if comparison == "all" else pair.filter(pl.col("condition") == comparison)
-                per_item = sel.group_by("item_id").agg((pl.col(a) - pl.col(b)).mean().alias("d")).sort("item_id")
+                per_item = sel.group_by(CLUSTER).agg((pl.col(a) - pl.col(b)).mean().alias("d")).sort(CLUSTER)
                 d = np.ascontiguousarray(per_item["d"].to_numpy(), dtype=np.float64)
                 if not len(d):
                     continue
@@ -202,8 +209,8 @@ def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
     for key, g in sorted(paired.partition_by(unit, as_dict=True).items()):
         for suffix, right, ok in columns:
             sel = g.filter(pl.col(ok)) if ok else g.filter(pl.col(right).is_not_null())
-            per_item = sel.group_by("item_id").agg(
-                (pl.col("mcq_correct") - pl.col(right).cast(pl.Float64)).mean().alias("d")).sort("item_id")
+            per_item = sel.group_by(CLUSTER).agg(
+                (pl.col("mcq_correct") - pl.col(right).cast(pl.Float64)).mean().alias("d")).sort(CLUSTER)
             d = np.ascontiguousarray(per_item["d"].to_numpy(), dtype=np.float64)
             if not len(d):
                 continue

@@ -1,6 +1,8 @@
 """One unit (model x prompt x split): per-item cell matrix -> one clustered bootstrap pass -> metric rows with CIs.
 
-Items (``item_id``) are the resampling clusters. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples
+Items are the resampling clusters: the ``_cluster`` column of a prepared frame (``metric_types.cluster_of``: an
+item's ``group`` where set, so that the rotated copies of one question are drawn together, else its ``item_id``);
+"item" below means such a cluster. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples
 items and yields every cell's resampled sum and count at once; row 0 is the data itself. The protocol's metric
 function runs once on all rows (vectorised over the resample axis), so adding a metric never adds a pass. ECE and
 RC-AUC, which depend on the ranking of instances rather than on cell means, are evaluated on the same resamples' item
@@ -22,7 +24,7 @@ import polars as pl
 from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted
 from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CellFamily, Cells, MetricRow, ProtocolMetrics, Support
+from omnieval.metric_types import CLUSTER, CellFamily, Cells, MetricRow, ProtocolMetrics, Support, cluster_of
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -45,7 +47,7 @@ class UnitData:
     sums: np.ndarray  # (items, cells)
     counts: np.ndarray  # (items, cells)
     calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (item, conf, correct)
-    item_ids: tuple[str, ...] = ()  # sorted: row i of ``sums`` is item ``item_ids[i]``
+    item_ids: tuple[str, ...] = ()  # sorted resampling clusters: row i of ``sums`` is ``item_ids[i]``
 
 
 def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
@@ -69,10 +71,13 @@ def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFr
 
 
 def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
-    """Split a prepared protocol frame into units with their per-item cell matrices (items sorted by item_id)."""
-    frame = frame.with_columns(_item=(pl.col("item_id").rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    """Split a prepared protocol frame into units with their per-item cell matrices (one row per resampling
+    cluster, sorted by its id)."""
+    if CLUSTER not in frame.columns:
+        frame = frame.with_columns(cluster_of(frame))
+    frame = frame.with_columns(_item=(pl.col(CLUSTER).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
     sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1,
-                                           ids=pl.col("item_id").unique().sort())
+                                           ids=pl.col(CLUSTER).unique().sort())
     cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
     calib: dict[tuple, pl.DataFrame] = {}
     if spec.calibration:

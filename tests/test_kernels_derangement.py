@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from kernels.derangement import derange
+from kernels.derangement import derange, derange_apart
 from kernels.rng import draw64, stream_key
 
 
@@ -161,3 +161,72 @@ def test_small_groups_exhaustively():
     for n in range(1, 7):
         for layout in itertools.product(range(3), repeat=n):
             check_derangement(np.array(layout), derange(np.array(layout), n, 0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# derange_apart: donors never from the row's own block (the copies of one question)
+# ---------------------------------------------------------------------------------------------------------------
+
+def check_apart(groups: np.ndarray, blocks: np.ndarray, donor: np.ndarray) -> None:
+    """Plain Python: per group, either no permutation can keep blocks apart (a block over half the group) and
+    every entry is -1, or the donors are a permutation of the group with no row in its own block."""
+    members = collections.defaultdict(list)
+    for i, g in enumerate(groups.tolist()):
+        members[g].append(i)
+    for idx in members.values():
+        largest = max(collections.Counter(int(blocks[i]) for i in idx).values())
+        if 2 * largest > len(idx):
+            assert all(donor[i] == -1 for i in idx)
+            continue
+        got = [int(donor[i]) for i in idx]
+        assert sorted(got) == sorted(idx), "donors are not a permutation of the group"
+        assert all(blocks[d] != blocks[i] for d, i in zip(got, idx, strict=True)), "a row borrows from its block"
+
+
+@pytest.mark.parametrize("n, n_groups, n_blocks", [(2, 1, 2), (10, 2, 4), (36, 4, 12), (3_000, 7, 900),
+                                                   (500, 1, 3), (400, 20, 399)])
+def test_apart_donors_are_a_permutation_outside_the_block(n, n_groups, n_blocks):
+    rng = np.random.default_rng(n + n_blocks)
+    groups = rng.integers(0, n_groups, n)
+    blocks = rng.integers(0, n_blocks, n)
+    for seed, stream in [(0, 0), (5, 9), (2**63 + 1, 2**64 - 3)]:
+        check_apart(groups, blocks, derange_apart(groups, blocks, seed, stream))
+
+
+def test_apart_small_layouts_exhaustively():
+    """Every layout of up to 6 rows in up to 2 groups and 3 blocks: a valid donor whenever one can exist."""
+    for n in range(1, 7):
+        for groups in itertools.product(range(2), repeat=n):
+            for blocks in itertools.product(range(3), repeat=n):
+                g, b = np.array(groups), np.array(blocks)
+                check_apart(g, b, derange_apart(g, b, n, 1))
+
+
+def test_apart_is_free_of_the_row_order_and_keyed_on_identities():
+    rng = np.random.default_rng(7)
+    n = 600
+    groups = rng.integers(0, 3, n)
+    question = rng.integers(0, 150, n)
+    keys = rng.choice(2**62, size=n, replace=False).astype(np.uint64)
+    block_keys = (question * 7919 + 3).astype(np.uint64)
+    donor = derange_apart(groups, question, 4, 2, keys, block_keys)
+    perm = rng.permutation(n)
+    # rows permuted and the block ids renumbered (only the block keys give the order): the same donor identities
+    shuffled = derange_apart(groups[perm], 1000 - question[perm], 4, 2, keys[perm], block_keys[perm])
+    assert {int(keys[i]): int(keys[donor[i]]) for i in range(n)} == \
+        {int(keys[perm][j]): int(keys[perm][shuffled[j]]) for j in range(n)}
+    assert not np.array_equal(donor, derange_apart(groups, question, 5, 2, keys, block_keys))
+
+
+def test_apart_with_single_row_blocks_is_one_random_cycle():
+    donor = derange_apart(np.zeros(40, dtype=np.int64), np.arange(40), 3, 4)
+    seen, i = [], 0
+    for _ in range(40):
+        seen.append(i)
+        i = int(donor[i])
+    assert i == 0 and sorted(seen) == list(range(40))
+
+
+def test_apart_refuses_mismatched_lengths():
+    with pytest.raises(ValueError, match="blocks has 2 entries for 3 items"):
+        derange_apart(np.zeros(3), np.zeros(2), 0, 0)

@@ -592,6 +592,8 @@ def handmade_metrics() -> pl.DataFrame:
                    "random": 0.25}
             for condition, v in acc.items():
                 add("spectrum", model, "accuracy", scope + condition, v, v - 0.05, v + 0.05)
+                # rotated copies of each question: CircularEval is at most the accuracy
+                add("spectrum", model, "circular_accuracy", scope + condition, 0.7 * v, 0.7 * v - 0.05, 0.7 * v + 0.05)
             add("spectrum", model, "chance", scope.rstrip("/"), 0.25, None, None)
             for m in ("image", "text"):
                 gain = acc[f"{m}_only"] - 0.25
@@ -633,6 +635,13 @@ def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
                   if c["attrs"]["data-metric"] == "dependency"}
     assert dependency[("ensemble", "image-intra+text-intra")] == "image-intra+text-intra"
     assert dependency[("m-text", "maps/image-intra")] == "image-intra"
+    # circular accuracy: overall keys in the main table, category keys in the per-category table
+    circular = {t["attrs"].get("data-table"): {c["attrs"]["data-key"] for r in t["rows"] for c in r
+                                               if c["attrs"].get("data-metric") == "circular_accuracy"}
+                for t in page.tables}
+    assert circular["spectrum"] == {"normal", "image_only", "text_only", "random"}
+    assert circular["spectrum-category"] == {f"{s}/{c}" for s in ("charts", "maps")
+                                             for c in ("normal", "image_only", "text_only", "random")}
     other = next(t for t in page.tables if t["attrs"].get("data-table") == "other")
     assert {c["attrs"]["data-metric"] for r in other["rows"] for c in r if "data-metric" in c["attrs"]} == \
         {"a_future_metric"}

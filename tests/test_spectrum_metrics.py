@@ -189,3 +189,41 @@ def test_ensemble_matches_per_prompt_and_only_with_two_models():
     assert set(single["model"]) == {"m1"}
     named = [{**r, "model": "ensemble"} if r["model"] == "m3" else r for r in vote_rows()]
     assert sorted(set(metrics_table(frame(named), resamples=0)["model"])) == ["ensemble", "m1", "m2"]
+
+
+# CircularEval on a hand-made table: g1 = a, a2; g2 = b, b2, b3; c alone. Invalid answers count as wrong, errored
+# rows (never answered) leave their question's verdict to the answered copies.
+CIRCULAR = {            # a    a2   b    b2    b3     c
+    "normal":          ("A", "A", "A", None, "A", "A"),
+    "text_only":       ("A", "B", "A", "A", "err", "B"),
+}
+GROUP = {"a": "g1", "a2": "g1", "b": "g2", "b2": "g2", "b3": "g2", "c": None}
+
+
+def circular_rows(with_groups=True):
+    out = []
+    for condition, choices in CIRCULAR.items():
+        for item, choice in zip(GROUP, choices, strict=True):
+            r = row("m1", item, condition, None if choice == "err" else choice, category="x")
+            out.append({**r, "group": GROUP[item] if with_groups else None,
+                        "error": "engine error: timeout" if choice == "err" else None})
+    return out
+
+
+def test_circular_accuracy_by_hand():
+    table = metrics_table(frame(circular_rows()).with_columns(pl.col("group").cast(pl.Utf8),
+                                                              pl.col("error").cast(pl.Utf8)), resamples=0)
+    got = table_of(table, "m1")
+    # normal: g1 both right, g2 has an invalid copy, c right -> 2 of 3 questions
+    assert got[("circular_accuracy", "normal")] == (pytest.approx(2 / 3), 3)
+    # text_only: g1 a2 wrong, g2 right on its answered copies (b3 errored), c wrong -> 1 of 3
+    assert got[("circular_accuracy", "text_only")] == (pytest.approx(1 / 3), 3)
+    assert got[("circular_accuracy", "x/normal")] == (pytest.approx(2 / 3), 3)
+    assert got[("accuracy", "normal")] == (1.0, 5) and got[("accuracy", "text_only")] == (pytest.approx(3 / 5), 5)
+    assert set(table["n_items"]) == {3}  # questions, not the six items
+
+
+def test_no_circular_accuracy_without_copies():
+    table = metrics_table(frame(circular_rows(with_groups=False)).with_columns(
+        pl.col("group").cast(pl.Utf8), pl.col("error").cast(pl.Utf8)), resamples=0)
+    assert "circular_accuracy" not in set(table["metric"]) and set(table["n_items"]) == {6}

@@ -226,6 +226,53 @@ def test_lone_item_in_its_category_errors_or_is_pooled():
     assert {by_id[d].category for d in donors} <= {"x"}
 
 
+def copies_of(items, sizes):
+    """Circular copies as VLMEvalKit lays them out: question j of ``items`` asked ``sizes[j]`` times, the copies
+    with the same media and stem, ids ``<id>+<k>`` and ``group`` = the original's id."""
+    out = []
+    for it, size in zip(items, sizes, strict=True):
+        out.append(it.model_copy(update={"group": it.item_id}))
+        out += [it.model_copy(update={"item_id": f"{it.item_id}+{k}", "group": it.item_id}) for k in range(1, size)]
+    return out
+
+
+def test_copies_of_one_question_never_lend_to_each_other():
+    items = copies_of(make_items(6, categories=("x", "y")), [4, 3, 2, 4, 3, 2])
+    by_id = {it.item_id: it for it in items}
+    for options in (Options(), Options(donor_within=["category"]), Options(text_unit="question+options",
+                                                                           singletons="pool")):
+        for seed in range(3):
+            instances = spectrum.expand_all(items, None, seed, options)
+            for inst in instances:
+                swapped = spectrum.replaced(inst.condition, ("image", "text"))
+                for modality, source in shown(inst).items():  # media paths and stems name the original
+                    assert (source == by_id[inst.item_id].group) == (modality not in swapped), inst.instance_id
+            for condition in ("image_only", "text_only"):  # every image still shown once per copy
+                seen = sorted(shown(i)["image"] for i in instances if i.condition == condition)
+                assert seen == sorted(it.group for it in items)
+
+
+def test_a_donor_group_of_one_questions_copies_errors_or_is_pooled():
+    items = copies_of(make_items(5, categories=("x", "x", "y", "y", "z")), [2, 2, 2, 2, 3])  # z: one question
+    with pytest.raises(InputError, match="3 of the 3 items .* copies of question 'q004'") as err:
+        spectrum.expand_all(items, None, 0, Options(donor_within=["category"]))
+    assert err.value.item == "q004" and err.value.field == "protocol_options.donor_within"
+    # y with 3 copies of q002 and 2 of q003: more than half are one question's, so some copy would borrow its own
+    uneven = copies_of(make_items(4, categories=("x", "x", "y", "y")), [2, 2, 3, 2])
+    with pytest.raises(InputError, match="3 of the 5 items .* copies of question 'q002'") as err:
+        spectrum.expand_all(uneven, None, 0, Options(donor_within=["category"]))
+    assert err.value.item == "q002"
+    pooled = spectrum.expand_all(items, None, 0, Options(donor_within=["category"], singletons="pool"))
+    by_id = {it.item_id: it for it in items}
+    for inst in pooled:
+        if inst.condition != "normal":
+            assert shown(inst)["image" if inst.condition == "text_only" else "text"] != by_id[inst.item_id].group
+    lopsided = copies_of(make_items(1), [3]) + copies_of(make_items(1, prefix="r"), [1])
+    with pytest.raises(InputError, match="mostly copies of question 'q000'") as err:  # nothing to pool with
+        spectrum.expand_all(lopsided, None, 0, Options(singletons="pool"))
+    assert err.value.item == "q000" and err.value.field == "split"
+
+
 def test_question_plus_options_needs_a_donor_with_the_same_option_count():
     items = make_items(5, n_options=(4, 4, 4, 4, 3))  # q004 is the only 3-option item
     spectrum.expand_all(items, None, 0)  # options stay with the item: any donor will do

@@ -20,7 +20,17 @@ as letter columns ``A``, ``B``, .. (trailing empty ones dropped), ``choice_a``..
 ``choices`` (also a string holding a Python list, as MMMU stores them); the answer as a label (``"B"``), a 0-based
 index (an integer, or digits when no option reads the same), an option text, or a ``ClassLabel`` id (its names come
 from the Hugging Face features metadata); the image as Hugging Face stores an ``Image`` feature (``{bytes, path}``),
-raw bytes, base64 text, or a path (relative to the source file's folder). Multi-image rows are refused.
+raw bytes, base64 text, or a path (relative to the source file's folder). Multi-image rows are refused. The
+item's ``category`` from ``category``, its ``task`` from ``l2-category`` (MMBench's second-level ability) when
+present.
+
+**Circular copies.** VLMEvalKit's MMBench-style files hold each question once per rotation of its options, the
+copies at ``index + k * 1,000,000`` with their image cell naming the original row (``omnieval.datasets.circular``).
+When an ``index`` column has that layout, every item gets ``group`` = the original's id: the copies of a question
+are one resampling unit, never each other's spectrum donors, and ``circular_accuracy`` (VLMEvalKit's CircularEval)
+scores them together. A copy must be its original with the options reordered (same question, same option texts,
+the same correct option), else an ``InputError`` names its row and the field. The picture is decoded and written
+once and shared by every copy.
 
 **Splits.** A row's split comes from its shard name or ``save_to_disk`` split folder, else from a ``split``
 column, else it is ``all``. A split none of whose rows has an answer (MMBench's ``test``: its answers are withheld,
@@ -52,6 +62,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.circular import question_groups
 from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
 from omnieval.datasets.release_media import is_inside
 from omnieval.protocols.spectrum import Item
@@ -78,6 +89,7 @@ class Columns:
     split: str | None = "split"
 
     ID_NAMES = ("index", "id", "question_id", "qid", "sample_id")
+    TASK_NAMES = ("l2-category",)  # MMBench's second-level ability, above its ``category``
     OPTION_LISTS = ("options", "choices")
     IMAGE_NAMES = ("image", "img", "image_path", "image_1")
 
@@ -85,13 +97,15 @@ class Columns:
 @dataclass
 class Converted:
     """What ``convert_mcq`` wrote: the folder, the item count per split, the distinct images, the rows skipped
-    (no image), and the splits skipped for having no answers with their row counts."""
+    (no image), the splits skipped for having no answers with their row counts, and the number of questions when
+    circular copies were grouped (None without copies: every item is its own question)."""
 
     out: Path
     splits: dict[str, int]
     n_media: int
     skipped: list[str] = field(default_factory=list)
     skipped_splits: dict[str, int] = field(default_factory=dict)
+    n_questions: int | None = None
 
     @property
     def n_items(self) -> int:
@@ -100,7 +114,9 @@ class Converted:
     def summary(self) -> str:
         parts = ", ".join(f"{s}: {n}" for s, n in self.splits.items())
         skipped = f"; skipped {len(self.skipped)} rows without an image" if self.skipped else ""
-        return f"wrote {self.n_items} items ({parts}) and {self.n_media} images to {self.out}{skipped}"
+        copies = (f" (circular copies of {self.n_questions} questions, each one resampling unit)"
+                  if self.n_questions is not None else "")
+        return f"wrote {self.n_items} items ({parts}){copies} and {self.n_media} images to {self.out}{skipped}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -423,19 +439,24 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
         counts: dict[str, int] = {}
         for item in items:
             counts[item.split] = counts.get(item.split, 0) + 1
+        n_questions = len({(it.split, it.question_id) for it in items}) if any(it.group for it in items) else None
         meta = {"name": bench_name, "protocol": "spectrum", "source": str(source), "format": kind,
                 "n_items": len(items), "splits": counts, "generator": "omnieval.datasets.mcq"}
         if skipped_splits:
             meta["skipped_splits"] = skipped_splits
+        if n_questions is not None:
+            meta["n_questions"] = n_questions
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return Converted(out=out, splits=counts, n_media=len(media.written), skipped=skipped,
-                     skipped_splits=skipped_splits)
+                     skipped_splits=skipped_splits, n_questions=n_questions)
 
 
 def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
     record = row.record
     id_col = _pick(record, columns.id, Columns.ID_NAMES)
-    ident = _text(record[id_col]) if id_col and not _missing(record[id_col]) else str(row.number)
+    if id_col and _missing(record[id_col]):
+        id_col = None  # the row number stands in
+    ident = _text(record[id_col]) if id_col else str(row.number)
     where = f"{ident} (row {row.number})"
     image_col = _pick(record, columns.image, Columns.IMAGE_NAMES)
     try:
@@ -456,18 +477,20 @@ def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _M
     except _RowError as exc:
         raise InputError(str(exc), file=row.file, item=where, field=exc.column) from None
     category_col = columns.category if columns.category in record else None
-    task_col = columns.task if columns.task and columns.task in record else None
-    return {"_id": ident, "_image": image, "_image_col": image_col, "_split": _row_split(row, columns),
-            "question": question, "options": options, "answer": answer,
+    task_col = _pick(record, columns.task, Columns.TASK_NAMES)
+    return {"_id": ident, "_id_col": id_col, "_image": image, "_image_col": image_col,
+            "_split": _row_split(row, columns), "question": question, "options": options, "answer": answer,
             "category": _text(record[category_col]) if category_col and not _missing(record[category_col]) else None,
             "task": _text(record[task_col]) if task_col and not _missing(record[task_col]) else None}
 
 
 def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, str], bench_name: str) -> list[Item]:
-    """Resolve image references, make ids unique (split-prefixed when there are several splits), validate."""
+    """Resolve image references, group circular copies, make ids unique (split-prefixed when there are several
+    splits), validate."""
     several = len({c["_split"] for _, c in records}) > 1
+    groups = question_groups(records)
     items, seen = [], {}
-    for row, c in records:
+    for (row, c), group in zip(records, groups, strict=True):
         where = f"{c['_id']} (row {row.number})"
         image = c["_image"]
         if image.startswith("ref:"):
@@ -485,7 +508,8 @@ def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, st
         try:
             items.append(Item(item_id=item_id, benchmark=bench_name, split=c["_split"], question=c["question"],
                               options=c["options"], answer=c["answer"], media={"image": image},
-                              category=c["category"], task=c["task"]))
+                              category=c["category"], task=c["task"],
+                              group=None if group is None else f"{c['_split']}/{group}" if several else group))
         except ValidationError as exc:
             err = exc.errors()[0]
             raise InputError(err["msg"], file=row.file, item=where,

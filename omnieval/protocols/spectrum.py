@@ -23,6 +23,12 @@ target label exists among the options shown. A group of one item cannot be deran
 (default) raises an ``InputError`` naming the item; ``"pool"`` pools such items of one benchmark and split into a
 group of their own (joined to the smallest other group when alone), relaxing ``donor_within`` only for them.
 
+**Copies of one question** (``Item.group``: VLMEvalKit's circular copies, the same image and stem with the options
+rotated) are never each other's donors: a sibling's image is the item's own, so an "image replaced" instance would
+show the item's own image. Donors then come from ``kernels.derangement.derange_apart`` (still a permutation of the
+donor group, never the item's own question); a donor group where one question holds more than half of the items
+cannot be deranged that way and is treated like a lone item (error, or pooled).
+
 The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...).
 Instances carry ``evidence`` for the simulated engine: each modality supports the target when shown from the item
 itself and nothing (None) when shown from a donor, and each joint percept of two or more modalities (``image+text``)
@@ -45,8 +51,8 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CellFamily, ProtocolMetrics
+from omnieval.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
+from omnieval.protocols.spectrum_donors import donors
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict
 
 NAME = "spectrum"
@@ -65,6 +71,10 @@ class Item(Strict):
     ``answer`` is the correct option's **label**: ``"A"`` for the first of ``options``, ``"B"`` for the second, and
     so on (loaders of other formats convert indices and answer texts to labels). ``media`` maps each media modality
     to a path relative to the benchmark folder; the question is the text modality.
+
+    ``group``: the ``item_id`` of the question this item is a copy of (VLMEvalKit's circular copies: the same
+    question with its options rotated). Items of one group (an item without one is its own) are one question: never
+    each other's donors, one resampling unit of the bootstrap, and scored together by ``circular_accuracy``.
     """
 
     item_id: ItemId
@@ -76,6 +86,7 @@ class Item(Strict):
     media: dict[Literal["image", "video", "audio"], str] = Field(min_length=1)
     category: str | None = None
     task: str | None = None
+    group: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _answer_is_a_label(self) -> Item:
@@ -89,6 +100,11 @@ class Item(Strict):
     def modalities(self) -> tuple[str, ...]:
         """The item's modalities in canonical order, text last."""
         return (*(m for m in MEDIA if m in self.media), "text")
+
+    @property
+    def question_id(self) -> str:
+        """The question this item is (a copy of): its ``group``, else its own id."""
+        return self.group or self.item_id
 
 
 class Options(Strict):
@@ -162,74 +178,6 @@ def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Donors
-# ---------------------------------------------------------------------------------------------------------------
-
-def donor_groups(items: Sequence[Item], options: Options, *, file: str | Path | None = None) -> list[tuple]:
-    """The donor group of each item: ``(benchmark, split, n_options if it must match, soft keys)``, after pooling
-    singletons when configured. Raises ``InputError`` naming a lone item otherwise."""
-    hard_options = options.text_unit == "question+options"
-
-    def hard(it: Item) -> tuple:
-        return (it.benchmark, it.split, len(it.options) if hard_options else None)
-
-    def soft(it: Item) -> tuple:
-        return (it.category if "category" in options.donor_within else None,
-                len(it.options) if "n_options" in options.donor_within else None)
-
-    groups = [(*hard(it), soft(it)) for it in items]
-    members: dict[tuple, list[int]] = {}
-    for i, g in enumerate(groups):
-        members.setdefault(g, []).append(i)
-    lone = [idx[0] for idx in members.values() if len(idx) == 1]
-    if lone and options.singletons == "error":
-        it = items[min(lone, key=lambda i: items[i].item_id)]
-        shared = [*(["option count"] if hard_options or "n_options" in options.donor_within else []),
-                  *(["category"] if "category" in options.donor_within else [])]
-        alike = f" with its {' and '.join(shared)}" if shared else ""
-        fix = "drop donor_within" if options.donor_within else "use text_unit: question"
-        raise InputError(f"no donor for this item: it is the only item of benchmark {it.benchmark!r} split "
-                         f"{it.split!r}{alike}; set protocol_options singletons: pool, or {fix}", file=file,
-                         item=it.item_id,
-                         field=f"protocol_options.{'donor_within' if options.donor_within else 'text_unit'}")
-    by_hard: dict[tuple, list[int]] = {}
-    for i in lone:
-        by_hard.setdefault(groups[i][:3], []).append(i)
-    for key, idx in by_hard.items():
-        pooled = (*key, ("<pooled>",))
-        if len(idx) == 1:
-            others = sorted((len(v), repr(g)) for g, v in members.items() if g[:3] == key and len(v) > 1)
-            if not others:
-                it = items[idx[0]]
-                raise InputError("no donor for this item: it is the only item of its benchmark and split"
-                                 + (" with its option count" if hard_options else ""),
-                                 file=file, item=it.item_id, field="options" if hard_options else "split")
-            pooled = next(g for g, v in members.items() if repr(g) == others[0][1])
-        for i in idx:
-            groups[i] = pooled
-    return groups
-
-
-def donors(items: Sequence[Item], seed: int, options: Options, *,
-           file: str | Path | None = None) -> dict[str, np.ndarray]:
-    """``modality -> donor index per item`` (positions in ``items``), one independent derangement per modality."""
-    from kernels.derangement import derange
-
-    groups = donor_groups(items, options, file=file)
-    codes = {g: c for c, g in enumerate(sorted(set(groups), key=repr))}
-    group_ids = np.array([codes[g] for g in groups], dtype=np.int64)
-    keys = np.array([keyed_seed(0, NAME, it.item_id) for it in items], dtype=np.uint64)
-    modalities = items[0].modalities if items else ()
-    out = {}
-    for m in modalities:
-        donor = derange(group_ids, seed, keyed_seed(0, NAME, "donor", m), keys)
-        if (donor < 0).any():  # donor_groups already pooled or refused lone items
-            raise AssertionError("derangement left an item without a donor")
-        out[m] = donor
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Items -> instances
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -254,7 +202,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         benchmark=item.benchmark, split=item.split, condition=condition,
         segments=[Segment(kind="media", modality=m, path=sources[m].media[m]) for m in modalities if m != "text"],
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
-        target=item.answer, task=item.task, category=item.category,
+        target=item.answer, task=item.task, category=item.category, group=item.group,
         evidence=evidence(modalities, swapped, item.answer),
     )
 
@@ -373,6 +321,10 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
     n = {c: cells.support(f"{prefix}acc", *scope, c) for c in acc}
     for c in acc:
         yield "accuracy", key(c), acc[c], n[c]
+    circ = f"{prefix}circ"
+    for c in ALL_CONDITIONS:
+        if cells.has(circ, *scope, c):
+            yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.n(circ, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
     gains = intra(acc)
@@ -450,9 +402,32 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
     return out.drop("_won", "_rank").select(frame.columns)
 
 
+def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``circular_accuracy``'s cells (VLMEvalKit's CircularEval): per model, prompt, split, mode, question (the
+    resampling cluster: an item's ``group``, else the item) and condition, ``_circ`` = 1 when every answered copy is
+    correct (an invalid answer is not), set on one row of the question (``_circ_ok``). A question none of whose
+    copies was answered (all errored) has no value. Only units where some question has two or more copies get the
+    cells: elsewhere the metric would be plain accuracy under another name."""
+    if CLUSTER not in frame.columns:
+        frame = frame.with_columns(cluster_of(frame))
+    unit = [c for c in ("model", "prompt", "split", "mode") if c in frame.columns]
+    question = [*unit, CLUSTER, "condition"]
+    answered = pl.col("answered") if "answered" in frame.columns else pl.lit(True)
+    frame = frame.with_columns(
+        _circ=pl.col("correct").filter(answered).all().over(question).cast(pl.Float64),
+        _circ_answered=answered.any().over(question),
+        _circ_first=pl.int_range(pl.len()).over(question) == 0,
+        _circ_copies=pl.col("item_id").n_unique().over([*unit, CLUSTER]) > 1,
+    )
+    return frame.with_columns(
+        _circ_ok=pl.col("_circ_first") & pl.col("_circ_answered") & pl.col("_circ_copies").any().over(unit),
+    ).drop("_circ_answered", "_circ_first", "_circ_copies")
+
+
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """Add the ensemble's rows when two or more models are present (and no model is already called
-    ``ensemble``), then ``1 / n_options`` for ``chance`` where the input has the option count."""
+    ``ensemble``), then ``1 / n_options`` for ``chance`` where the input has the option count, then the
+    ``circular_accuracy`` cells (``circular_columns``)."""
     models = frame["model"].unique().to_list()
     if ENSEMBLE not in models and len(models) >= 2:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
@@ -460,13 +435,14 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
-    return frame
+    return circular_columns(frame)
 
 
 def _families():
     out = []
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
+        out.append(CellFamily(f"{prefix}circ", "_circ", "_circ_ok", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
     out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)

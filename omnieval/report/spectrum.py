@@ -1,7 +1,8 @@
 """Report section of protocol ``spectrum`` (SPEC section 5): per benchmark (run and split) the accuracy with every
-modality, with one modality only, with all shuffled (random) and without one, against chance; the intra / inter
-gains, perceptual scores and the dependency label, overall and per category; plot: the spectrum scatter (what one
-modality alone buys over random against what the text alone buys)."""
+modality, with one modality only, with all shuffled (random) and without one, against chance; where a benchmark
+holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the intra /
+inter gains, perceptual scores and the dependency label, overall and per category; plot: the spectrum scatter (what
+one modality alone buys over random against what the text alone buys)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from omnieval.report.tables import Col, MetricView, error_cols, series_label
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
-SCOPED_LEAF = ("accuracy", "intra", "perceptual_score", "dependency")
+SCOPED_LEAF = ("accuracy", "circular_accuracy", "intra", "perceptual_score", "dependency")
 SCOPE_ONLY = ("chance", "inter")
 
 
@@ -27,8 +28,8 @@ def split_key(metric: str, key: str) -> tuple[str, str]:
     return "", key
 
 
-def _conditions(view: MetricView) -> list[str]:
-    present = set(view.leaves("accuracy", lambda s: True))
+def _conditions(view: MetricView, metric: str = "accuracy") -> list[str]:
+    present = set(view.leaves(metric, lambda s: True))
     order = ["normal", *(f"{m}_only" for m in MODALITIES), "random", *(f"no_{m}" for m in MODALITIES)]
     return [c for c in order if c in present] + sorted(present - set(order))
 
@@ -41,6 +42,8 @@ def _modalities(view: MetricView, metric: str) -> list[str]:
 def _columns(view: MetricView) -> list[Col]:
     cols = [Col(c.replace("_", " "), "accuracy", c, group="accuracy") for c in _conditions(view)]
     cols.append(Col("chance", "chance", "", group="accuracy"))
+    cols += [Col(c.replace("_", " "), "circular_accuracy", c, group="circular accuracy: every rotation right")
+             for c in _conditions(view, "circular_accuracy")]
     cols += [Col(m, "intra", m, group="intra: m alone over random", scale="div") for m in _modalities(view, "intra")]
     cols.append(Col("inter", "inter", "", group="", scale="div",
                     title="accuracy[normal] - max over m of accuracy[m only]"))
