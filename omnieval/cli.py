@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run one evaluation from a YAML config")
     p.add_argument("config", help="YAML run config: benchmark, output, models (format: README, 'A run config'; "
-                                  "every field in omnieval/config.py RunConfig)")
+                                  "every field: docs/runs.md)")
     p.add_argument("--out", help="override the config's output directory")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--overwrite", action="store_true",
