@@ -62,6 +62,17 @@ def _questions(text: str) -> int:
     return _bounded(1, len(QUESTIONS))(text)
 
 
+def _colours(low: int):
+    """A count of distinct synthetic creatures (anchors, entities): one colour each, so at most the colours there
+    are."""
+    def parse(text: str) -> int:
+        from omnieval.datasets.synthetic import COLOURS
+
+        return _bounded(low, len(COLOURS))(text)
+
+    return parse
+
+
 def _run(args: argparse.Namespace) -> int:
     from omnieval.config import load_run_config
     from omnieval.pipeline import run_evaluation
@@ -252,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run one evaluation from a YAML config")
     p.add_argument("config", help="YAML run config: benchmark, output, models (format: README, 'A run config'; "
-                                  "every field in omnieval/config.py RunConfig)")
+                                  "every field: docs/runs.md)")
     p.add_argument("--out", help="override the config's output directory")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--overwrite", action="store_true",
@@ -331,10 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--protocol", default=next(iter(SYNTHETIC_BUILDERS)), choices=list(SYNTHETIC_BUILDERS),
                    help="the protocol whose synthetic benchmark to write")
-    s.add_argument("--entities", type=int, default=6,
-                   help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities)")
-    s.add_argument("--items", type=int, default=48, help="spectrum: items (at least 8)")
-    s.add_argument("--anchors", type=int, default=4, help="anchors per split (paper scale: 27)")
+    s.add_argument("--entities", type=_colours(4), default=6,
+                   help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities); "
+                        "4..30")
+    s.add_argument("--items", type=_bounded(8), default=48, help="spectrum: items (at least 8)")
+    s.add_argument("--anchors", type=_colours(2), default=4, help="anchors per split, 2..30 (paper scale: 27)")
     s.add_argument("--questions", type=_questions, default=2, help="questions per anchor, 1..12 (paper scale: ~9.4)")
     s.add_argument("--question-jitter", action="store_true",
                    help="vary the questions per anchor around --questions (paper scale: 10 with jitter ~ 9.6)")

@@ -245,6 +245,9 @@ def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: in
     ``batch_size``): the rows come back with the result columns."""
     from ray.data import ActorPoolStrategy
 
+    from omnieval.ray_notices import absorb_restart_notice
+
+    absorb_restart_notice()  # Ray's false alarm about the pools' restarts, spent before the first pool starts
     if media is not None:
         ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
                             batch_size=decode_batch_size, num_cpus=0.25)

@@ -20,6 +20,10 @@ from omnieval.cli import main
 @pytest.mark.parametrize("argv, message", [
     (["models", "tiny", "--arch", "llama", "--out", "x"], "invalid choice: 'llama' (choose from"),
     (["datasets", "synth", "--questions", "40", "--out", "x"], "argument --questions: must be in 1..12"),
+    (["datasets", "synth", "--protocol", "crossmodal", "--entities", "2", "--out", "x"],
+     "argument --entities: must be in 4..30"),
+    (["datasets", "synth", "--anchors", "31", "--out", "x"], "argument --anchors: must be in 2..30"),
+    (["datasets", "synth", "--protocol", "spectrum", "--items", "4", "--out", "x"], "argument --items: must be >= 8"),
     (["metrics", "p.parquet", "--out", "m", "--resamples", "0"], "argument --resamples: must be >= 1"),
 ])
 def test_bad_arguments_give_one_line_and_no_traceback(argv, message, capsys, tmp_path, monkeypatch):
