@@ -94,15 +94,14 @@ def chunks(source: ExpansionSource) -> list[tuple[int, int]]:
 
 
 def expand_chunk(source: ExpansionSource, start: int, stop: int) -> Iterator[pa.Table | ChunkSummary]:
-    """The blocks of one chunk's instances, then its summary."""
+    """The blocks of one chunk's instances (items ``start:stop`` of ``source.bench.items``), then its summary."""
+    yield from _expand_items(source, source.bench.items[start:stop])
+
+
+def _expand_items(source: ExpansionSource, items: list) -> Iterator[pa.Table | ChunkSummary]:
     from omnieval.protocols import get_protocol
 
-    protocol = get_protocol(source.protocol)
-    items = source.bench.items
-    if (start, stop) == (0, len(items)):
-        instances = protocol.expand_all(items, source.bench, source.seed, source.options)
-    else:
-        instances = protocol.expand_all(items[start:stop], source.bench, source.seed, source.options)
+    instances = get_protocol(source.protocol).expand_all(items, source.bench, source.seed, source.options)
     digest = hashlib.sha256()
     media: dict[str, str] = {}
     size = source.block_size
@@ -158,7 +157,7 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
-    ref = ray.put(source)
+    ref = ray.put(source)  # once: items passed per task would be held in the driver's task specs
     generators = [_TASK.remote(ref, start, stop) for start, stop in chunks(source)]
     summaries, blocks = [], []
     for generator in generators:

@@ -348,26 +348,76 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
 def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_counts: dict[str, int],
                progress: bool) -> RunResult:
     """A run whose answers are all written: its parts consolidated, open answers judged, ``predictions.parquet`` and
-    ``run.json`` written; the run's result."""
-    from omnieval.store import consolidate
+    ``run.json`` written; the run's result.
 
+    Without open answers the consolidation runs in a Ray task (``_consolidate_task``) that writes
+    ``predictions.parquet`` and returns only the summary, so the driver never holds the predictions; judges need
+    them (and the instances) on the driver."""
     config, plan, store = run.config, run.plan, run.store
-    predictions = consolidate([store.read_parts(m.name) for m in config.models])
+    models = [m.name for m in config.models]
     if "open" in config.modes:
         from omnieval.open_ended import attach_verdicts, run_judges
+        from omnieval.store import consolidate
 
+        predictions = consolidate([store.read_parts(name) for name in models])
         run_judges(config, store, predictions, {i.instance_id: i for i in plan.load_instances()}, progress)
         predictions = attach_verdicts(config, store, predictions)
-    store.write_table("predictions.parquet", predictions)
-    n_errors = sum(e is not None for e in predictions["error"].to_pylist())
-    record = run_record(config, started, plan, predictions, n_errors, decode_counts) | {"identity": run.identities}
+        store.write_table("predictions.parquet", predictions)
+        summary = summarise(predictions)
+    else:
+        summary = _consolidated(store, models)
+    record = run_record(config, started, plan, summary, decode_counts) | {"identity": run.identities}
     store.write_json("run.json", record)
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
                      n_instances=plan.n_instances, n_rows=answered.n_rows, n_skipped=answered.n_skipped,
-                     n_errors=n_errors, decode_counts=decode_counts,
-                     accuracy_table=accuracy_by_condition(predictions), n_predictions=predictions.num_rows,
+                     n_errors=summary["n_errors"], decode_counts=decode_counts,
+                     accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
                      max_error_rate=config.max_error_rate)
+
+
+def summarise(predictions: pa.Table) -> dict:
+    """What a run reports of its predictions: counts, errors by kind with the first messages, the accuracy table."""
+    from omnieval.schema import error_kind
+
+    column = predictions["error"].to_pylist() if predictions.num_rows else []
+    errors = [e for e in column if e]
+    kinds: dict[str, int] = {}
+    for e in errors:
+        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    return {"n_predictions": predictions.num_rows, "n_errors": sum(e is not None for e in column),
+            "errors_by_kind": kinds,
+            "error_examples": errors[:5], "accuracy_table": accuracy_by_condition(predictions)}
+
+
+def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
+    from omnieval.store import RunStore, consolidate
+
+    store = RunStore(output)
+    predictions = consolidate([store.read_parts(name) for name in models])
+    store.write_table("predictions.parquet", predictions)
+    return summarise(predictions)
+
+
+def _consolidated(store: RunStore, models: list[str]) -> dict:
+    """``_consolidate_and_summarise`` in a Ray task on this node (the output may be a local folder), the lease checked
+    first; in this process where Ray is not up or the output is an object store (a worker may lack its
+    credentials)."""
+    import ray
+
+    if not ray.is_initialized() or "://" in store.uri:
+        from omnieval.store import consolidate
+
+        predictions = consolidate([store.read_parts(name) for name in models])
+        store.write_table("predictions.parquet", predictions)
+        return summarise(predictions)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if store.lease is not None:
+        store.lease.check()
+    task = ray.remote(num_cpus=0, max_retries=2)(_consolidate_and_summarise).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False))
+    return ray.get(task.remote(store.uri, models))
 
 
 def accuracy_by_condition(predictions: pa.Table) -> str:
@@ -413,8 +463,7 @@ def git_commit() -> str | None:
         return None
 
 
-def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Table, n_errors: int,
-               decode_counts: dict[str, int]) -> dict:
+def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, decode_counts: dict[str, int]) -> dict:
     import importlib.metadata as md
 
     def version(pkg: str) -> str | None:
@@ -423,18 +472,13 @@ def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Ta
         except md.PackageNotFoundError:
             return None
 
-    errors = [e for e in predictions["error"].to_pylist() if e] if predictions.num_rows else []
-    from omnieval.schema import error_kind
-
-    kinds: dict[str, int] = {}
-    for e in errors:
-        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    n_errors = summary["n_errors"]
     return {
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
         "git_commit": git_commit(),
-        "errors": {"count": n_errors, "by_kind": kinds, "examples": errors[:5]},
+        "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
-        "counts": {"instances": plan.n_instances, "predictions": predictions.num_rows, "errors": n_errors,
+        "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,
                    "distinct_media": len(plan.media_specs), "decodes": sum(decode_counts.values())},
     }
