@@ -17,6 +17,7 @@ import pyarrow as pa
 from omnieval.predictions import Prediction, prediction_table
 from omnieval.prompts import open_media_paths, render_open_prompt
 from omnieval.schema import Instance
+from omnieval.stages import INSTANCE_COLUMN
 
 
 def open_generation(inst: Instance, style: str) -> dict:
@@ -28,22 +29,79 @@ def open_generation(inst: Instance, style: str) -> dict:
             "meta_json": json.dumps({"task": "answer", "instance": inst.model_dump(), "style": style})}
 
 
+REQUEST_SCHEMA = pa.schema([
+    ("call", pa.string()), ("mode", pa.string()), ("prompt", pa.string()), ("instance_json", pa.string()),
+    ("instance_id", pa.string()), ("media_paths", pa.string()), ("cascade_json", pa.string()),
+    ("parts_json", pa.string()), ("max_new_tokens", pa.int64()), ("key", pa.string()), ("meta_json", pa.string()),
+])
+"""The columns of an answering model's request rows (the open-ended ones null on multiple-choice rows)."""
+
+
 def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: list[str],
                     done: set[tuple[str, str, str]], cascade: dict[str, dict]) -> Iterator[dict]:
     """The request rows of one model: every (instance, mode, prompt style) not in ``done``; ``cascade`` gives the
     cascade columns per instance id (all rows or none)."""
     for inst in instances:
-        for mode in modes:
-            paths = open_media_paths(inst) if mode == "open" else [s.path for s in inst.media_segments()]
-            for prompt in prompts:
-                if (mode, prompt, inst.instance_id) in done:
-                    continue
-                row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
-                       "instance_json": inst.model_dump_json(), "instance_id": inst.instance_id,
-                       "media_paths": json.dumps(paths), "cascade_json": json.dumps(cascade.get(inst.instance_id))}
-                if mode == "open":
-                    row |= open_generation(inst, prompt)
-                yield row
+        yield from _requests(inst.instance_id, inst.model_dump_json(), [s.path for s in inst.media_segments()],
+                             lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id))
+
+
+def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
+              prompts: list[str], done, cascade: dict | None) -> Iterator[dict]:
+    """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows."""
+    for mode in modes:
+        paths = open_media_paths(instance()) if mode == "open" else media_paths
+        for prompt in prompts:
+            if (mode, prompt, instance_id) in done:
+                continue
+            row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
+                   "instance_json": instance_json, "instance_id": instance_id, "media_paths": json.dumps(paths),
+                   "cascade_json": json.dumps(cascade)}
+            if mode == "open":
+                row |= open_generation(instance(), prompt)
+            yield row
+
+
+def request_table(rows: list[dict], tags: dict | None = None) -> pa.Table:
+    """Request rows as a table of ``REQUEST_SCHEMA``, plus a constant column per ``tags`` entry (the run)."""
+    table = pa.Table.from_pylist(rows, schema=REQUEST_SCHEMA)
+    for name, value in (tags or {}).items():
+        table = table.append_column(name, pa.array([value] * table.num_rows))
+    return table
+
+
+_DONE: dict[str, frozenset] = {}
+
+
+def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], done, tags: dict) -> pa.Table:
+    """A Ray Data map over instance blocks (``expansion.INSTANCE_SCHEMA``): their request rows, each with the
+    ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id) triples, or
+    None; a worker fetches it once."""
+    from omnieval.schema import Instance
+
+    finished: frozenset = frozenset()
+    if done is not None:
+        import ray
+
+        key = done.hex()
+        if key not in _DONE:
+            _DONE.clear()
+            _DONE[key] = frozenset(ray.get(done))
+        finished = _DONE[key]
+    rows: list[dict] = []
+    parsed: dict[int, Instance] = {}
+    texts = block.column("instance_json").to_pylist()
+
+    def instance(i: int) -> Instance:
+        if i not in parsed:
+            parsed[i] = Instance.model_validate_json(texts[i])
+        return parsed[i]
+
+    for i, (iid, paths) in enumerate(zip(block.column("instance_id").to_pylist(),
+                                         block.column("media_paths").to_pylist(), strict=True)):
+        rows += _requests(iid, texts[i], json.loads(paths), lambda i=i: instance(i), modes, prompts, finished,
+                          None)
+    return request_table(rows, tags)
 
 
 class PredictionRows:
@@ -57,7 +115,8 @@ class PredictionRows:
     def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
         out = []
         for i in range(len(batch["call"])):
-            inst = Instance.model_validate_json(batch["instance_json"][i])
+            inst = (batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch
+                    else Instance.model_validate_json(batch["instance_json"][i]))
             cascade = json.loads(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",

@@ -87,24 +87,24 @@ def read_descriptions(store, describer: str) -> dict[str, dict]:
     return out
 
 
-def describe_media(model: ModelConfig, plan, config, store, media, progress: bool = True) -> dict[str, dict]:
+def describe_media(model: ModelConfig, instances: list[Instance], config, store, media,
+                   progress: bool = True) -> dict[str, dict]:
     """Describe every distinct media file of the chosen modalities not yet described without error (through the
     describer's engine pool, ``stages.through_model``); returns path -> description row (``text``, ``error``,
     ``prompt``)."""
-    from omnieval.stages import drain, from_rows, through_model
+    from omnieval.stages import RowBuilder, drain, from_rows, through_model
 
     spec = model.describe
     describer = spec.model
-    wanted = _described_paths(plan.instances, set(spec.prompts))
+    wanted = _described_paths(instances, set(spec.prompts))
     have = read_descriptions(store, describer.name)
     todo = [describe_request(p, m, spec.prompts[m], spec.max_new_tokens) for p, m in sorted(wanted.items())
             if p not in have or have[p]["error"] is not None or have[p]["prompt"] != spec.prompts[m]]
     if todo:
         print(f"describe: {len(todo)} media files with {describer.name} for {model.name}", file=sys.stderr)
-        ds = through_model(from_rows(todo), describer, media, decode_batch_size=config.decode.batch_size)
-        ds = ds.map_batches(DescriptionRows, fn_constructor_kwargs={"describer": describer.name,
-                                                                    "prompts": dict(spec.prompts)},
-                            batch_size=None, batch_format="numpy", num_cpus=0.25)
+        builder = RowBuilder(DescriptionRows, {"describer": describer.name, "prompts": dict(spec.prompts)})
+        ds = through_model(from_rows(todo), describer, media, decode_batch_size=config.decode.batch_size,
+                           rows=builder)
         folder = describe_folder(describer.name)
         drain(ds, len(todo), f"describe {describer.name}",
               lambda table: store.write_table(store.next_part(folder), table), progress)

@@ -27,12 +27,11 @@ DECODE_SCALING = frozenset({"batch_size", "media_check"})
 
 
 def benchmark_digest(plan) -> str:
-    """SHA-256 of a plan's expanded instances and the content hashes of their media: the benchmark as the models
-    see it (editing an item, a media file or the expansion changes it; moving the folder does not)."""
+    """SHA-256 of a plan's expanded instances (``expansion.Expansion.digest``: their JSON, chunk by chunk) and the
+    content hashes of their media: the benchmark as the models see it (editing an item, a media file or the
+    expansion changes it; moving the folder does not)."""
     digest = hashlib.sha256()
-    for inst in plan.instances:
-        digest.update(inst.model_dump_json().encode())
-        digest.update(b"\n")
+    digest.update(plan.expanded.digest.encode())
     for path in sorted(plan.media_specs):
         digest.update(f"{path}\t{plan.media_specs[path].key}\n".encode())
     return digest.hexdigest()

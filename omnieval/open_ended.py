@@ -48,7 +48,7 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
     import pyarrow.compute as pc
 
     from omnieval.judges import JudgementRows, judge_request
-    from omnieval.stages import drain, from_rows, through_model
+    from omnieval.stages import RowBuilder, drain, from_rows, through_model
 
     if "open" not in config.modes or predictions.num_rows == 0:
         return 0
@@ -65,10 +65,8 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
                 if (r["model"], r["prompt"], r["instance_id"]) not in done]
         if not rows:
             continue
-        ds = through_model(from_rows(rows), judge, None)
-        ds = ds.map_batches(JudgementRows, fn_constructor_kwargs={"judge": judge.name,
-                                                                  "template": config.judge_template},
-                            batch_size=None, batch_format="numpy", num_cpus=0.25)
+        ds = through_model(from_rows(rows), judge, None,
+                           rows=RowBuilder(JudgementRows, {"judge": judge.name, "template": config.judge_template}))
         folder = judge_folder(judge.name)
         written += drain(ds, len(rows), f"judge {judge.name}",
                          lambda table, folder=folder: store.write_table(store.next_part(folder), table), progress)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
-from omnieval.plan import Plan, engine_models, make_plan
+from omnieval.plan import Plan, engine_models, expand_plan, make_plan
 from omnieval.stages import MediaSource
 
 if TYPE_CHECKING:
@@ -168,13 +168,14 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
     from omnieval.preflight import check_resources, claim_folders, folder_identities
     from omnieval.store import RunStore
 
-    plan = make_plan(config)
+    plan = make_plan(config, expand=False)
     store = RunStore(config.output)
     store.check_writable()
     with OutputLease(store) as lease:
         store.lease = lease
-        identities = claim_folders(store, folder_identities(config, plan), overwrite=overwrite)
         ensure_ray(config, address)
+        expand_plan(plan)  # Ray tasks: the instances stay in the object store, never on the driver
+        identities = claim_folders(store, folder_identities(config, plan), overwrite=overwrite)
         check_resources(config, engine_models(config), ray.cluster_resources())
         yield PreparedRun(config, plan, store, identities)
 
@@ -278,75 +279,145 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
     """One answering model over one or more runs, with one engine pool: per run its describer first if it has one,
     then the request rows still to do of every run (tagged with the run, media looked up under the run's scope:
     ``stages.media_key``) through one ``through_model`` pipeline; each block's rows are written to their own run's
-    parts. Returns per run the rows answered now and skipped."""
-    import pyarrow.compute as pc
+    parts. Returns per run the rows answered now and skipped.
 
-    from omnieval.answers import PredictionRows, answer_requests, failed_predictions
-    from omnieval.stages import drain, from_rows, media_key, through_model
+    A run's request rows are made from its instance blocks by Ray tasks (``answers.block_requests``), so the driver
+    holds neither instances nor request rows; only a model with a describer has its instances on the driver (they
+    are rewritten with the descriptions)."""
+    import pyarrow.compute as pc
+    import ray
+
+    from omnieval.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
+    from omnieval.expansion import BLOCK_INSTANCES, instance_dataset
+    from omnieval.stages import RowBuilder, drain, media_key, through_model
 
     out = [_Answered() for _ in runs]
-    rows: list[dict] = []
+    datasets, planned, failed_rows = [], [0] * len(runs), [0] * len(runs)
     specs: dict[str, object] = {}
+    total = 0
     for index, run in enumerate(runs):
         config, plan, store = run.config, run.plan, run.store
         scope = str(index)
+        tags = {RUN_COLUMN: index, "media_scope": scope}
         specs |= {media_key(scope, path): spec for path, spec in plan.media_specs.items()}
         done = store.finished_ids(model.name)
-        instances, cascade, failed = plan.instances, {}, []
+        modes = modes_of(config, model)
+        planned[index] = plan.n_instances * len(modes) * len(config.prompts)
         if model.describe is not None:
             from omnieval.cascade import cascade_instances, describe_media
 
-            descriptions = describe_media(model, plan, config, store, cache.source(plan.media_specs), progress)
-            instances, cascade, failed = cascade_instances(model, plan.instances, descriptions)
-        modes = modes_of(config, model)
-        rows += [row | {RUN_COLUMN: index, "media_scope": scope}
-                 for row in answer_requests(instances, modes, config.prompts, done, cascade)]
-        out[index].n_skipped = sum((mode, prompt, inst.instance_id) in done
-                                   for inst in instances for mode in modes for prompt in config.prompts)
-        if failed:  # instances whose describer failed: errored predictions, no model call
-            store.append_part(model.name, failed_predictions(failed, model.name, model.engine, modes,
-                                                             config.prompts, done).to_pylist())
-    if not rows:
-        return out
+            instances = plan.load_instances()
+            descriptions = describe_media(model, instances, config, store, cache.source(plan.media_specs), progress)
+            instances, cascade, failed = cascade_instances(model, instances, descriptions)
+            if failed:  # instances whose describer failed: errored predictions, no model call
+                table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done)
+                store.append_part(model.name, table)
+                failed_rows[index] = table.num_rows
+            rows = list(answer_requests(instances, modes, config.prompts, done, cascade))
+            if rows:
+                import ray.data
+
+                tables = [request_table(rows[i:i + BLOCK_INSTANCES], tags)
+                          for i in range(0, len(rows), BLOCK_INSTANCES)]
+                datasets.append(ray.data.from_arrow(tables))
+                total += len(rows)
+        elif len(done) < planned[index]:  # a run whose rows are all done (same identity) starts no engine pool
+            datasets.append(instance_dataset(plan.expanded).map_batches(
+                block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": tags,
+                                           "done": ray.put(list(done)) if done else None},
+                batch_size=None, batch_format="pyarrow", num_cpus=0.25))
+            total += max(0, planned[index] - len(done))
 
     def write(table: pa.Table) -> None:
         for index in sorted(set(table[RUN_COLUMN].to_pylist())):
             part = table.filter(pc.equal(table[RUN_COLUMN], index)).drop_columns([RUN_COLUMN])
-            runs[index].store.append_part(model.name, part.to_pylist())
+            runs[index].store.append_part(model.name, part)
             out[index].n_rows += part.num_rows
 
-    ds = through_model(from_rows(rows), model, cache.source(specs),
-                       decode_batch_size=runs[0].config.decode.batch_size)
-    ds = ds.map_batches(PredictionRows, fn_constructor_kwargs={"model": model.name, "engine": model.engine,
-                                                               "carry": (RUN_COLUMN,)},
-                        batch_size=None, batch_format="numpy", num_cpus=0.25)
-    drain(ds, len(rows), model.name, write, progress)
+    if datasets:
+        builder = RowBuilder(PredictionRows, {"model": model.name, "engine": model.engine, "carry": (RUN_COLUMN,)})
+        ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
+        ds = through_model(ds, model, cache.source(specs), decode_batch_size=runs[0].config.decode.batch_size,
+                           rows=builder)
+        drain(ds, total, model.name, write, progress)
+    for index, one in enumerate(out):
+        one.n_skipped = max(0, planned[index] - one.n_rows - failed_rows[index])
     return out
 
 
 def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_counts: dict[str, int],
                progress: bool) -> RunResult:
     """A run whose answers are all written: its parts consolidated, open answers judged, ``predictions.parquet`` and
-    ``run.json`` written; the run's result."""
-    from omnieval.store import consolidate
+    ``run.json`` written; the run's result.
 
+    Without open answers the consolidation runs in a Ray task (``_consolidate_task``) that writes
+    ``predictions.parquet`` and returns only the summary, so the driver never holds the predictions; judges need
+    them (and the instances) on the driver."""
     config, plan, store = run.config, run.plan, run.store
-    predictions = consolidate([store.read_parts(m.name) for m in config.models])
+    models = [m.name for m in config.models]
     if "open" in config.modes:
         from omnieval.open_ended import attach_verdicts, run_judges
+        from omnieval.store import consolidate
 
-        run_judges(config, store, predictions, {i.instance_id: i for i in plan.instances}, progress)
+        predictions = consolidate([store.read_parts(name) for name in models])
+        run_judges(config, store, predictions, {i.instance_id: i for i in plan.load_instances()}, progress)
         predictions = attach_verdicts(config, store, predictions)
-    store.write_table("predictions.parquet", predictions)
-    n_errors = sum(e is not None for e in predictions["error"].to_pylist())
-    record = run_record(config, started, plan, predictions, n_errors, decode_counts) | {"identity": run.identities}
+        store.write_table("predictions.parquet", predictions)
+        summary = summarise(predictions)
+    else:
+        summary = _consolidated(store, models)
+    record = run_record(config, started, plan, summary, decode_counts) | {"identity": run.identities}
     store.write_json("run.json", record)
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
-                     n_instances=len(plan.instances), n_rows=answered.n_rows, n_skipped=answered.n_skipped,
-                     n_errors=n_errors, decode_counts=decode_counts,
-                     accuracy_table=accuracy_by_condition(predictions), n_predictions=predictions.num_rows,
+                     n_instances=plan.n_instances, n_rows=answered.n_rows, n_skipped=answered.n_skipped,
+                     n_errors=summary["n_errors"], decode_counts=decode_counts,
+                     accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
                      max_error_rate=config.max_error_rate)
+
+
+def summarise(predictions: pa.Table) -> dict:
+    """What a run reports of its predictions: counts, errors by kind with the first messages, the accuracy table."""
+    from omnieval.schema import error_kind
+
+    column = predictions["error"].to_pylist() if predictions.num_rows else []
+    errors = [e for e in column if e]
+    kinds: dict[str, int] = {}
+    for e in errors:
+        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    return {"n_predictions": predictions.num_rows, "n_errors": sum(e is not None for e in column),
+            "errors_by_kind": kinds,
+            "error_examples": errors[:5], "accuracy_table": accuracy_by_condition(predictions)}
+
+
+def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
+    from omnieval.store import RunStore, consolidate
+
+    store = RunStore(output)
+    predictions = consolidate([store.read_parts(name) for name in models])
+    store.write_table("predictions.parquet", predictions)
+    return summarise(predictions)
+
+
+def _consolidated(store: RunStore, models: list[str]) -> dict:
+    """``_consolidate_and_summarise`` in a Ray task on this node (the output may be a local folder), the lease checked
+    first; in this process where Ray is not up or the output is an object store (a worker may lack its
+    credentials)."""
+    import ray
+
+    if not ray.is_initialized() or "://" in store.uri:
+        from omnieval.store import consolidate
+
+        predictions = consolidate([store.read_parts(name) for name in models])
+        store.write_table("predictions.parquet", predictions)
+        return summarise(predictions)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if store.lease is not None:
+        store.lease.check()
+    task = ray.remote(num_cpus=0, max_retries=2)(_consolidate_and_summarise).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False))
+    return ray.get(task.remote(store.uri, models))
 
 
 def accuracy_by_condition(predictions: pa.Table) -> str:
@@ -392,8 +463,7 @@ def git_commit() -> str | None:
         return None
 
 
-def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Table, n_errors: int,
-               decode_counts: dict[str, int]) -> dict:
+def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, decode_counts: dict[str, int]) -> dict:
     import importlib.metadata as md
 
     def version(pkg: str) -> str | None:
@@ -402,18 +472,13 @@ def run_record(config: RunConfig, started: float, plan: Plan, predictions: pa.Ta
         except md.PackageNotFoundError:
             return None
 
-    errors = [e for e in predictions["error"].to_pylist() if e] if predictions.num_rows else []
-    from omnieval.schema import error_kind
-
-    kinds: dict[str, int] = {}
-    for e in errors:
-        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    n_errors = summary["n_errors"]
     return {
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
         "git_commit": git_commit(),
-        "errors": {"count": n_errors, "by_kind": kinds, "examples": errors[:5]},
+        "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
-        "counts": {"instances": len(plan.instances), "predictions": predictions.num_rows, "errors": n_errors,
+        "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,
                    "distinct_media": len(plan.media_specs), "decodes": sum(decode_counts.values())},
     }

@@ -1,33 +1,49 @@
 """The plan of a run: what to evaluate, made on the driver before any model work, failing loud on bad input.
 
-load + validate the benchmark -> ``protocol.expand`` into instances -> every engine's options checked -> the media
-spec (decode parameters and content key) of every distinct media file. How the plan runs is ``pipeline.py``.
+load + validate the benchmark -> every engine's options checked (``make_plan``) -> the items expanded into
+instances by Ray tasks, kept in the object store as blocks (``expand_plan``, ``expansion.py``) -> the media spec
+(decode parameters and content key) of every distinct media file the instances show. How the plan runs is
+``pipeline.py``.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
+from omnieval.expansion import Expansion, ExpansionSource
 from omnieval.preflight import check_engines
-from omnieval.schema import Instance
 
 
 @dataclass
 class Plan:
     root: Path
-    instances: list[Instance]
-    media_specs: dict[str, object]  # relative path -> MediaSpec
+    source: ExpansionSource
+    decode: object  # the config's DecodeConfig
+    expansion: Expansion | None = None
+    media_specs: dict[str, object] = field(default_factory=dict)  # relative path -> MediaSpec
+
+    @property
+    def n_instances(self) -> int:
+        return self.expanded.n_instances
+
+    @property
+    def expanded(self) -> Expansion:
+        if self.expansion is None:
+            raise RuntimeError("the plan is not expanded yet (plan.expand_plan)")
+        return self.expansion
+
+    def load_instances(self) -> list:
+        """Every instance, on the driver (O(instances) memory: describers and judges only)."""
+        return self.expanded.load_instances()
 
 
-def make_plan(config: RunConfig) -> Plan:
-    """Everything that can fail on input fails here, before Ray or any engine starts."""
+def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = True) -> Plan:
+    """Everything that can fail on input fails here, before Ray or any engine starts; with ``expand``, the items
+    are expanded too (``expand_plan``: with Ray tasks when Ray is up)."""
     from omnieval.datasets.benchmark import check_media, load_benchmark
-    from omnieval.media.cache import MediaSpec
-    from omnieval.media.decode import content_hash
-    from omnieval.schema import InputError
 
     bench = load_benchmark(config.benchmark)
     protocol = protocol_of(config, bench)
@@ -36,22 +52,33 @@ def make_plan(config: RunConfig) -> Plan:
     if config.limit_items and config.limit_items < len(items):
         items, note = sample_items(items, config.limit_items, config.seed)
         print(f"omnieval: limit_items: {note}", file=sys.stderr)
-    instances = protocol.expand_all(items, bench, config.seed, options)
-    if not instances:
-        raise InputError("the benchmark expands to no instances: nothing to evaluate", file=bench.root)
     check_media(bench, mode=config.decode.media_check)
     check_engines(config, engine_models(config))
     check_generation(config)
+    source = ExpansionSource(protocol=bench.protocol, bench=replace(bench, items=list(items)), seed=config.seed,
+                             options=options)
+    plan = Plan(root=Path(bench.root), source=source, decode=config.decode)
+    return expand_plan(plan, keep_blocks=keep_blocks) if expand else plan
+
+
+def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
+    """The plan's instances (``expansion.expand``) and the media spec of every file they show."""
+    from omnieval.expansion import expand
+    from omnieval.media.cache import MediaSpec
+    from omnieval.media.decode import content_hash
+    from omnieval.schema import InputError
+
+    expansion = expand(plan.source, keep_blocks=keep_blocks)
+    if not expansion.n_instances:
+        raise InputError("the benchmark expands to no instances: nothing to evaluate", file=plan.source.bench.root)
     specs: dict[str, MediaSpec] = {}
-    for inst in instances:
-        for seg in inst.media_segments():
-            if seg.path in specs:
-                continue
-            params = _decode_params(config, seg.modality)
-            full = str(Path(bench.root) / seg.path)
-            specs[seg.path] = MediaSpec(key=content_hash(full, modality=seg.modality, **dict(params)), path=full,
-                                        modality=seg.modality, params=params)
-    return Plan(root=Path(bench.root), instances=instances, media_specs=specs)
+    for path, modality in expansion.media.items():
+        params = _decode_params(plan.decode, modality)
+        full = str(plan.root / path)
+        specs[path] = MediaSpec(key=content_hash(full, modality=modality, **dict(params)), path=full,
+                                modality=modality, params=params)
+    plan.expansion, plan.media_specs = expansion, specs
+    return plan
 
 
 def sample_items(items: list, limit: int, seed: int) -> tuple[list, str]:
@@ -133,8 +160,8 @@ def protocol_options(config: RunConfig, protocol):
                          field=f"protocol_options.{where}" if where else "protocol_options") from None
 
 
-def _decode_params(config: RunConfig, modality: str) -> tuple[tuple[str, object], ...]:
-    d = config.decode
+def _decode_params(decode, modality: str) -> tuple[tuple[str, object], ...]:
+    d = decode
     if modality == "video":
         return (("max_side", d.max_side), ("num_frames", d.num_frames))
     if modality == "audio":

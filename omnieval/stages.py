@@ -31,6 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+INSTANCE_COLUMN = "_instance"
+"""The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
+the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
                  "r_latency_s", "r_attempts")
 FLUSH_ROWS = 256
@@ -67,16 +70,20 @@ def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
 class MediaStage:
     """Make sure every media file of the batch is decoded (launching each distinct decode once, through the run's
     cache) and record failures per row in ``decode_error``. Rows carry media *keys* on; the arrays stay in the
-    object store."""
+    object store. A key's status is asked of the cache once per actor: every condition, direction and order of an
+    item shows the same few files, so after the first blocks a batch costs dict lookups, not a round trip to the
+    cache and a wait on hundreds of small objects (that round trip set the pace of the whole stream)."""
 
     def __init__(self, media: MediaSource):
         self.cache = media.client()
         self.specs = media.specs
+        self.status: dict[str, str] = {}
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
-        distinct = sorted({k for keys in per_row for k in keys})
-        status = dict(zip(distinct, self.cache.statuses([self.specs[k] for k in distinct]), strict=True))
+        unknown = sorted({k for keys in per_row for k in keys} - self.status.keys())
+        self.status.update(zip(unknown, self.cache.statuses([self.specs[k] for k in unknown]), strict=True))
+        status = self.status
         errors = ["; ".join(status[k] for k in keys if status[k]) for keys in per_row]
         batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
         return batch
@@ -111,6 +118,11 @@ class ModelCalls:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(batch["call"])
+        if "instance_json" in batch:  # parsed once: the engine's request and the row builder both read it
+            from omnieval.schema import Instance
+
+            batch[INSTANCE_COLUMN] = np.array([None if j is None else Instance.model_validate_json(j)
+                                               for j in batch["instance_json"]] + [None], dtype=object)[:-1]
         calls = [str(c) for c in batch["call"]]
         decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
         keys_of = _row_keys(batch)
@@ -136,10 +148,8 @@ class ModelCalls:
 
     def _score(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.engines.base import EngineRequest
-        from omnieval.schema import Instance
 
-        requests = [EngineRequest(Instance.model_validate_json(batch["instance_json"][i]), media[i],
-                                  str(batch["prompt"][i])) for i in ids]
+        requests = [EngineRequest(batch[INSTANCE_COLUMN][i], media[i], str(batch["prompt"][i])) for i in ids]
         try:
             out = self.engine.score(requests)
         except Exception as exc:
@@ -190,7 +200,7 @@ class ModelStage(ModelCalls):
 
     MEDIA_LRU = 512
 
-    def __init__(self, model: dict, media: MediaSource | None):
+    def __init__(self, model: dict, media: MediaSource | None, rows: RowBuilder | None = None):
         from omnieval.config import ModelConfig
         from omnieval.engines.base import create_engine
 
@@ -199,6 +209,14 @@ class ModelStage(ModelCalls):
         self.cache = media.client() if media is not None else None
         self.specs = media.specs if media is not None else {}
         self.local: OrderedDict[str, object] = OrderedDict()
+        self.rows = rows.build() if rows is not None else None
+
+    def __call__(self, batch: dict[str, np.ndarray]):
+        batch = super().__call__(batch)
+        if self.rows is not None:
+            return self.rows(batch)
+        batch.pop(INSTANCE_COLUMN, None)
+        return batch
 
     def _media(self, keys: set[str]) -> dict[str, object]:
         missing = sorted(k for k in keys if k not in self.local)
@@ -210,6 +228,20 @@ class ModelStage(ModelCalls):
         while len(self.local) > max(self.MEDIA_LRU, len(keys)):
             self.local.popitem(last=False)
         return {k: self.local[k] for k in keys}
+
+
+@dataclass(frozen=True)
+class RowBuilder:
+    """What turns a batch with result columns into the rows a caller stores (``answers.PredictionRows``,
+    ``judges.JudgementRows``, ``cascade.DescriptionRows``): a class and its constructor arguments. ``through_model``
+    runs it inside the model's actors, right after the engine call, so a row's instance is parsed once and the
+    stream carries finished rows, not a request row plus its results to a further pool of actors."""
+
+    cls: type
+    kwargs: dict
+
+    def build(self):
+        return self.cls(**self.kwargs)
 
 
 def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None = None) -> dict[str, np.ndarray]:
@@ -239,10 +271,11 @@ def _engine_error(exc: Exception) -> str:
     return f"engine error: {type(exc).__name__}: {exc}"
 
 
-def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: int = 16):
+def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: int = 16,
+                  rows: RowBuilder | None = None):
     """``ds`` of request rows through the media stage (unless ``media`` is None: requests of text only) and
     ``model``'s engine pool (``replicas`` actors, each with the model's ``num_cpus``/``num_gpus``, batches of
-    ``batch_size``): the rows come back with the result columns."""
+    ``batch_size``): the rows come back with the result columns, or, with ``rows``, as the rows it builds."""
     from ray.data import ActorPoolStrategy
 
     from omnieval.ray_notices import absorb_restart_notice
@@ -252,7 +285,7 @@ def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: in
         ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
                             batch_size=decode_batch_size, num_cpus=0.25)
     resources = {"num_cpus": model.num_cpus} | ({"num_gpus": model.num_gpus} if model.num_gpus else {})
-    return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media},
+    return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media, "rows": rows},
                           compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)
 
 

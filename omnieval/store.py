@@ -129,9 +129,10 @@ class RunStore:
     def part_files(self, model: str) -> list[str]:
         return self.folder_parts(self.parts_folder(model))
 
-    def append_part(self, model: str, rows: list[dict]) -> str:
+    def append_part(self, model: str, rows: list[dict] | pa.Table) -> str:
+        """One atomic part of ``model``'s predictions: a table (written as it is, cast to the schema) or rows."""
         rel = self.next_part(self.parts_folder(model))
-        self.write_table(rel, predictions_table(rows))
+        self.write_table(rel, conform(rows) if isinstance(rows, pa.Table) else predictions_table(rows))
         return rel
 
     def read_parts(self, model: str) -> pa.Table:

@@ -47,6 +47,32 @@ def assert_same_predictions(got, want, *, skip=("latency_s",), atol: float = 1e-
 
 
 @pytest.fixture(scope="session")
+def bench(tmp_path_factory):
+    """The shared synthetic dissonance benchmark (4 anchors x 2 questions: 8 items, 64 instances) with real media.
+    Session-wide: tests that change a benchmark copy it first (``first_items``, ``editable_copy``)."""
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+
+    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """``tiny_models(arch, seed=0)``: the folder of a tiny random-weight model (``omnieval.dev.tiny_models``), built
+    once per test session and shared by every module."""
+    from omnieval.dev.tiny_models import build_tiny_model
+
+    base = tmp_path_factory.mktemp("tiny-models")
+
+    def get(arch: str, seed: int = 0):
+        out = base / f"{arch}-seed{seed}"
+        if not (out / "config.json").exists():
+            build_tiny_model(arch, out, seed=seed)
+        return out
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def small_bench(tmp_path_factory):
     """A small synthetic dissonance benchmark (4 anchors x 1 question: 4 items, 32 instances) with real media."""
     from omnieval.datasets.synthetic import make_dissonance_benchmark

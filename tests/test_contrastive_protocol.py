@@ -421,7 +421,7 @@ def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
                     "options": {"reliance": {"position:A": 1.0}, "noise": 0.0}}]})
     # the instances the run hands its engines are prompted in SPEC 6's layout
     records = {r["item_id"]: r for r in map(json.loads, (bench / "items.jsonl").read_text().splitlines())}
-    for inst in make_plan(config).instances:
+    for inst in make_plan(config).load_instances():
         got = engine_prompt(inst)
         assert all(got[style] == spec_six_prompt(records[inst.item_id], inst.condition, style)
                    for style in ("zs", "cot")), inst.instance_id

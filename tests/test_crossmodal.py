@@ -181,16 +181,13 @@ def test_agreement_pairs_cover_all_fifteen_and_ci_brackets_value():
 # A real omni model receives every candidate
 # ---------------------------------------------------------------------------------------------------------------
 
-def test_omni_model_sees_every_candidate_media(tmp_path_factory):
+def test_omni_model_sees_every_candidate_media(tiny_models):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from omnieval.dev.tiny_models import build_tiny_model
     from omnieval.engines import EngineRequest, create_engine
     from omnieval.media.decoded import DecodedMedia
 
-    path = tmp_path_factory.getbasetemp() / "tiny-models" / "qwen2.5-omni-seed0"
-    if not (path / "config.json").exists():
-        build_tiny_model("qwen2.5-omni", path, seed=0)
+    path = tiny_models("qwen2.5-omni")
     engine = create_engine("hf", model="tiny-omni", path=str(path))
     inst = next(i for i in crossmodal.expand_all([item()], None, seed=0) if i.condition == "A->V")
     rng = np.random.default_rng(0)
@@ -254,4 +251,4 @@ def test_config_protocol_must_match_the_benchmark(tmp_path):
     with pytest.raises(InputError, match="unknown protocol"):
         parse_run_config({**base, "protocol": "nope"})
     plan = make_plan(parse_run_config({**base, "protocol_options": {"directions": ["A->T"], "extra": ["none->T"]}}))
-    assert len(plan.instances) == 8 * 2 and len(plan.media_specs) == 4  # only the audio is shown: decode only it
+    assert plan.n_instances == 8 * 2 and len(plan.media_specs) == 4  # only the audio is shown: decode only it

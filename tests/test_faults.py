@@ -86,13 +86,6 @@ def cluster():
             start_local_ray()
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
-
-
 def _config(bench, out: Path, model: dict = MODEL) -> dict:
     return {"benchmark": str(bench), "output": str(out), "prompts": ["zs"], "models": [model],
             "decode": {"num_frames": 4, "max_side": 96}}

@@ -95,13 +95,14 @@ def test_limit_items_draws_from_every_split_and_says_so(small_bench, tmp_path, c
     config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "o"), "limit_items": 2,
                                "models": [{"name": "s", "engine": "simulated"}]})
     plan = make_plan(config)
-    kept = {i.split for i in plan.instances}
-    assert kept == set(splits) and len({i.item_id for i in plan.instances}) == 2
+    instances = plan.load_instances()
+    kept = {i.split for i in instances}
+    assert kept == set(splits) and len({i.item_id for i in instances}) == 2
     err = capsys.readouterr().err
     assert f"2 of {sum(splits.values())} items" in err
     assert all(f"{name} 1/{n}" in err for name, n in splits.items())
     again = make_plan(config)  # seeded: the same items every time
-    assert [i.instance_id for i in again.instances] == [i.instance_id for i in plan.instances]
+    assert [i.instance_id for i in again.load_instances()] == [i.instance_id for i in instances]
 
 
 def test_the_package_builds_without_deprecation_warnings(tmp_path):
@@ -147,7 +148,8 @@ def test_metrics_stats_report_in_readme_order_show_the_run_once_with_the_users_o
     config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "run"),
                                "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]})
     plan = make_plan(config)
-    batch = call_rows(SimulatedEngine("sim", seed=1), list(answer_requests(plan.instances, ["mcq"], ["zs"], set(), {})))
+    rows = list(answer_requests(plan.load_instances(), ["mcq"], ["zs"], set(), {}))
+    batch = call_rows(SimulatedEngine("sim", seed=1), rows)
     table = PredictionRows("sim", "simulated")(batch)
     (tmp_path / "run").mkdir()
     import pyarrow.parquet as pq

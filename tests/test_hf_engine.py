@@ -21,7 +21,6 @@ pytest.importorskip("transformers")
 
 from scipy.special import softmax  # noqa: E402
 
-from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.chat import TEXT_ONLY_NOTE  # noqa: E402
 from omnieval.engines.omni_inputs import audio_token_count, patchify, smart_resize  # noqa: E402
@@ -32,23 +31,15 @@ from omnieval.schema import Instance, Segment  # noqa: E402
 LABELS = list("ABCDE")
 
 
-def tiny_model(tmp_path_factory, arch: str) -> Path:
-    """Each tiny model is built once per test session (shared with test_tiny_models through the base temp)."""
-    out = tmp_path_factory.getbasetemp() / "tiny-models" / f"{arch}-seed0"
-    if not (out / "config.json").exists():
-        build_tiny_model(arch, out, seed=0)
-    return out
-
-
 @pytest.fixture(scope="module")
-def qwen2(tmp_path_factory):
-    path = tiny_model(tmp_path_factory, "qwen2")
+def qwen2(tiny_models):
+    path = tiny_models("qwen2")
     return path, create_engine("hf", model="tiny-qwen2", path=str(path), batch_size=3, max_new_tokens=12)
 
 
 @pytest.fixture(scope="module")
-def omni(tmp_path_factory):
-    path = tiny_model(tmp_path_factory, "qwen2.5-omni")
+def omni(tiny_models):
+    path = tiny_models("qwen2.5-omni")
     return path, create_engine("hf", model="tiny-omni", path=str(path), max_new_tokens=8)
 
 

@@ -25,13 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ACTOR = "MapWorker(MapBatches(ModelStage))"
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
-
-
 @pytest.fixture
 def cluster(monkeypatch):
     """Head (4 CPUs, no GPU: driver-side stages and decoding) + 3 workers (2 CPUs, 2 GPUs each). Its own Ray temp

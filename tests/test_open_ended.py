@@ -20,13 +20,6 @@ from omnieval.schema import InputError
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
-
-
 def _config(bench, out, models, **kw):
     data = {"benchmark": str(bench), "output": str(out), "models": models, "prompts": kw.pop("prompts", ["zs"]),
             "decode": {"num_frames": 4, "max_side": 96}, **kw}
@@ -100,17 +93,8 @@ def test_open_mode_and_describers_need_generation_and_judges(bench, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from omnieval.dev.tiny_models import build_tiny_model
-
-    base = tmp_path_factory.getbasetemp() / "tiny-models"
-    out = {}
-    for arch, name in (("qwen2", "qwen2-seed0"), ("qwen2.5-omni", "omni-seed0")):
-        path = base / name
-        if not (path / "config.json").exists():
-            build_tiny_model(arch, path, seed=0)
-        out[arch] = str(path)
-    return out
+def tiny(tiny_models):
+    return {arch: str(tiny_models(arch)) for arch in ("qwen2", "qwen2.5-omni")}
 
 
 def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, bench, tmp_path, tiny):
@@ -167,13 +151,13 @@ def test_contrastive_caption_baseline_with_predicted_captions(ray_session, tmp_p
     config = _config(bench, tmp_path / "run", [reader], protocol="contrastive",
                      protocol_options={"permutations": 2})
     plan = make_plan(config)
-    media = {i.instance_id: {s.path: described_as(s) for s in i.media_segments()} for i in plan.instances}
+    media = {i.instance_id: {s.path: described_as(s) for s in i.media_segments()} for i in plan.load_instances()}
     # point clouds are shown as rendered views (image segments) and described with the 3D model prompt
     assert {m for paths in media.values() for m in paths.values()} == set(DEFAULT_DESCRIBE_PROMPTS)
-    assert {s.modality for i in plan.instances for s in i.media_segments()} == {"image", "audio", "video"}
+    assert {s.modality for i in plan.load_instances() for s in i.media_segments()} == {"image", "audio", "video"}
     result = run_evaluation(config, progress=False)
     df = pl.from_arrow(pq.read_table(result.predictions_path))
-    assert df.height == len(plan.instances) and df["error"].null_count() == df.height
+    assert df.height == len(plan.load_instances()) and df["error"].null_count() == df.height
     assert (df["cascade"] == "captioner:audio+image+pointcloud+video").all()
     assert len(set(df["condition"])) > 1  # the original order and its permutations
     for row in df.iter_rows(named=True):
@@ -206,7 +190,7 @@ def test_open_mode_on_other_protocols(ray_session, tmp_path, protocol):
     result = run_evaluation(config, progress=False)
     df = pl.from_arrow(pq.read_table(result.predictions_path))
     opened = df.filter(pl.col("mode") == "open")
-    assert opened.height == df.filter(pl.col("mode") == "mcq").height == len(plan.instances)
+    assert opened.height == df.filter(pl.col("mode") == "mcq").height == len(plan.load_instances())
     assert opened["reference"].null_count() == 0 and opened["error"].null_count() == opened.height
     assert all(len(v) == 2 for v in opened["verdicts"].to_list())
     table = compute_metrics([result.predictions_path], resamples=50)

@@ -24,13 +24,6 @@ from omnieval.protocols import dissonance
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
-
-
 def _config(bench, out, models, **kw):
     data = {"benchmark": str(bench), "output": str(out), "models": models, "prompts": kw.pop("prompts", ["zs"]),
             "decode": {"num_frames": 4, "max_side": 96, **kw.pop("decode", {})}, **kw}
@@ -116,7 +109,7 @@ def test_runtime_decode_failure_marks_only_its_instances(ray_session, bench, tmp
     from omnieval.plan import make_plan
 
     plan = make_plan(_config(broken, tmp_path / "unused", [SIM], decode={"media_check": "exists"}))
-    uses = {i.instance_id for i in plan.instances if any(s.path == rel for s in i.segments)}
+    uses = {i.instance_id for i in plan.load_instances() if any(s.path == rel for s in i.segments)}
     errored = set(df.filter(pl.col("error").is_not_null())["instance_id"])
     assert uses and errored == uses
     assert df.filter(pl.col("error").is_not_null())["choice"].null_count() == len(uses)
@@ -157,15 +150,13 @@ def test_interrupted_run_resumes_with_every_instance_exactly_once(bench, tmp_pat
     assert every_part.num_rows == total  # nothing scored twice
 
 
-def test_tiny_transformers_omni_model_through_the_pipeline(ray_session, bench, tmp_path):
+def test_tiny_transformers_omni_model_through_the_pipeline(ray_session, bench, tmp_path, tiny_models):
     """The real transformers path inside Ray actors on decoded video and audio: valid choices, confidences from the
     restricted softmax of the option logprobs, and the same table again with two replicas."""
     import numpy as np
     from scipy.special import softmax
 
-    from omnieval.dev.tiny_models import build_tiny_model
-
-    path = build_tiny_model("qwen2.5-omni", tmp_path / "tiny-omni", seed=0)
+    path = tiny_models("qwen2.5-omni")
     tables = []
     for replicas in (1, 2):
         model = {"name": "tiny-omni", "engine": "hf", "replicas": replicas, "batch_size": 4,

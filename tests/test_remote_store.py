@@ -50,13 +50,6 @@ def s3():
                 os.environ[k] = v
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=3, n_questions=2)
-
-
 def _config(bench, output: str, model: dict = MODEL) -> dict:
     return {"benchmark": str(bench), "output": output, "prompts": ["zs"], "models": [model],
             "decode": {"num_frames": 4, "max_side": 96}, "ray": {"num_cpus": 4}}

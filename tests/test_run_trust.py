@@ -48,8 +48,8 @@ def _expected_choices(config, model: dict) -> dict[str, str | None]:
 
     plan = make_plan(config)
     engine = SimulatedEngine(model["name"], **model["options"])
-    results = engine.score([EngineRequest(inst, {}, "zs") for inst in plan.instances])
-    return {inst.instance_id: res.choice for inst, res in zip(plan.instances, results, strict=True)}
+    results = engine.score([EngineRequest(inst, {}, "zs") for inst in plan.load_instances()])
+    return {inst.instance_id: res.choice for inst, res in zip(plan.load_instances(), results, strict=True)}
 
 
 def _n_instances(bench) -> int:

@@ -23,13 +23,6 @@ from omnieval.sweep.expand import fingerprint, plan_benchmarks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-
-    return make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=4, n_questions=2)
-
-
 def _n_instances(bench) -> int:
     return sum(1 for _ in open(Path(bench) / "items.jsonl")) * 8
 

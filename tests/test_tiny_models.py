@@ -16,22 +16,14 @@ from safetensors.torch import load_file  # noqa: E402
 from omnieval.dev.tiny_models import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS, build_tiny_model  # noqa: E402
 
 
-def tiny_model(tmp_path_factory, arch: str, seed: int = 0) -> Path:
-    """Build each (arch, seed) once per test session, shared by every module through the session's base temp."""
-    out = tmp_path_factory.getbasetemp() / "tiny-models" / f"{arch}-seed{seed}"
-    if not (out / "config.json").exists():
-        build_tiny_model(arch, out, seed=seed)
-    return out
+@pytest.fixture(scope="module")
+def qwen2_dir(tiny_models):
+    return tiny_models("qwen2")
 
 
 @pytest.fixture(scope="module")
-def qwen2_dir(tmp_path_factory):
-    return tiny_model(tmp_path_factory, "qwen2")
-
-
-@pytest.fixture(scope="module")
-def omni_dir(tmp_path_factory):
-    return tiny_model(tmp_path_factory, "qwen2.5-omni")
+def omni_dir(tiny_models):
+    return tiny_models("qwen2.5-omni")
 
 
 def test_qwen2_loads_with_auto_classes(qwen2_dir):

@@ -14,7 +14,6 @@ vllm = pytest.importorskip("vllm")
 
 from scipy.special import softmax  # noqa: E402
 
-from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
 from omnieval.prompts import render_prompt  # noqa: E402
@@ -22,8 +21,8 @@ from omnieval.schema import Instance, Segment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def qwen2(tmp_path_factory):
-    return build_tiny_model("qwen2", tmp_path_factory.mktemp("m") / "qwen2", seed=0)
+def qwen2(tiny_models):
+    return tiny_models("qwen2")
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,15 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
 
-from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
 
 
-def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tmp_path):
+def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tiny_models):
     """The tiny Qwen2.5-Omni through vLLM's own multimodal processor (frames, waveform, content-hash uuids, the
     sampled fps) gives the same option logprobs as the transformers engine's torchvision-free preprocessing."""
-    path = build_tiny_model("qwen2.5-omni", tmp_path / "omni", seed=0)
+    path = tiny_models("qwen2.5-omni")
     inst = Instance(instance_id="i", item_id="i", protocol="dissonance", benchmark="b", split="s", condition="C000",
                     segments=[Segment(kind="media", modality="video", path="v"),
                               Segment(kind="media", modality="audio", path="a"),
@@ -45,13 +44,13 @@ def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tmp_path):
     assert got[0].option_logprobs != got[1].option_logprobs  # the video reaches the model
 
 
-def test_crossmodal_candidates_as_images_and_audio_equal_the_transformers_engine(tmp_path):
+def test_crossmodal_candidates_as_images_and_audio_equal_the_transformers_engine(tiny_models):
     """A crossmodal instance shows four candidate images (or four audio clips) interleaved with their labels: vLLM
     receives every candidate and scores exactly like the transformers engine."""
     from omnieval.protocols import crossmodal
     from omnieval.protocols.crossmodal import Entity, Item
 
-    path = build_tiny_model("qwen2.5-omni", tmp_path / "omni", seed=0)
+    path = tiny_models("qwen2.5-omni")
 
     def entity(name: str) -> Entity:
         return Entity(text=f"the {name}", audio=f"{name}.wav", image=f"{name}.image")

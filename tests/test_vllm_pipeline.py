@@ -25,7 +25,6 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
-from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 from omnieval.pipeline import run_evaluation  # noqa: E402
 from omnieval.plan import make_plan  # noqa: E402
 
@@ -48,7 +47,7 @@ def _config(bench, out, model_path):
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, tiny_models):
     """Tiny Qwen2 + a 2-anchor, 2-question dissonance benchmark (32 instances) with one video truncated and the
     question of one item (of the other anchor) made longer than ``MAX_MODEL_LEN``."""
     from transformers import AutoTokenizer
@@ -56,7 +55,7 @@ def setup(tmp_path_factory):
     from omnieval.datasets.synthetic import make_dissonance_benchmark
 
     tmp = tmp_path_factory.mktemp("vllm-pipeline")
-    model_path = build_tiny_model("qwen2", tmp / "qwen2", seed=0)
+    model_path = tiny_models("qwen2")
     assert len(AutoTokenizer.from_pretrained(model_path)(LONG_QUESTION)["input_ids"]) > MAX_MODEL_LEN
     source = make_dissonance_benchmark(tmp / "source", n_anchors=2, n_questions=2, splits=("real",))
     bench = tmp / "bench"
@@ -95,7 +94,7 @@ def reference(setup):
             media[path] = decode_media(spec.path, spec.modality, **dict(spec.params))
         except MediaError:
             assert path == broken
-    ok = [i for i in plan.instances if all(s.path in media for s in i.media_segments())]
+    ok = [i for i in plan.load_instances() if all(s.path in media for s in i.media_segments())]
     scored, generated = {}, {}
     for style in config.prompts:
         requests = [EngineRequest(i, {s.path: media[s.path] for s in i.media_segments()}, style) for i in ok]
@@ -116,7 +115,7 @@ def test_rows_are_what_the_engine_says_when_called_directly(run, reference, setu
     result, df = run
     _, plan, scored, generated = reference
     assert result.n_instances == 32 and df.height == 128
-    undecodable = {i.instance_id for i in plan.instances if any(s.path == broken for s in i.segments)}
+    undecodable = {i.instance_id for i in plan.load_instances() if any(s.path == broken for s in i.segments)}
     assert undecodable and len(undecodable) < 32
     checked = {"mcq": 0, "open": 0}
     for row in df.iter_rows(named=True):
@@ -164,7 +163,7 @@ def test_verdicts_follow_the_strict_parse_and_one_retry(run, reference):
 
     _, df = run
     engine, plan, _, _ = reference
-    instances = {i.instance_id: i for i in plan.instances}
+    instances = {i.instance_id: i for i in plan.load_instances()}
     graded = df.filter((pl.col("mode") == "open") & pl.col("error").is_null())
     assert graded.height > 0
     for row in graded.iter_rows(named=True):

@@ -62,7 +62,7 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
                         "num_gpus": 1 if device != "cpu" else 0}]})
 
     small, full = run_config("small", small_items), run_config("full", None)
-    n_small, n_full = len(make_plan(small).instances), len(make_plan(full).instances)
+    n_small, n_full = make_plan(small, keep_blocks=False).n_instances, make_plan(full, keep_blocks=False).n_instances
     ensure_ray(full)
     timed = {}
     for name, config in (("small", small), ("full", full)):
@@ -75,9 +75,10 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
     startup = timed["small"] - n_small / marginal
 
     plan = make_plan(full)
+    instances = plan.load_instances()
     decoded = {p: decode_media(s.path, s.modality, **dict(s.params)) for p, s in plan.media_specs.items()}
     requests = [EngineRequest(i, {s.path: decoded[s.path] for s in i.segments if s.kind == "media"}, "zs")
-                for i in plan.instances]
+                for i in instances]
     start = time.perf_counter()
     engine = create_engine("vllm", model="bare", **options)
     vllm_load = time.perf_counter() - start
@@ -91,7 +92,7 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
     bare_s = time.perf_counter() - start
     engine.close()
 
-    sampled = {i.instance_id for i in make_plan(small).instances}
+    sampled = {i.instance_id for i in make_plan(small).load_instances()}
     peer_requests = [r for r in requests if r.instance.instance_id in sampled]
     hf = create_engine("hf", model="hf", path=model, device=device, batch_size=1)
     start = time.perf_counter()

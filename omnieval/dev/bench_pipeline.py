@@ -218,7 +218,7 @@ def _measure_run(params: dict) -> dict:
     start = time.perf_counter()
     plan = make_plan(config)
     plan_s = time.perf_counter() - start
-    rows = list(answer_requests(plan.instances, ["mcq"], ["zs"], set(), {}))
+    rows = list(answer_requests(plan.load_instances(), ["mcq"], ["zs"], set(), {}))
     model = config.models[0]
     engine = create_engine(model.engine, model=model.name, **model.options)
     engine_s = float("inf")

@@ -47,14 +47,23 @@ class MediaSpec:
     params: tuple[tuple[str, object], ...] = ()
 
 
-@ray.remote(num_cpus=1, max_retries=2, num_returns=2)
-def decode_task(spec: MediaSpec):
+#: Files decoded by one task: a decode takes milliseconds, about what Ray spends scheduling a task, so a lookup of
+#: many new files launches tasks of up to this many files (each file still has its own two objects).
+DECODES_PER_TASK = 8
+
+
+@ray.remote(num_cpus=1, max_retries=2)
+def decode_task(*specs: MediaSpec):
+    """``status, payload`` of each spec in turn (``num_returns`` = 2 x the specs, set by the caller)."""
     from omnieval.media.decode import decode_media
 
-    try:
-        return "", decode_media(spec.path, spec.modality, **dict(spec.params))
-    except Exception as exc:  # recorded per instance, never fatal for the run
-        return f"{spec.path}: {type(exc).__name__}: {exc}", None
+    out: list = []
+    for spec in specs:
+        try:
+            out += ["", decode_media(spec.path, spec.modality, **dict(spec.params))]
+        except Exception as exc:  # recorded per instance, never fatal for the run
+            out += [f"{spec.path}: {type(exc).__name__}: {exc}", None]
+    return tuple(out)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
@@ -67,13 +76,14 @@ class MediaCache:
         self._decodes: dict[str, int] = {}
 
     def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
-        out = []
-        for spec in specs:
-            if spec.key not in self._refs:
-                self._refs[spec.key] = list(decode_task.remote(spec))
+        new = list({spec.key: spec for spec in specs if spec.key not in self._refs}.values())
+        for start in range(0, len(new), DECODES_PER_TASK):
+            group = new[start:start + DECODES_PER_TASK]
+            refs = decode_task.options(num_returns=2 * len(group)).remote(*group)
+            for i, spec in enumerate(group):
+                self._refs[spec.key] = [refs[2 * i], refs[2 * i + 1]]
                 self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
-            out.append(self._refs[spec.key])
-        return out
+        return [self._refs[spec.key] for spec in specs]
 
     def forget(self, handed_out: list[tuple[str, list[ray.ObjectRef]]]) -> None:
         """A reader could not fetch these refs (lost with a node and not rebuilt): drop each key whose refs are

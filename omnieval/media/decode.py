@@ -43,13 +43,28 @@ def allowed_shortfall(declared: float) -> float:
     return max(SHORTFALL_S, SHORTFALL_SHARE * declared)
 
 
+#: FFmpeg's stream probing reads and analyses up to 5 MB of a file; for a WAV it costs ~4 ms a file (most of the
+#: time a probe or an audio decode took) and finds nothing the RIFF header does not state. A WAV is opened with the
+#: smallest probe size: the same stream parameters and the same samples, ~20x faster.
+_OPEN_OPTIONS = {"probesize": "32"}
+
+
+def _is_riff_wave(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return head[:4] == b"RIFF" and head[8:12] == b"WAVE"
+
+
 def _open(path: str | Path):
     import av
 
     if not Path(path).is_file():
         raise MediaError(f"{path}: file does not exist")
     try:
-        return av.open(str(path))
+        return av.open(str(path), options=_OPEN_OPTIONS if _is_riff_wave(path) else None)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         raise MediaError(f"{path}: cannot open media container: {exc}") from None
 

@@ -15,6 +15,10 @@
     cross-item checks a pydantic model cannot do alone; raises ``InputError`` naming file, item and field.
 ``expand_all(items, bench, seed, options) -> list[Instance]``
     every instance of the given items: stable ids, keyed randomness only (``omnieval.keyed``), never order-dependent.
+``ITEM_LOCAL: bool`` (optional, default False)
+    True where an item's instances never depend on the other items, so ``expand_all`` may run on chunks of the
+    items in parallel Ray tasks (``omnieval.expansion``); spectrum's donors are drawn across all items, so it
+    expands in one task.
 ``metrics_spec() -> omnieval.metric_types.ProtocolMetrics``
     the cells and the metric function of SPEC's section for this protocol.
 

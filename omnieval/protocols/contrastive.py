@@ -56,6 +56,9 @@ from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
+ITEM_LOCAL = True
+"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
+chunks of the items in parallel (``omnieval.expansion``)."""
 MODALITIES: tuple[str, ...] = ("image", "audio", "video", "pointcloud")
 SELECTION_TYPES: tuple[str, ...] = ("random", "similar")
 MIN_INPUTS, MAX_INPUTS = 2, 4

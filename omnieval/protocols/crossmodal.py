@@ -37,6 +37,9 @@ from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
 from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "crossmodal"
+ITEM_LOCAL = True
+"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
+chunks of the items in parallel (``omnieval.expansion``)."""
 DIRECTIONS: tuple[str, ...] = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 EXTRA_CONDITIONS: tuple[str, ...] = ("AV->T", "none->T")
 DISPARITY_PAIRS: tuple[tuple[str, str], ...] = (("T", "V"), ("T", "A"), ("V", "A"))

@@ -21,6 +21,9 @@ from omnieval.keyed import keyed_rng
 from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment
 
 NAME = "dissonance"
+ITEM_LOCAL = True
+"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
+chunks of the items in parallel (``omnieval.expansion``)."""
 MODALITIES: tuple[str, ...] = ("video", "audio", "text")
 CONDITIONS: tuple[str, ...] = tuple("C" + "".join(map(str, bits)) for bits in itertools.product((0, 1), repeat=3))
 Item = DissonanceItem

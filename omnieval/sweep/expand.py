@@ -75,7 +75,7 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
     for i, entry in enumerate(sweep.protocols):
         config = run_config(sweep, sweep.models[0], entry, sweep.prompts[0])
         try:
-            plan = make_plan(config)
+            plan = make_plan(config, keep_blocks=False)  # count and digest only
         except InputError as exc:
             inner = exc.field or ""
             if inner == "protocol":
@@ -85,7 +85,7 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
             else:
                 where = f"protocols[{i}].benchmark"
             raise InputError(str(exc), field=where) from None
-        plans[entry.label] = BenchmarkPlan(n_instances=len(plan.instances), digest=benchmark_digest(plan))
+        plans[entry.label] = BenchmarkPlan(n_instances=plan.n_instances, digest=benchmark_digest(plan))
     return plans
 
 

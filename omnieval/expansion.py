@@ -1,0 +1,180 @@
+"""A plan's instances, made where they are used: items expanded into blocks of instance rows by Ray tasks, so the
+driver never holds the instances (its memory does not grow with them) and expansion runs on every core.
+
+The items are cut into chunks of ``CHUNK_ITEMS`` (for a protocol whose items expand independently of each other,
+``ITEM_LOCAL`` in its module; otherwise, as for spectrum's donors drawn across all items, one chunk holds every
+item). A task per chunk expands it (``protocol.expand_all``) and yields blocks of ``BLOCK_INSTANCES`` instance rows
+(``INSTANCE_SCHEMA``) into the object store, then a ``ChunkSummary``: its instance count, a SHA-256 of its
+instances' JSON, and the media files they show. The driver keeps the block refs and the summaries only; the run's
+stream reads the blocks (``instance_dataset``).
+
+Without Ray (sweep planning, tests) the same chunks are expanded in this process, and the blocks are kept as tables
+or dropped (``keep_blocks``); either way the digest, counts and media are the same, so a plan made without Ray and
+one made with it have the same identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+CHUNK_ITEMS = 64
+BLOCK_INSTANCES = 256
+"""The most instances in a block. Fewer where the plan is small (``block_size``): a block is what one engine
+replica takes at a time, so a small run needs several to keep every replica busy."""
+INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
+                             ("media_paths", pa.string())])
+"""An instance block: the id, the instance as JSON, and the paths of its media segments (JSON list)."""
+
+
+@dataclass(frozen=True)
+class ExpansionSource:
+    """What expanding needs: the protocol, the benchmark (its ``items`` the ones to expand), seed and options."""
+
+    protocol: str
+    bench: object
+    seed: int
+    options: object
+
+    @property
+    def block_size(self) -> int:
+        """About 64 blocks in all (taking ~8 instances an item), 16 to ``BLOCK_INSTANCES`` instances each. The
+        digest does not depend on it."""
+        return max(16, min(BLOCK_INSTANCES, len(self.bench.items) * 8 // 64))
+
+
+@dataclass
+class ChunkSummary:
+    count: int
+    digest: str
+    media: dict[str, str]  # relative path -> modality, in first-seen order
+
+
+@dataclass
+class Expansion:
+    """A plan's instances: how many, their digest (SHA-256 over the chunks' digests in order), the media they show
+    (path -> modality), and the blocks (Ray object refs, or tables when expanded in this process; empty when not
+    kept)."""
+
+    n_instances: int
+    digest: str
+    media: dict[str, str]
+    blocks: list = field(default_factory=list)
+
+    def load_instances(self) -> list:
+        """Every instance, parsed, in this process: O(instances) memory, for the few callers that need them all
+        on the driver (describers, judges, benchmarks of the engine)."""
+        from omnieval.schema import Instance
+
+        return [Instance.model_validate_json(j) for table in self._tables() for j in
+                table.column("instance_json").to_pylist()]
+
+    def _tables(self) -> Iterator[pa.Table]:
+        for block in self.blocks:
+            if isinstance(block, pa.Table):
+                yield block
+            else:
+                import ray
+
+                yield ray.get(block)
+
+
+def chunks(source: ExpansionSource) -> list[tuple[int, int]]:
+    """The (start, stop) item ranges expanded by one task each."""
+    from omnieval.protocols import get_protocol
+
+    n = len(source.bench.items)
+    if not getattr(get_protocol(source.protocol), "ITEM_LOCAL", False):
+        return [(0, n)]
+    return [(start, min(n, start + CHUNK_ITEMS)) for start in range(0, n, CHUNK_ITEMS)]
+
+
+def expand_chunk(source: ExpansionSource, start: int, stop: int) -> Iterator[pa.Table | ChunkSummary]:
+    """The blocks of one chunk's instances (items ``start:stop`` of ``source.bench.items``), then its summary."""
+    yield from _expand_items(source, source.bench.items[start:stop])
+
+
+def _expand_items(source: ExpansionSource, items: list) -> Iterator[pa.Table | ChunkSummary]:
+    from omnieval.protocols import get_protocol
+
+    instances = get_protocol(source.protocol).expand_all(items, source.bench, source.seed, source.options)
+    digest = hashlib.sha256()
+    media: dict[str, str] = {}
+    size = source.block_size
+    for first in range(0, len(instances), size):
+        ids, texts, paths = [], [], []
+        for inst in instances[first:first + size]:
+            text = inst.model_dump_json()
+            digest.update(text.encode())
+            digest.update(b"\n")
+            segments = inst.media_segments()
+            for seg in segments:
+                media.setdefault(seg.path, seg.modality)
+            ids.append(inst.instance_id)
+            texts.append(text)
+            paths.append(json.dumps([seg.path for seg in segments]))
+        yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(texts, pa.string()),
+                                    pa.array(paths, pa.string())], schema=INSTANCE_SCHEMA)
+    yield ChunkSummary(len(instances), digest.hexdigest(), media)
+
+
+def _combine(summaries: list[ChunkSummary], blocks: list) -> Expansion:
+    digest = hashlib.sha256()
+    media: dict[str, str] = {}
+    for s in summaries:
+        digest.update(s.digest.encode())
+        for path, modality in s.media.items():
+            media.setdefault(path, modality)
+    return Expansion(sum(s.count for s in summaries), digest.hexdigest(), media, blocks)
+
+
+def expand(source: ExpansionSource, *, keep_blocks: bool = True) -> Expansion:
+    """Expand with Ray tasks when Ray is up (blocks stay in the object store), else in this process."""
+    import ray
+
+    if ray.is_initialized():
+        return _expand_ray(source)
+    summaries, blocks = [], []
+    for start, stop in chunks(source):
+        for out in expand_chunk(source, start, stop):
+            if isinstance(out, ChunkSummary):
+                summaries.append(out)
+            elif keep_blocks:
+                blocks.append(out)
+    return _combine(summaries, blocks)
+
+
+_TASK = None
+
+
+def _expand_ray(source: ExpansionSource) -> Expansion:
+    import ray
+
+    global _TASK
+    if _TASK is None:
+        _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
+    ref = ray.put(source)  # once: items passed per task would be held in the driver's task specs
+    generators = [_TASK.remote(ref, start, stop) for start, stop in chunks(source)]
+    summaries, blocks = [], []
+    for generator in generators:
+        refs = list(generator)
+        blocks += refs[:-1]
+        summaries.append(ray.get(refs[-1]))
+    return _combine(summaries, blocks)
+
+
+def _expand_task(source: ExpansionSource, start: int, stop: int):
+    yield from expand_chunk(source, start, stop)
+
+
+def instance_dataset(expansion: Expansion):
+    """The instance blocks as a Ray dataset (one block each)."""
+    import ray.data
+
+    if expansion.blocks and isinstance(expansion.blocks[0], pa.Table):
+        return ray.data.from_arrow(expansion.blocks)
+    return ray.data.from_arrow_refs(expansion.blocks)
