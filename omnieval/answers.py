@@ -130,7 +130,7 @@ class PredictionRows:
                 out.append(Prediction.scored(
                     inst, self.model, self.engine, style, choice=r["choice"], confidence=r["confidence"],
                     confidence_method=r["confidence_method"],
-                    option_logprobs=None if logprobs is None else [float(x) for x in logprobs],
+                    option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade))
         table = prediction_table(out)
         for name in self.carry:
@@ -144,6 +144,12 @@ def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: s
     return prediction_table([Prediction.failed(inst, model, engine, prompt, mode, message)
                              for inst, message in failed for mode in modes for prompt in prompts
                              if (mode, prompt, inst.instance_id) not in done])
+
+
+def _logprob(x) -> float | None:
+    """One option's logprob; null where the engine could not read it (a label outside an endpoint's top
+    logprobs, ``confidence_method: rs_topk``)."""
+    return None if x is None or x != x else float(x)
 
 
 def _value(v):

@@ -14,6 +14,7 @@ LAZY: dict[str, str] = {
     "simulated": "omnieval.engines.simulated",
     "hf": "omnieval.engines.hf",
     "vllm": "omnieval.engines.vllm",
+    "openai": "omnieval.engines.endpoint",
 }
 """Engine name -> the module that registers it on import."""
 

@@ -17,7 +17,8 @@ LEVELS = ("0", "1", "2", "3")
 CONDITIONS = ("C000", "C100", "C010", "C001", "C110", "C101", "C011", "C111")  # by level k
 MODALITIES = ("video", "audio", "text")
 CALIBRATION = ("confidence_k", "ece", "rc_auc")
-METHOD_NAMES = {"rs": "restricted softmax over the option labels", "tp": "probability of the answer token"}
+METHOD_NAMES = {"rs": "restricted softmax over the option labels", "tp": "probability of the answer token",
+                "rs_topk": "restricted softmax over the option labels among an endpoint's top logprobs"}
 N_BINS = 10
 
 
