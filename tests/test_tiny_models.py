@@ -4,7 +4,6 @@ out the way vLLM loads a Qwen2.5-Omni checkpoint (STACK.md)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
