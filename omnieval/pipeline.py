@@ -417,7 +417,12 @@ def _consolidated(store: RunStore, models: list[str]) -> dict:
         store.lease.check()
     task = ray.remote(num_cpus=0, max_retries=2)(_consolidate_and_summarise).options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False))
-    return ray.get(task.remote(store.uri, models))
+    try:
+        return ray.get(task.remote(store.uri, models))
+    except ray.exceptions.RayTaskError as exc:  # the task's own error, as if raised here (an unwritable output...)
+        if isinstance(exc.cause, Exception):
+            raise exc.cause from None
+        raise
 
 
 def accuracy_by_condition(predictions: pa.Table) -> str:
