@@ -1,23 +1,25 @@
 """One evaluation run: the plan (``plan.py``) streamed through Ray Data, every model call through one seam.
 
-Per answering model, the request rows (instance x mode x prompt style still to do) go through
+The plan's items are expanded by Ray tasks into instance blocks kept in the object store (``expansion.py``); per
+answering model, Ray tasks turn the blocks into request rows (instance x mode x prompt style still to do:
+``answers.block_requests``), which go through
 
     ``stages.MediaStage`` (each distinct media file decoded once, through the run's ``MediaCache``)
       -> ``stages.ModelStage`` (an actor pool of the model's engine: ``replicas`` actors, each ``num_gpus`` /
          ``num_cpus``, batches of ``batch_size``; decoded arrays are read by key from the object store, never copied
-         into the stream's rows)
-      -> ``answers.PredictionRows`` (result columns -> prediction rows)
+         into the stream's rows; the prediction rows built in the same actor by ``answers.PredictionRows``)
       -> ``stages.drain``: atomic Parquet parts (the resume log), progress bar
 
-then judges grade the open answers through the same stages (``open_ended.py``), and all parts are consolidated
-into ``predictions.parquet`` sorted by (model, prompt, instance_id). A model with a describer has its media
-described first, through the same stages again (``cascade.py``).
+so the driver holds neither instances, request rows nor predictions: its memory does not grow with the benchmark.
+Then judges grade the open answers through the same stages (``open_ended.py``), and all parts are consolidated
+into ``predictions.parquet`` sorted by (model, prompt, instance_id), in a Ray task where no judge needs them on the
+driver. A model with a describer has its media described first, through the same stages again (``cascade.py``).
 
-A run is three pieces: ``prepared_run`` (plan, lease, claimed folders, resource check: everything that can fail
-before model work), ``_answer`` (request rows through one engine pool) and ``finish_run`` (consolidation, judges,
-``run.json``). ``run_evaluation`` composes them for one run; ``evaluate_runs`` prepares several runs of one model
-(a sweep's protocol entries x prompt styles), answers all of them in one ``_answer`` pass (one model load; each
-request row carries its run, and its rows are written to that run's parts) and finishes each on its own.
+A run is three pieces: ``prepared_run`` (plan, lease, expansion, claimed folders, resource check: everything that
+can fail before model work), ``_answer`` (request rows through one engine pool) and ``finish_run`` (consolidation,
+judges, ``run.json``). ``run_evaluation`` composes them for one run; ``evaluate_runs`` prepares several runs of one
+model (a sweep's protocol entries x prompt styles), answers all of them in one ``_answer`` pass (one model load;
+each request row carries its run, and its rows are written to that run's parts) and finishes each on its own.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
     request rows -> ``MediaStage`` (each distinct media file decoded once, through the run's ``MediaCache``)
                  -> ``ModelStage`` (the one seam: an actor pool of one model's engine; requests in, result
                     columns out)
-                 -> a row builder (plain Ray tasks: result columns -> prediction, judgement or description rows)
+                    and, in the same actor, a ``RowBuilder`` (result columns -> prediction, judgement or
+                    description rows)
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
 
 A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
