@@ -500,7 +500,7 @@ def test_killed_run_resumes_and_equals_the_inprocess_engine(server, inprocess, k
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray
         proc.wait()
         first = sum(pq.read_metadata(p).num_rows for p in parts.glob("part-*.parquet"))
-        instances = make_plan(parse_run_config(config)).instances
+        instances = make_plan(parse_run_config(config)).load_instances()
         total = 2 * len(instances)
         assert 0 < first < total, (first, total)
         assert not (out / "predictions.parquet").exists()

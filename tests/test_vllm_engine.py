@@ -97,7 +97,7 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
     result = run_evaluation(config, progress=False)
     df = pl.read_parquet(result.predictions_path).sort("instance_id")
     assert df.height == 8 and df["error"].null_count() == 8
-    instances = sorted(make_plan(config).instances, key=lambda i: i.instance_id)
+    instances = sorted(make_plan(config).load_instances(), key=lambda i: i.instance_id)
     expected = engine.score(  # the same options, called directly in this process
         [EngineRequest(i, {}, "zs") for i in instances])
     assert df["choice"].to_list() == [r.choice for r in expected]
