@@ -42,9 +42,10 @@ class ExpansionSource:
 
     @property
     def block_size(self) -> int:
-        """About 64 blocks in all (taking ~8 instances an item), 16 to ``BLOCK_INSTANCES`` instances each. The
+        """About 16 blocks in all (taking ~8 instances an item), 16 to ``BLOCK_INSTANCES`` instances each: every
+        block costs each stage of the stream some milliseconds of scheduling, so a small run wants few. The
         digest does not depend on it."""
-        return max(16, min(BLOCK_INSTANCES, len(self.bench.items) * 8 // 64))
+        return max(16, min(BLOCK_INSTANCES, len(self.bench.items) * 8 // 16))
 
 
 @dataclass

@@ -401,6 +401,9 @@ def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
     return summarise(predictions)
 
 
+_CONSOLIDATE = None
+
+
 def _consolidated(store: RunStore, models: list[str]) -> dict:
     """``_consolidate_and_summarise`` in a Ray task on this node (the output may be a local folder), the lease checked
     first; in this process where Ray is not up or the output is an object store (a worker may lack its
@@ -417,7 +420,10 @@ def _consolidated(store: RunStore, models: list[str]) -> dict:
 
     if store.lease is not None:
         store.lease.check()
-    task = ray.remote(num_cpus=0, max_retries=2)(_consolidate_and_summarise).options(
+    global _CONSOLIDATE
+    if _CONSOLIDATE is None:  # made once per process: a remote function is exported to the cluster when made
+        _CONSOLIDATE = ray.remote(num_cpus=0, max_retries=2)(_consolidate_and_summarise)
+    task = _CONSOLIDATE.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False))
     try:
         return ray.get(task.remote(store.uri, models))
