@@ -480,7 +480,9 @@ def test_killed_run_resumes_and_equals_the_inprocess_engine(server, inprocess, k
     from omnieval.plan import make_plan
 
     bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=4, n_questions=2, splits=("real",))
-    proxy = _slow_proxy(server, delay_s=0.05)
+    # 0.15 s a request: a block of 32 requests takes longer than the drain's first flush interval (5 s), so the
+    # first part is written while most of the run is still to do, however loaded the machine
+    proxy = _slow_proxy(server, delay_s=0.15)
     out = tmp_path / "run"
     config = {"benchmark": str(bench), "output": str(out), "prompts": ["zs", "cot"],
               "decode": {"num_frames": 4, "max_side": 64}, "ray": {"num_cpus": 4},
