@@ -4,6 +4,9 @@ built from what ``stages.ModelStage`` returned.
 Per instance x mode x prompt style still to do (resume skips what finished without an error), a multiple-choice
 row asks ``score`` (the engine renders the prompt from the instance and style) and an open-ended row asks
 ``generate`` with the open prompt (``prompts.render_open_prompt``: context and question, no options).
+A row whose prompt shows media the model cannot take follows the model's ``media_policy.MediaPolicy``: under
+``skip`` it carries ``skipped`` (the modalities) and no media paths, and the model stage passes it by without a
+call; under ``note`` it carries ``media_noted`` (the engine writes the notes).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from omnieval.media_policy import MediaPolicy
 from omnieval.predictions import Prediction, prediction_table
 from omnieval.prompts import open_media_paths, render_open_prompt
 from omnieval.schema import Instance
@@ -33,30 +37,35 @@ REQUEST_SCHEMA = pa.schema([
     ("call", pa.string()), ("mode", pa.string()), ("prompt", pa.string()), ("instance_json", pa.string()),
     ("instance_id", pa.string()), ("media_paths", pa.string()), ("cascade_json", pa.string()),
     ("parts_json", pa.string()), ("max_new_tokens", pa.int64()), ("key", pa.string()), ("meta_json", pa.string()),
+    ("skipped", pa.string()), ("media_noted", pa.string()),
 ])
 """The columns of an answering model's request rows (the open-ended ones null on multiple-choice rows)."""
 
 
 def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: list[str],
-                    done: set[tuple[str, str, str]], cascade: dict[str, dict]) -> Iterator[dict]:
+                    done: set[tuple[str, str, str]], cascade: dict[str, dict],
+                    policy: MediaPolicy | None = None) -> Iterator[dict]:
     """The request rows of one model: every (instance, mode, prompt style) not in ``done``; ``cascade`` gives the
-    cascade columns per instance id (all rows or none)."""
+    cascade columns per instance id (all rows or none); ``policy`` marks rows showing media the model cannot take."""
     for inst in instances:
         yield from _requests(inst.instance_id, inst.model_dump_json(), [s.path for s in inst.media_segments()],
-                             lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id))
+                             lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id),
+                             policy or MediaPolicy())
 
 
 def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
-              prompts: list[str], done, cascade: dict | None) -> Iterator[dict]:
+              prompts: list[str], done, cascade: dict | None, policy: MediaPolicy) -> Iterator[dict]:
     """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows."""
     for mode in modes:
         paths = open_media_paths(instance()) if mode == "open" else media_paths
+        skipped, noted = policy.mark(paths)
         for prompt in prompts:
             if (mode, prompt, instance_id) in done:
                 continue
             row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
-                   "instance_json": instance_json, "instance_id": instance_id, "media_paths": json.dumps(paths),
-                   "cascade_json": json.dumps(cascade)}
+                   "instance_json": instance_json, "instance_id": instance_id,
+                   "media_paths": json.dumps([] if skipped else paths), "cascade_json": json.dumps(cascade),
+                   "skipped": skipped, "media_noted": noted}
             if mode == "open":
                 row |= open_generation(instance(), prompt)
             yield row
@@ -73,10 +82,11 @@ def request_table(rows: list[dict], tags: dict | None = None) -> pa.Table:
 _DONE: dict[str, frozenset] = {}
 
 
-def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], done, tags: dict) -> pa.Table:
+def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], done, tags: dict,
+                   policy: MediaPolicy | None = None) -> pa.Table:
     """A Ray Data map over instance blocks (``expansion.INSTANCE_SCHEMA``): their request rows, each with the
     ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id) triples, or
-    None; a worker fetches it once."""
+    None; a worker fetches it once. ``policy``: the model's ``media_policy.MediaPolicy`` over the run's media."""
     from omnieval.schema import Instance
 
     finished: frozenset = frozenset()
@@ -100,7 +110,7 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
     for i, (iid, paths) in enumerate(zip(block.column("instance_id").to_pylist(),
                                          block.column("media_paths").to_pylist(), strict=True)):
         rows += _requests(iid, texts[i], json.loads(paths), lambda i=i: instance(i), modes, prompts, finished,
-                          None)
+                          None, policy or MediaPolicy())
     return request_table(rows, tags)
 
 
@@ -122,16 +132,24 @@ class PredictionRows:
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
                   "r_latency_s")}
             style = str(batch["prompt"][i])
+            skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
+            if skipped:
+                out.append(Prediction.skipped_row(inst, self.model, self.engine, style, str(batch["mode"][i]),
+                                                  skipped, cascade))
+                continue
+            noted = _value(batch["media_noted"][i]) if "media_noted" in batch else None
             if str(batch["mode"][i]) == "open":
                 out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
-                                                error=r["error"], latency_s=r["latency_s"], cascade=cascade))
+                                                error=r["error"], latency_s=r["latency_s"], cascade=cascade,
+                                                media_noted=noted))
             else:
                 logprobs = r["option_logprobs"]
                 out.append(Prediction.scored(
                     inst, self.model, self.engine, style, choice=r["choice"], confidence=r["confidence"],
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
-                    raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade))
+                    raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade,
+                    media_noted=noted))
         table = prediction_table(out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from omnieval.prompts import PROMPT_STYLES
 from omnieval.schema import InputError
@@ -35,6 +43,19 @@ class ModelConfig(_Config):
     modes: list[Literal["mcq", "open"]] | None = Field(
         default=None, description="this model's modes, a subset of the run's (default: all of them); e.g. open-ended "
                                   "answers only from the models worth judging")
+    unsupported_media: Literal["skip", "note", "describe"] = Field(
+        default="skip", description="what a prompt's media part of a modality the model cannot take becomes: skip "
+                                    "(the row is marked skipped, not asked, and left out of every metric), note (a "
+                                    "one-line text note in its place, recorded on the row) or describe (the "
+                                    "describer of ``describe`` turns it into text)")
+
+    @field_validator("unsupported_media")
+    @classmethod
+    def _describer_given(cls, v: str, info: ValidationInfo) -> str:
+        if v == "describe" and info.data.get("describe") is None:
+            raise ValueError("unsupported_media: describe needs a describer: add describe: {model: {...}} to this "
+                             "model (its prompts are optional: the modalities the model cannot take are described)")
+        return v
 
     @field_validator("name")
     @classmethod

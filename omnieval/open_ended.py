@@ -52,7 +52,9 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
 
     if "open" not in config.modes or predictions.num_rows == 0:
         return 0
-    opened = predictions.filter(pc.and_(pc.equal(predictions["mode"], "open"), pc.is_null(predictions["error"])))
+    # errored or skipped (media the model cannot take): never answered, nothing to grade
+    asked = pc.and_(pc.is_null(predictions["error"]), pc.is_null(predictions["skipped"]))
+    opened = predictions.filter(pc.and_(pc.equal(predictions["mode"], "open"), asked))
     written = 0
     for judge in config.judges:
         done_table = read_judgements(store, judge.name)

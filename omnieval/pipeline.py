@@ -59,6 +59,7 @@ class RunResult:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     max_error_rate: float = 0.0
+    skipped: dict = field(default_factory=dict)  # media_policy.skipped_summary
 
     @property
     def error_rate(self) -> float:
@@ -68,12 +69,16 @@ class RunResult:
     def ok(self) -> bool:
         """False (the command exits non-zero) when more rows ended in an error than ``max_error_rate`` allows:
         an errored row is not the model's answer, and a run whose rows errored has not measured the model."""
-        return self.n_predictions > 0 and self.error_rate <= self.max_error_rate
+        return (self.n_predictions > 0 and self.error_rate <= self.max_error_rate
+                and self.skipped.get("count", 0) < self.n_predictions)
 
     def summary(self) -> str:
+        from omnieval.media_policy import skipped_lines
+
         lines = [f"predictions: {self.predictions_path}",
                  f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
-                 f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}"]
+                 f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}",
+                 *skipped_lines(self.skipped, self.n_predictions)]
         if self.n_errors:
             kinds = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors_by_kind.items()))
             lines += [f"{self.n_errors} of {self.n_predictions} rows ended in an error ({100 * self.error_rate:.1f}%; "
@@ -92,24 +97,6 @@ class RunResult:
 # Run
 # ---------------------------------------------------------------------------------------------------------------
 
-class _DropMessages:
-    """A logging filter dropping the records whose message starts with ``prefix``."""
-
-    def __init__(self, prefix: str):
-        self.prefix = prefix
-
-    def filter(self, record) -> bool:
-        return not record.getMessage().startswith(self.prefix)
-
-
-def _drop_messages(logger: str, prefix: str) -> None:
-    import logging
-
-    target = logging.getLogger(logger)
-    if not any(isinstance(f, _DropMessages) and f.prefix == prefix for f in target.filters):
-        target.addFilter(_DropMessages(prefix))
-
-
 def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
     max(8, cores): engine replicas, the media stage and decode tasks each hold a CPU slot, and on a 2-core machine
@@ -119,11 +106,13 @@ def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     import ray
     import ray.data
 
+    from omnieval.ray_notices import drop_messages
+
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # after import: ray.data configures its loggers
     # Two warnings that read like failures on every run and say nothing the user must act on: progress bars are
     # ours (tqdm), and token authentication being on is the safe default.
-    _drop_messages("ray.data._internal.progress", "Progress bars disabled")
-    _drop_messages("ray._private.authentication.authentication_token_setup", "Token authentication is enabled")
+    drop_messages("ray.data._internal.progress", "Progress bars disabled")
+    drop_messages("ray._private.authentication.authentication_token_setup", "Token authentication is enabled")
     if ray.is_initialized():
         return
     if address:
@@ -291,6 +280,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
 
     from omnieval.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
     from omnieval.expansion import BLOCK_INSTANCES, instance_dataset
+    from omnieval.media_policy import answering_model, media_policy
     from omnieval.stages import RowBuilder, drain, media_key, through_model
 
     out = [_Answered() for _ in runs]
@@ -305,17 +295,20 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
         done = store.finished_ids(model.name)
         modes = modes_of(config, model)
         planned[index] = plan.n_instances * len(modes) * len(config.prompts)
-        if model.describe is not None:
+        policy = media_policy(model, plan.expanded.media)
+        answering = answering_model(model)  # unsupported_media: describe: the describer takes what it cannot
+        if answering.describe is not None:
             from omnieval.cascade import cascade_instances, describe_media
 
             instances = plan.load_instances()
-            descriptions = describe_media(model, instances, config, store, cache.source(plan.media_specs), progress)
-            instances, cascade, failed = cascade_instances(model, instances, descriptions)
+            descriptions = describe_media(answering, instances, config, store, cache.source(plan.media_specs),
+                                          progress)
+            instances, cascade, failed = cascade_instances(answering, instances, descriptions)
             if failed:  # instances whose describer failed: errored predictions, no model call
                 table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done)
                 store.append_part(model.name, table)
                 failed_rows[index] = table.num_rows
-            rows = list(answer_requests(instances, modes, config.prompts, done, cascade))
+            rows = list(answer_requests(instances, modes, config.prompts, done, cascade, policy))
             if rows:
                 import ray.data
 
@@ -326,7 +319,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
         elif len(done) < planned[index]:  # a run whose rows are all done (same identity) starts no engine pool
             datasets.append(instance_dataset(plan.expanded).map_batches(
                 block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": tags,
-                                           "done": ray.put(list(done)) if done else None},
+                                           "done": ray.put(list(done)) if done else None, "policy": policy},
                 batch_size=None, batch_format="pyarrow", num_cpus=0.25))
             total += max(0, planned[index] - len(done))
 
@@ -375,11 +368,12 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
                      n_errors=summary["n_errors"], decode_counts=decode_counts,
                      accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
-                     max_error_rate=config.max_error_rate)
+                     max_error_rate=config.max_error_rate, skipped=summary["skipped"])
 
 
 def summarise(predictions: pa.Table) -> dict:
     """What a run reports of its predictions: counts, errors by kind with the first messages, the accuracy table."""
+    from omnieval.media_policy import skipped_summary
     from omnieval.schema import error_kind
 
     column = predictions["error"].to_pylist() if predictions.num_rows else []
@@ -389,7 +383,8 @@ def summarise(predictions: pa.Table) -> dict:
         kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
     return {"n_predictions": predictions.num_rows, "n_errors": sum(e is not None for e in column),
             "errors_by_kind": kinds,
-            "error_examples": errors[:5], "accuracy_table": accuracy_by_condition(predictions)}
+            "error_examples": errors[:5], "accuracy_table": accuracy_by_condition(predictions),
+            "skipped": skipped_summary(predictions)}
 
 
 def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
@@ -490,6 +485,7 @@ def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, dec
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
         "git_commit": git_commit(),
         "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
+        "skipped": summary["skipped"],
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.expansion import Expansion, ExpansionSource
+from omnieval.media_policy import check_media_policies
 from omnieval.preflight import check_engines
 
 
@@ -54,6 +55,7 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
         print(f"omnieval: limit_items: {note}", file=sys.stderr)
     check_media(bench, mode=config.decode.media_check)
     check_engines(config, engine_models(config))
+    check_media_policies(config)
     check_generation(config)
     source = ExpansionSource(protocol=bench.protocol, bench=replace(bench, items=list(items)), seed=config.seed,
                              options=options)

@@ -207,7 +207,12 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
     choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
     and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
-    included, and counted in ``error_rate``. ``_cluster``: the row's resampling unit (``metric_types.cluster_of``)."""
+    included, and counted in ``error_rate``. ``_cluster``: the row's resampling unit (``metric_types.cluster_of``).
+
+    Rows marked ``skipped`` (not asked: media their model cannot take, ``media_policy``) are dropped here, so they
+    are in no metric's numerator or denominator, ``error_rate`` included: for the metrics, the model was never
+    given those instances (paired differences and tests then match the instances both sides answered)."""
+    frame = without_skipped(frame)
     frame = frame.with_columns(**_error_flags(frame))
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
@@ -223,6 +228,14 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"),
         **{CLUSTER: cluster_of(frame)},
     )
+
+
+def without_skipped(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` without the rows marked ``skipped`` (a string naming the modalities; null or empty: asked)."""
+    if "skipped" not in frame.columns:
+        return frame
+    skipped = pl.col("skipped").cast(pl.Utf8)
+    return frame.filter(skipped.is_null() | (skipped.str.strip_chars() == ""))
 
 
 def error_kinds_present(frame: pl.DataFrame) -> list[str]:

@@ -2,7 +2,8 @@
 
 Every prediction row of a run is built here, once, after the model stage (``stages.ModelStage``) has returned its
 result columns: a multiple-choice answer (``Prediction.scored``), an open-ended answer (``Prediction.generated``) or
-a row that never reached the model (``Prediction.failed``: its media did not decode, its describer failed). Engines
+a row that never reached the model (``Prediction.failed``: its media did not decode, its describer failed;
+``Prediction.skipped``: it shows media its model cannot take, ``media_policy``). Engines
 return results only and never build rows, so the row shape cannot drift between engines.
 """
 
@@ -41,30 +42,33 @@ class Prediction:
     error: str | None = None
     latency_s: float | None = None
     cascade: dict | None = None  # the cascade columns, when a describer turned media into text first
+    skipped: str | None = None  # the modalities the model cannot take, when the row was not asked for them
+    media_noted: str | None = None  # the modalities a text note stood in for
 
     @classmethod
     def scored(cls, inst: Instance, model: str, engine: str, prompt: str, *, choice: str | None,
                confidence: float | None = None, confidence_method: str | None = None,
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
-               latency_s: float | None = None, cascade: dict | None = None) -> Prediction:
+               latency_s: float | None = None, cascade: dict | None = None, media_noted: str | None = None
+               ) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
         an answer without a choice carries no confidence."""
         choice = choice if choice in inst.option_labels else None
         return cls(inst, model, engine, prompt, "mcq", choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
-                   option_logprobs, raw_text, None, error, latency_s, cascade)
+                   option_logprobs, raw_text, None, error, latency_s, cascade, media_noted=media_noted)
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
-                  error: str | None = None, latency_s: float | None = None, cascade: dict | None = None
-                  ) -> Prediction:
+                  error: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
+                  media_noted: str | None = None) -> Prediction:
         """An open-ended answer: the full reply in ``raw_text``, the part a judge grades in ``answer_text``. A reply
         with no answer in it is an error, not an empty answer."""
         answer = final_answer(text) if error is None else None
         if error is None and not answer:
             error = "open answer: the model returned no text"
         return cls(inst, model, engine, prompt, "open", raw_text=text, answer_text=answer, error=error,
-                   latency_s=latency_s, cascade=cascade)
+                   latency_s=latency_s, cascade=cascade, media_noted=media_noted)
 
     @classmethod
     def failed(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, error: str,
@@ -73,6 +77,14 @@ class Prediction:
         if mode == "open":
             return cls(inst, model, engine, prompt, "open", error=error, cascade=cascade)
         return cls(inst, model, engine, prompt, "mcq", error=error, cascade=cascade)
+
+    @classmethod
+    def skipped_row(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, modalities: str,
+                    cascade: dict | None = None) -> Prediction:
+        """A row not asked because its prompt shows media of ``modalities`` the model cannot take
+        (``unsupported_media: skip``): no choice, no error, out of every metric."""
+        return cls(inst, model, engine, prompt, "open" if mode == "open" else "mcq", cascade=cascade,
+                   skipped=modalities)
 
     def row(self) -> dict:
         inst = self.instance
@@ -88,7 +100,7 @@ class Prediction:
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,
-            **{k: cascade.get(k) for k in CASCADE_FIELDS},
+            **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
         }
 
 

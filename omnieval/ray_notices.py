@@ -92,3 +92,22 @@ def _without_notice_on_stderr() -> Iterator[None]:
             rest = without_notice(caught.read())
             while rest:
                 rest = rest[os.write(2, rest):]
+
+
+class _DropMessages:
+    """A logging filter dropping the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def drop_messages(logger: str, prefix: str) -> None:
+    """Drop ``logger``'s records whose message starts with ``prefix`` (once per process and prefix)."""
+    import logging
+
+    target = logging.getLogger(logger)
+    if not any(isinstance(f, _DropMessages) and f.prefix == prefix for f in target.filters):
+        target.addFilter(_DropMessages(prefix))

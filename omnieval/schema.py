@@ -215,6 +215,10 @@ PREDICTION_SCHEMA = pa.schema([
     ("cascade", pa.string()),
     ("intermediate_text", pa.string()),
     ("stage_engines", pa.string()),
+    # A media part of a modality the model cannot take (``ModelConfig.unsupported_media``): the row was not asked
+    # (``skipped``), or a text note stood in for the part (``media_noted``); both name the modalities (``audio+video``).
+    ("skipped", pa.string()),
+    ("media_noted", pa.string()),
 ])
 """Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS.
 
@@ -224,7 +228,8 @@ final answer, ``reference`` the ground truth in words, ``verdicts`` one entry pe
 modalities it described (null for a direct model call), ``intermediate_text`` is a JSON object media path ->
 description, ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the
 question an item is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of
-``item_id``."""
+``item_id``; ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice,
+no error; left out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 
 VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
 MODES: tuple[str, ...] = ("mcq", "open")

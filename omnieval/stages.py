@@ -107,8 +107,9 @@ class ModelCalls:
     ``score`` / ``generate``, add the result columns. Plain Python (no Ray): ``ModelStage`` is its actor, and tests
     and benchmarks call it directly. ``fetch`` maps a set of media keys (``media_key``) to their decoded media (by
     default to None: for engines that read no media); the engine gets them by path. A row whose media
-    failed to decode gets that error without a model call; an engine exception marks every request of its
-    sub-batch (``engine error: ...``) and the run goes on."""
+    failed to decode gets that error without a model call, and a row marked ``skipped`` (media its model cannot
+    take: ``media_policy``) passes by without one and with no result; an engine exception marks every request of
+    its sub-batch (``engine error: ...``) and the run goes on."""
 
     def __init__(self, engine, fetch: Callable[[set[str]], dict] | None = None):
         self.engine = engine
@@ -127,8 +128,10 @@ class ModelCalls:
         calls = [str(c) for c in batch["call"]]
         decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
         keys_of = _row_keys(batch)
-        results = {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i]}
-        todo = [i for i in range(n) if not decode_errors[i]]
+        skipped = [isinstance(s, str) and bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
+        results = {i: _Result() for i in range(n) if skipped[i]}
+        results |= {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i] and not skipped[i]}
+        todo = [i for i in range(n) if i not in results]
         start = time.perf_counter()
         if todo:
             media = self._media({key for i in todo for key, _ in keys_of[i]})

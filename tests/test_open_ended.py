@@ -105,7 +105,7 @@ def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, be
                                                                               "max_new_tokens": 6}}
     judge = {"name": "tiny-judge", "engine": "hf", "options": {"path": tiny["qwen2"]}}
     cascade = {"name": "tiny-text+omni-audio", "engine": "hf", "options": {"path": tiny["qwen2"], "max_new_tokens": 6},
-               "describe": {"model": omni, "max_new_tokens": 8}}
+               "describe": {"model": omni, "max_new_tokens": 8}, "unsupported_media": "note"}
     config = _config(bench, tmp_path / "run", [omni, cascade], modes=["mcq", "open"], judges=[judge],
                      limit_items=1)
     result = run_evaluation(config, progress=False)

@@ -486,7 +486,7 @@ def test_killed_run_resumes_and_equals_the_inprocess_engine(server, inprocess, k
     out = tmp_path / "run"
     config = {"benchmark": str(bench), "output": str(out), "prompts": ["zs", "cot"],
               "decode": {"num_frames": 4, "max_side": 64}, "ray": {"num_cpus": 4},
-              "models": [{"name": "tiny", "engine": "openai", "batch_size": 2,
+              "models": [{"name": "tiny", "engine": "openai", "batch_size": 2, "unsupported_media": "note",
                           "options": {"base_url": proxy.url, "api_key_env": KEY_ENV, "modalities": [],
                                       "max_new_tokens": 16, "concurrency": 1}}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))

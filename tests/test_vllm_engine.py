@@ -93,7 +93,8 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
     options = {"path": str(qwen2), "dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True,
                "max_model_len": 2048}
     config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "run"), "limit_items": 1,
-                               "models": [{"name": "tiny-vllm", "engine": "vllm", "options": options}]})
+                               "models": [{"name": "tiny-vllm", "engine": "vllm", "options": options,
+                                           "unsupported_media": "note"}]})
     result = run_evaluation(config, progress=False)
     df = pl.read_parquet(result.predictions_path).sort("instance_id")
     assert df.height == 8 and df["error"].null_count() == 8

@@ -40,7 +40,7 @@ def _config(bench, out, model_path):
     return parse_run_config({
         "benchmark": str(bench), "output": str(out), "prompts": ["zs", "cot"], "modes": ["mcq", "open"],
         "decode": {"num_frames": 4, "max_side": 96, "media_check": "exists"},  # the broken video fails at decode
-        "models": [{"name": "tiny-vllm", "engine": "vllm", "batch_size": 8,
+        "models": [{"name": "tiny-vllm", "engine": "vllm", "batch_size": 8, "unsupported_media": "note",
                     "options": {"path": str(model_path), **OPTIONS}}],
         "judges": [{"name": "tiny-judge", "engine": "vllm", "batch_size": 16,
                     "options": {"path": str(model_path), **OPTIONS}}]})

@@ -119,6 +119,19 @@ class Engine(ABC):
         """Engine-specific value checks of ``options`` (cheap, no model load); raise ``OptionError``."""
         return None
 
+    @classmethod
+    def accepted_modalities(cls, options: dict) -> frozenset[str]:
+        """The media modalities (of ``schema.MEDIA_MODALITIES``: ``video``, ``audio``, ``image``, ``pointcloud``)
+        this engine, with these ``options``, gives the model as media; any other media part of a prompt is one
+        the model cannot take, and the run's ``unsupported_media`` policy decides what happens to it (skip the
+        row, a text note, or a describer's text).
+
+        Called on the driver before any model work, with options already checked by ``check_options``: it must be
+        cheap (read the model folder's ``config.json`` at most, never load a model) and must agree with what the
+        engine's ``score`` / ``generate`` then do with such a part. A folder it cannot read is an ``OptionError``
+        naming the option. Default: none (a text model)."""
+        return frozenset()
+
 
 class OptionError(ValueError):
     """A bad engine option; ``option`` names it (the run maps it to ``models[i].options.<option>``)."""

@@ -21,6 +21,23 @@ def is_omni_model(folder) -> bool:
     return json.loads((Path(folder) / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
 
 
+def folder_modalities(kind: str, path) -> frozenset[str]:
+    """What a model folder takes as media on the ``hf`` and ``vllm`` engines, from its ``config.json`` alone:
+    video, audio and image for the Qwen2.5-Omni family, nothing for any other model (its media parts become
+    text notes). A folder whose ``config.json`` cannot be read is an ``OptionError`` on ``path``."""
+    import json
+    from pathlib import Path
+
+    from omnieval.engines.base import OptionError
+
+    try:
+        model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type")
+    except (OSError, TypeError, ValueError) as exc:
+        raise OptionError("path", f"{kind} engine: cannot read config.json of the model folder {path} to tell "
+                                  f"which media the model takes ({exc})") from None
+    return frozenset(OMNI_MODALITIES) if model_type in OMNI_MODEL_TYPES else frozenset()
+
+
 def chat_prompt(tokenizer, parts: Sequence[PromptPart], omni: bool) -> str:
     """The chat-formatted prompt: media parts as placeholders (omni models) or one-line text notes (text models)."""
     content = []

@@ -98,6 +98,11 @@ class OpenAIEngine(Engine):
             raise OptionError("api_key_env", f"openai engine: the environment variable {name!r} named by api_key_env "
                                              "is not set (or empty)")
 
+    @classmethod
+    def accepted_modalities(cls, options: dict) -> frozenset[str]:
+        """Its ``modalities`` option (default image, audio, video): what the served model is sent as content parts."""
+        return frozenset(options.get("modalities", SENT_MODALITIES))
+
     # -- the protocol -------------------------------------------------------------------------------------------
     def mode(self) -> str:
         """The logprob route in use: ``auto`` resolves once, to ``token_ids`` where the server tokenizes

@@ -53,7 +53,14 @@ from omnieval.engines.base import (
     restricted_softmax,
     result_from_option_logprobs,
 )
-from omnieval.engines.chat import chat_prompt, cot_answer_position, is_omni_model, label_token_ids, omni_media_items
+from omnieval.engines.chat import (
+    chat_prompt,
+    cot_answer_position,
+    folder_modalities,
+    is_omni_model,
+    label_token_ids,
+    omni_media_items,
+)
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
@@ -75,6 +82,12 @@ class HFEngine(Engine):
             self._load()
 
     model_folder_option = "path"
+
+    @classmethod
+    def accepted_modalities(cls, options: dict) -> frozenset[str]:
+        """Video, audio and image for a Qwen2.5-Omni folder, nothing for any other model
+        (``chat.folder_modalities``)."""
+        return folder_modalities("hf", options.get("path"))
 
     @classmethod
     def validate_options(cls, options: dict) -> None:

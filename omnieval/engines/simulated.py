@@ -16,6 +16,10 @@ the protocol that built the instance) and behaves like a model that perceives ea
 4. Logits: ``margin`` on the decided option plus Gaussian ``noise`` on every option, divided by ``temperature``;
    ``option_logprobs`` = log-softmax over the options, choice = argmax, confidence = restricted-softmax max (rs).
 5. ``invalid_rate``: that share of answers is unparseable (choice null), to exercise the invalid path.
+   ``modalities``: the media modalities it takes (default all: ``video``, ``audio``, ``image``, ``pointcloud``);
+   a percept that involves any other media modality is never perceived (a run's ``unsupported_media: note``
+   then measures it as the text model it stands for), and the run's policy sees what it takes through
+   ``accepted_modalities``.
 6. ``delay_ms``: sleep that long per request, to emulate a model's latency in pipeline tests and benchmarks.
 
 Free text (``generate``), read from the request's structured ``meta``:
@@ -52,7 +56,7 @@ from omnieval.engines.base import (
     result_from_option_logprobs,
 )
 from omnieval.keyed import keyed_rng
-from omnieval.schema import Instance
+from omnieval.schema import MEDIA_MODALITIES, Instance
 
 
 @register_engine("simulated")
@@ -60,8 +64,9 @@ class SimulatedEngine(Engine):
     def __init__(self, model: str, *, reliance: dict[str, float] | None = None, abstain_on_conflict: float = 0.5,
                  abstain_on_unsupported: float = 0.2, margin: float = 4.0, noise: float = 1.0,
                  temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0, delay_ms: float = 0.0,
-                 judge_error: float = 0.0, judge_invalid_rate: float = 0.0):
+                 judge_error: float = 0.0, judge_invalid_rate: float = 0.0, modalities: list[str] | None = None):
         super().__init__(model)
+        self.modalities = _media_modalities(modalities)
         self.reliance = dict(reliance or {"video": 0.8, "audio": 0.6, "text": 0.9})
         for name, value in [*self.reliance.items(), ("abstain_on_conflict", abstain_on_conflict),
                             ("abstain_on_unsupported", abstain_on_unsupported), ("invalid_rate", invalid_rate),
@@ -85,11 +90,20 @@ class SimulatedEngine(Engine):
             name = next((k for k in options if k in str(exc)), "reliance")
             raise OptionError(name, str(exc)) from None
 
+    @classmethod
+    def accepted_modalities(cls, options: dict) -> frozenset[str]:
+        """Its ``modalities`` option; every media modality when not given (it reads percepts, not media)."""
+        return _media_modalities(options.get("modalities"))
+
     def perceive_probability(self, percept: str) -> float:
-        """``reliance[percept]``, else for a joint percept the product of its modalities' reliances."""
+        """``reliance[percept]``, else for a joint percept the product of its modalities' reliances; 0 for a
+        percept involving a media modality the model does not take (``modalities``)."""
+        parts = re.split(r"\+|->", percept)
+        if any(m in MEDIA_MODALITIES and m not in self.modalities for m in parts):
+            return 0.0
         if percept in self.reliance:
             return float(self.reliance[percept])
-        return float(np.prod([self.reliance.get(m, 0.0) for m in re.split(r"\+|->", percept)]))
+        return float(np.prod([self.reliance.get(m, 0.0) for m in parts]))
 
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance
@@ -186,6 +200,15 @@ class SimulatedEngine(Engine):
         if rng.random() < self.judge_invalid_rate:
             return f"Let me think about whether this is {verdict}."
         return verdict
+
+
+def _media_modalities(modalities) -> frozenset[str]:
+    if modalities is None:
+        return frozenset(MEDIA_MODALITIES)
+    if isinstance(modalities, str) or not all(m in MEDIA_MODALITIES for m in modalities):
+        raise ValueError(f"simulated engine: modalities must be a list of {', '.join(MEDIA_MODALITIES)}, "
+                         f"got {modalities!r}")
+    return frozenset(modalities)
 
 
 REFUSAL = re.compile(r"cannot answer|can't answer|unable to answer|not possible to (tell|answer)")

@@ -39,6 +39,7 @@ from omnieval.engines.base import (
 from omnieval.engines.chat import (
     chat_prompt,
     cot_answer_position,
+    folder_modalities,
     is_omni_model,
     label_token_ids,
     omni_media_fields,
@@ -70,6 +71,12 @@ class VLLMEngine(Engine):
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
+
+    @classmethod
+    def accepted_modalities(cls, options: dict) -> frozenset[str]:
+        """Video, audio and image for a Qwen2.5-Omni folder, nothing for any other model
+        (``chat.folder_modalities``)."""
+        return folder_modalities("vllm", options.get("path"))
 
     @classmethod
     def validate_options(cls, options: dict) -> None:

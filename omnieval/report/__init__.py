@@ -33,8 +33,8 @@ def _join(values) -> str:
 
 def runs_section(runs: list[Run]) -> Section:
     """Where every number comes from: per run its protocols, models, splits, counts, seeds and versions."""
-    header = ["run", "protocol", "models", "prompts", "splits", "predictions", "metrics", "seed", "resamples",
-              "omnieval", "git commit", "started (UTC)"]
+    header = ["run", "protocol", "models", "prompts", "splits", "predictions", "skipped", "metrics", "seed",
+              "resamples", "omnieval", "git commit", "started (UTC)"]
     rows = []
     for run in runs:
         m = run.metrics
@@ -52,6 +52,9 @@ def runs_section(runs: list[Run]) -> Section:
             text_cell(_join(m["split"].unique(maintain_order=True).to_list())),
             text_cell(str(len(run.predictions)) if run.predictions is not None else "—",
                       title=_join(info.get("predictions_files", [])) or None),
+            text_cell(skipped_text(run.predictions),
+                      title="rows not asked: they show media their model cannot take (unsupported_media: skip); "
+                            "left out of every metric"),
             text_cell(Path(minfo.get("source", "")).name or "—", title=minfo.get("source")),
             text_cell(str(minfo.get("seed", info.get("seed", "—")))),
             text_cell(str(minfo.get("resamples", "—"))),
@@ -61,6 +64,28 @@ def runs_section(runs: list[Run]) -> Section:
         ])
     table = Table(caption="Runs in this report", header=header, rows=rows, name="runs")
     return Section("runs", "Runs", blocks=[table])
+
+
+def skipped_text(predictions) -> str:
+    """Skipped rows per model with their modalities (``sim 40: video 40``), or ``0``; ``—`` without predictions."""
+    if predictions is None:
+        return "—"
+    if "skipped" not in predictions.columns:
+        return "0"
+    import polars as pl
+
+    skipped = predictions.filter(pl.col("skipped").is_not_null() & (pl.col("skipped") != ""))
+    if skipped.is_empty():
+        return "0"
+    out = []
+    for model in skipped["model"].unique(maintain_order=True).to_list():
+        rows = skipped.filter(pl.col("model") == model)["skipped"].to_list()
+        kinds: dict[str, int] = {}
+        for value in rows:
+            for modality in value.split("+"):
+                kinds[modality] = kinds.get(modality, 0) + 1
+        out.append(f"{model} {len(rows)}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    return "; ".join(out)
 
 
 def value_ranges(runs: list[Run]) -> str:

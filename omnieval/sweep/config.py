@@ -75,6 +75,9 @@ class SweepModel(ModelConfig):
             if "num_gpus" in self.model_fields_set and self.num_gpus != self.tensor_parallel_size:
                 raise ValueError(f"num_gpus ({self.num_gpus}) must equal tensor_parallel_size "
                                  f"({self.tensor_parallel_size}): each replica holds all its shards")
+        if self.unsupported_media == "describe":
+            raise ValueError("unsupported_media: describe is not available in a sweep (a sweep's models have no "
+                             "describe: cascade); use skip or note, or a run config with describe:")
         device = str(self.options.get("device", ""))
         if self.engine == "hf" and device.startswith("cuda") and self.num_gpus <= 0:
             raise ValueError(f"options.device is {device!r} but num_gpus is 0: set num_gpus (GPUs per replica)")
@@ -94,7 +97,8 @@ class SweepModel(ModelConfig):
             options["tensor_parallel_size"] = self.tensor_parallel_size
             num_gpus = float(self.tensor_parallel_size)
         return ModelConfig(name=self.name, engine=self.engine, options=options, replicas=self.replicas,
-                           batch_size=self.batch_size, num_gpus=num_gpus, num_cpus=self.num_cpus)
+                           batch_size=self.batch_size, num_gpus=num_gpus, num_cpus=self.num_cpus,
+                           unsupported_media=self.unsupported_media)
 
 
 class MetricsSettings(_Config):

@@ -1,0 +1,248 @@
+"""A modality a model cannot take: ``unsupported_media: skip | note | describe`` per model.
+
+References are independent of the code under test: which instances show which media is worked out from the items
+file and the protocol's directions by hand, metrics are recomputed with pandas over the rows that were asked, and
+engine calls are counted on a wrapper around the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+DIRECTIONS = ["A->T", "A->V", "T->A", "T->V", "V->A", "V->T", "AV->T", "none->T"]
+
+
+@pytest.fixture(scope="module")
+def xm_bench(tmp_path_factory):
+    from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+
+    return make_crossmodal_benchmark(tmp_path_factory.mktemp("xm") / "xm", seed=0, n_entities=4)
+
+
+def expected_media(bench: Path) -> dict[tuple[str, str], set[str]]:
+    """(item_id, direction) -> the media modalities its prompt shows, from the items file: A is the item's audio,
+    V its vision file (video, or image where an entity has no video), T text, ``none`` nothing."""
+    out = {}
+    for line in (Path(bench) / "items.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        vision = "video" if "video" in item["context"] else "image"
+        letter = {"A": {"audio"}, "V": {vision}, "T": set()}
+        for direction in DIRECTIONS:
+            source, target = direction.split("->")
+            shown = set().union(*(letter[c] for c in ("" if source == "none" else source)), letter[target])
+            out[(item["item_id"], direction)] = shown
+    return out
+
+
+def run_config(bench, out, models, **extra) -> dict:
+    return {"benchmark": str(bench), "output": str(out), "models": models,
+            "protocol_options": {"extra": ["AV->T", "none->T"]}, "decode": {"media_check": "exists"}, **extra}
+
+
+# -- config ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("model", "field", "words"), [
+    ({"unsupported_media": "ignore"}, "models[0].unsupported_media", "'skip', 'note' or 'describe'"),
+    ({"unsupported_media": "describe"}, "models[0].unsupported_media", "needs a describer"),
+    ({"options": {"modalities": ["smell"]}}, "models[0].options.modalities", "modalities must be a list"),
+    ({"unsupported_media": "describe", "options": {"modalities": ["audio"]},
+      "describe": {"model": {"name": "d", "engine": "simulated"}, "prompts": {"audio": "Describe."}}},
+     "models[0].describe.prompts", "it takes audio"),
+])
+def test_bad_policies_are_refused_naming_the_field(small_bench, tmp_path, model, field, words):
+    from omnieval.config import parse_run_config
+    from omnieval.plan import make_plan
+    from omnieval.schema import InputError
+
+    data = run_config(small_bench, tmp_path / "out", [{"name": "m", "engine": "simulated", **model}])
+    data.pop("protocol_options")
+    with pytest.raises(InputError) as err:
+        make_plan(parse_run_config(data), expand=False)
+    assert f"'{field}'" in str(err.value) and words in str(err.value)
+
+
+def test_sweep_models_carry_the_policy_and_refuse_describe():
+    from omnieval.schema import InputError
+    from omnieval.sweep.config import parse_sweep_config
+
+    base = {"output": "o", "protocols": [{"protocol": "dissonance", "benchmark": "b"}]}
+    sweep = parse_sweep_config(base | {"models": [{"name": "m", "engine": "simulated", "unsupported_media": "note"}]})
+    assert sweep.models[0].as_model_config().unsupported_media == "note"
+    with pytest.raises(InputError, match="not available in a sweep"):
+        parse_sweep_config(base | {"models": [{"name": "m", "engine": "simulated", "unsupported_media": "describe",
+                                              "describe": {"model": {"name": "d", "engine": "simulated"}}}]})
+
+
+def test_what_each_engine_takes(tiny_models, tmp_path):
+    from omnieval.engines.base import OptionError, engine_class
+
+    for arch, want in (("qwen2", set()), ("qwen2.5-omni", {"video", "audio", "image"})):
+        folder = tiny_models(arch)
+        assert json.loads((folder / "config.json").read_text())["model_type"].startswith("qwen2_5_omni") == bool(want)
+        for engine in ("hf", "vllm"):
+            assert engine_class(engine).accepted_modalities({"path": str(folder)}) == want
+    with pytest.raises(OptionError) as err:
+        engine_class("hf").accepted_modalities({"path": str(tmp_path / "missing")})
+    assert err.value.option == "path"
+    assert engine_class("openai").accepted_modalities({"base_url": "http://x/v1"}) == {"image", "audio", "video"}
+    assert engine_class("openai").accepted_modalities({"base_url": "http://x/v1", "modalities": []}) == set()
+    assert engine_class("simulated").accepted_modalities({}) == {"video", "audio", "image", "pointcloud"}
+    assert engine_class("simulated").accepted_modalities({"modalities": ["audio"]}) == {"audio"}
+
+
+# -- the model is never called for a skipped row ---------------------------------------------------------------------
+
+class Counting:
+    """A real engine whose ``score`` calls are recorded (instance id per request)."""
+
+    def __init__(self, engine):
+        self.engine, self.asked = engine, []
+
+    def score(self, requests):
+        self.asked += [r.instance.instance_id for r in requests]
+        return self.engine.score(requests)
+
+
+def answered_in_process(engine, bench, model_config, fetch=None):
+    """Request rows of every instance of ``bench`` under the model's policy, through the model stage's code
+    (``ModelCalls``) and the row builder, without Ray: (predictions frame, ids the engine was asked)."""
+    import pyarrow as pa
+
+    from omnieval.answers import PredictionRows, answer_requests
+    from omnieval.config import parse_run_config
+    from omnieval.media_policy import media_policy
+    from omnieval.plan import make_plan
+    from omnieval.stages import call_rows
+
+    config = parse_run_config(run_config(bench, "unused", [model_config]))
+    plan = make_plan(config)
+    instances = plan.load_instances()
+    policy = media_policy(config.models[0], plan.expanded.media)
+    rows = list(answer_requests(instances, ["mcq"], ["zs"], set(), {}, policy))
+    counting = Counting(engine)
+    batch = call_rows(counting, rows, fetch)
+    table = PredictionRows(config.models[0].name, config.models[0].engine)(batch)
+    return pa.table(table).to_pandas(), counting.asked
+
+
+def test_skipped_rows_never_reach_the_engine(xm_bench):
+    from omnieval.engines.simulated import SimulatedEngine
+
+    shown = expected_media(xm_bench)
+    model = {"name": "sim-audio", "engine": "simulated", "options": {"modalities": ["audio"]}}
+    frame, asked = answered_in_process(SimulatedEngine("sim-audio", modalities=["audio"]), xm_bench, model)
+    want_skipped = {key for key, media in shown.items() if media - {"audio"}}
+    got_skipped = {(r.item_id, r.condition) for r in frame.itertuples() if isinstance(r.skipped, str)}
+    assert got_skipped == want_skipped and 0 < len(want_skipped) < len(shown)
+    asked_keys = {tuple(i.split("|")[:2]) for i in asked}
+    assert len(asked) == len(shown) - len(want_skipped) == len(set(asked))
+    assert not ({(r.item_id, r.condition) for r in frame.itertuples() if r.instance_id in set(asked)} & want_skipped)
+    assert asked_keys and all(frame[frame.skipped.notna()].choice.isna())
+    for row in frame[frame.skipped.notna()].itertuples():
+        assert row.skipped == "+".join(sorted(shown[(row.item_id, row.condition)] - {"audio"}))
+        assert pd.isna(row.error) and pd.isna(row.confidence) and pd.isna(row.latency_s)
+
+
+def test_text_model_on_hf_is_asked_only_text_instances(xm_bench, tiny_models):
+    from omnieval.engines.hf import HFEngine
+
+    folder = str(tiny_models("qwen2"))
+    model = {"name": "qwen2", "engine": "hf", "options": {"path": folder}}
+    frame, asked = answered_in_process(HFEngine("qwen2", path=folder), xm_bench, model,
+                                       fetch=lambda keys: dict.fromkeys(keys))
+    shown = expected_media(xm_bench)
+    text_only = {key for key, media in shown.items() if not media}
+    assert {(r.item_id, r.condition) for r in frame.itertuples() if r.instance_id in set(asked)} == text_only
+    assert len(asked) == len(text_only) == frame.skipped.isna().sum() > 0
+    assert frame[frame.skipped.isna()].choice.notna().all()  # answered by the model's logits
+
+
+# -- whole runs ------------------------------------------------------------------------------------------------------
+
+def test_skip_run_metrics_summary_and_resume(ray_session, xm_bench, tmp_path):
+    from omnieval.config import parse_run_config
+    from omnieval.metrics import compute_metrics
+    from omnieval.pipeline import run_evaluation
+    from omnieval.schema import InputError
+
+    out = tmp_path / "run"
+    models = [{"name": "sim-all", "engine": "simulated", "options": {"reliance": {"audio": 0.7, "video": 0.8,
+                                                                                  "text": 0.9}}},
+              {"name": "sim-audio", "engine": "simulated",
+               "options": {"modalities": ["audio"], "reliance": {"audio": 0.7, "text": 0.9}, "invalid_rate": 0.2}}]
+    config = parse_run_config(run_config(xm_bench, out, models))
+    result = run_evaluation(config, progress=False)
+    shown = expected_media(xm_bench)
+    want = {key for key, media in shown.items() if media - {"audio"}}
+    by_modality = {m: sum(1 for k in want if m in shown[k]) for m in ("image", "video")}
+    by_modality = {m: n for m, n in by_modality.items() if n}
+
+    pred = pd.read_parquet(out / "predictions.parquet")
+    audio = pred[pred.model == "sim-audio"]
+    assert {(r.item_id, r.condition) for r in audio.itertuples() if isinstance(r.skipped, str)} == want
+    assert pred[pred.model == "sim-all"].skipped.isna().all()
+    record = json.loads((out / "run.json").read_text())
+    assert record["skipped"] == {"count": len(want), "by_model": {"sim-audio": {
+        "rows": len(want), "of": len(shown), "by_modality": by_modality}}}
+    text = result.summary()
+    assert f"sim-audio: {len(want)} of {len(shown)} rows (" in text and result.ok
+
+    # metrics over the asked rows only: accuracy per direction, invalid_rate and error_rate denominators
+    metrics = compute_metrics([out / "predictions.parquet"], resamples=200).to_pandas()
+    asked = audio[audio.skipped.isna()]
+    mine = metrics[(metrics.model == "sim-audio") & (metrics.split == "all")]
+    valid = asked[asked.choice.notna()]
+    for direction, group in valid.groupby("condition"):
+        row = mine[(mine.metric == "accuracy") & (mine.key == direction)]
+        assert len(row) == 1 and row.value.iloc[0] == pytest.approx((group.choice == group.target).mean())
+        assert row.n.iloc[0] == len(group)
+    overall = mine[(mine.metric == "accuracy") & ~mine.key.str.contains("/")]  # not per task / subtask
+    assert set(overall.key) == set(valid.condition)
+    for name, value, n in (("invalid_rate", asked.choice.isna().mean(), len(asked)),
+                           ("error_rate", 0.0, len(asked))):
+        row = mine[(mine.metric == name) & (mine.key == "")]
+        assert row.value.iloc[0] == pytest.approx(value) and row.n.iloc[0] == n
+
+    # the report's runs table says how many rows were skipped
+    from omnieval.prediction_files import read_predictions
+    from omnieval.report import skipped_text
+
+    assert skipped_text(read_predictions([out / "predictions.parquet"])) == (
+        f"sim-audio {len(want)}: " + ", ".join(f"{m} {n}" for m, n in sorted(by_modality.items())))
+
+    # resume: skipped rows are finished rows, not errors to retry
+    again = run_evaluation(config, progress=False)
+    assert again.n_rows == 0 and again.n_skipped == 2 * len(shown)
+    # switching the policy is another identity: refused without --overwrite
+    noted = [models[0], models[1] | {"unsupported_media": "note"}]
+    with pytest.raises(InputError, match=r"unsupported_media: \"skip\" -> \"note\""):
+        run_evaluation(parse_run_config(run_config(xm_bench, out, noted)), progress=False)
+    result = run_evaluation(parse_run_config(run_config(xm_bench, out, noted)), progress=False, overwrite=True)
+    pred = pd.read_parquet(out / "predictions.parquet")
+    audio = pred[pred.model == "sim-audio"]
+    assert audio.skipped.isna().all() and result.ok and "skipped:" not in result.summary()
+    for row in audio.itertuples():
+        media = shown[(row.item_id, row.condition)] - {"audio"}
+        assert (row.media_noted if isinstance(row.media_noted, str) else None) == (
+            "+".join(sorted(media)) if media else None)
+    # under note, the simulated model does not perceive what it cannot take: a vision-only direction is at chance
+    assert audio[audio.condition == "V->T"].choice.notna().any()
+
+
+def test_a_run_where_every_row_is_skipped_fails(ray_session, small_bench, tmp_path):
+    from omnieval.config import parse_run_config
+    from omnieval.pipeline import run_evaluation
+
+    config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "out"),
+                               "decode": {"media_check": "exists"},
+                               "models": [{"name": "text-sim", "engine": "simulated", "options": {"modalities": []}}]})
+    result = run_evaluation(config, progress=False)
+    n_items = len((Path(small_bench) / "items.jsonl").read_text().splitlines())
+    assert result.n_predictions == 8 * n_items == result.skipped["count"]  # every condition shows video and audio
+    assert not result.ok
+    text = result.summary()
+    assert "WARNING: every row of text-sim was skipped" in text and "FAILED: every row of the run was skipped" in text
