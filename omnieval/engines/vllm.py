@@ -15,7 +15,9 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
   across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
   own soundtrack (``chat.omni_layout``) is one video placeholder, the audio item paired with it and
-  ``use_audio_in_video: True``. The prompt ids vLLM returns are checked to carry every audio the request was given
+  ``use_audio_in_video: True``; vLLM's positions for it are replaced by transformers' (``vllm_positions``), which
+  needs the model in this process (``tensor_parallel_size: 1``; otherwise such requests are errored rows). The
+  prompt ids vLLM returns are checked to carry every audio the request was given
   (``chat.check_audio_tokens``; else an errored row naming the file).
 
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
@@ -27,6 +29,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from omnieval.engines import vllm_positions
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -75,6 +78,12 @@ class VLLMEngine(Engine):
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_new_tokens = max_new_tokens
+        # a video with its soundtrack needs transformers' positions (vllm_positions), which can be set only where
+        # the model runs in this process: one worker, no engine subprocess
+        in_process = (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and tensor_parallel_size == 1
+                      and kwargs.get("pipeline_parallel_size", 1) == 1
+                      and kwargs.get("distributed_executor_backend") in (None, "uni"))
+        self.soundtrack = self.omni and in_process and vllm_positions.install()
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
@@ -93,6 +102,10 @@ class VLLMEngine(Engine):
                                               self.omni) + suffix}
         if not self.omni:
             return prompt
+        if omni_layout(parts).use_audio_in_video and not self.soundtrack:
+            raise ValueError("a video with its own soundtrack needs the model in the engine's process "
+                             "(tensor_parallel_size 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): vLLM's own positions for "
+                             "it differ from the model's reference code (engines/vllm_positions.py)")
         prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media)
         if kwargs:
             prompt["mm_processor_kwargs"] = kwargs
