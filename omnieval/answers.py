@@ -48,7 +48,7 @@ def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: li
     """The request rows of one model: every (instance, mode, prompt style) not in ``done``; ``cascade`` gives the
     cascade columns per instance id (all rows or none); ``policy`` marks rows showing media the model cannot take."""
     for inst in instances:
-        yield from _requests(inst.instance_id, inst.model_dump_json(), [s.path for s in inst.media_segments()],
+        yield from _requests(inst.instance_id, inst.model_dump_json(), [s.ref for s in inst.media_segments()],
                              lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id),
                              policy or MediaPolicy())
 

@@ -24,16 +24,19 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig
-from omnieval.schema import Instance, Segment
+from omnieval.schema import Instance, Segment, media_file
 
 DESCRIPTION_SCHEMA = pa.schema([("path", pa.string()), ("modality", pa.string()), ("describer", pa.string()),
                                 ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string())])
 
 
 def describe_request(path: str, modality: str, prompt: str, max_new_tokens: int) -> dict:
-    """The generate request of one media file's description. The media part leaves its modality open: it is
-    announced as what the file decoded to (a point cloud shown as rendered views is an image)."""
-    parts = [{"kind": "media", "text": None, "modality": None, "path": path},
+    """The generate request of one media stream's description (``path``: its ``schema.media_ref``). The media part
+    leaves its modality open, announced as what the file decoded to (a point cloud shown as rendered views is an
+    image), except for audio, whose stream may be a video file's soundtrack."""
+    part = {"kind": "media", "text": None, "modality": "audio" if modality == "audio" else None,
+            "path": media_file(path)}
+    parts = [part,
              {"kind": "text", "text": prompt, "modality": None, "path": None}]
     return {"call": "generate", "path": path, "modality": modality, "media_paths": json.dumps([path]),
             "parts_json": json.dumps(parts), "max_new_tokens": max_new_tokens, "key": path,
@@ -68,7 +71,7 @@ def described_as(seg: Segment) -> str:
 
 
 def _described_paths(instances: list[Instance], modalities: set[str]) -> dict[str, str]:
-    return {s.path: described_as(s) for inst in instances for s in inst.media_segments()
+    return {s.ref: described_as(s) for inst in instances for s in inst.media_segments()
             if described_as(s) in modalities}
 
 
@@ -79,7 +82,8 @@ def describe_folder(describer: str) -> str:
 
 
 def read_descriptions(store, describer: str) -> dict[str, dict]:
-    """path -> the latest description row of this describer (a success wins over an earlier failure)."""
+    """media ref (``schema.media_ref``) -> the latest description row of this describer (a success wins over an
+    earlier failure)."""
     out: dict[str, dict] = {}
     for row in store.read_folder(describe_folder(describer), DESCRIPTION_SCHEMA).to_pylist():
         if row["error"] is None or out.get(row["path"], {}).get("error") is not None or row["path"] not in out:
@@ -90,7 +94,7 @@ def read_descriptions(store, describer: str) -> dict[str, dict]:
 def describe_media(model: ModelConfig, instances: list[Instance], config, store, media,
                    progress: bool = True) -> dict[str, dict]:
     """Describe every distinct media file of the chosen modalities not yet described without error (through the
-    describer's engine pool, ``stages.through_model``); returns path -> description row (``text``, ``error``,
+    describer's engine pool, ``stages.through_model``); returns media ref -> description row (``text``, ``error``,
     ``prompt``)."""
     from omnieval.stages import RowBuilder, drain, from_rows, through_model
 
@@ -124,11 +128,11 @@ def cascade_instances(model: ModelConfig, instances: list[Instance], description
     def rewrite(seg: Segment) -> Segment:
         if seg.kind != "media" or described_as(seg) not in chosen:
             return seg
-        return Segment(kind="text", text=f"[{described_as(seg)} description: {descriptions[seg.path]['text']}]")
+        return Segment(kind="text", text=f"[{described_as(seg)} description: {descriptions[seg.ref]['text']}]")
 
     out, extras, failed = [], {}, []
     for inst in instances:
-        used = [s.path for s in inst.media_segments() if described_as(s) in chosen]
+        used = [s.ref for s in inst.media_segments() if described_as(s) in chosen]
         errors = [descriptions.get(p, {}).get("error") or ("describe failed: no description" if p not in descriptions
                                                            else None) for p in used]
         if any(errors):

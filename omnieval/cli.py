@@ -154,7 +154,10 @@ def _datasets_synth(args: argparse.Namespace) -> int:
     from omnieval.datasets.synthetic_registry import SynthOptions, make_synthetic_benchmark
 
     options = SynthOptions(anchors=args.anchors, questions=args.questions, question_jitter=args.question_jitter,
-                           speech=args.speech, entities=args.entities, items=args.items)
+                           speech=args.speech, soundtrack=args.soundtrack, entities=args.entities, items=args.items)
+    if args.soundtrack and args.protocol != "dissonance":
+        raise SystemExit(f"omnieval datasets synth: --soundtrack applies to --protocol dissonance only, "
+                         f"not {args.protocol}")
     path = make_synthetic_benchmark(args.protocol, args.out, seed=args.seed, options=options)
     print(f"wrote synthetic {args.protocol} benchmark to {path}")
     return 0
@@ -351,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--question-jitter", action="store_true",
                    help="vary the questions per anchor around --questions (paper scale: 10 with jitter ~ 9.6)")
     s.add_argument("--speech", action="store_true", help="add the creature's spoken name (needs espeak-ng)")
+    s.add_argument("--soundtrack", action="store_true",
+                   help="dissonance: write each anchor as one video file with its call as the soundtrack (the "
+                        "item's audio is the video's own audio stream)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_datasets_synth)
 

@@ -28,7 +28,7 @@ BLOCK_INSTANCES = 256
 replica takes at a time, so a small run needs several to keep every replica busy."""
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.string())])
-"""An instance block: the id, the instance as JSON, and the paths of its media segments (JSON list)."""
+"""An instance block: the id, the instance as JSON, and the media refs of its segments (JSON list)."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,14 @@ class ExpansionSource:
 class ChunkSummary:
     count: int
     digest: str
-    media: dict[str, str]  # relative path -> modality, in first-seen order
+    media: dict[str, str]  # media_ref (relative path, or path#audio) -> modality, in first-seen order
 
 
 @dataclass
 class Expansion:
     """A plan's instances: how many, their digest (SHA-256 over the chunks' digests in order), the media they show
-    (path -> modality), and the blocks (Ray object refs, or tables when expanded in this process; empty when not
-    kept)."""
+    (``schema.media_ref`` -> modality), and the blocks (Ray object refs, or tables when expanded in this process;
+    empty when not kept)."""
 
     n_instances: int
     digest: str
@@ -114,10 +114,10 @@ def _expand_items(source: ExpansionSource, items: list) -> Iterator[pa.Table | C
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:
-                media.setdefault(seg.path, seg.modality)
+                media.setdefault(seg.ref, seg.modality)
             ids.append(inst.instance_id)
             texts.append(text)
-            paths.append(json.dumps([seg.path for seg in segments]))
+            paths.append(json.dumps([seg.ref for seg in segments]))
         yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(texts, pa.string()),
                                     pa.array(paths, pa.string())], schema=INSTANCE_SCHEMA)
     yield ChunkSummary(len(instances), digest.hexdigest(), media)

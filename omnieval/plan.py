@@ -24,7 +24,7 @@ class Plan:
     source: ExpansionSource
     decode: object  # the config's DecodeConfig
     expansion: Expansion | None = None
-    media_specs: dict[str, object] = field(default_factory=dict)  # relative path -> MediaSpec
+    media_specs: dict[str, object] = field(default_factory=dict)  # media_ref -> MediaSpec
 
     @property
     def n_instances(self) -> int:
@@ -68,16 +68,16 @@ def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
     from omnieval.expansion import expand
     from omnieval.media.cache import MediaSpec
     from omnieval.media.decode import content_hash
-    from omnieval.schema import InputError
+    from omnieval.schema import InputError, media_file
 
     expansion = expand(plan.source, keep_blocks=keep_blocks)
     if not expansion.n_instances:
         raise InputError("the benchmark expands to no instances: nothing to evaluate", file=plan.source.bench.root)
     specs: dict[str, MediaSpec] = {}
-    for path, modality in expansion.media.items():
+    for ref, modality in expansion.media.items():  # a video's soundtrack: its own spec, key and decode
         params = _decode_params(plan.decode, modality)
-        full = str(plan.root / path)
-        specs[path] = MediaSpec(key=content_hash(full, modality=modality, **dict(params)), path=full,
+        full = str(plan.root / media_file(ref))
+        specs[ref] = MediaSpec(key=content_hash(full, modality=modality, **dict(params)), path=full,
                                 modality=modality, params=params)
     plan.expansion, plan.media_specs = expansion, specs
     return plan

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omnieval.schema import Instance
+from omnieval.schema import Instance, media_ref
 
 INSTRUCTIONS: dict[str, str] = {
     "zs": "Answer with the option's letter from the given choices directly.",
@@ -39,6 +39,12 @@ class PromptPart:
     text: str | None = None
     modality: str | None = None
     path: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """Where an engine finds this part's decoded media (``schema.media_ref``: the path, or ``<path>#audio`` for
+        a video file's soundtrack)."""
+        return media_ref(self.path or "", self.modality)
 
 
 def format_options(labels: Sequence[str], texts: Sequence[str]) -> str:
@@ -109,8 +115,8 @@ def render_open_prompt(instance: Instance, style: str = "zs") -> list[PromptPart
 
 
 def open_media_paths(instance: Instance) -> list[str]:
-    """Media an open-ended prompt shows (the context's; never the options')."""
-    return [s.path for s in instance.segments if s.kind == "media"]
+    """Media streams (``media_ref``) an open-ended prompt shows (the context's; never the options')."""
+    return [s.ref for s in instance.segments if s.kind == "media"]
 
 
 _FINAL = re.compile(r"(?i:answer)\s*(?:is|:)\s*(.+)")

@@ -11,6 +11,8 @@ Three distinct types, each with its own job (nothing mutates one into the next):
   same columns and ``omnieval metrics`` reads them (``conform`` fills what they lack).
 
 Media paths inside items are relative to the benchmark directory; ``resolve_media_path`` rejects paths that leave it.
+A media segment names a file and the modality taken from it; ``media_ref`` is the key of that decoded stream
+everywhere a run looks media up (a video file's own soundtrack is a second stream of the same file).
 """
 
 from __future__ import annotations
@@ -24,6 +26,26 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 Modality = Literal["video", "audio", "image", "text", "pointcloud"]
 MEDIA_MODALITIES: tuple[str, ...] = ("video", "audio", "image", "pointcloud")
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+#: Suffixes of video containers. The audio of such a file (its soundtrack) is a stream of it, keyed apart from its
+#: picture (``media_ref``); audio files and any other name keep their path as the key.
+VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".mpg", ".mpeg", ".ts", ".mts",
+                            ".m2ts", ".wmv", ".3gp", ".ogv", ".vob", ".mxf", ".asf"})
+AUDIO_STREAM = "#audio"
+
+
+def media_ref(path: str, modality: str | None) -> str:
+    """The key of one decoded stream of a benchmark file: the path itself, or ``<path>#audio`` for the audio of a
+    video container (``VIDEO_SUFFIXES``: a video's soundtrack), so the picture and the sound of one ``.mp4`` are two
+    media, each decoded once, that never collide in the decode cache, the media stage or an engine's lookup."""
+    if modality == "audio" and Path(path).suffix.lower() in VIDEO_SUFFIXES:
+        return f"{path}{AUDIO_STREAM}"
+    return path
+
+
+def media_file(ref: str) -> str:
+    """The file a ``media_ref`` names (relative to the benchmark)."""
+    return ref[:-len(AUDIO_STREAM)] if ref.endswith(AUDIO_STREAM) else ref
 
 
 class InputError(ValueError):
@@ -126,6 +148,11 @@ class Segment(Strict):
     text: str | None = None
     modality: Modality | None = None
     path: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """The decoded stream this segment shows (``media_ref``)."""
+        return media_ref(self.path or "", self.modality)
 
 
 class Instance(Strict):

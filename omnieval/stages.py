@@ -11,7 +11,8 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
 
 A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
 style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``), and which media it
-needs (``media_paths``, JSON: paths relative to its benchmark, as the engine sees them). Where rows of several runs
+needs (``media_paths``, JSON: ``schema.media_ref`` of each, a path relative to its benchmark or ``<path>#audio`` for
+a video file's soundtrack, as the engine looks them up). Where rows of several runs
 share one pipeline (``pipeline.evaluate_runs``: one model load for all of a model's runs), each row also carries
 ``media_scope`` (its run), and its media specs are looked up under ``media_key(scope, path)``, since two benchmarks
 may both hold a ``media/0.mp4``. A generate row may carry ``retry_json`` (``suffix``, ``words``, ``key``): when the
@@ -43,7 +44,8 @@ FLUSH_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class MediaSource:
-    """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by path."""
+    """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by media
+    ref (``schema.media_ref``)."""
 
     cache_name: str
     namespace: str
@@ -261,7 +263,7 @@ def _as_decoded(part, media: dict):
     if part.kind == "media" and not part.modality:
         from omnieval.prompts import PromptPart
 
-        return PromptPart("media", modality=media[part.path].modality, path=part.path)
+        return PromptPart("media", modality=media[part.ref].modality, path=part.path)
     return part
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.schema import Anchor, InputError, resolve_media_path
+from omnieval.schema import Anchor, InputError, media_ref, resolve_media_path
 
 
 @dataclass
@@ -168,14 +168,17 @@ def check_media(bench: Benchmark, mode: str = "probe") -> int:
 
     ``probe`` decodes the first frame only: it catches a WAV shorter than its header declares, but a compressed
     audio or video file cut short after its first frames is caught by the full decode during the run, which makes
-    that file's predictions errored rows (``media decode failed: ... truncated``, counted in ``error_rate``)."""
+    that file's predictions errored rows (``media decode failed: ... truncated``, counted in ``error_rate``).
+    A video file named as an item's audio (its soundtrack) must hold an audio stream: ``probe`` refuses one without
+    (``exists`` leaves that to the decode, whose instances become errored rows: ``no audio stream``)."""
     from omnieval.media.decode import MediaError, probe_media
 
     if mode not in ("probe", "exists", "off"):
         raise ValueError(f"media check mode must be 'probe', 'exists' or 'off', not {mode!r}")
+    uses = media_uses(bench)
+    _check_streams(uses)
     if mode == "off":
         return 0
-    uses = media_uses(bench)
     for (rel, modality), (file, user, fname) in uses.items():
         full = Path(bench.root) / rel
         if not full.is_file():
@@ -184,9 +187,30 @@ def check_media(bench: Benchmark, mode: str = "probe") -> int:
             try:
                 probe_media(full, modality)
             except MediaError as exc:
+                if modality == "audio" and media_ref(rel, modality) != rel and "no audio stream" in str(exc):
+                    raise InputError(f"media file {rel!r} has no audio stream: the audio of this item is taken "
+                                     "from it (a video without sound cannot be its soundtrack)", file=file,
+                                     item=user, field=fname) from None
                 raise InputError(f"media file {rel!r} is not a readable {modality}: {exc}", file=file, item=user,
                                  field=fname) from None
     return len(uses)
+
+
+def _check_streams(uses: dict[tuple[str, str], tuple[str, str, str]]) -> None:
+    """One file may be shown as several modalities only where they are different streams of it (a video and its
+    soundtrack, ``media_ref``); otherwise (an image file also used as a video, audio from a file whose name is not
+    a video container's) one key would stand for two decodes."""
+    seen: dict[str, tuple[str, tuple[str, str, str]]] = {}
+    for (rel, modality), use in uses.items():
+        ref = media_ref(rel, modality)
+        if ref in seen and seen[ref][0] != modality:
+            other, (_, first, first_field) = seen[ref]
+            file, user, fname = use
+            raise InputError(f"media file {rel!r} is used as {modality} here and as {other} by {first!r} "
+                             f"({first_field}); one file gives a video and its soundtrack only when named as a "
+                             "video (.mp4, .mkv, .webm, .mov, ...), and never an image and a video",
+                             file=file, item=user, field=fname)
+        seen.setdefault(ref, (modality, use))
 
 
 # ---------------------------------------------------------------------------------------------------------------

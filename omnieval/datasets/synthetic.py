@@ -12,6 +12,12 @@ So a replaced modality usually supports no option, and the evidence-rule targets
 abstention rare at k=2, nearly always at k=3 (SPEC section 3). At paper scale (27 anchors, seed 0) the abstention
 targets are 0 at k<=1, 2.2-2.6% at k=2 and 97-99% at k=3 (paper: <=4% and ~98%).
 
+``soundtrack=True`` writes each anchor as ONE video file with its call muxed in as an AAC soundtrack
+(``media/<split>/<name>/clip.mp4``), named as both the anchor's ``video`` and its ``audio``, as real audio-visual
+benchmarks ship their clips. The dissonance conditions replace video and audio independently, so a condition that
+replaces one of them pairs an anchor's picture with another anchor's soundtrack (two files); only where both come
+from the same anchor is the audio the video's own.
+
 Default size is small for CI (4 anchors x 2 questions x 2 splits = 16 items, 128 instances); paper scale is
 ``n_anchors=27, n_questions=10`` (4,320 instances; ``question_jitter`` varies the count per anchor by -2..+1,
 a mean of ~9.5 questions and ~4,140 instances, close to the paper's ~9.4).
@@ -64,7 +70,7 @@ def _entities(seed: int, split: str, n: int, used: set[str]) -> list[str]:
 def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: int = 4, n_questions: int = 2,
                               splits: tuple[str, ...] = ("real", "synthetic"), n_outside: int = 12,
                               p_bench_distractor: float = 1 / 3, question_jitter: bool = False,
-                              speech: bool = False, workers: int | None = None) -> Path:
+                              speech: bool = False, soundtrack: bool = False, workers: int | None = None) -> Path:
     """Write the benchmark folder (``benchmark.json``, ``anchors.jsonl``, ``items.jsonl``, ``media/``) and return
     its path. Written into a temporary folder first and moved into place, so a half-written benchmark never exists.
 
@@ -92,7 +98,7 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
             answers = {qid: {e: _word(keyed_rng(seed, split, qid, e, "answer"), used) for e in names + outside}
                        for qid, _, _ in QUESTIONS}
             for i, name in enumerate(names):
-                media, job = _anchor_media(tmp, split, split_index, i, name, answers, speech)
+                media, job = _anchor_media(tmp, split, split_index, i, name, answers, speech, soundtrack)
                 anchors.append(Anchor(anchor=name, split=split, media=media))
                 jobs.extend(job)
             for name in names:
@@ -109,13 +115,14 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
         meta = {"name": "omnieval-synthetic", "protocol": "dissonance", "seed": seed, "splits": list(splits),
                 "n_anchors": n_anchors, "n_questions": n_questions, "question_jitter": question_jitter,
                 "p_bench_distractor": p_bench_distractor, "n_outside": n_outside, "speech": speech,
+                "soundtrack": soundtrack,
                 "generator": "omnieval.datasets.synthetic"}
         write_benchmark_files(tmp, items, meta)
     return out
 
 
 def _anchor_media(root: Path, split: str, split_index: int, index: int, name: str, answers: dict,
-                  speech: bool) -> tuple[DissonanceMedia, list]:
+                  speech: bool, soundtrack: bool = False) -> tuple[DissonanceMedia, list]:
     """The anchor's media references and passage, plus the synthesis calls that write its files.
 
     Anchors differ within a split (colour, size, speed, stripes; pitch, beeps) and splits differ from each other
@@ -139,8 +146,27 @@ def _anchor_media(root: Path, split: str, split_index: int, index: int, name: st
     call = f"{beeps} beeps at {frequency} Hz" + (" and then says its name" if speech else "")
     text = (f"This is {name}, a {colour} creature {box} pixels wide with {stripes} white stripes that drifts at "
             f"{speed} pixels per second and calls with {call}. About {name}: {facts}.")
+    if soundtrack:
+        clip = rel / "clip.mp4"
+        media = DissonanceMedia(video=str(clip), audio=str(clip), text=text)
+        return media, [partial(_muxed, root / clip, video, audio)]
     media = DissonanceMedia(video=str(rel / "video.mp4"), audio=str(rel / "audio.wav"), text=text)
     return media, [video, audio]
+
+
+def _muxed(path: Path, video, audio) -> Path:
+    """Write the silent clip and the call in a temporary folder (``video`` and ``audio``: the synthesis calls,
+    partials whose first argument is their target), then mux them into ``path`` (the call as AAC)."""
+    import tempfile
+    from functools import partial
+
+    from omnieval.media.synth import mux_clip
+
+    with tempfile.TemporaryDirectory(prefix="omnieval-clip-") as tmp:
+        silent, call = Path(tmp) / "video.mp4", Path(tmp) / "audio.wav"
+        partial(video.func, silent, *video.args[1:], **video.keywords)()
+        partial(audio.func, call, *audio.args[1:], **audio.keywords)()
+        return mux_clip(path, video=silent, audio=call)
 
 
 def _item(seed, split, name, qid, question, names, outside, answers, anchors, p_bench) -> DissonanceItem:

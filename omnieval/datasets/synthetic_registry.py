@@ -20,6 +20,7 @@ class SynthOptions:
     questions: int = 2  # dissonance: questions per anchor
     question_jitter: bool = False  # dissonance: vary the questions per anchor around ``questions``
     speech: bool = False  # dissonance: the creature's spoken name in its audio (needs espeak-ng)
+    soundtrack: bool = False  # dissonance: each anchor one video file with its call as the soundtrack
     entities: int = 6  # crossmodal, contrastive: creatures
     items: int = 48  # spectrum: items
 
@@ -28,7 +29,7 @@ def _dissonance(out: str | Path, seed: int, o: SynthOptions) -> Path:
     from omnieval.datasets.synthetic import make_dissonance_benchmark
 
     return make_dissonance_benchmark(out, seed=seed, n_anchors=o.anchors, n_questions=o.questions, speech=o.speech,
-                                     question_jitter=o.question_jitter)
+                                     question_jitter=o.question_jitter, soundtrack=o.soundtrack)
 
 
 def _crossmodal(out: str | Path, seed: int, o: SynthOptions) -> Path:

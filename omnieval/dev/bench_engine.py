@@ -77,7 +77,7 @@ def _bench_engine(model: str | None, anchors: int, questions: int, device: str, 
     plan = make_plan(full)
     instances = plan.load_instances()
     decoded = {p: decode_media(s.path, s.modality, **dict(s.params)) for p, s in plan.media_specs.items()}
-    requests = [EngineRequest(i, {s.path: decoded[s.path] for s in i.segments if s.kind == "media"}, "zs")
+    requests = [EngineRequest(i, {s.ref: decoded[s.ref] for s in i.segments if s.kind == "media"}, "zs")
                 for i in instances]
     start = time.perf_counter()
     engine = create_engine("vllm", model="bare", **options)

@@ -50,9 +50,9 @@ def user_content(parts: Sequence[PromptPart], media: dict, *, modalities: Sequen
         if part.kind == "text":
             text(part.text or "")
         elif part.modality in modalities and part.modality in SENT_MODALITIES:
-            if part.path not in media or media[part.path] is None:
-                raise ValueError(f"media not decoded for this request: {part.path}")
-            content.extend(media_parts(media[part.path], video))
+            if part.ref not in media or media[part.ref] is None:
+                raise ValueError(f"media not decoded for this request: {part.ref}")
+            content.extend(media_parts(media[part.ref], video))
         else:
             note = TEXT_ONLY_NOTE if not modalities else UNSUPPORTED_NOTE
             text(note.format(modality=part.modality) + "\n")

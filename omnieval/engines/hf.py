@@ -55,10 +55,13 @@ from omnieval.engines.base import (
 )
 from omnieval.engines.chat import (
     chat_prompt,
+    check_audio_tokens,
     cot_answer_position,
+    expected_audio_tokens,
     folder_modalities,
     is_omni_model,
     label_token_ids,
+    omni_layout,
     omni_media_items,
 )
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
@@ -111,6 +114,7 @@ class HFEngine(Engine):
             # from_pretrained takes the thinker sub-config and strips the checkpoint's "thinker." prefix.
             net = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(self.path, dtype=self.dtype)
             self.pre = OmniPreprocessor.from_folder(self.path, self.tokenizer)
+            self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
         else:
             from transformers import AutoModelForCausalLM
 
@@ -120,25 +124,43 @@ class HFEngine(Engine):
 
     # -- prompts ----------------------------------------------------------------------------------------------
     def prompt_text(self, parts: Sequence[PromptPart]) -> str:
-        """The chat-formatted prompt: media parts as placeholders (omni) or as text notes (text-only models)."""
-        return chat_prompt(self.tokenizer, parts, self.omni)
+        """The chat-formatted prompt: media parts as placeholders (omni; a video's own soundtrack inside its video
+        placeholder, ``chat.omni_layout``) or as text notes (text-only models)."""
+        return chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts, self.omni)
 
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
+        """``text`` (``prompt_text(parts)``, maybe with a suffix) with its placeholders expanded and the media
+        tensors; refuses a request whose ids do not carry all of its audio (``chat.check_audio_tokens``)."""
         if not self.omni:
             return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
-        media = omni_media_items(parts, media_by_path)
-        shown = [p for p in parts if p.kind == "media" and p.modality in OMNI_MODALITIES]
-        for part, item in zip(shown, media, strict=True):
-            if item.modality != part.modality:
-                raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
-        return self.pre(text, media)
+        layout = omni_layout(parts)
+        media, sound = [], {}
+        for i, part in enumerate(layout.parts):
+            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
+                continue
+            if i in layout.soundtracks:
+                sound[len(media)] = _decoded(layout.soundtracks[i], media_by_path)
+            media.append(_decoded(part, media_by_path))
+        enc = self.pre(text, media, sound)
+        audios = [m for m in media if m.modality == "audio"] + list(sound.values())
+        check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
+                           sum(expected_audio_tokens(len(a.data)) for a in audios))
+        return enc
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
         return label_token_ids(self.tokenizer, labels, prefix)
 
     # -- model calls ------------------------------------------------------------------------------------------
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
-        return collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
+        """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
+        batch's videos carry their soundtracks: the caller batches such requests apart (``_same_flag``)."""
+        out = collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
+        flags = {e.use_audio_in_video for e in batch}
+        if len(flags) > 1:
+            raise ValueError("one forward pass cannot mix videos with and without their soundtracks")
+        if flags == {True}:
+            out["use_audio_in_video"] = True
+        return out
 
     @torch.no_grad()
     def next_token_logprobs(self, batch: Sequence[Encoded]) -> torch.Tensor:
@@ -160,7 +182,7 @@ class HFEngine(Engine):
     # -- scoring ----------------------------------------------------------------------------------------------
     def _prepare(self, request: EngineRequest) -> tuple[list[PromptPart], str]:
         inst = request.instance
-        missing = [s.path for s in inst.media_segments() if s.path not in request.media]
+        missing = [s.ref for s in inst.media_segments() if s.ref not in request.media]
         if missing:
             raise ValueError(f"media not decoded for this request: {', '.join(map(str, missing))}")
         parts = render_prompt(inst, request.prompt_style)
@@ -177,8 +199,11 @@ class HFEngine(Engine):
                 ready.append((i, self.encode(req.media, parts, text), self.label_ids(req.instance.option_labels)))
             except Exception as exc:
                 results[i] = _error(exc)
-        for start in range(0, len(ready), self.batch_size):
-            chunk = ready[start:start + self.batch_size]
+        # requests whose videos carry their soundtracks go in forward passes of their own (one flag per pass)
+        ready.sort(key=lambda entry: entry[1].use_audio_in_video)
+        chunks = [ready[start:start + self.batch_size] for start in range(0, len(ready), self.batch_size)]
+        chunks = [part for chunk in chunks for part in _same_flag(chunk)]
+        for chunk in chunks:
             try:
                 logprobs = self.next_token_logprobs([enc for _, enc, _ in chunk])
                 rows = list(zip(chunk, logprobs, strict=True))
@@ -254,6 +279,20 @@ def _quiet_default_talker_config():
         yield
     finally:
         logger.removeFilter(drop)
+
+
+def _same_flag(chunk: list) -> list[list]:
+    """A chunk of (index, Encoded, ids) sorted by ``use_audio_in_video``, cut where the flag changes."""
+    cut = next((i for i, (_, enc, _) in enumerate(chunk) if enc.use_audio_in_video), len(chunk))
+    return [part for part in (chunk[:cut], chunk[cut:]) if part]
+
+
+def _decoded(part: PromptPart, media: dict):
+    """The decoded media of one part, checked to be of the part's modality."""
+    (item,) = omni_media_items([part], media)
+    if item.modality != part.modality:
+        raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
+    return item
 
 
 def _error(exc: Exception) -> EngineResult:

@@ -5,6 +5,11 @@ a CUDA build that fails to import. These functions follow it step by step instea
 audio (``WhisperFeatureExtractor``, numpy/torch only), Qwen2-VL frame resizing and patching for video and images,
 and the expansion of each ``<|VIDEO|>``/``<|AUDIO|>``/``<|IMAGE|>`` placeholder to its embedding count. Checked
 against the official processor (tests/test_hf_engine.py header): identical ids, pixel values and features.
+
+A video with its own soundtrack (``use_audio_in_video``) is one ``<|vision_bos|><|VIDEO|><|vision_eos|>`` that becomes
+``<|vision_bos|><|audio_bos|>`` + video and audio tokens alternating chunk by chunk + ``<|audio_eos|><|vision_eos|>``
+(``interleaved``), as the processor lays it out; checked against the official processor in
+tests/test_soundtrack_reference.py.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
 
 OMNI_MODALITIES = ("video", "audio", "image")
 DEFAULT_VIDEO_FPS = 2.0  # what Qwen2_5OmniProcessor assumes when it is given no fps
+TEMPORAL_PATCH = 2  # frames per temporal patch of Qwen2.5-Omni's vision tower (``temporal_patch_size``)
+# The processor's defaults for a video with its soundtrack (``use_audio_in_video``): temporal positions per second
+# and the length of the chunks in which video and audio tokens alternate.
+POSITION_ID_PER_SECONDS, SECONDS_PER_CHUNK = 25, 2.0
 
 # The processor_config.json that ``Qwen2_5OmniProcessor.save_pretrained`` writes with default sub-processors
 # (transformers 5.19): the sizes used where a model folder names none; the tiny omni model is saved with it.
@@ -111,6 +120,7 @@ class Encoded:
     videos: list[tuple[torch.Tensor, list[int], float]] = field(default_factory=list)  # pixels, grid, s/grid
     images: list[tuple[torch.Tensor, list[int]]] = field(default_factory=list)
     audios: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # features, mask
+    use_audio_in_video: bool = False  # its videos carry their soundtracks (interleaved placeholders)
 
 
 class OmniPreprocessor:
@@ -150,32 +160,75 @@ class OmniPreprocessor:
 
         return cls(tokenizer, section("video_processor"), section("image_processor"), section("feature_extractor"))
 
-    def __call__(self, text: str, media: Sequence[DecodedMedia]) -> Encoded:
+    def __call__(self, text: str, media: Sequence[DecodedMedia], soundtracks: dict | None = None) -> Encoded:
+        """``soundtracks``: index in ``media`` of a video -> its own audio (``DecodedMedia``), shown interleaved with
+        it (``use_audio_in_video``); its audio goes into ``audios`` where the video's placeholder stands."""
         enc, counts = Encoded([]), []
-        for item in media:
+        soundtracks = soundtracks or {}
+        enc.use_audio_in_video = bool(soundtracks)
+        for index, item in enumerate(media):
             if item.modality == "video":
                 pixels, grid = vision_inputs(item.data, self.video_cfg)
                 fps = item.fps or DEFAULT_VIDEO_FPS
-                enc.videos.append((pixels, grid, self.video_cfg["temporal_patch_size"] / fps))
+                per_grid = self.video_cfg["temporal_patch_size"] / fps
+                enc.videos.append((pixels, grid, per_grid))
+                if index in soundtracks:
+                    n_audio = self._audio(soundtracks[index], enc)
+                    counts.append(("video+audio", self.interleaved(grid, per_grid, n_audio)))
+                    continue
                 counts.append(("video", math.prod(grid) // self.video_cfg["merge_size"] ** 2))
             elif item.modality == "image":
                 pixels, grid = vision_inputs(item.data[None], self.image_cfg)
                 enc.images.append((pixels, grid))
                 counts.append(("image", math.prod(grid) // self.image_cfg["merge_size"] ** 2))
             elif item.modality == "audio":
-                if (item.sample_rate or AUDIO_SAMPLE_RATE) != self.audio.sampling_rate:
-                    raise ValueError(f"audio at {item.sample_rate} Hz; this model takes {self.audio.sampling_rate}")
-                feats = self.audio(item.data.astype(np.float32), sampling_rate=self.audio.sampling_rate,
-                                   padding="max_length", return_attention_mask=True, return_tensors="pt")
-                enc.audios.append((feats["input_features"][0], feats["attention_mask"][0]))
-                counts.append(("audio", audio_token_count(int(feats["attention_mask"][0].sum()))))
+                counts.append(("audio", self._audio(item, enc)))
         enc.input_ids = self.tokenizer.encode(self.expand(text, counts), add_special_tokens=False)
         return enc
 
-    def expand(self, text: str, counts: Sequence[tuple[str, int]]) -> str:
-        """Replace the placeholders, in order of appearance, by ``n`` copies each (one per media item)."""
+    def _audio(self, item: DecodedMedia, enc: Encoded) -> int:
+        """Whisper features of one waveform appended to ``enc.audios``; returns its audio token count."""
+        if (item.sample_rate or AUDIO_SAMPLE_RATE) != self.audio.sampling_rate:
+            raise ValueError(f"audio at {item.sample_rate} Hz; this model takes {self.audio.sampling_rate}")
+        feats = self.audio(item.data.astype(np.float32), sampling_rate=self.audio.sampling_rate,
+                           padding="max_length", return_attention_mask=True, return_tensors="pt")
+        enc.audios.append((feats["input_features"][0], feats["attention_mask"][0]))
+        return audio_token_count(int(feats["attention_mask"][0].sum()))
+
+    def interleaved(self, grid: Sequence[int], second_per_grid: float, n_audio: int) -> str:
+        """The tokens between ``<|vision_bos|>`` and ``<|vision_eos|>`` of a video with its soundtrack: the video
+        tokens of each temporal patch get the time ``t * second_per_grid * 25`` (position ids per second), the audio
+        tokens ``0, 1, ...`` (25 per second), both are cut into chunks of 2 s (50 positions) by those times, and the
+        chunks alternate, video first, inside ``<|audio_bos|>`` ... ``<|audio_eos|>``."""
+        merge = self.video_cfg["merge_size"]
+        per_frame = (grid[1] // merge) * (grid[2] // merge)
+        video_times = np.repeat(np.arange(grid[0]), per_frame) * second_per_grid * POSITION_ID_PER_SECONDS
+        per_chunk = int(POSITION_ID_PER_SECONDS * SECONDS_PER_CHUNK)
+        video_chunks = _chunk_lengths(video_times, per_chunk)
+        audio_chunks = _chunk_lengths(np.arange(n_audio), per_chunk)
+        body = []
+        for j in range(max(len(video_chunks), len(audio_chunks))):
+            if j < len(video_chunks):
+                body.append(self.tokens["video"] * video_chunks[j])
+            if j < len(audio_chunks):
+                body.append(self.tokens["audio"] * audio_chunks[j])
+        tok = self.tokenizer
+        return tok.vision_bos_token + tok.audio_bos_token + "".join(body) + tok.audio_eos_token + tok.vision_eos_token
+
+    def expand(self, text: str, counts: Sequence[tuple[str, int | str]]) -> str:
+        """Replace the placeholders, in order of appearance, by ``n`` copies each (one per media item); a video with
+        its soundtrack (``video+audio``) replaces its whole ``<|vision_bos|><|VIDEO|><|vision_eos|>`` by the given
+        interleaved tokens."""
         out, rest = [], text
         for modality, n in counts:
+            if modality == "video+audio":
+                tok = self.tokenizer
+                wrapped = tok.vision_bos_token + self.tokens["video"] + tok.vision_eos_token
+                head, sep, rest = rest.partition(wrapped)
+                if not sep:
+                    raise ValueError(f"prompt has no {wrapped} for a video with its soundtrack")
+                out.append(head + str(n))
+                continue
             token = self.tokens[modality]
             head, sep, rest = rest.partition(token)
             if not sep:
@@ -185,6 +238,19 @@ class OmniPreprocessor:
         if any(tok in rest for tok in self.tokens.values()):
             raise ValueError("prompt has more media placeholders than media inputs")
         return "".join(out)
+
+
+def _chunk_lengths(times: np.ndarray, per_chunk: int) -> list[int]:
+    """Lengths of the runs of ``times`` (non-decreasing) cut where a time reaches the next multiple of
+    ``per_chunk``: the processor's rule, which opens one new chunk per token that crosses a boundary (a jump over
+    several boundaries opens one chunk, not several)."""
+    lengths, start, boundary = [], 0, per_chunk
+    for i, t in enumerate(times):
+        if t >= boundary:
+            lengths.append(i - start)
+            start, boundary = i, boundary + per_chunk
+    lengths.append(len(times) - start)
+    return lengths
 
 
 def collate(batch: Sequence[Encoded], pad_id: int, device: torch.device, dtype: torch.dtype,

@@ -13,7 +13,12 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   rule), same choice rule as the transformers engine.
 * Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
   ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
-  across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps.
+  across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
+  own soundtrack (``chat.omni_layout``) is one video placeholder, the audio item paired with it and
+  ``use_audio_in_video: True``; vLLM's positions for it are replaced by transformers' (``vllm_positions``), which
+  needs the model in this process (``tensor_parallel_size: 1``; otherwise such requests are errored rows). The
+  prompt ids vLLM returns are checked to carry every audio the request was given
+  (``chat.check_audio_tokens``; else an errored row naming the file).
 
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
 """
@@ -24,6 +29,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from omnieval.engines import vllm_positions
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -38,13 +44,18 @@ from omnieval.engines.base import (
 )
 from omnieval.engines.chat import (
     chat_prompt,
+    check_audio_tokens,
     cot_answer_position,
+    expected_audio_tokens,
     folder_modalities,
     is_omni_model,
     label_token_ids,
+    omni_layout,
     omni_media_fields,
 )
 from omnieval.prompts import parse_answer, render_prompt
+
+_AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
 
 
 @register_engine("vllm")
@@ -68,6 +79,12 @@ class VLLMEngine(Engine):
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_new_tokens = max_new_tokens
+        # a video with its soundtrack needs transformers' positions (vllm_positions), which can be set only where
+        # the model runs in this process: one worker, no engine subprocess
+        in_process = (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and tensor_parallel_size == 1
+                      and kwargs.get("pipeline_parallel_size", 1) == 1
+                      and kwargs.get("distributed_executor_backend") in (None, "uni"))
+        self.soundtrack = self.omni and in_process and vllm_positions.install()
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
@@ -88,21 +105,48 @@ class VLLMEngine(Engine):
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
-        prompt: dict = {"prompt": chat_prompt(self.tokenizer, parts, self.omni) + suffix}
+        prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
+                                              self.omni) + suffix}
         if not self.omni:
             return prompt
+        if omni_layout(parts).use_audio_in_video and not self.soundtrack:
+            raise ValueError("a video with its own soundtrack needs the model in the engine's process "
+                             "(tensor_parallel_size 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): vLLM's own positions for "
+                             "it differ from the model's reference code (engines/vllm_positions.py)")
         prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media)
         if kwargs:
             prompt["mm_processor_kwargs"] = kwargs
+        audios = [m for p in parts if p.kind == "media" and p.modality == "audio" for m in [media.get(p.ref)]]
+        prompt[_AUDIO_CHECK] = audios
         return prompt
 
-    def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list[list[float]]:
-        """Full-vocabulary logprobs of the given token ids at the next position, one list per prompt."""
+    def _run(self, prompts: list[dict], params: list) -> list:
+        """``LLM.generate`` on the prompts; each output, or the error of a prompt whose ids lack its audio."""
+        clean = [{k: v for k, v in p.items() if k != _AUDIO_CHECK} for p in prompts]
+        outs = self.llm.generate(clean, params, use_tqdm=False)
+        if self.omni and any(p.get(_AUDIO_CHECK) for p in prompts):
+            audio_id = self.tokenizer.convert_tokens_to_ids(getattr(self.tokenizer, "audio_token", "<|AUDIO|>"))
+            checked = []
+            for prompt, out in zip(prompts, outs, strict=True):
+                audios = prompt.get(_AUDIO_CHECK) or []
+                try:
+                    check_audio_tokens(out.prompt_token_ids, audio_id, audios,
+                                       sum(expected_audio_tokens(len(a.data)) for a in audios))
+                    checked.append(out)
+                except ValueError as exc:
+                    checked.append(exc)
+            outs = checked
+        return outs
+
+    def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list:
+        """Full-vocabulary logprobs of the given token ids at the next position, one list per prompt (or the
+        prompt's error)."""
         from vllm import SamplingParams
 
         params = [SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ids) for ids in label_ids]
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [[float(out.outputs[0].logprobs[0][t].logprob) for t in ids] for out, ids in zip(outs, label_ids)]
+        outs = self._run(prompts, params)
+        return [out if isinstance(out, Exception) else [float(out.outputs[0].logprobs[0][t].logprob) for t in ids]
+                for out, ids in zip(outs, label_ids, strict=True)]
 
     def _batched(self, fn, items: list) -> list:
         """Run ``fn`` on the whole batch; if that fails, one by one so only the bad request carries the error."""
@@ -161,7 +205,7 @@ class VLLMEngine(Engine):
 
         budgets = max_tokens or [self.max_new_tokens] * len(prompts)
         params = [SamplingParams(max_tokens=int(m), temperature=0.0) for m in budgets]
-        return [o.outputs[0].text for o in self.llm.generate(prompts, params, use_tqdm=False)]
+        return [o if isinstance(o, Exception) else o.outputs[0].text for o in self._run(prompts, params)]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Free text: each request's parts as a prompt (media as for scoring), greedy, batched."""

