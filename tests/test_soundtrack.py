@@ -210,3 +210,33 @@ def test_hf_engine_refuses_a_request_whose_ids_lost_the_soundtrack(omni_engine, 
     assert result.choice is None
     assert "audio not in the model input: 0 audio tokens where 50 were expected" in result.error
     assert inst.segments[1].path in result.error
+
+
+@pytest.mark.slow
+def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_decoded_here(
+        ray_session, omni_engine, tiny_models, st_bench, tmp_path):
+    """Through the pipeline (media stage, decode cache keyed ``path`` and ``path#audio``, the model stage), every
+    row equals the engine called in this process on media decoded here: a soundtrack lookup that mixed up the
+    picture and the sound, or lost the audio, would give other logprobs or an error."""
+    import polars as pl
+
+    from omnieval.engines import EngineRequest
+    from omnieval.media.decode import decode_media
+    from omnieval.pipeline import run_evaluation
+    from omnieval.plan import make_plan
+
+    models = [{"name": "tiny-omni", "engine": "hf", "options": {"path": str(tiny_models("qwen2.5-omni"))}}]
+    cfg = config(st_bench, tmp_path / "run", models=models)
+    result = run_evaluation(cfg, progress=False)
+    assert result.ok and result.n_errors == 0
+    rows = {r["instance_id"]: r for r in pl.read_parquet(result.predictions_path).to_dicts()}
+    plan = make_plan(cfg)
+    media = {ref: decode_media(s.path, s.modality, **dict(s.params)) for ref, s in plan.media_specs.items()}
+    instances = plan.load_instances()
+    assert len(rows) == len(instances) == 32
+    want = omni_engine.score([EngineRequest(i, {s.ref: media[s.ref] for s in i.media_segments()}, "zs")
+                              for i in instances])
+    for inst, w in zip(instances, want, strict=True):
+        row = rows[inst.instance_id]
+        assert w.error is None and row["error"] is None and row["choice"] == w.choice
+        np.testing.assert_allclose(row["option_logprobs"], w.option_logprobs, atol=1e-4)
