@@ -17,10 +17,10 @@ test: setup setup-vllm setup-chromium
 	.venv/bin/lint-imports --no-cache
 	.venv/bin/python scripts/check_import_cycles.py
 	.venv/bin/python -m pytest -q tests
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py tests/test_openai_engine.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py tests/test_openai_engine.py tests/test_vllm_families.py
 
 test-vllm: setup-vllm
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py tests/test_openai_engine.py
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_pipeline.py tests/test_openai_engine.py tests/test_vllm_families.py
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests
