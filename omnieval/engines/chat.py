@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from omnieval.engines.families import accepted_modalities as family_modalities
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, TEMPORAL_PATCH
 from omnieval.prompts import PromptPart
 
@@ -33,8 +34,9 @@ def is_omni_model(folder) -> bool:
 
 def folder_modalities(kind: str, path) -> frozenset[str]:
     """What a model folder takes as media on the ``hf`` and ``vllm`` engines, from its ``config.json`` alone:
-    video, audio and image for the Qwen2.5-Omni family, nothing for any other model (its media parts become
-    text notes). A folder whose ``config.json`` cannot be read is an ``OptionError`` on ``path``."""
+    video, audio and image for the Qwen2.5-Omni family, what its adapter says for a registered family
+    (``families.FAMILIES``: Qwen2-Audio audio, Qwen2.5-VL image and video), nothing for any other model. A
+    folder whose ``config.json`` cannot be read is an ``OptionError`` on ``path``."""
     import json
     from pathlib import Path
 
@@ -45,7 +47,9 @@ def folder_modalities(kind: str, path) -> frozenset[str]:
     except (OSError, TypeError, ValueError) as exc:
         raise OptionError("path", f"{kind} engine: cannot read config.json of the model folder {path} to tell "
                                   f"which media the model takes ({exc})") from None
-    return frozenset(OMNI_MODALITIES) if model_type in OMNI_MODEL_TYPES else frozenset()
+    if model_type in OMNI_MODEL_TYPES:
+        return frozenset(OMNI_MODALITIES)
+    return frozenset(family_modalities(model_type or "") or ())
 
 
 @dataclass(frozen=True)

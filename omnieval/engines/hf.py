@@ -13,6 +13,12 @@ Two families, detected from the folder's ``config.json``:
   ``Qwen2_5OmniProcessor`` needs torchvision (not installable next to a CPU torch), so ``omni_inputs.py`` builds
   the same inputs without it, reading the sizes from the folder's ``processor_config.json``. Other media kinds
   (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
+* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL): the model's own
+  ``AutoProcessor`` renders the chat template over typed content parts (in the request's part order) and turns the
+  decoded frames, waveforms and images into the model's tensors; the class named by the adapter is loaded. One
+  forward pass per prompt (the processor's tensors as they are). Media the family does not take become a text note.
+  A processor that cannot be built (Qwen-VL video processors import torchvision) is a one-line error naming the
+  missing package.
 * **text** (any other ``AutoModelForCausalLM``): text only. Each media part becomes a one-line note,
   ``[video omitted: this model takes text only]``, so the model still sees that something was there (a text
   baseline; it is told, not left to guess, that it cannot see the video).
@@ -64,6 +70,7 @@ from omnieval.engines.chat import (
     omni_layout,
     omni_media_items,
 )
+from omnieval.engines.families import family_for, load_processor
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
@@ -108,7 +115,14 @@ class HFEngine(Engine):
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.omni = is_omni_model(self.path)
-        if self.omni:
+        self.family = None if self.omni else family_for(self.path)
+        if self.family is not None:
+            import transformers
+
+            self.processor = load_processor(self.path)
+            net = getattr(transformers, self.family.model_class).from_pretrained(self.path, dtype=self.dtype)
+            self.pre = None
+        elif self.omni:
             from transformers import Qwen2_5OmniThinkerForConditionalGeneration
 
             # from_pretrained takes the thinker sub-config and strips the checkpoint's "thinker." prefix.
@@ -124,13 +138,18 @@ class HFEngine(Engine):
 
     # -- prompts ----------------------------------------------------------------------------------------------
     def prompt_text(self, parts: Sequence[PromptPart]) -> str:
-        """The chat-formatted prompt: media parts as placeholders (omni; a video's own soundtrack inside its video
-        placeholder, ``chat.omni_layout``) or as text notes (text-only models)."""
+        """The chat-formatted prompt: media parts as placeholders (omni, with a video's own soundtrack inside its
+        video placeholder, ``chat.omni_layout``; families through their processor) or as text notes (text models)."""
+        if self.family is not None:
+            return self.family.prompt(self.processor, parts)
         return chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts, self.omni)
 
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
         """``text`` (``prompt_text(parts)``, maybe with a suffix) with its placeholders expanded and the media
-        tensors; refuses a request whose ids do not carry all of its audio (``chat.check_audio_tokens``)."""
+        tensors (a family model: its processor's own tensors); an omni request whose ids do not carry all of its
+        audio is refused (``chat.check_audio_tokens``)."""
+        if self.family is not None:  # the processor's own tensors (a BatchFeature of one prompt)
+            return self.family.hf_inputs(self.processor, text, self.family.media_items(parts, media_by_path))
         if not self.omni:
             return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
         layout = omni_layout(parts)
@@ -153,7 +172,13 @@ class HFEngine(Engine):
     # -- model calls ------------------------------------------------------------------------------------------
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
-        batch's videos carry their soundtracks: the caller batches such requests apart (``_same_flag``)."""
+        batch's videos carry their soundtracks: the caller batches such requests apart (``_same_flag``). A family
+        model takes one prompt per pass (its processor's tensors as they are)."""
+        if self.family is not None:
+            if len(batch) != 1:
+                raise ValueError("family models take one prompt per forward pass")
+            return {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                    for k, v in batch[0].items() if hasattr(v, "to")}
         out = collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
         flags = {e.use_audio_in_video for e in batch}
         if len(flags) > 1:
@@ -164,7 +189,10 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def next_token_logprobs(self, batch: Sequence[Encoded]) -> torch.Tensor:
-        """(len(batch), vocab) float32 log-softmax of the next token after each prompt."""
+        """(len(batch), vocab) float32 log-softmax of the next token after each prompt (family models: one
+        forward pass per prompt, each with exactly its processor's tensors)."""
+        if self.family is not None and len(batch) > 1:
+            return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
         logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
         return torch.log_softmax(logits, dim=-1).cpu()
 

@@ -11,6 +11,9 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   ``allowed_token_ids``, no label can fall out of a top-k). Choice and rs confidence as SPEC section 7.
 * Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
   rule), same choice rule as the transformers engine.
+* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL): the prompt is the model's own processor's chat
+  template over typed content parts; ``multi_modal_data`` carries the decoded arrays (videos with their sampled
+  fps as frame metadata), ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them.
 * Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
   ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
   across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
@@ -53,6 +56,7 @@ from omnieval.engines.chat import (
     omni_layout,
     omni_media_fields,
 )
+from omnieval.engines.families import family_for, load_processor
 from omnieval.prompts import parse_answer, render_prompt
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
@@ -71,6 +75,9 @@ class VLLMEngine(Engine):
         from vllm import LLM
 
         self.omni = is_omni_model(self.path)
+        self.family = None if self.omni else family_for(self.path)
+        # the model's own processor renders the chat template (vLLM runs the same processor on the media)
+        self.processor = load_processor(self.path) if self.family is not None else None
         kwargs = dict(engine_kwargs or {})
         if limit_mm_per_prompt:
             kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
@@ -105,6 +112,14 @@ class VLLMEngine(Engine):
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
+        if self.family is not None:
+            prompt = {"prompt": self.family.prompt(self.processor, parts) + suffix}
+            data, uuids, kwargs = self.family.vllm_fields(self.family.media_items(parts, media))
+            if data:
+                prompt["multi_modal_data"], prompt["multi_modal_uuids"] = data, uuids
+            if kwargs:
+                prompt["mm_processor_kwargs"] = kwargs
+            return prompt
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
                                               self.omni) + suffix}
         if not self.omni:

