@@ -105,7 +105,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     items_path = next((p for p in (root / "items.jsonl", root / "items.parquet") if p.exists()), None)
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
-    items, seen = [], {}
+    items, seen, resolved = [], {}, set()
     for where, record in read_records(items_path):
         item = _parse(protocol.Item, items_path, where, record, "item_id")
         if item.item_id in seen:
@@ -113,7 +113,10 @@ def load_benchmark(path: str | Path) -> Benchmark:
                              file=items_path, item=item.item_id, field="item_id")
         seen[item.item_id] = where
         for rel, _, fname in protocol.media_refs(item):
-            resolve_media_path(root, rel, file=items_path, item=item.item_id, field=fname)
+            # items share their media: each distinct path is resolved (a realpath) once
+            if not isinstance(rel, str) or rel not in resolved:
+                resolve_media_path(root, rel, file=items_path, item=item.item_id, field=fname)
+                resolved.add(rel)
         items.append(item)
     if not items:
         raise InputError("no items: the file holds no records", file=items_path)
