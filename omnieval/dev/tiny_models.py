@@ -17,6 +17,8 @@
   ``mrope_section`` [4, 6, 6] sums to head_dim / 2). Preprocessor configs are written as the official
   ``Qwen2_5OmniProcessor`` would save them, so vLLM (which runs the HF processor itself) and ``omnieval.engines.hf``
   (which reads the same sizes) agree.
+* ``llava-onevision``, ``internvl``: built in ``tiny_families.py`` (its module doc) from the same tokenizer and
+  text decoder.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and

@@ -13,9 +13,10 @@ Two families, detected from the folder's ``config.json``:
   ``Qwen2_5OmniProcessor`` needs torchvision (not installable next to a CPU torch), so ``omni_inputs.py`` builds
   the same inputs without it, reading the sizes from the folder's ``processor_config.json``. Other media kinds
   (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
-* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL): the model's own
-  ``AutoProcessor`` renders the chat template over typed content parts (in the request's part order) and turns the
-  decoded frames, waveforms and images into the model's tensors; the class named by the adapter is loaded. One
+* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
+  InternVL): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in the request's
+  part order) and turns the decoded frames, waveforms and images into the model's tensors; the class named by the
+  adapter is loaded. One
   forward pass per prompt (the processor's tensors as they are). Media the family does not take become a text note.
   A processor that cannot be built (Qwen-VL video processors import torchvision) is a one-line error naming the
   missing package.
