@@ -8,6 +8,10 @@ saved with its sizes shrunk to match.
   168 x 168 (``anyres_max_9``: at most 3 x 3 tiles), saved with its ``LlavaOnevisionProcessor``
   (``num_image_tokens`` 16, ``vision_feature_select_strategy`` ``full``). Video frames are resized to one tile and
   pooled 2 x 2: 4 tokens a frame plus one newline token a video. Its image and video processors need torchvision.
+* ``internvl``: ``InternVLForConditionalGeneration`` (the transformers-native layout, ``model_type`` ``internvl``;
+  vision one layer, hidden 32, 56-pixel tiles of 14-pixel patches pixel-shuffled to 2 x 2 = 4 tokens a tile), saved
+  with its ``InternVLProcessor`` (``GotOcr2ImageProcessor`` with ``crop_to_patches``: up to 6 tiles plus a
+  thumbnail; video frames one tile each). Its processors need torchvision too.
 """
 
 from __future__ import annotations
