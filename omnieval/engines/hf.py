@@ -13,9 +13,10 @@ Two families, detected from the folder's ``config.json``:
   ``Qwen2_5OmniProcessor`` needs torchvision (not installable next to a CPU torch), so ``omni_inputs.py`` builds
   the same inputs without it, reading the sizes from the folder's ``processor_config.json``. Other media kinds
   (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
-* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL): the model's own
-  ``AutoProcessor`` renders the chat template over typed content parts (in the request's part order) and turns the
-  decoded frames, waveforms and images into the model's tensors; the class named by the adapter is loaded. One
+* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
+  InternVL): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in the request's
+  part order) and turns the decoded frames, waveforms and images into the model's tensors; the class named by the
+  adapter is loaded. One
   forward pass per prompt (the processor's tensors as they are). Media the family does not take become a text note.
   A processor that cannot be built (Qwen-VL video processors import torchvision) is a one-line error naming the
   missing package.
@@ -228,7 +229,7 @@ class HFEngine(Engine):
             except Exception as exc:
                 results[i] = _error(exc)
         # requests whose videos carry their soundtracks go in forward passes of their own (one flag per pass)
-        ready.sort(key=lambda entry: entry[1].use_audio_in_video)
+        ready.sort(key=lambda entry: _soundtrack_flag(entry[1]))
         chunks = [ready[start:start + self.batch_size] for start in range(0, len(ready), self.batch_size)]
         chunks = [part for chunk in chunks for part in _same_flag(chunk)]
         for chunk in chunks:
@@ -311,8 +312,14 @@ def _quiet_default_talker_config():
 
 def _same_flag(chunk: list) -> list[list]:
     """A chunk of (index, Encoded, ids) sorted by ``use_audio_in_video``, cut where the flag changes."""
-    cut = next((i for i, (_, enc, _) in enumerate(chunk) if enc.use_audio_in_video), len(chunk))
+    cut = next((i for i, (_, enc, _) in enumerate(chunk) if _soundtrack_flag(enc)), len(chunk))
     return [part for part in (chunk[:cut], chunk[cut:]) if part]
+
+
+def _soundtrack_flag(enc) -> bool:
+    """An omni request's ``use_audio_in_video``; a family model's processor output (a ``BatchFeature``, whose
+    attribute lookup raises for a key it lacks) has none."""
+    return bool(enc.use_audio_in_video) if isinstance(enc, Encoded) else False
 
 
 def _decoded(part: PromptPart, media: dict):
