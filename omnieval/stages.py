@@ -311,7 +311,9 @@ def drain(ds, total: int, desc: str, write: Callable[[pa.Table], None], progress
     buffered = written = 0
     last = time.monotonic()
     bar = tqdm(total=total, desc=desc, unit="row", disable=not progress, file=sys.stderr)
-    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+    # prefetch_batches=0: with Ray Data's default prefetch, a finished block reaches this loop only once the next
+    # one has finished too, so the resume log lagged a block behind (a small run arrived all at its end)
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
         buffer.append(block)
         buffered += block.num_rows
         bar.update(block.num_rows)
