@@ -17,6 +17,7 @@ everywhere a run looks media up (a video file's own soundtrack is a second strea
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -38,7 +39,7 @@ def media_ref(path: str, modality: str | None) -> str:
     """The key of one decoded stream of a benchmark file: the path itself, or ``<path>#audio`` for the audio of a
     video container (``VIDEO_SUFFIXES``: a video's soundtrack), so the picture and the sound of one ``.mp4`` are two
     media, each decoded once, that never collide in the decode cache, the media stage or an engine's lookup."""
-    if modality == "audio" and Path(path).suffix.lower() in VIDEO_SUFFIXES:
+    if modality == "audio" and os.path.splitext(path)[1].lower() in VIDEO_SUFFIXES:  # a str op: called per segment
         return f"{path}{AUDIO_STREAM}"
     return path
 
