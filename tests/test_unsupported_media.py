@@ -75,6 +75,11 @@ def test_sweep_models_carry_the_policy_and_refuse_describe():
     with pytest.raises(InputError, match="not available in a sweep"):
         parse_sweep_config(base | {"models": [{"name": "m", "engine": "simulated", "unsupported_media": "describe",
                                               "describe": {"model": {"name": "d", "engine": "simulated"}}}]})
+    # a cascade or open-ended modes in a sweep would be dropped without a word: refused, naming the field
+    for extra in ({"describe": {"model": {"name": "d", "engine": "simulated"}}}, {"modes": ["mcq", "open"]}):
+        with pytest.raises(InputError, match="not available in a sweep") as err:
+            parse_sweep_config(base | {"models": [{"name": "m", "engine": "simulated", **extra}]})
+        assert "models[0]" in str(err.value) or "models.0" in str(err.value), str(err.value)
 
 
 def test_what_each_engine_takes(tiny_models, tmp_path):

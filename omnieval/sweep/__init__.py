@@ -51,8 +51,9 @@ has no ``sweep-run.json``) holds predictions of another config and is cleared fi
 **Scheduling.** Runs go model by model: one model's runs over all its protocols and prompt styles, then the next
 model's. All of one model's incomplete runs go through one pass (``pipeline.evaluate_runs``): one media stage and
 one engine pool (a Ray Data actor pool) for all of them, so the model is loaded once per replica, not once per run,
-while each run is still prepared, resumed, consolidated, marked and measured on its own (a describer and the judges
-of open answers, where a run has them, still load per run). The pool holds its GPUs for as long as the pass's
+while each run is still prepared, resumed, consolidated, marked and measured on its own (a sweep's runs are
+multiple-choice runs without judges or describers: a sweep model with ``describe:`` or ``modes:`` is refused; run
+such a model with a run config). The pool holds its GPUs for as long as the pass's
 dataset executes and is torn down when the pass ends; running two models at once would let one model's replicas sit
 on GPUs while they wait for decoded media or for the other model's replicas, and on a full cluster the second
 model's pool would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas

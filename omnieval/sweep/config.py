@@ -78,6 +78,12 @@ class SweepModel(ModelConfig):
         if self.unsupported_media == "describe":
             raise ValueError("unsupported_media: describe is not available in a sweep (a sweep's models have no "
                              "describe: cascade); use skip or note, or a run config with describe:")
+        # a sweep's runs have no judges and no cascades: these would be dropped without a word, and a cascade model
+        # would be measured on media it never got described
+        for name in ("describe", "modes"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: is not available in a sweep (its runs have no judges and no describers); "
+                                 f"run this model with a run config (omnieval run) instead")
         device = str(self.options.get("device", ""))
         if self.engine == "hf" and device.startswith("cuda") and self.num_gpus <= 0:
             raise ValueError(f"options.device is {device!r} but num_gpus is 0: set num_gpus (GPUs per replica)")
