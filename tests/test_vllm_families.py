@@ -2,7 +2,7 @@
 whose torchvision shim lets the vision processors build): tiny Qwen2-Audio on the dissonance benchmark's audio,
 tiny Qwen2.5-VL, LLaVA-OneVision and InternVL on the spectrum benchmark's images and the dissonance benchmark's
 videos, tiny Gemma 3n on the spectrum benchmark's images and the dissonance benchmark's audio (its vision tower needs
-timm).
+timm, which scripts/setup_vllm.sh installs).
 
 For each: the transformers and vLLM engines give the same option logprobs (atol 1e-3; measured within ~2e-5), the
 number of media placeholder tokens in the ids each engine sends equals the number the processor's published
@@ -404,7 +404,6 @@ def test_gemma3n_on_images_and_audio_equals_across_engines_and_counts_placeholde
     """Gemma 3n's processor writes a fixed number of soft tokens: ``image_seq_length`` an image (the tiny tower's
     fused 2 x 2 map) and 188 an audio clip whatever its length (the published ``audio_seq_length``; the encoder's
     output is padded to it)."""
-    pytest.importorskip("timm")
     from omnieval.dev.tiny_families import GEMMA3N_AUDIO_TOKENS, TINY_GEMMA3N_IMAGE_TOKENS
 
     path = tiny_models("gemma3n")
@@ -430,7 +429,6 @@ def test_gemma3n_on_images_and_audio_equals_across_engines_and_counts_placeholde
 
 
 def test_gemma3n_hf_inputs_equal_the_official_processor(spectrum_bench, bench, tiny_models):
-    pytest.importorskip("timm")
     from transformers import AutoProcessor
 
     path = tiny_models("gemma3n")
