@@ -171,7 +171,8 @@ def gemma3n(tok, seed: int, text_dims: dict, init_range: float):
     from transformers import Gemma3nConfig, Gemma3nForConditionalGeneration
 
     if importlib.util.find_spec("timm") is None:
-        raise RuntimeError("tiny gemma3n: its vision tower (MobileNetV5) needs the 'timm' package (pip install timm)")
+        raise ModuleNotFoundError("tiny gemma3n: its vision tower (MobileNetV5) needs the 'timm' package",
+                                  name="timm")
     n = gemma3n_tokenizer(tok)
     ids = tok.convert_tokens_to_ids
     text = {key: text_dims[key] for key in ("hidden_size", "intermediate_size", "num_hidden_layers",
