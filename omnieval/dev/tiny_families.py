@@ -12,6 +12,19 @@ saved with its sizes shrunk to match.
   vision one layer, hidden 32, 56-pixel tiles of 14-pixel patches pixel-shuffled to 2 x 2 = 4 tokens a tile), saved
   with its ``InternVLProcessor`` (``GotOcr2ImageProcessor`` with ``crop_to_patches``: up to 6 tiles plus a
   thumbnail; video frames one tile each). Its processors need torchvision too.
+* ``gemma3n``: ``Gemma3nForConditionalGeneration`` (image and audio). Text decoder hidden 128, 4 heads of 32, 2
+  layers (one sliding, one full; AltUp with 2 inputs, LAuReL rank 8, per-layer inputs of 16, no KV sharing, no
+  activation sparsity); vision the timm ``mobilenetv5_300m_enc`` at channel multiplier 0.05 with its multi-scale
+  fusion pooled to 2 x 2 (64-pixel images: 4 soft tokens an image); audio the USM conformer, one layer, hidden 32.
+  Saved with its ``Gemma3nProcessor`` (SigLIP image processor at 64 x 64, ``image_seq_length`` 4; the Gemma 3n
+  audio feature extractor, ``audio_seq_length`` 188 as published). Needs ``timm``. The tokenizer follows Gemma's
+  layout: the text vocabulary, then 128 vision ids (``<end_of_image>``, ``<image_soft_token>``, unused) and 128
+  audio ids (``<end_of_audio>``, ``<audio_soft_token>``, unused), and the newline runs ``\n`` .. ``\n\n\n\n`` as
+  single tokens (vLLM's Gemma 3n processor merges them by those names). transformers embeds the vision and audio
+  ids (``<end_of_image>``, ``<end_of_audio>``) through the multimodal embedders, vLLM 0.32 through the text
+  embedding table: the build writes the embedders' outputs into those rows of the table (divided by the
+  embedding scale), so the two engines see the same inputs. Whether a released checkpoint's table holds the same
+  is not checked here (see README).
 """
 
 from __future__ import annotations
@@ -124,3 +137,74 @@ def save_internvl_processor(tok, out: Path) -> None:
                                               max_patches=TINY_INTERNVL_MAX_TILES),
         video_processor=InternVLVideoProcessor(size=size), tokenizer=tok,
         image_seq_length=(TINY_INTERNVL_TILE // 14 // 2) ** 2, chat_template=tok.chat_template).save_pretrained(out)
+
+
+# -- Gemma 3n --------------------------------------------------------------------------------------------------
+GEMMA3N_TEMPLATE = family_chat_template({"image": "<image_soft_token>", "audio": "<audio_soft_token>"})
+GEMMA3N_TEXT_TOKENS = {"boi_token": "<start_of_image>", "boa_token": "<start_of_audio>"}
+GEMMA3N_NEWLINES = ["\n", "\n\n", "\n\n\n", "\n\n\n\n"]
+TINY_GEMMA3N_IMAGE = 64  # pixels a side; the vision tower's fused map is pooled to 2 x 2
+TINY_GEMMA3N_IMAGE_TOKENS = 4
+GEMMA3N_AUDIO_TOKENS = 188  # the processor's published audio_seq_length (the encoder output is padded to it)
+
+
+def gemma3n_tokenizer(tok):
+    """Extend the tiny tokenizer to Gemma's id layout (module doc); returns the text vocabulary size."""
+    tok.add_tokens(GEMMA3N_NEWLINES)
+    text_vocab = len(tok)
+    vision = ["<end_of_image>", "<image_soft_token>"] + [f"<unused_vision_{i}>" for i in range(126)]
+    audio = ["<end_of_audio>", "<audio_soft_token>"] + [f"<unused_audio_{i}>" for i in range(126)]
+    tok.add_tokens(vision + audio, special_tokens=True)
+    assert tok.convert_tokens_to_ids("<end_of_image>") == text_vocab  # noqa: S101 (the layout the model assumes)
+    assert tok.convert_tokens_to_ids("<end_of_audio>") == text_vocab + 128  # noqa: S101
+    # the processor reads these names from the tokenizer (what the constructor's extra_special_tokens dict sets)
+    tok._set_model_specific_special_tokens({
+        **GEMMA3N_TEXT_TOKENS, "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>",
+        "eoa_token": "<end_of_audio>", "audio_token": "<audio_soft_token>"})
+    return text_vocab
+
+
+def gemma3n(tok, seed: int, text_dims: dict, init_range: float):
+    import importlib.util
+
+    import torch
+    from transformers import Gemma3nConfig, Gemma3nForConditionalGeneration
+
+    if importlib.util.find_spec("timm") is None:
+        raise ModuleNotFoundError("tiny gemma3n: its vision tower (MobileNetV5) needs the 'timm' package",
+                                  name="timm")
+    n = gemma3n_tokenizer(tok)
+    ids = tok.convert_tokens_to_ids
+    text = {key: text_dims[key] for key in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                             "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+                                             "rms_norm_eps", "bos_token_id", "eos_token_id", "pad_token_id")}
+    text |= {"vocab_size": n + 256, "vocab_size_per_layer_input": n, "head_dim": 32,
+             "hidden_size_per_layer_input": 16, "laurel_rank": 8, "altup_num_inputs": 2, "num_kv_shared_layers": 0,
+             "activation_sparsity_pattern": [0.0, 0.0], "layer_types": ["sliding_attention", "full_attention"],
+             "sliding_window": 512, "initializer_range": init_range}
+    vision = {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048, "vocab_size": 128, "vocab_offset": n,
+              "model_args": {"channel_multiplier": 0.05, "msfa_output_resolution": 2}}
+    audio = {"vocab_size": 128, "vocab_offset": n + 128, "hidden_size": 32, "conf_num_attention_heads": 2,
+             "conf_num_hidden_layers": 1, "sscp_conv_channel_size": [8, 4]}
+    config = Gemma3nConfig(
+        text_config=text, vision_config=vision, audio_config=audio, initializer_range=init_range,
+        vision_soft_tokens_per_image=TINY_GEMMA3N_IMAGE_TOKENS, audio_soft_tokens_per_image=GEMMA3N_AUDIO_TOKENS,
+        boi_token_id=ids("<start_of_image>"), eoi_token_id=n, image_token_id=n + 1,
+        boa_token_id=ids("<start_of_audio>"), eoa_token_id=n + 128, audio_token_id=n + 129)
+    torch.manual_seed(seed)
+    model = Gemma3nForConditionalGeneration(config).eval()
+    with torch.no_grad():  # the multimodal ids' rows of the text table: what the embedders give them (module doc)
+        table = model.model.language_model.embed_tokens
+        for embedder in (model.model.embed_vision, model.model.embed_audio):
+            rows = torch.arange(embedder.vocab_offset, embedder.vocab_offset + embedder.vocab_size)
+            table.weight[rows] = embedder(input_ids=rows[None])[0] / table.embed_scale
+    return model
+
+
+def save_gemma3n_processor(tok, out: Path) -> None:
+    from transformers import Gemma3nAudioFeatureExtractor, Gemma3nProcessor, SiglipImageProcessor
+
+    side = {"height": TINY_GEMMA3N_IMAGE, "width": TINY_GEMMA3N_IMAGE}
+    Gemma3nProcessor(feature_extractor=Gemma3nAudioFeatureExtractor(), image_processor=SiglipImageProcessor(size=side),
+                     tokenizer=tok, chat_template=tok.chat_template, image_seq_length=TINY_GEMMA3N_IMAGE_TOKENS,
+                     audio_seq_length=GEMMA3N_AUDIO_TOKENS).save_pretrained(out)

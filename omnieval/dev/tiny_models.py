@@ -17,8 +17,8 @@
   ``mrope_section`` [4, 6, 6] sums to head_dim / 2). Preprocessor configs are written as the official
   ``Qwen2_5OmniProcessor`` would save them, so vLLM (which runs the HF processor itself) and ``omnieval.engines.hf``
   (which reads the same sizes) agree.
-* ``llava-onevision``, ``internvl``: built in ``tiny_families.py`` (its module doc) from the same tokenizer and
-  text decoder.
+* ``llava-onevision``, ``internvl``, ``gemma3n``: built in ``tiny_families.py`` (its module doc) from the same
+  tokenizer and text decoder sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from omnieval.dev import tiny_families
 
-ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl")
+ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -257,6 +257,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_families.save_llava_onevision_processor(tok, out)
     elif arch == "internvl":
         tiny_families.save_internvl_processor(tok, out)
+    elif arch == "gemma3n":
+        tiny_families.save_gemma3n_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -267,11 +269,16 @@ def _internvl(tok, seed: int):
     return tiny_families.internvl(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _gemma3n(tok, seed: int):
+    return tiny_families.gemma3n(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
-                  "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE)}
+                  "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
+                  "gemma3n": (tiny_families.GEMMA3N_TEXT_TOKENS, tiny_families.GEMMA3N_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
-             "llava-onevision": _llava_onevision, "internvl": _internvl}
+             "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:

@@ -43,13 +43,15 @@ DEFAULT_VIDEO_FPS = 2.0  # Qwen-style processors' assumption when a clip carries
 
 @dataclass(frozen=True)
 class FamilyAdapter:
-    """One model family: see the module doc. ``processor_kwargs`` go to every processor call (both engines)."""
+    """One model family: see the module doc. ``processor_kwargs`` go to every processor call (both engines);
+    ``packages`` are the Python packages its model code imports beyond transformers (checked before loading)."""
 
     name: str
     model_types: tuple[str, ...]
     modalities: tuple[str, ...]
     model_class: str
     processor_kwargs: dict = field(default_factory=dict)
+    packages: tuple[str, ...] = ()
 
     # -- prompt ---------------------------------------------------------------------------------------------------
     def messages(self, parts: Sequence[PromptPart]) -> list[dict]:
@@ -179,6 +181,8 @@ register_family(QwenVisionFamily(name="qwen2.5-vl", model_types=("qwen2_5_vl",),
 register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava_onevision",),
                                      modalities=("image", "video"),
                                      model_class="LlavaOnevisionForConditionalGeneration"))
+register_family(AudioFamily(name="gemma3n", model_types=("gemma3n",), modalities=("image", "audio"),
+                            model_class="Gemma3nForConditionalGeneration", packages=("timm",)))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 
@@ -200,8 +204,17 @@ def accepted_modalities(model_type_name: str) -> tuple[str, ...] | None:
 
 def load_processor(folder):
     """The model's own ``AutoProcessor``; a processor that cannot be built for want of a package is a one-line
-    error naming it (Qwen-VL video processors import torchvision)."""
+    error naming it (Qwen-VL video processors import torchvision), and so is a family whose model code needs a
+    package that is not installed (Gemma 3n's vision tower: timm)."""
+    import importlib.util
+
     from transformers import AutoProcessor
+
+    adapter = family_for(folder)
+    for package in adapter.packages if adapter else ():
+        if importlib.util.find_spec(package) is None:
+            raise RuntimeError(f"{folder}: a {adapter.name} model needs the {package!r} package, which is not "
+                               f"installed (pip install {package})")
 
     try:
         return AutoProcessor.from_pretrained(folder)

@@ -11,10 +11,10 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   ``allowed_token_ids``, no label can fall out of a top-k). Choice and rs confidence as SPEC section 7.
 * Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
   rule), same choice rule as the transformers engine.
-* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL): the prompt is the
-  model's own processor's chat template over typed content parts; ``multi_modal_data`` carries the decoded arrays
-  (videos with their sampled fps as frame metadata where the family needs it), ``multi_modal_uuids`` the content
-  hashes; vLLM runs the same processor on them.
+* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n): the
+  prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries the
+  decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
+  ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them.
 * Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
   ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
   across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
