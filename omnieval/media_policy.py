@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from omnieval.config import DEFAULT_DESCRIBE_PROMPTS, ModelConfig
-from omnieval.schema import MEDIA_MODALITIES, InputError
+from omnieval.schema import MEDIA_MODALITIES, InputError, Segment, media_file
 
 
 def accepted_modalities(model: ModelConfig, where: str) -> frozenset[str]:
@@ -58,15 +58,21 @@ def check_media_policies(config) -> None:
                                  field=f"models[{i}].describe.prompts")
 
 
-def answering_model(model: ModelConfig, where: str = "model") -> ModelConfig:
+def answering_model(model: ModelConfig, media: dict[str, str], where: str = "model") -> ModelConfig:
     """The model as the run answers with it: under ``unsupported_media: describe`` its describer's prompts are
-    exactly the modalities it cannot take (none: no cascade at all); otherwise the model as configured."""
+    exactly those of the plan's media (``media``: media ref -> modality, ``Expansion.media``) that the model cannot
+    take, each under the modality it is described as (``cascade.described_as``: a point cloud shown as rendered
+    views is described as a point cloud); none: no cascade at all. Otherwise the model as configured."""
     if model.unsupported_media != "describe" or model.describe is None:
         return model
+    from omnieval.cascade import described_as
+
     accepted = accepted_modalities(model, where)
     spec = model.describe
     given = spec.prompts if "prompts" in spec.model_fields_set else {}
-    prompts = {m: given.get(m, DEFAULT_DESCRIBE_PROMPTS[m]) for m in MEDIA_MODALITIES if m not in accepted}
+    wanted = {described_as(Segment(kind="media", modality=modality, path=media_file(ref)))
+              for ref, modality in media.items() if modality not in accepted}
+    prompts = {m: given.get(m, DEFAULT_DESCRIBE_PROMPTS[m]) for m in MEDIA_MODALITIES if m in wanted}
     if not prompts:
         return model.model_copy(update={"describe": None})
     return model.model_copy(update={"describe": spec.model_copy(update={"prompts": prompts})})

@@ -296,7 +296,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
         modes = modes_of(config, model)
         planned[index] = plan.n_instances * len(modes) * len(config.prompts)
         policy = media_policy(model, plan.expanded.media)
-        answering = answering_model(model)  # unsupported_media: describe: the describer takes what it cannot
+        answering = answering_model(model, plan.expanded.media)  # describe: the describer takes what it cannot
         if answering.describe is not None:
             from omnieval.cascade import cascade_instances, describe_media
 

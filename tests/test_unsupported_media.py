@@ -274,3 +274,33 @@ def test_a_run_where_every_row_is_skipped_fails(ray_session, small_bench, tmp_pa
     assert not result.ok
     text = result.summary()
     assert "WARNING: every row of text-sim was skipped" in text and "FAILED: every row of the run was skipped" in text
+
+
+@pytest.mark.slow
+def test_describe_turns_exactly_what_the_model_cannot_take_into_text(ray_session, small_bench, tmp_path):
+    """``unsupported_media: describe`` on a model that takes audio but not video: the describer describes the videos
+    (each distinct file once) and nothing else, although a plain ``describe:`` would describe the audio; every row is
+    asked, none skipped or noted, and each carries the description of the one video its instance shows."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from omnieval.config import parse_run_config
+    from omnieval.pipeline import run_evaluation
+    from omnieval.plan import make_plan
+
+    model = {"name": "hears", "engine": "simulated", "options": {"seed": 3, "modalities": ["audio"]},
+             "unsupported_media": "describe", "describe": {"model": {"name": "describer", "engine": "simulated"}}}
+    config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "run"), "models": [model],
+                               "decode": {"num_frames": 4, "max_side": 96}})
+    result = run_evaluation(config, progress=False)
+    rows = pl.read_parquet(result.predictions_path)
+    instances = make_plan(config).load_instances()
+    assert rows.height == len(instances) and rows["error"].null_count() == rows.height
+    assert rows["skipped"].null_count() == rows.height and rows["media_noted"].null_count() == rows.height
+    assert (rows["cascade"] == "describer:video").all()
+    videos = {i.instance_id: [s.path for s in i.media_segments() if s.modality == "video"] for i in instances}
+    for iid, text in zip(rows["instance_id"], rows["intermediate_text"], strict=True):
+        assert sorted(json.loads(text)) == videos[iid]  # the instance's own video, and only it
+    described = pq.read_table(tmp_path / "run" / "descriptions" / "describer").to_pylist()
+    assert sorted(d["path"] for d in described) == sorted({p for paths in videos.values() for p in paths})
+    assert {d["modality"] for d in described} == {"video"}
