@@ -30,6 +30,11 @@ OPEN_INSTRUCTIONS: dict[str, str] = {
             "in the form 'Answer: <your answer>'."),
 }
 
+# What an engine writes in place of a media part its model cannot take (``unsupported_media: note``): one line, so
+# the model is told that something was there.
+TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
+UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
+
 
 @dataclass(frozen=True)
 class PromptPart:

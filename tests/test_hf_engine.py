@@ -22,10 +22,9 @@ pytest.importorskip("transformers")
 from scipy.special import softmax  # noqa: E402
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
-from omnieval.engines.chat import TEXT_ONLY_NOTE  # noqa: E402
 from omnieval.engines.omni_inputs import audio_token_count, patchify, smart_resize  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
-from omnieval.prompts import render_prompt  # noqa: E402
+from omnieval.prompts import TEXT_ONLY_NOTE, render_prompt  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
 
 LABELS = list("ABCDE")

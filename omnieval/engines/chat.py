@@ -17,11 +17,9 @@ from dataclasses import dataclass
 
 from omnieval.engines.families import accepted_modalities as family_modalities
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, TEMPORAL_PATCH
-from omnieval.prompts import PromptPart
+from omnieval.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 
 OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
-TEXT_ONLY_NOTE = "[{modality} omitted: this model takes text only]"
-UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
 
 
 def is_omni_model(folder) -> bool:

@@ -33,12 +33,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
-from omnieval.prompts import PromptPart
+from omnieval.prompts import UNSUPPORTED_NOTE, PromptPart
 
-UNSUPPORTED_NOTE = "[{modality} omitted: this model does not take {modality}]"
 PROCESSOR_ARGS = {"image": "images", "video": "videos", "audio": "audio"}  # modality -> processor argument
-DEFAULT_VIDEO_FPS = 2.0  # Qwen-style processors' assumption when a clip carries no fps
 
 
 @dataclass(frozen=True)
