@@ -96,8 +96,8 @@ class HFEngine(Engine):
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:
-        """Video, audio and image for a Qwen2.5-Omni folder, nothing for any other model
-        (``chat.folder_modalities``)."""
+        """What the folder's model takes (``chat.folder_modalities``: Qwen2.5-Omni video, audio and image; a
+        registered family what its adapter says; any other model nothing)."""
         return folder_modalities("hf", options.get("path"))
 
     @classmethod
@@ -173,7 +173,7 @@ class HFEngine(Engine):
     # -- model calls ------------------------------------------------------------------------------------------
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
-        batch's videos carry their soundtracks: the caller batches such requests apart (``_same_flag``). A family
+        batch's videos carry their soundtracks: the caller batches such requests apart. A family
         model takes one prompt per pass (its processor's tensors as they are)."""
         if self.family is not None:
             if len(batch) != 1:
@@ -229,9 +229,10 @@ class HFEngine(Engine):
             except Exception as exc:
                 results[i] = _error(exc)
         # requests whose videos carry their soundtracks go in forward passes of their own (one flag per pass)
-        ready.sort(key=lambda entry: _soundtrack_flag(entry[1]))
-        chunks = [ready[start:start + self.batch_size] for start in range(0, len(ready), self.batch_size)]
-        chunks = [part for chunk in chunks for part in _same_flag(chunk)]
+        chunks = []
+        for flag in (False, True):
+            group = [entry for entry in ready if _soundtrack_flag(entry[1]) is flag]
+            chunks += [group[start:start + self.batch_size] for start in range(0, len(group), self.batch_size)]
         for chunk in chunks:
             try:
                 logprobs = self.next_token_logprobs([enc for _, enc, _ in chunk])
@@ -308,12 +309,6 @@ def _quiet_default_talker_config():
         yield
     finally:
         logger.removeFilter(drop)
-
-
-def _same_flag(chunk: list) -> list[list]:
-    """A chunk of (index, Encoded, ids) sorted by ``use_audio_in_video``, cut where the flag changes."""
-    cut = next((i for i, (_, enc, _) in enumerate(chunk) if _soundtrack_flag(enc)), len(chunk))
-    return [part for part in (chunk[:cut], chunk[cut:]) if part]
 
 
 def _soundtrack_flag(enc) -> bool:

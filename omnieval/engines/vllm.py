@@ -99,8 +99,8 @@ class VLLMEngine(Engine):
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:
-        """Video, audio and image for a Qwen2.5-Omni folder, nothing for any other model
-        (``chat.folder_modalities``)."""
+        """What the folder's model takes (``chat.folder_modalities``: Qwen2.5-Omni video, audio and image; a
+        registered family what its adapter says; any other model nothing)."""
         return folder_modalities("vllm", options.get("path"))
 
     @classmethod
