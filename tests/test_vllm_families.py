@@ -11,7 +11,6 @@ output for a hand-written chat message. One in-process vLLM engine at a time."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -21,6 +20,14 @@ import pytest
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
+
+from family_placeholders import (  # noqa: E402
+    internvl_tiles,
+    llava_ov_image_tokens,
+    llava_ov_video_tokens,
+    vl_tokens,
+    whisper_audio_tokens,
+)
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.media.decode import decode_media  # noqa: E402
@@ -83,12 +90,6 @@ def hf_ids(hf, request: EngineRequest) -> list[int]:
 
 # -- Qwen2-Audio -------------------------------------------------------------------------------------------------
 
-def whisper_audio_tokens(n_samples: int) -> int:
-    """Qwen2-Audio's embeddings for a waveform: Whisper frames (hop 160, at most 30 s = 3000), then two stride-2
-    stages (the conv front end and the pooling)."""
-    frames = min(math.ceil(n_samples / 160), 3000)
-    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
-
 
 def test_qwen2_audio_on_dissonance_audio_equals_across_engines_and_counts_placeholders(bench, tiny_models):
     path = tiny_models("qwen2-audio")
@@ -143,27 +144,6 @@ def test_qwen2_audio_hf_inputs_equal_the_official_processor(bench, tiny_models):
 
 
 # -- Qwen2.5-VL --------------------------------------------------------------------------------------------------
-
-def qwen_vl_grid(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
-    """Qwen2-VL's published resize rule: sides rounded to multiples of 28, area brought into [min, max] keeping
-    the aspect ratio; returns the grid of 14-pixel patches."""
-    h, w = round(height / factor) * factor, round(width / factor) * factor
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h, w = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) * factor
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h // 14, w // 14
-
-
-def vl_tokens(item) -> int:
-    from omnieval.dev.tiny_models import TINY_VL_PIXELS
-
-    frames = item.data if item.modality == "video" else item.data[None]
-    gh, gw = qwen_vl_grid(frames.shape[1], frames.shape[2], TINY_VL_PIXELS["shortest_edge"],
-                          TINY_VL_PIXELS["longest_edge"])
-    return math.ceil(frames.shape[0] / 2) * gh * gw // 4  # frame pairs x patches / the 2x2 merge
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +240,9 @@ def official_inputs(path: Path, req: EngineRequest, takes: tuple[str, ...]):
             content.append({"type": "text", "text": f"[{p.modality} omitted: this model does not take {p.modality}]\n"})
     proc = AutoProcessor.from_pretrained(path)
     text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
-    kwargs = {f"{m}s": v for m, v in arrays.items() if v}
+    # the processors' form for one text: its images as one nested list, its videos as a list
+    kwargs = ({"images": [arrays["image"]]} if arrays["image"] else {}) | \
+        ({"videos": arrays["video"]} if arrays["video"] else {})
     return proc(text=[text], return_tensors="pt", **kwargs), parts
 
 
@@ -284,39 +266,6 @@ def assert_picture_reaches_model(hf, req: EngineRequest, ref) -> None:
 
 # -- LLaVA-OneVision ---------------------------------------------------------------------------------------------
 
-def llava_ov_image_tokens(height: int, width: int) -> int:
-    """LLaVA-OneVision's published anyres layout for one image: the pinpoint canvas that keeps the most of the
-    picture's resolution (then wastes the least), its tiles' patch grid cut back to the picture's aspect ratio
-    (padding rows or columns dropped), shrunk to at most 9 tiles' worth when it exceeds that by 10%, one newline
-    token per row, plus the base tile's patches."""
-    from omnieval.dev.tiny_families import TINY_OV_PINPOINTS, TINY_OV_TILE
-
-    side = TINY_OV_TILE // 14  # patches per tile side
-
-    def kept(canvas):
-        ch, cw = canvas
-        s = min(cw / width, ch / height)
-        return min(int(width * s) * int(height * s), width * height), -(ch * cw)
-
-    ch, cw = max(TINY_OV_PINPOINTS, key=kept)
-    rows, cols = side * ch // TINY_OV_TILE, side * cw // TINY_OV_TILE
-    if width / height > cols / rows:  # wider than the canvas: rows of padding above and below
-        rows -= 2 * ((rows - int(round(height * cols / width, 7))) // 2)
-    else:
-        cols -= 2 * ((cols - int(round(width * rows / height, 7))) // 2)
-    ratio = math.sqrt(rows * cols / (9 * side * side))
-    if ratio > 1.1:
-        rows, cols = int(rows // ratio), int(cols // ratio)
-    return side * side + rows * cols + rows
-
-
-def llava_ov_video_tokens(frames: int) -> int:
-    """Each frame's patch grid pooled 2 x 2 (ceil), one newline token for the whole video."""
-    from omnieval.dev.tiny_families import TINY_OV_TILE
-
-    pooled = math.ceil(TINY_OV_TILE // 14 / 2)
-    return frames * pooled * pooled + 1
-
 
 def test_llava_onevision_on_images_and_videos_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
                                                                                             tiny_models):
@@ -338,36 +287,28 @@ def test_llava_onevision_on_images_and_videos_equals_across_engines_and_counts_p
 
 
 def test_llava_onevision_hf_inputs_equal_the_official_processor_and_vllm_refuses_two_images(spectrum_bench, bench,
-                                                                                            tiny_models):
+                                                                                            tiny_models, tmp_path):
+    from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
+    from omnieval.dev.tiny_families import TINY_OV_TILE
     from omnieval.engines.families import family_for
 
     path = tiny_models("llava-onevision")
     requests = vision_requests(spectrum_bench, bench, 1, 1)
-    assert_hf_inputs_equal_official(path, requests, ("image", "video"))
+    # four pictures in one prompt (crossmodal T->V of a still-image item): each its base tile and a newline
+    crossmodal = make_crossmodal_benchmark(tmp_path / "crossmodal", seed=0, n_entities=4)
+    several = requests_from(crossmodal, "crossmodal",
+                            lambda i: sum(s.modality == "image" for s in i.media_segments()) > 1, 1)
+    assert_hf_inputs_equal_official(path, requests + several, ("image", "video"))
+    hf = create_engine("hf", model="m", path=str(path))
+    images = media_of(several[0], "image")
+    assert hf_ids(hf, several[0]).count(hf.tokenizer.convert_tokens_to_ids("<image>")) == \
+        len(images) * ((TINY_OV_TILE // 14) ** 2 + 1) and len(images) == 4
     image = media_of(requests[0], "image")[0]
     with pytest.raises(ValueError, match="one image a prompt"):
         family_for(path).vllm_fields([image, image])
 
 
 # -- InternVL ----------------------------------------------------------------------------------------------------
-
-def internvl_tiles(height: int, width: int, max_tiles: int) -> int:
-    """InternVL's published dynamic tiling: the grid of at most ``max_tiles`` tiles whose aspect ratio is closest
-    to the picture's (on a tie, the larger grid while the picture covers more than half of it), plus a thumbnail
-    tile when the grid has more than one tile."""
-    from omnieval.dev.tiny_families import TINY_INTERNVL_TILE
-
-    grids = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1) if c * r <= max_tiles),
-                   key=lambda g: g[0] * g[1])
-    best, best_diff = (1, 1), float("inf")
-    for c, r in grids:
-        diff = abs(width / height - c / r)
-        if diff < best_diff:
-            best, best_diff = (c, r), diff
-        elif diff == best_diff and width * height > 0.5 * TINY_INTERNVL_TILE ** 2 * c * r:
-            best = (c, r)
-    n = best[0] * best[1]
-    return n + 1 if n > 1 else 1
 
 
 def test_internvl_on_images_and_videos_equals_across_engines_and_counts_placeholders(spectrum_bench, bench,
@@ -454,7 +395,7 @@ def test_gemma3n_hf_inputs_equal_the_official_processor(spectrum_bench, bench, t
                 content.append({"type": "text", "text": note})
         text = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                         add_generation_prompt=True)
-        media = ({"images": images} if images else {}) | ({"audio": waves, "sampling_rate": 16000} if waves else {})
+        media = ({"images": [images]} if images else {}) | ({"audio": waves, "sampling_rate": 16000} if waves else {})
         want = proc(text=[text], return_tensors="pt", **media)
         got = hf.encode(req.media, parts, hf.prompt_text(parts))
         assert sorted(got.keys()) == sorted(want.keys())

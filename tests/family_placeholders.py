@@ -1,0 +1,136 @@
+"""The media placeholder counts of each tiny model family, worked out from the published preprocessing rules and
+the media sizes alone (no processor code): what ``test_vllm_families.py`` and ``test_vllm_family_runs.py`` check the
+token ids each engine sends against."""
+
+from __future__ import annotations
+
+import math
+
+
+def whisper_audio_tokens(n_samples: int) -> int:
+    """Qwen2-Audio's embeddings for a waveform: Whisper frames (hop 160, at most 30 s = 3000), then two stride-2
+    stages (the conv front end and the pooling)."""
+    frames = min(math.ceil(n_samples / 160), 3000)
+    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def qwen_vl_grid(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
+    """Qwen2-VL's published resize rule: sides rounded to multiples of 28, area brought into [min, max] keeping
+    the aspect ratio; returns the grid of 14-pixel patches."""
+    h, w = round(height / factor) * factor, round(width / factor) * factor
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h // 14, w // 14
+
+
+def vl_tokens(item) -> int:
+    from omnieval.dev.tiny_models import TINY_VL_PIXELS
+
+    frames = item.data if item.modality == "video" else item.data[None]
+    gh, gw = qwen_vl_grid(frames.shape[1], frames.shape[2], TINY_VL_PIXELS["shortest_edge"],
+                          TINY_VL_PIXELS["longest_edge"])
+    return math.ceil(frames.shape[0] / 2) * gh * gw // 4  # frame pairs x patches / the 2x2 merge
+
+
+def llava_ov_image_tokens(height: int, width: int) -> int:
+    """LLaVA-OneVision's published anyres layout for one image: the pinpoint canvas that keeps the most of the
+    picture's resolution (then wastes the least), its tiles' patch grid cut back to the picture's aspect ratio
+    (padding rows or columns dropped), shrunk to at most 9 tiles' worth when it exceeds that by 10%, one newline
+    token per row, plus the base tile's patches."""
+    from omnieval.dev.tiny_families import TINY_OV_PINPOINTS, TINY_OV_TILE
+
+    side = TINY_OV_TILE // 14  # patches per tile side
+
+    def kept(canvas):
+        ch, cw = canvas
+        s = min(cw / width, ch / height)
+        return min(int(width * s) * int(height * s), width * height), -(ch * cw)
+
+    ch, cw = max(TINY_OV_PINPOINTS, key=kept)
+    rows, cols = side * ch // TINY_OV_TILE, side * cw // TINY_OV_TILE
+    if width / height > cols / rows:  # wider than the canvas: rows of padding above and below
+        rows -= 2 * ((rows - int(round(height * cols / width, 7))) // 2)
+    else:
+        cols -= 2 * ((cols - int(round(width * rows / height, 7))) // 2)
+    ratio = math.sqrt(rows * cols / (9 * side * side))
+    if ratio > 1.1:
+        rows, cols = int(rows // ratio), int(cols // ratio)
+    return side * side + rows * cols + rows
+
+
+def llava_ov_video_tokens(frames: int) -> int:
+    """Each frame's patch grid pooled 2 x 2 (ceil), one newline token for the whole video."""
+    from omnieval.dev.tiny_families import TINY_OV_TILE
+
+    pooled = math.ceil(TINY_OV_TILE // 14 / 2)
+    return frames * pooled * pooled + 1
+
+
+def internvl_tiles(height: int, width: int, max_tiles: int) -> int:
+    """InternVL's published dynamic tiling: the grid of at most ``max_tiles`` tiles whose aspect ratio is closest
+    to the picture's (on a tie, the larger grid while the picture covers more than half of it), plus a thumbnail
+    tile when the grid has more than one tile."""
+    from omnieval.dev.tiny_families import TINY_INTERNVL_TILE
+
+    grids = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1) if c * r <= max_tiles),
+                   key=lambda g: g[0] * g[1])
+    best, best_diff = (1, 1), float("inf")
+    for c, r in grids:
+        diff = abs(width / height - c / r)
+        if diff < best_diff:
+            best, best_diff = (c, r), diff
+        elif diff == best_diff and width * height > 0.5 * TINY_INTERNVL_TILE ** 2 * c * r:
+            best = (c, r)
+    n = best[0] * best[1]
+    return n + 1 if n > 1 else 1
+
+
+# the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
+# transformers with ``<IMG_CONTEXT>`` like an image's tiles)
+TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
+          "qwen2.5-vl": {"image": "<|image_pad|>", "video": "<|video_pad|>"},
+          "llava-onevision": {"image": "<image>", "video": "<video>"},
+          "internvl": {"image": "<IMG_CONTEXT>", "video": "<video>"},
+          "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"}}
+
+
+def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
+    """placeholder token -> how many of it a prompt showing ``media`` (decoded, in prompt order) carries on
+    ``engine`` (``hf`` or ``vllm``)."""
+    from omnieval.dev.tiny_families import (
+        GEMMA3N_AUDIO_TOKENS,
+        TINY_GEMMA3N_IMAGE_TOKENS,
+        TINY_INTERNVL_MAX_TILES,
+        TINY_INTERNVL_TILE,
+        TINY_OV_TILE,
+    )
+
+    images = [m.data for m in media if m.modality == "image"]
+    videos = [m.data for m in media if m.modality == "video"]
+    audios = [m.data for m in media if m.modality == "audio"]
+    tokens = TOKENS[arch]
+    if arch == "qwen2-audio":
+        return {tokens["audio"]: sum(whisper_audio_tokens(len(a)) for a in audios)}
+    if arch == "qwen2.5-vl":
+        return {tokens["image"]: sum(vl_tokens(m) for m in media if m.modality == "image"),
+                tokens["video"]: sum(vl_tokens(m) for m in media if m.modality == "video")}
+    if arch == "llava-onevision":
+        # several images in one prompt: each its base tile and a newline (the reference code tiles a lone image)
+        image_tokens = (llava_ov_image_tokens(*images[0].shape[:2]) if len(images) == 1
+                        else len(images) * ((TINY_OV_TILE // 14) ** 2 + 1))
+        return {tokens["image"]: image_tokens, tokens["video"]: sum(llava_ov_video_tokens(len(v)) for v in videos)}
+    if arch == "internvl":
+        per_tile = (TINY_INTERNVL_TILE // 14 // 2) ** 2  # 4 x 4 patches, pixel-shuffled by 0.5 on each side
+        image_tokens = sum(per_tile * internvl_tiles(*i.shape[:2], TINY_INTERNVL_MAX_TILES) for i in images)
+        video_tokens = sum(per_tile * len(v) for v in videos)  # one tile a frame
+        if engine == "hf":
+            return {tokens["image"]: image_tokens + video_tokens}
+        return {tokens["image"]: image_tokens, tokens["video"]: video_tokens}
+    if arch == "gemma3n":
+        return {tokens["image"]: TINY_GEMMA3N_IMAGE_TOKENS * len(images),
+                tokens["audio"]: GEMMA3N_AUDIO_TOKENS * len(audios)}
+    raise KeyError(arch)
