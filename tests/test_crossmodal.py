@@ -198,7 +198,9 @@ def test_omni_model_sees_every_candidate_media(tiny_models):
         media[f"{name}.image"] = DecodedMedia("image", rng.integers(0, 256, (56, 56, 3), dtype=np.uint8), name)
     parts, text = engine._prepare(EngineRequest(inst, media, "zs"))
     encoded = engine.encode(media, parts, text)
-    assert len(encoded.images) == 4 and len(encoded.audios) == 1
+    # four images (56 x 56: 4 x 4 patches each) and one clip, in the processor's tensors
+    assert encoded.tensors["image_grid_thw"].tolist() == [[1, 4, 4]] * 4
+    assert encoded.tensors["input_features"].shape[0] == 1
     before = engine.score([EngineRequest(inst, media, "zs")])[0]
     last = inst.option_segments[-1].path  # the last candidate's image changes -> the scores change
     changed = {**media, last: DecodedMedia("image", 255 - media[last].data, "changed")}

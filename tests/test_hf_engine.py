@@ -1,16 +1,14 @@
 """The transformers engine on the tiny random-weight models: scores equal an independent forward pass, media reach
 the omni thinker, CoT follows its documented rule, bad requests come back as errors.
 
-The torchvision-free preprocessing (``omnieval/engines/omni_inputs.py``) was checked against the official
-``Qwen2_5OmniProcessor`` (transformers 5.19 with torchvision 0.28.0 in a throwaway environment, never part of the
-project), on the tiny omni folder and on a copy with a flat, older-style ``preprocessor_config.json`` (audio
-chunk_length 300): videos of 8x120x160, 8x240x320, 7x480x640, 4x1080x1920 and 6x90x90 with 0.7-3.3 s of audio, and
-images of 200x300, 37x45 and 1200x1600. Input ids, grids, ``video_second_per_grid`` and feature masks were equal;
-the max abs difference of pixel values, audio features and the thinker's log-probs was 0 (bit-identical).
+Qwen2.5-Omni's inputs come from its own ``Qwen2_5OmniProcessor``. Checked here against hand arithmetic (the Qwen2-VL
+resize rule, patches per merged token, Whisper frames through the audio tower's two stride-2 stages) and against a
+direct processor call written out in the test (a batch of prompts, as the processor pads it).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,6 @@ pytest.importorskip("transformers")
 from scipy.special import softmax  # noqa: E402
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
-from omnieval.engines.omni_inputs import audio_token_count, patchify, smart_resize  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 from omnieval.prompts import TEXT_ONLY_NOTE, render_prompt  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
@@ -214,18 +211,122 @@ def test_omni_placeholder_counts(omni):
     audio -> 200 mel frames -> 50 tokens."""
     _, engine = omni
     tok = engine.tokenizer
-    enc = engine.pre(engine.prompt_text(render_prompt(instance(0), "zs")), [video(), audio()])
+    enc = engine.encode({"video0": video(), "audio0": audio()}, render_prompt(instance(0), "zs"),
+                        engine.prompt_text(render_prompt(instance(0), "zs")))
     assert enc.input_ids.count(tok.convert_tokens_to_ids(tok.video_token)) == 560
     assert enc.input_ids.count(tok.convert_tokens_to_ids(tok.audio_token)) == 50
-    assert enc.videos[0][1] == [4, 20, 28] and enc.videos[0][2] == pytest.approx(0.5)
+    assert enc.tensors["video_grid_thw"].tolist() == [[4, 20, 28]]
+    assert enc.tensors["video_second_per_grid"].tolist() == [0.5]  # 2 frames a temporal patch at 4 fps
 
 
-def test_preprocessing_helpers():
-    assert smart_resize(120, 160, min_pixels=128 * 28 * 28, max_pixels=768 * 28 * 28) == (280, 392)
-    assert smart_resize(1080, 1920, min_pixels=128 * 28 * 28, max_pixels=768 * 28 * 28) == (560, 1008)
-    assert audio_token_count(200) == 50 and audio_token_count(3000) == 750
-    # patchify keeps every value and pads an odd frame count by repeating the last frame
-    frames = torch.arange(3 * 3 * 56 * 28, dtype=torch.float32).reshape(3, 3, 56, 28)
-    patches, grid = patchify(frames, patch=14, temporal=2, merge=2)
-    assert grid == [2, 4, 2] and patches.shape == (16, 3 * 2 * 14 * 14)
-    assert torch.equal(patches.sum(), frames.sum() + frames[-1].sum())
+def qwen_resize(height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Qwen2-VL's resize rule written out: sides rounded to multiples of 28, scaled up (ceil) or down (floor)
+    by the square root of the pixel ratio when the area is outside [min_pixels, max_pixels]."""
+    h, w = round(height / 28) * 28, round(width / 28) * 28
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = max(28, math.floor(height / beta / 28) * 28), max(28, math.floor(width / beta / 28) * 28)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / 28) * 28, math.ceil(width * beta / 28) * 28
+    return h, w
+
+
+def whisper_audio_tokens(samples: int) -> int:
+    """Mel frames (hop 160, cut at 30 s), then two stride-2 stages of the audio tower."""
+    frames = -(-min(samples, 480_000) // 160)
+    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+@pytest.mark.parametrize(("frames", "height", "width", "fps", "grid"), [
+    (8, 120, 160, 4.0, [4, 20, 28]),  # upsized to 280 x 392
+    (4, 1080, 1920, 1.0, [2, 40, 72]),  # downsized to 560 x 1008 (max 768*28*28 pixels)
+    (7, 90, 90, 3.5, [4, 24, 24]),  # an odd frame count: the last frame repeated; upsized to 336 x 336
+])
+def test_omni_video_inputs_follow_the_resize_rule(omni, frames, height, width, fps, grid):
+    _, engine = omni
+    assert qwen_resize(height, width, 128 * 28 * 28, 768 * 28 * 28) == (grid[1] * 14, grid[2] * 14)
+    media = {"video0": DecodedMedia("video", np.zeros((frames, height, width, 3), np.uint8), "v", fps=fps)}
+    parts = render_prompt(instance(0, ("video",)), "zs")
+    enc = engine.encode(media, parts, engine.prompt_text(parts))
+    assert enc.tensors["video_grid_thw"].tolist() == [grid]
+    assert enc.tensors["pixel_values_videos"].shape == (grid[0] * grid[1] * grid[2], 3 * 2 * 14 * 14)
+    assert enc.input_ids.count(engine.tokenizer.convert_tokens_to_ids("<|VIDEO|>")) == grid[0] * grid[1] * grid[2] // 4
+    assert enc.tensors["video_second_per_grid"].tolist() == pytest.approx([2 / fps])
+
+
+@pytest.mark.parametrize(("height", "width"), [(200, 300), (37, 45), (1200, 1600)])
+def test_omni_image_inputs_follow_the_resize_rule(omni, height, width):
+    _, engine = omni
+    h, w = qwen_resize(height, width, 56 * 56, 12845056)  # the released image processor's bounds
+    media = {"image0": DecodedMedia("image", np.zeros((height, width, 3), np.uint8), "i")}
+    parts = render_prompt(instance(0, ("image",)), "zs")
+    enc = engine.encode(media, parts, engine.prompt_text(parts))
+    assert enc.tensors["image_grid_thw"].tolist() == [[1, h // 14, w // 14]]
+    assert enc.input_ids.count(engine.tokenizer.convert_tokens_to_ids("<|IMAGE|>")) == h * w // (28 * 28)
+
+
+@pytest.mark.parametrize(("seconds", "tokens"), [(0.3, 7), (2.0, 50), (3.3, 82), (31.0, 750)])
+def test_omni_audio_tokens_follow_whisper_frames(omni, seconds, tokens):
+    _, engine = omni
+    samples = int(16000 * seconds)
+    assert whisper_audio_tokens(samples) == tokens
+    parts = render_prompt(instance(0, ("audio",)), "zs")
+    enc = engine.encode({"audio0": DecodedMedia("audio", np.zeros(samples, np.float32), "a", sample_rate=16000)},
+                        parts, engine.prompt_text(parts))
+    assert enc.input_ids.count(engine.audio_token_id) == tokens
+    mask = enc.tensors["feature_attention_mask"]
+    assert mask.shape == (1, 3000) and int(mask.sum()) == min(-(-samples // 160), 3000)
+
+
+def test_omni_batch_equals_the_processor_on_the_same_texts(omni):
+    """Three prompts of different lengths and media in one forward pass: the engine's collated inputs equal the
+    processor called on the three texts at once (it pads on the left and concatenates the media in order)."""
+    from transformers import AutoProcessor
+
+    path, engine = omni
+    reqs = [request(0), request(1, media=("audio",), a=audio(330, 0.7)), request(2, v=video(3))]
+    encoded, texts = [], []
+    for req in reqs:
+        parts, text = engine._prepare(req)
+        texts.append(text)
+        encoded.append(engine.encode(req.media, parts, text))
+    got = engine._inputs(encoded)
+    processor = AutoProcessor.from_pretrained(path)
+    want = processor(text=texts, videos=[video().data, video(3).data], audio=[audio().data, audio(330, 0.7).data,
+                     audio().data], fps=4.0, padding=True, return_tensors="pt")
+    assert want["input_ids"].shape == got["input_ids"].shape and torch.equal(want["attention_mask"],
+                                                                               got["attention_mask"])
+    real = want["attention_mask"].bool()
+    assert torch.equal(want["input_ids"][real], got["input_ids"][real])
+    for key in ("pixel_values_videos", "video_grid_thw", "video_second_per_grid", "input_features",
+                "feature_attention_mask"):
+        assert torch.equal(torch.as_tensor(want[key]), got[key]), key
+    # and the batch scores as each prompt alone
+    together = engine.next_token_logprobs(encoded)
+    for i, enc in enumerate(encoded):
+        np.testing.assert_allclose(together[i], engine.next_token_logprobs([enc])[0], atol=2e-5)
+
+
+def test_omni_videos_at_different_rates_get_their_own_time_per_patch(omni):
+    """The processor takes one fps a call: each video's ``video_second_per_grid`` is 2 frames / its own fps. With
+    their soundtracks interleaved (laid out by those times) such videos are refused, naming the files."""
+    _, engine = omni
+    base = instance(0, ("video",))
+    inst = base.model_copy(update={"segments": [base.segments[0], Segment(kind="media", modality="video",
+                                                                          path="other.mp4"), *base.segments[1:]]})
+    slow = DecodedMedia("video", video().data, "slow", path="other.mp4", fps=1.0)
+    parts = render_prompt(inst, "zs")
+    enc = engine.encode({"video0": video(), "other.mp4": slow}, parts, engine.prompt_text(parts))
+    assert enc.tensors["video_second_per_grid"].tolist() == [0.5, 2.0]
+    assert enc.input_ids.count(engine.tokenizer.convert_tokens_to_ids("<|VIDEO|>")) == 2 * 560
+    assert engine.score([EngineRequest(inst, {"video0": video(), "other.mp4": slow}, "zs")])[0].error is None
+
+    pairs = base.model_copy(update={"segments": [
+        Segment(kind="media", modality="video", path="a.mp4"), Segment(kind="media", modality="audio", path="a.mp4"),
+        Segment(kind="media", modality="video", path="b.mp4"), Segment(kind="media", modality="audio", path="b.mp4"),
+        Segment(kind="text", text="Two clips.")]})
+    media = {"a.mp4": DecodedMedia("video", video().data, "va", path="a.mp4", fps=4.0), "a.mp4#audio": audio(),
+             "b.mp4": DecodedMedia("video", video().data, "vb", path="b.mp4", fps=1.0), "b.mp4#audio": audio(880)}
+    (res,) = engine.score([EngineRequest(pairs, media, "zs")])
+    assert res.choice is None and "different frame rates" in res.error and "a.mp4, b.mp4" in res.error

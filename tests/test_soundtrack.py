@@ -1,9 +1,8 @@
 """A video's own soundtrack: a benchmark whose items name one video file with sound as both their video and their
 audio (``omnieval datasets synth --soundtrack``), from the files to the plan, the refusal of a silent video, a
-simulated run (counts and metrics against pandas), and the hf engine's inputs for the tiny Qwen2.5-Omni.
-
-The official processor is the reference for the hf engine's interleaved inputs in tests/test_vllm_soundtrack.py
-(it needs the test venv's torchvision); here the audio placeholders are counted against hand arithmetic."""
+simulated run (counts and metrics against pandas), and the hf engine's inputs for the tiny Qwen2.5-Omni: the
+interleaved layout and the audio placeholders against hand arithmetic, and the engine's tensors against a direct
+``Qwen2_5OmniProcessor`` call with ``use_audio_in_video=True`` written out here."""
 
 from __future__ import annotations
 
@@ -179,7 +178,7 @@ def test_hf_engine_interleaves_a_clip_with_its_own_soundtrack_only(omni_engine, 
         seq = enc.input_ids
         own = inst.segments[0].path == inst.segments[1].path
         assert own == (inst.condition == "C000") == enc.use_audio_in_video
-        assert seq.count(ids["<|AUDIO|>"]) == AUDIO_TOKENS and len(enc.audios) == 1
+        assert seq.count(ids["<|AUDIO|>"]) == AUDIO_TOKENS and enc.tensors["input_features"].shape[0] == 1
         v0, v1 = seq.index(ids["<|vision_bos|>"]), seq.index(ids["<|vision_eos|>"])
         inside = seq[v0 + 1:v1]
         if own:  # one block: <|audio_bos|>, the video tokens, then (2 s: one chunk) the audio tokens, <|audio_eos|>
@@ -202,10 +201,18 @@ def test_hf_engine_refuses_a_request_whose_ids_lost_the_soundtrack(omni_engine, 
 
     eng = omni_engine
     inst, media = next(r for r in decoded_requests(st_bench, tmp_path) if r[0].condition == "C000")
-    tok = eng.tokenizer
-    # a layout that forgets the audio inside the video block, as a processor ignoring the soundtrack would
-    monkeypatch.setattr(eng.pre, "interleaved", lambda grid, per_grid, n: tok.vision_bos_token + tok.video_token
-                        * (grid[0] * grid[1] * grid[2] // 4) + tok.vision_eos_token)
+
+    class Forgetful:
+        """The processor, but laying the video out without its soundtrack (as one ignoring the flag would)."""
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def __call__(self, **kwargs):
+            return real(**{**kwargs, "use_audio_in_video": False})
+
+    real = eng.processor
+    monkeypatch.setattr(eng, "processor", Forgetful())
     (result,) = eng.score([EngineRequest(inst, media, "zs")])
     assert result.choice is None
     assert "audio not in the model input: 0 audio tokens where 50 were expected" in result.error
@@ -240,3 +247,86 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
         row = rows[inst.instance_id]
         assert w.error is None and row["error"] is None and row["choice"] == w.choice
         np.testing.assert_allclose(row["option_logprobs"], w.option_logprobs, atol=1e-4)
+
+
+def clip(seed: int, seconds: float, frames: int = 8):
+    """A random 160 x 120 clip of ``frames`` frames over ``seconds`` and its soundtrack (noise)."""
+    from omnieval.media.decoded import DecodedMedia
+
+    rng = np.random.default_rng(seed)
+    video = DecodedMedia("video", rng.integers(0, 255, (frames, 120, 160, 3), np.uint8), f"v{seed}", path="c.mp4",
+                         fps=frames / seconds)
+    audio = DecodedMedia("audio", (0.1 * rng.standard_normal(int(RATE * seconds))).astype(np.float32), f"a{seed}",
+                         path="c.mp4", sample_rate=RATE)
+    return video, audio
+
+
+def own_soundtrack_instance():
+    from omnieval.schema import Instance, Segment
+
+    return Instance(instance_id="c", item_id="i", protocol="dissonance", benchmark="b", split="s", condition="C000",
+                    segments=[Segment(kind="media", modality="video", path="c.mp4"),
+                              Segment(kind="media", modality="audio", path="c.mp4"),
+                              Segment(kind="text", text="Text: a passage")],
+                    question="Which is it?", option_labels=list("ABCDE"),
+                    option_texts=["red", "blue", "green", "cat", "I cannot answer"], target="A")
+
+
+def test_hf_engine_chunks_a_5_s_clip_with_its_soundtrack_by_hand(omni_engine):
+    """8 frames over 5 s (1.6 fps): 4 temporal patches of 1.25 s, at positions 0, 31.25, 62.5, 93.75 (25 a second),
+    of 10 x 14 merged tokens each (160 x 120 upsized to 392 x 280); 5 s of audio: 500 mel frames -> 250 -> 125
+    tokens at positions 0..124. Cut into 50-position chunks and alternated, video first: V 280, A 50, V 280, A 50,
+    A 25 (the last audio chunk has no video beside it, so its run joins the one before)."""
+    from omnieval.prompts import render_prompt
+
+    eng = omni_engine
+    video, audio = clip(5, 5.0)
+    parts = render_prompt(own_soundtrack_instance(), "zs")
+    enc = eng.encode({"c.mp4": video, "c.mp4#audio": audio}, parts, eng.prompt_text(parts))
+    tok = eng.tokenizer
+    seq = enc.input_ids
+    start = seq.index(tok.convert_tokens_to_ids("<|audio_bos|>")) + 1
+    inside = tok.convert_ids_to_tokens(seq[start:seq.index(tok.convert_tokens_to_ids("<|audio_eos|>"))])
+    runs = []
+    for token in inside:
+        if runs and runs[-1][0] == token:
+            runs[-1][1] += 1
+        else:
+            runs.append([token, 1])
+    assert runs == [["<|VIDEO|>", 280], ["<|AUDIO|>", 50], ["<|VIDEO|>", 280], ["<|AUDIO|>", 50 + 25]]
+    assert enc.tensors["video_second_per_grid"].tolist() == [1.25]
+
+
+@pytest.mark.parametrize("seconds", [2.0, 5.0, 7.3])  # one chunk of 2 s; 3 chunks; audio chunks past the video's
+def test_hf_inputs_equal_the_processor_called_with_use_audio_in_video(omni_engine, tiny_models, seconds):
+    """The engine's ids, tensors and the thinker's positions (``get_rope_index``) equal those of the processor
+    called directly on the same text, frames and soundtrack."""
+    import torch
+    from transformers import AutoProcessor
+
+    from omnieval.prompts import render_prompt
+
+    eng = omni_engine
+    processor = AutoProcessor.from_pretrained(tiny_models("qwen2.5-omni"))
+    video, audio = clip(1, seconds)
+    parts = render_prompt(own_soundtrack_instance(), "zs")
+    text = eng.prompt_text(parts)
+    assert text.count("<|VIDEO|>") == 1 and "<|AUDIO|>" not in text  # the soundtrack rides in the video
+    enc = eng.encode({"c.mp4": video, "c.mp4#audio": audio}, parts, text)
+    ref = processor(text=[text], videos=[video.data], audio=[audio.data], fps=video.fps, use_audio_in_video=True,
+                    return_tensors="pt")
+    assert enc.use_audio_in_video and enc.input_ids == ref["input_ids"][0].tolist()
+    ours = eng._inputs([enc])
+    assert ours["use_audio_in_video"] is True
+    for key in ("pixel_values_videos", "video_grid_thw", "video_second_per_grid", "input_features",
+                "feature_attention_mask"):
+        assert torch.equal(ours[key], torch.as_tensor(ref[key])), key
+    pos, delta = eng.net.get_rope_index(ours["input_ids"], None, ours["video_grid_thw"], ours["attention_mask"], True,
+                                        ours["feature_attention_mask"].sum(-1), ours["video_second_per_grid"])
+    ref_pos, ref_delta = eng.net.get_rope_index(ref["input_ids"], None, ref["video_grid_thw"],
+                                                ref["attention_mask"], True, ref["feature_attention_mask"].sum(-1),
+                                                torch.as_tensor(ref["video_second_per_grid"]))
+    assert torch.equal(pos, ref_pos) and torch.equal(delta, ref_delta)
+    # the audio tokens: ceil(samples / 160) Whisper frames through two stride-2 stages
+    mel = -(-int(RATE * seconds) // 160)
+    assert enc.input_ids.count(eng.audio_token_id) == ((mel - 1) // 2 + 1 - 2) // 2 + 1

@@ -19,7 +19,7 @@ from omnieval.schema import Instance, Segment  # noqa: E402
 
 def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tiny_models):
     """The tiny Qwen2.5-Omni through vLLM's own multimodal processor (frames, waveform, content-hash uuids, the
-    sampled fps) gives the same option logprobs as the transformers engine's torchvision-free preprocessing."""
+    sampled fps) gives the same option logprobs as the transformers engine (the same processor, run by it)."""
     path = tiny_models("qwen2.5-omni")
     inst = Instance(instance_id="i", item_id="i", protocol="dissonance", benchmark="b", split="s", condition="C000",
                     segments=[Segment(kind="media", modality="video", path="v"),

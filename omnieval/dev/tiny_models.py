@@ -14,9 +14,9 @@
 * ``qwen2.5-omni``: a full ``Qwen2_5OmniConfig`` (``architectures: ["Qwen2_5OmniModel"]``, talker disabled) whose
   ``model.safetensors`` keys are prefixed ``thinker.``: the layout vLLM's registry loads (a thinker-only save is
   not in it). Vision depth 1 (hidden 32), audio 1 layer (d_model 32), text 2 layers (hidden 128, head 32,
-  ``mrope_section`` [4, 6, 6] sums to head_dim / 2). Preprocessor configs are written as the official
-  ``Qwen2_5OmniProcessor`` would save them, so vLLM (which runs the HF processor itself) and ``omnieval.engines.hf``
-  (which reads the same sizes) agree.
+  ``mrope_section`` [4, 6, 6] sums to head_dim / 2). Its ``processor_config.json`` is the released processor's
+  (``OMNI_PROCESSOR_CONFIG``), which both engines' ``Qwen2_5OmniProcessor`` read (vLLM runs it itself); loading
+  it needs torchvision.
 * ``llava-onevision``, ``internvl``, ``gemma3n``: built in ``tiny_families.py`` (its module doc) from the same
   tokenizer and text decoder sizes.
 
@@ -32,6 +32,27 @@ import json
 from pathlib import Path
 
 from omnieval.dev import tiny_families
+
+# The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
+# 12845056 pixels, videos 128 to 768 merged patches a frame, 128 Whisper mel bins), as ``Qwen2_5OmniProcessor``
+# (transformers 5.19) writes them. Written out here rather than saved from default sub-processors, whose image
+# default (1003520 pixels) is not the released one.
+_CLIP_MEAN, _CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+_VISION_COMMON = {"do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+                  "image_mean": _CLIP_MEAN, "image_std": _CLIP_STD, "merge_size": 2, "patch_size": 14,
+                  "resample": 3, "rescale_factor": 1 / 255, "temporal_patch_size": 2}
+OMNI_PROCESSOR_CONFIG = {
+    "feature_extractor": {"chunk_length": 30, "dither": 0.0, "feature_extractor_type": "WhisperFeatureExtractor",
+                          "feature_size": 128, "hop_length": 160, "n_fft": 400, "n_samples": 480000,
+                          "nb_max_frames": 3000, "padding_side": "right", "padding_value": 0.0,
+                          "return_attention_mask": True, "sampling_rate": 16000},
+    "image_processor": {**_VISION_COMMON, "image_processor_type": "Qwen2VLImageProcessor",
+                        "size": {"longest_edge": 12845056, "shortest_edge": 3136}},
+    "processor_class": "Qwen2_5OmniProcessor",
+    "video_processor": {**_VISION_COMMON, "do_sample_frames": False, "max_frames": 768, "max_video_tokens": 128000,
+                        "min_frames": 4, "return_metadata": False, "video_processor_type": "Qwen2VLVideoProcessor",
+                        "size": {"longest_edge": 768 * 28 * 28, "shortest_edge": 128 * 28 * 28}},
+}
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -314,7 +335,5 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
         (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     tok.save_pretrained(out)
     if omni:
-        from omnieval.engines.omni_inputs import PROCESSOR_DEFAULTS
-
-        (out / "processor_config.json").write_text(json.dumps(PROCESSOR_DEFAULTS, indent=2, sort_keys=True))
+        (out / "processor_config.json").write_text(json.dumps(OMNI_PROCESSOR_CONFIG, indent=2, sort_keys=True))
     return out

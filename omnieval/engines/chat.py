@@ -15,11 +15,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from omnieval.engines.families import OMNI
 from omnieval.engines.families import accepted_modalities as family_modalities
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, TEMPORAL_PATCH
 from omnieval.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 
-OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")  # full-model folder, or a thinker-only save
+OMNI_MODEL_TYPES = OMNI.model_types  # full-model folder, or a thinker-only save
 
 
 def is_omni_model(folder) -> bool:
@@ -32,9 +33,9 @@ def is_omni_model(folder) -> bool:
 
 def folder_modalities(kind: str, path) -> frozenset[str]:
     """What a model folder takes as media on the ``hf`` and ``vllm`` engines, from its ``config.json`` alone:
-    video, audio and image for the Qwen2.5-Omni family, what its adapter says for a registered family
-    (``families.FAMILIES``: Qwen2-Audio audio, Qwen2.5-VL image and video), nothing for any other model. A
-    folder whose ``config.json`` cannot be read is an ``OptionError`` on ``path``."""
+    what its adapter says for a registered family (``families.FAMILIES``: Qwen2.5-Omni video, audio and image,
+    Qwen2-Audio audio, Qwen2.5-VL image and video), nothing for any other model. A folder whose ``config.json``
+    cannot be read is an ``OptionError`` on ``path``."""
     import json
     from pathlib import Path
 
@@ -45,8 +46,6 @@ def folder_modalities(kind: str, path) -> frozenset[str]:
     except (OSError, TypeError, ValueError) as exc:
         raise OptionError("path", f"{kind} engine: cannot read config.json of the model folder {path} to tell "
                                   f"which media the model takes ({exc})") from None
-    if model_type in OMNI_MODEL_TYPES:
-        return frozenset(OMNI_MODALITIES)
     return frozenset(family_modalities(model_type or "") or ())
 
 

@@ -23,7 +23,12 @@ How to add a family (one adapter)::
 
 then, if its processor needs more than the arrays (a sampling rate, frame metadata), subclass ``FamilyAdapter`` and
 override ``media_kwargs`` / ``vllm_item``. Add a tiny build to ``omnieval/dev/tiny_models.py`` and a test that the
-two engines agree (tests/test_vllm_families.py). Qwen2.5-Omni keeps its own path (``omni_inputs.py``).
+two engines agree (tests/test_vllm_families.py).
+
+Qwen2.5-Omni (``OmniFamily``) goes through its own processor on the transformers engine too, with what the other
+families lack: several prompts a forward pass (``omni_inputs.collate``) and a video's own soundtrack interleaved with
+it (``use_audio_in_video``). The vLLM engine keeps its own omni path (``chat.omni_media_fields``,
+``vllm_positions``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS
+from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS, OMNI_MODALITIES, Encoded
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
 from omnieval.prompts import UNSUPPORTED_NOTE, PromptPart
 
@@ -168,6 +173,45 @@ class OneImageOnVllmFamily(FamilyAdapter):
         return super().vllm_fields(items)
 
 
+class OmniFamily(AudioFamily):
+    """Qwen2.5-Omni's thinker: video, audio and image through ``Qwen2_5OmniProcessor`` (transformers engine).
+
+    ``hf_encoded`` calls the processor on one prompt and keeps its tensors as they are, except one thing the
+    processor cannot say: it takes one fps per call, so where the videos of a prompt were sampled at different
+    rates (clips of different lengths, the same frame count), each video's ``video_second_per_grid`` is set to
+    ``temporal_patch_size / its fps``, the processor's own formula (placeholders and pixels do not depend on fps).
+    A prompt whose videos carry their soundtracks lays the audio out by those times, so such videos at different
+    rates are refused rather than laid out with one of them."""
+
+    def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
+        """The tokenizer's chat template: the vLLM engine renders omni prompts with it (``chat.chat_prompt``, over
+        the same typed parts), so both engines give the model the same text."""
+        return processor.tokenizer.apply_chat_template(self.messages(parts), tokenize=False,
+                                                       add_generation_prompt=True)
+
+    def hf_encoded(self, processor, text: str, items: Sequence[DecodedMedia],
+                   use_audio_in_video: bool = False) -> Encoded:
+        """The processor's ids and tensors for one rendered prompt. ``items``: the media shown, in prompt order,
+        then the soundtrack of each video (in video order) when ``use_audio_in_video``."""
+        import torch
+
+        fps = [float(item.fps or DEFAULT_VIDEO_FPS) for item in items if item.modality == "video"]
+        kwargs = self.media_kwargs(items)
+        if fps:  # the frames are sampled already: the processor must not sample again
+            kwargs.update(fps=fps[0], do_sample_frames=False)
+        mixed = len(set(fps)) > 1
+        if mixed and use_audio_in_video:
+            paths = ", ".join(sorted({item.path or "?" for item in items if item.modality == "video"}))
+            raise ValueError(f"videos with their own soundtracks at different frame rates in one prompt ({paths}: "
+                             f"{sorted(set(fps))} fps): Qwen2_5OmniProcessor interleaves them with one fps")
+        out = processor(text=[text], return_tensors="pt", use_audio_in_video=use_audio_in_video, **kwargs)
+        tensors = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask")}
+        if mixed:
+            patch = processor.video_processor.temporal_patch_size
+            tensors["video_second_per_grid"] = torch.tensor([patch / f for f in fps])
+        return Encoded(out["input_ids"][0].tolist(), tensors, use_audio_in_video)
+
+
 FAMILIES: dict[str, FamilyAdapter] = {}
 
 
@@ -178,6 +222,9 @@ def register_family(adapter: FamilyAdapter) -> FamilyAdapter:
     return adapter
 
 
+OMNI = register_family(OmniFamily(name="qwen2.5-omni", model_types=("qwen2_5_omni", "qwen2_5_omni_thinker"),
+                                  modalities=OMNI_MODALITIES,
+                                  model_class="Qwen2_5OmniThinkerForConditionalGeneration"))
 register_family(AudioFamily(name="qwen2-audio", model_types=("qwen2_audio",), modalities=("audio",),
                             model_class="Qwen2AudioForConditionalGeneration"))
 register_family(QwenVisionFamily(name="qwen2.5-vl", model_types=("qwen2_5_vl",), modalities=("image", "video"),
@@ -196,7 +243,7 @@ def model_type(folder) -> str | None:
 
 
 def family_for(folder) -> FamilyAdapter | None:
-    """The adapter of a model folder's family, or None (a text model, or Qwen2.5-Omni with its own path)."""
+    """The adapter of a model folder's family, or None (a text model)."""
     return FAMILIES.get(model_type(folder) or "")
 
 

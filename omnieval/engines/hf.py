@@ -9,17 +9,17 @@ Two families, detected from the folder's ``config.json``:
 * **omni** (``model_type: qwen2_5_omni``; also a thinker-only ``qwen2_5_omni_thinker`` save): the Qwen2.5-Omni
   thinker, loaded from the full-model folder (its ``thinker.`` weights; talker and token2wav are never built). The
   prompt goes through the model's chat template with one placeholder per media part (media first, then the text
-  part); video frames, audio waveforms and images from ``DecodedMedia`` go in with it. The official
-  ``Qwen2_5OmniProcessor`` needs torchvision (not installable next to a CPU torch), so ``omni_inputs.py`` builds
-  the same inputs without it, reading the sizes from the folder's ``processor_config.json``. Other media kinds
-  (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
+  part); the model's own ``Qwen2_5OmniProcessor`` (``families.OmniFamily``) turns it and the video frames, audio
+  waveforms and images from ``DecodedMedia`` into the thinker's inputs, a video's own soundtrack interleaved with
+  it (``use_audio_in_video``). Zero-shot prompts are left-padded into batches like a text model's. Other media
+  kinds (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
 * **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
   InternVL, Gemma 3n): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in
   the request's part order) and turns the decoded frames, waveforms and images into the model's tensors; the class
   named by the adapter is loaded. One forward pass per prompt (the processor's tensors as they are). Media the
-  family does not take become a text note. A processor that cannot be built (Qwen-VL video processors import
-  torchvision), or a family whose model code needs a missing package (Gemma 3n: timm), is a one-line error naming
-  the package.
+  family does not take become a text note. A processor that cannot be built (Qwen-style video processors, the
+  omni one included, import torchvision), or a family whose model code needs a missing package (Gemma 3n: timm),
+  is a one-line error naming the package.
 * **text** (any other ``AutoModelForCausalLM``): text only. Each media part becomes a one-line note,
   ``[video omitted: this model takes text only]``, so the model still sees that something was there (a text
   baseline; it is told, not left to guess, that it cannot see the video).
@@ -69,10 +69,9 @@ from omnieval.engines.chat import (
     is_omni_model,
     label_token_ids,
     omni_layout,
-    omni_media_items,
 )
 from omnieval.engines.families import family_for, load_processor
-from omnieval.engines.omni_inputs import OMNI_MODALITIES, Encoded, OmniPreprocessor, collate
+from omnieval.engines.omni_inputs import Encoded, collate
 from omnieval.prompts import PromptPart, parse_answer, render_prompt
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -116,25 +115,19 @@ class HFEngine(Engine):
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.omni = is_omni_model(self.path)
-        self.family = None if self.omni else family_for(self.path)
+        self.family = family_for(self.path)  # Qwen2.5-Omni's adapter too (families.OmniFamily)
         if self.family is not None:
             import transformers
 
             self.processor = load_processor(self.path)
+            # a full-model folder: from_pretrained takes the thinker sub-config and strips the "thinker." prefix
             net = getattr(transformers, self.family.model_class).from_pretrained(self.path, dtype=self.dtype)
-            self.pre = None
-        elif self.omni:
-            from transformers import Qwen2_5OmniThinkerForConditionalGeneration
-
-            # from_pretrained takes the thinker sub-config and strips the checkpoint's "thinker." prefix.
-            net = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(self.path, dtype=self.dtype)
-            self.pre = OmniPreprocessor.from_folder(self.path, self.tokenizer)
-            self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
+            if self.omni:
+                self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
         else:
             from transformers import AutoModelForCausalLM
 
             net = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
-            self.pre = None
         self.net = net.to(self.device).eval()
 
     # -- prompts ----------------------------------------------------------------------------------------------
@@ -142,30 +135,25 @@ class HFEngine(Engine):
         """The chat-formatted prompt: media parts as placeholders (omni, with a video's own soundtrack inside its
         video placeholder, ``chat.omni_layout``; families through their processor) or as text notes (text models)."""
         if self.family is not None:
-            return self.family.prompt(self.processor, parts)
-        return chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts, self.omni)
+            return self.family.prompt(self.processor, omni_layout(parts).parts if self.omni else parts)
+        return chat_prompt(self.tokenizer, parts, False)
 
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
-        """``text`` (``prompt_text(parts)``, maybe with a suffix) with its placeholders expanded and the media
-        tensors (a family model: its processor's own tensors); an omni request whose ids do not carry all of its
-        audio is refused (``chat.check_audio_tokens``)."""
+        """``text`` (``prompt_text(parts)``, maybe with a suffix) as the model's inputs: a family model's processor
+        output; an omni request's ``Encoded`` from its processor (refused where its ids do not carry all of its
+        audio, ``chat.check_audio_tokens``); a text model's ids."""
+        if self.omni:
+            layout = omni_layout(parts)
+            # the media shown in prompt order, then each video's soundtrack: the order the processor consumes audio
+            items = self.family.media_items([*layout.parts, *layout.soundtracks.values()], media_by_path)
+            enc = self.family.hf_encoded(self.processor, text, items, layout.use_audio_in_video)
+            audios = [item for item in items if item.modality == "audio"]
+            check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
+                               sum(expected_audio_tokens(len(a.data)) for a in audios))
+            return enc
         if self.family is not None:  # the processor's own tensors (a BatchFeature of one prompt)
             return self.family.hf_inputs(self.processor, text, self.family.media_items(parts, media_by_path))
-        if not self.omni:
-            return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
-        layout = omni_layout(parts)
-        media, sound = [], {}
-        for i, part in enumerate(layout.parts):
-            if part.kind != "media" or part.modality not in OMNI_MODALITIES:
-                continue
-            if i in layout.soundtracks:
-                sound[len(media)] = _decoded(layout.soundtracks[i], media_by_path)
-            media.append(_decoded(part, media_by_path))
-        enc = self.pre(text, media, sound)
-        audios = [m for m in media if m.modality == "audio"] + list(sound.values())
-        check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
-                           sum(expected_audio_tokens(len(a.data)) for a in audios))
-        return enc
+        return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
         return label_token_ids(self.tokenizer, labels, prefix)
@@ -174,8 +162,8 @@ class HFEngine(Engine):
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
         batch's videos carry their soundtracks: the caller batches such requests apart. A family
-        model takes one prompt per pass (its processor's tensors as they are)."""
-        if self.family is not None:
+        model other than Qwen2.5-Omni takes one prompt per pass (its processor's tensors as they are)."""
+        if self.family is not None and not self.omni:
             if len(batch) != 1:
                 raise ValueError("family models take one prompt per forward pass")
             return {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
@@ -192,7 +180,7 @@ class HFEngine(Engine):
     def next_token_logprobs(self, batch: Sequence[Encoded]) -> torch.Tensor:
         """(len(batch), vocab) float32 log-softmax of the next token after each prompt (family models: one
         forward pass per prompt, each with exactly its processor's tensors)."""
-        if self.family is not None and len(batch) > 1:
+        if self.family is not None and not self.omni and len(batch) > 1:
             return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
         logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
         return torch.log_softmax(logits, dim=-1).cpu()
@@ -315,14 +303,6 @@ def _soundtrack_flag(enc) -> bool:
     """An omni request's ``use_audio_in_video``; a family model's processor output (a ``BatchFeature``, whose
     attribute lookup raises for a key it lacks) has none."""
     return bool(enc.use_audio_in_video) if isinstance(enc, Encoded) else False
-
-
-def _decoded(part: PromptPart, media: dict):
-    """The decoded media of one part, checked to be of the part's modality."""
-    (item,) = omni_media_items([part], media)
-    if item.modality != part.modality:
-        raise ValueError(f"media {part.path!r} decoded as {item.modality}, prompt expects {part.modality}")
-    return item
 
 
 def _error(exc: Exception) -> EngineResult:

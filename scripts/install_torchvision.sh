@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Make torchvision importable in a venv that holds the CPU torch: `scripts/install_torchvision.sh <venv>`.
+# Called by scripts/setup.sh (.venv) and scripts/setup_vllm.sh (.venv-vllm). Idempotent.
+#
+# Why: transformers' Qwen-style image and video processors (Qwen2.5-Omni, Qwen2.5-VL) and LLaVA-OneVision's and
+# InternVL's import torchvision, and the only torchvision wheel for torch 2.13 is a CUDA build whose import fails on
+# the CPU torch (`operator torchvision::nms does not exist`). The wheel goes in without its dependencies (so pip
+# never swaps the CPU torch), and the two operator schemas it looks up when it loads (nms, qnms) are defined first,
+# through a .pth file of the venv. The processors only use pure-torch transforms, so nothing calls those operators.
+# On a GPU image (Dockerfile) the CUDA torchvision imports as it is and none of this is needed.
+set -euo pipefail
+venv=${1:?usage: scripts/install_torchvision.sh <venv>}
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+# The shim before the wheel: a torchvision that is installed but cannot be imported is never visible.
+cat > "$site/omnieval_test_torchvision_shim.py" <<'PY'
+"""Environment shim (scripts/install_torchvision.sh): operator schemas the CUDA torchvision wheel expects."""
+import torch
+
+_lib = torch.library.Library("torchvision", "DEF")
+_lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+_lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+PY
+echo "import omnieval_test_torchvision_shim" > "$site/omnieval_test_torchvision_shim.pth"
+torch_before=$("$venv/bin/python" -c "import torch; print(torch.__version__)")
+"$venv/bin/pip" install -q --no-deps "torchvision==0.28.0"
+"$venv/bin/python" - "$torch_before" <<'PY'
+import sys
+
+import torch
+import torchvision  # noqa: F401
+
+assert torch.__version__ == sys.argv[1], f"torch changed: {sys.argv[1]} -> {torch.__version__}"
+PY
