@@ -43,6 +43,26 @@ MODEL = {"name": "sim", "engine": "simulated", "batch_size": 4, "num_gpus": 1,
 KEY = ["model", "prompt", "mode", "instance_id"]
 
 
+def _start_cluster(Cluster, attempts: int = 3):
+    """The head and the two workers. Ray gives a starting raylet a fixed 30 s to register; on a loaded 2-core
+    machine it can miss that, so a start that times out is torn down and tried again (any other error is raised)."""
+    for attempt in range(attempts):
+        cluster = Cluster(initialize_head=False)
+        try:
+            cluster.add_node(num_cpus=4, num_gpus=0, resources={"head": 1}, include_dashboard=False,
+                             _system_config={"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
+                                             "health_check_failure_threshold": 3})
+            for _ in range(2):
+                cluster.add_node(num_cpus=2, num_gpus=1)
+            cluster.wait_for_nodes()
+            return cluster
+        except Exception as exc:
+            cluster.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Head (4 CPUs, no GPU: driver-side stages and decoding) + 2 workers (2 CPUs, 1 GPU each), its own Ray temp
@@ -58,14 +78,8 @@ def cluster():
     temp = tempfile.mkdtemp(prefix="omf", dir="/tmp")  # short: Ray's socket paths live under it
     saved = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = temp
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 4, "num_gpus": 0, "resources": {"head": 1}, "include_dashboard": False,
-        "_system_config": {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
-                           "health_check_failure_threshold": 3}})
+    cluster = _start_cluster(Cluster)
     try:
-        for _ in range(2):
-            cluster.add_node(num_cpus=2, num_gpus=1)
-        cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
