@@ -40,6 +40,10 @@ RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_lo
                  "r_latency_s", "r_attempts")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
+PACKED_COLUMN = "_packed_rows"
+"""The column of a block of packed rows (``pack_rows``): each cell one batch's rows as a compressed Arrow stream."""
+PACKED_SIZE_COLUMN = "_packed_size"
+PACK_CODEC = "lz4"
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,7 @@ class ModelStage(ModelCalls):
     def __call__(self, batch: dict[str, np.ndarray]):
         batch = super().__call__(batch)
         if self.rows is not None:
-            return self.rows(batch)
+            return pack_rows(self.rows(batch))
         batch.pop(INSTANCE_COLUMN, None)
         return batch
 
@@ -295,6 +299,31 @@ def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: in
                           compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)
 
 
+def pack_rows(table: pa.Table) -> pa.Table:
+    """``table`` as one row: its Arrow IPC stream, compressed (``unpack_rows`` reverses it). The built rows travel
+    to the driver packed because of what reading a block costs there: a block of Ray's object store (any object over
+    Ray's inline limit of 100 KiB, as a block of 256 prediction rows is) is mapped into the driver, and every page
+    the driver touches stays in its resident memory, so the driver's memory grew with every block it drained (by
+    about the predictions' size: 5 MiB over 16k rows). Packed (a third of the size, ~0.6 us a row each way), a
+    block stays under the limit and reaches the driver inline, in memory it frees and reuses."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    stream = sink.getvalue()
+    return pa.table({PACKED_COLUMN: pa.array([pa.compress(stream, codec=PACK_CODEC, asbytes=True)], pa.binary()),
+                     PACKED_SIZE_COLUMN: pa.array([stream.size], pa.int64())})
+
+
+def unpack_rows(block: pa.Table) -> pa.Table:
+    """The rows of a block of ``pack_rows`` tables, in order; any other block as it is."""
+    if PACKED_COLUMN not in block.column_names:
+        return block
+    tables = [pa.ipc.open_stream(pa.decompress(packed, decompressed_size=size, codec=PACK_CODEC)).read_all()
+              for packed, size in zip(block[PACKED_COLUMN].to_pylist(), block[PACKED_SIZE_COLUMN].to_pylist(),
+                                      strict=True)]
+    return pa.concat_tables(tables)
+
+
 def from_rows(rows: list[dict]):
     """A Ray dataset of request rows, in blocks of about 32 rows (at most 64 blocks)."""
     import ray.data
@@ -314,6 +343,7 @@ def drain(ds, total: int, desc: str, write: Callable[[pa.Table], None], progress
     # prefetch_batches=0: with Ray Data's default prefetch, a finished block reaches this loop only once the next
     # one has finished too, so the resume log lagged a block behind (a small run arrived all at its end)
     for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+        block = unpack_rows(block)
         buffer.append(block)
         buffered += block.num_rows
         bar.update(block.num_rows)
