@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash
+from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash, file_state
 from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
 SHORTFALL_S = 0.1
@@ -300,11 +300,28 @@ def decode_media(path: str | Path, modality: str, **params) -> DecodedMedia:
                         decoded.meta)
 
 
+_PROBED: set[tuple] = set()
+
+
 def probe_media(path: str | Path, modality: str) -> None:
     """Cheap pre-flight check: the container opens and has a stream of that kind whose first frame decodes, and a
     WAV holds the data its header declares (``wav_declared``: no decoding needed). Any other file cut short after
     its first frames passes here; the full decode reports it (``truncated ...``) for its instances only, which
-    become errored predictions (``media decode failed``, counted in ``error_rate``)."""
+    become errored predictions (``media decode failed``, counted in ``error_rate``).
+
+    A file that passed is not probed again in this process while it is unchanged (``file_state``): every run checks
+    the whole benchmark's media, and a sweep or a driver running several runs would otherwise open every file again
+    for each (a third of a second for the bench's 336 clips). A failure is never remembered."""
+    state = file_state(path)
+    memo = (str(path), modality, state)
+    if state is not None and memo in _PROBED:
+        return
+    _probe(path, modality)
+    if state is not None:
+        _PROBED.add(memo)
+
+
+def _probe(path: str | Path, modality: str) -> None:
     import av
 
     if is_pointcloud_file(path) and modality in ("image", "pointcloud"):
