@@ -27,8 +27,11 @@ ENGINE_ACTOR = "MapWorker(MapBatches(ModelStage))"
 
 @pytest.fixture
 def cluster(monkeypatch):
-    """Head (4 CPUs, no GPU: driver-side stages and decoding) + 3 workers (2 CPUs, 2 GPUs each). Its own Ray temp
-    dir, so its address file and logs stay out of the machine-wide ``/tmp/ray``; fast node-death detection."""
+    """Head (4 CPUs, no GPU: driver-side stages and decoding) + 3 workers (2 CPUs, 1 GPU each). One GPU a node:
+    Ray's default ``SPREAD`` placement is best effort and now and then put both replicas of a model on one 2-GPU
+    node; with one a node two replicas run on two nodes, and the two GPUs left after a node is lost still hold
+    them. Its own Ray temp dir, so its address file and logs stay out of the machine-wide ``/tmp/ray``; fast
+    node-death detection."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -44,7 +47,7 @@ def cluster(monkeypatch):
         "_system_config": {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
                            "health_check_failure_threshold": 3}})
     try:
-        workers = [cluster.add_node(num_cpus=2, num_gpus=2, resources={f"worker-{i}": 1}) for i in range(3)]
+        workers = [cluster.add_node(num_cpus=2, num_gpus=1, resources={f"worker-{i}": 1}) for i in range(3)]
         cluster.wait_for_nodes()
         yield cluster, workers
     finally:

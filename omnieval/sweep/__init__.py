@@ -58,11 +58,12 @@ dataset executes and is torn down when the pass ends; running two models at once
 on GPUs while they wait for decoded media or for the other model's replicas, and on a full cluster the second
 model's pool would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas
 (``replicas`` x ``num_gpus``) are spread over the nodes by Ray Data's default ``SPREAD`` strategy (a model that fits
-one GPU runs as independent replicas across nodes), and after a model's last run the sweep waits until the cluster's
-free GPUs are back to where they were before that model started (bounded by ``release_timeout_s``) before it starts
-the next model. A tensor-parallel vLLM model (``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which
-Ray places on one node. A pass decodes each distinct media file once for all its runs (the media cache is keyed by
-content) and keeps the decoded media of all its benchmarks in the object store until it ends.
+one GPU runs as independent replicas across nodes; best effort: two replicas may share a node with two free GPUs),
+and after a model's last run the sweep waits until the cluster's free GPUs are back to where they were before that
+model started (bounded by ``release_timeout_s``) before it starts the next model. A tensor-parallel vLLM model
+(``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which Ray places on one node. A pass decodes each
+distinct media file once for all its runs (the media cache is keyed by content) and keeps the decoded media of all its
+benchmarks in the object store until it ends.
 
 **Fault tolerance.** Ray restarts a lost engine actor (Ray Data actor pools retry their tasks), and rows are only
 written when a batch is complete, so a node lost mid-run loses no prediction and duplicates none. If a run still
