@@ -13,12 +13,29 @@ venv=${1:?usage: scripts/install_torchvision.sh <venv>}
 site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 # The shim before the wheel: a torchvision that is installed but cannot be imported is never visible.
 cat > "$site/omnieval_test_torchvision_shim.py" <<'PY'
-"""Environment shim (scripts/install_torchvision.sh): operator schemas the CUDA torchvision wheel expects."""
-import torch
+"""Environment shim (scripts/install_torchvision.sh): operator schemas the CUDA torchvision wheel expects.
 
-_lib = torch.library.Library("torchvision", "DEF")
-_lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-_lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+Loaded at every interpreter start (a .pth line), so it must cost nothing there: it only adds a finder that, the
+first time ``torchvision`` is imported, defines the schemas (importing torch, which torchvision imports anyway) and
+steps aside. Importing torch here directly made every Python process, every Ray worker among them, pay ~0.8 s."""
+import sys
+
+
+class _DefineSchemasFirst:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torchvision":
+            return None
+        sys.meta_path.remove(self)
+        import torch
+
+        lib = torch.library.Library("torchvision", "DEF")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        sys.modules[__name__].library = lib  # a Library's definitions last as long as the object
+        return None  # the regular finders load torchvision
+
+
+sys.meta_path.insert(0, _DefineSchemasFirst())
 PY
 echo "import omnieval_test_torchvision_shim" > "$site/omnieval_test_torchvision_shim.pth"
 torch_before=$("$venv/bin/python" -c "import torch; print(torch.__version__)")
