@@ -107,8 +107,7 @@ def describe_media(model: ModelConfig, instances: list[Instance], config, store,
     if todo:
         print(f"describe: {len(todo)} media files with {describer.name} for {model.name}", file=sys.stderr)
         builder = RowBuilder(DescriptionRows, {"describer": describer.name, "prompts": dict(spec.prompts)})
-        ds = through_model(from_rows(todo), describer, media, decode_batch_size=config.decode.batch_size,
-                           rows=builder)
+        ds = through_model(from_rows(todo), describer, media, rows=builder)
         folder = describe_folder(describer.name)
         drain(ds, len(todo), f"describe {describer.name}",
               lambda table: store.write_table(store.next_part(folder), table), progress)

@@ -113,7 +113,19 @@ class DecodeConfig(_Config):
     sample_rate: int = Field(default=16_000, ge=1000)
     media_check: Literal["probe", "exists", "off"] = Field(
         default="probe", description="pre-flight check of every distinct media file before model work")
-    batch_size: int = Field(default=32, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_batch_size(cls, data: Any) -> Any:
+        """``decode.batch_size`` sized the batches of a media stage that no longer exists (decodes are started per
+        block ahead of the model stage): an older config that sets it still loads, and is told it has no effect."""
+        if isinstance(data, dict) and "batch_size" in data:
+            import sys
+
+            print("omnieval: decode.batch_size has no effect any more (media decodes start per block, ahead of the "
+                  "model stage); remove it from the config", file=sys.stderr)
+            data = {k: v for k, v in data.items() if k != "batch_size"}
+        return data
 
 
 class RayConfig(_Config):

@@ -163,13 +163,19 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
+    from omnieval.parallelism import cpu_parallelism
+
     shared = ray.put(replace(source, bench=replace(source.bench, items=[])))
     items = source.bench.items
-    generators = [_TASK.remote(shared, _pack_items(items[start:stop]), source.block_size)
-                  for start, stop in chunks(source)]
+    pending = list(chunks(source))
+    window = cpu_parallelism()  # chunks in flight: more would only start more worker processes
+    running = []
     summaries, blocks = [], []
-    for generator in generators:
-        refs = list(generator)
+    while pending or running:
+        while pending and len(running) < window:
+            start, stop = pending.pop(0)
+            running.append(_TASK.remote(shared, _pack_items(items[start:stop]), source.block_size))
+        refs = list(running.pop(0))  # in chunk order: the blocks keep the plan's order
         blocks += refs[:-1]
         summaries.append(ray.get(refs[-1]))
     return _combine(summaries, blocks)

@@ -4,10 +4,12 @@ The plan's items are expanded by Ray tasks into instance blocks kept in the obje
 answering model, Ray tasks turn the blocks into request rows (instance x mode x prompt style still to do:
 ``answers.block_requests``), which go through
 
-    ``stages.MediaStage`` (each distinct media file decoded once, through the run's ``MediaCache``)
+    ``stages.Prefetch`` (one small actor, into which Ray Data fuses the request maps: starts the decode of each
+       distinct media file once, through the run's ``MediaCache``, ahead of the model stage)
       -> ``stages.ModelStage`` (an actor pool of the model's engine: ``replicas`` actors, each ``num_gpus`` /
-         ``num_cpus``, batches of ``batch_size``; decoded arrays are read by key from the object store, never copied
-         into the stream's rows; the prediction rows built in the same actor by ``answers.PredictionRows``)
+         ``num_cpus``, batches of ``batch_size``; waits for the decodes of a batch, reads the arrays by key from the
+         object store, never copied into the stream's rows; the prediction rows built in the same actor by
+         ``answers.PredictionRows``)
       -> ``stages.drain``: atomic Parquet parts (the resume log), progress bar
 
 so the driver holds neither instances, request rows nor predictions: its memory does not grow with the benchmark.
@@ -99,7 +101,7 @@ class RunResult:
 
 def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
-    max(8, cores): engine replicas, the media stage and decode tasks each hold a CPU slot, and on a 2-core machine
+    max(8, cores): engine replicas, the prefetch actor and decode tasks each hold a CPU slot, and on a 2-core machine
     the slots, not the cores, would otherwise deadlock the pipeline."""
     import logging
 
@@ -191,7 +193,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
                   overwrite: bool = False) -> list[RunResult | Exception]:
     """Several runs of one answering model (a sweep's runs of one model: its protocol entries x prompt styles) with
     one model load. Each run is prepared as alone (plan, lease, claimed folders, resume from its parts); the request
-    rows of all of them, each tagged with its run, go through one media stage and one engine pool; each finished
+    rows of all of them, each tagged with its run, go through one prefetch actor and one engine pool; each finished
     block's rows are written to their own run's parts; then each run is finished as alone (consolidation, judges,
     ``run.json``). So every run's predictions are those ``run_evaluation`` writes for it (but ``latency_s``), and a
     run resumes, and is complete or not, on its own.
@@ -249,6 +251,16 @@ class _Cache:
 
         return ray.get(self.actor.decode_counts.remote())
 
+    def warm_start(self, specs: list) -> None:
+        """Start decoding the first media of the pass now (``media.cache.warm_start``: a bounded amount), so they
+        decode while the engine actors start and load their models; the stream asks for the rest as it goes. (On
+        a resumed run some may be media of finished rows only: a bounded waste, never a wrong answer.)"""
+        from omnieval.media.cache import warm_start
+
+        first = warm_start(specs)
+        if first:
+            self.actor.lookup.remote(first)
+
 
 @contextmanager
 def _media_cache() -> Iterator[_Cache]:
@@ -257,9 +269,10 @@ def _media_cache() -> Iterator[_Cache]:
     import ray
 
     from omnieval.media.cache import MediaCache
+    from omnieval.parallelism import cpu_parallelism
 
     name = f"media-cache-{uuid.uuid4().hex[:12]}"
-    actor = MediaCache.options(name=name, namespace="omnieval").remote()
+    actor = MediaCache.options(name=name, namespace="omnieval").remote(cpu_parallelism())
     try:
         yield _Cache(actor, name)
     finally:
@@ -286,6 +299,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
     out = [_Answered() for _ in runs]
     datasets, planned, failed_rows = [], [0] * len(runs), [0] * len(runs)
     specs: dict[str, object] = {}
+    warm: list = []  # the media of runs with rows to do, in the order their blocks need them
     total = 0
     for index, run in enumerate(runs):
         config, plan, store = run.config, run.plan, run.store
@@ -322,6 +336,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
                                            "done": ray.put(list(done)) if done else None, "policy": policy},
                 batch_size=None, batch_format="pyarrow", num_cpus=0.25))
             total += max(0, planned[index] - len(done))
+            warm += [spec for path, spec in plan.media_specs.items() if path not in policy.unsupported]
 
     def write(table: pa.Table) -> None:
         for index in sorted(set(table[RUN_COLUMN].to_pylist())):
@@ -332,8 +347,8 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
     if datasets:
         builder = RowBuilder(PredictionRows, {"model": model.name, "engine": model.engine, "carry": (RUN_COLUMN,)})
         ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
-        ds = through_model(ds, model, cache.source(specs), decode_batch_size=runs[0].config.decode.batch_size,
-                           rows=builder)
+        ds = through_model(ds, model, cache.source(specs), rows=builder)
+        cache.warm_start(warm)
         drain(ds, total, model.name, write, progress)
     for index, one in enumerate(out):
         one.n_skipped = max(0, planned[index] - one.n_rows - failed_rows[index])

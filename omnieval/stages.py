@@ -2,9 +2,10 @@
 
 A run's answers, open answers, judge verdicts and media descriptions all take the same path:
 
-    request rows -> ``MediaStage`` (each distinct media file decoded once, through the run's ``MediaCache``)
-                 -> ``ModelStage`` (the one seam: an actor pool of one model's engine; requests in, result
-                    columns out)
+    request rows -> ``Prefetch`` (starts the decode of each distinct media file once, through the run's
+                    ``MediaCache``, without waiting: decodes run ahead of the model)
+                 -> ``ModelStage`` (the one seam: an actor pool of one model's engine; waits for its batch's
+                    decodes; requests in, result columns out)
                     and, in the same actor, a ``RowBuilder`` (result columns -> prediction, judgement or
                     description rows)
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
@@ -44,6 +45,8 @@ PACKED_COLUMN = "_packed_rows"
 """The column of a block of packed rows (``pack_rows``): each cell one batch's rows as a compressed Arrow stream."""
 PACKED_SIZE_COLUMN = "_packed_size"
 PACK_CODEC = "lz4"
+PREFETCH_CPUS = 0.25
+"""The ``Prefetch`` actor (which also makes the request rows: Ray Data fuses those maps into it)."""
 
 
 @dataclass(frozen=True)
@@ -74,25 +77,26 @@ def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
             for scope, paths in zip(scopes, batch["media_paths"], strict=True)]
 
 
-class MediaStage:
-    """Make sure every media file of the batch is decoded (launching each distinct decode once, through the run's
-    cache) and record failures per row in ``decode_error``. Rows carry media *keys* on; the arrays stay in the
-    object store. A key's status is asked of the cache once per actor: every condition, direction and order of an
-    item shows the same few files, so after the first blocks a batch costs dict lookups, not a round trip to the
-    cache and a wait on hundreds of small objects (that round trip set the pace of the whole stream)."""
+class Prefetch:
+    """Ask the run's cache to start decoding every media file of each block not asked for before, without waiting:
+    one small actor ahead of the model stage, so decodes run while earlier blocks are answered and, for the first
+    blocks, while the engine actors start. Blocks pass through unchanged. The model stage waits for the statuses
+    (``ModelStage``); a cache that is gone shows there, with its message. Ray Data fuses the maps before it (the
+    request rows of each instance block) into this actor: one process does that work, where a task per block
+    started a worker process per concurrent task (~1 s of CPU each on 2 cores)."""
 
     def __init__(self, media: MediaSource):
-        self.cache = media.client()
+        self.client = media.client()
         self.specs = media.specs
-        self.status: dict[str, str] = {}
+        self.asked: set[str] = set()
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
-        unknown = sorted({k for keys in per_row for k in keys} - self.status.keys())
-        self.status.update(zip(unknown, self.cache.statuses([self.specs[k] for k in unknown]), strict=True))
-        status = self.status
-        errors = ["; ".join(status[k] for k in keys if status[k]) for keys in per_row]
-        batch["decode_error"] = np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        columns = [c for c in ("media_scope", "media_paths") if c in batch.column_names]
+        keys = {key for row in _row_keys(batch.select(columns).to_pydict()) for key, _ in row}
+        new = sorted(keys - self.asked)
+        if new:
+            self.client.request([self.specs[k] for k in new])
+            self.asked.update(new)
         return batch
 
 
@@ -219,14 +223,28 @@ class ModelStage(ModelCalls):
         self.cache = media.client() if media is not None else None
         self.specs = media.specs if media is not None else {}
         self.local: OrderedDict[str, object] = OrderedDict()
+        self.status: dict[str, str] = {}
         self.rows = rows.build() if rows is not None else None
 
     def __call__(self, batch: dict[str, np.ndarray]):
+        if self.cache is not None and "media_paths" in batch:
+            batch["decode_error"] = self._decode_errors(batch)
         batch = super().__call__(batch)
         if self.rows is not None:
             return pack_rows(self.rows(batch))
         batch.pop(INSTANCE_COLUMN, None)
         return batch
+
+    def _decode_errors(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """Per row, ``media decode failed: ...`` naming each of its files that failed to decode, or ``""``. Waits
+        for the decodes (started ahead by ``Prefetch``); a key's status is asked of the cache once per actor:
+        every condition, direction and order of an item shows the same few files, so after the first blocks a
+        batch costs dict lookups, not a round trip to the cache and a wait on hundreds of small objects."""
+        per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
+        unknown = sorted({k for keys in per_row for k in keys} - self.status.keys())
+        self.status.update(zip(unknown, self.cache.statuses([self.specs[k] for k in unknown]), strict=True))
+        errors = ["; ".join(self.status[k] for k in keys if self.status[k]) for keys in per_row]
+        return np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
 
     def _media(self, keys: set[str]) -> dict[str, object]:
         missing = sorted(k for k in keys if k not in self.local)
@@ -281,19 +299,19 @@ def _engine_error(exc: Exception) -> str:
     return f"engine error: {type(exc).__name__}: {exc}"
 
 
-def through_model(ds, model, media: MediaSource | None, *, decode_batch_size: int = 16,
-                  rows: RowBuilder | None = None):
-    """``ds`` of request rows through the media stage (unless ``media`` is None: requests of text only) and
-    ``model``'s engine pool (``replicas`` actors, each with the model's ``num_cpus``/``num_gpus``, batches of
-    ``batch_size``): the rows come back with the result columns, or, with ``rows``, as the rows it builds."""
+def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):
+    """``ds`` of request rows through ``model``'s engine pool (``replicas`` actors, each with the model's
+    ``num_cpus``/``num_gpus``, batches of ``batch_size``), their media decodes started ahead by ``Prefetch``
+    (unless ``media`` is None: requests of text only): the rows come back with the result columns, or, with
+    ``rows``, as the rows it builds."""
     from ray.data import ActorPoolStrategy
 
     from omnieval.ray_notices import absorb_restart_notice
 
     absorb_restart_notice()  # Ray's false alarm about the pools' restarts, spent before the first pool starts
     if media is not None:
-        ds = ds.map_batches(MediaStage, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
-                            batch_size=decode_batch_size, num_cpus=0.25)
+        ds = ds.map_batches(Prefetch, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
+                            batch_size=None, batch_format="pyarrow", num_cpus=PREFETCH_CPUS)
     resources = {"num_cpus": model.num_cpus} | ({"num_gpus": model.num_gpus} if model.num_gpus else {})
     return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media, "rows": rows},
                           compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)

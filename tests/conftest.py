@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray with 8 logical CPUs (the embedded default): engine replicas, the media stage and decode tasks
+    """A local Ray with 8 logical CPUs (the embedded default): engine replicas, the prefetch actor and decode tasks
     each hold a slot, and 2 real cores would deadlock the actor pools."""
     import ray
 

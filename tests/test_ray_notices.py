@@ -40,7 +40,7 @@ def test_what_is_written_to_stderr_meanwhile_comes_through_less_the_notice(capfd
 @pytest.mark.slow
 def test_omnieval_run_prints_no_ray_restart_notice(ray_session, small_bench, tmp_path):
     """``omnieval run`` as a user runs it (a subprocess, its stdout and stderr as the terminal would show them), on
-    the test session's Ray: two actor pools (media stage and engine) start, and Ray's line does not appear."""
+    the test session's Ray: two actor pools (prefetch and engine) start, and Ray's line does not appear."""
     config = {"benchmark": str(small_bench), "output": str(tmp_path / "out"), "limit_items": 2,
               "decode": {"num_frames": 2, "max_side": 64},
               "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]}

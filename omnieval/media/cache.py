@@ -4,7 +4,7 @@ The first request for a key launches one decode task (a CPU task in the cluster)
 worker on any node, gets the same ObjectRefs. The actor owns the refs, so decoded media live in the object store for
 the whole run and are shared by every instance (condition, direction, permutation) that uses them; rows of the
 Ray Data stream carry only the keys, never the arrays, and an engine reads the arrays zero-copy from the object
-store. Each decode returns two objects: a small status (``""`` or the error message) that the media stage waits on,
+store. Each decode returns two objects: a small status (``""`` or the error message) that the model stage waits on,
 and the payload (``DecodedMedia``, or ``None`` on failure) that only the engine fetches. The decode task never
 raises: a file that fails to decode marks only the instances that use it.
 
@@ -25,6 +25,7 @@ message that says so.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -66,24 +67,81 @@ def decode_task(*specs: MediaSpec):
     return tuple(out)
 
 
+WARM_START_BYTES = 256 * 2**20
+"""How much decoded media (by ``decoded_bound``) a pass decodes before its stream asks for it (``warm_start``)."""
+
+
+def decoded_bound(spec: MediaSpec) -> int:
+    """A generous bound on the bytes a spec decodes to, from its decode settings alone (no file is opened): video
+    ``num_frames`` RGB frames of ``max_side`` squared (1080p frames without a ``max_side``), 30 s of float32 audio,
+    one RGB image; a point cloud's rendered views as a few images."""
+    params = dict(spec.params)
+    side = params.get("max_side")
+    frame = 3 * (side * side if side else 1920 * 1080)
+    if spec.modality == "video":
+        return int(params.get("num_frames", 8)) * frame
+    if spec.modality == "audio":
+        return 30 * int(params.get("sample_rate", 16_000)) * 4
+    return 4 * frame if spec.modality == "pointcloud" else frame
+
+
+def warm_start(specs: list[MediaSpec], budget: int = WARM_START_BYTES) -> list[MediaSpec]:
+    """The first ``specs`` (in the order the stream will need them) whose decoded bounds fit in ``budget``: what a
+    pass decodes while its engines load, so the first batches find their media ready. Bounded, so a large benchmark
+    does not land in the object store at once (the rest is decoded as the stream reaches it)."""
+    out, used = [], 0
+    for spec in specs:
+        used += decoded_bound(spec)
+        if used > budget:
+            break
+        out.append(spec)
+    return out
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class MediaCache:
     """Named per run; ``lookup`` returns ``[status_ref, payload_ref]`` per spec (refs nested in a list are not
-    resolved by Ray on the way out)."""
+    resolved by Ray on the way out).
 
-    def __init__(self):
+    At most ``parallel`` decode tasks run at once (0: no bound of ours; ``parallelism.cpu_parallelism`` says why
+    a run bounds them): a lookup of keys not yet launched waits (an async actor: other lookups go on meanwhile)
+    until a slot frees, and keys are launched in the order they were first asked for, which is the order the
+    stream needs them."""
+
+    def __init__(self, parallel: int = 0):
         self._refs: dict[str, list[ray.ObjectRef]] = {}
+        self._launched: dict[str, asyncio.Event] = {}  # keys asked for; the event is set once their task exists
         self._decodes: dict[str, int] = {}
+        self._slots = asyncio.Semaphore(parallel) if parallel > 0 else None
 
-    def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
-        new = list({spec.key: spec for spec in specs if spec.key not in self._refs}.values())
+    async def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
+        new = list({spec.key: spec for spec in specs
+                    if spec.key not in self._refs and spec.key not in self._launched}.values())
+        for spec in new:
+            self._launched[spec.key] = asyncio.Event()
         for start in range(0, len(new), DECODES_PER_TASK):
             group = new[start:start + DECODES_PER_TASK]
+            if self._slots is not None:
+                await self._slots.acquire()
             refs = decode_task.options(num_returns=2 * len(group)).remote(*group)
             for i, spec in enumerate(group):
                 self._refs[spec.key] = [refs[2 * i], refs[2 * i + 1]]
                 self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
+                self._launched[spec.key].set()
+            if self._slots is not None:
+                asyncio.ensure_future(self._release_after(refs[0]))  # a task's returns are ready together
+        for spec in specs:
+            if spec.key not in self._refs:
+                await self._launched[spec.key].wait()
         return [self._refs[spec.key] for spec in specs]
+
+    async def _release_after(self, ref: ray.ObjectRef) -> None:
+        try:
+            await ref
+        except Exception:  # a lost task frees its slot too; its readers see the error
+            pass
+        finally:
+            self._slots.release()
 
     def forget(self, handed_out: list[tuple[str, list[ray.ObjectRef]]]) -> None:
         """A reader could not fetch these refs (lost with a node and not rebuilt): drop each key whose refs are
@@ -91,6 +149,7 @@ class MediaCache:
         for key, refs in handed_out:
             if self._refs.get(key) == refs:
                 del self._refs[key]
+                self._launched.pop(key, None)
 
     def decode_counts(self) -> dict[str, int]:
         """key -> number of decode tasks launched for it since this actor (re)started (1 for every key in a
@@ -99,12 +158,20 @@ class MediaCache:
 
 
 class CacheClient:
-    """A reader of the run's cache (media stage, engine replicas, describers, vLLM media fetchers): fetches the
+    """A reader of the run's cache (prefetch actor, engine replicas, describers, vLLM media fetchers): fetches the
     statuses or payloads of some specs, and when the cache died and took the refs with it, looks them up again."""
 
     def __init__(self, name: str, namespace: str):
         self.name, self.namespace = name, namespace
         self._actor = None
+
+    def request(self, specs: list[MediaSpec]) -> None:
+        """Start the decodes of ``specs`` not started yet, without waiting for them (``stages.prefetch_media``). A
+        cache that cannot be reached is left to the readers, which wait for the statuses and say what is wrong."""
+        try:
+            self._cache().lookup.remote(list(specs))
+        except (RuntimeError, *LOST_ERRORS):
+            self._actor = None
 
     def statuses(self, specs: list[MediaSpec]) -> list[str]:
         """``""`` per spec that decoded, else its error message (waits for the decodes)."""

@@ -1,0 +1,100 @@
+"""How much decoding a pass starts, and how much at once: the media cache's bound on decode tasks in flight (seen in
+Ray's own task timeline), the warm start's budget (hand arithmetic from the decode settings), the bound's default,
+and the retired ``decode.batch_size``."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def many_specs(tmp_path_factory):
+    """40 media specs (10 anchors), so looking them all up takes several decode tasks of up to eight files."""
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.plan import make_plan
+
+    bench = make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=10, n_questions=1)
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path_factory.mktemp("unused")),
+                               "models": [{"name": "s", "engine": "simulated"}],
+                               "decode": {"num_frames": 2, "max_side": 32}})
+    specs = sorted(make_plan(config, expand=True).media_specs.values(), key=lambda s: s.path)
+    assert len(specs) == 40
+    return specs
+
+
+def _decode_intervals(ray, since: float) -> list[tuple[float, float]]:
+    events = [e for e in ray.timeline() if e.get("ph") == "X" and e.get("name") == "omnieval.media.cache.decode_task"
+              and e["ts"] / 1e6 >= since]
+    return sorted((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in events)
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_decode_tasks_in_flight_never_exceed_the_bound(ray_session, many_specs, parallel):
+    import ray
+
+    from omnieval.media.cache import CacheClient, MediaCache
+
+    name = f"bound-test-{parallel}"
+    since = time.time()
+    cache = MediaCache.options(name=name, namespace="omnieval-test").remote(parallel)
+    try:
+        client = CacheClient(name, "omnieval-test")
+        client.request(many_specs[:20])  # started without waiting, as the prefetch actor does
+        assert client.statuses(many_specs) == [""] * 40  # every file decoded ...
+        assert ray.get(cache.decode_counts.remote()) == {s.key: 1 for s in many_specs}  # ... once
+        intervals: list = []
+        deadline = time.time() + 30
+        while len(intervals) < 5 and time.time() < deadline:  # task events reach the timeline about 1 s late
+            time.sleep(0.5)
+            intervals = _decode_intervals(ray, since)
+        time.sleep(1.5)
+        intervals = _decode_intervals(ray, since)
+        # 40 new files in tasks of up to 8: five tasks where the statuses lookup came first, six (8 + 8 + 4 twice)
+        # where the request did (an async actor does not keep the order of calls)
+        assert len(intervals) in (5, 6)
+    finally:
+        ray.kill(cache)
+    overlap = max(sum(1 for s, e in intervals if s <= t < e) for t, _ in intervals)
+    assert overlap <= parallel
+
+
+def test_warm_start_takes_the_first_specs_within_the_budget():
+    from omnieval.media.cache import MediaSpec, decoded_bound, warm_start
+
+    video = MediaSpec("v", "v.mp4", "video", (("max_side", 160), ("num_frames", 8)))
+    audio = MediaSpec("a", "a.wav", "audio", (("sample_rate", 16000),))
+    image = MediaSpec("i", "i.png", "image")
+    full = MediaSpec("f", "f.mp4", "video", (("max_side", None), ("num_frames", 4)))
+    assert decoded_bound(video) == 8 * 160 * 160 * 3 == 614_400
+    assert decoded_bound(audio) == 30 * 16000 * 4 == 1_920_000
+    assert decoded_bound(full) == 4 * 1920 * 1080 * 3
+    assert decoded_bound(image) == 1920 * 1080 * 3  # no settings: a 1080p frame
+    specs = [video, audio, video, image]
+    assert warm_start(specs, budget=614_400 + 1_920_000) == [video, audio]  # the next video would pass it
+    assert warm_start(specs, budget=614_400 - 1) == []
+    assert warm_start(specs, budget=10**9) == specs
+
+
+def test_the_bound_on_one_machine_is_its_cores(ray_session):
+    from omnieval.parallelism import cpu_parallelism
+
+    assert ray_session.cluster_resources()["CPU"] == 8  # logical slots, not cores
+    assert cpu_parallelism() == os.cpu_count()
+
+
+def test_the_retired_decode_batch_size_loads_with_a_notice(tmp_path, capsys):
+    from omnieval.config import parse_run_config
+
+    base = {"benchmark": str(tmp_path), "output": str(tmp_path / "out"),
+            "models": [{"name": "s", "engine": "simulated"}]}
+    config = parse_run_config(base | {"decode": {"num_frames": 4, "batch_size": 32}})
+    assert config.decode.num_frames == 4 and "batch_size" not in config.decode.model_dump()
+    assert "decode.batch_size has no effect" in capsys.readouterr().err
+    parse_run_config(base | {"decode": {"num_frames": 4}})
+    assert "batch_size" not in capsys.readouterr().err
