@@ -197,17 +197,20 @@ def instance_dataset(expansion: Expansion):
     """The instance blocks as a Ray dataset, one block each, in order.
 
     Blocks in the object store are read by index: a dataset of block numbers (made on the driver, one tiny block
-    per number) and a map that fetches each. ``ray.data.from_arrow_refs`` would launch one metadata task per block
-    before the stream starts (63 tasks, ~0.8 s on 2 cores for a 16k-instance run)."""
+    per number) and a map that fetches each, in the request tasks (``stages.request_tasks``) with the maps after it.
+    ``ray.data.from_arrow_refs`` would launch one metadata task per block before the stream starts (63 tasks,
+    ~0.8 s on 2 cores for a 16k-instance run)."""
     import ray
     import ray.data
+
+    from omnieval.stages import REQUEST_CPUS, request_tasks
 
     if not expansion.blocks or isinstance(expansion.blocks[0], pa.Table):
         return ray.data.from_arrow(expansion.blocks) if expansion.blocks else ray.data.from_items([])
     n = len(expansion.blocks)
     return ray.data.from_items([{"block": i} for i in range(n)], override_num_blocks=n).map_batches(
         _fetch_blocks, fn_kwargs={"blocks": ray.put(list(expansion.blocks))}, batch_size=None,
-        batch_format="pyarrow", num_cpus=0.25)
+        batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks())
 
 
 def _fetch_blocks(numbers: pa.Table, *, blocks) -> pa.Table:

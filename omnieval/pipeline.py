@@ -4,8 +4,8 @@ The plan's items are expanded by Ray tasks into instance blocks kept in the obje
 answering model, Ray tasks turn the blocks into request rows (instance x mode x prompt style still to do:
 ``answers.block_requests``), which go through
 
-    ``stages.Prefetch`` (one small actor, into which Ray Data fuses the request maps: starts the decode of each
-       distinct media file once, through the run's ``MediaCache``, ahead of the model stage)
+    ``stages.prefetch_media`` (in one task at a time with the request maps, fused by Ray Data: starts the decode of
+       each distinct media file once, through the run's ``MediaCache``, ahead of the model stage)
       -> ``stages.ModelStage`` (an actor pool of the model's engine: ``replicas`` actors, each ``num_gpus`` /
          ``num_cpus``, batches of ``batch_size``; waits for the decodes of a batch, reads the arrays by key from the
          object store, never copied into the stream's rows; the prediction rows built in the same actor by
@@ -101,7 +101,7 @@ class RunResult:
 
 def ensure_ray(config: RunConfig, address: str | None = None) -> None:
     """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
-    max(8, cores): engine replicas, the prefetch actor and decode tasks each hold a CPU slot, and on a 2-core machine
+    max(8, cores): engine replicas, the request task and decode tasks each hold a CPU slot, and on a 2-core machine
     the slots, not the cores, would otherwise deadlock the pipeline."""
     import logging
 
@@ -193,7 +193,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
                   overwrite: bool = False) -> list[RunResult | Exception]:
     """Several runs of one answering model (a sweep's runs of one model: its protocol entries x prompt styles) with
     one model load. Each run is prepared as alone (plan, lease, claimed folders, resume from its parts); the request
-    rows of all of them, each tagged with its run, go through one prefetch actor and one engine pool; each finished
+    rows of all of them, each tagged with its run, go through one request task and one engine pool; each finished
     block's rows are written to their own run's parts; then each run is finished as alone (consolidation, judges,
     ``run.json``). So every run's predictions are those ``run_evaluation`` writes for it (but ``latency_s``), and a
     run resumes, and is complete or not, on its own.
@@ -262,21 +262,42 @@ class _Cache:
             self.actor.lookup.remote(first)
 
 
+_DRIVER_CACHE: dict[str, _Cache] = {}
+"""This process's ``MediaCache`` per Ray job: kept from one pass to the next, so a pass does not wait for an actor
+process to start (about half a second of a 2-core machine) before its first decode."""
+
+
 @contextmanager
 def _media_cache() -> Iterator[_Cache]:
-    """A ``MediaCache`` actor for one pass (decode once per content key, shared by every run of the pass), killed
-    at the end."""
+    """The ``MediaCache`` for one pass (decode once per content key, shared by every run of the pass): this
+    driver's, reset at the start and end of the pass (a pass's decodes are counted from zero and freed when it
+    ends), or a new one where that is gone or in use by another pass of this process (killed at the end)."""
     import ray
 
     from omnieval.media.cache import MediaCache
     from omnieval.parallelism import cpu_parallelism
 
-    name = f"media-cache-{uuid.uuid4().hex[:12]}"
-    actor = MediaCache.options(name=name, namespace="omnieval").remote(cpu_parallelism())
+    job = ray.get_runtime_context().get_job_id()
+    kept = _DRIVER_CACHE.pop(job, None)
+    if kept is not None:
+        try:
+            ray.get(kept.actor.reset.remote(), timeout=60)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            kept = None
+    cache = kept
+    if cache is None:
+        name = f"media-cache-{uuid.uuid4().hex[:12]}"
+        cache = _Cache(MediaCache.options(name=name, namespace="omnieval").remote(cpu_parallelism()), name)
     try:
-        yield _Cache(actor, name)
+        yield cache
     finally:
-        ray.kill(actor)
+        try:
+            ray.get(cache.actor.reset.remote(), timeout=60)
+            _DRIVER_CACHE.setdefault(job, cache)  # another pass may have set one meanwhile: then this one goes
+            if _DRIVER_CACHE[job] is not cache:
+                ray.kill(cache.actor)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            ray.kill(cache.actor)
 
 
 def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress: bool) -> list[_Answered]:
@@ -294,7 +315,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
     from omnieval.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
     from omnieval.expansion import BLOCK_INSTANCES, instance_dataset
     from omnieval.media_policy import answering_model, media_policy
-    from omnieval.stages import RowBuilder, drain, media_key, through_model
+    from omnieval.stages import REQUEST_CPUS, RowBuilder, drain, media_key, request_tasks, through_model
 
     out = [_Answered() for _ in runs]
     datasets, planned, failed_rows = [], [0] * len(runs), [0] * len(runs)
@@ -334,7 +355,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress
             datasets.append(instance_dataset(plan.expanded).map_batches(
                 block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": tags,
                                            "done": ray.put(list(done)) if done else None, "policy": policy},
-                batch_size=None, batch_format="pyarrow", num_cpus=0.25))
+                batch_size=None, batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks()))
             total += max(0, planned[index] - len(done))
             warm += [spec for path, spec in plan.media_specs.items() if path not in policy.unsupported]
 

@@ -21,7 +21,7 @@ from omnieval.identity import (
     predictions_identity,
 )
 from omnieval.schema import InputError
-from omnieval.stages import PREFETCH_CPUS
+from omnieval.stages import REQUEST_CPUS
 
 DECODE_TASK_CPUS = 1.0
 """One decode task (``media.cache.decode_task``): at least one must be able to run beside the engine actors."""
@@ -144,9 +144,9 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
 # ---------------------------------------------------------------------------------------------------------------
 
 def stage_needs(model) -> tuple[float, float]:
-    """(CPUs, GPUs) a model's stage holds at once: its engine replicas plus the actor that makes the requests and
-    starts their decodes (``stages.Prefetch``) and one decode task."""
-    return model.replicas * model.num_cpus + PREFETCH_CPUS + DECODE_TASK_CPUS, model.replicas * model.num_gpus
+    """(CPUs, GPUs) a model's stage holds at once: its engine replicas plus the task that makes the requests and
+    starts their decodes (``stages.request_tasks``) and one decode task."""
+    return model.replicas * model.num_cpus + REQUEST_CPUS + DECODE_TASK_CPUS, model.replicas * model.num_gpus
 
 
 def check_resources(config, models: list[tuple[str, object]], cluster: dict[str, float]) -> None:
@@ -165,6 +165,6 @@ def check_resources(config, models: list[tuple[str, object]], cluster: dict[str,
                              "without a GPU)", field=f"{where}.num_gpus")
         if need_cpu > cpus + 1e-9:
             raise InputError(f"{model.name}: {model.replicas} replica(s) x {model.num_cpus:g} CPUs plus "
-                             f"{PREFETCH_CPUS + DECODE_TASK_CPUS:g} for media decoding need {need_cpu:g} CPU slots "
+                             f"{REQUEST_CPUS + DECODE_TASK_CPUS:g} for media decoding need {need_cpu:g} CPU slots "
                              f"but the Ray cluster has {cpus:g}, so decoding would wait forever: lower replicas or "
                              "num_cpus, or give Ray more logical CPUs (ray: {num_cpus: N})", field=f"{where}.replicas")

@@ -3,7 +3,7 @@
 Without this, every run printed one error-level line from the driver's core worker (C++, written straight to file
 descriptor 2, so Python's logging cannot filter it)::
 
-    [... E ...] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(Prefetch))' and ID: '...' has
+    [... E ...] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(ModelStage))' and ID: '...' has
     constructor arguments in the object store and max_restarts > 0. If the arguments in the object store go out of
     scope or are lost, the actor restart will fail. See https://github.com/ray-project/ray/issues/53727 ...
 

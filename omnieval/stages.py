@@ -2,7 +2,7 @@
 
 A run's answers, open answers, judge verdicts and media descriptions all take the same path:
 
-    request rows -> ``Prefetch`` (starts the decode of each distinct media file once, through the run's
+    request rows -> ``prefetch_media`` (starts the decode of each distinct media file once, through the run's
                     ``MediaCache``, without waiting: decodes run ahead of the model)
                  -> ``ModelStage`` (the one seam: an actor pool of one model's engine; waits for its batch's
                     decodes; requests in, result columns out)
@@ -45,8 +45,8 @@ PACKED_COLUMN = "_packed_rows"
 """The column of a block of packed rows (``pack_rows``): each cell one batch's rows as a compressed Arrow stream."""
 PACKED_SIZE_COLUMN = "_packed_size"
 PACK_CODEC = "lz4"
-PREFETCH_CPUS = 0.25
-"""The ``Prefetch`` actor (which also makes the request rows: Ray Data fuses those maps into it)."""
+REQUEST_CPUS = 0.25
+"""A task of the maps that make request rows and start their decodes (``request_tasks``)."""
 
 
 @dataclass(frozen=True)
@@ -77,27 +77,35 @@ def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
             for scope, paths in zip(scopes, batch["media_paths"], strict=True)]
 
 
-class Prefetch:
-    """Ask the run's cache to start decoding every media file of each block not asked for before, without waiting:
-    one small actor ahead of the model stage, so decodes run while earlier blocks are answered and, for the first
-    blocks, while the engine actors start. Blocks pass through unchanged. The model stage waits for the statuses
-    (``ModelStage``); a cache that is gone shows there, with its message. Ray Data fuses the maps before it (the
-    request rows of each instance block) into this actor: one process does that work, where a task per block
-    started a worker process per concurrent task (~1 s of CPU each on 2 cores)."""
+_ASKED: dict[str, set[str]] = {}
+"""Per worker process: the media keys already asked of each run's cache (by cache name), the last few caches."""
 
-    def __init__(self, media: MediaSource):
-        self.client = media.client()
-        self.specs = media.specs
-        self.asked: set[str] = set()
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        columns = [c for c in ("media_scope", "media_paths") if c in batch.column_names]
-        keys = {key for row in _row_keys(batch.select(columns).to_pydict()) for key, _ in row}
-        new = sorted(keys - self.asked)
-        if new:
-            self.client.request([self.specs[k] for k in new])
-            self.asked.update(new)
-        return batch
+def prefetch_media(batch: pa.Table, *, media: MediaSource) -> pa.Table:
+    """Ask the run's cache to start decoding every media file of the batch not asked for before, without waiting:
+    a map ahead of the model stage, so decodes run while earlier blocks are answered. The batch passes through
+    unchanged. The model stage waits for the statuses (``ModelStage``); a cache that is gone shows there, with its
+    message. It runs in ``REQUEST_TASKS``, fused by Ray Data with the maps that make the request rows."""
+    asked = _ASKED.setdefault(media.cache_name, set())
+    for name in list(_ASKED)[:-4]:
+        del _ASKED[name]
+    columns = [c for c in ("media_scope", "media_paths") if c in batch.column_names]
+    keys = {key for row in _row_keys(batch.select(columns).to_pydict()) for key, _ in row}
+    new = sorted(keys - asked)
+    if new:
+        media.client().request([media.specs[k] for k in new])
+        asked.update(new)
+    return batch
+
+
+def request_tasks():
+    """The compute of the maps that make request rows and start their decodes: one task at a time. Cheap work
+    (microseconds a row) that needs no process of its own: an actor was a process started per run (~1 s of CPU
+    on 2 cores), and unbounded tasks started a worker process per concurrent task. A single task at a time reuses
+    one of the job's pooled workers, from one run to the next. The maps must share it to be fused."""
+    from ray.data import TaskPoolStrategy
+
+    return TaskPoolStrategy(size=1)
 
 
 @dataclass
@@ -237,7 +245,7 @@ class ModelStage(ModelCalls):
 
     def _decode_errors(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """Per row, ``media decode failed: ...`` naming each of its files that failed to decode, or ``""``. Waits
-        for the decodes (started ahead by ``Prefetch``); a key's status is asked of the cache once per actor:
+        for the decodes (started ahead by ``prefetch_media``); a key's status is asked of the cache once per actor:
         every condition, direction and order of an item shows the same few files, so after the first blocks a
         batch costs dict lookups, not a round trip to the cache and a wait on hundreds of small objects."""
         per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
@@ -301,7 +309,7 @@ def _engine_error(exc: Exception) -> str:
 
 def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):
     """``ds`` of request rows through ``model``'s engine pool (``replicas`` actors, each with the model's
-    ``num_cpus``/``num_gpus``, batches of ``batch_size``), their media decodes started ahead by ``Prefetch``
+    ``num_cpus``/``num_gpus``, batches of ``batch_size``), their media decodes started ahead by ``prefetch_media``
     (unless ``media`` is None: requests of text only): the rows come back with the result columns, or, with
     ``rows``, as the rows it builds."""
     from ray.data import ActorPoolStrategy
@@ -310,8 +318,8 @@ def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | No
 
     absorb_restart_notice()  # Ray's false alarm about the pools' restarts, spent before the first pool starts
     if media is not None:
-        ds = ds.map_batches(Prefetch, fn_constructor_kwargs={"media": media}, compute=ActorPoolStrategy(size=1),
-                            batch_size=None, batch_format="pyarrow", num_cpus=PREFETCH_CPUS)
+        ds = ds.map_batches(prefetch_media, fn_kwargs={"media": media}, compute=request_tasks(), batch_size=None,
+                            batch_format="pyarrow", num_cpus=REQUEST_CPUS)
     resources = {"num_cpus": model.num_cpus} | ({"num_gpus": model.num_gpus} if model.num_gpus else {})
     return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media, "rows": rows},
                           compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)

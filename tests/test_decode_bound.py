@@ -98,3 +98,28 @@ def test_the_retired_decode_batch_size_loads_with_a_notice(tmp_path, capsys):
     assert "decode.batch_size has no effect" in capsys.readouterr().err
     parse_run_config(base | {"decode": {"num_frames": 4}})
     assert "batch_size" not in capsys.readouterr().err
+
+
+def test_one_cache_per_driver_counts_each_pass_from_zero(ray_session, tmp_path):
+    """Two runs in one driver: the same cache actor (no process started for the second), and each run's decode
+    counts are its own: every file of its plan decoded once, none carried over from the first."""
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.pipeline import run_evaluation
+    from omnieval.plan import make_plan
+
+    bench = make_dissonance_benchmark(tmp_path / "b", seed=0, n_anchors=2, n_questions=1)
+
+    def config(name: str):
+        return parse_run_config({"benchmark": str(bench), "output": str(tmp_path / name),
+                                 "models": [{"name": "s", "engine": "simulated"}],
+                                 "decode": {"num_frames": 2, "max_side": 32}})
+
+    keys = {spec.key for spec in make_plan(config("plan")).media_specs.values()}
+    caches = []
+    for name in ("first", "second"):
+        result = run_evaluation(config(name), progress=False)
+        caches.append({a["ActorID"] for a in ray_session._private.state.state.actor_table(None).values()
+                       if a["ActorClassName"] == "MediaCache" and a["State"] == "ALIVE"})
+        assert result.decode_counts == dict.fromkeys(keys, 1)
+    assert len(caches[0]) == 1 and caches[0] == caches[1]

@@ -100,8 +100,9 @@ def warm_start(specs: list[MediaSpec], budget: int = WARM_START_BYTES) -> list[M
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class MediaCache:
-    """Named per run; ``lookup`` returns ``[status_ref, payload_ref]`` per spec (refs nested in a list are not
-    resolved by Ray on the way out).
+    """Named per driver and kept from one pass to the next (``reset`` between them, so each pass decodes its own
+    keys once and frees them when it ends); ``lookup`` returns ``[status_ref, payload_ref]`` per spec (refs nested in
+    a list are not resolved by Ray on the way out).
 
     At most ``parallel`` decode tasks run at once (0: no bound of ours; ``parallelism.cpu_parallelism`` says why
     a run bounds them): a lookup of keys not yet launched waits (an async actor: other lookups go on meanwhile)
@@ -113,8 +114,18 @@ class MediaCache:
         self._launched: dict[str, asyncio.Event] = {}  # keys asked for; the event is set once their task exists
         self._decodes: dict[str, int] = {}
         self._slots = asyncio.Semaphore(parallel) if parallel > 0 else None
+        self._generation = 0  # one per pass (``reset``): a lookup of an ended pass launches nothing more
+
+    def reset(self) -> None:
+        """Start a new pass: forget every key and count (the decoded objects are freed once no reader holds them);
+        lookups of the ended pass still waiting for a slot give up."""
+        self._generation += 1
+        for event in self._launched.values():
+            event.set()
+        self._refs, self._launched, self._decodes = {}, {}, {}
 
     async def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
+        generation = self._generation
         new = list({spec.key: spec for spec in specs
                     if spec.key not in self._refs and spec.key not in self._launched}.values())
         for spec in new:
@@ -123,6 +134,9 @@ class MediaCache:
             group = new[start:start + DECODES_PER_TASK]
             if self._slots is not None:
                 await self._slots.acquire()
+            if self._generation != generation:  # the pass ended while this waited
+                self._slots.release()
+                return []
             refs = decode_task.options(num_returns=2 * len(group)).remote(*group)
             for i, spec in enumerate(group):
                 self._refs[spec.key] = [refs[2 * i], refs[2 * i + 1]]
@@ -133,6 +147,8 @@ class MediaCache:
         for spec in specs:
             if spec.key not in self._refs:
                 await self._launched[spec.key].wait()
+        if self._generation != generation:
+            return []
         return [self._refs[spec.key] for spec in specs]
 
     async def _release_after(self, ref: ray.ObjectRef) -> None:
