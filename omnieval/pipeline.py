@@ -30,7 +30,6 @@ import os
 import platform
 import re
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -40,8 +39,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
+from omnieval.pass_cache import PassCache, media_cache
 from omnieval.plan import Plan, engine_models, expand_plan, make_plan
-from omnieval.stages import MediaSource
 
 if TYPE_CHECKING:
     from omnieval.store import RunStore
@@ -180,7 +179,7 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
     with prepared_run(config, address, overwrite=overwrite) as run:
         started = time.time()
         answered = _Answered()
-        with _media_cache() as cache:
+        with media_cache() as cache:
             for model in config.models:
                 (one,) = _answer(model, [run], cache, progress)
                 answered.n_rows += one.n_rows
@@ -219,7 +218,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
         started = time.time()
         runs = [run for _, run in ready]
         try:
-            with _media_cache() as cache:
+            with media_cache() as cache:
                 answered = _answer(model, runs, cache, progress)
                 decode_counts = cache.decode_counts()
         except Exception as exc:
@@ -236,71 +235,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
     return results
 
 
-@dataclass(frozen=True)
-class _Cache:
-    """A pass's ``MediaCache`` actor and the name stages find it by."""
-
-    actor: object
-    name: str
-
-    def source(self, specs: dict) -> MediaSource:
-        return MediaSource(self.name, "omnieval", specs)
-
-    def decode_counts(self) -> dict[str, int]:
-        import ray
-
-        return ray.get(self.actor.decode_counts.remote())
-
-    def warm_start(self, specs: list) -> None:
-        """Start decoding the first media of the pass now (``media.cache.warm_start``: a bounded amount), so they
-        decode while the engine actors start and load their models; the stream asks for the rest as it goes. (On
-        a resumed run some may be media of finished rows only: a bounded waste, never a wrong answer.)"""
-        from omnieval.media.cache import warm_start
-
-        first = warm_start(specs)
-        if first:
-            self.actor.lookup.remote(first)
-
-
-_DRIVER_CACHE: dict[str, _Cache] = {}
-"""This process's ``MediaCache`` per Ray job: kept from one pass to the next, so a pass does not wait for an actor
-process to start (about half a second of a 2-core machine) before its first decode."""
-
-
-@contextmanager
-def _media_cache() -> Iterator[_Cache]:
-    """The ``MediaCache`` for one pass (decode once per content key, shared by every run of the pass): this
-    driver's, reset at the start and end of the pass (a pass's decodes are counted from zero and freed when it
-    ends), or a new one where that is gone or in use by another pass of this process (killed at the end)."""
-    import ray
-
-    from omnieval.media.cache import MediaCache
-    from omnieval.parallelism import cpu_parallelism
-
-    job = ray.get_runtime_context().get_job_id()
-    kept = _DRIVER_CACHE.pop(job, None)
-    if kept is not None:
-        try:
-            ray.get(kept.actor.reset.remote(), timeout=60)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            kept = None
-    cache = kept
-    if cache is None:
-        name = f"media-cache-{uuid.uuid4().hex[:12]}"
-        cache = _Cache(MediaCache.options(name=name, namespace="omnieval").remote(cpu_parallelism()), name)
-    try:
-        yield cache
-    finally:
-        try:
-            ray.get(cache.actor.reset.remote(), timeout=60)
-            _DRIVER_CACHE.setdefault(job, cache)  # another pass may have set one meanwhile: then this one goes
-            if _DRIVER_CACHE[job] is not cache:
-                ray.kill(cache.actor)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            ray.kill(cache.actor)
-
-
-def _answer(model: ModelConfig, runs: list[PreparedRun], cache: _Cache, progress: bool) -> list[_Answered]:
+def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progress: bool) -> list[_Answered]:
     """One answering model over one or more runs, with one engine pool: per run its describer first if it has one,
     then the request rows still to do of every run (tagged with the run, media looked up under the run's scope:
     ``stages.media_key``) through one ``through_model`` pipeline; each block's rows are written to their own run's
