@@ -38,7 +38,7 @@ AUDIO_STREAM = "#audio"
 def media_ref(path: str, modality: str | None) -> str:
     """The key of one decoded stream of a benchmark file: the path itself, or ``<path>#audio`` for the audio of a
     video container (``VIDEO_SUFFIXES``: a video's soundtrack), so the picture and the sound of one ``.mp4`` are two
-    media, each decoded once, that never collide in the decode cache, the prefetch actor or an engine's lookup."""
+    media, each decoded once, that never collide in the decode cache, the prefetch map or an engine's lookup."""
     if modality == "audio" and os.path.splitext(path)[1].lower() in VIDEO_SUFFIXES:  # a str op: called per segment
         return f"{path}{AUDIO_STREAM}"
     return path

@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray with 8 logical CPUs (the embedded default): engine replicas, the prefetch actor and decode tasks
+    """A local Ray with 8 logical CPUs (the embedded default): engine replicas, the request task and decode tasks
     each hold a slot, and 2 real cores would deadlock the actor pools."""
     import ray
 
@@ -79,6 +79,20 @@ def small_bench(tmp_path_factory):
 
     return make_dissonance_benchmark(tmp_path_factory.mktemp("small-bench") / "b", seed=0, n_anchors=4,
                                      n_questions=1)
+
+
+def media_specs_of(folder, n_anchors: int) -> list:
+    """The media specs (sorted by path) of a new synthetic dissonance benchmark of ``n_anchors`` anchors, one
+    question each, decoded small (2 frames, 32 px): for tests of the media cache itself."""
+    from omnieval.config import parse_run_config
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.plan import make_plan
+
+    bench = make_dissonance_benchmark(folder / "b", seed=0, n_anchors=n_anchors, n_questions=1)
+    config = parse_run_config({"benchmark": str(bench), "output": str(folder / "unused"),
+                               "models": [{"name": "s", "engine": "simulated"}],
+                               "decode": {"num_frames": 2, "max_side": 32}})
+    return sorted(make_plan(config).media_specs.values(), key=lambda s: s.path)
 
 
 def first_items(bench, n: int, dest):

@@ -15,15 +15,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def many_specs(tmp_path_factory):
     """40 media specs (10 anchors), so looking them all up takes several decode tasks of up to eight files."""
-    from omnieval.config import parse_run_config
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.plan import make_plan
+    from conftest import media_specs_of
 
-    bench = make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=10, n_questions=1)
-    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path_factory.mktemp("unused")),
-                               "models": [{"name": "s", "engine": "simulated"}],
-                               "decode": {"num_frames": 2, "max_side": 32}})
-    specs = sorted(make_plan(config, expand=True).media_specs.values(), key=lambda s: s.path)
+    specs = media_specs_of(tmp_path_factory.mktemp("bench"), n_anchors=10)
     assert len(specs) == 40
     return specs
 
@@ -45,7 +39,7 @@ def test_decode_tasks_in_flight_never_exceed_the_bound(ray_session, many_specs, 
     cache = MediaCache.options(name=name, namespace="omnieval-test").remote(parallel)
     try:
         client = CacheClient(name, "omnieval-test")
-        client.request(many_specs[:20])  # started without waiting, as the prefetch actor does
+        client.request(many_specs[:20])  # started without waiting, as the prefetch map does
         assert client.statuses(many_specs) == [""] * 40  # every file decoded ...
         assert ray.get(cache.decode_counts.remote()) == {s.key: 1 for s in many_specs}  # ... once
         intervals: list = []

@@ -16,15 +16,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def specs(tmp_path_factory):
-    from omnieval.config import parse_run_config
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.plan import make_plan
+    from conftest import media_specs_of
 
-    bench = make_dissonance_benchmark(tmp_path_factory.mktemp("bench") / "b", seed=0, n_anchors=2, n_questions=1)
-    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path_factory.mktemp("unused")),
-                               "models": [{"name": "s", "engine": "simulated"}],
-                               "decode": {"num_frames": 2, "max_side": 32}})
-    return sorted(make_plan(config).media_specs.values(), key=lambda s: s.path)
+    return media_specs_of(tmp_path_factory.mktemp("bench"), n_anchors=2)
 
 
 def _pid(cache) -> int:

@@ -222,7 +222,7 @@ def test_hf_engine_refuses_a_request_whose_ids_lost_the_soundtrack(omni_engine, 
 @pytest.mark.slow
 def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_decoded_here(
         ray_session, omni_engine, tiny_models, st_bench, tmp_path):
-    """Through the pipeline (prefetch actor, decode cache keyed ``path`` and ``path#audio``, the model stage), every
+    """Through the pipeline (prefetch map, decode cache keyed ``path`` and ``path#audio``, the model stage), every
     row equals the engine called in this process on media decoded here: a soundtrack lookup that mixed up the
     picture and the sound, or lost the audio, would give other logprobs or an error."""
     import polars as pl

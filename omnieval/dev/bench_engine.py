@@ -1,7 +1,7 @@
 """``omnieval bench engine``: the steady-state instances/s of the vLLM path against bare vLLM on the same prompts.
 
 Two runs of ``run_evaluation`` on the same synthetic benchmark with the ``vllm`` engine behind the model stage (Ray
-Data prefetch actor, an engine actor per replica, Parquet parts), one on a small seeded sample of the items and one on
+Data request task, an engine actor per replica, Parquet parts), one on a small seeded sample of the items and one on
 all of them (5,760 instances by default), give the marginal rate ``(n_all - n_small) / (t_all - t_small)``: the
 steady state, with the start-up (Ray Data actors, the engine's model load, the first compile) cancelled out. The
 start-up is listed apart (``t_small - n_small / marginal``). The limit is bare ``vllm.LLM.generate`` in one process on

@@ -174,7 +174,7 @@ class MediaCache:
 
 
 class CacheClient:
-    """A reader of the run's cache (prefetch actor, engine replicas, describers, vLLM media fetchers): fetches the
+    """A reader of the run's cache (prefetch map, engine replicas, describers, vLLM media fetchers): fetches the
     statuses or payloads of some specs, and when the cache died and took the refs with it, looks them up again."""
 
     def __init__(self, name: str, namespace: str):

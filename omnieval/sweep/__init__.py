@@ -49,7 +49,7 @@ the same fingerprint resumes through the pipeline's part files; a run folder who
 has no ``sweep-run.json``) holds predictions of another config and is cleared first.
 
 **Scheduling.** Runs go model by model: one model's runs over all its protocols and prompt styles, then the next
-model's. All of one model's incomplete runs go through one pass (``pipeline.evaluate_runs``): one prefetch actor and
+model's. All of one model's incomplete runs go through one pass (``pipeline.evaluate_runs``): one request task and
 one engine pool (a Ray Data actor pool) for all of them, so the model is loaded once per replica, not once per run,
 while each run is still prepared, resumed, consolidated, marked and measured on its own (a sweep's runs are
 multiple-choice runs without judges or describers: a sweep model with ``describe:`` or ``modes:`` is refused; run
