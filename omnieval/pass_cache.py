@@ -9,6 +9,7 @@ or Ray was restarted in this process) or another pass of this process holds it, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,13 +22,14 @@ NAMESPACE = "omnieval"
 
 @dataclass(frozen=True)
 class PassCache:
-    """A pass's ``MediaCache`` actor and the name stages find it by."""
+    """A pass's ``MediaCache`` actor, the name stages find it by, and the pass (the actor outlives it)."""
 
     actor: object
     name: str
+    pass_id: str = ""
 
     def source(self, specs: dict) -> MediaSource:
-        return MediaSource(self.name, NAMESPACE, specs)
+        return MediaSource(self.name, NAMESPACE, specs, self.pass_id)
 
     def decode_counts(self) -> dict[str, int]:
         import ray
@@ -76,6 +78,7 @@ def media_cache() -> Iterator[PassCache]:
     if cache is None:
         name = f"media-cache-{uuid.uuid4().hex[:12]}"
         cache = PassCache(MediaCache.options(name=name, namespace=NAMESPACE).remote(cpu_parallelism()), name)
+    cache = dataclasses.replace(cache, pass_id=uuid.uuid4().hex[:12])
     try:
         yield cache
     finally:

@@ -52,11 +52,13 @@ REQUEST_CPUS = 0.25
 @dataclass(frozen=True)
 class MediaSource:
     """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by media
-    ref (``schema.media_ref``)."""
+    ref (``schema.media_ref``). ``pass_id`` tells passes apart: the driver keeps one cache, under one name, for all
+    of its passes, and resets it between them."""
 
     cache_name: str
     namespace: str
     specs: dict
+    pass_id: str = ""
 
     def client(self):
         from omnieval.media.cache import CacheClient
@@ -77,16 +79,17 @@ def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
             for scope, paths in zip(scopes, batch["media_paths"], strict=True)]
 
 
-_ASKED: dict[str, set[str]] = {}
-"""Per worker process: the media keys already asked of each run's cache (by cache name), the last few caches."""
+_ASKED: dict[tuple[str, str], set[str]] = {}
+"""Per worker process: the media keys already asked of the cache in each pass (cache name, pass id), the last few
+passes. Keyed by pass: a kept cache forgets every key when it is reset for the next pass."""
 
 
 def prefetch_media(batch: pa.Table, *, media: MediaSource) -> pa.Table:
     """Ask the run's cache to start decoding every media file of the batch not asked for before, without waiting:
     a map ahead of the model stage, so decodes run while earlier blocks are answered. The batch passes through
     unchanged. The model stage waits for the statuses (``ModelStage``); a cache that is gone shows there, with its
-    message. It runs in ``REQUEST_TASKS``, fused by Ray Data with the maps that make the request rows."""
-    asked = _ASKED.setdefault(media.cache_name, set())
+    message. It runs in ``request_tasks``, fused by Ray Data with the maps that make the request rows."""
+    asked = _ASKED.setdefault((media.cache_name, media.pass_id), set())
     for name in list(_ASKED)[:-4]:
         del _ASKED[name]
     columns = [c for c in ("media_scope", "media_paths") if c in batch.column_names]

@@ -117,3 +117,26 @@ def test_one_cache_per_driver_counts_each_pass_from_zero(ray_session, tmp_path):
                        if a["ActorClassName"] == "MediaCache" and a["State"] == "ALIVE"})
         assert result.decode_counts == dict.fromkeys(keys, 1)
     assert len(caches[0]) == 1 and caches[0] == caches[1]
+
+
+def test_prefetch_asks_again_in_the_next_pass_of_a_kept_cache(monkeypatch):
+    """The driver's cache keeps its name from one pass to the next and forgets every key between them: the prefetch
+    map asks once per key within a pass, and again in the next pass."""
+    import pyarrow as pa
+
+    from omnieval.media.cache import MediaSpec
+    from omnieval.stages import MediaSource, prefetch_media
+
+    asked: list[list[str]] = []
+
+    class Recorder:
+        def request(self, specs):
+            asked.append([s.key for s in specs])
+
+    monkeypatch.setattr(MediaSource, "client", lambda self: Recorder())
+    specs = {p: MediaSpec(f"k-{p}", p, "video") for p in ("a.mp4", "b.mp4")}
+    batch = pa.table({"media_paths": ['["a.mp4", "b.mp4"]', '["a.mp4"]']})
+    first, second = (MediaSource("cache", "ns", specs, pass_id) for pass_id in ("p1", "p2"))
+    for source in (first, first, second):
+        assert prefetch_media(batch, media=source) is batch
+    assert asked == [["k-a.mp4", "k-b.mp4"], ["k-a.mp4", "k-b.mp4"]]
