@@ -25,9 +25,13 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 CHUNK_ITEMS = 64
-BLOCK_INSTANCES = 256
-"""The most instances in a block. Fewer where the plan is small (``block_size``): a block is what one engine
-replica takes at a time, so a small run needs several to keep every replica busy."""
+BLOCK_INSTANCES = 1024
+"""The most instances in a block. A block is what one engine replica takes at a time, and what reaches the driver
+(and its resume log and progress bar) at once; each costs every stage of the stream some milliseconds of
+scheduling. So a block holds ``BATCHES_PER_BLOCK`` of the model's batches (``block_instances``), within 16 and this
+bound, and fewer where the plan is small (``ExpansionSource.block_size``)."""
+BATCHES_PER_BLOCK = 16
+DEFAULT_BLOCK_INSTANCES = 256
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.string())])
 """An instance block: the id, the instance as JSON, and the media refs of its segments (JSON list)."""
@@ -41,13 +45,25 @@ class ExpansionSource:
     bench: object
     seed: int
     options: object
+    max_block: int = DEFAULT_BLOCK_INSTANCES  # ``block_instances`` of the run's models
 
     @property
     def block_size(self) -> int:
-        """About 16 blocks in all (taking ~8 instances an item), 16 to ``BLOCK_INSTANCES`` instances each: every
-        block costs each stage of the stream some milliseconds of scheduling, so a small run wants few. The
-        digest does not depend on it."""
-        return max(16, min(BLOCK_INSTANCES, len(self.bench.items) * 8 // 16))
+        """About 16 blocks in all (taking ~8 instances an item), 16 to ``max_block`` instances each: every block
+        costs each stage of the stream some milliseconds of scheduling, so a small run wants few, and a small
+        block keeps a replica busy only briefly. The digest does not depend on it. (A chunk's blocks end with the
+        chunk: ``CHUNK_ITEMS`` items.)"""
+        return max(16, min(self.max_block, len(self.bench.items) * 8 // 16))
+
+
+def block_instances(batch_sizes: list[int]) -> int:
+    """The most instances in a block for models with these batch sizes: ``BATCHES_PER_BLOCK`` batches of the
+    smallest, within 16 and ``BLOCK_INSTANCES``. With the default batch of 16 that is 256 rows; a fast engine
+    with batches of 64 gets blocks 4x larger, and so 4x less scheduling a row (measured with the simulated
+    engine on 2 cores: 3.8k -> 4.9k instances/s at 16k instances)."""
+    if not batch_sizes:
+        return DEFAULT_BLOCK_INSTANCES
+    return max(16, min(BLOCK_INSTANCES, BATCHES_PER_BLOCK * min(batch_sizes)))
 
 
 @dataclass

@@ -248,7 +248,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progr
     import ray
 
     from omnieval.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
-    from omnieval.expansion import BLOCK_INSTANCES, instance_dataset
+    from omnieval.expansion import instance_dataset
     from omnieval.media_policy import answering_model, media_policy
     from omnieval.stages import REQUEST_CPUS, RowBuilder, drain, media_key, request_tasks, through_model
 
@@ -282,8 +282,8 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progr
             if rows:
                 import ray.data
 
-                tables = [request_table(rows[i:i + BLOCK_INSTANCES], tags)
-                          for i in range(0, len(rows), BLOCK_INSTANCES)]
+                size = plan.source.max_block
+                tables = [request_table(rows[i:i + size], tags) for i in range(0, len(rows), size)]
                 datasets.append(ray.data.from_arrow(tables))
                 total += len(rows)
         elif len(done) < planned[index]:  # a run whose rows are all done (same identity) starts no engine pool

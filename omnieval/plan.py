@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
-from omnieval.expansion import Expansion, ExpansionSource
+from omnieval.expansion import Expansion, ExpansionSource, block_instances
 from omnieval.media_policy import check_media_policies
 from omnieval.preflight import check_engines
 
@@ -58,7 +58,7 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
     check_media_policies(config)
     check_generation(config)
     source = ExpansionSource(protocol=bench.protocol, bench=replace(bench, items=list(items)), seed=config.seed,
-                             options=options)
+                             options=options, max_block=block_instances([m.batch_size for m in config.models]))
     plan = Plan(root=Path(bench.root), source=source, decode=config.decode)
     return expand_plan(plan, keep_blocks=keep_blocks) if expand else plan
 
