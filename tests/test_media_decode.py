@@ -58,6 +58,17 @@ def test_moving_box_is_sampled_uniformly_and_downscaled(clips):
     assert decode.decode_video(clips["video"], num_frames=2, max_side=160).data.shape == (2, 120, 160, 3)
 
 
+def test_downscaled_frames_are_pyavs_own_conversion_of_each_frame(clips):
+    """One scaler for the whole clip gives the pixels PyAV's per-frame ``to_ndarray(width=, height=)`` gives."""
+    import av
+
+    with av.open(str(clips["video"])) as container:
+        frames = list(container.decode(video=0))
+    want = np.stack([frames[i].to_ndarray(format="rgb24", width=32, height=24) for i in (2, 6, 10, 14)])
+    got = decode.decode_video(clips["video"], num_frames=4, max_side=32).data
+    assert got.shape == (4, 24, 32, 3) and np.array_equal(got, want)
+
+
 def _peak_hz(wave: np.ndarray) -> float:
     return float(np.argmax(np.abs(np.fft.rfft(wave))) * 16000 / len(wave))
 
