@@ -127,7 +127,7 @@ class PredictionRows:
         for i in range(len(batch["call"])):
             inst = (batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch
                     else Instance.model_validate_json(batch["instance_json"][i]))
-            cascade = json.loads(batch["cascade_json"][i])
+            cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
                   "r_latency_s")}
@@ -170,10 +170,15 @@ def _logprob(x) -> float | None:
     return None if x is None or x != x else float(x)
 
 
+def _cascade(text):
+    """A row's ``cascade_json``: most rows have none (``null``), and parsing it cost more than the test."""
+    return None if text is None or text == "null" else json.loads(text)
+
+
 def _value(v):
     """A numpy batch cell as a plain value: NaN/None -> None, numpy scalars -> Python."""
-    if v is None:
-        return None
+    if v is None or type(v) is str:  # most cells: returned as they are, without the checks below
+        return v
     if isinstance(v, float | np.floating) and np.isnan(v):
         return None
     if isinstance(v, np.ndarray):

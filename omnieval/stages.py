@@ -139,7 +139,8 @@ class ModelCalls:
     def _media(self, paths: set[str]) -> dict[str, object]:
         return self.fetch(paths)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray], keys_of: list | None = None) -> dict[str, np.ndarray]:
+        """``keys_of``: the batch's ``_row_keys`` where the caller has them already."""
         n = len(batch["call"])
         if "instance_json" in batch:  # parsed once: the engine's request and the row builder both read it
             from omnieval.schema import Instance
@@ -148,7 +149,7 @@ class ModelCalls:
                                                for j in batch["instance_json"]] + [None], dtype=object)[:-1]
         calls = [str(c) for c in batch["call"]]
         decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
-        keys_of = _row_keys(batch)
+        keys_of = keys_of if keys_of is not None else _row_keys(batch)
         skipped = [isinstance(s, str) and bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
         results = {i: _Result() for i in range(n) if skipped[i]}
         results |= {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i] and not skipped[i]}
@@ -238,20 +239,22 @@ class ModelStage(ModelCalls):
         self.rows = rows.build() if rows is not None else None
 
     def __call__(self, batch: dict[str, np.ndarray]):
+        keys_of = None
         if self.cache is not None and "media_paths" in batch:
-            batch["decode_error"] = self._decode_errors(batch)
-        batch = super().__call__(batch)
+            keys_of = _row_keys(batch)  # parsed once: the decode wait and the engine's media both need them
+            batch["decode_error"] = self._decode_errors(keys_of)
+        batch = super().__call__(batch, keys_of)
         if self.rows is not None:
             return pack_rows(self.rows(batch))
         batch.pop(INSTANCE_COLUMN, None)
         return batch
 
-    def _decode_errors(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+    def _decode_errors(self, keys_of: list[list[tuple[str, str]]]) -> np.ndarray:
         """Per row, ``media decode failed: ...`` naming each of its files that failed to decode, or ``""``. Waits
         for the decodes (started ahead by ``prefetch_media``); a key's status is asked of the cache once per actor:
         every condition, direction and order of an item shows the same few files, so after the first blocks a
         batch costs dict lookups, not a round trip to the cache and a wait on hundreds of small objects."""
-        per_row = [[key for key, _ in keys] for keys in _row_keys(batch)]
+        per_row = [[key for key, _ in keys] for keys in keys_of]
         unknown = sorted({k for keys in per_row for k in keys} - self.status.keys())
         self.status.update(zip(unknown, self.cache.statuses([self.specs[k] for k in unknown]), strict=True))
         errors = ["; ".join(self.status[k] for k in keys if self.status[k]) for keys in per_row]
