@@ -3,9 +3,9 @@ driver never holds the instances (its memory does not grow with them) and expans
 
 The items are cut into chunks of ``CHUNK_ITEMS`` (for a protocol whose items expand independently of each other,
 ``ITEM_LOCAL`` in its module; otherwise, as for spectrum's donors drawn across all items, one chunk holds every
-item). A task per chunk expands it (``protocol.expand_all``) and yields blocks of ``BLOCK_INSTANCES`` instance rows
-(``INSTANCE_SCHEMA``) into the object store, then a ``ChunkSummary``: its instance count, a SHA-256 of its
-instances' JSON, and the media files they show. The driver keeps the block refs and the summaries only; the run's
+item). A task per chunk expands it (``protocol.expand_all``) and yields blocks of ``ExpansionSource.block_size``
+instance rows (``INSTANCE_SCHEMA``) into the object store, then a ``ChunkSummary``: its instance count, a SHA-256 of
+its instances' JSON, and the media files they show. The driver keeps the block refs and the summaries only; the run's
 stream reads the blocks (``instance_dataset``).
 
 Without Ray (sweep planning, tests) the same chunks are expanded in this process, and the blocks are kept as tables
