@@ -11,8 +11,9 @@ import pytest
 
 @pytest.mark.parametrize(("batch_sizes", "expected"), [
     ([16], 16 * 16),      # the default batch: 256 rows, as before blocks followed the batch
-    ([64], 1024),         # 16 x 64 = 1024, the bound
-    ([200], 1024),        # 3,200 is over the bound
+    ([32], 512),          # 16 x 32 = 512, the bound
+    ([64], 512),          # 1,024 is over the bound
+    ([200], 512),
     ([2], 32),
     ([1], 16),            # never under 16
     ([64, 8, 32], 128),   # the smallest batch of the run's models: 16 x 8
@@ -26,7 +27,7 @@ def test_block_instances_is_sixteen_batches_of_the_smallest(batch_sizes, expecte
 
 @pytest.mark.parametrize(("n_items", "max_block", "expected"), [
     (2016, 1024, 1008),   # 2016 x 8 / 16: about 16 blocks
-    (4000, 1024, 1024),   # the model's bound
+    (4000, 512, 512),     # the model's bound
     (4000, 256, 256),
     (128, 1024, 64),      # a small run: 16 blocks of 64
     (8, 1024, 16),        # never under 16
@@ -48,7 +49,7 @@ def test_make_plan_sizes_blocks_by_the_models_batch(bench, tmp_path):
             "benchmark": str(bench), "output": str(tmp_path / f"b{batch_size}"),
             "models": [{"name": "sim", "engine": "simulated", "batch_size": batch_size}]}), expand=False)
 
-    assert plan(64).source.max_block == 1024
+    assert plan(64).source.max_block == 512
     assert plan(4).source.max_block == 64
 
 
