@@ -114,6 +114,13 @@ class DecodeConfig(_Config):
     media_check: Literal["probe", "exists", "off"] = Field(
         default="probe", description="pre-flight check of every distinct media file before model work")
 
+    @field_validator("media_check", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        """YAML 1.1 (``yaml.safe_load``) reads an unquoted ``off`` (and ``no``, ``false``) as ``False``: that is the
+        documented ``off``, not a type error."""
+        return "off" if v is False else v
+
     @model_validator(mode="before")
     @classmethod
     def _retired_batch_size(cls, data: Any) -> Any:
@@ -143,7 +150,8 @@ class RunConfig(_Config):
     protocol_options: dict[str, Any] = Field(
         default_factory=dict, description="the protocol's knobs (its ``Options`` model), checked before model work")
     benchmark: str
-    output: str
+    output: str = Field(min_length=1, description="a local folder (relative to the config file), or an s3:// or "
+                                                  "gs:// prefix")
     seed: int = 0
     prompts: list[str] = Field(default_factory=lambda: ["zs"])
     models: list[ModelConfig] = Field(min_length=1)
@@ -266,6 +274,23 @@ def _model_paths_relative_to(model: ModelConfig, base_dir: str | Path) -> ModelC
     return model.model_copy(update=update) if update else model
 
 
+def check_output_apart(output: str, benchmark: str, *, file: str | Path | None = None, field: str = "output",
+                       benchmark_field: str = "benchmark") -> None:
+    """An output folder is the run's alone: equal to the benchmark folder, inside it or holding it, a run (or
+    ``--overwrite``) would write into or clear the benchmark's folder. Remote outputs cannot hold a local
+    benchmark."""
+    if "://" in output or "://" in benchmark:
+        return
+    out, bench = Path(output).resolve(), Path(benchmark).resolve()
+    if out == bench or bench in out.parents:
+        raise InputError(f"the output {out} is the benchmark folder or inside it ({benchmark_field}: {bench}): a run "
+                         "writes its own folders there; name a folder outside the benchmark", file=file, field=field)
+    if out in bench.parents:
+        raise InputError(f"the output {out} holds the benchmark folder ({benchmark_field}: {bench}): an output "
+                         "folder holds the run's files only; name a folder of its own (e.g. out/)", file=file,
+                         field=field)
+
+
 def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str | Path | None = None) -> RunConfig:
     """Validate a config mapping; relative ``benchmark``/``output`` paths and model folders (``options.path``) are
     taken relative to ``base_dir`` (the config file's folder), so a config means the same from any working
@@ -276,6 +301,7 @@ def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str
         updates["models"] = [_model_paths_relative_to(m, base_dir) for m in config.models]
         updates["judges"] = [_model_paths_relative_to(j, base_dir) for j in config.judges]
         config = config.model_copy(update=updates)
+    check_output_apart(config.output, config.benchmark, file=file)
     return config
 
 

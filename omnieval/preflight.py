@@ -89,6 +89,9 @@ def folder_identities(config, plan) -> dict[str, dict]:
     from omnieval.store import RunStore
 
     digest = benchmark_digest(plan)
+    config = config.model_copy(update={"protocol": plan.source.protocol,
+                                       "protocol_options": canonical_options(plan.source.protocol,
+                                                                             config.protocol_options)})
     out = {RunStore.parts_folder(m.name): predictions_identity(config, m, digest) for m in config.models}
     if any("open" in modes_of(config, m) for m in config.models):
         out |= {judge_folder(j.name): judgements_identity(config, j, digest) for j in config.judges}
@@ -103,6 +106,33 @@ def folder_identities(config, plan) -> dict[str, dict]:
     return out
 
 
+def canonical_options(protocol: str, options: dict) -> dict:
+    """Protocol options as they decide rows: validated by the protocol's ``Options`` and without the values equal to
+    the defaults, so that writing a default out (``permutations: all``) or leaving it implicit is the same config.
+    Options the protocol no longer accepts are kept as written (the comparison then reports them)."""
+    from pydantic import ValidationError
+
+    from omnieval.protocols import get_protocol
+
+    try:
+        return get_protocol(protocol).Options.model_validate(options).model_dump(mode="json", exclude_defaults=True)
+    except (ValidationError, KeyError, ValueError):
+        return dict(options)
+
+
+def canonical_identity(held: dict, ident: dict) -> dict:
+    """A recorded identity in today's form: a ``protocol`` left null meant the benchmark's own (the benchmark's
+    digest pins it), and protocol options compare by ``canonical_options``; so a config that names its benchmark's
+    protocol, or writes a default option out, resumes the rows of one that did not."""
+    held = dict(held)
+    protocol = held.get("protocol") or ident.get("protocol")
+    if held.get("protocol") is None and held.get("benchmark") == ident.get("benchmark"):
+        held["protocol"] = protocol
+    if protocol and isinstance(held.get("protocol_options"), dict):
+        held["protocol_options"] = canonical_options(protocol, held["protocol_options"])
+    return held
+
+
 def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False) -> dict[str, str]:
     """Make sure every folder holds rows of its identity: a new folder gets ``_identity.json``; a folder with the same
     identity resumes; one with another identity (or parts of unknown origin) is refused with what changed, or, with
@@ -114,11 +144,11 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
         rel = f"{folder}/{IDENTITY_FILE}"
         parts = store.folder_parts(folder)
         held = json.loads(store.read_bytes(rel)) if store.exists(rel) else None
-        if held is not None and held.get("fingerprint") == fingerprint(ident):
+        if held is not None and fingerprint(canonical_identity(held.get("identity", {}), ident)) == fingerprint(ident):
             continue
         if held is None and not parts:
             continue
-        what = (differences(held.get("identity", {}), ident) if held is not None
+        what = (differences(canonical_identity(held.get("identity", {}), ident), ident) if held is not None
                 else ["its parts have no _identity.json (written by another omnieval version, or by hand)"])
         stale.append(f"{folder}: " + "; ".join(what[:6]) + (f"; and {len(what) - 6} more" if len(what) > 6 else ""))
     if stale and not overwrite:

@@ -41,6 +41,10 @@ def test_valid_config_resolves_paths_relative_to_the_file(tmp_path):
     (VALID + "colour: blue\n", "colour", "Extra inputs"),
     (VALID + "  - name: sim\n    engine: simulated\n", None, "unique"),
     (VALID + "    modes: [open]\n", None, "among the run's modes"),
+    (VALID.replace("output: out", "output: ''"), "output", "at least 1 character"),
+    (VALID.replace("output: out", "output: bench"), "output", "is the benchmark folder or inside it"),
+    (VALID.replace("output: out", "output: bench/runs/x"), "output", "is the benchmark folder or inside it"),
+    (VALID.replace("output: out", "output: ."), "output", "holds the benchmark folder"),
 ])
 def test_invalid_config_names_file_and_field(tmp_path, text, field, words):
     path = _write(tmp_path, text)
@@ -73,3 +77,20 @@ def test_model_modes_are_a_subset_of_the_runs(tmp_path):
     config = load_run_config(_write(tmp_path, text))
     assert modes_of(config, config.models[0]) == ["mcq", "open"]
     assert modes_of(config, config.models[1]) == ["mcq"]
+
+
+@pytest.mark.parametrize("written, read", [("off", "off"), ("'off'", "off"), ("false", "off"), ("exists", "exists")])
+def test_media_check_off_as_documented_loads(tmp_path, written, read):
+    """YAML reads an unquoted ``off`` as false: the documented ``media_check: off`` must still mean off."""
+    config = load_run_config(_write(tmp_path, VALID + f"decode: {{media_check: {written}}}\n"))
+    assert config.decode.media_check == read
+
+
+def test_sweep_output_holding_a_benchmark_is_refused(tmp_path):
+    from omnieval.sweep.config import load_sweep_config
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text("output: .\nprotocols: [{protocol: dissonance, benchmark: bench}]\n"
+                    "models: [{name: s, engine: simulated}]\n")
+    with pytest.raises(InputError, match="holds the benchmark folder .protocols.0..benchmark"):
+        load_sweep_config(path)

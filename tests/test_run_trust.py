@@ -90,6 +90,33 @@ def test_rerun_with_a_changed_config_is_refused_and_keeps_the_old_outputs(finish
     assert {p: p.read_bytes() for p in before} == before
 
 
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(protocol="dissonance"),  # the benchmark's own protocol, named
+    lambda d: d["decode"].update(media_check="exists"),  # a pre-flight setting, not a row's
+])
+def test_rerun_that_only_spells_out_the_same_config_resumes(finished_run, small_bench, change):
+    out, _ = finished_run
+    data = _data(small_bench, out, [yaml.safe_load(yaml.safe_dump(SIM))])
+    change(data)
+    again = run_evaluation(parse_run_config(data), progress=False)
+    assert again.n_rows == 0 and again.n_skipped == _n_instances(small_bench)
+
+
+def test_a_spectrum_option_written_at_its_default_resumes_and_a_changed_one_is_refused(ray_session, tmp_path):
+    from omnieval.cli import main
+
+    assert main(["datasets", "synth", "--protocol", "spectrum", "--items", "8", "--out", str(tmp_path / "b")]) == 0
+    sim = {"name": "sim", "engine": "simulated", "options": {"seed": 1}}
+    out = tmp_path / "run"
+    first = run_evaluation(_config(tmp_path / "b", out, [sim]), progress=False)
+    again = run_evaluation(_config(tmp_path / "b", out, [sim], protocol_options={"text_unit": "question"}),
+                           progress=False)  # the default, written out
+    assert first.n_rows > 0 and again.n_rows == 0 and again.n_skipped == first.n_rows
+    with pytest.raises(InputError, match="text_unit: added"):
+        run_evaluation(_config(tmp_path / "b", out, [sim], protocol_options={"text_unit": "question+options"}),
+                       progress=False)
+
+
 def test_changed_benchmark_content_is_refused(finished_run, small_bench, tmp_path):
     out, _ = finished_run
     bench = tmp_path / "bench"

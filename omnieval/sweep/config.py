@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from omnieval.config import DecodeConfig, ModelConfig, RayConfig, read_yaml, validated
+from omnieval.config import DecodeConfig, ModelConfig, RayConfig, check_output_apart, read_yaml, validated
 from omnieval.prompts import PROMPT_STYLES
 from omnieval.schema import InputError
 
@@ -175,6 +175,8 @@ def parse_sweep_config(data: Any, *, file: str | Path | None = None,
         protocols = [p.model_copy(update={"benchmark": _resolve(p.benchmark, base)}) for p in sweep.protocols]
         sweep = sweep.model_copy(update={"output": _resolve(sweep.output, base), "models": models,
                                          "protocols": protocols})
+    for i, entry in enumerate(sweep.protocols):
+        check_output_apart(sweep.output, entry.benchmark, file=file, benchmark_field=f"protocols[{i}].benchmark")
     if sweep.check_model_paths:
         for i, model in enumerate(sweep.models):
             path = model.model_path
