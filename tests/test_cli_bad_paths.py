@@ -53,3 +53,24 @@ def test_report_on_a_run_whose_run_json_is_cut_short_names_it_and_says_what_to_d
     assert str(run / "run.json") in err and "not valid JSON" in err and "omnieval run" in err
     assert not (tmp_path / "report").exists()
 
+
+@pytest.mark.parametrize("command, compute", [
+    ("metrics", "omnieval.metrics_command.metrics_and_paired"),
+    ("stats", "omnieval.stats.stats_table"),
+    ("power", "omnieval.power.power_table"),
+    ("report", "omnieval.report.build_report"),
+])
+@pytest.mark.parametrize("under", [True, False])
+def test_an_out_that_is_a_file_or_lies_under_one_is_refused_before_any_computing(run_folder, tmp_path, capsys,
+                                                                                 monkeypatch, command, compute,
+                                                                                 under):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    out = a_file / "results" if under else a_file
+    monkeypatch.setattr(compute, _never)
+    source = run_folder if command == "report" else run_folder / "predictions.parquet"
+    assert main([command, str(source), "--out", str(out)]) == 2
+    err = _one_line_error(capsys)
+    assert f"'{out}'" in err and "--out" in err
+    assert (f"lies under {a_file}, which is a file" if under else "is a file") in err
+    assert a_file.read_text() == "keep me"
