@@ -82,7 +82,8 @@ def _run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"output": args.out})
     result = run_evaluation(config, address=args.address, overwrite=args.overwrite)
     print(result.summary())
-    print(next_steps(result.output, result.predictions_path))
+    if result.measured:  # else the summary says that nothing was measured: no metrics to compute
+        print(next_steps(result.output, result.predictions_path))
     return 0 if result.ok else 1
 
 

@@ -172,7 +172,8 @@ class RunConfig(_Config):
                                   "only the workers can see the model storage)")
     max_error_rate: float = Field(
         default=0.0, ge=0.0, le=1.0, description="share of rows that may end in an error (media decode, engine) "
-                                                 "before the run exits non-zero")
+                                                 "before the run exits non-zero (a run where no row is an answer "
+                                                 "exits non-zero whatever this allows)")
 
     @field_validator("protocol")
     @classmethod

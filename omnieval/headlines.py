@@ -1,8 +1,11 @@
 """The few numbers of each protocol a person reads first, as terminal tables (``omnieval metrics`` and the demo).
 
-Each protocol's headline is a function of the long metrics table: a pivot of ``value [95% CI]`` by model. The
-full table is in ``metrics.csv``; these are what to look at first. Tables are printed wide enough never to wrap a
-header mid-word.
+Each protocol's headline is a function of the long metrics table: a pivot of ``value [95% CI]`` by model, one row
+per prompt style (a run with ``prompts: [zs, cot]`` has both of every model). The full table is in ``metrics.csv``;
+these are what to look at first. Tables are printed wide enough never to wrap a header mid-word.
+
+Every pivot goes through ``_wide``, which refuses a table where two metric rows would land in one cell: a cell
+is one number, never a silent pick or mean of several.
 """
 
 from __future__ import annotations
@@ -19,8 +22,22 @@ def _with_ci() -> pl.Expr:
     return pl.format("{} [{}, {}]", pl.col("value").round(2), pl.col("ci_low").round(2), pl.col("ci_high").round(2))
 
 
-def _by_model(rows: pl.DataFrame, index: str | list[str] = "metric") -> pl.DataFrame:
-    return rows.with_columns(_with_ci().alias("ci")).pivot(on="model", index=index, values="ci")
+def _wide(rows: pl.DataFrame, on: str, index: list[str]) -> pl.DataFrame:
+    """``value [CI]`` of ``rows`` with one column per value of ``on`` and one row per ``index``. The metrics table
+    has one row per (model, prompt, split, metric, key), so ``on`` and ``index`` must name (or, for ``key``, fold into
+    the metric label) each of them; a pair of rows sharing a cell would be a wrong headline, so it stops here with
+    the cell named."""
+    cells = rows.select(*index, on)
+    if cells.is_duplicated().any():
+        first = cells.filter(cells.is_duplicated()).row(0, named=True)
+        raise ValueError(f"headline table: two metric rows for one cell {first}; the metrics table has duplicate "
+                         "rows or the headline's index misses a column that tells them apart")
+    return rows.with_columns(_with_ci().alias("ci")).pivot(on=on, index=index, values="ci")
+
+
+def _by_model(rows: pl.DataFrame) -> pl.DataFrame:
+    """One column per model, a row per labelled metric x split x prompt style."""
+    return _wide(rows, "model", ["metric", "split", "prompt"]).sort(["split", "metric", "prompt"])
 
 
 def _label(frame: pl.DataFrame) -> pl.DataFrame:
@@ -28,10 +45,9 @@ def _label(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def dissonance(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    shapley = (table.filter(pl.col("metric") == "shapley").with_columns(_with_ci().alias("ci"))
-               .pivot(on="key", index=["model", "split"], values="ci").sort(["model", "split"]))
-    levels = _by_model(_label(table.filter(pl.col("metric").is_in(["accuracy_k", "abstention_k", "ace"]))),
-                       ["metric", "split"]).sort(["split", "metric"])
+    shapley = _wide(table.filter(pl.col("metric") == "shapley"), "key", ["model", "prompt", "split"]).sort(
+        ["model", "prompt", "split"])
+    levels = _by_model(_label(table.filter(pl.col("metric").is_in(["accuracy_k", "abstention_k", "ace"]))))
     return [("Shapley modality attribution of accuracy", shapley),
             (f"Accuracy and abstention by corruption level k, ACE ({CONDITION_NOTE})", levels)]
 
@@ -40,17 +56,16 @@ def crossmodal(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     rows = table.filter(pl.col("metric").is_in(["average", "disparity", "imbalance", "consistency"])
                         & ~pl.col("key").str.contains("/"))
     return [("Modality disparity, direction imbalance and consistency, with the average accuracy",
-             _by_model(_label(rows), ["metric", "split"]).sort(["split", "metric"]))]
+             _by_model(_label(rows)))]
 
 
 def spectrum(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     overall = table.filter(~pl.col("key").str.contains("/"))
     acc = (overall.filter((pl.col("metric") == "accuracy") | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
            .with_columns(pl.when(pl.col("metric") == "chance").then(pl.lit("chance")).otherwise("key").alias("metric")))
-    labels = overall.filter(pl.col("metric") == "dependency").select("model", "split", "key").unique()
-    note = "; ".join(f"{m} ({s}) {d}" for m, s, d in labels.sort("model", "split").iter_rows())
-    return [(f"Accuracy per shuffling condition against chance; dependency: {note}",
-             _by_model(acc, ["metric", "split"]).sort(["split", "metric"]))]
+    labels = overall.filter(pl.col("metric") == "dependency").select("model", "prompt", "split", "key").unique()
+    note = "; ".join(f"{m} {p} ({s}) {d}" for m, p, s, d in labels.sort("model", "prompt", "split").iter_rows())
+    return [(f"Accuracy per shuffling condition against chance; dependency: {note}", _by_model(acc))]
 
 
 def contrastive(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
@@ -58,7 +73,7 @@ def contrastive(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
             | (pl.col("metric") == "permutation_consistency")
             | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
     return [("Accuracy by number of inputs, permutation consistency, position bias of A",
-             _by_model(_label(table.filter(keep)), ["metric", "split"]).sort(["split", "metric"]))]
+             _by_model(_label(table.filter(keep))))]
 
 
 def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
@@ -68,7 +83,7 @@ def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         return []
     return [("Open-ended answers graded by the judges: accuracy (mean and per judge), multiple-choice minus open, "
              "judge kappa",
-             _by_model(_label(rows), ["metric", "split"]).sort(["split", "metric"]))]
+             _by_model(_label(rows)))]
 
 
 HEADLINES: dict[str, Callable[[pl.DataFrame], list[tuple[str, pl.DataFrame]]]] = {

@@ -25,10 +25,10 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``,
     and the paired differences of the same pass (``omnieval.paired``) as ``paired.csv`` and ``paired.parquet``."""
     start = time.perf_counter()
+    folder = local_folder(out)  # a bad --out stops here, before the computing
     load_protocols()
     predictions = read_predictions(paths)
     table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations)
-    folder = local_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     paired.write_csv(folder / "paired.csv")
     paired.write_parquet(folder / "paired.parquet")

@@ -61,6 +61,13 @@ class RunResult:
     error_examples: list[str] = field(default_factory=list)
     max_error_rate: float = 0.0
     skipped: dict = field(default_factory=dict)  # media_policy.skipped_summary
+    n_answers: int = 0  # rows that neither ended in an error nor were skipped: what the metrics measure
+
+    @property
+    def measured(self) -> bool:
+        """At least one row is a model's answer (an invalid answer counts: it is measured as invalid). A run where
+        every row errored or was skipped has nothing for ``metrics``, ``stats`` or ``report``."""
+        return self.n_answers > 0
 
     @property
     def error_rate(self) -> float:
@@ -69,9 +76,9 @@ class RunResult:
     @property
     def ok(self) -> bool:
         """False (the command exits non-zero) when more rows ended in an error than ``max_error_rate`` allows:
-        an errored row is not the model's answer, and a run whose rows errored has not measured the model."""
-        return (self.n_predictions > 0 and self.error_rate <= self.max_error_rate
-                and self.skipped.get("count", 0) < self.n_predictions)
+        an errored row is not the model's answer, and a run whose rows errored has not measured the model; and
+        always when no row is an answer (``measured``), whatever ``max_error_rate`` allows."""
+        return self.measured and self.error_rate <= self.max_error_rate
 
     def summary(self) -> str:
         from omnieval.media_policy import skipped_lines
@@ -85,10 +92,16 @@ class RunResult:
             lines += [f"{self.n_errors} of {self.n_predictions} rows ended in an error ({100 * self.error_rate:.1f}%; "
                       f"{kinds}); they are not answers and are left out of every metric. First ones:",
                       *(f"  {e[:300]}" for e in self.error_examples[:5])]
-            if not self.ok:
+            if self.error_rate > self.max_error_rate:
                 lines.append(f"FAILED: error share {self.error_rate:.3f} is above max_error_rate "
                              f"{self.max_error_rate:g}; fix the cause and rerun (finished rows are kept, errored "
                              "ones are retried), or allow a share with max_error_rate in the config")
+            if not self.measured:
+                skipped = self.skipped.get("count", 0)
+                lines.append(f"FAILED: nothing was measured: none of the {self.n_predictions} rows is an answer "
+                             f"({self.n_errors} ended in an error" + (f", {skipped} skipped" if skipped else "")
+                             + "), so there are no metrics to compute; fix the cause of the errors and rerun "
+                             "(errored rows are retried)")
         if self.accuracy_table:
             lines += ["", "accuracy by condition (valid predictions):", self.accuracy_table]
         return "\n".join(lines)
@@ -339,7 +352,8 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
                      n_errors=summary["n_errors"], decode_counts=decode_counts,
                      accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
-                     max_error_rate=config.max_error_rate, skipped=summary["skipped"])
+                     max_error_rate=config.max_error_rate, skipped=summary["skipped"],
+                     n_answers=summary["n_answers"])
 
 
 def summarise(predictions: pa.Table) -> dict:
@@ -352,7 +366,9 @@ def summarise(predictions: pa.Table) -> dict:
     kinds: dict[str, int] = {}
     for e in errors:
         kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    skipped = predictions["skipped"].to_pylist() if "skipped" in predictions.column_names else [None] * len(column)
     return {"n_predictions": predictions.num_rows, "n_errors": sum(e is not None for e in column),
+            "n_answers": sum(e is None and not s for e, s in zip(column, skipped, strict=True)),
             "errors_by_kind": kinds,
             "error_examples": errors[:5], "accuracy_table": accuracy_by_condition(predictions),
             "skipped": skipped_summary(predictions)}

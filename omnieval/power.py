@@ -193,6 +193,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
         raise InputError("--correlation must lie in [-1, 1]", field="--correlation")
     if effect is not None and effect <= 0:
         raise InputError("--effect must be positive", field="--effect")
+    folder = local_folder(out) if out else None  # a bad --out stops here, before the computing
     if paths:
         table = power_table(read_predictions(paths), effect=effect, alpha=alpha, power=power,
                             correlation=correlation)
@@ -206,8 +207,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
         except ValueError as exc:
             raise InputError(str(exc)) from exc
     _print(table)
-    if out:
-        folder = local_folder(out)
+    if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
         table.write_csv(folder / "power.csv")
         table.write_parquet(folder / "power.parquet")

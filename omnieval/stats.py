@@ -269,8 +269,8 @@ def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, se
     """Write ``tests.csv`` and ``tests.parquet`` to ``out``."""
     start = time.perf_counter()
     paths = list(paths)
+    folder = local_folder(out)  # a bad --out stops here, before the computing
     table = stats_table(read_predictions(paths), permutations=permutations, seed=seed)
-    folder = local_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     table.write_csv(folder / "tests.csv")
     table.write_parquet(folder / "tests.parquet")

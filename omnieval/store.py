@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -282,7 +283,18 @@ def readable(path: Path | StoredPath) -> Path | io.BytesIO:
 
 def local_folder(out: str | Path) -> Path:
     """An output folder of the statistics commands: local only (``Path("s3://b/x")`` would quietly become a local
-    folder named ``s3:``)."""
+    folder named ``s3:``), and one that can be made: the commands call this before their (possibly long) work, so
+    an ``--out`` that is a file, lies under a file or in a folder that cannot be written is one line, not a
+    traceback after the work is done."""
     if "://" in str(out):
         raise InputError("outputs (--out) go to a local folder; copy them to remote storage afterwards", file=out)
-    return Path(out)
+    folder = Path(out)
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists() or p.is_symlink())
+    if not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under {existing}, which is a file"
+        raise InputError(f"the output folder {where}, not a folder: choose another --out", file=out, field="--out")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == folder else f" ({existing}, where it would be made)"
+        raise InputError(f"the output folder{where} cannot be written: choose another --out", file=out,
+                         field="--out")
+    return folder

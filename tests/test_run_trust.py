@@ -320,7 +320,11 @@ def test_a_run_whose_rows_all_errored_exits_non_zero_and_says_why(ray_session, s
     allowed = tmp_path / "allowed.yaml"
     allowed.write_text(yaml.safe_dump(_data(bench, tmp_path / "out", [SIM], decode={"media_check": "off"},
                                             max_error_rate=1.0)))
-    assert main(["run", str(allowed)]) == 0
+    # allowed, every row may error; but then nothing was measured: said so, no follow-up commands, exit 1
+    assert main(["run", str(allowed)]) == 1
+    printed = capsys.readouterr().out
+    assert f"FAILED: nothing was measured: none of the {n} rows is an answer ({n} ended in an error)" in printed
+    assert "next:" not in printed and "metrics --out" not in printed and "error share" not in printed
 
 
 # ---------------------------------------------------------------------------------------------------------------

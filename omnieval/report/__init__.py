@@ -167,6 +167,7 @@ def report_command(inputs: list[str], out: str, *, resamples: int = 10_000, perm
                    seed: int = 0, title: str | None = None) -> int:
     """``omnieval report INPUT... --out DIR``: build and write the report; print where it is."""
     start = time.perf_counter()
+    local_folder(out)  # a bad --out stops here, before the computing
     report = build_report(inputs, resamples=resamples, permutations=permutations, seed=seed, title=title)
     paths = write_report(report, out)
     names = ", ".join(s.title for s in report.sections)

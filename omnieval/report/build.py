@@ -203,13 +203,22 @@ def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _run_json(predictions: list[Path | StoredPath]) -> dict:
+    """The run record beside the predictions ({} when there is none). One that cannot be read (a run stopped while
+    writing it, a file cut short in a copy) is refused, naming it: the report would otherwise show the run without
+    its config, seed and versions and say nothing."""
     for p in predictions:
         doc = p.parent / "run.json"
         if doc.is_file():
             try:
-                return json.loads(doc.read_text())
-            except (json.JSONDecodeError, OSError):
-                return {}
+                record = json.loads(doc.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+                record = exc
+            if not isinstance(record, dict):
+                why = f"not valid JSON ({record})" if isinstance(record, Exception) else "not a JSON object"
+                raise InputError(f"the run record is {why}: rerun the run's config with omnieval run to write it "
+                                 "again (finished rows are kept, not recomputed), or move run.json away to report "
+                                 "the predictions without it", file=doc)
+            return record
     return {}
 
 
@@ -223,8 +232,9 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
 
     sources = discover(inputs)
     names = labels([s.root for s in sources])
+    records = [_run_json(s.predictions) for s in sources]  # a bad one stops the report before any computing
     runs = []
-    for label, source in zip(names, sources):
+    for label, source, record in zip(names, sources, records, strict=True):
         predictions = read_predictions(source.predictions) if source.predictions else None
         paired = None
         if source.metrics is not None:
@@ -240,7 +250,7 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
                      "confidence_level": 0.95}
         tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
-        info = dict(_run_json(source.predictions))
+        info = dict(record)
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
         runs.append(Run(label, source, metrics, predictions, tests, info, paired))
