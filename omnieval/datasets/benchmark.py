@@ -9,10 +9,7 @@ the item (or line) and the field.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,22 +216,6 @@ def _check_streams(uses: dict[tuple[str, str], tuple[str, str, str]]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Writing (the built-in synthetic benchmarks and the converters)
 # ---------------------------------------------------------------------------------------------------------------
-
-@contextmanager
-def building_folder(out: Path, prefix: str = ".bench-") -> Iterator[Path]:
-    """A temporary folder beside ``out`` to build a benchmark in. When the block ends without an error it replaces
-    ``out`` in one rename, so a reader never sees a half-written benchmark; on an error it is removed."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-
 
 def write_benchmark_files(folder: Path, items: Iterable, meta: dict) -> None:
     """``items.jsonl`` (one pydantic item per line, unset optional fields left out) and ``benchmark.json``."""

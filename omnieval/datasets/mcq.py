@@ -61,9 +61,9 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from omnieval.datasets.benchmark import building_folder
 from omnieval.datasets.circular import question_groups
 from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
+from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.release_media import is_inside
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS, InputError
@@ -394,8 +394,9 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     ``splits`` chooses the splits (default: every split with answers; module doc); ``skip_missing_image`` drops
     rows without an image (text-only questions have nothing to shuffle) instead of failing on the first; ``limit``
     converts only the first rows (per source, in file order). The folder is written beside ``out_dir`` and moved
-    into place when complete. Image files named by path are read only under the source's folder (the folder
-    given, or the file's) and ``media_root``.
+    into place when complete; ``out_dir`` must be new or empty, or with ``overwrite`` a previous ``mcq`` output, and
+    apart from the source and ``media_root`` (``omnieval.datasets.output_folder``). Image files named by path are
+    read only under the source's folder (the folder given, or the file's) and ``media_root``.
     """
     source = Path(source)
     columns = columns or Columns()
@@ -403,11 +404,12 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     if kind not in READERS:
         raise ValueError(f"unknown format {fmt!r}; use one of auto, {', '.join(READERS)}")
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
+    sources = [Source(source, "the source folder" if source.is_dir() else "the source file")]
+    sources += [Source(Path(media_root), "the --media-root folder")] if media_root is not None else []
+    check_output_folder(out, "mcq", overwrite=overwrite, sources=sources)  # before reading the source
     chosen, skipped_splits = choose_splits(source, scan_splits(source, kind, columns), splits, columns.answer)
     bench_name = name or (source.stem if source.is_file() else source.name)
-    with building_folder(out, prefix=".mcq-") as tmp:  # replaces ``out`` in one rename when all is written
+    with building_folder(out, "mcq", overwrite=overwrite, sources=sources, prefix=".mcq-") as tmp:
         roots = [(source if source.is_dir() else source.parent).resolve()]
         roots += [Path(media_root).resolve()] if media_root is not None else []
         media = _MediaWriter(tmp, roots)
