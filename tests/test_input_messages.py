@@ -13,6 +13,8 @@ import pytest
 from PIL import Image
 
 from omnieval.cli import main
+from omnieval.datasets.benchmark import load_benchmark
+from omnieval.schema import InputError
 
 
 def picture(colour: str, fmt: str = "PNG") -> bytes:
@@ -61,3 +63,83 @@ def test_mcq_refuses_an_image_cut_short_naming_file_row_and_column(fmt, tmp_path
     assert "does not decode" in err and fmt.replace("JPEG", "JPG") in err
     assert not (tmp_path / "bench").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# -- options that repeat the same text -------------------------------------------------------------------------
+
+def test_spectrum_item_with_a_repeated_option_is_refused_at_load(tmp_path):
+    bench = spectrum_bench(tmp_path / "b", [["Paris", "Rome", "Oslo"], ["Paris", "London", "Paris"]])
+    with pytest.raises(InputError) as err:
+        load_benchmark(bench)
+    assert (err.value.file, err.value.item, err.value.field) == (str(bench / "items.jsonl"), "q1", "options")
+    assert "options[0] (A) 'Paris' and options[2] (C) 'Paris' are the same text" in str(err.value)
+    assert "Value error" not in str(err.value)
+
+
+def test_options_that_differ_only_in_case_and_punctuation_are_refused(tmp_path):
+    """An answer given as text is matched with case, spaces and punctuation ignored (``parse_answer``)."""
+    from omnieval.prompts import parse_answer
+
+    assert parse_answer("rome", ["A", "B", "C"], ["Paris", "Rome.", "Oslo"]) == "B"
+    bench = spectrum_bench(tmp_path / "b", [["Paris", "Rome", "Oslo"], ["Rome.", "Oslo", "rome"]])
+    with pytest.raises(InputError, match=r"options\[0\] \(A\) 'Rome\.' and options\[2\] \(C\) 'rome' read the "
+                                         "same") as err:
+        load_benchmark(bench)
+    assert (err.value.item, err.value.field) == ("q1", "options")
+
+
+def test_mcq_refuses_a_row_whose_options_repeat(tmp_path, capsys):
+    image = base64.b64encode(picture("red")).decode()
+    source = write_tsv(tmp_path / "src.tsv", [["1", "Colour?", "red", "blue", "green", "A", image],
+                                              ["2", "Colour?", "red", "blue", "blue", "B", image]])
+    err = one_line_error(["datasets", "mcq", str(source), "--out", str(tmp_path / "bench")], capsys)
+    assert f"file '{source}'" in err and "item '2 (row 1)'" in err and "field 'options'" in err
+    assert "options[1] (B) 'blue' and options[2] (C) 'blue'" in err
+    assert not (tmp_path / "bench").exists()
+
+
+def dissonance_item(options: list[str]) -> dict:
+    media = {"video": "v.mp4", "audio": "a.wav", "text": "about Kabli"}
+    return {"item_id": "d1", "question": "Food?", "anchor": "Kabli", "media": media,
+            "answer_key": {"Kabli": options[0]}, "options": options}
+
+
+def test_dissonance_options_that_read_the_same_are_refused(tmp_path):
+    bench = tmp_path / "d"
+    bench.mkdir()
+    (bench / "benchmark.json").write_text(json.dumps({"name": "d", "protocol": "dissonance"}))
+    item = dissonance_item(["Zorbli", "Mutra", "zorbli!", "Fenlo"])
+    (bench / "items.jsonl").write_text(json.dumps(item) + "\n")
+    with pytest.raises(InputError, match=r"options\[0\] 'Zorbli' and options\[2\] 'zorbli!' read the same") as err:
+        load_benchmark(bench)
+    assert (err.value.item, err.value.field) == ("d1", "options")
+
+
+def crossmodal_bench(folder: Path, item: dict) -> Path:
+    folder.mkdir()
+    (folder / "benchmark.json").write_text(json.dumps({"name": "x", "protocol": "crossmodal"}))
+    (folder / "items.jsonl").write_text(json.dumps(item) + "\n")
+    return folder
+
+
+def test_crossmodal_explicit_options_that_repeat_are_refused(tmp_path):
+    entry = {"question": "Which instrument?", "context": [{"modality": "audio", "input": "media/a.wav"}],
+             "options": [{"modality": "text", "input": "Violin"}, {"modality": "text", "input": "Cello"},
+                         {"modality": "text", "input": "violin"}], "answer": "A"}
+    bench = crossmodal_bench(tmp_path / "x", {"item_id": "x1", "directions": {"A->T": entry}})
+    with pytest.raises(InputError, match=r"options\[0\] \(A\) and options\[2\] \(C\) are the same text") as err:
+        load_benchmark(bench)
+    assert (err.value.item, err.value.field) == ("x1", "directions.A->T.options")
+
+
+@pytest.mark.parametrize("rendering,field", [("text", "distractors[1].text"), ("audio", "distractors[1].audio")])
+def test_crossmodal_entities_that_share_a_rendering_are_refused(rendering, field, tmp_path):
+    def entity(name: str) -> dict:
+        return {"text": f"A {name} bird", "audio": f"media/{name}.wav", "image": f"media/{name}.png"}
+
+    context, one, two = entity("red"), entity("blue"), entity("green")
+    two[rendering] = "a RED bird." if rendering == "text" else context["audio"]
+    bench = crossmodal_bench(tmp_path / "x", {"item_id": "x1", "context": context, "distractors": [one, two]})
+    with pytest.raises(InputError, match=f"is the same as context.{rendering}") as err:
+        load_benchmark(bench)
+    assert (err.value.item, err.value.field) == ("x1", field)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.schema import Anchor, InputError, media_ref, resolve_media_path
+from omnieval.schema import Anchor, InputError, media_ref, pydantic_message, resolve_media_path
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _parse(model, path: Path, where: str, record: dict, id_key: str):
     except ValidationError as exc:
         err = exc.errors()[0]
         item = record.get(id_key) if isinstance(record.get(id_key), str) else where
-        raise InputError(f"{err['msg']} ({where})", file=path, item=item, field=_field(err)) from None
+        raise InputError(f"{pydantic_message(err)} ({where})", file=path, item=item, field=_field(err)) from None
 
 
 def load_benchmark(path: str | Path) -> Benchmark:

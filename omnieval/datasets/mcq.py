@@ -64,7 +64,7 @@ from omnieval.datasets.mcq_images import CellError, MediaWriter, cell_image, mis
 from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.protocols.spectrum import Item
-from omnieval.schema import LABELS, InputError
+from omnieval.schema import LABELS, InputError, pydantic_message
 
 Format = Literal["auto", "parquet", "hf-disk", "tsv"]
 AnswerFormat = Literal["auto", "label", "index", "text"]
@@ -417,6 +417,6 @@ def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, st
                               group=None if group is None else f"{c['_split']}/{group}" if several else group))
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(err["msg"], file=row.file, item=where,
+            raise InputError(pydantic_message(err), file=row.file, item=where,
                              field=".".join(str(p) for p in err["loc"]) or None) from None
     return items
