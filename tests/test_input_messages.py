@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from PIL import Image
 
 from omnieval.cli import main
@@ -143,3 +144,54 @@ def test_crossmodal_entities_that_share_a_rendering_are_refused(rendering, field
     with pytest.raises(InputError, match=f"is the same as context.{rendering}") as err:
         load_benchmark(bench)
     assert (err.value.item, err.value.field) == ("x1", field)
+
+
+# -- a benchmark without benchmark.json; items.jsonl a folder --------------------------------------------------
+
+def test_a_spectrum_benchmark_without_benchmark_json_says_so(tmp_path):
+    bench = spectrum_bench(tmp_path / "b", [["Paris", "Rome"], ["Oslo", "Rome"]], meta=False)
+    with pytest.raises(InputError) as err:
+        load_benchmark(bench)
+    text = str(err.value)
+    assert err.value.file == str(bench / "benchmark.json") and err.value.field == "protocol"
+    assert "has no benchmark.json, so its protocol is unknown" in text and "is a 'spectrum' item" in text
+    assert "write benchmark.json with the benchmark's name and protocol" in text and "docs/benchmarks.md" in text
+    assert "anchor" not in text
+    (bench / "benchmark.json").write_text(json.dumps({"name": "b"}))  # a benchmark.json that names no protocol
+    with pytest.raises(InputError, match="has a benchmark.json without 'protocol', so its protocol is unknown"):
+        load_benchmark(bench)
+    (bench / "benchmark.json").write_text(json.dumps({"name": "b", "protocol": "spectrum"}))
+    assert len(load_benchmark(bench).items) == 2
+
+
+def test_a_broken_item_without_benchmark_json_names_the_default_and_the_field(tmp_path):
+    bench = tmp_path / "d"
+    bench.mkdir()
+    item = dissonance_item(["Zorbli", "Mutra", "Tek", "Fenlo"])
+    del item["anchor"]
+    (bench / "items.jsonl").write_text(json.dumps(item) + "\n")
+    with pytest.raises(InputError, match="has no benchmark.json, so its protocol is unknown: read as a dissonance "
+                                         "item .the default., its first item .line 1 of items.jsonl. fails: "
+                                         "field 'anchor'"):
+        load_benchmark(bench)
+
+
+def test_items_jsonl_that_is_a_folder_is_one_line(tmp_path, capsys):
+    bench = tmp_path / "b"
+    (bench / "items.jsonl").mkdir(parents=True)
+    (bench / "benchmark.json").write_text(json.dumps({"name": "b", "protocol": "spectrum"}))
+    with pytest.raises(InputError, match="items.jsonl is a folder, not a file") as err:
+        load_benchmark(bench)
+    assert err.value.file == str(bench / "items.jsonl")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"benchmark": str(bench), "output": str(tmp_path / "run"),
+                                      "models": [{"name": "sim", "engine": "simulated"}]}))
+    err = one_line_error(["run", str(config)], capsys)
+    assert f"file '{bench / 'items.jsonl'}'" in err and "is a folder, not a file" in err
+
+
+def test_benchmark_json_that_is_not_an_object_is_one_line(tmp_path):
+    bench = spectrum_bench(tmp_path / "b", [["Paris", "Rome"], ["Oslo", "Rome"]], meta=False)
+    (bench / "benchmark.json").write_text('["spectrum"]')
+    with pytest.raises(InputError, match="expected a JSON object .*got a JSON list"):
+        load_benchmark(bench)
