@@ -195,3 +195,78 @@ def test_benchmark_json_that_is_not_an_object_is_one_line(tmp_path):
     (bench / "benchmark.json").write_text('["spectrum"]')
     with pytest.raises(InputError, match="expected a JSON object .*got a JSON list"):
         load_benchmark(bench)
+
+
+# -- engine and protocol options -----------------------------------------------------------------------------
+
+def run_config(tmp_path: Path, options: dict, protocol_options: dict | None = None) -> Path:
+    bench = spectrum_bench(tmp_path / "bench", [["Paris", "Rome"], ["Oslo", "Rome"]])
+    config = tmp_path / "run.yaml"
+    body = {"benchmark": str(bench), "output": str(tmp_path / "run"), "decode": {"media_check": "off"},
+            "models": [{"name": "sim", "engine": "simulated", "options": options}]}
+    if protocol_options is not None:
+        body["protocol_options"] = protocol_options
+    config.write_text(yaml.safe_dump(body))
+    return config
+
+
+def test_simulated_reliance_that_is_not_a_mapping_says_what_it_must_be(tmp_path, capsys):
+    err = one_line_error(["run", str(run_config(tmp_path, {"reliance": "high"}))], capsys)
+    assert "field 'models[0].options.reliance'" in err
+    assert "reliance must be a mapping of percept -> probability in [0, 1], e.g. {video: 0.8, audio: 0.6, " \
+           "text: 0.9}" in err and "got 'high'" in err
+    assert "dictionary update sequence" not in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("options,field,says", [
+    ({"reliance": {"video": "high"}}, "reliance.video", "reliance.video must be a probability in [0, 1], got 'high'"),
+    ({"reliance": {"video": 1.5}}, "reliance.video", "reliance.video must be a probability in [0, 1], got 1.5"),
+    ({"temperature": "warm"}, "temperature", "temperature must be a number > 0, got 'warm'"),
+    ({"abstain_on_conflict": "0.5"}, "abstain_on_conflict", "must be a probability in [0, 1], got '0.5'"),
+    ({"noise": -1}, "noise", "noise must be a number >= 0"),
+    ({"seed": "seven"}, "seed", "seed must be an integer, got 'seven'"),
+    ({"modalities": 5}, "modalities", "modalities must be a list of video, audio, image, pointcloud, got 5"),
+])
+def test_simulated_options_of_the_wrong_shape_name_the_option(options, field, says, tmp_path, capsys):
+    err = one_line_error(["run", str(run_config(tmp_path, options))], capsys)
+    assert f"field 'models[0].options.{field}'" in err and says in err
+    assert "could not convert" not in err and "not supported between" not in err
+
+
+@pytest.mark.parametrize("engine,options,field,says", [
+    ("hf", {"path": "m", "dtype": ["float16"]}, "dtype", "dtype must be one of float32, float16, bfloat16"),
+    ("vllm", {"path": "m", "max_model_len": "8k"}, "max_model_len", "max_model_len must be an integer >= 1"),
+    ("vllm", {"path": "m", "gpu_memory_utilization": "high"}, "gpu_memory_utilization", "in (0, 1], got 'high'"),
+    ("vllm", {"path": "m", "enforce_eager": "yes"}, "enforce_eager", "enforce_eager must be true or false"),
+    ("openai", {"base_url": "http://127.0.0.1:9/v1", "modalities": 5}, "modalities", "modalities must be a list"),
+])
+def test_other_engines_options_of_the_wrong_shape_name_the_option(engine, options, field, says):
+    """Checked on the driver before any model loads (vLLM would refuse them inside the model's actor)."""
+    from omnieval.engines.base import OptionError, engine_class
+
+    with pytest.raises(OptionError) as err:
+        engine_class(engine).check_options(options)
+    assert err.value.option == field and says in str(err.value)
+
+
+@pytest.mark.parametrize("protocol_options,field,says", [
+    ({"text_unit": "all"}, "text_unit", "Input should be 'question' or 'question+options', got 'all'"),
+    ({"conditions": "normal"}, "conditions", "Input should be a valid list, got 'normal'"),
+    ({"singleton": "pool"}, "singleton", "unknown option 'singleton' of protocol spectrum (its options: text_unit, "
+                                         "donor_within, singletons, conditions)"),
+])
+def test_protocol_options_of_the_wrong_shape_say_what_was_given(protocol_options, field, says, tmp_path, capsys):
+    err = one_line_error(["run", str(run_config(tmp_path, {}, protocol_options))], capsys)
+    assert f"field 'protocol_options.{field}'" in err and says in err and "Extra inputs" not in err
+
+
+def test_contrastive_permutations_of_the_wrong_shape_is_one_message():
+    from pydantic import ValidationError
+
+    from omnieval.protocols.contrastive import Options
+
+    with pytest.raises(ValidationError) as err:
+        Options(permutations="some")
+    (only,) = err.value.errors()
+    assert only["loc"] == ("permutations",) and "'all' or a sample size (an integer >= 0), got 'some'" in only["msg"]
