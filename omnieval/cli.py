@@ -159,7 +159,7 @@ def _datasets_synth(args: argparse.Namespace) -> int:
     if args.soundtrack and args.protocol != "dissonance":
         raise SystemExit(f"omnieval datasets synth: --soundtrack applies to --protocol dissonance only, "
                          f"not {args.protocol}")
-    path = make_synthetic_benchmark(args.protocol, args.out, seed=args.seed, options=options)
+    path = make_synthetic_benchmark(args.protocol, args.out, seed=args.seed, options=options, overwrite=args.overwrite)
     print(f"wrote synthetic {args.protocol} benchmark to {path}")
     return 0
 
@@ -168,7 +168,7 @@ def _datasets_xmodbench(args: argparse.Namespace) -> int:
     from omnieval.datasets.xmodbench import convert_xmodbench
 
     report = convert_xmodbench(args.release, args.out, copy_media=args.copy, name=args.name,
-                               media_root=args.media_root)
+                               media_root=args.media_root, overwrite=args.overwrite)
     print(report.summary())
     return 0
 
@@ -228,9 +228,17 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
             media_dirs.setdefault(source, []).append(folder)
     media_map = read_media_map(args.media_map) if args.media_map else None
     report = convert_contra4(args.release, roots[0] if roots else None, args.out, name=args.name, split=args.split,
-                             media_map=media_map, media_dirs=media_dirs, copy=args.copy, on_missing=args.on_missing)
+                             media_map=media_map, media_dirs=media_dirs, copy=args.copy, on_missing=args.on_missing,
+                             overwrite=args.overwrite)
     print(report.summary())
     return 0
+
+
+def _overwrite_flag(parser: argparse.ArgumentParser, converter: str) -> None:
+    """``--overwrite`` of a converter: the one way to replace a folder, and only its own earlier output."""
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"--out holds a benchmark an earlier `datasets {converter}` wrote: replace it (any "
+                             "other non-empty folder is refused, with or without this flag)")
 
 
 def _models_tiny(args: argparse.Namespace) -> int:
@@ -348,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("datasets", help="benchmark tools")
     dsub = p.add_subparsers(dest="datasets_command", required=True)
     s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--protocol", default=next(iter(SYNTHETIC_BUILDERS)), choices=list(SYNTHETIC_BUILDERS),
                    help="the protocol whose synthetic benchmark to write")
     s.add_argument("--entities", type=_colours(4), default=6,
@@ -364,21 +372,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dissonance: write each anchor as one video file with its call as the soundtrack (the "
                         "item's audio is the video's own audio stream)")
     s.add_argument("--seed", type=int, default=0)
+    _overwrite_flag(s, "synth")
     s.set_defaults(func=_datasets_synth)
 
     s = dsub.add_parser("xmodbench", help="convert an XModBench release (JSON per subtask and direction)")
     s.add_argument("release", help="the release folder (JSON files and media)")
-    s.add_argument("--out", required=True, help="the benchmark folder to write")
+    s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
     s.add_argument("--name", default="xmodbench")
     s.add_argument("--media-root", default=None,
                    help="a folder the release's media may also be read from (default: the release folder only)")
+    _overwrite_flag(s, "xmodbench")
     s.set_defaults(func=_datasets_xmodbench)
 
     s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
                         "TSV) into a spectrum benchmark")
     s.add_argument("source", help="a .parquet file or folder, a datasets.save_to_disk folder, or a .tsv file")
-    s.add_argument("--out", required=True, help="the benchmark folder to write")
+    s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--name", default=None, help="benchmark name (default: the source's name)")
     s.add_argument("--format", default="auto", choices=["auto", "parquet", "hf-disk", "tsv"],
                    help="source format (auto: from the file suffix or the folder's contents)")
@@ -395,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=_bounded(1), default=None, help="convert only the first rows")
     s.add_argument("--media-root", default=None,
                    help="a folder image paths may also point into (default: the source's folder only)")
-    s.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    _overwrite_flag(s, "mcq")
     s.set_defaults(func=_datasets_mcq)
 
     s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
@@ -408,12 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--media-map", default=None, metavar="JSON",
                    help="files by id: {source: {id: file}} or the release's data2path.json (its directories are "
                         "ignored; files are looked up in the source's folders)")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--name", default="contra4")
     s.add_argument("--split", default=None)
     s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
     s.add_argument("--on-missing", default="error", choices=["error", "skip"],
                    help="an entry whose media file is missing: stop with an error, or skip it and list it")
+    _overwrite_flag(s, "contra4")
     s.set_defaults(func=_datasets_contra4)
 
     p = sub.add_parser("models", help="model tools")

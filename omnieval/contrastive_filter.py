@@ -29,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.schema import InputError
+from omnieval.schema import InputError, pydantic_message
 
 CRITERIA: tuple[str, ...] = ("MF", "UF", "PMF", "PUF")
 CAPTIONS_PREFIX = "captions:"
@@ -167,8 +167,8 @@ def _read_item_records(path: Path) -> tuple[Path, list[dict]]:
             Item.model_validate(record)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(f"{err['msg']} ({where})", file=file, item=str(record.get("item_id")),
-                             field=".".join(str(p) for p in err["loc"])) from None
+            raise InputError(f"{pydantic_message(err)} ({where})", file=file,
+                             item=str(record.get("item_id")), field=".".join(str(p) for p in err["loc"])) from None
         records.append(record)
     if not records:
         raise InputError("no items: the file holds no records", file=file)

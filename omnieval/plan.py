@@ -151,14 +151,19 @@ def protocol_options(config: RunConfig, protocol):
     """``protocol_options`` validated by the protocol's ``Options`` model (errors name the option)."""
     from pydantic import ValidationError
 
-    from omnieval.schema import InputError
+    from omnieval.schema import InputError, pydantic_message
 
     try:
         return protocol.Options.model_validate(config.protocol_options)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{err['msg']} (protocol {protocol.NAME})",
+        if err["type"] == "extra_forbidden":
+            known = list(protocol.Options.model_fields)
+            takes = f"its options: {', '.join(known)}" if known else "it takes none"
+            raise InputError(f"unknown option {where!r} of protocol {protocol.NAME} ({takes})",
+                             field=f"protocol_options.{where}") from None
+        raise InputError(f"{pydantic_message(err)} (protocol {protocol.NAME})",
                          field=f"protocol_options.{where}" if where else "protocol_options") from None
 
 

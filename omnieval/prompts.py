@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omnieval.schema import Instance, media_ref
+from omnieval.schema import Instance, media_ref, option_key
 
 INSTRUCTIONS: dict[str, str] = {
     "zs": "Answer with the option's letter from the given choices directly.",
@@ -193,12 +193,8 @@ def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence
     lead = re.match(rf"({cls})[\.\):](\s|$)", first_line)
     if lead:
         return lead.group(1)
-    normalized = _norm(body)
-    matches = [lab for lab, opt in zip(labels, option_texts, strict=False) if _norm(opt) == normalized]
+    normalized = option_key(body)
+    matches = [lab for lab, opt in zip(labels, option_texts, strict=False) if option_key(opt) == normalized]
     if len(matches) == 1:
         return matches[0]
     return None
-
-
-def _norm(s: str) -> str:
-    return re.sub(r"[\s\.\!\"']+", " ", s).strip().lower()

@@ -18,6 +18,8 @@ everywhere a run looks media up (a video file's own soundtrack is a second strea
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -73,6 +75,48 @@ def error_kind(message: str | None) -> str | None:
         return None
     return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
 
+
+
+def option_key(text: str) -> str:
+    """What an answer given as text is matched on (``prompts.parse_answer``): the option with case, runs of spaces
+    and punctuation (``.!"'``) ignored. Two options of one item with the same key cannot be told apart."""
+    return re.sub(r"[\s\.\!\"']+", " ", text).strip().lower()
+
+
+def repeated_option(keys: Sequence[str]) -> tuple[int, int] | None:
+    """The positions of the first option whose key an earlier option has, and of that earlier one; None if the
+    keys are distinct."""
+    seen: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key in seen:
+            return seen[key], i
+        seen[key] = i
+    return None
+
+
+def repeated_options_message(texts: Sequence[str], field: str = "options", labels: bool = True) -> str | None:
+    """Why ``texts`` (an item's option texts) cannot be scored, or None: two of them say the same, so a model that
+    picks the one that is not the answer is scored wrong for the right answer."""
+    pair = repeated_option([option_key(t) for t in texts])
+    if pair is None:
+        return None
+    i, j = pair
+    name = (lambda k: f"{field}[{k}] ({LABELS[k]})") if labels else (lambda k: f"{field}[{k}]")
+    how = "are the same text" if texts[i] == texts[j] else "read the same (case, spaces and punctuation aside)"
+    return (f"{name(i)} {texts[i]!r} and {name(j)} {texts[j]!r} {how}: a model choosing either would be scored "
+            "wrong for one of them; make the options distinct")
+
+
+def pydantic_message(err: dict) -> str:
+    """One error of a pydantic ``ValidationError`` in the user's terms: without pydantic's ``Value error, ``
+    prefix, and with the value given where it is short (``Input should be a valid list, got 'normal'``)."""
+    msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
+    shown = repr(value)
+    if err["type"] not in ("value_error", "missing", "extra_forbidden") and len(shown) <= 80 \
+            and isinstance(value, str | int | float | bool | list | type(None)):
+        msg += f", got {shown}"
+    return msg
 
 
 def _nonempty_item_id(v: str) -> str:
@@ -132,8 +176,9 @@ class DissonanceItem(Strict):
     def _options_distinct(cls, v: list[str]) -> list[str]:
         if len(v) < 2:
             raise ValueError("needs at least two options")
-        if len(set(v)) != len(v):
-            raise ValueError(f"options must be distinct, got {v}")
+        repeated = repeated_options_message(v, labels=False)  # labels are drawn per instance
+        if repeated:
+            raise ValueError(repeated)
         return v
 
 

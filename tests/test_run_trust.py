@@ -352,7 +352,7 @@ def test_actors_that_cannot_fit_the_cluster_are_refused_before_model_work(ray_se
 
 @pytest.mark.parametrize("bad, field", [
     ({"name": "b", "engine": "simulated", "options": {"relaince": {"video": 1.0}}}, "models[1].options.relaince"),
-    ({"name": "b", "engine": "simulated", "options": {"reliance": {"video": 1.5}}}, "models[1].options.reliance"),
+    ({"name": "b", "engine": "simulated", "options": {"reliance": {"video": 1.5}}}, "models[1].options.reliance.video"),
     ({"name": "b", "engine": "hf", "options": {}}, "models[1].options.path"),
     ({"name": "b", "engine": "hf", "options": {"path": "/no/such/model"}}, "models[1].options.path"),
     ({"name": "b", "engine": "hf", "options": {"path": "{tiny}", "dtype": "float8"}}, "models[1].options.dtype"),

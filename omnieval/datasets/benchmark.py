@@ -1,6 +1,7 @@
 """Load a benchmark folder in omnieval's own format and check it before any model work.
 
-A folder holds ``benchmark.json`` (name, protocol; optional, the protocol defaults to ``dissonance``), ``items.jsonl``
+A folder holds ``benchmark.json`` (name, protocol; without it, or without its ``protocol``, the items are read as
+``dissonance`` items, and a first item that is not one is refused as a benchmark of unknown protocol), ``items.jsonl``
 (or ``items.parquet``) in the protocol's ``Item`` format and, for the dissonance protocol, ``anchors.jsonl`` (the
 anchor library). Every problem raises ``InputError`` naming the file,
 the item (or line) and the field.
@@ -9,17 +10,17 @@ the item (or line) and the field.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.schema import Anchor, InputError, media_ref, resolve_media_path
+from omnieval.schema import Anchor, InputError, media_ref, pydantic_message, resolve_media_path
+
+DEFAULT_PROTOCOL = "dissonance"
+"""A benchmark whose ``benchmark.json`` names no protocol (or that has none) is read as this protocol's."""
 
 
 @dataclass
@@ -40,6 +41,8 @@ def _field(err: dict) -> str:
 
 def read_records(path: Path) -> list[tuple[str, dict]]:
     """(position, record) pairs from JSONL (``line N``) or Parquet (``row N``)."""
+    if path.is_dir() and path.suffix != ".parquet":  # pyarrow reads a folder of Parquet files as one table
+        raise InputError(f"{path.name} is a folder, not a file (of one JSON object per line)", file=path)
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -80,7 +83,7 @@ def _parse(model, path: Path, where: str, record: dict, id_key: str):
     except ValidationError as exc:
         err = exc.errors()[0]
         item = record.get(id_key) if isinstance(record.get(id_key), str) else where
-        raise InputError(f"{err['msg']} ({where})", file=path, item=item, field=_field(err)) from None
+        raise InputError(f"{pydantic_message(err)} ({where})", file=path, item=item, field=_field(err)) from None
 
 
 def load_benchmark(path: str | Path) -> Benchmark:
@@ -90,14 +93,9 @@ def load_benchmark(path: str | Path) -> Benchmark:
     root = Path(path).resolve()
     if not root.is_dir():
         raise InputError("benchmark folder does not exist", file=root)
-    meta: dict = {}
     meta_path = root / "benchmark.json"
-    if meta_path.exists():
-        try:
-            meta = json.loads(read_utf8(meta_path))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", file=meta_path) from None
-    protocol_name = meta.get("protocol", "dissonance")
+    meta = _read_meta(meta_path)
+    protocol_name = meta.get("protocol", DEFAULT_PROTOCOL)
     if protocol_name not in known_protocols():
         raise InputError(f"unknown protocol {protocol_name!r}; known protocols: {', '.join(known_protocols())}",
                          file=meta_path, field="protocol")
@@ -105,8 +103,11 @@ def load_benchmark(path: str | Path) -> Benchmark:
     items_path = next((p for p in (root / "items.jsonl", root / "items.parquet") if p.exists()), None)
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
+    records = read_records(items_path)
+    if records and "protocol" not in meta:
+        _fits_the_default(protocol.Item, meta_path, items_path, *records[0])
     items, seen, resolved = [], {}, set()
-    for where, record in read_records(items_path):
+    for where, record in records:
         item = _parse(protocol.Item, items_path, where, record, "item_id")
         if item.item_id in seen:
             raise InputError(f"duplicate item_id (first on {seen[item.item_id]}, again on {where})",
@@ -126,6 +127,55 @@ def load_benchmark(path: str | Path) -> Benchmark:
         bench.anchors = _load_anchors(root)
     protocol.validate_items(items, bench, file=items_path)
     return bench
+
+
+def _read_meta(meta_path: Path) -> dict:
+    """``benchmark.json`` as a dict; {} when the folder has none."""
+    if not meta_path.exists():
+        return {}
+    if not meta_path.is_file():
+        raise InputError("benchmark.json is a folder, not a file", file=meta_path)
+    try:
+        meta = json.loads(read_utf8(meta_path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", file=meta_path) from None
+    if not isinstance(meta, dict):
+        raise InputError(f"expected a JSON object such as {{\"name\": \"my-bench\", \"protocol\": \"spectrum\"}}, "
+                         f"got a JSON {type(meta).__name__}", file=meta_path)
+    return meta
+
+
+def _fits_the_default(model, meta_path: Path, items_path: Path, where: str, record: dict) -> None:
+    """Without a ``protocol`` in ``benchmark.json`` the items are read as the default protocol's (dissonance, as
+    the first benchmarks were). A first item that is not one is refused in those terms: the protocol is unknown,
+    which protocols the item does fit, and what to write; not merely the first dissonance field it lacks."""
+    from omnieval.protocols import get_protocol, known_protocols
+
+    try:
+        model.model_validate(record)
+        return
+    except ValidationError as exc:
+        err = exc.errors()[0]
+    fits = [name for name in known_protocols()
+            if name != DEFAULT_PROTOCOL and _validates(get_protocol(name).Item, record)]
+    missing = "has no benchmark.json" if not meta_path.exists() else "has a benchmark.json without 'protocol'"
+    if fits:
+        why = f"its first item ({where} of {items_path.name}) is a {' or '.join(map(repr, fits))} item"
+    else:
+        why = (f"read as a {DEFAULT_PROTOCOL} item (the default), its first item ({where} of {items_path.name}) "
+               f"fails: field {_field(err)!r}: {err['msg'].removeprefix('Value error, ')}")
+    raise InputError(f"the benchmark {missing}, so its protocol is unknown: {why}; write benchmark.json with the "
+                     "benchmark's name and protocol, e.g. {\"name\": \"my-bench\", \"protocol\": \"spectrum\"} "
+                     f"(protocols: {', '.join(known_protocols())}; see docs/benchmarks.md)", file=meta_path,
+                     field="protocol")
+
+
+def _validates(model, record: dict) -> bool:
+    try:
+        model.model_validate(record)
+    except ValidationError:
+        return False
+    return True
 
 
 def _load_anchors(root: Path) -> list[Anchor]:
@@ -219,22 +269,6 @@ def _check_streams(uses: dict[tuple[str, str], tuple[str, str, str]]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Writing (the built-in synthetic benchmarks and the converters)
 # ---------------------------------------------------------------------------------------------------------------
-
-@contextmanager
-def building_folder(out: Path, prefix: str = ".bench-") -> Iterator[Path]:
-    """A temporary folder beside ``out`` to build a benchmark in. When the block ends without an error it replaces
-    ``out`` in one rename, so a reader never sees a half-written benchmark; on an error it is removed."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-
 
 def write_benchmark_files(folder: Path, items: Iterable, meta: dict) -> None:
     """``items.jsonl`` (one pydantic item per line, unset optional fields left out) and ``benchmark.json``."""

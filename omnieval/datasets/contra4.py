@@ -25,7 +25,8 @@ file is an ``InputError`` naming the release file, the entry and the field (``ex
 ``on_missing="skip"`` (then the entry is left out and listed).
 
 ``convert_contra4`` writes ``benchmark.json`` (protocol ``contrastive``), ``items.jsonl`` and
-``media/<source>/<name as found>`` (hard links, or copies), so the benchmark folder is self-contained.
+``media/<source>/<name as found>`` (hard links, or copies), so the benchmark folder is self-contained; it is built
+beside ``out`` and moved into place when complete (``omnieval.datasets.output_folder``: what ``out`` may be).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnieval.datasets.contra4_media import MediaFolders, Wanted, find_media
+from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.contrastive import MAX_INPUTS, MIN_INPUTS, Input, Item
 from omnieval.schema import LABELS, InputError
@@ -293,34 +295,39 @@ def load_contra4(release: str | Path, media_root: str | Path | None = None, *, b
 
 def convert_contra4(release: str | Path, media_root: str | Path | None, out: str | Path, *, name: str = "contra4",
                     split: str | None = None, media_map: Mapping | None = None, media_dirs: MediaDirs | None = None,
-                    copy: bool = False, on_missing: str = "error") -> ConvertReport:
+                    copy: bool = False, on_missing: str = "error", overwrite: bool = False) -> ConvertReport:
     """Write a self-contained ``contrastive`` benchmark folder from a release file and its media (module doc):
-    ``media/<source>/<name as found>``, hard-linked (or copied)."""
+    ``media/<source>/<name as found>``, hard-linked (or copied). ``out`` must be new or empty, or with
+    ``overwrite`` a previous ``contra4`` output, and apart from the release file and the media folders given
+    (``omnieval.datasets.output_folder``)."""
     release, out = Path(release), Path(out)
+    sources = [Source(release, "the release file")]
+    sources += [Source(Path(media_root), "the --media-root folder")] if media_root is not None else []
+    sources += [Source(Path(d), f"the --media-root folder of source {s!r}") for s, dirs in (media_dirs or {}).items()
+                for d in ([dirs] if isinstance(dirs, str | Path) else dirs)]
+    check_output_folder(out, "contra4", overwrite=overwrite, sources=sources)  # before reading the media
     loaded = _read(release, media_root, benchmark=name, split=split, media_map=media_map, media_dirs=media_dirs,
                    on_missing=on_missing)
-    for rel, source in loaded.files.items():
-        target = out / "media" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            target.unlink()
-        if copy:
-            shutil.copy2(source, target)
-        else:
-            try:
-                os.link(source, target)
-            except OSError:  # another filesystem, or links not allowed
+    with building_folder(out, "contra4", overwrite=overwrite, sources=sources, prefix=".contra4-") as tmp:
+        for rel, source in loaded.files.items():
+            target = tmp / "media" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if copy:
                 shutil.copy2(source, target)
-    converted = [item.model_copy(update={"inputs": [inp.model_copy(update={"path": f"media/{inp.path}"})
-                                                    for inp in item.inputs]}) for item in loaded.items]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in converted),
-                                     encoding="utf-8")
-    meta = {"name": name, "protocol": "contrastive", "source": str(release.name), "split": split or release.stem,
-            "generator": "omnieval.datasets.contra4"}
-    (out / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    if loaded.skipped:
-        (out / "skipped.jsonl").write_text("".join(json.dumps(s) + "\n" for s in loaded.skipped))
+            else:
+                try:
+                    os.link(source, target)
+                except OSError:  # another filesystem, or links not allowed
+                    shutil.copy2(source, target)
+        converted = [item.model_copy(update={"inputs": [inp.model_copy(update={"path": f"media/{inp.path}"})
+                                                        for inp in item.inputs]}) for item in loaded.items]
+        (tmp / "items.jsonl").write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in converted),
+                                         encoding="utf-8")
+        meta = {"name": name, "protocol": "contrastive", "source": str(release.name), "split": split or release.stem,
+                "generator": "omnieval.datasets.contra4"}
+        (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        if loaded.skipped:
+            (tmp / "skipped.jsonl").write_text("".join(json.dumps(s) + "\n" for s in loaded.skipped))
     return ConvertReport(out, len(converted) + len(loaded.skipped), len(converted), loaded.skipped)
 
 

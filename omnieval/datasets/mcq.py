@@ -43,17 +43,15 @@ Items get ``answer`` as a label and ``media = {"image": "media/<content hash>.<e
 rows (MMBench repeats them) is written once. With more than one split converted the item id is ``<split>/<id>``.
 Errors are ``InputError`` naming the file, the row (and item id) and the column.
 
-The sources are read row by row in ``omnieval.datasets.mcq_sources``; the command is ``omnieval datasets mcq``.
+The sources are read row by row in ``omnieval.datasets.mcq_sources``, and each image cell is decoded in full and
+written by ``omnieval.datasets.mcq_images`` (a picture cut short, such as a truncated base64 string, is refused
+naming its row and column); the command is ``omnieval datasets mcq``.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
-import hashlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,17 +59,15 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from omnieval.datasets.benchmark import building_folder
 from omnieval.datasets.circular import question_groups
+from omnieval.datasets.mcq_images import CellError, MediaWriter, cell_image, missing_cell
 from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
-from omnieval.datasets.release_media import is_inside
+from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.protocols.spectrum import Item
-from omnieval.schema import LABELS, InputError
+from omnieval.schema import LABELS, InputError, pydantic_message
 
 Format = Literal["auto", "parquet", "hf-disk", "tsv"]
 AnswerFormat = Literal["auto", "label", "index", "text"]
-_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"),
-                (b"BM", ".bmp"), (b"II*\x00", ".tif"), (b"MM\x00*", ".tif"))
 
 
 @dataclass(frozen=True)
@@ -123,25 +119,10 @@ class Converted:
 # One row -> one item
 # ---------------------------------------------------------------------------------------------------------------
 
-def _missing(value) -> bool:
-    """None, NaN (pandas' empty cell) or a blank string."""
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and (not value.strip() or value.strip().lower() == "nan")
-
-
 def _text(value) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value).strip()
-
-
-class _RowError(Exception):
-    def __init__(self, message: str, column: str | None):
-        super().__init__(message)
-        self.column = column
 
 
 def _options(record: dict, columns: Columns) -> tuple[list[str], str]:
@@ -149,7 +130,7 @@ def _options(record: dict, columns: Columns) -> tuple[list[str], str]:
     if columns.options:
         name = columns.options
         if name not in record:
-            raise _RowError(f"no column {name!r}", name)
+            raise CellError(f"no column {name!r}", name)
         return _option_list(record[name], name), name
     for names in (list(LABELS), [f"choice_{label.lower()}" for label in LABELS]):
         if names[0] in record:
@@ -158,17 +139,17 @@ def _options(record: dict, columns: Columns) -> tuple[list[str], str]:
                 if col not in record:
                     break
                 values.append((col, record[col]))
-            while values and _missing(values[-1][1]):
+            while values and missing_cell(values[-1][1]):
                 values.pop()
             for col, value in values:
-                if _missing(value):
-                    raise _RowError("empty option before a later non-empty one", col)
+                if missing_cell(value):
+                    raise CellError("empty option before a later non-empty one", col)
             if values:
                 return [_text(v) for _, v in values], f"{names[0]}.."
     for name in Columns.OPTION_LISTS:
         if name in record:
             return _option_list(record[name], name), name
-    raise _RowError("no options: expected columns A, B, .. or a list column options / choices", None)
+    raise CellError("no options: expected columns A, B, .. or a list column options / choices", None)
 
 
 def _option_list(value, column: str) -> list[str]:
@@ -176,32 +157,32 @@ def _option_list(value, column: str) -> list[str]:
         try:
             value = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError):
-            raise _RowError("options text is not a list", column) from None
+            raise CellError("options text is not a list", column) from None
     if hasattr(value, "tolist"):
         value = value.tolist()
     if not isinstance(value, list | tuple):
-        raise _RowError(f"options must be a list, got {type(value).__name__}", column)
-    if any(_missing(v) for v in value):
-        raise _RowError("an option is empty", column)
+        raise CellError(f"options must be a list, got {type(value).__name__}", column)
+    if any(missing_cell(v) for v in value):
+        raise CellError("an option is empty", column)
     return [_text(v) for v in value]
 
 
 def _answer(value, options: list[str], fmt: str, features: dict, column: str) -> str:
     """The correct option's label."""
     labels = LABELS[: len(options)]
-    if _missing(value):
-        raise _RowError("no answer", column)
+    if missing_cell(value):
+        raise CellError("no answer", column)
     names = (features.get(column) or {}).get("names") if isinstance(features.get(column), dict) else None
     if names and isinstance(value, int) and fmt == "auto":  # a ClassLabel: its id -> its name
         if not 0 <= value < len(names):
-            raise _RowError(f"class id {value} outside the {len(names)} class names", column)
+            raise CellError(f"class id {value} outside the {len(names)} class names", column)
         value = names[value]
     if isinstance(value, float) and value.is_integer():
         value = int(value)
 
     def by_index(i: int) -> str:
         if not 0 <= i < len(options):
-            raise _RowError(f"answer index {i} outside the {len(options)} options (0-based)", column)
+            raise CellError(f"answer index {i} outside the {len(options)} options (0-based)", column)
         return labels[i]
 
     def by_text(text: str) -> str | None:
@@ -212,117 +193,35 @@ def _answer(value, options: list[str], fmt: str, features: dict, column: str) ->
         try:
             return by_index(int(value))
         except (TypeError, ValueError):
-            raise _RowError(f"answer {value!r} is not an index", column) from None
+            raise CellError(f"answer {value!r} is not an index", column) from None
     text = _text(value)
     if fmt == "label":
         if text not in labels:
-            raise _RowError(f"answer {text!r} is not one of the labels {labels[0]}..{labels[-1]}", column)
+            raise CellError(f"answer {text!r} is not one of the labels {labels[0]}..{labels[-1]}", column)
         return text
     if fmt == "text":
         label = by_text(text)
         if label is None:
-            raise _RowError(f"answer {text!r} is not exactly one of the options", column)
+            raise CellError(f"answer {text!r} is not exactly one of the options", column)
         return label
     if len(text) == 1 and text in LABELS:
         if text not in labels:
-            raise _RowError(f"answer {text!r} but the row has {len(options)} options ({labels[0]}..{labels[-1]})",
+            raise CellError(f"answer {text!r} but the row has {len(options)} options ({labels[0]}..{labels[-1]})",
                             column)
         return text
     if text.isdigit():
         as_text = by_text(text)
         as_index = by_index(int(text)) if int(text) < len(options) else None
         if as_text is not None and as_index is not None and as_text != as_index:
-            raise _RowError(f"answer {text!r} is ambiguous: option {as_index} by index, option {as_text} by text "
+            raise CellError(f"answer {text!r} is ambiguous: option {as_index} by index, option {as_text} by text "
                             "(set the answer format)", column)
         if as_text or as_index:
             return as_text or as_index  # type: ignore[return-value]
-        raise _RowError(f"answer index {text} outside the {len(options)} options (0-based)", column)
+        raise CellError(f"answer index {text} outside the {len(options)} options (0-based)", column)
     label = by_text(text)
     if label is None:
-        raise _RowError(f"answer {text!r} is neither a label, an index nor one of the options", column)
+        raise CellError(f"answer {text!r} is neither a label, an index nor one of the options", column)
     return label
-
-
-class _MediaWriter:
-    """Writes each distinct image once, named by its content hash. Image files are read only inside ``roots`` (the
-    source's folder and the media root, if given): ``release_media``."""
-
-    def __init__(self, out: Path, roots: list[Path]):
-        self.out, self.roots = out, roots
-        self.written: set[str] = set()
-
-    def bytes(self, data: bytes, column: str) -> str:
-        suffix = next((ext for magic, ext in _IMAGE_MAGIC if data.startswith(magic)), None)
-        if suffix is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-            suffix = ".webp"
-        if suffix is None:
-            raise _RowError("image data is not PNG, JPEG, GIF, WebP, BMP or TIFF", column)
-        rel = f"media/{hashlib.sha256(data).hexdigest()[:20]}{suffix}"
-        if rel not in self.written:
-            (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
-            (self.out / rel).write_bytes(data)
-            self.written.add(rel)
-        return rel
-
-    def path(self, path: Path, column: str) -> str:
-        if not is_inside(path, self.roots):
-            raise _RowError(f"image path {str(path)!r} resolves to {path.resolve()}, outside "
-                            f"{' or '.join(map(str, self.roots))}: images are read only under the source's folder "
-                            "(pass media_root to allow another folder)", column)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise _RowError(f"cannot read image file {str(path)!r}: {exc.strerror}", column) from None
-        return self.bytes(data, column)
-
-
-def _image(value, row: SourceRow, column: str, media: _MediaWriter) -> str | None:
-    """The written image's relative path, None when the row has none, or ``"ref:<index>"`` for a VLMEvalKit
-    reference to another row's image."""
-    if isinstance(value, list | tuple):
-        if len(value) > 1:
-            raise _RowError(f"{len(value)} images in one row: multi-image items are not supported", column)
-        value = value[0] if value else None
-    if _missing(value):
-        return None
-    if isinstance(value, dict):
-        if value.get("bytes"):
-            return media.bytes(bytes(value["bytes"]), column)
-        if value.get("path"):
-            return media.path(_source_path(value["path"], row), column)
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        return media.bytes(bytes(value), column)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("[") and text.endswith("]"):  # VLMEvalKit's list of base64 images
-            try:
-                return _image(ast.literal_eval(text), row, column, media)
-            except (ValueError, SyntaxError):
-                pass
-        if len(text) < 4096 and _is_file(_source_path(text, row)):
-            return media.path(_source_path(text, row), column)
-        if len(text) <= 64:
-            return f"ref:{text}"
-        if text.startswith("data:") and "," in text:
-            text = text.split(",", 1)[1]
-        try:
-            return media.bytes(base64.b64decode(text, validate=True), column)
-        except (binascii.Error, ValueError):
-            raise _RowError("image is neither base64 data nor an existing file", column) from None
-    raise _RowError(f"unsupported image value of type {type(value).__name__}", column)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):  # base64 text is no file name: too long, or a NUL byte
-        return False
-
-
-def _source_path(text: str, row: SourceRow) -> Path:
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else row.file.parent / path
 
 
 def _pick(record: dict, name: str | None, candidates: Sequence[str]) -> str | None:
@@ -346,7 +245,7 @@ def _row_split(row: SourceRow, columns: Columns) -> str:
     """The split of a row: its shard or split folder, else its ``split`` column, else ``all``."""
     if row.split is not None:
         return row.split
-    if columns.split and columns.split in row.record and not _missing(row.record[columns.split]):
+    if columns.split and columns.split in row.record and not missing_cell(row.record[columns.split]):
         return _text(row.record[columns.split])
     return "all"
 
@@ -359,7 +258,7 @@ def scan_splits(source: Path, kind: str, columns: Columns) -> dict[str, _SplitSc
     for row in READERS[kind](source, None, columns=wanted):
         scan = scans.setdefault(_row_split(row, columns), _SplitScan(file=row.file))
         scan.rows += 1
-        scan.answered += not _missing(row.record.get(columns.answer))
+        scan.answered += not missing_cell(row.record.get(columns.answer))
     return scans
 
 
@@ -394,8 +293,10 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     ``splits`` chooses the splits (default: every split with answers; module doc); ``skip_missing_image`` drops
     rows without an image (text-only questions have nothing to shuffle) instead of failing on the first; ``limit``
     converts only the first rows (per source, in file order). The folder is written beside ``out_dir`` and moved
-    into place when complete. Image files named by path are read only under the source's folder (the folder
-    given, or the file's) and ``media_root``.
+    into place when complete; ``out_dir`` must be new or empty, or with ``overwrite`` a previous ``mcq`` output, and
+    apart from the source and ``media_root`` (``omnieval.datasets.output_folder``). Image files named by path are
+    read only under the source's folder (the folder given, or the file's) and ``media_root``; each image is decoded
+    in full, so a truncated or corrupt one is refused here, naming its row and column.
     """
     source = Path(source)
     columns = columns or Columns()
@@ -403,14 +304,15 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
     if kind not in READERS:
         raise ValueError(f"unknown format {fmt!r}; use one of auto, {', '.join(READERS)}")
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise InputError("output folder exists and is not empty (pass overwrite=True to replace it)", file=out)
+    sources = [Source(source, "the source folder" if source.is_dir() else "the source file")]
+    sources += [Source(Path(media_root), "the --media-root folder")] if media_root is not None else []
+    check_output_folder(out, "mcq", overwrite=overwrite, sources=sources)  # before reading the source
     chosen, skipped_splits = choose_splits(source, scan_splits(source, kind, columns), splits, columns.answer)
     bench_name = name or (source.stem if source.is_file() else source.name)
-    with building_folder(out, prefix=".mcq-") as tmp:  # replaces ``out`` in one rename when all is written
+    with building_folder(out, "mcq", overwrite=overwrite, sources=sources, prefix=".mcq-") as tmp:
         roots = [(source if source.is_dir() else source.parent).resolve()]
         roots += [Path(media_root).resolve()] if media_root is not None else []
-        media = _MediaWriter(tmp, roots)
+        media = MediaWriter(tmp, roots)
         records: list[tuple[SourceRow, dict]] = []
         images_by_index: dict[str, str] = {}
         skipped: list[str] = []
@@ -451,37 +353,40 @@ def convert_mcq(source: str | Path, out_dir: str | Path, *, name: str | None = N
                      skipped_splits=skipped_splits, n_questions=n_questions)
 
 
-def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: _MediaWriter) -> dict:
+def _convert_row(row: SourceRow, columns: Columns, answer_format: str, media: MediaWriter) -> dict:
     record = row.record
     id_col = _pick(record, columns.id, Columns.ID_NAMES)
-    if id_col and _missing(record[id_col]):
+    if id_col and missing_cell(record[id_col]):
         id_col = None  # the row number stands in
     ident = _text(record[id_col]) if id_col else str(row.number)
     where = f"{ident} (row {row.number})"
     image_col = _pick(record, columns.image, Columns.IMAGE_NAMES)
     try:
         if columns.question not in record:
-            raise _RowError(f"no column {columns.question!r}", columns.question)
-        if _missing(record[columns.question]):
-            raise _RowError("empty question", columns.question)
+            raise CellError(f"no column {columns.question!r}", columns.question)
+        if missing_cell(record[columns.question]):
+            raise CellError("empty question", columns.question)
         question = _text(record[columns.question])
-        if columns.hint and columns.hint in record and not _missing(record[columns.hint]):
+        if columns.hint and columns.hint in record and not missing_cell(record[columns.hint]):
             question = f"{_text(record[columns.hint])}\n{question}"
         options, options_col = _options(record, columns)
         if not 2 <= len(options) <= len(LABELS):
-            raise _RowError(f"{len(options)} options (2 to 26 needed)", options_col)
+            raise CellError(f"{len(options)} options (2 to 26 needed)", options_col)
         if columns.answer not in record:
-            raise _RowError(f"no column {columns.answer!r}", columns.answer)
+            raise CellError(f"no column {columns.answer!r}", columns.answer)
         answer = _answer(record[columns.answer], options, answer_format, row.features, columns.answer)
-        image = _image(record[image_col], row, image_col, media) if image_col else None
-    except _RowError as exc:
+        image = cell_image(record[image_col], row, image_col, media) if image_col else None
+    except CellError as exc:
         raise InputError(str(exc), file=row.file, item=where, field=exc.column) from None
     category_col = columns.category if columns.category in record else None
     task_col = _pick(record, columns.task, Columns.TASK_NAMES)
     return {"_id": ident, "_id_col": id_col, "_image": image, "_image_col": image_col,
             "_split": _row_split(row, columns), "question": question, "options": options, "answer": answer,
-            "category": _text(record[category_col]) if category_col and not _missing(record[category_col]) else None,
-            "task": _text(record[task_col]) if task_col and not _missing(record[task_col]) else None}
+            "category": _cell_text(record, category_col), "task": _cell_text(record, task_col)}
+
+
+def _cell_text(record: dict, column: str | None) -> str | None:
+    return _text(record[column]) if column and not missing_cell(record[column]) else None
 
 
 def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, str], bench_name: str) -> list[Item]:
@@ -512,6 +417,6 @@ def _finish(records: list[tuple[SourceRow, dict]], images_by_index: dict[str, st
                               group=None if group is None else f"{c['_split']}/{group}" if several else group))
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(err["msg"], file=row.file, item=where,
+            raise InputError(pydantic_message(err), file=row.file, item=where,
                              field=".".join(str(p) for p in err["loc"]) or None) from None
     return items

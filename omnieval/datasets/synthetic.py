@@ -29,7 +29,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from omnieval.datasets.benchmark import building_folder, write_benchmark_files
+from omnieval.datasets.benchmark import write_benchmark_files
+from omnieval.datasets.output_folder import building_folder
 from omnieval.keyed import keyed_rng
 from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia
 
@@ -70,9 +71,12 @@ def _entities(seed: int, split: str, n: int, used: set[str]) -> list[str]:
 def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: int = 4, n_questions: int = 2,
                               splits: tuple[str, ...] = ("real", "synthetic"), n_outside: int = 12,
                               p_bench_distractor: float = 1 / 3, question_jitter: bool = False,
-                              speech: bool = False, soundtrack: bool = False, workers: int | None = None) -> Path:
+                              speech: bool = False, soundtrack: bool = False, workers: int | None = None,
+                              overwrite: bool = False) -> Path:
     """Write the benchmark folder (``benchmark.json``, ``anchors.jsonl``, ``items.jsonl``, ``media/``) and return
-    its path. Written into a temporary folder first and moved into place, so a half-written benchmark never exists.
+    its path. Written into a temporary folder first and moved into place, so a half-written benchmark never exists;
+    ``out_dir`` must be new or empty, or with ``overwrite`` a previous ``synth`` output, which it replaces
+    (``omnieval.datasets.output_folder``).
 
     ``speech=True`` makes each anchor's audio its tone pattern followed by its name spoken by espeak-ng (when the
     binary exists; else tones only, recorded as ``"speech": false`` in ``benchmark.json``). Media files are made by
@@ -89,7 +93,7 @@ def make_dissonance_benchmark(out_dir: str | Path, *, seed: int = 0, n_anchors: 
     if n_anchors > len(COLOURS):
         raise ValueError(f"at most {len(COLOURS)} anchors per split")
     out = Path(out_dir)
-    with building_folder(out, prefix=".synth-") as tmp:
+    with building_folder(out, "synth", overwrite=overwrite, prefix=".synth-") as tmp:
         anchors, items, jobs = [], [], []
         used: set[str] = set()
         for split_index, split in enumerate(splits):

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.datasets.benchmark import building_folder, write_benchmark_files
+from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.negatives import Candidate, build_tuple
+from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.keyed import keyed_rng, keyed_seed
 from omnieval.protocols.contrastive import MODALITIES, Input, Item
@@ -125,7 +126,7 @@ def _attributes(c: dict) -> np.ndarray:
 def make_contrastive_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities: int = 6, split: str = "all",
                                modalities: Sequence[str] = MODALITIES, similar_k: int = 2,
                                embed: Callable[[Sequence[str]], np.ndarray] | None = None,
-                               workers: int | None = None) -> Path:
+                               workers: int | None = None, overwrite: bool = False) -> Path:
     """Write ``benchmark.json``, ``items.jsonl`` and ``media/`` (one folder per creature); return the folder.
 
     ``n_entities * (len(modalities) - 1) * 2`` items."""
@@ -137,7 +138,7 @@ def make_contrastive_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities
     if not len(modalities) <= n_entities <= len(COLOURS):
         raise ValueError(f"n_entities must be in {len(modalities)}..{len(COLOURS)}")
     out = Path(out_dir)
-    with building_folder(out, prefix=".synth-ct-") as tmp:
+    with building_folder(out, "synth", overwrite=overwrite, prefix=".synth-ct-") as tmp:
         creatures = _creatures(seed, split, n_entities)
         jobs = []
         for c in creatures:

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from omnieval.datasets.benchmark import building_folder, write_benchmark_files
+from omnieval.datasets.benchmark import write_benchmark_files
+from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.keyed import keyed_rng
 from omnieval.protocols.crossmodal import Entity, Item
@@ -28,7 +29,7 @@ TASKS = {
 
 
 def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities: int = 6, n_distractors: int = 3,
-                              split: str = "all", workers: int | None = None) -> Path:
+                              split: str = "all", workers: int | None = None, overwrite: bool = False) -> Path:
     """Write ``benchmark.json``, ``items.jsonl`` and ``media/`` (one folder per creature); return the folder.
 
     ``2 * n_entities`` items (each creature is the context once per task), ``6`` instances each."""
@@ -37,7 +38,7 @@ def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities:
     if not n_distractors + 1 <= n_entities <= len(COLOURS):
         raise ValueError(f"n_entities must be in {n_distractors + 1}..{len(COLOURS)}")
     out = Path(out_dir)
-    with building_folder(out, prefix=".synth-xm-") as tmp:
+    with building_folder(out, "synth", overwrite=overwrite, prefix=".synth-xm-") as tmp:
         names = _entities(seed, split, n_entities, set())
         entities: dict[str, dict[str, Entity]] = {"video": {}, "image": {}}
         jobs = []

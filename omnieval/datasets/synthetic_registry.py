@@ -1,7 +1,8 @@
 """The built-in synthetic benchmarks by protocol: what ``omnieval datasets synth --protocol P`` writes.
 
 A protocol with a synthetic benchmark is one entry in ``SYNTHETIC_BUILDERS``: a function that writes the benchmark
-folder from ``SynthOptions`` (the CLI's size knobs, each builder reads those that apply to it) and returns its path.
+folder from ``SynthOptions`` (the CLI's size knobs, each builder reads those that apply to it) and ``overwrite``
+(replace a previous ``synth`` output), and returns its path.
 The builders import their generator when called, so listing the protocols stays cheap (``omnieval --help``).
 """
 
@@ -25,32 +26,33 @@ class SynthOptions:
     items: int = 48  # spectrum: items
 
 
-def _dissonance(out: str | Path, seed: int, o: SynthOptions) -> Path:
+def _dissonance(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
     from omnieval.datasets.synthetic import make_dissonance_benchmark
 
     return make_dissonance_benchmark(out, seed=seed, n_anchors=o.anchors, n_questions=o.questions, speech=o.speech,
-                                     question_jitter=o.question_jitter, soundtrack=o.soundtrack)
+                                     question_jitter=o.question_jitter, soundtrack=o.soundtrack,
+                                     overwrite=overwrite)
 
 
-def _crossmodal(out: str | Path, seed: int, o: SynthOptions) -> Path:
+def _crossmodal(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
 
-    return make_crossmodal_benchmark(out, seed=seed, n_entities=o.entities)
+    return make_crossmodal_benchmark(out, seed=seed, n_entities=o.entities, overwrite=overwrite)
 
 
-def _spectrum(out: str | Path, seed: int, o: SynthOptions) -> Path:
+def _spectrum(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
     from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
 
-    return make_spectrum_benchmark(out, seed=seed, n_items=o.items)
+    return make_spectrum_benchmark(out, seed=seed, n_items=o.items, overwrite=overwrite)
 
 
-def _contrastive(out: str | Path, seed: int, o: SynthOptions) -> Path:
+def _contrastive(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
 
-    return make_contrastive_benchmark(out, seed=seed, n_entities=o.entities)
+    return make_contrastive_benchmark(out, seed=seed, n_entities=o.entities, overwrite=overwrite)
 
 
-SYNTHETIC_BUILDERS: dict[str, Callable[[str | Path, int, SynthOptions], Path]] = {
+SYNTHETIC_BUILDERS: dict[str, Callable[[str | Path, int, SynthOptions, bool], Path]] = {
     "dissonance": _dissonance,
     "crossmodal": _crossmodal,
     "spectrum": _spectrum,
@@ -60,8 +62,9 @@ SYNTHETIC_BUILDERS: dict[str, Callable[[str | Path, int, SynthOptions], Path]] =
 
 
 def make_synthetic_benchmark(protocol: str, out: str | Path, *, seed: int = 0,
-                             options: SynthOptions | None = None) -> Path:
-    """Write ``protocol``'s synthetic benchmark to ``out``; returns the folder."""
+                             options: SynthOptions | None = None, overwrite: bool = False) -> Path:
+    """Write ``protocol``'s synthetic benchmark to ``out``; returns the folder. ``out`` must be new or empty, or
+    with ``overwrite`` a previous ``synth`` output (``omnieval.datasets.output_folder``)."""
     if protocol not in SYNTHETIC_BUILDERS:
         raise ValueError(f"no synthetic benchmark for protocol {protocol!r}; known: {', '.join(SYNTHETIC_BUILDERS)}")
-    return SYNTHETIC_BUILDERS[protocol](out, seed, options or SynthOptions())
+    return SYNTHETIC_BUILDERS[protocol](out, seed, options or SynthOptions(), overwrite)

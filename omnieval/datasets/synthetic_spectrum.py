@@ -25,7 +25,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from omnieval.datasets.benchmark import building_folder, write_benchmark_files
+from omnieval.datasets.benchmark import write_benchmark_files
+from omnieval.datasets.output_folder import building_folder
 from omnieval.keyed import keyed_rng
 from omnieval.protocols.spectrum import Item
 from omnieval.schema import LABELS
@@ -98,7 +99,7 @@ def spectrum_items(seed: int = 0, n_items: int = 48, split: str = "all") -> list
 
 
 def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int = 48, split: str = "all",
-                            workers: int | None = None) -> Path:
+                            workers: int | None = None, overwrite: bool = False) -> Path:
     """Write ``benchmark.json``, ``items.jsonl`` and ``media/`` (one PNG per distinct colour and layout); return
     the folder. ``n_items`` >= 8 (two per category, so every category has a donor for every item)."""
     from omnieval.media.synth import still_image
@@ -107,7 +108,7 @@ def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int 
         raise ValueError(f"n_items must be at least {2 * len(CATEGORIES)} (two per category)")
     items = spectrum_items(seed, n_items, split)
     out = Path(out_dir)
-    with building_folder(out, prefix=".synth-sp-") as tmp:
+    with building_folder(out, "synth", overwrite=overwrite, prefix=".synth-sp-") as tmp:
         pictures = sorted({it.media["image"] for it in items})
         jobs = []
         for rel in pictures:

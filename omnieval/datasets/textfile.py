@@ -18,13 +18,19 @@ def _not_utf8(path: Path, line: int, offset: int, byte: int, reason: str) -> Inp
                       "save the file as UTF-8", file=path, item=f"line {line}")
 
 
+def _unreadable(path: Path, exc: OSError) -> InputError:
+    if path.is_dir():
+        return InputError(f"{path.name} is a folder, not a file", file=path)
+    return InputError(f"cannot read file: {exc.strerror}", file=path)
+
+
 def read_utf8(path: str | Path) -> str:
     """The whole file as text (for JSON documents read at once)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", file=path) from None
+        raise _unreadable(path, exc) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -37,7 +43,11 @@ def utf8_lines(path: str | Path) -> Iterator[str]:
     hold twice). ``csv.reader`` accepts this iterator as it would the open text file."""
     path = Path(path)
     offset = 0
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")  # closed by the with below: only the opening is an input error
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with f:
         for number, raw in enumerate(f, start=1):
             try:
                 yield raw.decode("utf-8")

@@ -34,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnieval.datasets.benchmark import building_folder
+from omnieval.datasets.output_folder import Source, building_folder
 from omnieval.datasets.release_media import resolve_release_media
 from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
@@ -270,9 +270,12 @@ def _groups(by_file: dict[Path, list[Entry]], release: Path) -> tuple[list[list[
 
 
 def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_media: bool = False,
-                      name: str = "xmodbench", media_root: str | Path | None = None) -> ConvertReport:
+                      name: str = "xmodbench", media_root: str | Path | None = None,
+                      overwrite: bool = False) -> ConvertReport:
     """Read the question files under ``release_dir`` and write a crossmodal benchmark folder to ``out_dir``. Media
-    are read only under ``release_dir`` or ``media_root`` (a folder the release's media live in, if not beside it)."""
+    are read only under ``release_dir`` or ``media_root`` (a folder the release's media live in, if not beside it).
+    ``out_dir`` must be new or empty, or with ``overwrite`` a previous ``xmodbench`` output, and apart from both
+    (``omnieval.datasets.output_folder``)."""
     release = Path(release_dir).resolve()
     if not release.is_dir():
         raise InputError("release folder does not exist", file=release)
@@ -287,7 +290,10 @@ def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_medi
         raise InputError(f"no question files (<prefix>_questions_<context>_<candidates>.json) under the release "
                          f"folder ({len(every)} other JSON files)", file=release)
     out = Path(out_dir)
-    with building_folder(out, prefix=".xmodbench-") as tmp:  # replaces ``out`` in one rename when all is written
+    sources = [Source(release, "the release folder")]
+    sources += [Source(roots[1], "the --media-root folder")] if media_root is not None else []
+    # replaces ``out`` when all is written
+    with building_folder(out, "xmodbench", overwrite=overwrite, sources=sources, prefix=".xmodbench-") as tmp:
         linker = _MediaLinker(roots, tmp, copy_media)
         by_file = {f: _read_entries(f, release, linker) for f in files}
         entries = [e for f in files for e in by_file[f]]
@@ -305,7 +311,7 @@ def convert_xmodbench(release_dir: str | Path, out_dir: str | Path, *, copy_medi
         (tmp / "unmatched.jsonl").write_text("".join(json.dumps(r) + "\n" for r in report))
         meta = {"name": name, "protocol": "crossmodal", "source": str(release), "entries": len(entries),
                 "items": len(items), "unmatched": len(report), "question_files": len(files),
-                "skipped_json_files": len(every) - len(files), "converter": "omnieval.datasets.xmodbench"}
+                "skipped_json_files": len(every) - len(files), "generator": "omnieval.datasets.xmodbench"}
         (tmp / "benchmark.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return ConvertReport(out=out, n_entries=len(entries), n_items=len(items), unmatched=report, n_files=len(files),
                          n_skipped=len(every) - len(files))

@@ -269,7 +269,8 @@ def _check(base_url=None, served_model=None, api_key_env=None, logprobs="auto", 
                                       f"got {logprobs!r}")
     if video not in VIDEO_FORMATS:
         raise OptionError("video", f"openai engine: video must be one of {', '.join(VIDEO_FORMATS)}, got {video!r}")
-    if isinstance(modalities, str) or not all(m in SENT_MODALITIES for m in modalities):
+    if isinstance(modalities, str) or not isinstance(modalities, Sequence) \
+            or not all(isinstance(m, str) and m in SENT_MODALITIES for m in modalities):
         raise OptionError("modalities", f"openai engine: modalities must be a list of {', '.join(SENT_MODALITIES)}"
                                         f" (what the served model takes), got {modalities!r}")
     for name, value, low in (("top_logprobs", top_logprobs, 1), ("max_new_tokens", max_new_tokens, 1),

@@ -101,9 +101,13 @@ class HFEngine(Engine):
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
-        if options.get("dtype", "float32") not in DTYPES:
-            raise OptionError("dtype", f"hf engine: dtype must be one of {', '.join(DTYPES)}, "
-                                       f"got {options['dtype']!r}")
+        dtype = options.get("dtype", "float32")
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise OptionError("dtype", f"hf engine: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        device = options.get("device", "cpu")
+        if not isinstance(device, str) or not device:
+            raise OptionError("device", f"hf engine: device must be a device name such as cpu, cuda or cuda:0, "
+                                        f"got {device!r}")
         for name in ("max_new_tokens", "batch_size"):
             value = options.get(name, 1)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -39,9 +39,10 @@ chance where the text shows another anchor whose answer is not an option. Every 
 
 from __future__ import annotations
 
+import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -67,14 +68,17 @@ class SimulatedEngine(Engine):
                  judge_error: float = 0.0, judge_invalid_rate: float = 0.0, modalities: list[str] | None = None):
         super().__init__(model)
         self.modalities = _media_modalities(modalities)
-        self.reliance = dict(reliance or {"video": 0.8, "audio": 0.6, "text": 0.9})
-        for name, value in [*self.reliance.items(), ("abstain_on_conflict", abstain_on_conflict),
+        self.reliance = _reliance(reliance)
+        for name, value in (("abstain_on_conflict", abstain_on_conflict),
                             ("abstain_on_unsupported", abstain_on_unsupported), ("invalid_rate", invalid_rate),
-                            ("judge_error", judge_error), ("judge_invalid_rate", judge_invalid_rate)]:
-            if not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"simulated engine: {name} must be in [0, 1], got {value}")
-        if temperature <= 0:
-            raise ValueError("simulated engine: temperature must be > 0")
+                            ("judge_error", judge_error), ("judge_invalid_rate", judge_invalid_rate)):
+            _number(name, value, "a probability in [0, 1]", lambda v: 0.0 <= v <= 1.0)
+        _number("margin", margin, "a number (the decided option's logit boost)", lambda v: True)
+        _number("noise", noise, "a number >= 0 (the logits' Gaussian noise)", lambda v: v >= 0)
+        _number("temperature", temperature, "a number > 0", lambda v: v > 0)
+        _number("delay_ms", delay_ms, "a number of milliseconds >= 0", lambda v: v >= 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise OptionError("seed", f"simulated engine: seed must be an integer, got {seed!r}")
         self.abstain_on_conflict = abstain_on_conflict
         self.abstain_on_unsupported = abstain_on_unsupported
         self.margin, self.noise, self.temperature = margin, noise, temperature
@@ -83,12 +87,8 @@ class SimulatedEngine(Engine):
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
-        """The constructor is cheap and loads nothing: build one and report what it refuses."""
-        try:
-            cls("options-check", **options)
-        except (TypeError, ValueError) as exc:
-            name = next((k for k in options if k in str(exc)), "reliance")
-            raise OptionError(name, str(exc)) from None
+        """The constructor is cheap and loads nothing: build one and report what it refuses (``OptionError``)."""
+        cls("options-check", **options)
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:
@@ -202,12 +202,39 @@ class SimulatedEngine(Engine):
         return verdict
 
 
+DEFAULT_RELIANCE = {"video": 0.8, "audio": 0.6, "text": 0.9}
+RELIANCE_FORM = ("a mapping of percept -> probability in [0, 1], e.g. {video: 0.8, audio: 0.6, text: 0.9} (a "
+                 "percept: a modality, a joint one such as image+text, or a directed one such as audio->text)")
+
+
+def _reliance(reliance) -> dict[str, float]:
+    """``reliance`` checked in the user's terms (a YAML scalar or list would otherwise fail inside ``dict``)."""
+    if reliance is None or (isinstance(reliance, Mapping) and not reliance):
+        return dict(DEFAULT_RELIANCE)
+    if not isinstance(reliance, Mapping):
+        raise OptionError("reliance", f"simulated engine: reliance must be {RELIANCE_FORM}; got {reliance!r}")
+    for percept, value in reliance.items():
+        if not isinstance(percept, str) or not percept.strip():
+            raise OptionError("reliance", f"simulated engine: reliance must be {RELIANCE_FORM}; {percept!r} is not "
+                                          "a percept name")
+        _number(f"reliance.{percept}", value, "a probability in [0, 1]", lambda v: 0.0 <= v <= 1.0)
+    return dict(reliance)
+
+
+def _number(name: str, value, what: str, ok) -> None:
+    """A finite int or float (never a bool or a string: ``"0.5"`` in YAML is text) for which ``ok`` holds."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) \
+            or not ok(float(value)):
+        raise OptionError(name, f"simulated engine: {name} must be {what}, got {value!r}")
+
+
 def _media_modalities(modalities) -> frozenset[str]:
     if modalities is None:
         return frozenset(MEDIA_MODALITIES)
-    if isinstance(modalities, str) or not all(m in MEDIA_MODALITIES for m in modalities):
-        raise ValueError(f"simulated engine: modalities must be a list of {', '.join(MEDIA_MODALITIES)}, "
-                         f"got {modalities!r}")
+    if isinstance(modalities, str) or not isinstance(modalities, Sequence) \
+            or not all(isinstance(m, str) and m in MEDIA_MODALITIES for m in modalities):
+        raise OptionError("modalities", f"simulated engine: modalities must be a list of "
+                                        f"{', '.join(MEDIA_MODALITIES)}, got {modalities!r}")
     return frozenset(modalities)
 
 

@@ -105,9 +105,31 @@ class VLLMEngine(Engine):
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
+        """Value types on the driver: vLLM would refuse them only inside the model's actor, in its own terms."""
         kwargs = options.get("engine_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise OptionError("engine_kwargs", f"vllm engine: engine_kwargs must be a mapping, got {kwargs!r}")
+        for name in ("max_model_len", "tensor_parallel_size", "max_new_tokens"):
+            value = options.get(name, 1)
+            if value is None and name == "max_model_len":  # vLLM's own default: the model's context length
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise OptionError(name, f"vllm engine: {name} must be an integer >= 1, got {value!r}")
+        share = options.get("gpu_memory_utilization", 0.9)
+        if not isinstance(share, int | float) or isinstance(share, bool) or not 0 < share <= 1:
+            raise OptionError("gpu_memory_utilization", "vllm engine: gpu_memory_utilization must be the share of "
+                                                        f"GPU memory vLLM may use, in (0, 1], got {share!r}")
+        checks = (("seed", 0, int, "an integer"), ("enforce_eager", False, bool, "true or false"),
+                  ("dtype", "auto", str, "a dtype name such as auto, bfloat16 or float16"))
+        for name, default, kind, what in checks:
+            value = options.get(name, default)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise OptionError(name, f"vllm engine: {name} must be {what}, got {value!r}")
+        limits = options.get("limit_mm_per_prompt") or {}
+        if not isinstance(limits, dict) or not all(isinstance(k, str) for k in limits):
+            raise OptionError("limit_mm_per_prompt", "vllm engine: limit_mm_per_prompt must be a mapping of "
+                                                     f"modality -> most items per prompt (e.g. {{image: 2}}), "
+                                                     f"got {limits!r}")
 
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)

@@ -120,11 +120,12 @@ class Options(_Strict):
     media: bool = True
     pointcloud: Literal["views", "native"] = "views"
 
-    @field_validator("permutations")
+    @field_validator("permutations", mode="before")
     @classmethod
-    def _non_negative(cls, v):
-        if isinstance(v, int) and v < 0:
-            raise ValueError("permutations must be 'all' or a sample size >= 0")
+    def _all_or_a_count(cls, v):
+        """One message for both forms (pydantic would report each member of the union apart)."""
+        if v != "all" and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ValueError(f"permutations must be 'all' or a sample size (an integer >= 0), got {v!r}")
         return v
 
     @model_validator(mode="after")

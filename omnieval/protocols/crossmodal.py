@@ -30,11 +30,11 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.keyed import keyed_rng
 from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
-from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
+from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
 
 NAME = "crossmodal"
 ITEM_LOCAL = True
@@ -89,6 +89,19 @@ class DirectionEntry(_Strict):
     context: list[Input] = Field(default_factory=list)
     options: list[Input] = Field(min_length=2, max_length=26)
     answer: str
+
+    @field_validator("options")
+    @classmethod
+    def _options_distinct(cls, v: list[Input]) -> list[Input]:
+        """Two text options that read the same, or one media file given twice, cannot be told apart."""
+        keys = [(o.modality, option_key(o.input) if o.modality == "text" else o.input) for o in v]
+        pair = repeated_option(keys)
+        if pair is not None:
+            i, j = pair
+            raise ValueError(f"options[{i}] ({LABELS[i]}) and options[{j}] ({LABELS[j]}) are the same "
+                             f"{v[i].modality} {v[j].input!r}: a model choosing either would be scored wrong for "
+                             "one of them; make the options distinct")
+        return v
 
     @model_validator(mode="after")
     def _answer_is_a_label(self) -> DirectionEntry:
@@ -162,7 +175,9 @@ def media_refs(item: Item) -> list[tuple[str, str, str]]:
 
 
 def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = None) -> None:
-    """Entity form: every entity has all three renderings (the six directions need them)."""
+    """Entity form: every entity has all three renderings (the six directions need them), and no two entities of an
+    item share one (the candidates of a direction would be two of the same: a model choosing the one that is not
+    the answer would be scored wrong for the right answer)."""
     for item in items:
         entities = [("context", item.context)] if item.context else []
         entities += [(f"distractors[{i}]", e) for i, e in enumerate(item.distractors)]
@@ -172,6 +187,27 @@ def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = 
             if not entity.vision:
                 raise InputError("entity has no image or video rendering", file=file, item=item.item_id,
                                  field=f"{where}.image")
+        for rendering in ("text", "audio", "vision"):
+            _distinct_renderings(item, entities, rendering, file)
+
+
+def _distinct_renderings(item: Item, entities: list[tuple[str, Entity]], rendering: str, file) -> None:
+    def key(entity: Entity) -> str:
+        if rendering == "text":
+            return option_key(entity.text)
+        return (entity.audio if rendering == "audio" else getattr(entity, entity.vision or "image")) or ""
+
+    def field(where: str, entity: Entity) -> str:
+        return f"{where}.{rendering if rendering != 'vision' else entity.vision}"
+
+    pair = repeated_option([key(e) for _, e in entities])
+    if pair is not None:
+        (first, a), (where, b) = entities[pair[0]], entities[pair[1]]
+        value = b.text if rendering == "text" else key(b)
+        raise InputError(f"{field(where, b)} {value!r} is the same as {field(first, a)}: the candidates of a "
+                         f"direction showing {rendering} would be two of the same, and a model choosing the one "
+                         "that is not the answer would be scored wrong; make every entity's renderings distinct",
+                         file=file, item=item.item_id, field=field(where, b))
 
 
 def instance_id(item_id: str, direction: str, seed: int) -> str:

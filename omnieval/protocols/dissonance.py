@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from omnieval.keyed import keyed_rng
-from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment
+from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment, option_key
 
 NAME = "dissonance"
 ITEM_LOCAL = True
@@ -62,8 +62,9 @@ def validate(item: DissonanceItem, library: Mapping[str, Anchor], *, file: str |
     if own not in item.options:
         raise InputError(f"the answer of the item's anchor ({own!r}) is not among the options",
                          field="options", **where)
-    if item.abstain_text in item.options:
-        raise InputError("the abstention text is also one of the answer options", field="abstain_text", **where)
+    if option_key(item.abstain_text) in {option_key(o) for o in item.options}:
+        raise InputError(f"the abstention text {item.abstain_text!r} reads as one of the answer options (case, spaces "
+                         "and punctuation aside)", field="abstain_text", **where)
     if item.target_override:
         allowed = set(item.options) | {item.abstain_text}
         for cond, text in item.target_override.items():

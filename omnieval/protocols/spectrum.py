@@ -53,7 +53,7 @@ from pydantic import Field, field_validator, model_validator
 
 from omnieval.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
 from omnieval.protocols.spectrum_donors import donors
-from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict
+from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
@@ -87,6 +87,14 @@ class Item(Strict):
     category: str | None = None
     task: str | None = None
     group: str | None = Field(default=None, min_length=1)
+
+    @field_validator("options")
+    @classmethod
+    def _options_distinct(cls, v: list[str]) -> list[str]:
+        repeated = repeated_options_message(v)
+        if repeated:
+            raise ValueError(repeated)
+        return v
 
     @model_validator(mode="after")
     def _answer_is_a_label(self) -> Item:
