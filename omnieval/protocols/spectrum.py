@@ -25,9 +25,12 @@ group of their own (joined to the smallest other group when alone), relaxing ``d
 
 **Copies of one question** (``Item.group``: VLMEvalKit's circular copies, the same image and stem with the options
 rotated) are never each other's donors: a sibling's image is the item's own, so an "image replaced" instance would
-show the item's own image. Donors then come from ``kernels.derangement.derange_apart`` (still a permutation of the
-donor group, never the item's own question); a donor group where one question holds more than half of the items
-cannot be deranged that way and is treated like a lone item (error, or pooled).
+show the item's own image. Likewise items whose file of a modality has the same content (several questions about one
+clip, one file under two names: ``shared_media``) never lend that modality to each other. Each instance records the
+item each replaced modality came from (``Instance.donors``, the ``donors`` column of the predictions). Donors then
+come from ``kernels.derangement.derange_apart`` (still a permutation of the donor group, never the item's own
+question); a donor group where one question holds more than half of the items cannot be deranged that way and is
+treated like a lone item (error, or pooled).
 
 The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...).
 Instances carry ``evidence`` for the simulated engine: each modality supports the target when shown from the item
@@ -204,6 +207,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
         target=item.answer, task=item.task, category=item.category, group=item.group,
         evidence=evidence(modalities, swapped, item.answer),
+        donors={m: sources[m].item_id for m in sorted(swapped)} or None,
     )
 
 
@@ -225,7 +229,7 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
         run = [c for c in available if c in options.conditions]
     else:
         run = list(available)
-    donor = donors(ordered, seed, options, file=file)
+    donor = donors(ordered, seed, options, file=file, root=getattr(bench, "root", None))
     out: list[Instance] = []
     for i, item in enumerate(ordered):
         for condition in run:
