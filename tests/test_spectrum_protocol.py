@@ -356,8 +356,20 @@ def test_both_models_together_add_the_ensemble_and_three_modalities_work():
     rows = predictions("img", {"image": 0.9}) + predictions("joint", {"image+text": 0.9})
     table = metrics_table(frame(rows), resamples=100, seed=0)
     assert set(table["model"].unique()) == {"img", "joint", "ensemble"}
-    # two voters: every disagreement is a tie, won by the earlier model (img): the ensemble is img where img voted
-    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] == \
+    # two voters with confidences: where they disagree the more confident one wins (worked out here row by row)
+    by_instance: dict[str, list[dict]] = {}
+    for r in rows:
+        by_instance.setdefault(r["instance_id"], []).append(r)
+    want = []
+    for votes in by_instance.values():
+        if votes[0]["condition"] != "image_only":
+            continue
+        valid = [v for v in votes if v["choice"] is not None]
+        if valid:
+            best = max(valid, key=lambda v: (v["confidence"], v["model"] == "img"))
+            want.append(best["choice"] == best["target"])
+    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] == pytest.approx(sum(want) / len(want))
+    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] != \
         values(table, "img")[("accuracy", "image_only")]["value"]
     three = spectrum.expand_all(make_items(300, ("video", "audio")), None, seed=0)
     table = metrics_table(frame(predictions("va", {"video": 0.9, "audio": 0.9}, three)), resamples=300, seed=0)

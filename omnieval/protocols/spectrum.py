@@ -372,18 +372,33 @@ def model_order(frame: pl.DataFrame) -> list[str]:
 
 
 def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
-    """The majority-vote model: per (prompt, split, item, condition), the mode of the valid choices of all models;
-    a tie goes to the tied label chosen by the earliest model in order of first appearance; no valid choice at
-    all is an invalid answer. Other columns (target, option count, category, ...) come from the earliest model's
-    row; confidences are null (a vote has none)."""
+    """The majority-vote model: per (prompt, split, item, condition), the label most models chose among their valid
+    choices. A tie is won by the tied label whose voters are the most confident (mean ``confidence``) when every
+    vote of the tie has a confidence, else by the tied label of the earliest model in order of first appearance;
+    no valid choice at all is an invalid answer. Other columns (target, option count, category, ...) come from the
+    earliest model's row; confidences are null (a vote has none).
+
+    A prompt gets ensemble rows only where the vote can differ from every member (``_can_differ``): three or more
+    models, or two whose every valid choice has a confidence. Two models without confidences tie on every
+    disagreement, and the earliest would win them all: the "ensemble" would be that model under another name."""
     models = model_order(frame)
     rank = pl.col("model").replace_strict(models, list(range(len(models))), return_dtype=pl.Int64)
     voters = frame.filter(pl.col("model") != ENSEMBLE).with_columns(_rank=rank)
+    if "confidence" not in voters.columns:
+        voters = voters.with_columns(confidence=pl.lit(None, dtype=pl.Float64))
+    voters = voters.filter(_can_differ(voters))
     match = list(MATCH)
-    winners = (voters.filter(pl.col("choice").is_not_null())
-               .group_by([*match, "choice"]).agg(_votes=pl.len(), _first=pl.col("_rank").min())
+    candidates = (voters.filter(pl.col("choice").is_not_null())
+                  .group_by([*match, "choice"])
+                  .agg(_votes=pl.len(), _first=pl.col("_rank").min(),
+                       _conf=pl.when(pl.col("confidence").is_null().any()).then(None)
+                       .otherwise(pl.col("confidence").mean()))
+                  .filter(pl.col("_votes") == pl.col("_votes").max().over(match)))
+    by_confidence = pl.col("_conf").is_not_null().all().over(match)
+    winners = (candidates
+               .with_columns(_key=pl.when(by_confidence).then(-pl.col("_conf")).otherwise(0.0))
                .group_by(match)
-               .agg(pl.col("choice").sort_by(["_votes", "_first"], descending=[True, False]).first().alias("_won")))
+               .agg(pl.col("choice").sort_by(["_key", "_first"]).first().alias("_won")))
     base = voters.sort("_rank", maintain_order=True).filter(pl.int_range(pl.len()).over(match) == 0)
     out = base.join(winners, on=match, how="left", nulls_equal=True)
     nulls = {c: pl.lit(None, dtype=out.schema[c]).alias(c)
@@ -404,6 +419,14 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
              "has_conf": pl.lit(False), "conf_method": pl.lit("unknown")}
     out = out.with_columns([expr.cast(out.schema[c]).alias(c) for c, expr in flags.items() if c in out.columns])
     return out.drop("_won", "_rank").select(frame.columns)
+
+
+def _can_differ(voters: pl.DataFrame) -> pl.Expr:
+    """Rows of the prompts where a vote can differ from every member (``ensemble_rows``): three or more models, or
+    two with a confidence on every valid choice."""
+    models = pl.col("model").n_unique().over("prompt")
+    confident = (pl.col("confidence").is_not_null() | pl.col("choice").is_null()).all().over("prompt")
+    return (models >= 3) | ((models == 2) & confident)
 
 
 def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:
