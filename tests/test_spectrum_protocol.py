@@ -444,3 +444,30 @@ def test_synthetic_benchmark_answers_match_its_pictures(tmp_path, monkeypatch):
     assert all((root / f).read_bytes() == (again / f).read_bytes() for f in files)
     other = make_spectrum_benchmark(tmp_path / "c", seed=4, n_items=16)
     assert (other / "items.jsonl").read_text() != (root / "items.jsonl").read_text()
+
+
+def test_the_report_figure_shows_every_modality_and_keeps_each_models_colour(monkeypatch):
+    """A video-reliant and an audio-reliant model, each under two prompt styles: the figure has a bar group for
+    video, audio and text, the audio model's audio gain is the one whose interval lies above 0, and each model keeps
+    one colour across its prompt styles (another style, another hatch)."""
+    from omnieval.report import plots
+    from omnieval.report import spectrum as section_module
+    from omnieval.report.build import ProtocolInput
+
+    instances = spectrum.expand_all(make_items(200, ("video", "audio")), None, seed=0)
+    rows = []
+    for model, reliance in (("vid", {"video": 0.9}), ("aud", {"audio": 0.9})):
+        for prompt in ("zs", "cot"):
+            rows += [{**r, "prompt": prompt} for r in predictions(model, reliance, instances)]
+    table = metrics_table(frame(rows), resamples=200, seed=0).with_columns(run=pl.lit("r"), _rid=pl.lit(0))
+    drawn = []
+    monkeypatch.setattr(plots, "bar_panels", lambda panels, **kw: drawn.append(panels) or b"png")
+    section_module.section(ProtocolInput("spectrum", table, None, None, ["r"]))
+    (panels,) = drawn
+    (_title, _ylabel, series, _xlabel), = panels
+    assert [p[0] for p in series[0].points] == ["video", "audio", "text"]
+    by_label = {s.label: s for s in series}
+    assert by_label["aud · zs"].colour == by_label["aud · cot"].colour != by_label["vid · zs"].colour
+    assert by_label["aud · zs"].style != by_label["aud · cot"].style
+    audio = {s.label: dict((p[0], p[1:]) for p in s.points)["audio"] for s in series}
+    assert audio["aud · zs"][1] > 0 and audio["vid · zs"][2] > -0.2 and audio["vid · zs"][1] < 0.1
