@@ -263,3 +263,28 @@ def test_no_circular_accuracy_without_copies():
     table = metrics_table(frame(circular_rows(with_groups=False)).with_columns(
         pl.col("group").cast(pl.Utf8), pl.col("error").cast(pl.Utf8)), resamples=0)
     assert "circular_accuracy" not in set(table["metric"]) and max(table["n_items"]) == 6
+
+
+def test_no_modality_above_zero_is_at_chance_unless_the_model_beats_chance():
+    rng = np.random.default_rng(0)
+    around_zero = np.r_[0.0, rng.normal(0.0, 0.05, 2000)]  # row 0: the data, then the resamples
+    above = np.r_[0.3, rng.normal(0.3, 0.05, 2000)]
+    assert spectrum.dependency({"image": around_zero, "text": around_zero}, around_zero) == "at-chance"
+    assert spectrum.dependency({"image": around_zero, "text": around_zero}, above) == "inter-only"
+    assert spectrum.dependency({"image": above, "text": around_zero}, around_zero) == "image-intra"
+    assert spectrum.dependency({"image": around_zero}) == "inter-only"  # without chance, SPEC's two outcomes
+
+
+def test_a_model_that_perceives_nothing_is_labelled_at_chance():
+    from omnieval.engines import EngineRequest, create_engine
+
+    instances = spectrum.expand_all([spectrum.Item(item_id=f"q{i:03d}", question=f"q{i}", options=list("wxyz"),
+                                                   answer="ABCD"[i % 4], media={"image": f"i{i}.png"})
+                                     for i in range(200)], None, seed=0)
+    engine = create_engine("simulated", model="blind", reliance={"audio": 0.9}, seed=3)  # no audio here
+    results = engine.score([EngineRequest(inst, {}, "zs") for inst in instances])
+    rows = [{**row("blind", inst.item_id, inst.condition, res.choice, target=inst.target), "instance_id":
+             inst.instance_id} for inst, res in zip(instances, results, strict=True)]
+    table = metrics_table(frame(rows), resamples=400, seed=0)
+    labels = table.filter((pl.col("metric") == "dependency") & ~pl.col("key").str.contains("/"))["key"].to_list()
+    assert labels == ["at-chance"]

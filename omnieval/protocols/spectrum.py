@@ -296,23 +296,32 @@ def perceptual_score(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def dependency(intra_values: Mapping[str, np.ndarray]) -> str | None:
+def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray | None = None) -> str | None:
     """SPEC 5's label from the intra values over bootstrap rows: ``<m>-intra`` for each m whose interval lies above
-    0, joined by ``+``; ``inter-only`` when none does; None without resamples or with an undefined interval."""
+    0, joined by ``+``; where none does, ``at-chance`` when the interval of ``over_chance`` (accuracy[normal] minus
+    chance) does not lie above 0 either (nothing was learned, so nothing can be said about combining modalities), else
+    ``inter-only``; None without resamples or with an undefined interval."""
     from kernels.bootstrap import percentile_interval
 
     if not intra_values:
         return None
     names = list(intra_values)
-    values = np.column_stack([np.asarray(intra_values[m], dtype=np.float64) for m in names])
+    columns = [np.asarray(intra_values[m], dtype=np.float64) for m in names]
+    if over_chance is not None:
+        columns.append(np.asarray(over_chance, dtype=np.float64))
+    values = np.column_stack(columns)
     if values.shape[0] < 2:
         return None
     alpha = (1 - INTERVAL) / 2
     low, _ = percentile_interval(np.ascontiguousarray(values[1:]), alpha, 1 - alpha)
-    if np.isnan(low).any():
+    if np.isnan(low[: len(names)]).any():
         return None
-    above = [m for m, lo in zip(names, low, strict=True) if lo > 0]
-    return "+".join(f"{m}-intra" for m in above) if above else "inter-only"
+    above = [m for m, lo in zip(names, low[: len(names)], strict=True) if lo > 0]
+    if above:
+        return "+".join(f"{m}-intra" for m in above)
+    if over_chance is not None and not low[-1] > 0:
+        return "at-chance"
+    return "inter-only"
 
 
 def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
@@ -341,7 +350,9 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
         yield "perceptual_score", key(m), values, n["normal"] + n[other]
     if gains and len(gains) == len(named_modalities(acc)):
-        label_value = dependency(gains)
+        over_chance = (acc["normal"] - cells.mean(f"{prefix}chance", *scope)
+                       if "normal" in acc and cells.has(f"{prefix}chance", *scope) else None)
+        label_value = dependency(gains, over_chance)
         if label_value is not None:
             rows = gains[next(iter(gains))].shape[0]
             yield ("dependency", key(label_value), np.full(rows, np.nan),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, error_cols, plot_series
+from omnieval.report.tables import FEW_ITEMS, FEW_MARK, Col, MetricView, error_cols, plot_series
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
@@ -97,7 +97,11 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
         rows.append(cells)
     return Table(caption=caption, header=header, rows=rows, name="dependency" + ("-category" if scoped else ""),
                  note=None if scoped else "<m>-intra: the 95% interval of intra[m] lies above 0 (joined by +); "
-                                          "inter-only: no modality's does.")
+                                          "at-chance: no modality's does and accuracy with every modality is not "
+                                          "above chance either; inter-only: no modality's does, but the model is "
+                                          "above chance. Each modality is one uncorrected 95% interval: with k "
+                                          f"modalities a model relying on none gets some <m>-intra up to k x 2.5% of "
+                                          f"the time. {FEW_MARK}: fewer than {FEW_ITEMS} items.")
 
 
 def _gains(view: MetricView) -> Figure | None:
