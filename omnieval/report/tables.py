@@ -245,6 +245,7 @@ def plot_series(view: MetricView, metric: str, leaves: Sequence[str], *, split: 
             r = view.index.get((run, model, prompt, split, scope, metric, leaf))
             values = (None, None, None) if r is None else (r["value"], r["ci_low"], r["ci_high"])
             points.append((x, *values))
+        prompts = view.distinct("prompt")
         out.append(Series(series_label(view, rec), points, colour=view.order["model"][model],
-                          style=view.order["prompt"][prompt] if len(view.order["prompt"]) > 1 else None))
+                          style=prompts.index(prompt) if len(prompts) > 1 else None))
     return out
