@@ -128,8 +128,10 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
     for first in range(0, len(instances), size):
         ids, texts, paths = [], [], []
         for inst in instances[first:first + size]:
-            text = inst.model_dump_json()
-            digest.update(text.encode())
+            # ``donors`` only names where the content shown came from (the content itself is hashed), and is left
+            # out of the digest so that outputs written before the field existed resume.
+            text = inst.model_dump_json(exclude={"donors"} if inst.donors is None else None)
+            digest.update((text if inst.donors is None else inst.model_dump_json(exclude={"donors"})).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:

@@ -9,6 +9,7 @@ return results only and never build rows, so the row shape cannot drift between 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -97,6 +98,7 @@ class Prediction:
             "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
             "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
             "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
+            "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,

@@ -211,6 +211,9 @@ class Instance(Strict):
     ``group``: the ``item_id`` of the question the item is a copy of (rotated options, ``spectrum.Item.group``);
     the bootstrap draws a group's items together. None: the item is its own question.
 
+    ``donors``: for a shuffled condition, the ``item_id`` each replaced modality was taken from (``{"audio":
+    "q07"}``), so anyone can check that no item was handed its own media; None where nothing was replaced.
+
     ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
@@ -240,6 +243,7 @@ class Instance(Strict):
     group: str | None = None
     option_segments: list[Segment] | None = None
     evidence: dict[str, str | None] = Field(default_factory=dict)
+    donors: dict[str, str] | None = None
 
     def media_segments(self) -> list[Segment]:
         """Every media segment the model is shown: the context's, then the options' (in label order)."""
@@ -273,6 +277,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("selection_type", pa.string()),
     ("answer_modality", pa.string()),
     ("group", pa.string()),
+    ("donors", pa.string()),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -296,13 +301,14 @@ PREDICTION_SCHEMA = pa.schema([
 """Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS.
 
 Beyond SPEC 1.3: ``mode`` (``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the
-final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` /
-``incorrect`` / ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the
-modalities it described (null for a direct model call), ``intermediate_text`` is a JSON object media path ->
-description, ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the
-question an item is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of
-``item_id``; ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice,
-no error; left out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
+final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` / ``incorrect``
+/ ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the modalities it
+described (null for a direct model call), ``intermediate_text`` is a JSON object media path -> description,
+``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the question an item
+is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of ``item_id``; ``donors``
+(shuffled conditions) a JSON object modality -> the ``item_id`` that modality was taken from (``Instance.donors``);
+``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
+out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 
 VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
 MODES: tuple[str, ...] = ("mcq", "open")

@@ -56,6 +56,17 @@ def test_bad_item_names_file_item_and_field(bench, edit, field):
     assert _names(_error(lambda: load_benchmark(bench)), "items.jsonl", item, field)
 
 
+@pytest.mark.parametrize("text", ["text/clip_01.txt", "EXISTING"])
+def test_a_dissonance_text_given_as_a_file_path_is_refused(bench, text):
+    """``media.text`` is shown to the model as written: a path would be read out as the passage."""
+    (bench / "text").mkdir()
+    (bench / "text" / "passage").write_text("The dog barks twice.")
+    value = "text/passage" if text == "EXISTING" else text
+    item = _edit_first_item(bench, lambda r: r["media"].__setitem__("text", value))
+    msg = _error(lambda: load_benchmark(bench))
+    assert _names(msg, "items.jsonl", item, "media.text") and "looks like a file path" in msg
+
+
 def test_media_path_leaving_the_benchmark(bench):
     item = _edit_first_item(bench, lambda r: r["media"].__setitem__("video", "../../etc/passwd"))
     msg = _error(lambda: load_benchmark(bench))

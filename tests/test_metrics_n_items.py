@@ -306,7 +306,17 @@ def spectrum_reference(u: pd.DataFrame, kinds: list[str]) -> Items:
 
 def ensemble_predictions(spectrum: pd.DataFrame) -> pd.DataFrame:
     """The majority-vote model's rows: one per (prompt, split, item, condition) any model answered or not; valid
-    when some model gave a valid choice; never errored."""
+    when some model gave a valid choice; never errored. Only in the prompts where a vote can differ from every
+    member: three or more models, or two with a confidence on every valid choice."""
+    keep = []
+    for _, p in spectrum.groupby("prompt"):
+        n_models = p["model"].nunique()
+        confident = (p["confidence"].notna() | p["choice"].isna()).all()
+        if n_models >= 3 or (n_models == 2 and confident):
+            keep.append(p)
+    if not keep:
+        return spectrum.iloc[:0]
+    spectrum = pd.concat(keep)
     votes = spectrum.groupby(["prompt", "split", "item_id", "condition"], as_index=False).agg(
         valid=("choice", lambda s: s.notna().any()), category=("category", "first"),
         n_options=("n_options", "first"))

@@ -128,8 +128,9 @@ def assert_report_equals_metrics(page: ReportPage, metrics: pl.DataFrame) -> Non
     for ident, cells in shown.items():
         row = rows[ident]
         for cell in cells:
-            if row["value"] is None:  # a label: the key's last part is the text shown
-                assert cell["v"] == row["key"].rsplit("/", 1)[-1], ident
+            if row["value"] is None:  # a label: the key's last part is the text shown, marked as its intervals are
+                few = 0 < (row.get("n_items") or 30) < 30
+                assert cell["v"] == row["key"].rsplit("/", 1)[-1] + (" ‡" if few else ""), ident
                 continue
             assert float(cell["attrs"]["data-value"]) == row["value"], ident
             assert _close(cell["v"], row["value"]), (ident, cell["v"], row["value"])
@@ -227,7 +228,7 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
     assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
     assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid", "errors"] * 2)]
     assert set(demo_page.figures) == {"dissonance-k", "dissonance-reliability", "dissonance-shapley",
-                                      "crossmodal-heatmap", "crossmodal-disparity", "spectrum-scatter",
+                                      "crossmodal-heatmap", "crossmodal-disparity", "spectrum-gains",
                                       "contrastive-bars", "dissonance-open-bars"}
     assert len(demo_page.images) == 8 and all(i["src"].startswith("data:image/png;base64,") for i in demo_page.images)
     # self-contained: nothing is fetched from anywhere
@@ -331,7 +332,7 @@ def test_legends_lie_inside_their_figures_and_bar_plots_name_their_x_axis(demo_r
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
-    assert {"dissonance-reliability", "spectrum-scatter", "dissonance-open-bars"} <= set(demo_figures)
+    assert {"dissonance-reliability", "spectrum-gains", "dissonance-open-bars"} <= set(demo_figures)
     for name, fig in demo_figures.items():
         canvas = FigureCanvasAgg(fig)
         canvas.draw()
@@ -629,7 +630,7 @@ def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
     page = ReportPage((tmp_path / "out" / "report.html").read_text())
     assert page.sections == ["runs", "spectrum", "spectrum-categories", "contrastive", "newproto"]
     assert_report_equals_metrics(page, metrics)
-    assert page.figures == ["spectrum-scatter", "contrastive-bars"]
+    assert page.figures == ["spectrum-gains", "contrastive-bars"]
     assert_captions_promise_only_shown_columns(page)  # the hand-made metrics have no error_rate rows
     dependency = {(c["attrs"]["data-model"], c["attrs"]["data-key"]): c["v"] for c in page.cells()
                   if c["attrs"]["data-metric"] == "dependency"}

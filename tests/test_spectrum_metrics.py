@@ -1,5 +1,5 @@
 """SPEC 5's metrics against hand-computed tables: accuracy, chance, intra, inter, perceptual_score overall and per
-category, invalid_rate, the dependency label, and the majority-vote ensemble with its tie rule."""
+category, invalid_rate, the dependency label, and the majority-vote ensemble with its tie rules."""
 
 from __future__ import annotations
 
@@ -182,13 +182,49 @@ def test_ensemble_order_follows_first_appearance_not_names():
 def test_ensemble_matches_per_prompt_and_only_with_two_models():
     rows = vote_rows() + [{**r, "prompt": "cot"} for r in vote_rows() if r["model"] == "m1"]
     table = metrics_table(frame(rows), resamples=0)
-    # under cot only m1 answered: the ensemble is m1
+    # under cot only m1 answered: a one-model vote is m1 itself, so there is no ensemble there
     cot = table.filter(pl.col("prompt") == "cot")
-    assert table_of(cot, "ensemble") == table_of(cot, "m1")
+    assert set(cot["model"]) == {"m1"} and "ensemble" in set(table["model"])
     single = metrics_table(frame([r for r in rows if r["model"] == "m1"]), resamples=0)
     assert set(single["model"]) == {"m1"}
     named = [{**r, "model": "ensemble"} if r["model"] == "m3" else r for r in vote_rows()]
     assert sorted(set(metrics_table(frame(named), resamples=0)["model"])) == ["ensemble", "m1", "m2"]
+
+
+def _ensemble_choices(rows) -> dict[str, str | None]:
+    ens = spectrum.ensemble_rows(frame(rows).with_columns(valid=pl.col("choice").is_not_null(),
+                                                          correct=pl.lit(False)))
+    return dict(zip(ens["item_id"], ens["choice"], strict=True))
+
+
+def _with_conf(model, item, choice, conf):
+    return {**row(model, item, "normal", choice), "confidence": conf}
+
+
+def test_two_models_break_ties_by_confidence_and_without_confidences_make_no_ensemble():
+    # worked by hand: agreement stands; a disagreement goes to the more confident model
+    rows = [_with_conf("a", "i1", "A", 0.9), _with_conf("b", "i1", "A", 0.2),   # agree -> A
+            _with_conf("a", "i2", "A", 0.6), _with_conf("b", "i2", "C", 0.8),   # b more confident -> C
+            _with_conf("a", "i3", "B", 0.7), _with_conf("b", "i3", "D", 0.4),   # a more confident -> B
+            _with_conf("a", "i4", None, None), _with_conf("b", "i4", "D", 0.3)]  # a invalid: b alone -> D
+    assert _ensemble_choices(rows) == {"i1": "A", "i2": "C", "i3": "B", "i4": "D"}
+    table = metrics_table(frame(rows), resamples=0)
+    assert table_of(table, "ensemble")[("accuracy", "normal")] == (pytest.approx(1 / 4), 4)  # only i1's A is right
+    # the same votes without confidences: b could never win a tie, the vote would be a under another name
+    plain = [{**r, "confidence": None} for r in rows]
+    assert _ensemble_choices(plain) == {}
+    assert set(metrics_table(frame(plain), resamples=0)["model"]) == {"a", "b"}
+
+
+def test_three_models_tied_go_to_the_most_confident_label_or_else_the_earliest_model():
+    tie = [_with_conf("m1", "i1", "A", 0.5), _with_conf("m2", "i1", "B", 0.9), _with_conf("m3", "i1", "C", 0.4)]
+    two_one = [_with_conf("m1", "i2", "A", 0.3), _with_conf("m2", "i2", "A", 0.3), _with_conf("m3", "i2", "B", 0.99)]
+    # i3: A and B tie 1-1 (m3 invalid); mean confidences A 0.4 < B 0.6 -> B
+    pair = [_with_conf("m1", "i3", "A", 0.4), _with_conf("m2", "i3", "B", 0.6), _with_conf("m3", "i3", None, None)]
+    # i4: a tied vote without a confidence: back to the earliest model's label (m1: A)
+    partial = [_with_conf("m1", "i4", "A", None), _with_conf("m2", "i4", "B", 0.9), _with_conf("m3", "i4", "C", 0.1)]
+    got = _ensemble_choices(tie + two_one + pair + partial)
+    assert got == {"i1": "B", "i2": "A", "i3": "B", "i4": "A"}
 
 
 # CircularEval on a hand-made table: g1 = a, a2; g2 = b, b2, b3; c alone. Invalid answers count as wrong, errored
@@ -227,3 +263,28 @@ def test_no_circular_accuracy_without_copies():
     table = metrics_table(frame(circular_rows(with_groups=False)).with_columns(
         pl.col("group").cast(pl.Utf8), pl.col("error").cast(pl.Utf8)), resamples=0)
     assert "circular_accuracy" not in set(table["metric"]) and max(table["n_items"]) == 6
+
+
+def test_no_modality_above_zero_is_at_chance_unless_the_model_beats_chance():
+    rng = np.random.default_rng(0)
+    around_zero = np.r_[0.0, rng.normal(0.0, 0.05, 2000)]  # row 0: the data, then the resamples
+    above = np.r_[0.3, rng.normal(0.3, 0.05, 2000)]
+    assert spectrum.dependency({"image": around_zero, "text": around_zero}, around_zero) == "at-chance"
+    assert spectrum.dependency({"image": around_zero, "text": around_zero}, above) == "inter-only"
+    assert spectrum.dependency({"image": above, "text": around_zero}, around_zero) == "image-intra"
+    assert spectrum.dependency({"image": around_zero}) == "inter-only"  # without chance, SPEC's two outcomes
+
+
+def test_a_model_that_perceives_nothing_is_labelled_at_chance():
+    from omnieval.engines import EngineRequest, create_engine
+
+    instances = spectrum.expand_all([spectrum.Item(item_id=f"q{i:03d}", question=f"q{i}", options=list("wxyz"),
+                                                   answer="ABCD"[i % 4], media={"image": f"i{i}.png"})
+                                     for i in range(200)], None, seed=0)
+    engine = create_engine("simulated", model="blind", reliance={"audio": 0.9}, seed=3)  # no audio here
+    results = engine.score([EngineRequest(inst, {}, "zs") for inst in instances])
+    rows = [{**row("blind", inst.item_id, inst.condition, res.choice, target=inst.target), "instance_id":
+             inst.instance_id} for inst, res in zip(instances, results, strict=True)]
+    table = metrics_table(frame(rows), resamples=400, seed=0)
+    labels = table.filter((pl.col("metric") == "dependency") & ~pl.col("key").str.contains("/"))["key"].to_list()
+    assert labels == ["at-chance"]

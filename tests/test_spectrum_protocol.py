@@ -268,7 +268,7 @@ def test_a_donor_group_of_one_questions_copies_errors_or_is_pooled():
         if inst.condition != "normal":
             assert shown(inst)["image" if inst.condition == "text_only" else "text"] != by_id[inst.item_id].group
     lopsided = copies_of(make_items(1), [3]) + copies_of(make_items(1, prefix="r"), [1])
-    with pytest.raises(InputError, match="mostly copies of question 'q000'") as err:  # nothing to pool with
+    with pytest.raises(InputError, match="3 of the 4 items are copies of question 'q000'") as err:  # no pool
         spectrum.expand_all(lopsided, None, 0, Options(singletons="pool"))
     assert err.value.item == "q000" and err.value.field == "split"
 
@@ -356,8 +356,20 @@ def test_both_models_together_add_the_ensemble_and_three_modalities_work():
     rows = predictions("img", {"image": 0.9}) + predictions("joint", {"image+text": 0.9})
     table = metrics_table(frame(rows), resamples=100, seed=0)
     assert set(table["model"].unique()) == {"img", "joint", "ensemble"}
-    # two voters: every disagreement is a tie, won by the earlier model (img): the ensemble is img where img voted
-    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] == \
+    # two voters with confidences: where they disagree the more confident one wins (worked out here row by row)
+    by_instance: dict[str, list[dict]] = {}
+    for r in rows:
+        by_instance.setdefault(r["instance_id"], []).append(r)
+    want = []
+    for votes in by_instance.values():
+        if votes[0]["condition"] != "image_only":
+            continue
+        valid = [v for v in votes if v["choice"] is not None]
+        if valid:
+            best = max(valid, key=lambda v: (v["confidence"], v["model"] == "img"))
+            want.append(best["choice"] == best["target"])
+    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] == pytest.approx(sum(want) / len(want))
+    assert values(table, "ensemble")[("accuracy", "image_only")]["value"] != \
         values(table, "img")[("accuracy", "image_only")]["value"]
     three = spectrum.expand_all(make_items(300, ("video", "audio")), None, seed=0)
     table = metrics_table(frame(predictions("va", {"video": 0.9, "audio": 0.9}, three)), resamples=300, seed=0)
@@ -381,7 +393,12 @@ def test_dependency_matches_the_printed_intra_intervals():
         got = values(table, model)
         for scope in ("", "x/", "y/"):
             above = [m for m in ("image", "text") if got[("intra", f"{scope}{m}")]["ci_low"] > 0]
-            label = "+".join(f"{m}-intra" for m in above) or "inter-only"
+            normal = got[("accuracy", f"{scope}normal")]["value"]
+            chance = got[("chance", scope.rstrip("/"))]["value"]
+            # with no modality above 0, at chance unless accuracy[normal] - chance is clearly above 0 (a wide margin
+            # either way here: the check reads the label, the exact interval is the metrics' own)
+            fallback = "at-chance" if normal - chance < 0.05 else "inter-only"
+            label = "+".join(f"{m}-intra" for m in above) or fallback
             assert [k for m, k in got if m == "dependency" and k.startswith(scope) and
                     ("/" in k) == bool(scope)] == [f"{scope}{label}"], (model, scope)
             labels.add(label)
@@ -432,3 +449,30 @@ def test_synthetic_benchmark_answers_match_its_pictures(tmp_path, monkeypatch):
     assert all((root / f).read_bytes() == (again / f).read_bytes() for f in files)
     other = make_spectrum_benchmark(tmp_path / "c", seed=4, n_items=16)
     assert (other / "items.jsonl").read_text() != (root / "items.jsonl").read_text()
+
+
+def test_the_report_figure_shows_every_modality_and_keeps_each_models_colour(monkeypatch):
+    """A video-reliant and an audio-reliant model, each under two prompt styles: the figure has a bar group for
+    video, audio and text, the audio model's audio gain is the one whose interval lies above 0, and each model keeps
+    one colour across its prompt styles (another style, another hatch)."""
+    from omnieval.report import plots
+    from omnieval.report import spectrum as section_module
+    from omnieval.report.build import ProtocolInput
+
+    instances = spectrum.expand_all(make_items(200, ("video", "audio")), None, seed=0)
+    rows = []
+    for model, reliance in (("vid", {"video": 0.9}), ("aud", {"audio": 0.9})):
+        for prompt in ("zs", "cot"):
+            rows += [{**r, "prompt": prompt} for r in predictions(model, reliance, instances)]
+    table = metrics_table(frame(rows), resamples=200, seed=0).with_columns(run=pl.lit("r"), _rid=pl.lit(0))
+    drawn = []
+    monkeypatch.setattr(plots, "bar_panels", lambda panels, **kw: drawn.append(panels) or b"png")
+    section_module.section(ProtocolInput("spectrum", table, None, None, ["r"]))
+    (panels,) = drawn
+    (_title, _ylabel, series, _xlabel), = panels
+    assert [p[0] for p in series[0].points] == ["video", "audio", "text"]
+    by_label = {s.label: s for s in series}
+    assert by_label["aud · zs"].colour == by_label["aud · cot"].colour != by_label["vid · zs"].colour
+    assert by_label["aud · zs"].style == 0 and by_label["aud · cot"].style == 1  # zs first, as every table
+    audio = {s.label: dict((p[0], p[1:]) for p in s.points)["audio"] for s in series}
+    assert audio["aud · zs"][1] > 0 and audio["vid · zs"][2] > -0.2 and audio["vid · zs"][1] < 0.1

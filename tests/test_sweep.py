@@ -320,3 +320,26 @@ def test_report_of_a_sweep_lists_each_run_once_with_its_own_metrics(finished):
         assert s.predictions == [(s.root / "predictions.parquet").resolve()]
     names = labels([s.root for s in sources])
     assert len(set(names)) == 4 and not any(n.startswith("/") for n in names)
+
+
+@pytest.mark.slow
+def test_report_of_a_sweep_compares_each_models_prompt_styles_and_the_sweep_prints_it(finished):
+    """Each model's zs and cot sit in sibling run folders: the report pools them as one model, so its cot - zs
+    differences are formed (and the models are still compared with each other); the sweep prints the report
+    command that runs as printed."""
+    from omnieval.report.build import load_runs, protocol_inputs
+
+    root, result, *_ = finished
+    (dissonance,) = protocol_inputs(load_runs([str(root)], resamples=50), resamples=50, permutations=50)
+    paired = dissonance.paired
+    prompt_pairs = paired.filter(pl.col("comparison") == "prompts")
+    assert sorted(set(prompt_pairs["model"])) == ["sim-a:sim-a", "sim-b:sim-b"]
+    assert set(zip(prompt_pairs["a"], prompt_pairs["b"], strict=True)) == {("cot", "zs")}
+    model_pairs = paired.filter(pl.col("comparison") == "models")
+    assert set(model_pairs["prompt"]) == {"zs", "cot"}
+    printed = result.summary().splitlines()
+    command = printed[printed.index("next:") + 1].strip()
+    assert " report " in command and command.endswith("-report")
+    ran = subprocess.run(command, shell=True, capture_output=True, text=True,
+                         cwd=root.parent, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr[-2000:]

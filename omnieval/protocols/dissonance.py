@@ -160,11 +160,34 @@ def media_refs(item: DissonanceItem) -> list[tuple[str, str, str]]:
     return [(item.media.video, "video", "media.video"), (item.media.audio, "audio", "media.audio")]
 
 
+TEXT_FILE_SUFFIXES = (".txt", ".md", ".srt", ".vtt", ".json")
+
+
+def check_text_is_a_passage(text: str, root: str | Path | None, *, field: str, **where) -> None:
+    """``media.text`` is the passage the model reads (``Text: <passage>``), not a path: a value naming a file of the
+    benchmark, or a single word ending in a text-file suffix, would be shown to the model verbatim."""
+    value = text.strip()
+    named_file = False
+    if root is not None and value and "\n" not in value and len(value) < 256:
+        try:
+            named_file = (Path(root) / value).is_file()
+        except OSError:  # a passage no file system takes as a name
+            named_file = False
+    if named_file or (" " not in value and value.lower().endswith(TEXT_FILE_SUFFIXES)):
+        raise InputError(f"media.text {value!r} looks like a file path, but it is the passage the model reads, shown "
+                         "as written: put the file's text itself in media.text", field=field, **where)
+
+
 def validate_items(items: Sequence[DissonanceItem], bench, file: str | Path | None = None) -> None:
-    """Every item against its split's anchor library."""
+    """Every item against its split's anchor library, and every text a passage, not a file path."""
     libraries = build_library(bench.anchors)
+    root = getattr(bench, "root", None)
     for item in items:
         validate(item, libraries.get(item.split, {}), file=file)
+        check_text_is_a_passage(item.media.text, root, field="media.text", file=file, item=item.item_id)
+    anchors_file = Path(root) / "anchors.jsonl" if root is not None else None
+    for anchor in bench.anchors:
+        check_text_is_a_passage(anchor.media.text, root, field="media.text", file=anchors_file, item=anchor.anchor)
 
 
 def expand_all(items: Sequence[DissonanceItem], bench, seed: int, options: Options | None = None) -> list[Instance]:

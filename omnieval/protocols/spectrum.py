@@ -25,9 +25,12 @@ group of their own (joined to the smallest other group when alone), relaxing ``d
 
 **Copies of one question** (``Item.group``: VLMEvalKit's circular copies, the same image and stem with the options
 rotated) are never each other's donors: a sibling's image is the item's own, so an "image replaced" instance would
-show the item's own image. Donors then come from ``kernels.derangement.derange_apart`` (still a permutation of the
-donor group, never the item's own question); a donor group where one question holds more than half of the items
-cannot be deranged that way and is treated like a lone item (error, or pooled).
+show the item's own image. Likewise items whose file of a modality has the same content (several questions about one
+clip, one file under two names: ``shared_media``) never lend that modality to each other. Each instance records the
+item each replaced modality came from (``Instance.donors``, the ``donors`` column of the predictions). Donors then
+come from ``kernels.derangement.derange_apart`` (still a permutation of the donor group, never the item's own
+question); a donor group where one question holds more than half of the items cannot be deranged that way and is
+treated like a lone item (error, or pooled).
 
 The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...).
 Instances carry ``evidence`` for the simulated engine: each modality supports the target when shown from the item
@@ -212,6 +215,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
         target=item.answer, task=item.task, category=item.category, group=item.group,
         evidence=evidence(modalities, swapped, item.answer),
+        donors={m: sources[m].item_id for m in sorted(swapped)} or None,
     )
 
 
@@ -233,7 +237,7 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
         run = [c for c in available if c in options.conditions]
     else:
         run = list(available)
-    donor = donors(ordered, seed, options, file=file)
+    donor = donors(ordered, seed, options, file=file, root=getattr(bench, "root", None))
     out: list[Instance] = []
     for i, item in enumerate(ordered):
         for condition in run:
@@ -300,23 +304,32 @@ def perceptual_score(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def dependency(intra_values: Mapping[str, np.ndarray]) -> str | None:
+def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray | None = None) -> str | None:
     """SPEC 5's label from the intra values over bootstrap rows: ``<m>-intra`` for each m whose interval lies above
-    0, joined by ``+``; ``inter-only`` when none does; None without resamples or with an undefined interval."""
+    0, joined by ``+``; where none does, ``at-chance`` when the interval of ``over_chance`` (accuracy[normal] minus
+    chance) does not lie above 0 either (nothing was learned, so nothing can be said about combining modalities), else
+    ``inter-only``; None without resamples or with an undefined interval."""
     from kernels.bootstrap import percentile_interval
 
     if not intra_values:
         return None
     names = list(intra_values)
-    values = np.column_stack([np.asarray(intra_values[m], dtype=np.float64) for m in names])
+    columns = [np.asarray(intra_values[m], dtype=np.float64) for m in names]
+    if over_chance is not None:
+        columns.append(np.asarray(over_chance, dtype=np.float64))
+    values = np.column_stack(columns)
     if values.shape[0] < 2:
         return None
     alpha = (1 - INTERVAL) / 2
     low, _ = percentile_interval(np.ascontiguousarray(values[1:]), alpha, 1 - alpha)
-    if np.isnan(low).any():
+    if np.isnan(low[: len(names)]).any():
         return None
-    above = [m for m, lo in zip(names, low, strict=True) if lo > 0]
-    return "+".join(f"{m}-intra" for m in above) if above else "inter-only"
+    above = [m for m, lo in zip(names, low[: len(names)], strict=True) if lo > 0]
+    if above:
+        return "+".join(f"{m}-intra" for m in above)
+    if over_chance is not None and not low[-1] > 0:
+        return "at-chance"
+    return "inter-only"
 
 
 def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
@@ -345,7 +358,9 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
         yield "perceptual_score", key(m), values, n["normal"] + n[other]
     if gains and len(gains) == len(named_modalities(acc)):
-        label_value = dependency(gains)
+        over_chance = (acc["normal"] - cells.mean(f"{prefix}chance", *scope)
+                       if "normal" in acc and cells.has(f"{prefix}chance", *scope) else None)
+        label_value = dependency(gains, over_chance)
         if label_value is not None:
             rows = gains[next(iter(gains))].shape[0]
             yield ("dependency", key(label_value), np.full(rows, np.nan),
@@ -376,18 +391,33 @@ def model_order(frame: pl.DataFrame) -> list[str]:
 
 
 def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
-    """The majority-vote model: per (prompt, split, item, condition), the mode of the valid choices of all models;
-    a tie goes to the tied label chosen by the earliest model in order of first appearance; no valid choice at
-    all is an invalid answer. Other columns (target, option count, category, ...) come from the earliest model's
-    row; confidences are null (a vote has none)."""
+    """The majority-vote model: per (prompt, split, item, condition), the label most models chose among their valid
+    choices. A tie is won by the tied label whose voters are the most confident (mean ``confidence``) when every
+    vote of the tie has a confidence, else by the tied label of the earliest model in order of first appearance;
+    no valid choice at all is an invalid answer. Other columns (target, option count, category, ...) come from the
+    earliest model's row; confidences are null (a vote has none).
+
+    A prompt gets ensemble rows only where the vote can differ from every member (``_can_differ``): three or more
+    models, or two whose every valid choice has a confidence. Two models without confidences tie on every
+    disagreement, and the earliest would win them all: the "ensemble" would be that model under another name."""
     models = model_order(frame)
     rank = pl.col("model").replace_strict(models, list(range(len(models))), return_dtype=pl.Int64)
     voters = frame.filter(pl.col("model") != ENSEMBLE).with_columns(_rank=rank)
+    if "confidence" not in voters.columns:
+        voters = voters.with_columns(confidence=pl.lit(None, dtype=pl.Float64))
+    voters = voters.filter(_can_differ(voters))
     match = list(MATCH)
-    winners = (voters.filter(pl.col("choice").is_not_null())
-               .group_by([*match, "choice"]).agg(_votes=pl.len(), _first=pl.col("_rank").min())
+    candidates = (voters.filter(pl.col("choice").is_not_null())
+                  .group_by([*match, "choice"])
+                  .agg(_votes=pl.len(), _first=pl.col("_rank").min(),
+                       _conf=pl.when(pl.col("confidence").is_null().any()).then(None)
+                       .otherwise(pl.col("confidence").mean()))
+                  .filter(pl.col("_votes") == pl.col("_votes").max().over(match)))
+    by_confidence = pl.col("_conf").is_not_null().all().over(match)
+    winners = (candidates
+               .with_columns(_key=pl.when(by_confidence).then(-pl.col("_conf")).otherwise(0.0))
                .group_by(match)
-               .agg(pl.col("choice").sort_by(["_votes", "_first"], descending=[True, False]).first().alias("_won")))
+               .agg(pl.col("choice").sort_by(["_key", "_first"]).first().alias("_won")))
     base = voters.sort("_rank", maintain_order=True).filter(pl.int_range(pl.len()).over(match) == 0)
     out = base.join(winners, on=match, how="left", nulls_equal=True)
     nulls = {c: pl.lit(None, dtype=out.schema[c]).alias(c)
@@ -408,6 +438,14 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
              "has_conf": pl.lit(False), "conf_method": pl.lit("unknown")}
     out = out.with_columns([expr.cast(out.schema[c]).alias(c) for c, expr in flags.items() if c in out.columns])
     return out.drop("_won", "_rank").select(frame.columns)
+
+
+def _can_differ(voters: pl.DataFrame) -> pl.Expr:
+    """Rows of the prompts where a vote can differ from every member (``ensemble_rows``): three or more models, or
+    two with a confidence on every valid choice."""
+    models = pl.col("model").n_unique().over("prompt")
+    confident = (pl.col("confidence").is_not_null() | pl.col("choice").is_null()).all().over("prompt")
+    return (models >= 3) | ((models == 2) & confident)
 
 
 def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:

@@ -5,7 +5,8 @@ that module's ``Item`` and ``Options`` (read by attribute here, so that this mod
 * ``donor_groups``: the group each item draws its donors from (benchmark, split, and as configured option count and
   category), with the groups that cannot be deranged pooled or refused;
 * ``donors``: one seeded derangement per modality within those groups (``kernels.derangement``); copies of one
-  question (``Item.group``) never lend to each other.
+  question (``Item.group``) never lend to each other, nor do items whose file of the modality has the same content
+  (``media_blocks``, ``omnieval.protocols.shared_media``).
 """
 
 from __future__ import annotations
@@ -24,23 +25,63 @@ NAME = "spectrum"
 
 
 
-def _feasible(idx: Sequence[int], questions: Sequence[str]) -> bool:
-    """Whether the items ``idx`` can lend to each other with no item taking a copy of its own question: two or
-    more items and no question holding more than half of them (``kernels.derangement.derange_apart``)."""
+def _feasible(idx: Sequence[int], blocks: dict[str, Sequence[int]]) -> bool:
+    """Whether the items ``idx`` can lend to each other with no item taking a modality from its own block (a copy
+    of its question, or an item showing the same file of that modality): two or more items and, for every
+    modality, no block holding more than half of them (``kernels.derangement.derange_apart``)."""
     if len(idx) < 2:
         return False
-    return 2 * max(collections.Counter(questions[i] for i in idx).values()) <= len(idx)
+    return all(2 * max(collections.Counter(b[i] for i in idx).values()) <= len(idx) for b in blocks.values())
 
 
-def donor_groups(items: Sequence, options, *, file: str | Path | None = None) -> list[tuple]:
+def _why_not(items: Sequence, idx: Sequence[int], blocks: dict[str, Sequence[int]], where: str) -> str:
+    """Why the items ``idx`` (two or more) cannot lend to each other: the largest block of a modality, in words."""
+    where = f" of {where}" if where else ""
+    for m, b in blocks.items():
+        block, size = collections.Counter(b[i] for i in idx).most_common(1)[0]
+        if 2 * size > len(idx):
+            members = [items[i] for i in idx if b[i] == block]
+            questions = sorted({it.question_id for it in members})
+            files = sorted({it.media[m] for it in members}) if m != "text" else []
+            if len(questions) == 1 and len(files) <= 1:
+                return (f"{size} of the {len(idx)} items{where} are copies of question {questions[0]!r} (its "
+                        "group), and copies never lend to each other")
+            return (f"{size} of the {len(idx)} items{where} show the same {m} content ({', '.join(files[:3])}"
+                    f"{' ...' if len(files) > 3 else ''}) or are copies of one question, and an item never takes a "
+                    f"{m} equal to its own")
+    return f"the {len(idx)} items{where} cannot lend to each other"
+
+
+def media_blocks(items: Sequence, root: str | Path | None) -> dict[str, list[int]]:
+    """``modality -> block per item``: items of one block never lend that modality to each other. Copies of one
+    question (``Item.group``) are one block for every modality; for a media modality, so are the items whose file
+    of that modality has the same content (``shared_media``), e.g. several questions about one clip."""
+    from omnieval.protocols.shared_media import content_keys, lending_blocks
+
+    modalities = items[0].modalities if items else ()
+    refs = [it.media[m] for it in items for m in modalities if m != "text"]
+    keys = content_keys(refs, root)
+    out = {}
+    for m in modalities:
+        relations = [lambda i: items[i].question_id]
+        if m != "text":
+            relations.append(lambda i, m=m: keys[items[i].media[m]])
+        out[m] = lending_blocks(len(items), relations)
+    return out
+
+
+def donor_groups(items: Sequence, options, *, file: str | Path | None = None,
+                 blocks: dict[str, Sequence[int]] | None = None) -> list[tuple]:
     """The donor group of each item: ``(benchmark, split, n_options if it must match, soft keys)``, after pooling
     the items of groups that cannot be deranged when configured. Raises ``InputError`` naming an item of such a
     group otherwise.
 
-    A group cannot be deranged when it has one item, or when one question's copies (``Item.group``) are more than
-    half of it: some copy would have to take its modality from a sibling, which shows the item's own image."""
+    A group cannot be deranged when it has one item, or when one block of a modality (``media_blocks``: the copies
+    of one question, the items showing one file) is more than half of it: some item would have to take that
+    modality from its own block, which shows the item's own image, clip or sound."""
     hard_options = options.text_unit == "question+options"
-    questions = [it.question_id for it in items]
+    if blocks is None:
+        blocks = media_blocks(items, None)
 
     def hard(it) -> tuple:
         return (it.benchmark, it.split, len(it.options) if hard_options else None)
@@ -53,7 +94,7 @@ def donor_groups(items: Sequence, options, *, file: str | Path | None = None) ->
     members: dict[tuple, list[int]] = {}
     for i, g in enumerate(groups):
         members.setdefault(g, []).append(i)
-    lone = [i for idx in members.values() if not _feasible(idx, questions) for i in idx]
+    lone = [i for idx in members.values() if not _feasible(idx, blocks) for i in idx]
     if lone and options.singletons == "error":
         first = min(lone, key=lambda i: items[i].item_id)
         it, idx = items[first], members[groups[first]]
@@ -62,12 +103,7 @@ def donor_groups(items: Sequence, options, *, file: str | Path | None = None) ->
         alike = f" with its {' and '.join(shared)}" if shared else ""
         fix = "drop donor_within" if options.donor_within else "use text_unit: question"
         where = f"benchmark {it.benchmark!r} split {it.split!r}{alike}"
-        if len(idx) == 1:
-            why = f"it is the only item of {where}"
-        else:
-            copies = sum(questions[i] == it.question_id for i in idx)
-            why = (f"{copies} of the {len(idx)} items of {where} are copies of question {it.question_id!r} (its "
-                   "group), and copies never lend to each other")
+        why = f"it is the only item of {where}" if len(idx) == 1 else _why_not(items, idx, blocks, where)
         raise InputError(f"no donor for this item: {why}; set protocol_options singletons: pool, or {fix}",
                          file=file, item=it.item_id,
                          field=f"protocol_options.{'donor_within' if options.donor_within else 'text_unit'}")
@@ -76,17 +112,17 @@ def donor_groups(items: Sequence, options, *, file: str | Path | None = None) ->
         by_hard.setdefault(groups[i][:3], []).append(i)
     for key, idx in by_hard.items():
         pooled = (*key, ("<pooled>",))
-        if not _feasible(idx, questions):
+        if not _feasible(idx, blocks):
             others = sorted(((len(v), repr(g), g) for g, v in members.items()
-                             if g[:3] == key and _feasible(v, questions)), key=lambda t: t[:2])
-            joined = [g for _, _, g in others if _feasible(idx + members[g], questions)]
+                             if g[:3] == key and _feasible(v, blocks)), key=lambda t: t[:2])
+            joined = [g for _, _, g in others if _feasible(idx + members[g], blocks)]
             if not joined:
                 it = items[min(idx, key=lambda i: items[i].item_id)]
-                alone = ("the only item of its benchmark and split" if len(idx) == 1 else
-                         f"among {len(idx)} items of its benchmark and split with no donor group, mostly copies of "
-                         f"question {it.question_id!r}")
-                raise InputError(f"no donor for this item: it is {alone}"
-                                 + (" with its option count" if hard_options else ""),
+                where = "its benchmark and split" + (" with its option count" if hard_options else "")
+                alone = (f"it is the only item of {where}" if len(idx) == 1 else
+                         f"{len(idx)} items of {where} have no donor group: "
+                         + _why_not(items, idx, blocks, ""))
+                raise InputError(f"no donor for this item: {alone}",
                                  file=file, item=it.item_id, field="options" if hard_options else "split")
             pooled = joined[0]
         for i in idx:
@@ -94,29 +130,33 @@ def donor_groups(items: Sequence, options, *, file: str | Path | None = None) ->
     return groups
 
 
-def donors(items: Sequence, seed: int, options, *,
-           file: str | Path | None = None) -> dict[str, np.ndarray]:
+def donors(items: Sequence, seed: int, options, *, file: str | Path | None = None,
+           root: str | Path | None = None) -> dict[str, np.ndarray]:
     """``modality -> donor index per item`` (positions in ``items``), one independent derangement per modality.
-    Copies of one question (``Item.group``) never lend to each other (``derange_apart``); a benchmark without
-    copies keeps ``derange``'s uniform donors."""
+    Items of one block of a modality (``media_blocks``: copies of one question, items showing one file, the files
+    under ``root``) never lend it to each other (``derange_apart``); a modality without such blocks keeps
+    ``derange``'s uniform donors."""
     from kernels.derangement import derange, derange_apart
 
-    groups = donor_groups(items, options, file=file)
+    blocks = media_blocks(items, root)
+    groups = donor_groups(items, options, file=file, blocks=blocks)
     codes = {g: c for c, g in enumerate(sorted(set(groups), key=repr))}
     group_ids = np.array([codes[g] for g in groups], dtype=np.int64)
     keys = np.array([keyed_seed(0, NAME, it.item_id) for it in items], dtype=np.uint64)
-    questions = [it.question_id for it in items]
-    copies = len(set(questions)) < len(items)
-    if copies:
-        question_codes = {q: c for c, q in enumerate(sorted(set(questions)))}
-        blocks = np.array([question_codes[q] for q in questions], dtype=np.int64)
-        block_keys = np.array([keyed_seed(0, NAME, "question", q) for q in questions], dtype=np.uint64)
-    modalities = items[0].modalities if items else ()
     out = {}
-    for m in modalities:
+    for m, block in blocks.items():
         stream = keyed_seed(0, NAME, "donor", m)
-        donor = derange_apart(group_ids, blocks, seed, stream, keys, block_keys) if copies else \
-            derange(group_ids, seed, stream, keys)
+        if len(set(block)) == len(items):
+            donor = derange(group_ids, seed, stream, keys)
+        else:
+            # A block's identity is its smallest question id: for copies of one question, that question (as
+            # before blocks also joined items showing one file), and never the rows' order.
+            question = {}
+            for i, b in enumerate(block):
+                q = items[i].question_id
+                question[b] = min(question.get(b, q), q)
+            block_keys = np.array([keyed_seed(0, NAME, "question", question[b]) for b in block], dtype=np.uint64)
+            donor = derange_apart(group_ids, np.array(block, dtype=np.int64), seed, stream, keys, block_keys)
         if (donor < 0).any():  # donor_groups already pooled or refused groups that cannot be deranged
             raise AssertionError("derangement left an item without a donor")
         out[m] = donor

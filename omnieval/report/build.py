@@ -257,6 +257,30 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
     return runs
 
 
+def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
+    """Several runs' predictions as one table for the tests and paired differences, each run's models kept apart
+    (``<run>:<model>``) except across prompt styles: a sweep writes each model's prompts to sibling runs
+    (``<entry>/<model>/zs``, ``.../cot``), and those are one model whose ``cot - zs`` pairs the report must form,
+    so a run holding one prompt whose label ends with it is named by the rest of its label. Where that would put
+    two rows of one (model, prompt, mode, instance) together, every run keeps its full label."""
+    prompts = predictions.group_by("run").agg(pl.col("prompt").unique())
+    base = {}
+    for run, ps in prompts.iter_rows():
+        p = ps[0] if len(ps) == 1 else None
+        base[run] = run[: -len(p)].rstrip("/") if p and (run == p or run.endswith("/" + p)) else run
+
+    def named(labels: dict[str, str]) -> pl.DataFrame:
+        prefix = pl.col("run").replace_strict(labels, return_dtype=pl.Utf8)
+        return predictions.with_columns(
+            model=pl.when(prefix == "").then(pl.col("model")).otherwise(prefix + pl.lit(":") + pl.col("model")))
+
+    pooled = named(base)
+    key = [c for c in ("model", "prompt", "mode", "instance_id") if c in pooled.columns]
+    if pooled.select(key).is_duplicated().any():
+        pooled = named({run: run for run in base})
+    return pooled.drop("run")
+
+
 def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
                     resamples: int = 10_000) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
@@ -294,7 +318,7 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             if predictions is not None:
                 power = power_table(predictions.drop("run"))
         elif len(with_preds) >= 1 and predictions is not None:
-            renamed = predictions.with_columns(model=pl.col("run") + pl.lit(":") + pl.col("model")).drop("run")
+            renamed = pooled_models(predictions)
             tests = stats_table(renamed, permutations=permutations, seed=seed)
             paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations)
             power = power_table(renamed)

@@ -20,8 +20,19 @@ DPI = 90
 
 @dataclass
 class Series:
+    """``colour`` and ``style`` (palette and marker/hatch indices) keep one model's colour across its prompt styles
+    (``style`` tells the prompts apart); left None, a series takes its position's."""
+
     label: str
     points: list[tuple[str, float | None, float | None, float | None]]  # (x, value, ci_low, ci_high)
+    colour: int | None = None
+    style: int | None = None
+
+    def look(self, i: int) -> tuple[str, str, str]:
+        """(colour, marker, hatch) of the series drawn ``i``-th."""
+        c = i if self.colour is None else self.colour
+        k = i if self.style is None else self.style
+        return PALETTE[c % len(PALETTE)], MARKERS[k % len(MARKERS)], HATCHES[k % len(HATCHES)]
 
 
 def _figure(width: float, height: float):
@@ -104,8 +115,9 @@ def line_panels(panels: Sequence[tuple[str, str, list[Series], Series | None]], 
         for i, s in enumerate(series):
             xs = [p[0] for p in s.points]
             vals, err = _errors(s.points)
-            ax.errorbar(xs, vals, yerr=err, label=s.label, color=PALETTE[i % len(PALETTE)],
-                        marker=MARKERS[i % len(MARKERS)], markersize=5, linewidth=1.5, capsize=3, elinewidth=0.9)
+            colour, marker, _ = s.look(i)
+            ax.errorbar(xs, vals, yerr=err, label=s.label, color=colour,
+                        marker=marker, markersize=5, linewidth=1.5, capsize=3, elinewidth=0.9)
         if reference is not None:
             ax.plot([p[0] for p in reference.points], [p[1] for p in reference.points], color="black",
                     linestyle="--", marker="x", linewidth=1.2, label=reference.label)
@@ -146,8 +158,9 @@ def bar_panels(panels: Sequence[tuple[str, str, list[Series], str]], ncols: int 
             pts = [by_x.get(g, (g, None, None, None)) for g in groups]
             vals, err = _errors(pts)
             xs = [j - 0.4 + width * (i + 0.5) for j in range(len(groups))]
+            colour, _, hatch = s.look(i)
             ax.bar(xs, vals, width=width * 0.92, yerr=err, capsize=2.5, label=s.label,
-                   color=PALETTE[i % len(PALETTE)], hatch=HATCHES[i % len(HATCHES)], edgecolor="black",
+                   color=colour, hatch=hatch, edgecolor="black",
                    linewidth=0.5, error_kw={"elinewidth": 0.9})
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), groups, fontsize=8)
@@ -212,33 +225,4 @@ def reliability(panels: Sequence[tuple[str, list[tuple[str, list[float], list[fl
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     _legend(fig, axes, n_series)
-    return _png(fig)
-
-
-def scatter(points: list[tuple[str, float, float, tuple[float, float] | None, tuple[float, float] | None, bool]],
-            xlabel: str, ylabel: str, title: str) -> bytes:
-    """Points ``(label, x, y, x interval, y interval, main)`` with error bars; ``main`` points are filled and
-    labelled in the legend, the others (e.g. per category) drawn hollow in their series' colour."""
-    fig = _figure(5.2, 4.2)
-    ax = fig.add_subplot()
-    _style(ax)
-    ax.grid(True, axis="x", color="#dddddd", linewidth=0.6)
-    ax.axhline(0.0, color="black", linewidth=0.8)
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    colours: dict[str, int] = {}
-    for label, *_ in points:
-        colours.setdefault(label.split(" / ")[0], len(colours))
-    for label, x, y, xci, yci, main in sorted(points, key=lambda p: p[5]):  # benchmarks drawn over categories
-        series = label.split(" / ")[0]
-        i = colours[series]
-        xerr = [[max(0.0, x - xci[0])], [max(0.0, xci[1] - x)]] if xci else None
-        yerr = [[max(0.0, y - yci[0])], [max(0.0, yci[1] - y)]] if yci else None
-        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
-                    markersize=7 if main else 5, markerfacecolor=PALETTE[i % len(PALETTE)] if main else "white",
-                    linewidth=0, elinewidth=0.9 if main else 0.5, capsize=2.5 if main else 0,
-                    label=series if main else None, zorder=3 if main else 2)
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_title(title, fontsize=9)
-    _legend(fig, [ax], len(colours))
     return _png(fig)

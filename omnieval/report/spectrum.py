@@ -1,15 +1,15 @@
 """Report section of protocol ``spectrum`` (SPEC section 5): per benchmark (run and split) the accuracy with every
 modality, with one modality only, with all shuffled (random) and without one, against chance; where a benchmark
 holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the intra /
-inter gains, perceptual scores and the dependency label, overall and per category; plot: the spectrum scatter (what
-one modality alone buys over random against what the text alone buys)."""
+inter gains, perceptual scores and the dependency label, overall and per category; plot: what each modality alone
+buys over random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
 
 from __future__ import annotations
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import Col, MetricView, error_cols, series_label
+from omnieval.report.tables import FEW_ITEMS, FEW_MARK, Col, MetricView, error_cols, plot_series
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
@@ -71,7 +71,7 @@ def section(data: ProtocolInput) -> Section | None:
     scoped = [b for b in (per_cat, dep_cat) if b is not None]
     if scoped:
         sec.subsections.append(Section(f"{NAME}-categories", "Per category", blocks=scoped))
-    figure = _scatter(view)
+    figure = _gains(view)
     if figure is not None:
         sec.blocks.append(figure)
     rest = view.leftover_table()
@@ -97,35 +97,29 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
         rows.append(cells)
     return Table(caption=caption, header=header, rows=rows, name="dependency" + ("-category" if scoped else ""),
                  note=None if scoped else "<m>-intra: the 95% interval of intra[m] lies above 0 (joined by +); "
-                                          "inter-only: no modality's does.")
+                                          "at-chance: no modality's does and accuracy with every modality is not "
+                                          "above chance either; inter-only: no modality's does, but the model is "
+                                          "above chance. Each modality is one uncorrected 95% interval: with k "
+                                          f"modalities a model relying on none gets some <m>-intra up to k x 2.5% of "
+                                          f"the time. {FEW_MARK}: fewer than {FEW_ITEMS} items.")
 
 
-def _scatter(view: MetricView) -> Figure | None:
-    """x: the gain of the first non-text modality alone over random; y: the text alone's; a point per benchmark and
-    model (filled) and per category (hollow)."""
-    media = [m for m in _modalities(view, "intra") if m != "text"]
-    if not media or not view.has("intra", "text"):
+def _gains(view: MetricView) -> Figure | None:
+    """What each modality alone buys over random (``intra``, with its interval), every modality of the benchmark
+    side by side (image, video, audio, text): one panel per split, one bar per model and prompt style, a model's
+    colour kept across its prompt styles (the hatch tells them apart). An audio-reliant model stands out on audio,
+    where a single x-y scatter of one medium against text would have put it at the origin beside a random one."""
+    modalities = _modalities(view, "intra")
+    if not modalities:
         return None
-    m = media[0]
-    points = []
-    splits = view.distinct("split")
-    for rec in view.records:
-        if rec["metric"] != "intra" or rec["leaf"] != m:
-            continue
-        other = view.index.get((rec["run"], rec["model"], rec["prompt"], rec["split"], rec["scope"], "intra", "text"))
-        if other is None or rec["value"] is None or other["value"] is None:
-            continue
-        label = series_label(view, rec) + (f" · {rec['split']}" if len(splits) > 1 else "")
-        main = rec["scope"] == ""
-        if not main:
-            label += f" / {rec['scope']}"
-        xci = (rec["ci_low"], rec["ci_high"]) if rec["ci_low"] is not None and rec["ci_high"] is not None else None
-        yci = (other["ci_low"], other["ci_high"]) if other["ci_low"] is not None and other["ci_high"] is not None \
-            else None
-        points.append((label, rec["value"], other["value"], xci, yci, main))
-    if not points:
+    panels = []
+    for split in view.distinct("split"):
+        series = plot_series(view, "intra", modalities, split=split)
+        if series:
+            panels.append((f"split {split}" if len(view.order["split"]) > 1 else "", "m only - random", series,
+                           "modality m"))
+    if not panels:
         return None
-    return Figure("spectrum-scatter", f"The spectrum: {m}-only gain over random against text-only gain over random "
-                                      "(filled: benchmark, hollow: its categories; 95% intervals)",
-                  plots.scatter(points, f"{m} only - random", "text only - random", "modality dependence"),
-                  alt="spectrum scatter")
+    return Figure("spectrum-gains", "What each modality alone buys: accuracy with only m kept minus accuracy with "
+                                    "every modality shuffled (intra), per modality, with 95% intervals",
+                  plots.bar_panels(panels, ncols=min(3, len(panels))), alt="spectrum intra gains per modality")

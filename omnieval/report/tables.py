@@ -117,8 +117,12 @@ class MetricView:
         data = {c: str(rec[c]) for c in ("protocol", "run", "model", "prompt", "split", "metric", "key")}
         if value is None:  # a label (spectrum's dependency): the key says it
             data["value"] = ""
-            return Cell(text=label or rec["leaf"], sort=label or rec["leaf"], data=data, strong=True,
-                        title=f"{rec['metric']} — {where}: {label or rec['leaf']} (n = {rec['n']})")
+            text = label or rec["leaf"]
+            title = f"{rec['metric']} — {where}: {text} (n = {rec['n']})"
+            if few_items(rec.get("n_items")):  # a label rests on intervals: as unreliable as they are
+                text = f"{text} {FEW_MARK}"
+                title += f" ({FEW_MARK} fewer than {FEW_ITEMS} items: the intervals behind it are unreliable)"
+            return Cell(text=text, sort=label or rec["leaf"], data=data, strong=True, title=title)
         data["value"] = repr(float(value))
         has_ci = low is not None and high is not None
         if has_ci:
@@ -241,5 +245,7 @@ def plot_series(view: MetricView, metric: str, leaves: Sequence[str], *, split: 
             r = view.index.get((run, model, prompt, split, scope, metric, leaf))
             values = (None, None, None) if r is None else (r["value"], r["ci_low"], r["ci_high"])
             points.append((x, *values))
-        out.append(Series(series_label(view, rec), points))
+        prompts = view.distinct("prompt")
+        out.append(Series(series_label(view, rec), points, colour=view.order["model"][model],
+                          style=prompts.index(prompt) if len(prompts) > 1 else None))
     return out

@@ -55,7 +55,20 @@ class SweepResult:
         counts = {s: sum(r.status == s for r in self.runs) for s in ("done", "skipped", "failed")}
         lines.append(f"{len(self.runs)} runs: {counts['done']} done, {counts['skipped']} skipped (complete), "
                      f"{counts['failed']} failed")
+        if counts["done"] + counts["skipped"]:
+            lines += ["", "next:", f"  {self.report_command()}"]
         return "\n".join(lines)
+
+    def report_command(self) -> str:
+        """The command that shows every run of the sweep side by side, printed so that it runs as printed (the
+        report beside a local output, in the working folder for a remote one)."""
+        import shlex
+
+        from omnieval.commands import command_prefix
+
+        out = self.output.rstrip("/")
+        base = out if "://" not in out else f"./{out.rsplit('/', 1)[-1]}"
+        return f"{command_prefix()} report {shlex.quote(self.output)} --out {shlex.quote(base + '-report')}"
 
 
 class RunProgress:
