@@ -130,7 +130,7 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_latency_s")}
+                  "r_latency_s", "r_answer_source") if name in batch}
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
             if skipped:
@@ -149,7 +149,7 @@ class PredictionRows:
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade,
-                    media_noted=noted))
+                    media_noted=noted, answer_source=r.get("answer_source")))
         table = prediction_table(out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))

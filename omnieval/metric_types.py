@@ -164,3 +164,18 @@ def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = 
                 yield metric, kind, cells.mean(f"_error_{kind}"), cells.support(f"_error_{kind}")
 
     return replace(spec, families=spec.families + families, metrics=metrics)
+
+
+def with_forced_rate(spec: ProtocolMetrics) -> ProtocolMetrics:
+    """``spec`` plus ``forced_rate``: among a unit's chain-of-thought answers whose engine records how the choice
+    was made (``answer_source``), the share the label logits made because the reasoning named no answer. Those
+    choices count as answers in accuracy (the engine's rule); this says how many of them the model never gave."""
+    family = CellFamily("_forced", "forced", "_cot_answer")
+
+    def metrics(cells: Cells) -> Iterable[MetricRow]:
+        yield from spec.metrics(cells)
+        if cells.has("_forced"):
+            yield "forced_rate", "", cells.mean("_forced"), cells.support("_forced")
+
+    return replace(spec, families=spec.families + (family,), metrics=metrics)
+

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from omnieval.metric_registry import REGISTRY, load_protocols
-from omnieval.metric_types import with_error_rates
+from omnieval.metric_types import with_error_rates, with_forced_rate
 from omnieval.open_metrics import open_rows
 from omnieval.prediction_files import error_kinds_present, prepare, read_predictions
 from omnieval.schema import InputError
@@ -54,7 +54,7 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         if spec.derive is not None:
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
-        spec = with_error_rates(spec, error_kinds_present(mcq))
+        spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
         rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,

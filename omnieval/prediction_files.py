@@ -216,7 +216,12 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(**_error_flags(frame))
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
+    source = pl.col("answer_source").cast(pl.Utf8) if "answer_source" in frame.columns else pl.lit(None, pl.Utf8)
     return frame.with_columns(
+        # chain-of-thought answers whose engine says how the choice was made; ``forced``: the reasoning named no
+        # answer and the label logits after it made one (``forced_rate``)
+        _cot_answer=(valid & source.is_not_null()).fill_null(False),
+        forced=(valid & (source == "forced")).fill_null(False),
         answered=answered,
         valid=valid,
         invalid=answered & pl.col("choice").is_null(),

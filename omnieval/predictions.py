@@ -45,19 +45,21 @@ class Prediction:
     cascade: dict | None = None  # the cascade columns, when a describer turned media into text first
     skipped: str | None = None  # the modalities the model cannot take, when the row was not asked for them
     media_noted: str | None = None  # the modalities a text note stood in for
+    answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
 
     @classmethod
     def scored(cls, inst: Instance, model: str, engine: str, prompt: str, *, choice: str | None,
                confidence: float | None = None, confidence_method: str | None = None,
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
-               latency_s: float | None = None, cascade: dict | None = None, media_noted: str | None = None
-               ) -> Prediction:
+               latency_s: float | None = None, cascade: dict | None = None, media_noted: str | None = None,
+               answer_source: str | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
         an answer without a choice carries no confidence."""
         choice = choice if choice in inst.option_labels else None
         return cls(inst, model, engine, prompt, "mcq", choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
-                   option_logprobs, raw_text, None, error, latency_s, cascade, media_noted=media_noted)
+                   option_logprobs, raw_text, None, error, latency_s, cascade, media_noted=media_noted,
+                   answer_source=answer_source if choice is not None else None)
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
@@ -103,6 +105,7 @@ class Prediction:
             "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
+            "answer_source": self.answer_source,
         }
 
 

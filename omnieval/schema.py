@@ -297,6 +297,9 @@ PREDICTION_SCHEMA = pa.schema([
     # (``skipped``), or a text note stood in for the part (``media_noted``); both name the modalities (``audio+video``).
     ("skipped", pa.string()),
     ("media_noted", pa.string()),
+    # How a chain-of-thought choice was made: ``parsed`` from the text, or ``forced`` from the label logits read
+    # after a reasoning that named no answer (``engines.base.cot_result``); null for zero-shot.
+    ("answer_source", pa.string()),
 ])
 """Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS.
 

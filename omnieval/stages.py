@@ -38,7 +38,7 @@ INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_latency_s", "r_attempts")
+                 "r_latency_s", "r_attempts", "r_answer_source")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -121,6 +121,7 @@ class _Result:
     error: str | None = None
     latency_s: float | None = None
     attempts: int | None = None
+    answer_source: str | None = None
 
 
 class ModelCalls:
@@ -181,7 +182,8 @@ class ModelCalls:
         except Exception as exc:
             return [_Result(error=_engine_error(exc)) for _ in ids]
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
-                        option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error) for r in out]
+                        option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
+                        answer_source=getattr(r, "answer_source", None)) for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.engines.base import GenerationRequest

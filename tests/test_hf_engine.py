@@ -122,7 +122,7 @@ def test_cot_parsed_answer_wins_and_logits_are_read_after_answer(qwen2, monkeypa
     path, engine = qwen2
     monkeypatch.setattr(engine, "greedy", lambda enc, max_new_tokens=None: "The drum is loud.\nAnswer: D")
     res = engine.score([request(1, style="cot")])[0]
-    assert res.choice == "D" and res.raw_text == "The drum is loud.\nAnswer: D"
+    assert res.choice == "D" and res.raw_text == "The drum is loud.\nAnswer: D" and res.answer_source == "parsed"
     # reference: the prompt, the reasoning up to "Answer:", then the " D"-style label tokens
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -141,6 +141,36 @@ def test_cot_unparseable_text_falls_back_to_logit_argmax(qwen2, monkeypatch):
     res = engine.score([request(2, style="cot")])[0]
     assert res.choice == LABELS[int(np.argmax(res.option_logprobs))]
     assert res.confidence == pytest.approx(softmax(res.option_logprobs).max(), abs=1e-12)
+    assert res.answer_source == "forced"  # the model named no answer: the logits made one, and say so
+
+
+def test_forced_cot_answers_are_counted_in_forced_rate(qwen2, monkeypatch):
+    """Through the row builder and the metrics: of five reasonings, three name no answer; forced_rate is the share
+    of cot answers whose text does not parse (counted here from the texts), and none of them is invalid."""
+    import polars as pl
+
+    from omnieval.metrics import metrics_table
+    from omnieval.predictions import Prediction, prediction_table
+    from omnieval.prompts import parse_answer
+
+    _, engine = qwen2
+    script = iter(["Answer: A", "I think so.", "(B) it is", "no idea at all", "zzz"])
+    monkeypatch.setattr(engine, "greedy", lambda enc, max_new_tokens=None: next(script))
+    rows = []
+    for i in range(5):
+        inst = instance(i % 3, media=()).model_copy(update={"instance_id": f"x{i}", "item_id": f"i{i}"})
+        res = engine.score([EngineRequest(inst, {}, "cot")])[0]
+        assert res.error is None
+        rows.append(Prediction.scored(inst, "tiny", "hf", "cot", choice=res.choice, confidence=res.confidence,
+                                      confidence_method=res.confidence_method, option_logprobs=res.option_logprobs,
+                                      raw_text=res.raw_text, answer_source=res.answer_source))
+    table = pl.from_arrow(prediction_table(rows))
+    unparsed = sum(parse_answer(t, LABELS, instance(0).option_texts) is None for t in table["raw_text"])
+    assert table["answer_source"].to_list().count("forced") == unparsed == 3
+    metrics = metrics_table(table, resamples=0)
+    forced = metrics.filter(pl.col("metric") == "forced_rate")
+    assert forced["value"].to_list() == [pytest.approx(3 / 5)] and forced["n"].to_list() == [5]
+    assert metrics.filter(pl.col("metric") == "invalid_rate")["value"].to_list() == [0.0]
 
 
 def test_missing_media_is_an_error_not_an_exception(qwen2, omni):

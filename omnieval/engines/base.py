@@ -42,6 +42,7 @@ class EngineResult:
     option_logprobs: list[float] | None = None
     raw_text: str | None = None
     error: str | None = None
+    answer_source: str | None = None  # chain-of-thought: "parsed" (from its text) or "forced" (text had none)
 
 
 @dataclass
@@ -209,3 +210,23 @@ def result_from_option_logprobs(labels: Sequence[str], option_logprobs: Sequence
     best = max(range(len(probs)), key=lambda i: probs[i])
     return EngineResult(choice=labels[best], confidence=probs[best], confidence_method="rs",
                         option_logprobs=[float(x) for x in option_logprobs], raw_text=raw_text)
+
+
+def cot_result(inst: Instance, option_logprobs: Sequence[float], text: str) -> EngineResult:
+    """A chain-of-thought answer, one rule for every engine that reads the label logits after the reasoning: the
+    label parsed from the text (``prompts.parse_answer``) when it parses, its confidence the restricted softmax at
+    the answer position; else the argmax there, marked ``forced``: the model wrote no answer and the logits made
+    one (counted in ``forced_rate``, so a reasoning that never concludes is seen, not scored as if it had)."""
+    from omnieval.prompts import parse_answer
+
+    res = result_from_option_logprobs(inst.option_labels, option_logprobs, raw_text=text)
+    if res.error is not None:
+        return res
+    parsed = parse_answer(text, inst.option_labels, inst.option_texts)
+    if parsed is None:
+        res.answer_source = "forced"
+        return res
+    res.confidence = restricted_softmax(option_logprobs)[inst.option_labels.index(parsed)]
+    res.choice, res.answer_source = parsed, "parsed"
+    return res
+

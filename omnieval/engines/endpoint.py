@@ -44,8 +44,8 @@ from omnieval.engines.base import (
     GenerationRequest,
     GenerationResult,
     OptionError,
+    cot_result,
     register_engine,
-    restricted_softmax,
     result_from_option_logprobs,
 )
 from omnieval.engines.chat import cot_answer_position, label_token_ids
@@ -162,18 +162,13 @@ class OpenAIEngine(Engine):
         if request.prompt_style == "cot":
             text = self._chat(messages, self.max_new_tokens)
             if mode != "token_ids":
-                return _parsed(inst, text)
+                return _parsed(inst, text, cot=True)
             reasoning, ids = cot_answer_position(self.tokenizer, text, inst.option_labels)
             answer_turn = [*messages, {"role": "assistant", "content": reasoning}]
             lp = self._label_logprobs(answer_turn, inst.option_labels, ids, continue_final=True)
             if lp is None or any(x is None for x in lp):
-                return _parsed(inst, text)
-            res = result_from_option_logprobs(inst.option_labels, lp, raw_text=text)
-            parsed = parse_answer(text, inst.option_labels, inst.option_texts)
-            if parsed is not None and parsed != res.choice:  # the parsed answer wins (the in-process engines' rule)
-                res.confidence = restricted_softmax(lp)[inst.option_labels.index(parsed)]
-                res.choice = parsed
-            return res
+                return _parsed(inst, text, cot=True)
+            return cot_result(inst, lp, text)
         if mode == "none":
             return _parsed(inst, self._chat(messages, self.max_new_tokens))
         ids = label_token_ids(self.tokenizer, inst.option_labels) if mode == "token_ids" else None
@@ -243,9 +238,11 @@ def _first_choice(reply: dict) -> dict:
     return choices[0]
 
 
-def _parsed(inst, text: str) -> EngineResult:
-    """Generate-and-parse: the label read from the reply, no confidence (an unparseable reply is no answer)."""
-    return EngineResult(choice=parse_answer(text, inst.option_labels, inst.option_texts), raw_text=text)
+def _parsed(inst, text: str, cot: bool = False) -> EngineResult:
+    """Generate-and-parse: the label read from the reply, no confidence (an unparseable reply is no answer, never
+    forced)."""
+    choice = parse_answer(text, inst.option_labels, inst.option_texts)
+    return EngineResult(choice=choice, raw_text=text, answer_source="parsed" if cot and choice else None)
 
 
 def _check(base_url=None, served_model=None, api_key_env=None, logprobs="auto", top_logprobs=20,

@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from omnieval.engines.base import (
@@ -56,8 +55,8 @@ from omnieval.engines.base import (
     GenerationResult,
     OptionError,
     check_model_folder,
+    cot_result,
     register_engine,
-    restricted_softmax,
     result_from_option_logprobs,
 )
 from omnieval.engines.chat import (
@@ -72,7 +71,7 @@ from omnieval.engines.chat import (
 )
 from omnieval.engines.families import family_for, load_processor
 from omnieval.engines.omni_inputs import Encoded, collate
-from omnieval.prompts import PromptPart, parse_answer, render_prompt
+from omnieval.prompts import PromptPart, render_prompt
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -247,12 +246,7 @@ class HFEngine(Engine):
         generated = self.greedy(self.encode(request.media, parts, text))
         reasoning, ids = cot_answer_position(self.tokenizer, generated, inst.option_labels)
         logprobs = self.next_token_logprobs([self.encode(request.media, parts, text + reasoning)])[0]
-        option_lp = [float(logprobs[t]) for t in ids]
-        probs = restricted_softmax(option_lp)
-        parsed = parse_answer(generated, inst.option_labels, inst.option_texts)
-        best = inst.option_labels.index(parsed) if parsed is not None else int(np.argmax(probs))
-        return EngineResult(choice=inst.option_labels[best], confidence=probs[best], confidence_method="rs",
-                            option_logprobs=option_lp, raw_text=generated)
+        return cot_result(inst, [float(logprobs[t]) for t in ids], generated)
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         results: list[EngineResult | None] = [None] * len(requests)

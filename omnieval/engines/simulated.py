@@ -138,7 +138,10 @@ class SimulatedEngine(Engine):
         if rng.random() < self.invalid_rate:
             return EngineResult(choice=None, option_logprobs=[float(x) for x in logprobs],
                                 raw_text="(simulated) I am not sure what you are asking.")
-        return result_from_option_logprobs(inst.option_labels, logprobs.tolist(), raw_text=text)
+        res = result_from_option_logprobs(inst.option_labels, logprobs.tolist(), raw_text=text)
+        if request.prompt_style == "cot":  # its reasoning always ends in "Answer: X" (no forced answers)
+            res.answer_source = "parsed"
+        return res
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         out = []

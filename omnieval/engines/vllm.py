@@ -42,8 +42,8 @@ from omnieval.engines.base import (
     GenerationResult,
     OptionError,
     check_model_folder,
+    cot_result,
     register_engine,
-    restricted_softmax,
     result_from_option_logprobs,
 )
 from omnieval.engines.chat import (
@@ -58,7 +58,7 @@ from omnieval.engines.chat import (
     omni_media_fields,
 )
 from omnieval.engines.families import family_for, load_processor
-from omnieval.prompts import parse_answer, render_prompt
+from omnieval.prompts import render_prompt
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
 
@@ -229,13 +229,7 @@ class VLLMEngine(Engine):
                 if isinstance(lp, Exception):
                     results[i] = _error(lp)
                     continue
-                inst = requests[i].instance
-                res = result_from_option_logprobs(inst.option_labels, lp, raw_text=text)
-                parsed = parse_answer(text, inst.option_labels, inst.option_texts)
-                if parsed is not None and parsed != res.choice:  # the parsed answer wins (same rule as hf)
-                    res.confidence = restricted_softmax(lp)[inst.option_labels.index(parsed)]
-                    res.choice = parsed
-                results[i] = res
+                results[i] = cot_result(requests[i].instance, lp, text)
         return results  # type: ignore[return-value]
 
     def _generate(self, prompts: list[dict], max_tokens: list[int] | None = None) -> list[str]:

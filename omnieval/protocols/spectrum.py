@@ -435,7 +435,8 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
              "error_kind": pl.lit(None, dtype=pl.Utf8), **{f"_error_{k}": pl.lit(False) for k in ERROR_KIND_NAMES},
              "correct": valid & (pl.col("choice") == pl.col("target")).fill_null(False),
              "abstained": valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
-             "has_conf": pl.lit(False), "conf_method": pl.lit("unknown")}
+             "has_conf": pl.lit(False), "conf_method": pl.lit("unknown"), "forced": pl.lit(False),
+             "_cot_answer": pl.lit(False), "answer_source": pl.lit(None, dtype=pl.Utf8)}
     out = out.with_columns([expr.cast(out.schema[c]).alias(c) for c, expr in flags.items() if c in out.columns])
     return out.drop("_won", "_rank").select(frame.columns)
 

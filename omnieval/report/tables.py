@@ -206,13 +206,18 @@ class MetricView:
 def error_cols(view: MetricView, *, group: str | None = None, split: str | None = None,
                metric: str = "error_rate") -> list[Col]:
     """Columns of ``error_rate`` (rows that failed before or inside the model call; they are left out of every
-    other column): all kinds together, then one column per kind present (media, engine, describe, other)."""
-    if not view.has(metric):
-        return []
-    title = "share of predictions with an error (media decode, engine or describer failure): left out of accuracy"
-    cols = [Col("errors", metric, "", group=group, split=split, scale=None, title=title)]
-    cols += [Col(f"errors: {kind}", metric, kind, group=group, split=split, scale=None)
-             for kind in view.leaves(metric) if kind]
+    other column): all kinds together, then one column per kind present (media, engine, describe, other); for the
+    multiple-choice error rate, then ``forced_rate`` where chain-of-thought answers were recorded (the answers the
+    label logits made because the reasoning named none)."""
+    cols = []
+    if view.has(metric):
+        title = "share of predictions with an error (media decode, engine or describer failure): left out of accuracy"
+        cols.append(Col("errors", metric, "", group=group, split=split, scale=None, title=title))
+        cols += [Col(f"errors: {kind}", metric, kind, group=group, split=split, scale=None)
+                 for kind in view.leaves(metric) if kind]
+    if metric == "error_rate" and view.has("forced_rate"):
+        cols.append(Col("forced (CoT)", "forced_rate", "", group=group, split=split, scale=None,
+                        title="chain-of-thought answers whose reasoning named no answer: the label logits chose"))
     return cols
 
 
