@@ -215,6 +215,17 @@ def _media_root(text: str) -> tuple[str | None, str]:
     return None, text
 
 
+def _datasets_check(args: argparse.Namespace) -> int:
+    import json
+
+    from omnieval.datasets.check import check_benchmark
+
+    options = json.loads(args.protocol_options) if args.protocol_options else None
+    print(check_benchmark(args.folder, item=args.item, seed=args.seed, media_check=args.media_check,
+                          protocol_options=options))
+    return 0
+
+
 def _datasets_contra4(args: argparse.Namespace) -> int:
     from omnieval.datasets.contra4 import convert_contra4, read_media_map
 
@@ -426,6 +437,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an entry whose media file is missing: stop with an error, or skip it and list it")
     _overwrite_flag(s, "contra4")
     s.set_defaults(func=_datasets_contra4)
+
+    s = dsub.add_parser("check", help="validate a benchmark folder as a run would, and show one item's instances "
+                                      "(the media each condition shows, and where a shuffle took them from)")
+    s.add_argument("folder", help="the benchmark folder (benchmark.json, items.jsonl, media)")
+    s.add_argument("--item", default=None, help="the item to show (default: the first by id)")
+    s.add_argument("--seed", type=int, default=0, help="the run's seed (shuffles and option orders follow it)")
+    s.add_argument("--media-check", default="probe", choices=["probe", "exists", "off"],
+                   help="open every media file (probe), check it exists, or skip the check")
+    s.add_argument("--protocol-options", default=None, metavar="JSON",
+                   help="the run's protocol_options as JSON, e.g. '{\"donor_within\": [\"category\"]}'")
+    s.set_defaults(func=_datasets_check)
 
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)

@@ -119,3 +119,21 @@ def test_a_clip_with_most_of_its_splits_questions_is_refused_naming_the_item(cli
     with pytest.raises(InputError, match=r"4 of the 6 items .* show the same video content \(media/clip0.mp4\)") as err:
         make_plan(_config(bench, tmp_path / "out"), expand=True)
     assert err.value.item == "c0q0"
+
+
+def test_datasets_check_shows_each_conditions_files_and_donors(clip_bench, capsys):
+    from omnieval.cli import main
+
+    assert main(["datasets", "check", str(clip_bench), "--item", "c5q0", "--media-check", "exists"]) == 0
+    out = capsys.readouterr().out
+    assert "spectrum benchmark 'clips', 18 items, 144 instances" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert set(lines) == {"normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio",
+                          "no_text"}
+    assert "<-" not in lines["normal"] and "video media/clip5.mp4;" in lines["normal"]
+    own = _sha(clip_bench / "media" / "clip5.mp4")
+    for condition in ("audio_only", "text_only", "random", "no_video"):  # the video shown came from a donor
+        video = lines[condition].split(" target ", 1)[1].split("video ", 1)[1].split(" <- ")[0]
+        assert _sha(clip_bench / video) != own, lines[condition]
+    assert main(["datasets", "check", str(clip_bench), "--item", "nope"]) == 2
+    assert "no item 'nope'" in capsys.readouterr().err
