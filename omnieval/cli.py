@@ -275,7 +275,8 @@ def _bench_engine(args: argparse.Namespace) -> int:
     from omnieval.dev.bench_engine import bench_engine
 
     return bench_engine(model=args.model, anchors=args.anchors, questions=args.questions, device=args.device,
-                        vllm_options=args.vllm_options, workdir=args.workdir, small_items=args.small_items)
+                        vllm_options=args.vllm_options, workdir=args.workdir, small_items=args.small_items,
+                        repeats=args.repeats, quick=args.quick)
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
@@ -466,10 +467,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_bench_pipeline)
     s = bsub.add_parser("engine", help="steady-state vLLM pipeline vs bare vLLM vs a transformers loop (needs vllm)")
     s.add_argument("--model", default=None, help="model folder (default: a tiny random-weight Qwen2)")
-    s.add_argument("--anchors", type=int, default=30, help="anchors per split (2 splits x 8 conditions per item)")
-    s.add_argument("--questions", type=int, default=12, help="questions per anchor")
-    s.add_argument("--small-items", type=int, default=64,
-                   help="items of the small run; the marginal rate between it and the full run is the steady state")
+    s.add_argument("--quick", action="store_true", help="smaller sizes, 2 repeats (smoke test)")
+    s.add_argument("--anchors", type=int, default=None,
+                   help="anchors per split (2 splits x 8 conditions per item; default 30, --quick 8)")
+    s.add_argument("--questions", type=int, default=None, help="questions per anchor (default 12, --quick 6)")
+    s.add_argument("--small-items", type=int, default=None,
+                   help="items of the small run; the marginal rate between it and the full run is the steady state "
+                        "(default 16, --quick 4)")
+    s.add_argument("--repeats", type=int, default=None,
+                   help="timed runs of each measurement, the best kept (default 3, --quick 2; at least 2)")
     s.add_argument("--device", default="cpu", help="cpu | cuda")
     s.add_argument("--vllm-options", default=None, help="JSON of extra vllm engine options")
     s.add_argument("--workdir", default=None)

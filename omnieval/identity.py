@@ -9,10 +9,11 @@ to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fing
 data (``run_fingerprint``): one definition.
 
 Left out on purpose, because they do not change a prediction (DESIGN decision 1): where rows go (``output``), the
-run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares), the media pre-flight
-mode, the simulated engine's ``delay_ms``, the endpoint engine's transport (``concurrency``, ``timeout_s``, retries
-and backoff; its API key is never in the config, only the name of the variable holding it), and the run's prompt
-styles and modes (a row is keyed by its prompt and mode, so adding ``cot`` to a run keeps its ``zs`` rows).
+run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV cache size), the
+media pre-flight mode, the simulated engine's ``delay_ms``, the endpoint engine's transport (``concurrency``,
+``timeout_s``, retries and backoff; its API key is never in the config, only the name of the variable holding it),
+and the run's prompt styles and modes (a row is keyed by its prompt and mode, so adding ``cot`` to a run keeps its
+``zs`` rows).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 IDENTITY_FILE = "_identity.json"  # "_": skipped by Arrow dataset readers of the folder
 SCALING_FIELDS = frozenset({"replicas", "batch_size", "num_gpus", "num_cpus"})
-SCALING_OPTIONS = frozenset({"batch_size", "gpu_memory_utilization", "delay_ms",
+SCALING_OPTIONS = frozenset({"batch_size", "gpu_memory_utilization", "kv_cache_memory_bytes", "delay_ms",
                              "concurrency", "timeout_s", "max_retries", "backoff_s", "max_backoff_s"})
 DECODE_SCALING = frozenset({"batch_size", "media_check"})
 

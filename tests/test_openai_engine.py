@@ -45,6 +45,7 @@ from scipy.special import softmax
 
 from omnieval.engines import EngineRequest, create_engine
 from omnieval.engines.base import OptionError, engine_class
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS, CPU_KV_CACHE_BYTES
 from omnieval.media.decoded import DecodedMedia
 from omnieval.schema import Instance, Segment
 
@@ -54,8 +55,7 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 KEY_ENV = "OMNIEVAL_TEST_ENDPOINT_KEY"
 SECRET = "sk-loopback-" + secrets.token_hex(12)
-VLLM_OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 2048,
-                "max_new_tokens": 16}
+VLLM_OPTIONS = {**CPU_ENGINE_OPTIONS, "max_model_len": 2048, "max_new_tokens": 16}
 
 
 def _instance(n: int, question: str | None = None, segments=None) -> Instance:
@@ -372,7 +372,8 @@ def server(qwen2, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(qwen2),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "2048", "--enforce-eager", "--gpu-memory-utilization", "0.1", "--api-key", SECRET]
+           "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES),
+           "--api-key", SECRET]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

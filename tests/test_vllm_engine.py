@@ -16,6 +16,7 @@ from scipy.special import softmax  # noqa: E402
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS, CPU_KV_CACHE_BYTES  # noqa: E402
 from omnieval.prompts import render_prompt  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
 
@@ -25,15 +26,38 @@ def qwen2(tiny_models):
     return tiny_models("qwen2")
 
 
+# 1% of the memory node: less than this test process already holds once torch and vLLM are imported, so a KV cache
+# sized from it (vLLM's CPU default: the fraction minus the process's RSS) would be negative and the engine would not
+# start; with ``kv_cache_memory_bytes`` the cache is that size whatever the process holds.
+STARVED_UTILIZATION = 0.01
+
+
 @pytest.fixture(scope="module")
 def engine(qwen2):
     import gc
 
-    eng = create_engine("vllm", model="tiny", path=str(qwen2), dtype="float32", gpu_memory_utilization=0.1,
-                        enforce_eager=True, max_model_len=2048, max_new_tokens=16)
+    eng = create_engine("vllm", model="tiny", path=str(qwen2), **CPU_ENGINE_OPTIONS,
+                        gpu_memory_utilization=STARVED_UTILIZATION, max_model_len=2048, max_new_tokens=16)
     yield eng
     eng.close()  # one in-process vLLM engine at a time: free it before another module builds its own
     gc.collect()
+
+
+def test_the_kv_cache_is_the_size_given_whatever_the_process_already_holds(engine, qwen2):
+    """The engine started although its memory fraction is below this process's RSS, and its cache holds exactly
+    the blocks that ``kv_cache_memory_bytes`` pays for (per token: K and V of every layer and KV head, float32)."""
+    import json
+
+    import psutil
+
+    total = psutil.virtual_memory().total
+    assert psutil.Process().memory_info().rss > STARVED_UTILIZATION * total  # the auto budget would be negative
+    cfg = json.loads((qwen2 / "config.json").read_text())
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    per_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 4
+    cache = engine.llm.llm_engine.vllm_config.cache_config
+    assert cache.kv_cache_memory_bytes == CPU_KV_CACHE_BYTES
+    assert cache.num_gpu_blocks == CPU_KV_CACHE_BYTES // (cache.block_size * per_token)
 
 
 def _instance(n: int) -> Instance:
@@ -90,8 +114,7 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
     from omnieval.pipeline import make_plan, run_evaluation
 
     bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=2, n_questions=1, splits=("real",))
-    options = {"path": str(qwen2), "dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True,
-               "max_model_len": 2048}
+    options = {"path": str(qwen2), **CPU_ENGINE_OPTIONS, "max_model_len": 2048}
     config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "run"), "limit_items": 1,
                                "models": [{"name": "tiny-vllm", "engine": "vllm", "options": options,
                                            "unsupported_media": "note"}]})

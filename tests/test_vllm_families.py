@@ -30,11 +30,12 @@ from family_placeholders import (  # noqa: E402
 )
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decode import decode_media  # noqa: E402
 from omnieval.prompts import render_prompt  # noqa: E402
 
 ATOL = 1e-3
-VLLM_OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 4096}
+VLLM_OPTIONS = {**CPU_ENGINE_OPTIONS, "max_model_len": 4096}
 
 
 def expanded(root: Path, protocol: str) -> list:

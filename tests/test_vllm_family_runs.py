@@ -33,9 +33,11 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from family_placeholders import TOKENS, expected_placeholders  # noqa: E402
 
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
-OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": 4096}
+OPTIONS = {**CPU_ENGINE_OPTIONS, "max_model_len": 4096}
 ACROSS_ENGINES = 1e-3
 # arch -> the media it takes: written out here, not read from the adapters
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},

@@ -13,6 +13,7 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
 
@@ -31,8 +32,7 @@ def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tiny_model
     audio = DecodedMedia("audio", (0.1 * rng.standard_normal(32000)).astype(np.float32), "a1", sample_rate=16000)
     requests = [EngineRequest(inst, {"v": DecodedMedia("video", rng.integers(0, 255, (8, 120, 160, 3), np.uint8),
                                                        f"v{n}", fps=4.0), "a": audio}, "zs") for n in range(2)]
-    omni = create_engine("vllm", model="omni", path=str(path), dtype="float32", gpu_memory_utilization=0.1,
-                         enforce_eager=True, max_model_len=4096,
+    omni = create_engine("vllm", model="omni", path=str(path), **CPU_ENGINE_OPTIONS, max_model_len=4096,
                          limit_mm_per_prompt={"video": 1, "audio": 1, "image": 0})
     got = omni.score(requests)
     omni.close()
@@ -68,8 +68,7 @@ def test_crossmodal_candidates_as_images_and_audio_equal_the_transformers_engine
     changed = {**media, "owl.image": DecodedMedia("image", 255 - media["owl.image"].data, "i-owl-2"),
                "owl.wav": DecodedMedia("audio", media["owl.wav"].data[::-1].copy(), "a-owl-2", sample_rate=16000)}
     requests += [EngineRequest(i, changed, "zs") for i in instances]
-    omni = create_engine("vllm", model="omni", path=str(path), dtype="float32", gpu_memory_utilization=0.1,
-                         enforce_eager=True, max_model_len=4096,
+    omni = create_engine("vllm", model="omni", path=str(path), **CPU_ENGINE_OPTIONS, max_model_len=4096,
                          limit_mm_per_prompt={"video": 0, "audio": 4, "image": 4})
     got = omni.score(requests)
     omni.close()

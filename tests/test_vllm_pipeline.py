@@ -25,14 +25,14 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.pipeline import run_evaluation  # noqa: E402
 from omnieval.plan import make_plan  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 MAX_MODEL_LEN = 2048
-OPTIONS = {"dtype": "float32", "gpu_memory_utilization": 0.1, "enforce_eager": True, "max_model_len": MAX_MODEL_LEN,
-           "max_new_tokens": 16}
+OPTIONS = {**CPU_ENGINE_OPTIONS, "max_model_len": MAX_MODEL_LEN, "max_new_tokens": 16}
 LONG_QUESTION = "Which passage is it?" + " passage" * 400  # 2,400+ tokens with the tiny tokenizer
 
 

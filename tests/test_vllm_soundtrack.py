@@ -16,6 +16,7 @@ vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 from omnieval.prompts import render_prompt  # noqa: E402
 from omnieval.schema import Instance, Segment  # noqa: E402
@@ -54,8 +55,7 @@ def test_vllm_positions_equal_transformers_and_the_engines_agree(hf, tmp_path):
     path, eng = hf
     seen = []
     cls = thinker.Qwen2_5OmniThinkerForConditionalGeneration
-    omni = create_engine("vllm", model="omni", path=str(path), dtype="float32", gpu_memory_utilization=0.1,
-                         enforce_eager=True, max_model_len=4096,
+    omni = create_engine("vllm", model="omni", path=str(path), **CPU_ENGINE_OPTIONS, max_model_len=4096,
                          limit_mm_per_prompt={"video": 1, "audio": 1, "image": 0})
     installed = cls.get_mrope_input_positions
 

@@ -25,6 +25,11 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   (``chat.check_audio_tokens``; else an errored row naming the file).
 
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
+
+``kv_cache_memory_bytes`` fixes the KV cache's size. Without it vLLM sizes the cache from
+``gpu_memory_utilization``; on its CPU build that is the fraction of the machine's memory *minus what the process
+already holds* (its RSS when the engine starts), so the same config starts or fails depending on what ran before in
+that process. On CPU, give it (``engines/vllm_cpu.py``: what the tests and the bench use).
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ class VLLMEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "auto", max_model_len: int = 8192,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
-                 engine_kwargs: dict | None = None):
+                 kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None):
         super().__init__(model, path=path)
         check_model_folder("vllm", path)
         self.path = Path(path)
@@ -82,6 +87,8 @@ class VLLMEngine(Engine):
         kwargs = dict(engine_kwargs or {})
         if limit_mm_per_prompt:
             kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
+        if kv_cache_memory_bytes is not None:  # a fixed budget, whatever the process already holds (docstring)
+            kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         self.llm = LLM(model=str(self.path), dtype=dtype, max_model_len=max_model_len,
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
@@ -130,6 +137,13 @@ class VLLMEngine(Engine):
             raise OptionError("limit_mm_per_prompt", "vllm engine: limit_mm_per_prompt must be a mapping of "
                                                      f"modality -> most items per prompt (e.g. {{image: 2}}), "
                                                      f"got {limits!r}")
+        kv = options.get("kv_cache_memory_bytes")
+        if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv <= 0):
+            raise OptionError("kv_cache_memory_bytes", "vllm engine: kv_cache_memory_bytes must be a positive "
+                                                       f"number of bytes, got {kv!r}")
+        if kv is not None and "kv_cache_memory_bytes" in kwargs:
+            raise OptionError("kv_cache_memory_bytes", "vllm engine: kv_cache_memory_bytes is given both as an "
+                                                       "option and in engine_kwargs; keep one")
 
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
