@@ -29,37 +29,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import NamedTuple
+
+from omnieval.dev.marginal import MIN_FRACTION, NOISE_FACTOR, Marginal, marginal_rate  # noqa: F401 - re-exported
 
 FULL = {"anchors": 30, "questions": 12, "small_items": 16, "repeats": 3}  # 5,760 and 128 instances
 QUICK = {"anchors": 8, "questions": 6, "small_items": 4, "repeats": 2}  # 768 and 32 instances
-NOISE_FACTOR = 3.0  # the difference of the two sizes' times must exceed this many times the repeats' spread ...
-MIN_FRACTION = 0.1  # ... and this fraction of the small run's time (a lucky small spread of few repeats)
+
 TARGETS = {"bare": 0.9, "peer": 5.0}
-
-
-class Marginal(NamedTuple):
-    """The marginal rate between two sizes; ``rate`` is None where the difference is not measured."""
-
-    rate: float | None
-    seconds: float  # best large - best small
-    noise: float  # the larger spread (max - min) of the two sizes' repeats
-
-    def why_not(self) -> str:
-        return (f"the large run was not clearly longer than the small one: {self.seconds:.2f} s apart with "
-                f"repeats spread by {self.noise:.2f} s; a rate needs a difference > {NOISE_FACTOR:g} x the spread "
-                f"and > {MIN_FRACTION:g} x the small run's time (use more --anchors)")
-
-
-def marginal_rate(n_small: int, small_times: list[float], n_large: int, large_times: list[float]) -> Marginal:
-    """``(n_large - n_small) / (best large - best small)`` where that difference is clearly measured: above
-    ``NOISE_FACTOR`` times the spread of either size's repeats and above ``MIN_FRACTION`` of the small run's best
-    time; else ``rate`` None (never a negative or absurd rate from start-up noise)."""
-    best_small, best_large = min(small_times), min(large_times)
-    noise = max(max(small_times) - best_small, max(large_times) - best_large)
-    seconds = best_large - best_small
-    measured = n_large > n_small and seconds > NOISE_FACTOR * noise and seconds > MIN_FRACTION * best_small
-    return Marginal((n_large - n_small) / seconds if measured else None, seconds, noise)
 
 
 def bench_engine(model: str | None = None, anchors: int | None = None, questions: int | None = None,
