@@ -28,15 +28,21 @@ DECODE_TASK_CPUS = 1.0
 
 
 def check_engines(config, models: list[tuple[str, object]]) -> None:
-    """Every model's, judge's and describer's engine options, checked on the driver before Ray starts (unknown or
-    missing options, bad values, a model folder that is not a local folder with ``config.json``), and code shipped
-    with a model run only where the config says ``allow_remote_code: true``. Errors name ``models[i].options.x``."""
-    from omnieval.engines.base import OptionError, check_model_folder, engine_class
+    """Every model's, judge's and describer's engine, checked on the driver before Ray starts: its packages
+    installed (vLLM for ``vllm``: ``models[i].engine``), its options (unknown or missing options, bad values, a
+    model folder that is not a local folder with ``config.json``), and code shipped with a model run only where the
+    config says ``allow_remote_code: true``. Errors name ``models[i].options.x``."""
+    from omnieval.engines.base import OptionError, check_model_folder, engine_class, missing_package
     from omnieval.schema import InputError
 
     for where, model in models:
         try:
             cls = engine_class(model.engine)
+            missing = missing_package(cls)
+            if missing is not None:
+                install = f"pip install 'omnieval[{cls.extra}]'" if cls.extra else f"pip install {missing}"
+                raise InputError(f"{model.name}: engine {model.engine!r} needs the {missing!r} package, which is not "
+                                 f"installed in this Python ({sys.executable}): {install}", field=f"{where}.engine")
             cls.check_options(dict(model.options))
             folder_option = cls.model_folder_option
             check_tensor_parallel(model, where)
@@ -107,13 +113,11 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
     """Make sure every folder holds rows of its identity: a new folder gets ``_identity.json``; a folder with the same
     identity resumes; one with another identity (or parts of unknown origin) is refused with what changed, or, with
     ``overwrite``, cleared. Returns folder -> fingerprint (recorded in run.json)."""
-    import json
-
     stale: list[str] = []
     for folder, ident in identities.items():
         rel = f"{folder}/{IDENTITY_FILE}"
         parts = store.folder_parts(folder)
-        held = json.loads(store.read_bytes(rel)) if store.exists(rel) else None
+        held = _read_identity(store, rel, overwrite) if store.exists(rel) else None
         if held is not None and held.get("fingerprint") == fingerprint(ident):
             continue
         if held is None and not parts:
@@ -137,6 +141,25 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
         if not store.exists(rel):
             store.write_json(rel, {"fingerprint": prints[folder], "identity": ident})
     return prints
+
+
+def _read_identity(store, rel: str, overwrite: bool) -> dict | None:
+    """A folder's ``_identity.json``. One that is not a JSON object (cut short by a full disk, edited by hand) is
+    refused with what to do; with ``overwrite`` its folder counts as stale (cleared and computed again)."""
+    import json
+
+    try:
+        held = json.loads(store.read_bytes(rel))
+    except (ValueError, UnicodeDecodeError) as exc:
+        held = exc
+    if isinstance(held, dict):
+        return held
+    if overwrite:
+        return {}
+    folder = rel.rsplit("/", 1)[0]
+    raise InputError(f"not a readable identity ({held if isinstance(held, Exception) else 'not a JSON object'}), so "
+                     f"the rows of {folder}/ cannot be told to be this config's; rerun with --overwrite to compute "
+                     f"that folder again, or delete {store.path(folder)}", file=store.path(rel))
 
 
 # ---------------------------------------------------------------------------------------------------------------
