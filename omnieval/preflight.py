@@ -28,21 +28,17 @@ DECODE_TASK_CPUS = 1.0
 
 
 def check_engines(config, models: list[tuple[str, object]]) -> None:
-    """Every model's, judge's and describer's engine, checked on the driver before Ray starts: its packages
-    installed (vLLM for ``vllm``: ``models[i].engine``), its options (unknown or missing options, bad values, a
-    model folder that is not a local folder with ``config.json``), and code shipped with a model run only where the
-    config says ``allow_remote_code: true``. Errors name ``models[i].options.x``."""
+    """Every model's, judge's and describer's engine, checked on the driver before Ray starts: its options (unknown
+    or missing options, bad values, a model folder that is not a local folder with ``config.json``: errors name
+    ``models[i].options.x``), code shipped with a model run only where the config says ``allow_remote_code: true``,
+    then its packages installed (vLLM for ``vllm``: ``models[i].engine``), after the config's own mistakes, which
+    installing would not fix."""
     from omnieval.engines.base import OptionError, check_model_folder, engine_class, missing_package
     from omnieval.schema import InputError
 
     for where, model in models:
         try:
             cls = engine_class(model.engine)
-            missing = missing_package(cls)
-            if missing is not None:
-                install = f"pip install 'omnieval[{cls.extra}]'" if cls.extra else f"pip install {missing}"
-                raise InputError(f"{model.name}: engine {model.engine!r} needs the {missing!r} package, which is not "
-                                 f"installed in this Python ({sys.executable}): {install}", field=f"{where}.engine")
             cls.check_options(dict(model.options))
             folder_option = cls.model_folder_option
             check_tensor_parallel(model, where)
@@ -57,6 +53,11 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
                                  "and recorded in run.json)", field=f"{where}.{flag}")
             print(f"omnieval: allow_remote_code: {where} ({model.name}) may run code from "
                   f"{model.options.get('path')}", file=sys.stderr)
+        missing = missing_package(cls)
+        if missing is not None:
+            install = f"pip install 'omnieval[{cls.extra}]'" if cls.extra else f"pip install {missing}"
+            raise InputError(f"{model.name}: engine {model.engine!r} needs the {missing!r} package, which is not "
+                             f"installed in this Python ({sys.executable}): {install}", field=f"{where}.engine")
 
 
 def check_tensor_parallel(model, where: str) -> None:
