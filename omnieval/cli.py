@@ -1,7 +1,9 @@
 """The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | filter | datasets | models | bench.
 
 Each subcommand parses its arguments and makes one library call; heavy modules are imported inside the handlers so
-``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2.
+``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2;
+a local Ray that would not start, one line and code 1; ``run`` and ``sweep`` stopped by Ctrl-C or SIGTERM, one line
+with the command that resumes them and code 130 or 143.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from omnieval.schema import InputError
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
                "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
                "Every subcommand has its own --help.")
+
+
+ADDRESS_HELP = ("join the Ray cluster at this address (host:port, or auto: the one RAY_ADDRESS or `ray start` names); "
+                "given up after 30 s without an answer (OMNIEVAL_RAY_CONNECT_TIMEOUT_S). Default: start a local Ray "
+                "of this command's own, even where a cluster runs on the machine")
 
 
 class _DefaultsHelp(argparse.HelpFormatter):
@@ -294,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="YAML run config: benchmark, output, models (format: README, 'A run config'; "
                                   "every field: docs/runs.md)")
     p.add_argument("--out", help="override the config's output directory")
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--address", help=ADDRESS_HELP)
     p.add_argument("--overwrite", action="store_true",
                    help="the output holds predictions of another config: delete those (only the folders whose "
                         "config changed) and compute them again, instead of refusing")
@@ -303,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="run a sweep (models x protocols x prompts) from a YAML file, resumable")
     p.add_argument("config", help="YAML sweep file: output, protocols with benchmarks, models, prompts (format: "
                                   "the docstring of omnieval/sweep/__init__.py)")
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--address", help=ADDRESS_HELP)
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("demo", help="synthetic benchmark + local Ray + simulated and tiny transformers models")
@@ -486,13 +493,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STOPPABLE = ("run", "sweep")
+"""Commands that end with one line and the resume command on Ctrl-C or SIGTERM (``omnieval.stopping``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    from omnieval.ray_start import RayStartFailed
+    from omnieval.stopping import Terminated, exit_status, stoppable, stopped_line
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        if args.command not in STOPPABLE:
+            return int(args.func(args) or 0)
+        with stoppable():
+            return int(args.func(args) or 0)
     except InputError as exc:
         print(f"omnieval: error: {exc}", file=sys.stderr)
         return 2
+    except RayStartFailed as exc:
+        print(f"omnieval: error: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, Terminated) as exc:
+        if args.command not in STOPPABLE:
+            raise
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"\n{stopped_line(signum, args.command, argv)}", file=sys.stderr, flush=True)
+        return exit_status(signum)
 
 
 if __name__ == "__main__":

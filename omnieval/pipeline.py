@@ -41,6 +41,7 @@ import pyarrow as pa
 from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.pass_cache import PassCache, media_cache
 from omnieval.plan import Plan, engine_models, expand_plan, make_plan
+from omnieval.ray_start import ensure_ray
 
 if TYPE_CHECKING:
     from omnieval.store import RunStore
@@ -110,34 +111,6 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------------------------
 # Run
 # ---------------------------------------------------------------------------------------------------------------
-
-def ensure_ray(config: RunConfig, address: str | None = None) -> None:
-    """Connect to ``address`` (a cluster), or start the embedded local Ray. Logical CPUs default to
-    max(8, cores): engine replicas, the request task and decode tasks each hold a CPU slot, and on a 2-core machine
-    the slots, not the cores, would otherwise deadlock the pipeline."""
-    import logging
-
-    import ray
-    import ray.data
-
-    from omnieval.ray_notices import drop_messages
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # after import: ray.data configures its loggers
-    # Two warnings that read like failures on every run and say nothing the user must act on: progress bars are
-    # ours (tqdm), and token authentication being on is the safe default.
-    drop_messages("ray.data._internal.progress", "Progress bars disabled")
-    drop_messages("ray._private.authentication.authentication_token_setup", "Token authentication is enabled")
-    if ray.is_initialized():
-        return
-    if address:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-    else:
-        ray.init(num_cpus=config.ray.num_cpus or max(8, os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.WARNING)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.verbose_stats_logs = False
-
 
 @dataclass
 class PreparedRun:
@@ -439,19 +412,22 @@ def accuracy_by_condition(predictions: pa.Table) -> str:
     return text
 
 
-def git_commit() -> str | None:
+def git_commit(root: Path | None = None) -> str | None:
     """The code's commit: ``OMNIEVAL_GIT_COMMIT`` (set it where the code travels without ``.git``, e.g. a Ray job's
-    working dir), else ``git rev-parse HEAD`` of the package's checkout with ``-dirty`` for uncommitted changes."""
+    working dir), else ``git rev-parse HEAD`` of the package's checkout (``root``) with ``-dirty`` for uncommitted
+    changes. Read only: ``git status`` would otherwise refresh the checkout's index under ``.git/index.lock``, and
+    a ``git commit`` the user starts meanwhile would fail on that lock."""
     import subprocess
 
     if os.environ.get("OMNIEVAL_GIT_COMMIT"):
         return os.environ["OMNIEVAL_GIT_COMMIT"]
-    root = Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parents[1]
+    git = ["git", "--no-optional-locks"]
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):

@@ -28,10 +28,12 @@ DECODE_TASK_CPUS = 1.0
 
 
 def check_engines(config, models: list[tuple[str, object]]) -> None:
-    """Every model's, judge's and describer's engine options, checked on the driver before Ray starts (unknown or
-    missing options, bad values, a model folder that is not a local folder with ``config.json``), and code shipped
-    with a model run only where the config says ``allow_remote_code: true``. Errors name ``models[i].options.x``."""
-    from omnieval.engines.base import OptionError, check_model_folder, engine_class
+    """Every model's, judge's and describer's engine, checked on the driver before Ray starts: its options (unknown
+    or missing options, bad values, a model folder that is not a local folder with ``config.json``: errors name
+    ``models[i].options.x``), code shipped with a model run only where the config says ``allow_remote_code: true``,
+    then its packages installed (vLLM for ``vllm``: ``models[i].engine``), after the config's own mistakes, which
+    installing would not fix."""
+    from omnieval.engines.base import OptionError, check_model_folder, engine_class, missing_package
     from omnieval.schema import InputError
 
     for where, model in models:
@@ -51,6 +53,11 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
                                  "and recorded in run.json)", field=f"{where}.{flag}")
             print(f"omnieval: allow_remote_code: {where} ({model.name}) may run code from "
                   f"{model.options.get('path')}", file=sys.stderr)
+        missing = missing_package(cls)
+        if missing is not None:
+            install = f"pip install 'omnieval[{cls.extra}]'" if cls.extra else f"pip install {missing}"
+            raise InputError(f"{model.name}: engine {model.engine!r} needs the {missing!r} package, which is not "
+                             f"installed in this Python ({sys.executable}): {install}", field=f"{where}.engine")
 
 
 def check_tensor_parallel(model, where: str) -> None:
@@ -137,18 +144,17 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
     """Make sure every folder holds rows of its identity: a new folder gets ``_identity.json``; a folder with the same
     identity resumes; one with another identity (or parts of unknown origin) is refused with what changed, or, with
     ``overwrite``, cleared. Returns folder -> fingerprint (recorded in run.json)."""
-    import json
-
     stale: list[str] = []
     for folder, ident in identities.items():
         rel = f"{folder}/{IDENTITY_FILE}"
         parts = store.folder_parts(folder)
-        held = json.loads(store.read_bytes(rel)) if store.exists(rel) else None
-        if held is not None and fingerprint(canonical_identity(held.get("identity", {}), ident)) == fingerprint(ident):
+        held = _read_identity(store, rel, overwrite) if store.exists(rel) else None
+        recorded = held.get("identity") if held is not None and isinstance(held.get("identity"), dict) else {}
+        if held is not None and fingerprint(canonical_identity(recorded, ident)) == fingerprint(ident):
             continue
         if held is None and not parts:
             continue
-        what = (differences(canonical_identity(held.get("identity", {}), ident), ident) if held is not None
+        what = (differences(canonical_identity(recorded, ident), ident) if held is not None
                 else ["its parts have no _identity.json (written by another omnieval version, or by hand)"])
         stale.append(f"{folder}: " + "; ".join(what[:6]) + (f"; and {len(what) - 6} more" if len(what) > 6 else ""))
     if stale and not overwrite:
@@ -167,6 +173,25 @@ def claim_folders(store, identities: dict[str, dict], *, overwrite: bool = False
         if not store.exists(rel):
             store.write_json(rel, {"fingerprint": prints[folder], "identity": ident})
     return prints
+
+
+def _read_identity(store, rel: str, overwrite: bool) -> dict | None:
+    """A folder's ``_identity.json``. One that is not a JSON object (cut short by a full disk, edited by hand) is
+    refused with what to do; with ``overwrite`` its folder counts as stale (cleared and computed again)."""
+    import json
+
+    try:
+        held = json.loads(store.read_bytes(rel))
+    except (ValueError, UnicodeDecodeError) as exc:
+        held = exc
+    if isinstance(held, dict):
+        return held
+    if overwrite:
+        return {}
+    folder = rel.rsplit("/", 1)[0]
+    raise InputError(f"not a readable identity ({held if isinstance(held, Exception) else 'not a JSON object'}), so "
+                     f"the rows of {folder}/ cannot be told to be this config's; rerun with --overwrite to compute "
+                     f"that folder again, or delete {store.path(folder)}", file=store.path(rel))
 
 
 # ---------------------------------------------------------------------------------------------------------------

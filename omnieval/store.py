@@ -19,6 +19,7 @@ import io
 import json
 import os
 import re
+import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -36,11 +37,54 @@ from omnieval.schema import PREDICTION_SCHEMA, InputError, conform
 _PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
 
 
+STORAGE_TIMEOUT_ENV = "OMNIEVAL_STORAGE_TIMEOUT_S"
+STORAGE_TIMEOUT_S = 30.0
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path of a local path or a ``scheme://`` URI (s3, gs, file, ...)."""
+    """The pyarrow filesystem and path of a local path or a ``scheme://`` URI (s3, gs, file, ...); a URI pyarrow
+    cannot open (an unknown scheme or query option) is an ``InputError`` naming it."""
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        try:
+            return pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowException, ValueError) as exc:
+            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
+                             field="output") from None
     return pafs.LocalFileSystem(), str(uri)
+
+
+def storage_timeout() -> float:
+    text = os.environ.get(STORAGE_TIMEOUT_ENV)
+    try:
+        return float(text) if text else STORAGE_TIMEOUT_S
+    except ValueError:
+        raise InputError(f"{STORAGE_TIMEOUT_ENV} must be a number of seconds, got {text!r}") from None
+
+
+def bounded(call, what: str, uri: str):
+    """``call()`` on a remote filesystem, given up after ``OMNIEVAL_STORAGE_TIMEOUT_S`` seconds (default 30) with
+    an ``InputError``: without a network, pyarrow's GCS client retries for many minutes, and a run would sit there
+    before any model work. The call goes on in a daemon thread that the process does not wait for."""
+    if "://" not in uri:
+        return call()
+    timeout, outcome = storage_timeout(), {}
+
+    def target():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="omnieval-storage", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise InputError(f"no answer from the storage within {timeout:g} s while {what} (no network, no "
+                         f"credentials it can reach, or an endpoint that does not respond; set {STORAGE_TIMEOUT_ENV} "
+                         "to wait longer)", file=uri.split("?", 1)[0], field="output")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 class RunStore:
@@ -51,7 +95,7 @@ class RunStore:
         self.writer = writer or uuid.uuid4().hex[:12]  # names this writer's parts
         self.lease = None  # an ``omnieval.lease.OutputLease`` while this store's writer holds the output
         try:
-            self.fs.create_dir(self.root, recursive=True)
+            bounded(lambda: self.fs.create_dir(self.root, recursive=True), "creating the output folder", uri)
         except OSError as exc:
             raise InputError(f"cannot create the output folder: {exc}", file=uri, field="output") from None
 
@@ -98,8 +142,8 @@ class RunStore:
         """Write and remove a probe file, so that an output that cannot be written fails before any model work."""
         probe = f".write-probe-{uuid.uuid4().hex[:8]}"
         try:
-            self.write_bytes(probe, b"")
-            self.fs.delete_file(self.path(probe))
+            bounded(lambda: (self.write_bytes(probe, b""), self.fs.delete_file(self.path(probe))),
+                    "writing a probe file", self.uri)
         except OSError as exc:
             raise InputError(f"the output folder is not writable: {exc}", file=self.uri, field="output") from None
 

@@ -8,6 +8,7 @@ engine class itself outside the pipeline), not what the code happened to produce
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import multiprocessing
 import os
 import shutil
@@ -463,7 +464,12 @@ def test_trust_remote_code_needs_allow_remote_code_and_is_logged(small_bench, tm
         check_engines(refused, engine_models(refused))
     assert info.value.field == "models[0].options.engine_kwargs.trust_remote_code"
     allowed = _config(small_bench, tmp_path / "out", [model], allow_remote_code=True)
-    check_engines(allowed, engine_models(allowed))
+    if importlib.util.find_spec("vllm") is None:  # allowed, then refused for want of vLLM (checked last)
+        with pytest.raises(InputError, match="pip install 'omnieval\\[vllm\\]'") as info:
+            check_engines(allowed, engine_models(allowed))
+        assert info.value.field == "models[0].engine"
+    else:
+        check_engines(allowed, engine_models(allowed))
     assert "allow_remote_code: models[0] (v) may run code from" in capsys.readouterr().err
     assert allowed.model_dump()["allow_remote_code"] is True  # what run.json records as the config
 

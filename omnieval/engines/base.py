@@ -79,6 +79,11 @@ class Engine(ABC):
     model_folder_option: str | None = None
     """The option naming a local model folder (``path``), checked on the driver unless the config says the
     driver cannot see the workers' model storage (``check_model_paths: false``)."""
+    packages: tuple[str, ...] = ()
+    """Python packages the engine needs beyond omnieval's own, checked on the driver before Ray starts (an engine
+    replica that cannot import them would fail only after Ray and the other models started)."""
+    extra: str | None = None
+    """The ``omnieval[extra]`` that installs ``packages`` (named in the refusal)."""
 
     def __init__(self, model: str, **options):
         self.model = model
@@ -140,6 +145,13 @@ class OptionError(ValueError):
     def __init__(self, option: str, message: str):
         self.option = option
         super().__init__(message)
+
+
+def missing_package(cls: type[Engine]) -> str | None:
+    """The first of an engine's ``packages`` that is not installed here, or None."""
+    import importlib.util
+
+    return next((p for p in cls.packages if importlib.util.find_spec(p) is None), None)
 
 
 def check_model_folder(kind: str, path: object) -> None:

@@ -91,6 +91,8 @@ class HFEngine(Engine):
             self._load()
 
     model_folder_option = "path"
+    packages = ("torch", "transformers")
+    extra = "hf"
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:

@@ -103,6 +103,8 @@ class VLLMEngine(Engine):
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
+    packages = ("vllm",)
+    extra = "vllm"
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:
