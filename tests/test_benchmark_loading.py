@@ -113,3 +113,14 @@ def test_items_parquet_loads_like_jsonl(bench):
     records[1]["options"] = 3
     pq.write_table(pa.Table.from_pylist(records[1:]), bench / "items.parquet")
     assert _names(_error(lambda: load_benchmark(bench)), "items.parquet", records[1]["item_id"], "options")
+
+
+def test_two_anchors_with_the_same_video_content_are_refused(bench):
+    """A corrupted video shows another anchor's: a copy of the item's own video under another name would hand the
+    item its own video in a condition that claims to have replaced it."""
+    anchors = [json.loads(line) for line in (bench / "anchors.jsonl").read_text().splitlines()]
+    first = anchors[0]
+    other = next(a for a in anchors if a["split"] == first["split"] and a["anchor"] != first["anchor"])
+    (bench / other["media"]["video"]).write_bytes((bench / first["media"]["video"]).read_bytes())
+    msg = _error(lambda: load_benchmark(bench))
+    assert "field 'media.video'" in msg and "has the same content as anchor" in msg

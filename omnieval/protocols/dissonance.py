@@ -188,6 +188,33 @@ def validate_items(items: Sequence[DissonanceItem], bench, file: str | Path | No
     anchors_file = Path(root) / "anchors.jsonl" if root is not None else None
     for anchor in bench.anchors:
         check_text_is_a_passage(anchor.media.text, root, field="media.text", file=anchors_file, item=anchor.anchor)
+    check_corruptions_differ(items, libraries, root, file=file)
+
+
+def check_corruptions_differ(items: Sequence[DissonanceItem], libraries: Mapping[str, Mapping[str, Anchor]],
+                             root: str | Path | None, *, file: str | Path | None = None) -> None:
+    """A corrupted modality shows another anchor's: that must never be the item's own content. An item whose video,
+    audio or text has the same content (file bytes, ``shared_media``; the passage itself) as another anchor's of its
+    split would be shown its own media in a condition that claims to have replaced it."""
+    from omnieval.protocols.shared_media import content_keys
+
+    refs = [ref for lib in libraries.values() for a in lib.values() for ref in (a.media.video, a.media.audio)]
+    refs += [ref for it in items for ref in (it.media.video, it.media.audio)]
+    keys = content_keys(refs, root)
+    for item in items:
+        own = {"video": keys[item.media.video], "audio": keys[item.media.audio], "text": item.media.text.strip()}
+        for name, anchor in libraries.get(item.split, {}).items():
+            if name == item.anchor:
+                continue
+            other = {"video": keys[anchor.media.video], "audio": keys[anchor.media.audio],
+                     "text": anchor.media.text.strip()}
+            same = [m for m in MODALITIES if own[m] == other[m]]
+            if same:
+                raise InputError(f"the item's {same[0]} has the same content as anchor {name!r}'s "
+                                 f"({getattr(anchor.media, same[0]) if same[0] != 'text' else 'the same passage'}): "
+                                 f"a condition that replaces its {same[0]} with that anchor's would show its own; "
+                                 "give every anchor of a split media of its own", file=file, item=item.item_id,
+                                 field=f"media.{same[0]}")
 
 
 def expand_all(items: Sequence[DissonanceItem], bench, seed: int, options: Options | None = None) -> list[Instance]:
