@@ -140,11 +140,9 @@ def running_cluster() -> tuple[str, str] | None:
 
 
 def connect_timeout() -> float:
-    text = os.environ.get(CONNECT_TIMEOUT_ENV)
-    try:
-        return float(text) if text else CONNECT_TIMEOUT_S
-    except ValueError:
-        raise InputError(f"{CONNECT_TIMEOUT_ENV} must be a number of seconds, got {text!r}") from None
+    from omnieval.store import env_seconds
+
+    return env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S)
 
 
 def reachable(target: str, timeout: float) -> bool:

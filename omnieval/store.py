@@ -53,12 +53,17 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), str(uri)
 
 
-def storage_timeout() -> float:
-    text = os.environ.get(STORAGE_TIMEOUT_ENV)
+def env_seconds(name: str, default: float) -> float:
+    """A time limit the environment may set (``OMNIEVAL_*_TIMEOUT_S``): its value in seconds, else ``default``."""
+    text = os.environ.get(name)
     try:
-        return float(text) if text else STORAGE_TIMEOUT_S
+        return float(text) if text else default
     except ValueError:
-        raise InputError(f"{STORAGE_TIMEOUT_ENV} must be a number of seconds, got {text!r}") from None
+        raise InputError(f"{name} must be a number of seconds, got {text!r}") from None
+
+
+def storage_timeout() -> float:
+    return env_seconds(STORAGE_TIMEOUT_ENV, STORAGE_TIMEOUT_S)
 
 
 def bounded(call, what: str, uri: str):
