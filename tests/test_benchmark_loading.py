@@ -124,3 +124,10 @@ def test_two_anchors_with_the_same_video_content_are_refused(bench):
     (bench / other["media"]["video"]).write_bytes((bench / first["media"]["video"]).read_bytes())
     msg = _error(lambda: load_benchmark(bench))
     assert "field 'media.video'" in msg and "has the same content as anchor" in msg
+
+
+def test_a_benchmark_without_a_protocol_says_how_its_items_were_read(bench, capsys):
+    (bench / "benchmark.json").unlink()
+    assert load_benchmark(bench).protocol == "dissonance"
+    err = capsys.readouterr().err
+    assert f"{bench}: no protocol named (benchmark.json), so its items are read as dissonance items" in err

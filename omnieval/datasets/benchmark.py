@@ -10,6 +10,7 @@ the item (or line) and the field.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,8 @@ def load_benchmark(path: str | Path) -> Benchmark:
     records = read_records(items_path)
     if records and "protocol" not in meta:
         _fits_the_default(protocol.Item, meta_path, items_path, *records[0])
+        _note_once(f"omnieval: {meta_path if meta_path.exists() else root}: no protocol named (benchmark.json), "
+                   f"so its items are read as {protocol_name} items; write \"protocol\" in benchmark.json to say so")
     items, seen, resolved = [], {}, set()
     for where, record in records:
         item = _parse(protocol.Item, items_path, where, record, "item_id")
@@ -143,6 +146,16 @@ def _read_meta(meta_path: Path) -> dict:
         raise InputError(f"expected a JSON object such as {{\"name\": \"my-bench\", \"protocol\": \"spectrum\"}}, "
                          f"got a JSON {type(meta).__name__}", file=meta_path)
     return meta
+
+
+_NOTED: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    """A notice on stderr, once per process (a run loads its benchmark more than once)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(text, file=sys.stderr)
 
 
 def _fits_the_default(model, meta_path: Path, items_path: Path, where: str, record: dict) -> None:
