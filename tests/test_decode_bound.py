@@ -85,7 +85,7 @@ def test_the_bound_on_one_machine_is_its_cores(ray_session):
 def test_the_retired_decode_batch_size_loads_with_a_notice(tmp_path, capsys):
     from omnieval.config import parse_run_config
 
-    base = {"benchmark": str(tmp_path), "output": str(tmp_path / "out"),
+    base = {"benchmark": str(tmp_path / "bench"), "output": str(tmp_path / "out"),
             "models": [{"name": "s", "engine": "simulated"}]}
     config = parse_run_config(base | {"decode": {"num_frames": 4, "batch_size": 32}})
     assert config.decode.num_frames == 4 and "batch_size" not in config.decode.model_dump()

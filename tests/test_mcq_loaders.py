@@ -85,7 +85,11 @@ def test_parquet_shards_become_a_spectrum_benchmark(tmp_path, images, monkeypatc
 
     bench = load_benchmark(tmp_path / "bench")
     assert check_media(bench, "probe") == 2
-    assert len(spectrum.expand_all(bench.items, bench, seed=0)) == 3 * 4
+    # two of its three items show the red image: no shuffle can keep both away from it, and the run says so
+    with pytest.raises(InputError, match=r"2 of the 3 items .* show the same image content"):
+        spectrum.expand_all(bench.items, bench, seed=0)
+    bench.items.append(bench.items[1].model_copy(update={"item_id": "13"}))  # another green one: now it can
+    assert len(spectrum.expand_all(bench.items, bench, seed=0)) == 4 * 4
 
 
 def test_list_options_index_answers_and_paths(tmp_path, images):
