@@ -47,8 +47,9 @@ def _why_not(items: Sequence, idx: Sequence[int], blocks: dict[str, Sequence[int
                 return (f"{size} of the {len(idx)} items{where} are copies of question {questions[0]!r} (its "
                         "group), and copies never lend to each other")
             return (f"{size} of the {len(idx)} items{where} show the same {m} content ({', '.join(files[:3])}"
-                    f"{' ...' if len(files) > 3 else ''}) or are copies of one question, and an item never takes a "
-                    f"{m} equal to its own")
+                    f"{' ...' if len(files) > 3 else ''}) or are copies of one question, and an item never takes "
+                    f"{'an' if m[0] in 'aeiou' else 'a'} {m} equal to its own: such items may be at most half of "
+                    "those that lend to each other (add other items to the split, or leave some of them out)")
     return f"the {len(idx)} items{where} cannot lend to each other"
 
 
