@@ -309,7 +309,7 @@ def test_a_run_whose_rows_all_errored_exits_non_zero_and_says_why(ray_session, s
     bench = tmp_path / "bench"
     shutil.copytree(small_bench, bench)
     for media in (bench / "media").rglob("*.mp4"):
-        media.write_bytes(b"not a video")
+        media.write_bytes(b"not a video: " + str(media).encode())  # no two alike: each anchor's media its own
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(_data(bench, tmp_path / "out", [SIM], decode={"media_check": "off"})))
     assert main(["run", str(cfg)]) == 1
