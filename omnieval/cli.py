@@ -286,6 +286,15 @@ def _bench_engine(args: argparse.Namespace) -> int:
                         repeats=args.repeats, quick=args.quick)
 
 
+def _bench_gpu(args: argparse.Namespace) -> int:
+    from omnieval.dev.bench_gpu import bench_gpu
+
+    return bench_gpu(size=args.size, device=args.device, dtype=args.dtype, benchmark=args.benchmark,
+                     workdir=args.workdir, out=args.out, batch_size=args.batch_size, instances=args.instances,
+                     peer_instances=args.peer_instances, max_batch=args.max_batch,
+                     decode_seconds=args.decode_seconds, skip=tuple(args.skip or ()))
+
+
 def _bench_stats(args: argparse.Namespace) -> int:
     from omnieval.dev.bench_stats import bench_stats
 
@@ -487,6 +496,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vllm-options", default=None, help="JSON of extra vllm engine options")
     s.add_argument("--workdir", default=None)
     s.set_defaults(func=_bench_engine)
+    s = bsub.add_parser("gpu", help="hf engine on a real-size random-weight Qwen2.5-Omni thinker: batched vs batch-1 "
+                        "instances/s, GPU memory, largest batch, decode cores per GPU (docs/gpu.md)")
+    s.add_argument("--size", choices=("7b", "tiny"), default="7b",
+                   help="7b: the released architecture (a GPU); tiny: the test model (runs anywhere)")
+    s.add_argument("--device", default="cuda", help="cuda | cuda:N | cpu")
+    s.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    s.add_argument("--benchmark", default=None,
+                   help="a dissonance benchmark folder (default: a synthetic one written here; needs ffmpeg)")
+    s.add_argument("--batch-size", type=int, default=None, help="the engine's batch size (default 32)")
+    s.add_argument("--instances", type=int, default=None, help="instances scored batched (default 128)")
+    s.add_argument("--peer-instances", type=int, default=None, help="instances scored one at a time (default 32)")
+    s.add_argument("--max-batch", type=int, default=None, help="largest batch tried for the memory limit (512)")
+    s.add_argument("--decode-seconds", type=float, default=None, help="seconds of decoding per measurement (20)")
+    s.add_argument("--skip", action="append", choices=("throughput", "profile", "max_batch", "decode"),
+                   help="leave a measurement out (repeatable)")
+    s.add_argument("--out", default=None, help="also write the figures as JSON here")
+    s.add_argument("--workdir", default=None)
+    s.set_defaults(func=_bench_gpu)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.set_defaults(func=_bench_stats)

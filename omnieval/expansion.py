@@ -155,10 +155,12 @@ def _combine(summaries: list[ChunkSummary], blocks: list) -> Expansion:
 
 
 def expand(source: ExpansionSource, *, keep_blocks: bool = True) -> Expansion:
-    """Expand with Ray tasks when Ray is up (blocks stay in the object store), else in this process."""
-    import ray
+    """Expand with Ray tasks when Ray is up (blocks stay in the object store), else in this process (Ray is not
+    imported for that: a process that never imported it has no Ray up, and the plan then needs no Ray at all)."""
+    import sys
 
-    if ray.is_initialized():
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
         return _expand_ray(source)
     summaries, blocks = [], []
     for start, stop in chunks(source):

@@ -66,8 +66,8 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
 def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
     """The plan's instances (``expansion.expand``) and the media spec of every file they show."""
     from omnieval.expansion import expand
-    from omnieval.media.cache import MediaSpec
     from omnieval.media.decode import content_hash
+    from omnieval.media.spec import MediaSpec
     from omnieval.schema import InputError, media_file
 
     expansion = expand(plan.source, keep_blocks=keep_blocks)

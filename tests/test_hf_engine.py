@@ -338,6 +338,28 @@ def test_omni_batch_equals_the_processor_on_the_same_texts(omni):
         np.testing.assert_allclose(together[i], engine.next_token_logprobs([enc])[0], atol=2e-5)
 
 
+def test_scoring_projects_only_the_last_position_with_the_same_logprobs(omni, qwen2):
+    """The output head sees one position per prompt during scoring (the omni thinker has no ``logits_to_keep``, and
+    full-sequence logits dominate a batch's GPU memory), and the log-probabilities equal a plain forward pass's
+    last row over the full sequence (no hook), for a left-padded omni batch and a text model."""
+    for _, engine in (omni, qwen2):
+        reqs = [request(0), request(1, media=("audio",), a=audio(330, 0.7))]
+        encoded = [engine.encode(r.media, *engine._prepare(r)) for r in reqs]
+        with torch.no_grad():
+            full = engine.net(**engine._inputs(encoded), use_cache=False).logits
+        assert full.shape[1] > 1  # the plain pass computes every position
+        want = torch.log_softmax(full[:, -1].float(), dim=-1)
+        seen: list = []
+        handle = engine.net.get_output_embeddings().register_forward_hook(
+            lambda _m, _args, out, seen=seen: seen.append(tuple(out.shape)))
+        try:
+            got = engine.next_token_logprobs(encoded)
+        finally:
+            handle.remove()
+        assert seen == [(len(encoded), 1, full.shape[-1])]
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
 def test_omni_videos_at_different_rates_get_their_own_time_per_patch(omni):
     """The processor takes one fps a call: each video's ``video_second_per_grid`` is 2 frames / its own fps. With
     their soundtracks interleaved (laid out by those times) such videos are refused, naming the files."""

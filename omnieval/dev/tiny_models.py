@@ -188,7 +188,7 @@ def _qwen2(tok, seed: int):
 
 def _qwen25_omni(tok, seed: int):
     import torch
-    from transformers import Qwen2_5OmniConfig, Qwen2_5OmniForConditionalGeneration
+    from transformers import Qwen2_5OmniForConditionalGeneration
 
     ids = _token_ids(tok)
     text = {**_text_dims(len(tok), ids), "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0,
@@ -199,12 +199,22 @@ def _qwen25_omni(tok, seed: int):
     audio = {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 64,
              "d_model": 32, "output_dim": 128, "n_window": 100, "max_source_positions": 1500,
              "initializer_range": INIT_RANGE}
+    config = qwen25_omni_config(tok, text, vision, audio, INIT_RANGE)
+    torch.manual_seed(seed)
+    return Qwen2_5OmniForConditionalGeneration(config)
+
+
+def qwen25_omni_config(tok, text: dict, vision: dict, audio: dict, init_range: float):
+    """A full ``Qwen2_5OmniConfig`` (talker disabled) of the given thinker sizes, its token ids this tokenizer's."""
+    from transformers import Qwen2_5OmniConfig
+
+    ids = _token_ids(tok)
     thinker = {"text_config": text, "vision_config": vision, "audio_config": audio,
                "audio_token_index": ids["audio_token"], "image_token_index": ids["image_token"],
                "video_token_index": ids["video_token"], "vision_start_token_id": ids["vision_bos_token"],
                "vision_end_token_id": ids["vision_eos_token"], "audio_start_token_id": ids["audio_bos_token"],
                "audio_end_token_id": ids["audio_eos_token"], "user_token_id": tok.convert_tokens_to_ids("user"),
-               "tie_word_embeddings": False, "initializer_range": INIT_RANGE}
+               "tie_word_embeddings": False, "initializer_range": init_range}
     # The talker is disabled, but its config is still parsed: point its token ids into this vocabulary.
     talker = {key: ids[name] for key, name in [
         ("tts_text_start_token_id", "pad"), ("tts_text_end_token_id", "pad"), ("tts_text_pad_token_id", "pad"),
@@ -212,9 +222,7 @@ def _qwen25_omni(tok, seed: int):
         ("audio_start_token_id", "audio_bos_token"), ("audio_end_token_id", "audio_eos_token"),
         ("audio_token_index", "audio_token"), ("image_token_index", "image_token"),
         ("video_token_index", "video_token")]}
-    config = Qwen2_5OmniConfig(thinker_config=thinker, talker_config=talker, enable_audio_output=False)
-    torch.manual_seed(seed)
-    return Qwen2_5OmniForConditionalGeneration(config)
+    return Qwen2_5OmniConfig(thinker_config=thinker, talker_config=talker, enable_audio_output=False)
 
 
 def _qwen2_audio(tok, seed: int):

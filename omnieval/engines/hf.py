@@ -125,15 +125,20 @@ class HFEngine(Engine):
             import transformers
 
             self.processor = load_processor(self.path)
-            # a full-model folder: from_pretrained takes the thinker sub-config and strips the "thinker." prefix
-            net = getattr(transformers, self.family.model_class).from_pretrained(self.path, dtype=self.dtype)
+            net = self._build_net(getattr(transformers, self.family.model_class))
             if self.omni:
                 self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
         else:
             from transformers import AutoModelForCausalLM
 
-            net = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+            net = self._build_net(AutoModelForCausalLM)
         self.net = net.to(self.device).eval()
+
+    def _build_net(self, model_class):
+        """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker
+        sub-config and strips the ``thinker.`` prefix). ``omnieval bench gpu`` overrides this one step to build
+        real-size random weights on the GPU, so everything else it times is this engine's own code."""
+        return model_class.from_pretrained(self.path, dtype=self.dtype)
 
     # -- prompts ----------------------------------------------------------------------------------------------
     def prompt_text(self, parts: Sequence[PromptPart]) -> str:
@@ -187,7 +192,8 @@ class HFEngine(Engine):
         forward pass per prompt, each with exactly its processor's tensors)."""
         if self.family is not None and not self.omni and len(batch) > 1:
             return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
-        logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
+        with _last_position_logits(self.net):
+            logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
         return torch.log_softmax(logits, dim=-1).cpu()
 
     @torch.no_grad()
@@ -297,6 +303,23 @@ def _quiet_default_talker_config():
         yield
     finally:
         logger.removeFilter(drop)
+
+
+@contextmanager
+def _last_position_logits(net):
+    """Project only the last position through the output head during one scoring pass. The Qwen2.5-Omni thinker
+    (transformers 5.19) has no ``logits_to_keep`` and computes logits for every prompt position: at a 152k vocabulary
+    that is 0.3 MB per token in bfloat16, more than the rest of a batch's activations. Only the last row is read
+    (prompts are left-padded), so the head's input is cut to it; the logits of that row are the same."""
+    head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
+    if head is None:
+        yield
+        return
+    handle = head.register_forward_pre_hook(lambda _module, args: (args[0][:, -1:], *args[1:]))
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def _soundtrack_flag(enc) -> bool:

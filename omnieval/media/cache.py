@@ -27,25 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
+
+from omnieval.media.spec import MediaSpec  # noqa: F401 - the cache's unit, defined without Ray
 
 #: What a reader recovers from by looking up again: objects whose owner (the cache) died or that could not be
 #: rebuilt, and a cache that is dead or restarting.
 LOST_ERRORS = (ObjectLostError, RayActorError)
 LOOKUP_ATTEMPTS = 8
-
-
-@dataclass(frozen=True)
-class MediaSpec:
-    """What to decode: ``key`` is the content hash of the file plus the decode parameters."""
-
-    key: str
-    path: str
-    modality: str
-    params: tuple[tuple[str, object], ...] = ()
 
 
 #: Files decoded by one task: a decode takes milliseconds, about what Ray spends scheduling a task, so a lookup of
