@@ -21,8 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from omnieval.config import load_run_config
-    from omnieval.pipeline import run_evaluation
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
+    from omnieval.run.pipeline import run_evaluation
 
     try:
         result = run_evaluation(load_run_config(args.config), address=args.address, overwrite=args.overwrite)

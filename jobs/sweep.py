@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Ray address, e.g. auto (default: the job's cluster, else an embedded local Ray)")
     args = parser.parse_args(argv)
 
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
     from omnieval.sweep import load_sweep_config, run_sweep
 
     address = args.address or ("auto" if os.environ.get("RAY_ADDRESS") else None)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.synthetic_registry import SYNTHETIC_BUILDERS
 from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
-from omnieval.schema import InputError
 
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
                "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
@@ -82,7 +82,7 @@ def _colours(low: int):
 
 def _run(args: argparse.Namespace) -> int:
     from omnieval.config import load_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     config = load_run_config(args.config)
     if args.out:
@@ -99,7 +99,7 @@ def next_steps(output: str, predictions: str) -> str:
     beside a local run, in the working folder for a remote one)."""
     import shlex
 
-    from omnieval.commands import command_prefix
+    from omnieval.core.commands import command_prefix
 
     cmd, q = command_prefix(), shlex.quote
     base = output.rstrip("/") if "://" not in output else f"./{output.rstrip('/').rsplit('/', 1)[-1]}"
@@ -125,20 +125,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    from omnieval.metrics_command import metrics_command
+    from omnieval.stats.command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
                            permutations=args.permutations)
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from omnieval.stats import stats_command
+    from omnieval.stats.significance import stats_command
 
     return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
 
 
 def _power(args: argparse.Namespace) -> int:
-    from omnieval.power import power_command
+    from omnieval.stats.power import power_command
 
     return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
                          correlation=args.correlation, instances=args.instances, icc=args.icc, effect=args.effect,
@@ -153,7 +153,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _filter_rtc(args: argparse.Namespace) -> int:
-    from omnieval.contrastive_filter import filter_command
+    from omnieval.stats.contrastive_filter import filter_command
 
     return filter_command(args.predictions, args.items, args.out, models=args.models, prompt=args.prompt)
 
@@ -521,14 +521,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 STOPPABLE = ("run", "sweep")
-"""Commands that end with one line and the resume command on Ctrl-C or SIGTERM (``omnieval.stopping``)."""
+"""Commands that end with one line and the resume command on Ctrl-C or SIGTERM (``omnieval.run.stopping``)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    from omnieval.ray_start import RayStartFailed
-    from omnieval.stopping import Terminated, exit_status, stoppable, stopped_line
+    from omnieval.run.ray_start import RayStartFailed
+    from omnieval.run.stopping import Terminated, exit_status, stoppable, stopped_line
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)

@@ -20,8 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from omnieval.prompts import PROMPT_STYLES
-from omnieval.schema import InputError
+from omnieval.core.prompts import PROMPT_STYLES
+from omnieval.core.schema import InputError
 
 
 class _Config(BaseModel):
@@ -60,14 +60,14 @@ class ModelConfig(_Config):
     @field_validator("name")
     @classmethod
     def _folder_safe(cls, v: str) -> str:
-        from omnieval.names import check_name_part
+        from omnieval.core.names import check_name_part
 
         return check_name_part(v, "model name")
 
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
-        from omnieval.engine_names import known_engines
+        from omnieval.core.engine_names import known_engines
 
         if v not in known_engines():
             raise ValueError(f"unknown engine {v!r}; known engines: {', '.join(known_engines())}")
@@ -88,7 +88,7 @@ class DescribeConfig(_Config):
     @field_validator("prompts")
     @classmethod
     def _media_modalities(cls, v: dict[str, str]) -> dict[str, str]:
-        from omnieval.schema import MEDIA_MODALITIES
+        from omnieval.core.schema import MEDIA_MODALITIES
 
         unknown = sorted(set(v) - set(MEDIA_MODALITIES))
         if unknown or not v:
@@ -163,7 +163,7 @@ class RunConfig(_Config):
     modes: list[Literal["mcq", "open"]] = Field(
         default_factory=lambda: ["mcq"], description="mcq (options shown) and/or open (free answer, judged)")
     judges: list[ModelConfig] = Field(default_factory=list, description="the judges of open-ended answers")
-    judge_template: str = Field(default="v1", description="versioned judge prompt template (omnieval.judges)")
+    judge_template: str = Field(default="v1", description="versioned judge prompt template (omnieval.core.judges)")
     allow_remote_code: bool = Field(
         default=False, description="let engines run code shipped with a model folder (trust_remote_code); logged "
                                    "and recorded in run.json")
@@ -196,7 +196,7 @@ class RunConfig(_Config):
 
     @model_validator(mode="after")
     def _unique_models(self) -> RunConfig:
-        from omnieval.judges import TEMPLATES
+        from omnieval.core.judges import TEMPLATES
 
         for kind, names in (("model", [m.name for m in self.models]), ("judge", [j.name for j in self.judges])):
             dupes = sorted({n for n in names if names.count(n) > 1})

@@ -86,7 +86,7 @@ def media_specs_of(folder, n_anchors: int) -> list:
     question each, decoded small (2 frames, 32 px): for tests of the media cache itself."""
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     bench = make_dissonance_benchmark(folder / "b", seed=0, n_anchors=n_anchors, n_questions=1)
     config = parse_run_config({"benchmark": str(bench), "output": str(folder / "unused"),

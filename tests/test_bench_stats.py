@@ -8,9 +8,9 @@ import re
 import polars as pl
 import pytest
 
+from omnieval.core.schema import REQUIRED_COLUMNS
 from omnieval.dev.bench_stats import bench_stats, synthetic_crossmodal, synthetic_dissonance
-from omnieval.metrics import metrics_table
-from omnieval.schema import REQUIRED_COLUMNS
+from omnieval.stats.metrics import metrics_table
 
 
 def test_synthetic_predictions_have_the_schema_and_give_every_metric():

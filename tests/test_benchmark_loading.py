@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.benchmark import check_media, load_benchmark
 from omnieval.datasets.synthetic import make_dissonance_benchmark
-from omnieval.schema import InputError
 
 
 @pytest.fixture(scope="module")

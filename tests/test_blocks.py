@@ -20,7 +20,7 @@ import pytest
     ([], 256),            # no answering model (nothing to size by): the default
 ])
 def test_block_instances_is_sixteen_batches_of_the_smallest(batch_sizes, expected):
-    from omnieval.expansion import block_instances
+    from omnieval.run.expansion import block_instances
 
     assert block_instances(batch_sizes) == expected
 
@@ -33,7 +33,7 @@ def test_block_instances_is_sixteen_batches_of_the_smallest(batch_sizes, expecte
     (8, 1024, 16),        # never under 16
 ])
 def test_block_size_of_a_plan(n_items, max_block, expected):
-    from omnieval.expansion import ExpansionSource
+    from omnieval.run.expansion import ExpansionSource
 
     source = ExpansionSource(protocol="dissonance", bench=SimpleNamespace(items=[None] * n_items), seed=0,
                              options=None, max_block=max_block)
@@ -42,7 +42,7 @@ def test_block_size_of_a_plan(n_items, max_block, expected):
 
 def test_make_plan_sizes_blocks_by_the_models_batch(bench, tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     def plan(batch_size: int):
         return make_plan(parse_run_config({
@@ -55,8 +55,8 @@ def test_make_plan_sizes_blocks_by_the_models_batch(bench, tmp_path):
 
 def test_block_size_changes_neither_the_instances_nor_the_digest(bench, tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.expansion import ChunkSummary, _expand_items
-    from omnieval.plan import make_plan
+    from omnieval.run.expansion import ChunkSummary, _expand_items
+    from omnieval.run.plan import make_plan
 
     source = make_plan(parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "r"),
                                          "models": [{"name": "sim", "engine": "simulated"}]}), expand=False).source

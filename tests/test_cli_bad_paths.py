@@ -15,11 +15,11 @@ from omnieval.cli import main
 @pytest.fixture(scope="module")
 def run_folder(small_bench, tmp_path_factory):
     """A finished run's folder: a simulated model's predictions and a run record, no metrics yet."""
-    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.config import parse_run_config
     from omnieval.engines.simulated import SimulatedEngine
-    from omnieval.plan import make_plan
-    from omnieval.stages import call_rows
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.plan import make_plan
+    from omnieval.run.stages import call_rows
 
     folder = tmp_path_factory.mktemp("bad-paths") / "run"
     config = parse_run_config({"benchmark": str(small_bench), "output": str(folder),
@@ -47,7 +47,7 @@ def test_report_on_a_run_whose_run_json_is_cut_short_names_it_and_says_what_to_d
     run = shutil.copytree(run_folder, tmp_path / "run")
     text = (run / "run.json").read_text()
     (run / "run.json").write_text(text[: len(text) // 2])  # a copy cut short, a run stopped while writing it
-    monkeypatch.setattr("omnieval.paired.metrics_and_paired", _never)
+    monkeypatch.setattr("omnieval.stats.paired.metrics_and_paired", _never)
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 2
     err = _one_line_error(capsys)
     assert str(run / "run.json") in err and "not valid JSON" in err and "omnieval run" in err
@@ -55,9 +55,9 @@ def test_report_on_a_run_whose_run_json_is_cut_short_names_it_and_says_what_to_d
 
 
 @pytest.mark.parametrize("command, compute", [
-    ("metrics", "omnieval.metrics_command.metrics_and_paired"),
-    ("stats", "omnieval.stats.stats_table"),
-    ("power", "omnieval.power.power_table"),
+    ("metrics", "omnieval.stats.command.metrics_and_paired"),
+    ("stats", "omnieval.stats.significance.stats_table"),
+    ("power", "omnieval.stats.power.power_table"),
     ("report", "omnieval.report.build_report"),
 ])
 @pytest.mark.parametrize("under", [True, False])

@@ -6,7 +6,7 @@ import pytest
 
 from omnieval.cli import main
 from omnieval.config import load_run_config
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 VALID = """
 name: t

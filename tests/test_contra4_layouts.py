@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.contra4 import convert_contra4, load_contra4, read_media_map
-from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -280,8 +280,8 @@ def test_converted_release_through_the_simulated_engine(ray_session, tmp_path, m
     import polars as pl
 
     from omnieval.config import parse_run_config
-    from omnieval.metrics import metrics_table
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.stats.metrics import metrics_table
 
     dirs = baselines_layout(tmp_path / "data", media)
     release = write_release(tmp_path / "contra4", "test.json", release_entries(scene=False))

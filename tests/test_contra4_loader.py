@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.contra4 import convert_contra4, load_contra4, parse_answer, read_release
 from omnieval.protocols.contrastive import Item
-from omnieval.schema import InputError
 
 RELEASED = [  # the shape of data/final_data/*.json in the release
     {"id": "similarity_368568", "selection_type": "similarity", "q_type": "mc_2",

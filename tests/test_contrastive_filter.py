@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from omnieval.contrastive_filter import filter_command, rtc_filter
+from omnieval.stats.contrastive_filter import filter_command, rtc_filter
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,12 +14,12 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from omnieval.metric_registry import register
-from omnieval.metrics import metrics_table
-from omnieval.prompts import render_prompt
+from omnieval.core.prompts import render_prompt
+from omnieval.core.schema import InputError
 from omnieval.protocols import contrastive
 from omnieval.protocols.contrastive import Item, Options
-from omnieval.schema import InputError
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.registry import register
 
 register(contrastive.metrics_spec())
 LETTERS = "ABCD"
@@ -189,7 +189,7 @@ def spec_six_prompt(record: dict, condition: str, style: str, pointcloud: str = 
     """SPEC 6's prompt written out from an item's record: the inputs in the condition's order, each after its prefix
     ``Scene A.`` (its caption on the same line for the caption baseline), then the question and the instruction.
     Parts as ``(kind, text)`` / ``(kind, modality, path)``; consecutive text lines form one part."""
-    from omnieval.prompts import INSTRUCTIONS
+    from omnieval.core.prompts import INSTRUCTIONS
 
     captions = condition.startswith("captions:")
     base = condition.removeprefix("captions:")
@@ -238,7 +238,7 @@ def test_engines_get_the_prompt_layout_of_spec_six(pointcloud):
                                       "Question: Which scene answers three?\n")
     assert caption_text[1].endswith("Answer: <letter>'.")
     # an answer naming the scene parses through the option texts
-    from omnieval.prompts import parse_answer
+    from omnieval.core.prompts import parse_answer
 
     assert [parse_answer(t, cab.option_labels, cab.option_texts) for t in ("Scene B", "scene c.", "A")] == [
         "B", "C", "A"]
@@ -347,7 +347,7 @@ def test_cis_bracket_values_and_conditions_are_checked(tmp_path):
     assert (ci["ci_low"] <= ci["value"] + 1e-12).all() and (ci["value"] <= ci["ci_high"] + 1e-12).all()
     assert table.filter((pl.col("metric") == "position_bias") & (pl.col("key") == "A"))["value"][0] > 0.05
     # an unknown condition name is an input error naming the file
-    from omnieval.prediction_files import read_predictions
+    from omnieval.stats.read import read_predictions
 
     bad = pl.DataFrame(rows[:3]).with_columns(condition=pl.lit("perm:AAB"))
     bad.write_parquet(tmp_path / "bad.parquet")
@@ -360,9 +360,9 @@ def test_cis_bracket_values_and_conditions_are_checked(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 def simulated_rows(items, reliance: dict, name: str, seed: int = 0) -> list[dict]:
-    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.engines.simulated import SimulatedEngine
-    from omnieval.stages import call_rows
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.stages import call_rows
 
     engine = SimulatedEngine(name, reliance=reliance, seed=seed, noise=0.0)  # the decided option is the choice
     instances = contrastive.expand_all(items, None, 0, Options(captions=True))
@@ -406,7 +406,7 @@ def test_simulated_position_preference_comes_out_as_set():
 def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-    from omnieval.pipeline import make_plan, run_evaluation
+    from omnieval.run.pipeline import make_plan, run_evaluation
 
     # all four modalities: point clouds reach the engines as their rendered views (an image)
     bench = make_contrastive_benchmark(tmp_path / "ct", seed=0, n_entities=4)

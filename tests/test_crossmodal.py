@@ -12,10 +12,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.metrics import metrics_table
-from omnieval.prompts import render_prompt
+from omnieval.core.prompts import render_prompt
 from omnieval.protocols import crossmodal
 from omnieval.protocols.crossmodal import DIRECTIONS, Entity, Item, Options
+from omnieval.stats.metrics import metrics_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def test_item_errors_name_the_field():
     with pytest.raises(ValidationError, match="unknown direction"):
         Item(item_id="x", directions={"A->A": {"question": "q", "options": [
             {"modality": "text", "input": "a"}, {"modality": "text", "input": "b"}], "answer": "A"}})
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
 
     bad = Item(item_id="x", context=Entity(text="t", image="i.png"), distractors=[entity("cat")])
     with pytest.raises(InputError, match="context.audio"):
@@ -217,7 +217,7 @@ def test_omni_model_sees_every_candidate_media(tiny_models):
 def test_simulated_run_end_to_end(ray_session, tmp_path):
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     bench = make_crossmodal_benchmark(tmp_path / "xm", seed=0, n_entities=6)
     skew = {"audio->text": 1.0, "text->audio": 0.0, "video->text": 1.0, "image->text": 1.0,
@@ -239,9 +239,9 @@ def test_simulated_run_end_to_end(ray_session, tmp_path):
 
 def test_config_protocol_must_match_the_benchmark(tmp_path):
     from omnieval.config import parse_run_config
+    from omnieval.core.schema import InputError
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
-    from omnieval.plan import make_plan
-    from omnieval.schema import InputError
+    from omnieval.run.plan import make_plan
 
     bench = make_crossmodal_benchmark(tmp_path / "xm", seed=0, n_entities=4)
     base = {"benchmark": str(bench), "output": str(tmp_path / "o"),

@@ -76,7 +76,7 @@ def test_warm_start_takes_the_first_specs_within_the_budget():
 
 
 def test_the_bound_on_one_machine_is_its_cores(ray_session):
-    from omnieval.parallelism import cpu_parallelism
+    from omnieval.run.parallelism import cpu_parallelism
 
     assert ray_session.cluster_resources()["CPU"] == 8  # logical slots, not cores
     assert cpu_parallelism() == os.cpu_count()
@@ -99,8 +99,8 @@ def test_one_cache_per_driver_counts_each_pass_from_zero(ray_session, tmp_path):
     counts are its own: every file of its plan decoded once, none carried over from the first."""
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.pipeline import run_evaluation
-    from omnieval.plan import make_plan
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.run.plan import make_plan
 
     bench = make_dissonance_benchmark(tmp_path / "b", seed=0, n_anchors=2, n_questions=1)
 
@@ -125,7 +125,7 @@ def test_prefetch_asks_again_in_the_next_pass_of_a_kept_cache(monkeypatch):
     import pyarrow as pa
 
     from omnieval.media.cache import MediaSpec
-    from omnieval.stages import MediaSource, prefetch_media
+    from omnieval.run.stages import MediaSource, prefetch_media
 
     asked: list[list[str]] = []
 

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from omnieval.core.schema import Anchor, DissonanceItem, DissonanceMedia, InputError
 from omnieval.protocols import dissonance
-from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia, InputError
 
 
 def _anchor(name: str, split: str = "real") -> Anchor:

@@ -12,7 +12,7 @@ def test_each_block_is_written_before_the_next_one_finishes(ray_session, monkeyp
     import ray.data
     from ray.data import ActorPoolStrategy
 
-    from omnieval import stages
+    from omnieval.run import stages
 
     class Slow:  # defined here, so that Ray ships it by value (workers cannot import a test module)
         """One block at a time (an actor pool of one), each taking ``seconds``; stamps when it finished."""

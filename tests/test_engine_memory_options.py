@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from omnieval.config import parse_run_config
+from omnieval.core.schema import InputError
 from omnieval.engines.base import engine_class
-from omnieval.identity import model_identity
-from omnieval.pipeline import engine_models
-from omnieval.preflight import check_engines
-from omnieval.schema import InputError
+from omnieval.run.identity import model_identity
+from omnieval.run.pipeline import engine_models
+from omnieval.run.preflight import check_engines
 
 
 def _config(small_bench, tmp_path, **options):

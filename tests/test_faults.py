@@ -109,7 +109,7 @@ def _config(bench, out: Path, model: dict = MODEL) -> dict:
 def reference(cluster, bench, tmp_path_factory) -> pl.DataFrame:
     """One uninterrupted run (without the emulated latency, which changes no prediction)."""
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     quick = MODEL | {"options": {k: v for k, v in MODEL["options"].items() if k != "delay_ms"}}
     out = tmp_path_factory.mktemp("reference") / "run"
@@ -193,8 +193,8 @@ def test_run_survives(cluster, bench, reference, tmp_path, monkeypatch, fault):
     """One run hit twice: early, then, once the victim is back and a part is written, late."""
     import ray
 
-    from omnieval import pipeline, stages
     from omnieval.config import parse_run_config
+    from omnieval.run import pipeline, stages
 
     monkeypatch.setattr(stages, "FLUSH_ROWS", 1)  # a part per block, so "late" has parts to come after
     if fault == "node":  # two nodes will go: a third worker (nodes are added from the main thread only)

@@ -54,10 +54,10 @@ def test_version_and_help_explain(capsys):
 
 def test_printed_follow_up_commands_run_as_printed(tmp_path):
     """A venv's ``omnieval`` that is not on PATH is printed by its path, and that path runs."""
-    from omnieval.commands import command_prefix
+    from omnieval.core.commands import command_prefix
 
     script = Path(sys.executable).with_name("omnieval")
-    code = ("import sys; sys.argv = [sys.argv[1]]; from omnieval.commands import command_prefix; "
+    code = ("import sys; sys.argv = [sys.argv[1]]; from omnieval.core.commands import command_prefix; "
             "print(command_prefix())")
     env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
     printed = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, env=env,
@@ -85,7 +85,7 @@ def test_model_folders_are_relative_to_the_config_file_like_the_benchmark(small_
 
 def test_limit_items_draws_from_every_split_and_says_so(small_bench, tmp_path, capsys):
     from omnieval.config import parse_run_config
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     splits: dict[str, int] = {}
     for line in (Path(small_bench) / "items.jsonl").read_text().splitlines():
@@ -124,7 +124,7 @@ def test_the_package_builds_without_deprecation_warnings(tmp_path):
 def test_run_summary_explains_the_dissonance_condition_names():
     import pyarrow as pa
 
-    from omnieval.pipeline import accuracy_by_condition
+    from omnieval.run.pipeline import accuracy_by_condition
 
     table = pa.table({"model": ["m"] * 2, "prompt": ["zs"] * 2, "condition": ["C000", "C101"],
                       "target": ["A", "B"], "choice": ["A", "A"]})
@@ -139,11 +139,11 @@ def test_metrics_stats_report_in_readme_order_show_the_run_once_with_the_users_o
                                                                                          monkeypatch, capsys):
     """The README's sequence, run from the folder above the run with relative paths: the report must pair the
     user's metrics and tests with the run (not recompute them) and list the run once."""
-    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.config import parse_run_config
     from omnieval.engines.simulated import SimulatedEngine
-    from omnieval.plan import make_plan
-    from omnieval.stages import call_rows
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.plan import make_plan
+    from omnieval.run.stages import call_rows
 
     config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "run"),
                                "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]})
@@ -249,7 +249,7 @@ def test_benches_remove_their_temporary_folders_and_keep_a_given_workdir(tmp_pat
 def test_headline_tables_never_wrap_a_header():
     import polars as pl
 
-    from omnieval.headlines import headline_tables, render
+    from omnieval.stats.headlines import headline_tables, render
 
     rows = [("contrastive", f"a-model-with-a-rather-long-name-{i}", "zs", "all", "accuracy", key, 0.5, 0.4, 0.6, 10,
              10) for i in range(6) for key in ("all", "n=2", "n=3")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from omnieval.headlines import headline_tables
+from omnieval.stats.headlines import headline_tables
 
 COLUMNS = ["protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n", "n_items"]
 

@@ -19,10 +19,10 @@ pytest.importorskip("transformers")
 
 from scipy.special import softmax  # noqa: E402
 
+from omnieval.core.prompts import TEXT_ONLY_NOTE, render_prompt  # noqa: E402
+from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
-from omnieval.prompts import TEXT_ONLY_NOTE, render_prompt  # noqa: E402
-from omnieval.schema import Instance, Segment  # noqa: E402
 
 LABELS = list("ABCDE")
 
@@ -107,7 +107,7 @@ def test_text_model_sees_a_note_instead_of_media(qwen2):
 
 
 def test_text_cot_returns_text_and_follows_the_rule(qwen2):
-    from omnieval.prompts import parse_answer
+    from omnieval.core.prompts import parse_answer
 
     _, engine = qwen2
     res = engine.score([request(0, style="cot")])[0]
@@ -149,9 +149,9 @@ def test_forced_cot_answers_are_counted_in_forced_rate(qwen2, monkeypatch):
     of cot answers whose text does not parse (counted here from the texts), and none of them is invalid."""
     import polars as pl
 
-    from omnieval.metrics import metrics_table
-    from omnieval.predictions import Prediction, prediction_table
-    from omnieval.prompts import parse_answer
+    from omnieval.core.prompts import parse_answer
+    from omnieval.run.predictions import Prediction, prediction_table
+    from omnieval.stats.metrics import metrics_table
 
     _, engine = qwen2
     script = iter(["Answer: A", "I think so.", "(B) it is", "no idea at all", "zzz"])

@@ -14,8 +14,8 @@ import yaml
 from PIL import Image
 
 from omnieval.cli import main
+from omnieval.core.schema import InputError
 from omnieval.datasets.benchmark import load_benchmark
-from omnieval.schema import InputError
 
 
 def picture(colour: str, fmt: str = "PNG") -> bytes:
@@ -79,7 +79,7 @@ def test_spectrum_item_with_a_repeated_option_is_refused_at_load(tmp_path):
 
 def test_options_that_differ_only_in_case_and_punctuation_are_refused(tmp_path):
     """An answer given as text is matched with case, spaces and punctuation ignored (``parse_answer``)."""
-    from omnieval.prompts import parse_answer
+    from omnieval.core.prompts import parse_answer
 
     assert parse_answer("rome", ["A", "B", "C"], ["Paris", "Rome.", "Oslo"]) == "B"
     bench = spectrum_bench(tmp_path / "b", [["Paris", "Rome", "Oslo"], ["Rome.", "Oslo", "rome"]])

@@ -1,15 +1,15 @@
-"""Judges (``omnieval/judges.py``): the strict verdict parser, the prompt template, the one retry and the invalid
+"""Judges (``omnieval/core/judges.py``): the strict verdict parser, the prompt template, the one retry and the invalid
 path, with the simulated engine standing in for a judge model of set behaviour."""
 
 from __future__ import annotations
 
 import pytest
 
+from omnieval.core.judges import ABSTAIN_REFERENCE, JudgeCase, JudgementRows, judge_prompt, judge_request, parse_verdict
+from omnieval.core.prompts import final_answer
 from omnieval.engines import create_engine
 from omnieval.engines.base import GenerationResult
-from omnieval.judges import ABSTAIN_REFERENCE, JudgeCase, JudgementRows, judge_prompt, judge_request, parse_verdict
-from omnieval.prompts import final_answer
-from omnieval.stages import call_rows
+from omnieval.run.stages import call_rows
 
 
 @pytest.mark.parametrize(("text", "expected"), [

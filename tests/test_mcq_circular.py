@@ -17,13 +17,13 @@ import pandas as pd
 import polars as pl
 import pytest
 
+from omnieval.core.schema import LABELS, InputError
 from omnieval.datasets.mcq import convert_mcq
 from omnieval.engines import EngineRequest, create_engine
-from omnieval.metrics import metrics_table
-from omnieval.prediction_files import read_predictions
-from omnieval.predictions import Prediction, prediction_table
 from omnieval.protocols import spectrum
-from omnieval.schema import LABELS, InputError
+from omnieval.run.predictions import Prediction, prediction_table
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.read import read_predictions
 
 STRIDE = 1_000_000
 CATEGORIES = ("attribute_recognition", "object_localization")
@@ -217,7 +217,7 @@ def test_without_groups_copies_are_independent_items_and_no_circular_accuracy(co
 
 
 def test_two_models_ensemble_and_paired_differences_resample_questions(converted):
-    from omnieval.paired import metrics_and_paired
+    from omnieval.stats.paired import metrics_and_paired
 
     _, _, items, _ = converted
     frame = simulated_predictions(items, (("a", {"image": 0.7}), ("b", {"text": 0.6})))
@@ -232,8 +232,8 @@ def test_two_models_ensemble_and_paired_differences_resample_questions(converted
 def test_sign_flip_tests_and_power_take_questions_as_units(converted):
     """``omnieval stats``' zs-vs-cot sign-flip test averages the copies of a question into one difference (pandas
     reference), and ``omnieval power`` counts questions."""
-    from omnieval.power import power_table
-    from omnieval.stats import stats_table
+    from omnieval.stats.power import power_table
+    from omnieval.stats.significance import stats_table
 
     _, _, items, _ = converted
     frame = simulated_predictions(items, prompts=("zs", "cot"))
@@ -254,7 +254,7 @@ def test_the_pipeline_writes_each_items_group(ray_session, converted, tmp_path):
     """Through Ray and the real prediction writer: every row carries its item's group, and the metrics resample
     the 12 questions."""
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     bench, _, items, _ = converted
     config = parse_run_config({

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.mcq import Columns, convert_mcq
 from omnieval.protocols import spectrum
-from omnieval.schema import InputError
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.mcq import convert_mcq
-from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = {"index": {"dtype": "int64", "_type": "Value"}, "image": {"_type": "Image"},
@@ -134,8 +134,8 @@ def test_converted_dev_split_through_the_simulated_engine(ray_session, tmp_path,
     import polars as pl
 
     from omnieval.config import parse_run_config
-    from omnieval.metrics import metrics_table
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.stats.metrics import metrics_table
 
     convert_mcq(write_snapshot(tmp_path, pictures), tmp_path / "bench")
     config = parse_run_config({

@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.metrics import compute_metrics, metrics_table
-from omnieval.prediction_files import read_predictions
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
+from omnieval.stats.metrics import compute_metrics, metrics_table
+from omnieval.stats.read import read_predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 ACC = {"C000": 965, "C100": 928, "C010": 964, "C001": 837, "C110": 907, "C101": 372, "C011": 835, "C111": 600}

@@ -9,8 +9,8 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from omnieval.metrics import metrics_table
-from omnieval.schema import error_kind
+from omnieval.core.schema import error_kind
+from omnieval.stats.metrics import metrics_table
 
 ERRORS = {"media": "media decode failed: clip.mp4: truncated video", "engine": "engine error: RuntimeError: OOM",
           "describe": "describe failed: media decode failed: a.wav: no audio stream", "other": "judge timed out"}

@@ -20,9 +20,9 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from omnieval.paired import metrics_and_paired
-from omnieval.prediction_files import read_predictions
 from omnieval.report import report_command
+from omnieval.stats.paired import metrics_and_paired
+from omnieval.stats.read import read_predictions
 
 FEW = 30
 DISSONANCE_CONDITIONS = ["C" + "".join(b) for b in itertools.product("01", repeat=3)]

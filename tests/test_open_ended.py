@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.config import parse_run_config
-from omnieval.metrics import compute_metrics
-from omnieval.pipeline import run_evaluation
-from omnieval.plan import make_plan
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
+from omnieval.run.pipeline import run_evaluation
+from omnieval.run.plan import make_plan
+from omnieval.stats.metrics import compute_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -140,9 +140,9 @@ def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, be
 def test_contrastive_caption_baseline_with_predicted_captions(ray_session, tmp_path):
     """Contra4's caption baseline with captions a describer wrote: every input of every option order is replaced by
     its description (one per distinct file, with its modality's prompt); the options keep their places."""
-    from omnieval.cascade import described_as
     from omnieval.config import DEFAULT_DESCRIBE_PROMPTS
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
+    from omnieval.run.cascade import described_as
 
     bench = make_contrastive_benchmark(tmp_path / "bench", seed=0, n_entities=4)
     reader = {"name": "sim-reader", "engine": "simulated", "options": {"seed": 1, "reliance": {"text": 1.0}},

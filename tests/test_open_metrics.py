@@ -1,4 +1,4 @@
-"""Open-ended metrics (``omnieval/open_metrics.py``) against independent references: judge agreement and Cohen's
+"""Open-ended metrics (``omnieval/stats/open_metrics.py``) against independent references: judge agreement and Cohen's
 kappa against ``sklearn.metrics.cohen_kappa_score`` on judges simulated with set agreement rates, Fleiss' kappa
 against ``statsmodels`` and a hand-computed table, judge-averaged accuracy and the MCQ-open gap against
 hand-computed tables, and every CI against a plain numpy bootstrap loop over items."""
@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from omnieval.metrics import metrics_table
+from omnieval.stats.metrics import metrics_table
 
 VERDICTS = ("correct", "incorrect", "abstained")
 

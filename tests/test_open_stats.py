@@ -1,4 +1,4 @@
-"""Significance tests of open-ended runs (``omnieval.stats.open_tests``) against independent references:
+"""Significance tests of open-ended runs (``omnieval.stats.significance.open_tests``) against independent references:
 ``mcq_vs_open`` against ``scipy.stats.permutation_test`` (exact, one-sample sign flips) on per-item differences
 computed by a plain loop, ``mcnemar_judges`` against ``scipy.stats.binomtest`` on the discordant answers."""
 
@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scipy.stats import binomtest, permutation_test
 
-from omnieval.stats import stats_table
+from omnieval.stats.significance import stats_table
 
 N_ITEMS = 10
 CONDITIONS = ("C000", "C100")

@@ -43,11 +43,11 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.special import softmax
 
+from omnieval.core.schema import Instance, Segment
 from omnieval.engines import EngineRequest, create_engine
 from omnieval.engines.base import OptionError, engine_class
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS, CPU_KV_CACHE_BYTES
 from omnieval.media.decoded import DecodedMedia
-from omnieval.schema import Instance, Segment
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the in-process reference engine starts in ~3 s
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
@@ -170,8 +170,8 @@ def faulty():
 
 def _rows(engine, instances):
     """Prediction rows through the run's seam: request rows -> ``ModelCalls`` -> ``PredictionRows``."""
-    from omnieval.answers import PredictionRows, answer_requests
-    from omnieval.stages import ModelCalls
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.stages import ModelCalls
 
     rows = list(answer_requests(instances, ["mcq"], ["zs"], set(), {}))
     batch = {k: np.array([r[k] for r in rows], dtype=object) for k in rows[0]}
@@ -435,8 +435,8 @@ def test_endpoint_equals_the_inprocess_engine(server, inprocess, keyed):
     assert len({g.choice for g in got}) > 1  # the prompts differ, so do the answers
 
     # generation and parsing only: the reply is the in-process engine's greedy text for the same prompt
+    from omnieval.core.prompts import parse_answer, render_prompt
     from omnieval.engines.base import GenerationRequest
-    from omnieval.prompts import parse_answer, render_prompt
 
     plain = create_engine("openai", model="tiny", base_url=server, api_key_env=KEY_ENV, modalities=[],
                           logprobs="none", max_new_tokens=16)
@@ -478,7 +478,7 @@ def test_killed_run_resumes_and_equals_the_inprocess_engine(server, inprocess, k
 
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=4, n_questions=2, splits=("real",))
     # 0.15 s a request: a block of 32 requests takes longer than the drain's first flush interval (5 s), so the

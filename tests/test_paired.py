@@ -1,4 +1,4 @@
-"""Paired differences (``omnieval.paired``): intervals against a plain numpy clustered-bootstrap loop, coverage of a
+"""Paired differences (``stats.paired``): intervals against a plain numpy clustered-bootstrap loop, coverage of a
 known difference, the per-item correlation against numpy, and the pass on common items when item sets differ."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from omnieval.dev.bench_stats import synthetic_dissonance
-from omnieval.paired import metrics_and_paired
+from omnieval.stats.paired import metrics_and_paired
 
 R = 4_000
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from omnieval.config import parse_run_config
-from omnieval.pipeline import run_evaluation
 from omnieval.protocols import dissonance
+from omnieval.run.pipeline import run_evaluation
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_end_to_end_counts_columns_and_decode_once(ray_session, bench, tmp_path)
     assert df["choice"].is_in(["A", "B", "C", "D", "E"]).all()
     # every distinct media file decoded exactly once, although each is used by many instances and two models
     assert result.decode_counts and set(result.decode_counts.values()) == {1}
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     plan = make_plan(_config(bench, tmp_path / "unused", models))
     assert len(result.decode_counts) == len({s.key for s in plan.media_specs.values()})
@@ -106,7 +106,7 @@ def test_runtime_decode_failure_marks_only_its_instances(ray_session, bench, tmp
     result = run_evaluation(_config(broken, tmp_path / "run", [SIM], decode={"media_check": "exists"}),
                             progress=False)
     df = pl.from_arrow(_table(result.predictions_path))
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     plan = make_plan(_config(broken, tmp_path / "unused", [SIM], decode={"media_check": "exists"}))
     uses = {i.instance_id for i in plan.load_instances() if any(s.path == rel for s in i.segments)}
@@ -178,7 +178,7 @@ def test_run_summary_pools_option_orders_into_one_column():
     """Contrastive runs have up to 24 orders per item: the summary shows ``perm:*`` (pooled accuracy) instead."""
     import pyarrow as pa
 
-    from omnieval.pipeline import accuracy_by_condition
+    from omnieval.run.pipeline import accuracy_by_condition
 
     table = pa.table({"model": ["m"] * 5, "prompt": ["zs"] * 5,
                       "condition": ["original", "perm:BA", "perm:CAB", "perm:CBA", "captions:perm:BA"],
@@ -195,8 +195,8 @@ def test_a_prediction_keeps_only_answers_the_instance_allows():
     """The one row builder: a choice outside the instance's labels is no answer (and has no confidence), an open
     reply's graded part is after its last ``Answer:``, an empty reply is an error, and a row that never reached the
     model has no latency. Expected values written out by hand from SPEC 1.3."""
-    from omnieval.predictions import Prediction
-    from omnieval.schema import PREDICTION_SCHEMA, Instance
+    from omnieval.core.schema import PREDICTION_SCHEMA, Instance
+    from omnieval.run.predictions import Prediction
 
     inst = Instance(protocol="dissonance", benchmark="b", split="s", item_id="i", instance_id="i|x", condition="x",
                     target="B", question="q?", option_labels=["A", "B"], option_texts=["a cat", "a dog"], segments=[])

@@ -12,7 +12,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from kernels.permutation import sign_flip_test
-from omnieval.power import from_numbers, power_table
+from omnieval.stats.power import from_numbers, power_table
 
 
 def connor_mde(psi: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:

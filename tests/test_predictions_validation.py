@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from omnieval.prediction_files import read_predictions
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
+from omnieval.stats.read import read_predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from omnieval.prompts import parse_answer, render_prompt
-from omnieval.schema import Instance, Segment
+from omnieval.core.prompts import parse_answer, render_prompt
+from omnieval.core.schema import Instance, Segment
 
 LABELS = list("ABCDE")
 TEXTS = ["a red circle", "a blue square", "a green star", "a cat", "I cannot answer"]

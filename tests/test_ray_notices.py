@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from omnieval.ray_notices import NOTICE, _without_notice_on_stderr, without_notice
+from omnieval.run.ray_notices import NOTICE, _without_notice_on_stderr, without_notice
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY_NOTICE_LINE = (b"[2026-01-01 00:00:00,000 E 1 1] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches("

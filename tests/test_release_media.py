@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = b"RIFF-not-for-the-benchmark"

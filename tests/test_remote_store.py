@@ -72,7 +72,7 @@ def test_killed_run_on_s3_resumes_and_the_statistics_read_it_there(ray_session, 
 
     from omnieval.cli import main
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     start = time.perf_counter()
     # the reference without the emulated latency (it changes no prediction)

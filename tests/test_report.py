@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 
 from omnieval.cli import main
-from omnieval.metrics import metrics_table
-from omnieval.prediction_files import read_predictions
 from omnieval.report import report_command
 from omnieval.report.browser import find_chromium, open_page
-from omnieval.stats import stats_table
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.read import read_predictions
+from omnieval.stats.significance import stats_table
 
 pytestmark = pytest.mark.slow
 needs_chromium = pytest.mark.skipif(find_chromium() is None,
@@ -262,8 +262,8 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
 
 def test_report_comparisons_equal_the_paired_and_power_tables(demo, demo_page):
     """Every paired-difference cell is a row of the runs' paired.parquet (difference, interval, adjusted p), the
-    tests table shows the same interval beside its p, and the detectable effects are ``omnieval.power``'s."""
-    from omnieval.power import power_table
+    tests table shows the same interval beside its p, and the detectable effects are ``omnieval.stats.power``'s."""
+    from omnieval.stats.power import power_table
 
     assert {"paired", "paired-dissonance", "paired-crossmodal"} <= set(demo_page.sections)
     paired = pl.concat([pl.read_parquet(demo / sub / "metrics" / "paired.parquet") for sub in DEMO_RUNS])
@@ -655,7 +655,7 @@ def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):
 
 
 def test_report_rejects_a_folder_without_runs(tmp_path):
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
 
     with pytest.raises(InputError, match="no predictions.parquet or metrics.parquet"):
         report_command([str(tmp_path)], str(tmp_path / "out"))

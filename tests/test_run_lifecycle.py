@@ -154,7 +154,7 @@ def fake_ray_init(monkeypatch):
 
 def test_a_start_that_times_out_is_tried_once_more(fake_ray_init, small_bench, tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import ensure_ray
+    from omnieval.run.pipeline import ensure_ray
 
     calls, errors = fake_ray_init
     errors.append(TIMED_OUT)
@@ -326,7 +326,7 @@ def test_storage_that_does_not_answer_is_given_up_with_one_line(small_bench, tmp
 def test_the_commit_is_read_without_rewriting_the_checkouts_index(tmp_path, monkeypatch):
     """``git status`` refreshes a checkout's index under ``.git/index.lock`` when a file's stat changed; a run
     reading its commit must not (a ``git commit`` the user starts meanwhile would fail on the lock)."""
-    from omnieval.pipeline import git_commit
+    from omnieval.run.pipeline import git_commit
 
     monkeypatch.delenv("OMNIEVAL_GIT_COMMIT", raising=False)
     git = ["git", "-c", "user.email=a@b.c", "-c", "user.name=n"]
@@ -346,9 +346,9 @@ def test_the_commit_is_read_without_rewriting_the_checkouts_index(tmp_path, monk
 
 
 def test_a_corrupt_identity_file_is_one_line_and_overwrite_recomputes(tmp_path):
-    from omnieval.preflight import claim_folders
-    from omnieval.schema import InputError
-    from omnieval.store import RunStore
+    from omnieval.core.schema import InputError
+    from omnieval.core.store import RunStore
+    from omnieval.run.preflight import claim_folders
 
     store = RunStore(str(tmp_path / "out"))
     identities = {"parts/sim": {"kind": "predictions", "seed": 0}}

@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from omnieval.config import parse_run_config
-from omnieval.pipeline import run_evaluation
-from omnieval.plan import make_plan
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
+from omnieval.run.pipeline import run_evaluation
+from omnieval.run.plan import make_plan
 
 SIM = {"name": "sim", "engine": "simulated", "options": {"seed": 1, "reliance": {"video": 0.8, "audio": 0.6,
                                                                                  "text": 0.9}}}
@@ -153,7 +153,7 @@ def test_overwrite_recomputes_the_stale_model_and_keeps_the_others(ray_session, 
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_folder_names_are_injective_single_path_parts():
-    from omnieval.names import folder_name
+    from omnieval.core.names import folder_name
 
     names = ["org/model", "org__model", "org model", "org:model", "a/../../x", "model-deadbeef", "model",
              ".hidden", "_hidden", "org__model-" + hashlib.sha256(b"org/model").hexdigest()[:8], "Ünï/cödé"]
@@ -190,7 +190,7 @@ def test_models_whose_names_sanitise_alike_keep_their_own_rows(ray_session, smal
 # ---------------------------------------------------------------------------------------------------------------
 
 def _append_many(root: str, start: int, count: int) -> None:
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
 
     store = RunStore(root)
     for i in range(start, start + count):
@@ -200,7 +200,7 @@ def _append_many(root: str, start: int, count: int) -> None:
 
 
 def test_two_writers_racing_on_one_parts_folder_lose_no_row(tmp_path):
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
 
     root = str(tmp_path / "run")
     ctx = multiprocessing.get_context("spawn")
@@ -228,7 +228,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def test_a_second_run_on_a_held_output_is_refused_and_a_killed_holder_is_taken_over(small_bench, tmp_path):
-    from omnieval.lease import LEASE_FILE
+    from omnieval.run.lease import LEASE_FILE
 
     slow = yaml.safe_load(yaml.safe_dump(SIM))
     slow["options"]["delay_ms"] = 10_000.0  # 10 minutes at least: the kill comes long before the end
@@ -263,8 +263,8 @@ def test_lease_on_an_object_store_refuses_a_live_holder_takes_over_a_silent_one_
 
     import pyarrow.fs as pafs
 
-    from omnieval.lease import LEASE_FILE, LeaseLost, OutputBusy, OutputLease
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
+    from omnieval.run.lease import LEASE_FILE, LeaseLost, OutputBusy, OutputLease
 
     fs = pafs._MockFileSystem()  # an in-memory pyarrow filesystem: the non-local (object store) code path
     fs.create_dir("bucket/run", recursive=True)
@@ -435,7 +435,7 @@ def test_sweep_names_that_are_paths_are_refused_or_stay_inside_the_output(small_
 
 
 def test_the_store_never_deletes_outside_its_root(tmp_path):
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
 
     outside = tmp_path / "keep"
     outside.mkdir()
@@ -451,8 +451,8 @@ def test_the_store_never_deletes_outside_its_root(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_trust_remote_code_needs_allow_remote_code_and_is_logged(small_bench, tmp_path, capsys):
-    from omnieval.pipeline import engine_models
-    from omnieval.preflight import check_engines
+    from omnieval.run.pipeline import engine_models
+    from omnieval.run.preflight import check_engines
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -475,7 +475,7 @@ def test_trust_remote_code_needs_allow_remote_code_and_is_logged(small_bench, tm
 
 
 def test_cli_lease_file_is_not_left_behind_after_a_run(finished_run):
-    from omnieval.lease import LEASE_FILE
+    from omnieval.run.lease import LEASE_FILE
 
     out, _ = finished_run
     assert not (out / LEASE_FILE).exists()

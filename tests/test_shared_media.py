@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 N_CLIPS = 6
 QUESTIONS_PER_CLIP = 3  # colour, sound, and a third; three questions share each mp4
@@ -64,7 +64,7 @@ def _config(bench: Path, out: Path, **kw):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_no_shuffled_instance_shows_a_file_equal_to_its_own(clip_bench, tmp_path, seed):
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     items = {json.loads(line)["item_id"]: json.loads(line) for line in open(clip_bench / "items.jsonl")}
     plan = make_plan(_config(clip_bench, tmp_path / "out", seed=seed))
@@ -86,7 +86,7 @@ def test_no_shuffled_instance_shows_a_file_equal_to_its_own(clip_bench, tmp_path
 
 
 def test_the_donors_are_in_the_predictions(ray_session, clip_bench, tmp_path):
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     result = run_evaluation(_config(clip_bench, tmp_path / "out"), progress=False)
     assert result.ok
@@ -107,7 +107,7 @@ def test_the_donors_are_in_the_predictions(ray_session, clip_bench, tmp_path):
 
 
 def test_a_clip_with_most_of_its_splits_questions_is_refused_naming_the_item(clip_bench, tmp_path):
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     bench = tmp_path / "bench"
     shutil.copytree(clip_bench, bench)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
+from omnieval.core.schema import Anchor, DissonanceItem, DissonanceMedia
 from omnieval.engines import EngineRequest, create_engine
 from omnieval.protocols import dissonance
 from omnieval.protocols.dissonance import MODALITIES
-from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia
 
 
 def _instances(n_items=400):

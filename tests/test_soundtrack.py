@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from omnieval.config import parse_run_config
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 SECONDS, RATE = 2.0, 16_000
 # a 2 s waveform: 32,000 samples -> 200 Whisper frames (hop 160) -> 100 after the first stride-2 convolution -> 50
@@ -66,7 +66,7 @@ def test_each_anchor_is_one_clip_with_its_call_as_soundtrack(st_bench):
 
 
 def test_the_plan_keys_the_picture_and_the_soundtrack_of_a_clip_apart(st_bench, tmp_path):
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     plan = make_plan(config(st_bench, tmp_path / "run"))
     clips = sorted({r["media"]["video"] for r in items(st_bench)})
@@ -86,7 +86,7 @@ def test_the_plan_keys_the_picture_and_the_soundtrack_of_a_clip_apart(st_bench, 
 
 def test_a_video_without_sound_named_as_audio_is_refused_before_any_model_work(st_bench, tmp_path):
     from omnieval.media.synth import moving_box_video
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     copy = tmp_path / "b"
     shutil.copytree(st_bench, copy)
@@ -114,8 +114,8 @@ def test_simulated_run_decodes_each_stream_once_and_its_metrics_match_pandas(ray
     import pandas as pd
     import polars as pl
 
-    from omnieval.metrics import metrics_table
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.stats.metrics import metrics_table
 
     result = run_evaluation(config(st_bench, tmp_path / "run"), progress=False)
     assert result.n_errors == 0 and result.n_instances == 32 and result.n_rows == 32
@@ -151,7 +151,7 @@ def omni_engine(tiny_models):
 def decoded_requests(bench, tmp_path):
     """(instance, its decoded media by ref) of the benchmark's C000 instances and one replaced-audio instance."""
     from omnieval.media.decode import decode_media
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     plan = make_plan(config(bench, tmp_path / "run"))
     media = {ref: decode_media(s.path, s.modality, **dict(s.params)) for ref, s in plan.media_specs.items()}
@@ -163,8 +163,8 @@ def decoded_requests(bench, tmp_path):
 
 
 def test_hf_engine_interleaves_a_clip_with_its_own_soundtrack_only(omni_engine, st_bench, tmp_path):
+    from omnieval.core.prompts import render_prompt
     from omnieval.engines import EngineRequest
-    from omnieval.prompts import render_prompt
 
     eng = omni_engine
     tok = eng.tokenizer
@@ -229,8 +229,8 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
 
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
-    from omnieval.pipeline import run_evaluation
-    from omnieval.plan import make_plan
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.run.plan import make_plan
 
     models = [{"name": "tiny-omni", "engine": "hf", "options": {"path": str(tiny_models("qwen2.5-omni"))}}]
     cfg = config(st_bench, tmp_path / "run", models=models)
@@ -262,7 +262,7 @@ def clip(seed: int, seconds: float, frames: int = 8):
 
 
 def own_soundtrack_instance():
-    from omnieval.schema import Instance, Segment
+    from omnieval.core.schema import Instance, Segment
 
     return Instance(instance_id="c", item_id="i", protocol="dissonance", benchmark="b", split="s", condition="C000",
                     segments=[Segment(kind="media", modality="video", path="c.mp4"),
@@ -277,7 +277,7 @@ def test_hf_engine_chunks_a_5_s_clip_with_its_soundtrack_by_hand(omni_engine):
     of 10 x 14 merged tokens each (160 x 120 upsized to 392 x 280); 5 s of audio: 500 mel frames -> 250 -> 125
     tokens at positions 0..124. Cut into 50-position chunks and alternated, video first: V 280, A 50, V 280, A 50,
     A 25 (the last audio chunk has no video beside it, so its run joins the one before)."""
-    from omnieval.prompts import render_prompt
+    from omnieval.core.prompts import render_prompt
 
     eng = omni_engine
     video, audio = clip(5, 5.0)
@@ -304,7 +304,7 @@ def test_hf_inputs_equal_the_processor_called_with_use_audio_in_video(omni_engin
     import torch
     from transformers import AutoProcessor
 
-    from omnieval.prompts import render_prompt
+    from omnieval.core.prompts import render_prompt
 
     eng = omni_engine
     processor = AutoProcessor.from_pretrained(tiny_models("qwen2.5-omni"))

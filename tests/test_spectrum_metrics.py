@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.metric_registry import register
-from omnieval.metrics import metrics_table
 from omnieval.protocols import spectrum
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.registry import register
 
 register(spectrum.metrics_spec())
 

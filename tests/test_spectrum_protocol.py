@@ -11,12 +11,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from omnieval.core.schema import LABELS, InputError
 from omnieval.engines import EngineRequest, create_engine
-from omnieval.metric_registry import register
-from omnieval.metrics import metrics_table
 from omnieval.protocols import spectrum
 from omnieval.protocols.spectrum import Item, Options
-from omnieval.schema import LABELS, InputError
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.registry import register
 
 register(spectrum.metrics_spec())
 

@@ -11,7 +11,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from omnieval.stats import stats_command, stats_table
+from omnieval.stats.significance import stats_command, stats_table
 
 CONDITIONS = ["C000", "C001", "C010", "C011", "C100", "C101", "C110", "C111"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.stats import stats_table
+from omnieval.stats.significance import stats_table
 
 
 def _row(model, item, condition, correct):

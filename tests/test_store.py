@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from omnieval.names import folder_name
-from omnieval.store import RunStore, consolidate
+from omnieval.core.names import folder_name
+from omnieval.core.store import RunStore, consolidate
 
 
 def _row(iid, prompt="zs", model="m", error=None, choice="A"):
@@ -29,7 +29,7 @@ def test_parts_are_numbered_atomic_and_resume_skips_only_clean_rows(tmp_path):
 
 
 def test_consolidate_prefers_clean_rows_then_later_parts_and_sorts():
-    from omnieval.store import predictions_table
+    from omnieval.core.store import predictions_table
 
     first = predictions_table([_row("b|C000", error="boom"), _row("a|C000", choice="B")])
     second = predictions_table([_row("b|C000", choice="C"), _row("a|C000", error="late failure")])

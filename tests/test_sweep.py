@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 from omnieval.sweep import SweepRunner, expand_runs, load_sweep_config, parse_sweep_config
 from omnieval.sweep.expand import fingerprint, plan_benchmarks
 

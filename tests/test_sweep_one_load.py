@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import assert_same_predictions
 
-from omnieval.pipeline import run_evaluation
+from omnieval.run.pipeline import run_evaluation
 from omnieval.sweep import SweepRunner, parse_sweep_config
 
 pytestmark = pytest.mark.slow

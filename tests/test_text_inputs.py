@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.benchmark import load_benchmark
-from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 LATIN1 = "café".encode("latin-1")  # b"caf\xe9": \xe9 is not UTF-8 here

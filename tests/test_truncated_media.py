@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.benchmark import check_media, load_benchmark
 from omnieval.media import decode
-from omnieval.schema import InputError
 
 RATE = 16000
 

@@ -55,8 +55,8 @@ def run_config(bench, out, models, **extra) -> dict:
 ])
 def test_bad_policies_are_refused_naming_the_field(small_bench, tmp_path, model, field, words):
     from omnieval.config import parse_run_config
-    from omnieval.plan import make_plan
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
+    from omnieval.run.plan import make_plan
 
     data = run_config(small_bench, tmp_path / "out", [{"name": "m", "engine": "simulated", **model}])
     data.pop("protocol_options")
@@ -66,7 +66,7 @@ def test_bad_policies_are_refused_naming_the_field(small_bench, tmp_path, model,
 
 
 def test_sweep_models_carry_the_policy_and_refuse_describe():
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
     from omnieval.sweep.config import parse_sweep_config
 
     base = {"output": "o", "protocols": [{"protocol": "dissonance", "benchmark": "b"}]}
@@ -125,11 +125,11 @@ def answered_in_process(engine, bench, model_config, fetch=None):
     (``ModelCalls``) and the row builder, without Ray: (predictions frame, ids the engine was asked)."""
     import pyarrow as pa
 
-    from omnieval.answers import PredictionRows, answer_requests
     from omnieval.config import parse_run_config
-    from omnieval.media_policy import media_policy
-    from omnieval.plan import make_plan
-    from omnieval.stages import call_rows
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.media_policy import media_policy
+    from omnieval.run.plan import make_plan
+    from omnieval.run.stages import call_rows
 
     config = parse_run_config(run_config(bench, "unused", [model_config]))
     plan = make_plan(config)
@@ -193,9 +193,9 @@ def test_a_family_model_without_its_package_is_a_one_line_error(tmp_path, monkey
 
 def test_skip_run_metrics_summary_and_resume(ray_session, xm_bench, tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.metrics import compute_metrics
-    from omnieval.pipeline import run_evaluation
-    from omnieval.schema import InputError
+    from omnieval.core.schema import InputError
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.stats.metrics import compute_metrics
 
     out = tmp_path / "run"
     models = [{"name": "sim-all", "engine": "simulated", "options": {"reliance": {"audio": 0.7, "video": 0.8,
@@ -236,8 +236,8 @@ def test_skip_run_metrics_summary_and_resume(ray_session, xm_bench, tmp_path):
         assert row.value.iloc[0] == pytest.approx(value) and row.n.iloc[0] == n
 
     # the report's runs table says how many rows were skipped
-    from omnieval.prediction_files import read_predictions
     from omnieval.report import skipped_text
+    from omnieval.stats.read import read_predictions
 
     assert skipped_text(read_predictions([out / "predictions.parquet"])) == (
         f"sim-audio {len(want)}: " + ", ".join(f"{m} {n}" for m, n in sorted(by_modality.items())))
@@ -263,7 +263,7 @@ def test_skip_run_metrics_summary_and_resume(ray_session, xm_bench, tmp_path):
 
 def test_a_run_where_every_row_is_skipped_fails(ray_session, small_bench, tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     config = parse_run_config({"benchmark": str(small_bench), "output": str(tmp_path / "out"),
                                "decode": {"media_check": "exists"},
@@ -285,8 +285,8 @@ def test_describe_turns_exactly_what_the_model_cannot_take_into_text(ray_session
     import pyarrow.parquet as pq
 
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import run_evaluation
-    from omnieval.plan import make_plan
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.run.plan import make_plan
 
     model = {"name": "hears", "engine": "simulated", "options": {"seed": 3, "modalities": ["audio"]},
              "unsupported_media": "describe", "describe": {"model": {"name": "describer", "engine": "simulated"}}}

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from omnieval.cli import main
-from omnieval.commands import command_prefix
+from omnieval.core.commands import command_prefix
 
 SYNTH_ARGS = {"dissonance": ["--anchors", "2", "--questions", "1"], "crossmodal": ["--entities", "4"],
               "spectrum": ["--items", "8"], "contrastive": ["--entities", "4"]}
@@ -54,7 +54,7 @@ def _printed_commands(out: str) -> list[list[str]]:
 @pytest.mark.parametrize("protocol", list(SYNTH_ARGS))
 def test_two_models_two_prompts_both_modes_through_every_printed_command(protocol, benchmarks, ray_session,
                                                                           tmp_path, capsys):
-    from omnieval.headlines import headline_tables
+    from omnieval.stats.headlines import headline_tables
 
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(_config(protocol, benchmarks / protocol, tmp_path / "out")))

@@ -14,11 +14,11 @@ vllm = pytest.importorskip("vllm")
 
 from scipy.special import softmax  # noqa: E402
 
+from omnieval.core.prompts import render_prompt  # noqa: E402
+from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.chat import chat_prompt  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS, CPU_KV_CACHE_BYTES  # noqa: E402
-from omnieval.prompts import render_prompt  # noqa: E402
-from omnieval.schema import Instance, Segment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_vllm_engine_inside_the_ray_pipeline(ray_session, qwen2, engine, tmp_pat
 
     from omnieval.config import parse_run_config
     from omnieval.datasets.synthetic import make_dissonance_benchmark
-    from omnieval.pipeline import make_plan, run_evaluation
+    from omnieval.run.pipeline import make_plan, run_evaluation
 
     bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=2, n_questions=1, splits=("real",))
     options = {"path": str(qwen2), **CPU_ENGINE_OPTIONS, "max_model_len": 2048}
@@ -145,8 +145,8 @@ def _greedy_reference(path, parts, max_new_tokens: int) -> str:
 def test_generate_equals_transformers_greedy_decoding(engine, qwen2):
     """Open-ended answers, judge verdicts and descriptions come from ``generate``: greedy, so token for token the
     continuation transformers' own greedy search writes."""
+    from omnieval.core.prompts import PromptPart
     from omnieval.engines.base import GenerationRequest
-    from omnieval.prompts import PromptPart
 
     prompts = [[PromptPart("text", text=f"Describe case {n} in a few words.")] for n in range(3)]
     results = engine.generate([GenerationRequest(p, max_new_tokens=8) for p in prompts])
@@ -157,8 +157,8 @@ def test_generate_equals_transformers_greedy_decoding(engine, qwen2):
 
 def test_a_vllm_judge_with_random_weights_goes_through_the_invalid_verdict_path(engine):
     """A random-weight judge writes no verdict word: every case is retried once, then recorded as invalid."""
-    from omnieval.judges import JudgeCase, JudgementRows, judge_request
-    from omnieval.stages import call_rows
+    from omnieval.core.judges import JudgeCase, JudgementRows, judge_request
+    from omnieval.run.stages import call_rows
 
     cases = [JudgeCase(key=f"k{n}", question="Which colour?", reference="red", answer=a, abstention=True)
              for n, a in enumerate(["red", "blue", "I cannot tell"])]

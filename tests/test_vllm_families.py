@@ -29,10 +29,10 @@ from family_placeholders import (  # noqa: E402
     whisper_audio_tokens,
 )
 
+from omnieval.core.prompts import render_prompt  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decode import decode_media  # noqa: E402
-from omnieval.prompts import render_prompt  # noqa: E402
 
 ATOL = 1e-3
 VLLM_OPTIONS = {**CPU_ENGINE_OPTIONS, "max_model_len": 4096}

@@ -94,8 +94,8 @@ def shown_media(bench: Path) -> dict[tuple[str, str], set[str]]:
 
 def hf_reference(path: Path, requests: list) -> list[tuple]:
     """(choice, option logprobs, error, input ids) of the transformers engine called directly on each request."""
+    from omnieval.core.prompts import render_prompt
     from omnieval.engines import create_engine
-    from omnieval.prompts import render_prompt
 
     engine = create_engine("hf", model="reference", path=str(path))
     out = []
@@ -114,7 +114,7 @@ def families(crossmodal_bench, tiny_models, tmp_path_factory):
     from omnieval.config import parse_run_config
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     base = tmp_path_factory.mktemp("family-run-outputs")
     shown = shown_media(crossmodal_bench)
@@ -155,7 +155,7 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
                                                                                           tiny_models, arch):
     from transformers import AutoTokenizer
 
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     case = families[arch]
     instances, skipped, answered = case["instances"], case["skipped"], case["answered"]

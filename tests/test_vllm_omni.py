@@ -12,10 +12,10 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
 
+from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
-from omnieval.schema import Instance, Segment  # noqa: E402
 
 
 def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tiny_models):

@@ -26,8 +26,8 @@ import polars as pl  # noqa: E402
 
 from omnieval.config import parse_run_config  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
-from omnieval.pipeline import run_evaluation  # noqa: E402
-from omnieval.plan import make_plan  # noqa: E402
+from omnieval.run.pipeline import run_evaluation  # noqa: E402
+from omnieval.run.plan import make_plan  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -81,9 +81,9 @@ def run(ray_session, setup):
 @pytest.fixture(scope="module")
 def reference(setup):
     """The engine called directly: mcq results and open texts per (prompt, instance_id), media decoded here."""
+    from omnieval.core.prompts import render_open_prompt
     from omnieval.engines.base import EngineRequest, GenerationRequest, create_engine
     from omnieval.media.decode import MediaError, decode_media
-    from omnieval.prompts import render_open_prompt
 
     config, broken, _ = setup
     plan = make_plan(config)
@@ -150,8 +150,7 @@ def test_rows_are_what_the_engine_says_when_called_directly(run, reference, setu
 def test_verdicts_follow_the_strict_parse_and_one_retry(run, reference):
     """Each open answer without an error is graded as a plain loop would: the judge prompt, the strict parse, and
     when that fails one more ask with the reminder; the verdict is None when both fail."""
-    from omnieval.engines.base import GenerationRequest
-    from omnieval.judges import (
+    from omnieval.core.judges import (
         MAX_VERDICT_TOKENS,
         RETRY_SUFFIX,
         JudgeCase,
@@ -159,7 +158,8 @@ def test_verdicts_follow_the_strict_parse_and_one_retry(run, reference):
         judge_prompt,
         parse_verdict,
     )
-    from omnieval.prompts import PromptPart
+    from omnieval.core.prompts import PromptPart
+    from omnieval.engines.base import GenerationRequest
 
     _, df = run
     engine, plan, _, _ = reference

@@ -15,11 +15,11 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
+from omnieval.core.prompts import render_prompt  # noqa: E402
+from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
-from omnieval.prompts import render_prompt  # noqa: E402
-from omnieval.schema import Instance, Segment  # noqa: E402
 
 
 def instance(video: str, audio: str) -> Instance:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.benchmark import check_media, load_benchmark
 from omnieval.datasets.xmodbench import convert_xmodbench
 from omnieval.protocols import crossmodal
-from omnieval.schema import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTHORS = "/home/someone/scratch/2025/AudioBench/benchmark"  # the builders' absolute paths, absent here
@@ -196,8 +196,8 @@ def test_converted_release_through_the_simulated_engine(ray_session, tmp_path, m
     import polars as pl
 
     from omnieval.config import parse_run_config
-    from omnieval.metrics import metrics_table
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
+    from omnieval.stats.metrics import metrics_table
 
     convert_xmodbench(write_release(tmp_path, media), tmp_path / "bench")
     reliance = {"audio->text": 1.0, "text->audio": 0.5, "image->text": 0.6, "text->image": 1.0,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from omnieval.core.schema import Anchor, InputError, media_ref, pydantic_message, resolve_media_path
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.schema import Anchor, InputError, media_ref, pydantic_message, resolve_media_path
 
 DEFAULT_PROTOCOL = "dissonance"
 """A benchmark whose ``benchmark.json`` names no protocol (or that has none) is read as this protocol's."""

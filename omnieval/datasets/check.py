@@ -11,9 +11,9 @@ from pathlib import Path
 def check_benchmark(folder: str | Path, *, item: str | None = None, seed: int = 0, media_check: str = "probe",
                     protocol_options: dict | None = None) -> str:
     """The report ``datasets check`` prints; ``InputError`` for anything a run would refuse."""
+    from omnieval.core.schema import InputError
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.protocols import get_protocol
-    from omnieval.schema import InputError
 
     bench = load_benchmark(folder)
     protocol = get_protocol(bench.protocol)

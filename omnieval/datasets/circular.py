@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from omnieval.schema import LABELS, InputError
+from omnieval.core.schema import LABELS, InputError
 
 STRIDE = 1_000_000
 """VLMEvalKit's offset between the copies of one question (``index % STRIDE`` is the original's index)."""

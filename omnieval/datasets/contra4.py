@@ -39,11 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.core.schema import LABELS, InputError
 from omnieval.datasets.contra4_media import MediaFolders, Wanted, find_media
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.contrastive import MAX_INPUTS, MIN_INPUTS, Input, Item
-from omnieval.schema import LABELS, InputError
 
 MODALITY_NAMES = {
     "image": "image", "img": "image", "audio": "audio", "video": "video", "pc": "pointcloud", "3d": "pointcloud",

@@ -59,12 +59,12 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from omnieval.core.schema import LABELS, InputError, pydantic_message
 from omnieval.datasets.circular import question_groups
 from omnieval.datasets.mcq_images import CellError, MediaWriter, cell_image, missing_cell
 from omnieval.datasets.mcq_sources import READERS, SourceRow, detect_format
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.protocols.spectrum import Item
-from omnieval.schema import LABELS, InputError, pydantic_message
 
 Format = Literal["auto", "parquet", "hf-disk", "tsv"]
 AnswerFormat = Literal["auto", "label", "index", "text"]

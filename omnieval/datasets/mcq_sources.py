@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.schema import InputError
 
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}(?:-[0-9a-f]{8,64})?$")
 

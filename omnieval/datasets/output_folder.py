@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4")
 """The ``omnieval datasets`` commands that write a benchmark folder; each records its name in ``benchmark.json``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 
 def is_inside(path: Path, roots: Sequence[Path]) -> bool:

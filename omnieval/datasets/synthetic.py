@@ -29,10 +29,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from omnieval.core.keyed import keyed_rng
+from omnieval.core.schema import Anchor, DissonanceItem, DissonanceMedia
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
-from omnieval.keyed import keyed_rng
-from omnieval.schema import Anchor, DissonanceItem, DissonanceMedia
 
 COLOURS = ["red", "blue", "green", "yellow", "magenta", "cyan", "orange", "purple", "white", "brown", "pink",
            "gray", "lime", "navy", "olive", "teal", "maroon", "gold", "salmon", "violet", "turquoise", "khaki",

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from omnieval.core.keyed import keyed_rng, keyed_seed
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.negatives import Candidate, build_tuple
 from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
-from omnieval.keyed import keyed_rng, keyed_seed
 from omnieval.protocols.contrastive import MODALITIES, Input, Item
 
 RGB = {

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from omnieval.core.keyed import keyed_rng
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
-from omnieval.keyed import keyed_rng
 from omnieval.protocols.crossmodal import Entity, Item
 
 TASKS = {

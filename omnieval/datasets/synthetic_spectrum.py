@@ -25,11 +25,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from omnieval.core.keyed import keyed_rng
+from omnieval.core.schema import LABELS
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
-from omnieval.keyed import keyed_rng
 from omnieval.protocols.spectrum import Item
-from omnieval.schema import LABELS
 
 NAME = "omnieval-synthetic-spectrum"
 PALETTE: tuple[str, ...] = ("red", "blue", "green", "yellow", "magenta", "cyan", "orange", "purple", "white",

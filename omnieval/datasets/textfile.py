@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 
 def _not_utf8(path: Path, line: int, offset: int, byte: int, reason: str) -> InputError:

@@ -34,11 +34,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from omnieval.core.schema import LABELS, InputError
 from omnieval.datasets.output_folder import Source, building_folder
 from omnieval.datasets.release_media import resolve_release_media
 from omnieval.datasets.textfile import read_utf8
 from omnieval.protocols.crossmodal import DIRECTIONS, EXTRA_CONDITIONS, LETTER, DirectionEntry, Input, Item
-from omnieval.schema import LABELS, InputError
 
 MODALITY_NAMES = {"audio": "audio", "image": "image", "video": "video", "text": "text"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}

@@ -49,7 +49,7 @@ def bench_engine(model: str | None = None, anchors: int | None = None, questions
         if value is not None:
             size[key] = value
     if size["repeats"] < 2:
-        from omnieval.schema import InputError
+        from omnieval.core.schema import InputError
 
         raise InputError("must be at least 2: the spread of the repeats is the noise the marginal rate is judged "
                          "against", field="--repeats")
@@ -78,8 +78,8 @@ def _bench_engine(model: str | None, size: dict, device: str, vllm_options: str 
     from omnieval.engines.chat import label_token_ids
     from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS
     from omnieval.media.decode import decode_media
-    from omnieval.pipeline import ensure_ray, run_evaluation
-    from omnieval.plan import make_plan
+    from omnieval.run.pipeline import ensure_ray, run_evaluation
+    from omnieval.run.plan import make_plan
 
     bench_dir = tmp / f"benchmark-{size['anchors']}x{size['questions']}"
     if not (bench_dir / "items.jsonl").exists():

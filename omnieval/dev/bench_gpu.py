@@ -169,7 +169,7 @@ def build_requests(bench_dir: Path, tmp: Path, limit: int) -> list:
     from omnieval.config import parse_run_config
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     config = parse_run_config({"benchmark": str(bench_dir), "output": str(tmp / "unused-output"), "prompts": ["zs"],
                                "models": [{"name": "sim", "engine": "simulated"}]})
@@ -351,7 +351,7 @@ def measure_decode(bench_dir: Path, seconds: float) -> dict:
 def _media_files(bench_dir: Path) -> list[tuple[str, str]]:
     """(path, modality) of every distinct video and audio file the benchmark's plan decodes."""
     from omnieval.config import parse_run_config
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     config = parse_run_config({"benchmark": str(bench_dir), "output": str(bench_dir.parent / "unused-output"),
                                "prompts": ["zs"], "models": [{"name": "sim", "engine": "simulated"}]})

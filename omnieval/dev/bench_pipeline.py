@@ -139,7 +139,7 @@ def _bench_pipeline(size: dict, tmp: Path, runs: Path) -> int:
     import ray
 
     from omnieval.config import parse_run_config
-    from omnieval.pipeline import ensure_ray
+    from omnieval.run.pipeline import ensure_ray
 
     load_before = os.getloadavg()[0]
     folders, setup_s = _benchmarks(size, tmp)
@@ -204,12 +204,12 @@ def _peak_rss(reset: bool) -> int:
 def _measure_run(params: dict) -> dict:
     """A throwaway run, then the measured runs: the first with its peak RSS growth, the best time of all; then
     make_plan and the engine alone on the same request rows."""
-    from omnieval.answers import answer_requests
     from omnieval.config import parse_run_config
     from omnieval.engines import create_engine
-    from omnieval.pipeline import ensure_ray, run_evaluation
-    from omnieval.plan import make_plan
-    from omnieval.stages import call_rows
+    from omnieval.run.answers import answer_requests
+    from omnieval.run.pipeline import ensure_ray, run_evaluation
+    from omnieval.run.plan import make_plan
+    from omnieval.run.stages import call_rows
 
     config = parse_run_config(params["config"])
     ensure_ray(config, params["address"])

@@ -4,7 +4,7 @@ Prints one table:
 
 (a) a paper-scale dissonance study (10 models x 2 prompts x 2 splits x 255 items x 8 conditions): every SPEC 3
     metric with 10,000-resample clustered CIs through ``metrics_table`` (target < 5 s once compiled); the same with
-    the paired differences of every pair (``omnieval.paired``), and ``omnieval power`` on it;
+    the paired differences of every pair (``omnieval.stats.paired``), and ``omnieval power`` on it;
 (b) an XModBench-scale table (14 models x 10,138 items x 6 directions): accuracy per direction, average, std,
     disparity and imbalance with CIs (target < 30 s);
 (c) per-CI time against ``scipy.stats.bootstrap`` (percentile, same resample count) on the same cell: a clustered
@@ -201,7 +201,7 @@ _COMPILE_SNIPPET = """
 import time
 start = time.perf_counter()
 from omnieval.dev.bench_stats import synthetic_dissonance
-from omnieval.metrics import metrics_table
+from omnieval.stats.metrics import metrics_table
 from kernels.permutation import sign_flip_test
 import numpy as np
 metrics_table(synthetic_dissonance(n_models=2, prompts=("zs",), splits=("s",), n_items=40), resamples=50)
@@ -227,7 +227,7 @@ def _compile_times() -> tuple[float, float]:
 
 def bench_stats(quick: bool = False) -> int:
     """Measure and print the table; ``quick`` shrinks every size (a smoke test of the bench itself)."""
-    from omnieval.metrics import metrics_table
+    from omnieval.stats.metrics import metrics_table
 
     resamples = 1_000 if quick else 10_000
     paper = dict(n_models=2, n_items=60) if quick else {}
@@ -244,8 +244,8 @@ def bench_stats(quick: bool = False) -> int:
                   f"{dis['item_id'].n_unique()} items x 8 cond.: {len(table):,} metrics, {n_ci:,} CIs, "
                   f"{resamples:,} resamples", f"{seconds:.2f} s", "", "", _verdict(seconds < 5, "< 5 s")))
 
-    from omnieval.paired import metrics_and_paired
-    from omnieval.power import power_table
+    from omnieval.stats.paired import metrics_and_paired
+    from omnieval.stats.power import power_table
 
     start = time.perf_counter()
     _, paired = metrics_and_paired(dis, resamples=resamples, permutations=resamples)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from omnieval.commands import command_prefix
+from omnieval.core.commands import command_prefix
 
 
 def demo_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) -> dict:
@@ -102,7 +102,7 @@ def contrastive_config(out: Path, benchmark: Path, tiny_model: Path | None, seed
 def _run_protocol(title: str, folder: Path, make_benchmark, make_config, tiny: Path | None, seed: int) -> bool:
     """One protocol of the demo: build its benchmark once, write its config, run it, print its headline."""
     from omnieval.config import load_run_config
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     print(f"\n=== {title} ===")
     bench = folder / "benchmark"
@@ -122,7 +122,7 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
     from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
     from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
-    from omnieval.pipeline import run_evaluation
+    from omnieval.run.pipeline import run_evaluation
 
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
 
 def show_metrics(predictions: str, out: Path, resamples: int = 2000) -> None:
     """``omnieval metrics`` on a demo run: writes its tables and prints the protocol's headline (``headlines``)."""
-    from omnieval.metrics_command import metrics_command
+    from omnieval.stats.command import metrics_command
 
     metrics_command([predictions], str(out), resamples=resamples, seed=0)
 

@@ -15,10 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from omnieval.engine_names import LAZY as _LAZY
-from omnieval.engine_names import REGISTRY as _REGISTRY
+from omnieval.core.engine_names import LAZY as _LAZY
+from omnieval.core.engine_names import REGISTRY as _REGISTRY
+from omnieval.core.schema import Instance
 from omnieval.media.decoded import DecodedMedia
-from omnieval.schema import Instance
 
 
 @dataclass
@@ -229,7 +229,7 @@ def cot_result(inst: Instance, option_logprobs: Sequence[float], text: str) -> E
     label parsed from the text (``prompts.parse_answer``) when it parses, its confidence the restricted softmax at
     the answer position; else the argmax there, marked ``forced``: the model wrote no answer and the logits made
     one (counted in ``forced_rate``, so a reasoning that never concludes is seen, not scored as if it had)."""
-    from omnieval.prompts import parse_answer
+    from omnieval.core.prompts import parse_answer
 
     res = result_from_option_logprobs(inst.option_labels, option_logprobs, raw_text=text)
     if res.error is not None:

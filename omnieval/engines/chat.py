@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from omnieval.core.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 from omnieval.engines.families import OMNI
 from omnieval.engines.families import accepted_modalities as family_modalities
 from omnieval.engines.omni_inputs import OMNI_MODALITIES, TEMPORAL_PATCH
-from omnieval.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 
 OMNI_MODEL_TYPES = OMNI.model_types  # full-model folder, or a thinker-only save
 

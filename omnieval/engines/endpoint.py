@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from omnieval.core.prompts import parse_answer, render_prompt
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -51,7 +52,6 @@ from omnieval.engines.base import (
 from omnieval.engines.chat import cot_answer_position, label_token_ids
 from omnieval.engines.endpoint_content import SENT_MODALITIES, VIDEO_FORMATS, user_content
 from omnieval.engines.endpoint_http import EndpointError, JsonClient, RetryPolicy
-from omnieval.prompts import parse_answer, render_prompt
 
 LOGPROB_MODES = ("auto", "token_ids", "top", "none")
 TOKEN_ID_PREFIX = "token_id:"

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from omnieval.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
+from omnieval.core.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 
 SENT_MODALITIES = ("image", "audio", "video")
 VIDEO_FORMATS = ("mp4", "frames")

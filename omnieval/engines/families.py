@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnieval.core.prompts import UNSUPPORTED_NOTE, PromptPart
 from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS, OMNI_MODALITIES, Encoded
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
-from omnieval.prompts import UNSUPPORTED_NOTE, PromptPart
 
 PROCESSOR_ARGS = {"image": "images", "video": "videos", "audio": "audio"}  # modality -> processor argument
 

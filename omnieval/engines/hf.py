@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+from omnieval.core.prompts import PromptPart, render_prompt
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -71,7 +72,6 @@ from omnieval.engines.chat import (
 )
 from omnieval.engines.families import family_for, load_processor
 from omnieval.engines.omni_inputs import Encoded, collate
-from omnieval.prompts import PromptPart, render_prompt
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

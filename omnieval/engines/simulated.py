@@ -46,6 +46,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from omnieval.core.keyed import keyed_rng
+from omnieval.core.schema import MEDIA_MODALITIES, Instance
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -56,8 +58,6 @@ from omnieval.engines.base import (
     register_engine,
     result_from_option_logprobs,
 )
-from omnieval.keyed import keyed_rng
-from omnieval.schema import MEDIA_MODALITIES, Instance
 
 
 @register_engine("simulated")

@@ -38,6 +38,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from omnieval.core.prompts import render_prompt
 from omnieval.engines import vllm_positions
 from omnieval.engines.base import (
     Engine,
@@ -63,7 +64,6 @@ from omnieval.engines.chat import (
     omni_media_fields,
 )
 from omnieval.engines.families import family_for, load_processor
-from omnieval.prompts import render_prompt
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
 

@@ -14,12 +14,12 @@
 ``validate_items(items, bench, file) -> None``
     cross-item checks a pydantic model cannot do alone; raises ``InputError`` naming file, item and field.
 ``expand_all(items, bench, seed, options) -> list[Instance]``
-    every instance of the given items: stable ids, keyed randomness only (``omnieval.keyed``), never order-dependent.
+    every instance of the given items: stable ids, keyed randomness only (``core.keyed``), never order-dependent.
 ``ITEM_LOCAL: bool`` (optional, default False)
     True where an item's instances never depend on the other items, so ``expand_all`` may run on chunks of the
-    items in parallel Ray tasks (``omnieval.expansion``); spectrum's donors are drawn across all items, so it
+    items in parallel Ray tasks (``omnieval.run.expansion``); spectrum's donors are drawn across all items, so it
     expands in one task.
-``metrics_spec() -> omnieval.metric_types.ProtocolMetrics``
+``metrics_spec() -> omnieval.core.metric_types.ProtocolMetrics``
     the cells and the metric function of SPEC's section for this protocol.
 
 ``bench`` is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root folder, items, and the protocol's extra

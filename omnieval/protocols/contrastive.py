@@ -19,7 +19,7 @@ config yields both. ``Options.media = False`` keeps only the caption instances (
 round-trip-consistency filter).
 
 **Prompt**: each input as an option segment (``Instance.option_segments``), labels ``A``..; ``option_texts`` are
-``Scene A``, ``Scene B``... so an answer naming the scene parses. ``omnieval.prompts.render_prompt``, which every
+``Scene A``, ``Scene B``... so an answer naming the scene parses. ``omnieval.core.prompts.render_prompt``, which every
 engine renders, gives these instances SPEC 6's layout: ``Scene A.`` <media> ``Scene B.`` <media> ... then
 ``Question: ...`` and the instruction of the prompt style (for captions, ``Scene A. <caption>`` lines).
 
@@ -51,14 +51,14 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
-from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
 ITEM_LOCAL = True
 """An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.expansion``)."""
+chunks of the items in parallel (``omnieval.run.expansion``)."""
 MODALITIES: tuple[str, ...] = ("image", "audio", "video", "pointcloud")
 SELECTION_TYPES: tuple[str, ...] = ("random", "similar")
 MIN_INPUTS, MAX_INPUTS = 2, 4
@@ -337,6 +337,6 @@ def _families():
 
 
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.metrics``."""
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=CONDITIONS)

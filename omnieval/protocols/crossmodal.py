@@ -32,14 +32,14 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from omnieval.keyed import keyed_rng
-from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of
-from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
+from omnieval.core.keyed import keyed_rng
+from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
 
 NAME = "crossmodal"
 ITEM_LOCAL = True
 """An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.expansion``)."""
+chunks of the items in parallel (``omnieval.run.expansion``)."""
 DIRECTIONS: tuple[str, ...] = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 EXTRA_CONDITIONS: tuple[str, ...] = ("AV->T", "none->T")
 DISPARITY_PAIRS: tuple[tuple[str, str], ...] = (("T", "V"), ("T", "A"), ("V", "A"))
@@ -431,6 +431,6 @@ def _families():
 
 
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.metrics``."""
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=DIRECTIONS + EXTRA_CONDITIONS)

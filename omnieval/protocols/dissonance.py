@@ -17,13 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from omnieval.keyed import keyed_rng
-from omnieval.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment, option_key
+from omnieval.core.keyed import keyed_rng
+from omnieval.core.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment, option_key
 
 NAME = "dissonance"
 ITEM_LOCAL = True
 """An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.expansion``)."""
+chunks of the items in parallel (``omnieval.run.expansion``)."""
 MODALITIES: tuple[str, ...] = ("video", "audio", "text")
 CONDITIONS: tuple[str, ...] = tuple("C" + "".join(map(str, bits)) for bits in itertools.product((0, 1), repeat=3))
 Item = DissonanceItem
@@ -225,7 +225,7 @@ def expand_all(items: Sequence[DissonanceItem], bench, seed: int, options: Optio
 # === metrics (cell means -> metric values) ===
 # SPEC section 3's metrics as functions of cell means. Every array holds one value per bootstrap row (row 0 = the
 # data, rows 1..R = resamples), so one resampling pass serves every metric and each CI is the metric recomputed on
-# the resamples' cell means. ``metrics_spec()`` tells ``omnieval.metrics`` which cells to build and how to read them.
+# the resamples' cell means. ``metrics_spec()`` tells ``stats.metrics`` which cells to build and how to read them.
 
 import numpy as np  # noqa: E402
 
@@ -266,12 +266,12 @@ def reliance(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def metric_rows(cells):
-    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.metric_types.Cells``).
+    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.core.metric_types.Cells``).
 
     Yields ``(metric, key, values over rows, support)``, the support (``n`` and items) from the cells each metric
     reads; metrics whose cells are missing in this unit are left out.
     """
-    from omnieval.metric_types import support_of
+    from omnieval.core.metric_types import support_of
 
     acc = {c: cells.mean("acc", c) for c in CONDITIONS if cells.has("acc", c)}
     n_acc = {c: cells.support("acc", c) for c in acc}
@@ -323,8 +323,8 @@ def derive_columns(frame):
 
 
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.metrics`` (one bootstrap pass for all)."""
-    from omnieval.metric_types import CellFamily, ProtocolMetrics
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics`` (one bootstrap pass for all)."""
+    from omnieval.core.metric_types import CellFamily, ProtocolMetrics
 
     return ProtocolMetrics(
         name=NAME,

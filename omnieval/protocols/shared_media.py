@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from omnieval.schema import media_file
+from omnieval.core.schema import media_file
 
 
 def content_keys(refs: Sequence[str], root: str | Path | None) -> dict[str, str]:

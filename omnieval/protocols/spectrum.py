@@ -54,9 +54,9 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from omnieval.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
+from omnieval.core.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
+from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
-from omnieval.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
@@ -427,8 +427,8 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
                            pl.col("_won").cast(out.schema["choice"]).alias("choice"), *nulls.values())
     if "engine" in out.columns:
         out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
-    # the row flags of ``omnieval.prediction_files.prepare`` that depend on the choice, recomputed for the votes
-    from omnieval.schema import ERROR_KIND_NAMES
+    # the row flags of ``omnieval.stats.read.prepare`` that depend on the choice, recomputed for the votes
+    from omnieval.core.schema import ERROR_KIND_NAMES
 
     valid = pl.col("choice").is_not_null()
     flags = {"valid": valid, "invalid": ~valid, "answered": pl.lit(True), "errored": pl.lit(False),
@@ -496,6 +496,6 @@ def _families():
 
 
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.metrics``."""
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=ALL_CONDITIONS)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.keyed import keyed_seed
-from omnieval.schema import InputError
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.schema import InputError
 
 NAME = "spectrum"
 """The protocol's name, in the keys of its donor streams (``keyed_seed(0, NAME, ...)``)."""

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from omnieval.core.store import local_folder
 from omnieval.report.blocks import Report, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
-from omnieval.store import local_folder
 
 __all__ = ["build_report", "write_report", "report_command"]
 

@@ -2,8 +2,8 @@
 (``metrics.parquet`` + ``metrics.json``), test tables (``tests.parquet``), or a folder holding several (the demo's).
 
 A metrics folder is paired with the predictions it was computed from through the ``inputs`` that ``metrics.json``
-records; a run with no metrics folder gets its metrics computed here (``omnieval.metrics.metrics_table``), and the
-significance tests are computed from the predictions (``omnieval.stats.stats_table``) unless a ``tests.parquet``
+records; a run with no metrics folder gets its metrics computed here (``omnieval.stats.metrics.metrics_table``), and the
+significance tests are computed from the predictions (``stats.significance.stats_table``) unless a ``tests.parquet``
 lies beside the metrics. Several runs of one protocol are shown side by side: their metric rows carry a ``run``
 label, and the paired tests are computed on their pooled predictions with models named ``<run>:<model>``, so every
 pair of (run, model) is compared on the instances both answered.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.schema import InputError
-from omnieval.store import StoredPath, readable, stored_path
+from omnieval.core.schema import InputError
+from omnieval.core.store import StoredPath, readable, stored_path
 
 SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
 ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
@@ -53,7 +53,7 @@ class Run:
 class ProtocolInput:
     """Everything one protocol's section needs: metric rows of every run (with ``run`` and ``_rid``), the pooled
     predictions (with ``run``; None if no run has any) and the tests table (with ``run`` when one run); the paired
-    differences (``omnieval.paired``) and the minimum detectable effects (``omnieval.power``) where predictions or a
+    differences (``stats.paired``) and the minimum detectable effects (``stats.power``) where predictions or a
     paired table exist."""
 
     protocol: str
@@ -227,8 +227,8 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
     """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed;
     paired differences read (``paired.parquet`` beside the metrics), or computed in the same pass as the metrics,
     or from the predictions."""
-    from omnieval.paired import metrics_and_paired, paired_table
-    from omnieval.prediction_files import read_predictions
+    from omnieval.stats.paired import metrics_and_paired, paired_table
+    from omnieval.stats.read import read_predictions
 
     sources = discover(inputs)
     names = labels([s.root for s in sources])
@@ -284,9 +284,9 @@ def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
 def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
                     resamples: int = 10_000) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
-    from omnieval.paired import paired_table
-    from omnieval.power import power_table
-    from omnieval.stats import stats_table
+    from omnieval.stats.paired import paired_table
+    from omnieval.stats.power import power_table
+    from omnieval.stats.significance import stats_table
 
     order: list[str] = []
     for run in runs:

@@ -1,4 +1,4 @@
-"""Report subsection of open-ended runs (``omnieval.open_metrics``), under each protocol's section, and the marks on
+"""Report subsection of open-ended runs (``stats.open_metrics``), under each protocol's section, and the marks on
 cascade models.
 
 Open-ended answers are graded by judges, so every accuracy comes twice: averaged over the judges, and per judge (with

@@ -1,6 +1,6 @@
-"""Report section "Comparisons": per protocol, compact matrices of paired differences (``omnieval.paired``: rows
+"""Report section "Comparisons": per protocol, compact matrices of paired differences (``omnieval.stats.paired``: rows
 are pairs, columns a few headline metrics, each cell the difference with its interval and adjusted p), the full
-paired table, and the minimum detectable effect per cell (``omnieval.power``)."""
+paired table, and the minimum detectable effect per cell (``omnieval.stats.power``)."""
 
 from __future__ import annotations
 

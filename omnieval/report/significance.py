@@ -36,7 +36,7 @@ def _num_cell(row: dict, column: str, text: str, *, strong: bool = False, scale:
 
 
 def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, tuple[float, float]]:
-    """The paired-difference interval of each test that has one (``omnieval.paired``): a model pair in one
+    """The paired-difference interval of each test that has one (``omnieval.stats.paired``): a model pair in one
     condition, and multiple-choice vs open-ended (judge-averaged, or the only judge)."""
     if paired is None or paired.is_empty():
         return {}
@@ -75,7 +75,7 @@ def tests_table(tests: pl.DataFrame, protocol: str, paired: pl.DataFrame | None 
             _num_cell(row, "statistic", fmt(row["statistic"])),
             _num_cell(row, "estimate", fmt(row["estimate"])),
             Cell(text=f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "—", sort=ci[0] if ci else None,
-                 title="95% clustered bootstrap interval of the paired difference (omnieval.paired)" if ci else None),
+                 title="95% clustered bootstrap interval of the paired difference (stats.paired)" if ci else None),
             _num_cell(row, "p_value", fmt_p(row["p_value"])),
             _num_cell(row, "p_adjusted", fmt_p(row["p_adjusted"]), strong=significant),
             Cell(text=str(row["n"]), sort=float(row["n"])),

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from omnieval.config import DecodeConfig, ModelConfig, RayConfig, check_output_apart, read_yaml, validated
-from omnieval.prompts import PROMPT_STYLES
-from omnieval.schema import InputError
+from omnieval.core.prompts import PROMPT_STYLES
+from omnieval.core.schema import InputError
 
 MODEL_PATH_ENGINES = ("hf", "vllm")
 """Engines that load a model from a folder: a sweep must name it (``path`` or ``options.path``)."""
@@ -41,7 +41,7 @@ class ProtocolEntry(_Config):
     @field_validator("name")
     @classmethod
     def _folder_safe(cls, v: str | None) -> str | None:
-        from omnieval.names import check_name_part
+        from omnieval.core.names import check_name_part
 
         return None if v is None else check_name_part(v, "protocol entry name")
 

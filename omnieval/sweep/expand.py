@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omnieval.config import RunConfig
-from omnieval.identity import benchmark_digest, run_fingerprint
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
+from omnieval.run.identity import benchmark_digest, run_fingerprint
 from omnieval.sweep.config import ProtocolEntry, SweepConfig, SweepModel
 
 
@@ -34,7 +34,7 @@ class RunSpec:
 
 
 def run_uri(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> str:
-    from omnieval.names import folder_name
+    from omnieval.core.names import folder_name
 
     return join_uri(sweep.output, "runs", folder_name(entry.label), folder_name(model.name), prompt)
 
@@ -69,7 +69,7 @@ class BenchmarkPlan:
 
 def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
     """Load, expand and media-check every protocol entry's benchmark once (no Ray); errors name the entry."""
-    from omnieval.plan import make_plan
+    from omnieval.run.plan import make_plan
 
     plans = {}
     for i, entry in enumerate(sweep.protocols):
@@ -91,7 +91,7 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
 
 def check_sweep_engines(sweep: SweepConfig) -> None:
     """Every model's engine options, checked on the driver before Ray starts (the plans check only the first)."""
-    from omnieval.preflight import check_engines
+    from omnieval.run.preflight import check_engines
 
     entry, prompt = sweep.protocols[0], sweep.prompts[0]
     for i, model in enumerate(sweep.models):
@@ -100,6 +100,6 @@ def check_sweep_engines(sweep: SweepConfig) -> None:
 
 def fingerprint(config: RunConfig, plan: BenchmarkPlan) -> str:
     """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them): the same
-    definition a run checks its own folders against (``omnieval.identity``)."""
+    definition a run checks its own folders against (``omnieval.run.identity``)."""
     return run_fingerprint(config, plan.digest)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 from omnieval.sweep.config import SweepConfig
 from omnieval.sweep.expand import (
     BenchmarkPlan,
@@ -54,7 +54,7 @@ class SweepRunner:
     attributes so that callers (and tests) can observe or wrap the model work."""
 
     def __init__(self, sweep: SweepConfig, address: str | None = None, *, log: Callable[[str], None] = log_line):
-        from omnieval import pipeline
+        from omnieval.run import pipeline
 
         self.sweep, self.address, self.log = sweep, address, log
         self.evaluate_runs = pipeline.evaluate_runs
@@ -64,8 +64,8 @@ class SweepRunner:
     # -- the sweep ---------------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
         """Check the whole sweep, take the output's lease (one sweep per output), run what is incomplete."""
-        from omnieval.lease import OutputLease
-        from omnieval.store import RunStore
+        from omnieval.core.store import RunStore
+        from omnieval.run.lease import OutputLease
 
         plans = plan_benchmarks(self.sweep)
         check_sweep_engines(self.sweep)
@@ -76,7 +76,7 @@ class SweepRunner:
             return self._run(plans, root)
 
     def _run(self, plans: dict[str, BenchmarkPlan], root) -> SweepResult:
-        from omnieval.store import RunStore
+        from omnieval.core.store import RunStore
 
         sweep = self.sweep
         t0 = time.monotonic()
@@ -121,7 +121,7 @@ class SweepRunner:
         """All of one model's incomplete runs in one pass (``pipeline.evaluate_runs``: one engine pool, one model
         load); each run keeps its own folder, resume, marker, metrics and outcome. A run that failed is tried again
         (``max_attempts``) together with the model's other failed runs, resuming from what was written."""
-        from omnieval.store import RunStore
+        from omnieval.core.store import RunStore
 
         labels = {s.index: f"run {s.index + 1}/{n_runs} {s.key}" for s in specs}
         stores = {s.index: RunStore(s.uri) for s in specs}
@@ -241,7 +241,7 @@ class SweepRunner:
     def _write_combined_metrics(self, root, result: SweepResult) -> None:
         import pyarrow as pa
 
-        from omnieval.store import RunStore
+        from omnieval.core.store import RunStore
 
         tables = []
         for r in result.runs:

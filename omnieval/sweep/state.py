@@ -66,9 +66,9 @@ def write_metrics(store, resamples: int, seed: int) -> int:
     """``metrics/metrics.{parquet,csv,json}`` of the run's predictions (read through the store's filesystem)."""
     import tempfile
 
-    from omnieval.metrics import metrics_table
-    from omnieval.prediction_files import read_predictions
-    from omnieval.unit_bootstrap import CONFIDENCE_LEVEL
+    from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
+    from omnieval.stats.metrics import metrics_table
+    from omnieval.stats.read import read_predictions
 
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "predictions.parquet"

@@ -64,7 +64,7 @@ class SweepResult:
         report beside a local output, in the working folder for a remote one)."""
         import shlex
 
-        from omnieval.commands import command_prefix
+        from omnieval.core.commands import command_prefix
 
         out = self.output.rstrip("/")
         base = out if "://" not in out else f"./{out.rsplit('/', 1)[-1]}"

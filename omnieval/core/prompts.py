@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omnieval.schema import Instance, media_ref, option_key
+from omnieval.core.schema import Instance, media_ref, option_key
 
 INSTRUCTIONS: dict[str, str] = {
     "zs": "Answer with the option's letter from the given choices directly.",

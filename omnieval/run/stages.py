@@ -144,7 +144,7 @@ class ModelCalls:
         """``keys_of``: the batch's ``_row_keys`` where the caller has them already."""
         n = len(batch["call"])
         if "instance_json" in batch:  # parsed once: the engine's request and the row builder both read it
-            from omnieval.schema import Instance
+            from omnieval.core.schema import Instance
 
             batch[INSTANCE_COLUMN] = np.array([None if j is None else Instance.model_validate_json(j)
                                                for j in batch["instance_json"]] + [None], dtype=object)[:-1]
@@ -186,8 +186,8 @@ class ModelCalls:
                         answer_source=getattr(r, "answer_source", None)) for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
+        from omnieval.core.prompts import PromptPart
         from omnieval.engines.base import GenerationRequest
-        from omnieval.prompts import PromptPart
 
         def request(i: int, suffix: str = "", key: str | None = None) -> GenerationRequest:
             parts = [PromptPart(**p) for p in json.loads(batch["parts_json"][i])]
@@ -299,14 +299,14 @@ def _as_decoded(part, media: dict):
     """A media part with no modality is announced as the modality its file decoded to (a point cloud shown as
     rendered views is an image); describers ask this way, as they do not know the decoded form in advance."""
     if part.kind == "media" and not part.modality:
-        from omnieval.prompts import PromptPart
+        from omnieval.core.prompts import PromptPart
 
         return PromptPart("media", modality=media[part.ref].modality, path=part.path)
     return part
 
 
 def _accepted(result: _Result, spec: dict) -> bool:
-    from omnieval.judges import parse_verdict
+    from omnieval.core.judges import parse_verdict
 
     return parse_verdict(result.text, spec["words"]) is not None
 
@@ -322,7 +322,7 @@ def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | No
     ``rows``, as the rows it builds."""
     from ray.data import ActorPoolStrategy
 
-    from omnieval.ray_notices import absorb_restart_notice
+    from omnieval.run.ray_notices import absorb_restart_notice
 
     absorb_restart_notice()  # Ray's false alarm about the pools' restarts, spent before the first pool starts
     if media is not None:

@@ -20,14 +20,14 @@ import numpy as np
 import polars as pl
 
 from kernels.calibration import restricted_softmax
-from omnieval.metric_registry import REGISTRY, load_protocols
-from omnieval.metric_types import CLUSTER, cluster_of
-from omnieval.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
-from omnieval.store import StoredPath, readable, stored_path
+from omnieval.core.metric_types import CLUSTER, cluster_of
+from omnieval.core.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
+from omnieval.core.store import StoredPath, readable, stored_path
+from omnieval.stats.registry import REGISTRY, load_protocols
 
 
 def _read_one(path: Path | StoredPath) -> pl.DataFrame:
-    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.store``)."""
+    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.core.store``)."""
     try:
         if not path.is_file():
             raise InputError("no such predictions file", file=path)

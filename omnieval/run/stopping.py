@@ -37,7 +37,7 @@ def _raise(signum, frame) -> None:
 
 @contextmanager
 def stoppable() -> Iterator[None]:
-    """SIGINT and SIGTERM raise in the main thread while the block runs (``omnieval.ray_start.ensure_ray`` puts this
+    """SIGINT and SIGTERM raise in the main thread while the block runs (``omnieval.run.ray_start.ensure_ray`` puts this
     SIGTERM handler back after ``ray.init`` replaced it); the previous handlers come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -54,7 +54,7 @@ def stoppable() -> Iterator[None]:
 
 def stopped_line(signum: int, command: str, argv: list[str]) -> str:
     """The one line a stopped ``command`` (run, sweep) prints: what stopped it, what is kept, how to resume."""
-    from omnieval.commands import command_prefix
+    from omnieval.core.commands import command_prefix
 
     kept = "finished runs and rows are kept" if command == "sweep" else "finished rows are kept"
     return (f"omnieval: {command} stopped by {NAMES.get(signum, f'signal {signum}')}; {kept}; resume with: "

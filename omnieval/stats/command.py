@@ -7,11 +7,11 @@ import json
 import time
 from pathlib import Path
 
-from omnieval.metric_registry import load_protocols
-from omnieval.paired import metrics_and_paired
-from omnieval.prediction_files import read_predictions
-from omnieval.store import local_folder
-from omnieval.unit_bootstrap import CONFIDENCE_LEVEL
+from omnieval.core.store import local_folder
+from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
+from omnieval.stats.paired import metrics_and_paired
+from omnieval.stats.read import read_predictions
+from omnieval.stats.registry import load_protocols
 
 
 def _absolute(path: str | Path) -> str:
@@ -23,7 +23,7 @@ def _absolute(path: str | Path) -> str:
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000) -> int:
     """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``,
-    and the paired differences of the same pass (``omnieval.paired``) as ``paired.csv`` and ``paired.parquet``."""
+    and the paired differences of the same pass (``omnieval.stats.paired``) as ``paired.csv`` and ``paired.parquet``."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
     load_protocols()
@@ -42,7 +42,7 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
            "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
-    from omnieval.headlines import headline_tables, render
+    from omnieval.stats.headlines import headline_tables, render
 
     print(render(headline_tables(table)))
     print(f"\nomnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "

@@ -1,7 +1,7 @@
 """The vocabulary protocols and the metrics table share: cell families, a protocol's metric spec, resampled cells.
 
 A protocol module describes its metrics with these types only (``metrics_spec() -> ProtocolMetrics``); the bootstrap
-pass (``omnieval.unit_bootstrap``) fills ``Cells`` and calls the spec's metric function. Kept below both so that the
+pass (``omnieval.stats.bootstrap``) fills ``Cells`` and calls the spec's metric function. Kept below both so that the
 protocols never import the module that computes the table.
 """
 

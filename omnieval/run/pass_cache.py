@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from omnieval.stages import MediaSource
+from omnieval.run.stages import MediaSource
 
 NAMESPACE = "omnieval"
 
@@ -68,7 +68,7 @@ def media_cache() -> Iterator[PassCache]:
     import ray
 
     from omnieval.media.cache import MediaCache
-    from omnieval.parallelism import cpu_parallelism
+    from omnieval.run.parallelism import cpu_parallelism
 
     context = ray.get_runtime_context()
     where = (context.gcs_address, context.get_job_id())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from omnieval.schema import VERDICTS
+from omnieval.core.schema import VERDICTS
 
 JUDGEMENT_SCHEMA = pa.schema([("model", pa.string()), ("prompt", pa.string()), ("instance_id", pa.string()),
                               ("judge", pa.string()), ("verdict", pa.string()), ("raw_text", pa.string()),

@@ -7,7 +7,7 @@ paired differences all look specs up here.
 
 from __future__ import annotations
 
-from omnieval.metric_types import ProtocolMetrics
+from omnieval.core.metric_types import ProtocolMetrics
 
 REGISTRY: dict[str, ProtocolMetrics] = {}
 

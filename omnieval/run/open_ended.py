@@ -1,4 +1,4 @@
-"""Open-ended mode: the model answers without options, judges grade the answers (``omnieval/judges.py``).
+"""Open-ended mode: the model answers without options, judges grade the answers (``omnieval/core/judges.py``).
 
 In a run with ``modes: [..., open]`` every instance x prompt style is also asked open-ended: the prompt is the
 context and the question only (``prompts.render_open_prompt``), the engine generates freely (``Engine.generate``),
@@ -17,13 +17,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from omnieval.config import RunConfig
-from omnieval.judges import JUDGEMENT_SCHEMA
-from omnieval.predictions import reference_text
-from omnieval.schema import Instance
+from omnieval.core.judges import JUDGEMENT_SCHEMA
+from omnieval.core.schema import Instance
+from omnieval.run.predictions import reference_text
 
 
 def judge_case(inst: Instance, model: str, prompt: str, answer: str):
-    from omnieval.judges import JudgeCase
+    from omnieval.core.judges import JudgeCase
 
     return JudgeCase(key=f"{model}|{prompt}|{inst.instance_id}", question=inst.question,
                      reference=reference_text(inst), answer=answer or "",
@@ -32,7 +32,7 @@ def judge_case(inst: Instance, model: str, prompt: str, answer: str):
 
 
 def judge_folder(judge: str) -> str:
-    from omnieval.names import folder_name
+    from omnieval.core.names import folder_name
 
     return f"judgements/{folder_name(judge)}"
 
@@ -47,8 +47,8 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
     (``stages.through_model``); returns the verdicts written."""
     import pyarrow.compute as pc
 
-    from omnieval.judges import JudgementRows, judge_request
-    from omnieval.stages import RowBuilder, drain, from_rows, through_model
+    from omnieval.core.judges import JudgementRows, judge_request
+    from omnieval.run.stages import RowBuilder, drain, from_rows, through_model
 
     if "open" not in config.modes or predictions.num_rows == 0:
         return 0

@@ -44,10 +44,10 @@ import numpy as np
 import polars as pl
 
 from kernels.permutation import sign_flip_test
-from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CLUSTER
-from omnieval.prediction_files import prepare, read_predictions
-from omnieval.store import local_folder
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.metric_types import CLUSTER
+from omnieval.core.store import local_folder
+from omnieval.stats.read import prepare, read_predictions
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
                 "p_adjusted", "n")
@@ -189,7 +189,7 @@ def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
     """``mcq_vs_open`` and ``mcnemar_judges`` on a prepared frame holding open rows (nothing without judges)."""
     from statsmodels.stats.contingency_tables import mcnemar
 
-    from omnieval.open_metrics import judges_of, open_frame
+    from omnieval.stats.open_metrics import judges_of, open_frame
 
     opened = frame.filter(pl.col("mode") == "open")
     judges = judges_of(opened) if len(opened) else []

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from omnieval.prompts import final_answer
-from omnieval.schema import PREDICTION_SCHEMA, Instance
+from omnieval.core.prompts import final_answer
+from omnieval.core.schema import PREDICTION_SCHEMA, Instance
 
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig
-from omnieval.schema import Instance, Segment, media_file
+from omnieval.core.schema import Instance, Segment, media_file
 
 DESCRIPTION_SCHEMA = pa.schema([("path", pa.string()), ("modality", pa.string()), ("describer", pa.string()),
                                 ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string())])
@@ -76,7 +76,7 @@ def _described_paths(instances: list[Instance], modalities: set[str]) -> dict[st
 
 
 def describe_folder(describer: str) -> str:
-    from omnieval.names import folder_name
+    from omnieval.core.names import folder_name
 
     return f"descriptions/{folder_name(describer)}"
 
@@ -96,7 +96,7 @@ def describe_media(model: ModelConfig, instances: list[Instance], config, store,
     """Describe every distinct media file of the chosen modalities not yet described without error (through the
     describer's engine pool, ``stages.through_model``); returns media ref -> description row (``text``, ``error``,
     ``prompt``)."""
-    from omnieval.stages import RowBuilder, drain, from_rows, through_model
+    from omnieval.run.stages import RowBuilder, drain, from_rows, through_model
 
     spec = model.describe
     describer = spec.model

@@ -37,10 +37,10 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from omnieval.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
-from omnieval.prediction_files import error_kinds_present
-from omnieval.schema import VERDICTS
-from omnieval.unit_bootstrap import protocol_rows
+from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
+from omnieval.core.schema import VERDICTS
+from omnieval.stats.bootstrap import protocol_rows
+from omnieval.stats.read import error_kinds_present
 
 JUDGE_COLUMN = "verdict@"
 

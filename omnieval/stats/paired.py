@@ -39,12 +39,12 @@ import polars as pl
 
 from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
-from omnieval.keyed import keyed_seed
-from omnieval.metric_registry import REGISTRY
-from omnieval.metric_types import CLUSTER
-from omnieval.metrics import metrics_table
-from omnieval.prediction_files import prepare
-from omnieval.unit_bootstrap import UNIT, protocol_rows, row_items
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.metric_types import CLUSTER
+from omnieval.stats.bootstrap import UNIT, protocol_rows, row_items
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.read import prepare
+from omnieval.stats.registry import REGISTRY
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
                   "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",

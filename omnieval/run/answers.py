@@ -17,11 +17,11 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from omnieval.media_policy import MediaPolicy
-from omnieval.predictions import Prediction, prediction_table
-from omnieval.prompts import open_media_paths, render_open_prompt
-from omnieval.schema import Instance
-from omnieval.stages import INSTANCE_COLUMN
+from omnieval.core.prompts import open_media_paths, render_open_prompt
+from omnieval.core.schema import Instance
+from omnieval.run.media_policy import MediaPolicy
+from omnieval.run.predictions import Prediction, prediction_table
+from omnieval.run.stages import INSTANCE_COLUMN
 
 
 def open_generation(inst: Instance, style: str) -> dict:
@@ -87,7 +87,7 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
     """A Ray Data map over instance blocks (``expansion.INSTANCE_SCHEMA``): their request rows, each with the
     ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id) triples, or
     None; a worker fetches it once. ``policy``: the model's ``media_policy.MediaPolicy`` over the run's media."""
-    from omnieval.schema import Instance
+    from omnieval.core.schema import Instance
 
     finished: frozenset = frozenset()
     if done is not None:

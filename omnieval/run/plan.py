@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
-from omnieval.expansion import Expansion, ExpansionSource, block_instances
-from omnieval.media_policy import check_media_policies
-from omnieval.preflight import check_engines
+from omnieval.run.expansion import Expansion, ExpansionSource, block_instances
+from omnieval.run.media_policy import check_media_policies
+from omnieval.run.preflight import check_engines
 
 
 @dataclass
@@ -65,10 +65,10 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
 
 def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
     """The plan's instances (``expansion.expand``) and the media spec of every file they show."""
-    from omnieval.expansion import expand
+    from omnieval.core.schema import InputError, media_file
     from omnieval.media.decode import content_hash
     from omnieval.media.spec import MediaSpec
-    from omnieval.schema import InputError, media_file
+    from omnieval.run.expansion import expand
 
     expansion = expand(plan.source, keep_blocks=keep_blocks)
     if not expansion.n_instances:
@@ -88,7 +88,7 @@ def sample_items(items: list, limit: int, seed: int) -> tuple[list, str]:
     least one item where ``limit`` allows), each split's items in a seeded order keyed on the item id, returned in
     the benchmark's order; and a line that says what was kept of each split. The first N items would drop whole
     splits of a benchmark sorted by split, silently."""
-    from omnieval.keyed import keyed_seed
+    from omnieval.core.keyed import keyed_seed
 
     splits: dict[str, list] = {}
     for item in items:
@@ -122,8 +122,8 @@ def engine_models(config: RunConfig) -> list[tuple[str, ModelConfig]]:
 def check_generation(config: RunConfig) -> None:
     """Open-ended answers, judges and describers need engines that generate free text: say so before any model
     work."""
+    from omnieval.core.schema import InputError
     from omnieval.engines.base import engine_class
-    from omnieval.schema import InputError
 
     needs: list[tuple[str, ModelConfig]] = []
     if "open" in config.modes:
@@ -138,8 +138,8 @@ def check_generation(config: RunConfig) -> None:
 
 def protocol_of(config: RunConfig, bench):
     """The benchmark's protocol module; a config that names another protocol is an error."""
+    from omnieval.core.schema import InputError
     from omnieval.protocols import get_protocol
-    from omnieval.schema import InputError
 
     if config.protocol is not None and config.protocol != bench.protocol:
         raise InputError(f"the config asks for protocol {config.protocol!r} but benchmark {bench.root} is a "
@@ -151,7 +151,7 @@ def protocol_options(config: RunConfig, protocol):
     """``protocol_options`` validated by the protocol's ``Options`` model (errors name the option)."""
     from pydantic import ValidationError
 
-    from omnieval.schema import InputError, pydantic_message
+    from omnieval.core.schema import InputError, pydantic_message
 
     try:
         return protocol.Options.model_validate(config.protocol_options)

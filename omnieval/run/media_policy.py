@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from omnieval.config import DEFAULT_DESCRIBE_PROMPTS, ModelConfig
-from omnieval.schema import MEDIA_MODALITIES, InputError, Segment, media_file
+from omnieval.core.schema import MEDIA_MODALITIES, InputError, Segment, media_file
 
 
 def accepted_modalities(model: ModelConfig, where: str) -> frozenset[str]:
@@ -65,7 +65,7 @@ def answering_model(model: ModelConfig, media: dict[str, str], where: str = "mod
     views is described as a point cloud); none: no cascade at all. Otherwise the model as configured."""
     if model.unsupported_media != "describe" or model.describe is None:
         return model
-    from omnieval.cascade import described_as
+    from omnieval.run.cascade import described_as
 
     accepted = accepted_modalities(model, where)
     spec = model.describe

@@ -89,7 +89,7 @@ class Expansion:
     def load_instances(self) -> list:
         """Every instance, parsed, in this process: O(instances) memory, for the few callers that need them all
         on the driver (describers, judges, benchmarks of the engine)."""
-        from omnieval.schema import Instance
+        from omnieval.core.schema import Instance
 
         return [Instance.model_validate_json(j) for table in self._tables() for j in
                 table.column("instance_json").to_pylist()]
@@ -185,7 +185,7 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
-    from omnieval.parallelism import cpu_parallelism
+    from omnieval.run.parallelism import cpu_parallelism
 
     shared = ray.put(replace(source, bench=replace(source.bench, items=[])))
     items = source.bench.items
@@ -225,7 +225,7 @@ def instance_dataset(expansion: Expansion):
     import ray
     import ray.data
 
-    from omnieval.stages import REQUEST_CPUS, request_tasks
+    from omnieval.run.stages import REQUEST_CPUS, request_tasks
 
     if not expansion.blocks or isinstance(expansion.blocks[0], pa.Table):
         return ray.data.from_arrow(expansion.blocks) if expansion.blocks else ray.data.from_items([])

@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
-from omnieval.pass_cache import PassCache, media_cache
-from omnieval.plan import Plan, engine_models, expand_plan, make_plan
-from omnieval.ray_start import ensure_ray
+from omnieval.run.pass_cache import PassCache, media_cache
+from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan
+from omnieval.run.ray_start import ensure_ray
 
 if TYPE_CHECKING:
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
 
 
 @dataclass
@@ -82,7 +82,7 @@ class RunResult:
         return self.measured and self.error_rate <= self.max_error_rate
 
     def summary(self) -> str:
-        from omnieval.media_policy import skipped_lines
+        from omnieval.run.media_policy import skipped_lines
 
         lines = [f"predictions: {self.predictions_path}",
                  f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
@@ -142,9 +142,9 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
     fit the cluster; all of it before any model work."""
     import ray
 
-    from omnieval.lease import OutputLease
-    from omnieval.preflight import check_resources, claim_folders, folder_identities
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
+    from omnieval.run.lease import OutputLease
+    from omnieval.run.preflight import check_resources, claim_folders, folder_identities
 
     plan = make_plan(config, expand=False)
     store = RunStore(config.output)
@@ -233,10 +233,10 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progr
     import pyarrow.compute as pc
     import ray
 
-    from omnieval.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
-    from omnieval.expansion import instance_dataset
-    from omnieval.media_policy import answering_model, media_policy
-    from omnieval.stages import REQUEST_CPUS, RowBuilder, drain, media_key, request_tasks, through_model
+    from omnieval.run.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
+    from omnieval.run.expansion import instance_dataset
+    from omnieval.run.media_policy import answering_model, media_policy
+    from omnieval.run.stages import REQUEST_CPUS, RowBuilder, drain, media_key, request_tasks, through_model
 
     out = [_Answered() for _ in runs]
     datasets, planned, failed_rows = [], [0] * len(runs), [0] * len(runs)
@@ -254,7 +254,7 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progr
         policy = media_policy(model, plan.expanded.media)
         answering = answering_model(model, plan.expanded.media)  # describe: the describer takes what it cannot
         if answering.describe is not None:
-            from omnieval.cascade import cascade_instances, describe_media
+            from omnieval.run.cascade import cascade_instances, describe_media
 
             instances = plan.load_instances()
             descriptions = describe_media(answering, instances, config, store, cache.source(plan.media_specs),
@@ -308,8 +308,8 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
     config, plan, store = run.config, run.plan, run.store
     models = [m.name for m in config.models]
     if "open" in config.modes:
-        from omnieval.open_ended import attach_verdicts, run_judges
-        from omnieval.store import consolidate
+        from omnieval.core.store import consolidate
+        from omnieval.run.open_ended import attach_verdicts, run_judges
 
         predictions = consolidate([store.read_parts(name) for name in models])
         run_judges(config, store, predictions, {i.instance_id: i for i in plan.load_instances()}, progress)
@@ -331,8 +331,8 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
 
 def summarise(predictions: pa.Table) -> dict:
     """What a run reports of its predictions: counts, errors by kind with the first messages, the accuracy table."""
-    from omnieval.media_policy import skipped_summary
-    from omnieval.schema import error_kind
+    from omnieval.core.schema import error_kind
+    from omnieval.run.media_policy import skipped_summary
 
     column = predictions["error"].to_pylist() if predictions.num_rows else []
     errors = [e for e in column if e]
@@ -348,7 +348,7 @@ def summarise(predictions: pa.Table) -> dict:
 
 
 def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
-    from omnieval.store import RunStore, consolidate
+    from omnieval.core.store import RunStore, consolidate
 
     store = RunStore(output)
     predictions = consolidate([store.read_parts(name) for name in models])
@@ -366,7 +366,7 @@ def _consolidated(store: RunStore, models: list[str]) -> dict:
     import ray
 
     if not ray.is_initialized() or "://" in store.uri:
-        from omnieval.store import consolidate
+        from omnieval.core.store import consolidate
 
         predictions = consolidate([store.read_parts(name) for name in models])
         store.write_table("predictions.parquet", predictions)

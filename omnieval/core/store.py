@@ -3,13 +3,13 @@
 Layout of a run's output folder::
 
     run.json                                  config, versions, seed, counts
-    parts/<model>/_identity.json              what decided these predictions (see ``omnieval.identity``)
+    parts/<model>/_identity.json              what decided these predictions (see ``omnieval.run.identity``)
     parts/<model>/part-000000-<writer>.parquet ...  what finished, flushed while the run goes (the resume log)
     predictions.parquet                       every model's predictions, sorted by (model, prompt, instance_id)
 
 A part is written to a temporary name and renamed, so a run killed at any moment leaves only whole parts. Its name
 carries the writer's token, so two writers can never replace each other's parts (one writer per output is the rule:
-``omnieval.lease``; the token is the safety net). Resume reads the parts, keeps the instance ids that finished
+``omnieval.run.lease``; the token is the safety net). Resume reads the parts, keeps the instance ids that finished
 without error, and the pipeline skips them. Folder names come from ``folder_name``: injective, never a path.
 """
 
@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from omnieval.names import folder_name
-from omnieval.schema import PREDICTION_SCHEMA, InputError, conform
+from omnieval.core.names import folder_name
+from omnieval.core.schema import PREDICTION_SCHEMA, InputError, conform
 
 _PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
 
@@ -98,7 +98,7 @@ class RunStore:
         self.fs, root = filesystem(uri)
         self.root = root.rstrip("/")
         self.writer = writer or uuid.uuid4().hex[:12]  # names this writer's parts
-        self.lease = None  # an ``omnieval.lease.OutputLease`` while this store's writer holds the output
+        self.lease = None  # an ``omnieval.run.lease.OutputLease`` while this store's writer holds the output
         try:
             bounded(lambda: self.fs.create_dir(self.root, recursive=True), "creating the output folder", uri)
         except OSError as exc:

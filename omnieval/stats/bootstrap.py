@@ -10,7 +10,7 @@ multiplicities (``kernels.calibration``). The 95% percentile interval comes from
 
 Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``, so models and prompts
 on the same items of a split get the same resamples (paired), for any thread count: such units are always
-index-resampled (``shared_item_sets``), which is what ``omnieval.paired`` reads differences from.
+index-resampled (``shared_item_sets``), which is what ``omnieval.stats.paired`` reads differences from.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import polars as pl
 
 from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted
-from omnieval.keyed import keyed_seed
-from omnieval.metric_types import CLUSTER, CellFamily, Cells, MetricRow, ProtocolMetrics, Support, cluster_of
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.metric_types import CLUSTER, CellFamily, Cells, MetricRow, ProtocolMetrics, Support, cluster_of
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -34,7 +34,7 @@ _SEP = "\x1f"
 
 UnitHook = Callable[["ProtocolMetrics", "UnitData", list[MetricRow], np.ndarray], None]
 """Called once per unit with its spec, cells, metric rows and their values (metric x row): how paired differences
-(``omnieval.paired``) read every unit's resamples from the same pass as the table."""
+(``omnieval.stats.paired``) read every unit's resamples from the same pass as the table."""
 
 
 @dataclass

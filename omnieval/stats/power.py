@@ -126,8 +126,8 @@ def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha
     """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
     comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out).
     The clusters are the bootstrap's (``metric_types.cluster_of``: the copies of one question are one)."""
-    from omnieval.metric_types import CLUSTER
-    from omnieval.prediction_files import prepare
+    from omnieval.core.metric_types import CLUSTER
+    from omnieval.stats.read import prepare
 
     frame = prepare(predictions).filter(pl.col("mode") != "open")
     valid = frame.filter("valid").with_columns(pl.col("correct").cast(pl.Float64))
@@ -184,9 +184,9 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
                   correlation: float | None = None, instances: int = 1, icc: float = 0.0,
                   effect: float | None = None, alpha: float = ALPHA, power: float = POWER) -> int:
     """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
-    from omnieval.prediction_files import read_predictions
-    from omnieval.schema import InputError
-    from omnieval.store import local_folder
+    from omnieval.core.schema import InputError
+    from omnieval.core.store import local_folder
+    from omnieval.stats.read import read_predictions
 
     start = time.perf_counter()
     if correlation is not None and not -1 <= correlation <= 1:

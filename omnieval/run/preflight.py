@@ -2,7 +2,7 @@
 
 * ``check_engines``: every model's, judge's and describer's engine options on the driver; remote code only with
   ``allow_remote_code: true``.
-* ``claim_folders``: each folder of rows in the output holds rows of this config (``omnieval.identity``), or is
+* ``claim_folders``: each folder of rows in the output holds rows of this config (``omnieval.run.identity``), or is
   refused with what changed.
 * ``check_resources``: the actors of every stage fit the Ray cluster (a pool that cannot be placed waits forever).
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from omnieval.identity import (
+from omnieval.core.schema import InputError
+from omnieval.run.identity import (
     IDENTITY_FILE,
     benchmark_digest,
     descriptions_identity,
@@ -20,8 +21,7 @@ from omnieval.identity import (
     judgements_identity,
     predictions_identity,
 )
-from omnieval.schema import InputError
-from omnieval.stages import REQUEST_CPUS
+from omnieval.run.stages import REQUEST_CPUS
 
 DECODE_TASK_CPUS = 1.0
 """One decode task (``media.cache.decode_task``): at least one must be able to run beside the engine actors."""
@@ -33,8 +33,8 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
     ``models[i].options.x``), code shipped with a model run only where the config says ``allow_remote_code: true``,
     then its packages installed (vLLM for ``vllm``: ``models[i].engine``), after the config's own mistakes, which
     installing would not fix."""
+    from omnieval.core.schema import InputError
     from omnieval.engines.base import OptionError, check_model_folder, engine_class, missing_package
-    from omnieval.schema import InputError
 
     for where, model in models:
         try:
@@ -90,10 +90,10 @@ class StaleOutput(InputError):
 
 def folder_identities(config, plan) -> dict[str, dict]:
     """Folder (relative to the output) -> the identity of the rows it must hold."""
-    from omnieval.cascade import describe_folder
     from omnieval.config import modes_of
-    from omnieval.open_ended import judge_folder
-    from omnieval.store import RunStore
+    from omnieval.core.store import RunStore
+    from omnieval.run.cascade import describe_folder
+    from omnieval.run.open_ended import judge_folder
 
     digest = benchmark_digest(plan)
     config = config.model_copy(update={"protocol": plan.source.protocol,

@@ -11,7 +11,7 @@
   first probed over TCP for at most ``OMNIEVAL_RAY_CONNECT_TIMEOUT_S`` seconds (default 30); no answer is one line
   naming the address (an ``InputError`` on ``--address``).
 * **Signals.** ``ray.init`` replaces the process's SIGTERM handler (its core worker dumps a stack and aborts); a
-  Python handler the caller had installed (the command's: ``omnieval.stopping``) is put back.
+  Python handler the caller had installed (the command's: ``omnieval.run.stopping``) is put back.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 CONNECT_TIMEOUT_ENV = "OMNIEVAL_RAY_CONNECT_TIMEOUT_S"
 CONNECT_TIMEOUT_S = 30.0
@@ -42,7 +42,7 @@ def ensure_ray(config, address: str | None = None) -> None:
     import ray
     import ray.data
 
-    from omnieval.ray_notices import drop_messages
+    from omnieval.run.ray_notices import drop_messages
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # after import: ray.data configures its loggers
     # Two warnings that read like failures on every run and say nothing the user must act on: progress bars are
@@ -140,7 +140,7 @@ def running_cluster() -> tuple[str, str] | None:
 
 
 def connect_timeout() -> float:
-    from omnieval.store import env_seconds
+    from omnieval.core.store import env_seconds
 
     return env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S)
 

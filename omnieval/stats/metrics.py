@@ -4,16 +4,16 @@ How it flows (DESIGN decision 5):
 
 1. ``predictions.read_predictions`` reads the files and refuses bad rows; ``predictions.prepare`` derives the row
    flags every protocol shares (errored rows stay out of every denominator and are counted in ``error_rate``).
-2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.metric_types``) from ``metric_registry.REGISTRY`` names its
+2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``) from ``metric_registry.REGISTRY`` names its
    **cell families** (a cell = the mean of one column over the rows of one unit x key, e.g. correctness per
    condition) and one function from those cells to metric rows. A unit is model x prompt x split; items
    (``item_id``) are the resampling clusters.
-3. Per unit, one bootstrap pass (``omnieval.unit_bootstrap``) gives every cell's resampled sums and the metric rows
-   with their 95% percentile intervals; open-ended rows get theirs from ``omnieval.open_metrics`` the same way.
+3. Per unit, one bootstrap pass (``omnieval.stats.bootstrap``) gives every cell's resampled sums and the metric rows
+   with their 95% percentile intervals; open-ended rows get theirs from ``omnieval.stats.open_metrics`` the same way.
 
 A protocol plugs in with ``metric_registry.register(ProtocolMetrics(...))``; its formulas live in its own module
 under ``omnieval/protocols``. Writing the command's files (and the paired differences of the same pass) is
-``omnieval.metrics_command``.
+``omnieval.stats.command``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.metric_registry import REGISTRY, load_protocols
-from omnieval.metric_types import with_error_rates, with_forced_rate
-from omnieval.open_metrics import open_rows
-from omnieval.prediction_files import error_kinds_present, prepare, read_predictions
-from omnieval.schema import InputError
-from omnieval.unit_bootstrap import UnitHook, protocol_rows
+from omnieval.core.metric_types import with_error_rates, with_forced_rate
+from omnieval.core.schema import InputError
+from omnieval.stats.bootstrap import UnitHook, protocol_rows
+from omnieval.stats.open_metrics import open_rows
+from omnieval.stats.read import error_kinds_present, prepare, read_predictions
+from omnieval.stats.registry import REGISTRY, load_protocols
 
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
                  "n_items")

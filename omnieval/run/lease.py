@@ -29,7 +29,7 @@ import time
 
 import pyarrow.fs as pafs
 
-from omnieval.schema import InputError
+from omnieval.core.schema import InputError
 
 LEASE_FILE = ".omnieval-lease.json"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.schema import InputError, pydantic_message
+from omnieval.core.schema import InputError, pydantic_message
 
 CRITERIA: tuple[str, ...] = ("MF", "UF", "PMF", "PUF")
 CAPTIONS_PREFIX = "captions:"
@@ -179,7 +179,7 @@ def filter_command(predictions: str | Path | Sequence[str | Path] | pl.DataFrame
                    out: str | Path, models: Sequence[str] | None = None, prompt: str | None = None) -> int:
     """Run the filter and write to ``out``: ``decisions.csv``, ``retention.csv``, ``items_<criterion>.jsonl`` (the
     kept item records as given, media paths still relative to the source benchmark folder) and ``filter.json``."""
-    from omnieval.prediction_files import read_predictions
+    from omnieval.stats.read import read_predictions
 
     if isinstance(predictions, pl.DataFrame):
         frame = predictions
