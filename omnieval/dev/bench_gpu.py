@@ -36,6 +36,7 @@ import os
 import platform
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 # The released Qwen2.5-Omni-7B thinker's dimensions (its config.json; transformers' Qwen2_5Omni* configs default to
@@ -243,10 +244,36 @@ def measure_engine(folder: Path, device: str, dtype: str, requests: list, opts: 
     if cuda and "profile" not in skip:
         out["gpu_ms_by_part"] = {f"batch_{n}": time_parts(engine, encoded[:n]) for n in (1, opts["batch_size"])}
         print(f"GPU ms per forward pass by part: {out['gpu_ms_by_part']}", flush=True)
+        if engine.grouped_towers:  # the same passes with transformers' own one-call-per-block attention
+            with tower_attention(engine.net, "sdpa"):
+                out["gpu_ms_by_part_per_block"] = {f"batch_{n}": time_parts(engine, encoded[:n])
+                                                   for n in (1, opts["batch_size"])}
+                out["batched_forward_inst_per_s_per_block"] = len(encoded) / _timed(
+                    lambda: [engine.next_token_logprobs(encoded[k:k + opts["batch_size"]])
+                             for k in range(0, len(encoded), opts["batch_size"])])
+                per_block = engine.next_token_logprobs(encoded[:opts["batch_size"]])
+            grouped = engine.next_token_logprobs(encoded[:opts["batch_size"]])
+            out["grouped_vs_per_block_max_abs_logprob_diff"] = float((grouped - per_block).abs().max())
+            print(f"transformers' per-block attention: {out['gpu_ms_by_part_per_block']}; forward "
+                  f"{out['batched_forward_inst_per_s_per_block']:.2f} inst/s", flush=True)
     if cuda and "max_batch" not in skip:
         out["largest_batch"] = largest_batch(engine, encoded, opts["batch_size"], opts["max_batch"])
     engine.close()
     return out
+
+
+@contextmanager
+def tower_attention(net, implementation: str):
+    """Run the media towers with another attention implementation for a while (the comparison baseline)."""
+    subs = [getattr(net.config, name) for name in ("vision_config", "audio_config") if hasattr(net.config, name)]
+    before = [sub._attn_implementation for sub in subs]
+    for sub in subs:
+        sub._attn_implementation = implementation
+    try:
+        yield
+    finally:
+        for sub, impl in zip(subs, before, strict=True):
+            sub._attn_implementation = impl
 
 
 def time_parts(engine, batch: list, repeats: int = 3) -> dict:

@@ -11,7 +11,9 @@ Two families, detected from the folder's ``config.json``:
   prompt goes through the model's chat template with one placeholder per media part (media first, then the text
   part); the model's own ``Qwen2_5OmniProcessor`` (``families.OmniFamily``) turns it and the video frames, audio
   waveforms and images from ``DecodedMedia`` into the thinker's inputs, a video's own soundtrack interleaved with
-  it (``use_audio_in_video``). Zero-shot prompts are left-padded into batches like a text model's. Other media
+  it (``use_audio_in_video``). Zero-shot prompts are left-padded into batches like a text model's. Its vision
+  and audio towers (and Qwen2.5-VL's) attend within blocks in one call per block length
+  (``engines/grouped_attention.py``), not one per block. Other media
   kinds (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
 * **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
   InternVL, Gemma 3n): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in
@@ -71,6 +73,7 @@ from omnieval.engines.chat import (
     omni_layout,
 )
 from omnieval.engines.families import family_for, load_processor
+from omnieval.engines.grouped_attention import use_grouped_block_attention
 from omnieval.engines.omni_inputs import Encoded, collate
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -133,6 +136,7 @@ class HFEngine(Engine):
 
             net = self._build_net(AutoModelForCausalLM)
         self.net = net.to(self.device).eval()
+        self.grouped_towers = use_grouped_block_attention(self.net)
 
     def _build_net(self, model_class):
         """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker
