@@ -1,4 +1,4 @@
-"""Clustered bootstrap of cell sums: one pass over items serves every cell (DESIGN decision 5).
+"""Clustered bootstrap of cell sums: one pass over items serves every cell (docs/architecture.md, decision 5).
 
 Input is a per-item matrix ``values[item, channel]``: for each cell its per-item sum and its per-item count sit in
 two channels, so resampled cell means are ``sums / counts`` of the output. Items (base questions) are the resampling

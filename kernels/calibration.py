@@ -5,7 +5,7 @@ clustered bootstrap they are evaluated on the resample itself: a resample is a r
 (from ``kernels.bootstrap.resample_counts``) and instance ``t`` of item ``item[t]`` counts ``W[r, item[t]]`` times.
 A row of ones gives the point estimate, so the estimate and its CI come from the same code.
 
-Definitions (SPEC section 3):
+Definitions (docs/reference.md, Protocol `dissonance`):
 
 * ECE: 10 equal-width confidence bins ``[b/10, (b+1)/10)`` (the last one closed at 1),
   ``sum_b (n_b / N) |acc_b - conf_b|`` = ``sum_b |sum correct - sum conf| / N``.

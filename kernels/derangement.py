@@ -3,8 +3,9 @@
 ``derange(groups, seed, stream, keys)`` returns ``donor[i]``: another item of the same group as ``i`` (never ``i``
 itself), such that within each group the donors are a permutation of the group's items. So every item lends its
 modality to exactly one other item: each modality keeps its marginal distribution (every image is still shown
-exactly once), while the pairing between modalities is broken (SPEC section 5). A group of one item cannot be
-deranged; its entry is ``-1`` and the caller decides (the protocol raises an error naming the item, or pools it).
+exactly once), while the pairing between modalities is broken (docs/reference.md, Protocol `spectrum`). A group of one
+item cannot be deranged; its entry is ``-1`` and the caller decides (the protocol raises an error naming the item, or
+pools it).
 
 How (why it is fast and free of the row order):
 

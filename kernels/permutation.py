@@ -1,4 +1,5 @@
-"""Paired permutation test by sign flips of per-item differences (SPEC section 2).
+"""Paired permutation test by sign flips of per-item differences (docs/reference.md, Statistics common to
+all protocols).
 
 Under the null of exchangeable pairs, each per-item difference ``d_i`` is as likely to be ``-d_i``; the statistic is
 the mean difference. Conventions follow ``scipy.stats.permutation_test`` (one sample, ``permutation_type='samples'``)

@@ -1,7 +1,7 @@
 """Protocol ``contrastive``: item checks with errors naming file, item and field; expansion into the original and the
-permuted orders (targets against an independent itertools computation); the caption baseline; SPEC 6's prompt;
-SPEC 6's metrics against hand-computed tables; a simulated model with a set position preference; and a simulated
-run end to end through the Ray pipeline on the synthetic benchmark."""
+permuted orders (targets against an independent itertools computation); the caption baseline; the prompt of
+docs/reference.md; the metrics against hand-computed tables; a simulated model with a set position preference; and a
+simulated run end to end through the Ray pipeline on the synthetic benchmark."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_caption_baseline_and_point_cloud_modes():
 
 
 def spec_six_prompt(record: dict, condition: str, style: str, pointcloud: str = "views") -> list[tuple]:
-    """SPEC 6's prompt written out from an item's record: the inputs in the condition's order, each after its prefix
+    """The prompt written out from an item's record: the inputs in the condition's order, each after its prefix
     ``Scene A.`` (its caption on the same line for the caption baseline), then the question and the instruction.
     Parts as ``(kind, text)`` / ``(kind, modality, path)``; consecutive text lines form one part."""
     from omnieval.core.prompts import INSTRUCTIONS
@@ -419,7 +419,7 @@ def test_simulated_run_end_to_end(ray_session, tmp_path, monkeypatch):
                                 "noise": 0.0}},
                    {"name": "first", "engine": "simulated",
                     "options": {"reliance": {"position:A": 1.0}, "noise": 0.0}}]})
-    # the instances the run hands its engines are prompted in SPEC 6's layout
+    # the instances the run hands its engines are prompted in the contrastive layout
     records = {r["item_id"]: r for r in map(json.loads, (bench / "items.jsonl").read_text().splitlines())}
     for inst in make_plan(config).load_instances():
         got = engine_prompt(inst)

@@ -1,6 +1,6 @@
-"""Protocol ``crossmodal``: expansion into the six directions, prompts that show every candidate, SPEC 4's worked
-example through ``omnieval metrics``, consistency and agreement against a hand-computed table, the real omni model
-receiving every candidate's media, and a simulated run end to end on the synthetic benchmark."""
+"""Protocol ``crossmodal``: expansion into the six directions, prompts that show every candidate, the worked
+example of docs/reference.md through ``omnieval metrics``, consistency and agreement against a hand-computed table, the
+real omni model receiving every candidate's media, and a simulated run end to end on the synthetic benchmark."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def row(item_id: str, direction: str, correct: bool | None, task: str | None = N
 
 
 def test_worked_example_through_the_cli(tmp_path):
-    """SPEC 4's Gemini 2.5 Pro check: direction accuracies -> average, std, disparity, imbalance."""
+    """The Gemini 2.5 Pro check of docs/reference.md, Protocol `crossmodal`: direction accuracies -> average, std,
+    disparity, imbalance."""
     acc = {"A->T": .710, "A->V": .589, "T->A": .644, "T->V": .798, "V->A": .608, "V->T": .886}
     rows = [row(f"x{i}", d, i < a * 1000, task="all-tasks") for d, a in acc.items() for i in range(1000)]
     pl.DataFrame(rows).write_parquet(tmp_path / "pred.parquet")

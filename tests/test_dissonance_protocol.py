@@ -1,4 +1,5 @@
-"""The dissonance expansion against SPEC.md section 3, checked by independent re-derivation in the test."""
+"""The dissonance expansion against docs/reference.md, Protocol `dissonance`, checked by independent re-derivation in
+the test."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_option_order_is_shuffled_across_conditions():
 
 
 def _reference_target(inst, item) -> str:
-    """SPEC's rule re-derived from what the prompt actually shows (media paths + passage), not from `evidence`."""
+    """The evidence rule re-derived from what the prompt actually shows (media paths + passage), not from `evidence`."""
     shown = {}
     for seg in inst.segments:
         for a in ANCHORS:

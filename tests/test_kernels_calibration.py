@@ -1,5 +1,6 @@
-"""Calibration kernels against plain numpy loops written here (SPEC 3 definitions), with and without ties and
-under bootstrap item multiplicities (a resample = the data with every item repeated ``w`` times)."""
+"""Calibration kernels against plain numpy loops written here (definitions of docs/reference.md, Protocol `dissonance`),
+with and without ties and under bootstrap item multiplicities (a resample = the data with every item repeated ``w``
+times)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``omnieval metrics``: SPEC 3's worked example through the CLI, denominators, confidence methods, file formats."""
+"""``omnieval metrics``: the dissonance worked example through the CLI, denominators, confidence methods, file
+formats."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def base_row(**kw) -> dict:
 
 
 def worked_example(n: int = 1000) -> pl.DataFrame:
-    """Predictions with exactly the condition accuracies, abstention and human-abstention rates of SPEC 3."""
+    """Predictions with exactly the condition accuracies, abstention and human-abstention rates of
+    docs/reference.md's dissonance worked check."""
     rows = []
     for c in ACC:
         h, a = HUMAN[c], ABST[c]

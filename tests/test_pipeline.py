@@ -194,7 +194,7 @@ def test_run_summary_pools_option_orders_into_one_column():
 def test_a_prediction_keeps_only_answers_the_instance_allows():
     """The one row builder: a choice outside the instance's labels is no answer (and has no confidence), an open
     reply's graded part is after its last ``Answer:``, an empty reply is an error, and a row that never reached the
-    model has no latency. Expected values written out by hand from SPEC 1.3."""
+    model has no latency. Expected values written out by hand from docs/reference.md, Predictions."""
     from omnieval.core.schema import PREDICTION_SCHEMA, Instance
     from omnieval.run.predictions import Prediction
 

@@ -1,4 +1,4 @@
-"""Prompt rendering and answer parsing (SPEC section 7), including adversarial outputs."""
+"""Prompt rendering and answer parsing (docs/reference.md, Prompting and parsing), including adversarial outputs."""
 
 from __future__ import annotations
 

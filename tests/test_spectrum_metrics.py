@@ -1,4 +1,4 @@
-"""SPEC 5's metrics against hand-computed tables: accuracy, chance, intra, inter, perceptual_score overall and per
+"""The spectrum metrics against hand-computed tables: accuracy, chance, intra, inter, perceptual_score overall and per
 category, invalid_rate, the dependency label, and the majority-vote ensemble with its tie rules."""
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def test_no_modality_above_zero_is_at_chance_unless_the_model_beats_chance():
     assert spectrum.dependency({"image": around_zero, "text": around_zero}, around_zero) == "at-chance"
     assert spectrum.dependency({"image": around_zero, "text": around_zero}, above) == "inter-only"
     assert spectrum.dependency({"image": above, "text": around_zero}, around_zero) == "image-intra"
-    assert spectrum.dependency({"image": around_zero}) == "inter-only"  # without chance, SPEC's two outcomes
+    assert spectrum.dependency({"image": around_zero}) == "inter-only"  # without chance: inter-only or <m>-intra
 
 
 def test_a_model_that_perceives_nothing_is_labelled_at_chance():

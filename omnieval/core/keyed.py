@@ -1,4 +1,4 @@
-"""Keyed randomness: every random choice is a function of ``(seed, *keys)`` (DESIGN decision 1).
+"""Keyed randomness: every random choice is a function of ``(seed, *keys)`` (docs/architecture.md, decision 1).
 
 Ray may process rows in any order on any node; results never depend on it, because no generator is ever shared
 between two decisions. ``keyed_rng(seed, item_id, condition, "options")`` always yields the same stream.

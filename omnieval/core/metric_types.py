@@ -54,8 +54,8 @@ CLUSTER = "_cluster"
 
 def cluster_of(frame: pl.DataFrame) -> pl.Expr:
     """The bootstrap's resampling unit of each row: its ``group`` where set (the question an item is a copy of:
-    VLMEvalKit's circular copies of one question are drawn together), else its ``item_id`` (SPEC 2: all instances
-    of one base question are drawn together)."""
+    VLMEvalKit's circular copies of one question are drawn together), else its ``item_id`` (docs/reference.md,
+    Statistics common to all protocols: all instances of one base question are drawn together)."""
     if "group" not in frame.columns:
         return pl.col("item_id").alias(CLUSTER)
     return pl.coalesce(pl.col("group").cast(pl.Utf8), pl.col("item_id")).alias(CLUSTER)

@@ -1,11 +1,12 @@
-"""Prompt templates, option labelling and answer parsing (SPEC section 7). Pure functions, no model code.
+"""Prompt templates, option labelling and answer parsing (docs/reference.md, Prompting and parsing). Pure functions, no
+model code.
 
 A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
 every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
 the labelled options and the instruction of the prompt style. Where the options are media (``option_segments``),
 each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. A
-``contrastive`` instance (SPEC 6), whose options are its inputs, is laid out as its scenes first (``Scene A.`` <input>
-``Scene B.`` <input> ...), then the question and the instruction. Engines
+``contrastive`` instance (docs/reference.md, Protocol `contrastive`), whose options are its inputs, is laid out as its
+scenes first (``Scene A.`` <input> ``Scene B.`` <input> ...), then the question and the instruction. Engines
 turn parts into their own input format (a chat template with media placeholders for HF, ``prompt`` +
 ``multi_modal_data`` for vLLM).
 """
@@ -83,11 +84,12 @@ def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
 
 
 SCENE_PROTOCOLS = frozenset({"contrastive"})
-"""Protocols whose options are the inputs themselves, prompted as enumerated scenes (SPEC 6)."""
+"""Protocols whose options are the inputs themselves, prompted as enumerated scenes (docs/reference.md,
+Protocol `contrastive`)."""
 
 
 def render_scenes(instance: Instance, style: str = "zs") -> list[PromptPart]:
-    """SPEC 6's layout: each option input after its enumeration prefix (``Scene A.`` <media> ``Scene B.`` <media>
+    """The contrastive layout: each option input after its enumeration prefix (``Scene A.`` <media> ``Scene B.`` <media>
     ..., or ``Scene A. <caption>`` where the input is text), then ``Question: ...`` and the instruction of the prompt
     style; consecutive text merged. Context segments, if an instance has any, come first (media, then text)."""
     if style not in INSTRUCTIONS:
@@ -166,10 +168,10 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence[str] = ()) -> str | None:
     """Parse a model's answer into one of ``labels`` or None (invalid).
 
-    Order (SPEC section 7): strip ``<think>`` blocks; an explicit ``Answer: X`` / ``answer is X`` / ``(X)`` pattern
-    (the last explicit one wins, since reasoning may mention options before concluding; letters are
-    matched in upper case only, so 'the answer is a cat' is not read as A); else a lone option letter;
-    else an exact option-text match; else None.
+    Order (docs/reference.md, Prompting and parsing): strip ``<think>`` blocks; an explicit ``Answer: X`` /
+    ``answer is X`` / ``(X)`` pattern (the last explicit one wins, since reasoning may mention options before
+    concluding; letters are matched in upper case only, so 'the answer is a cat' is not read as A); else a lone option
+    letter; else an exact option-text match; else None.
     """
     if not text:
         return None

@@ -1,4 +1,4 @@
-"""The tables that flow between stages (SPEC.md section 1).
+"""The tables that flow between stages (docs/reference.md, Tables).
 
 Three distinct types, each with its own job (nothing mutates one into the next):
 
@@ -155,7 +155,7 @@ class Anchor(Strict):
 
 
 class DissonanceItem(Strict):
-    """A base question of the dissonance protocol (SPEC section 3)."""
+    """A base question of the dissonance protocol (docs/reference.md, Protocol `dissonance`)."""
 
     item_id: ItemId
     benchmark: str = "benchmark"
@@ -301,9 +301,10 @@ PREDICTION_SCHEMA = pa.schema([
     # after a reasoning that named no answer (``engines.base.cot_result``); null for zero-shot.
     ("answer_source", pa.string()),
 ])
-"""Arrow schema of ``predictions.parquet`` (SPEC section 1.3). Required columns are listed in REQUIRED_COLUMNS.
+"""Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
+REQUIRED_COLUMNS.
 
-Beyond SPEC 1.3: ``mode`` (``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the
+Beyond the columns there: ``mode`` (``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the
 final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` / ``incorrect``
 / ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the modalities it
 described (null for a direct model call), ``intermediate_text`` is a JSON object media path -> description,

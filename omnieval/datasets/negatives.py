@@ -1,4 +1,5 @@
-"""Negative sampling for building contrastive items (SPEC 6; Contra4 step 1).
+"""Negative sampling for building contrastive items (docs/reference.md, Protocol `contrastive`; Contra4
+step 1).
 
 A *pool* holds candidate scenes of every modality, each with a caption. An item starts from an *anchor* scene; its
 other scenes (the negatives) come from other modalities, one per modality, drawn by one of two strategies:

@@ -9,8 +9,8 @@ evidence for that anchor.
 Options are the anchor's answer plus three distractors drawn mostly from answers of *outside* entities (not anchors
 of the benchmark); with probability ``p_bench_distractor`` one distractor is the answer of another benchmark anchor.
 So a replaced modality usually supports no option, and the evidence-rule targets resemble the paper's human labels:
-abstention rare at k=2, nearly always at k=3 (SPEC section 3). At paper scale (27 anchors, seed 0) the abstention
-targets are 0 at k<=1, 2.2-2.6% at k=2 and 97-99% at k=3 (paper: <=4% and ~98%).
+abstention rare at k=2, nearly always at k=3 (docs/reference.md, Protocol `dissonance`). At paper scale (27 anchors,
+seed 0) the abstention targets are 0 at k<=1, 2.2-2.6% at k=2 and 97-99% at k=3 (paper: <=4% and ~98%).
 
 ``soundtrack=True`` writes each anchor as ONE video file with its call muxed in as an AAC soundtrack
 (``media/<split>/<name>/clip.mp4``), named as both the anchor's ``video`` and its ``audio``, as real audio-visual

@@ -2,9 +2,10 @@
 
 Prints one table:
 
-(a) a paper-scale dissonance study (10 models x 2 prompts x 2 splits x 255 items x 8 conditions): every SPEC 3
-    metric with 10,000-resample clustered CIs through ``metrics_table`` (target < 5 s once compiled); the same with
-    the paired differences of every pair (``omnieval.stats.paired``), and ``omnieval power`` on it;
+(a) a paper-scale dissonance study (10 models x 2 prompts x 2 splits x 255 items x 8 conditions): every metric
+    of docs/reference.md, Protocol `dissonance`, with 10,000-resample clustered CIs through ``metrics_table``
+    (target < 5 s once compiled); the same with the paired differences of every pair (``omnieval.stats.paired``),
+    and ``omnieval power`` on it;
 (b) an XModBench-scale table (14 models x 10,138 items x 6 directions): accuracy per direction, average, std,
     disparity and imbalance with CIs (target < 30 s);
 (c) per-CI time against ``scipy.stats.bootstrap`` (percentile, same resample count) on the same cell: a clustered

@@ -1,7 +1,8 @@
 """The engine contract: ``score(requests) -> results``, one result per request, in order.
 
 An engine never sees items or protocols, only instances with their media already decoded. It must not raise for
-a single bad request: it returns an ``EngineResult`` with ``error`` set and the run goes on (DESIGN decision 7).
+a single bad request: it returns an ``EngineResult`` with ``error`` set and the run goes on (docs/architecture.md,
+decision 7).
 
 Engines are found through an open registry: ``@register_engine("name")`` on a subclass, and ``create_engine(name,
 model=..., **options)`` builds one. Third-party engines register the same way (import their module first).
@@ -202,7 +203,8 @@ def create_engine(name: str, model: str, **options) -> Engine:
 
 
 def restricted_softmax(option_logprobs: Sequence[float]) -> list[float]:
-    """Softmax over the option-label logprobs only (SPEC section 7, ``rs`` confidence). NaN/-inf entries get 0."""
+    """Softmax over the option-label logprobs only (``rs`` confidence: docs/reference.md, Prompting and
+    parsing). NaN/-inf entries get 0."""
     finite = [x for x in option_logprobs if x is not None and math.isfinite(x)]
     if not finite:
         return [0.0] * len(option_logprobs)

@@ -1,4 +1,5 @@
-"""The transformers engine: option-label logits from one forward pass -> choice and rs confidence (SPEC section 7).
+"""The transformers engine: option-label logits from one forward pass -> choice and rs confidence
+(docs/reference.md, Prompting and parsing).
 
 Options (the run config's ``options``): ``path`` (model folder, required), ``dtype`` (``float32``), ``device``
 (``cpu``; ``cuda`` where configured), ``max_new_tokens`` for ``cot`` (64), ``batch_size`` (8: zero-shot requests are

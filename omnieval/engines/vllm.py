@@ -8,7 +8,8 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   omni models, a one-line note per media part for text models), so both engines see the same tokens.
 * Zero-shot: ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=<label ids>)`` returns the
   full-vocabulary log-probabilities of every option-label token in one decoding step (exact: unlike
-  ``allowed_token_ids``, no label can fall out of a top-k). Choice and rs confidence as SPEC section 7.
+  ``allowed_token_ids``, no label can fall out of a top-k). Choice and rs confidence as docs/reference.md, Prompting and
+  parsing.
 * Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
   rule), same choice rule as the transformers engine.
 * Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n): the

@@ -20,7 +20,7 @@
     items in parallel Ray tasks (``omnieval.run.expansion``); spectrum's donors are drawn across all items, so it
     expands in one task.
 ``metrics_spec() -> omnieval.core.metric_types.ProtocolMetrics``
-    the cells and the metric function of SPEC's section for this protocol.
+    the cells and the metric function of the protocol's section of docs/reference.md.
 
 ``bench`` is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root folder, items, and the protocol's extra
 tables such as the dissonance anchor library).

@@ -1,5 +1,5 @@
-"""Protocol ``contrastive`` (Contra4; SPEC.md section 6): pick, among 2-4 inputs of different modalities, the one that
-answers the question.
+"""Protocol ``contrastive`` (Contra4; docs/reference.md, Protocol `contrastive`): pick, among 2-4 inputs of different
+modalities, the one that answers the question.
 
 **Items**: ``question``, ``inputs`` (2-4 of ``{modality: image|audio|video|pointcloud, path, caption}``), ``answer``
 (the index of the answering input), ``selection_type`` (``random`` / ``similar``: how the negatives were drawn),
@@ -20,8 +20,9 @@ round-trip-consistency filter).
 
 **Prompt**: each input as an option segment (``Instance.option_segments``), labels ``A``..; ``option_texts`` are
 ``Scene A``, ``Scene B``... so an answer naming the scene parses. ``omnieval.core.prompts.render_prompt``, which every
-engine renders, gives these instances SPEC 6's layout: ``Scene A.`` <media> ``Scene B.`` <media> ... then
-``Question: ...`` and the instruction of the prompt style (for captions, ``Scene A. <caption>`` lines).
+engine renders, gives these instances the layout of docs/reference.md, Protocol `contrastive`: ``Scene A.`` <media>
+``Scene B.`` <media> ... then ``Question: ...`` and the instruction of the prompt style (for captions,
+``Scene A. <caption>`` lines).
 
 **Point clouds**: ``Options.pointcloud = "views"`` (default) shows a point cloud as an ``image`` segment on the
 point cloud file; the decoder renders it to the tiled fixed views (``omnieval.media.pointcloud``), so any engine that
@@ -85,7 +86,7 @@ class Input(_Strict):
 
 
 class Item(_Strict):
-    """A base question of the contrastive protocol (SPEC 6)."""
+    """A base question of the contrastive protocol (docs/reference.md, Protocol `contrastive`)."""
 
     item_id: ItemId
     benchmark: str = "benchmark"
@@ -273,7 +274,7 @@ def split_caption_baseline(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """The caption baseline as its own model, then the cell columns of SPEC 6's metrics.
+    """The caption baseline as its own model, then the cell columns of the protocol's metrics.
 
     ``n_inputs`` comes from the column of that name, else ``n_options``. Accuracy cells take the valid rows of
     ``original``; position cells all valid rows; ``permutation_consistency`` one flag per item (on its first row),

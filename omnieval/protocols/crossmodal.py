@@ -1,4 +1,5 @@
-"""Protocol ``crossmodal`` (XModBench; SPEC.md section 4): the same question in six context -> candidate directions.
+"""Protocol ``crossmodal`` (XModBench; docs/reference.md, Protocol `crossmodal`): the same question in six context ->
+candidate directions.
 
 A direction ``X->Y`` shows the context in modality X and the four candidates in modality Y (A audio, V vision =
 image or video, T text). Candidate media are interleaved with their labels in the prompt (``A.`` <audio> ``B.``
@@ -347,8 +348,9 @@ SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("t", ("task",)), (
 
 
 def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
-    """SPEC 4's metrics for one scope (overall: ``scope = ()``; a task: ``("perception",)``; a subtask:
-    ``("perception", "instruments")``). Keys are ``<scope>/<key>``, or the scope alone for keyless metrics."""
+    """The metrics of docs/reference.md, Protocol `crossmodal`, for one scope (overall: ``scope = ()``; a task:
+    ``("perception",)``; a subtask: ``("perception", "instruments")``). Keys are ``<scope>/<key>``, or the scope alone
+    for keyless metrics."""
     label = "/".join(scope)
 
     def key(k: str) -> str:
@@ -379,7 +381,7 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
 
 
 def metric_rows(cells):
-    """SPEC 4's metrics overall, then per task and per task/subtask, then the invalid rate."""
+    """The protocol's metrics overall, then per task and per task/subtask, then the invalid rate."""
     for prefix, by in SCOPES:
         scopes = [()] if not by else cells.keys(f"{prefix}acc")
         for scope in sorted({s[:len(by)] for s in scopes}) if by else scopes:

@@ -1,4 +1,4 @@
-"""Protocol ``dissonance`` (OMD-Bench; SPEC.md section 3).
+"""Protocol ``dissonance`` (OMD-Bench; docs/reference.md, Protocol `dissonance`).
 
 Every item is expanded into the 8 corruption vectors ``C000 .. C111`` (digits: video, audio, text; 1 = replaced by
 the asset of another anchor of the same split). Options are the item's four answers plus the abstention option,
@@ -151,7 +151,7 @@ def expand_items(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], see
 
 
 class Options(BaseModel):
-    """The dissonance protocol has no knobs yet (the corruption vectors are SPEC's eight)."""
+    """The dissonance protocol has no knobs yet (the corruption vectors are the eight of docs/reference.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -223,9 +223,10 @@ def expand_all(items: Sequence[DissonanceItem], bench, seed: int, options: Optio
 
 
 # === metrics (cell means -> metric values) ===
-# SPEC section 3's metrics as functions of cell means. Every array holds one value per bootstrap row (row 0 = the
-# data, rows 1..R = resamples), so one resampling pass serves every metric and each CI is the metric recomputed on
-# the resamples' cell means. ``metrics_spec()`` tells ``stats.metrics`` which cells to build and how to read them.
+# The metrics of docs/reference.md, Protocol `dissonance`, as functions of cell means. Every array holds one value per
+# bootstrap row (row 0 = the data, rows 1..R = resamples), so one resampling pass serves every metric and each CI is the
+# metric recomputed on the resamples' cell means. ``metrics_spec()`` tells ``stats.metrics`` which cells to build and
+# how to read them.
 
 import numpy as np  # noqa: E402
 
@@ -266,7 +267,8 @@ def reliance(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def metric_rows(cells):
-    """All SPEC 3 metrics of one model x prompt x split from its resampled cells (``omnieval.core.metric_types.Cells``).
+    """All metrics of docs/reference.md, Protocol `dissonance`, of one model x prompt x split from its resampled cells
+    (``omnieval.core.metric_types.Cells``).
 
     Yields ``(metric, key, values over rows, support)``, the support (``n`` and items) from the cells each metric
     reads; metrics whose cells are missing in this unit are left out.

@@ -1,5 +1,5 @@
-"""Protocol ``spectrum`` (Multi-modal Data Spectrum; SPEC.md section 5): which modalities a multiple-choice benchmark
-really needs, measured by shuffling modalities between items.
+"""Protocol ``spectrum`` (Multi-modal Data Spectrum; docs/reference.md, Protocol `spectrum`): which modalities a
+multiple-choice benchmark really needs, measured by shuffling modalities between items.
 
 Any multiple-choice item with one or more media (``image``, ``video``, ``audio``) plus its question text applies;
 the text (the question stem, see ``text_unit``) is a modality like the others. Conditions, for the item's modalities
@@ -65,7 +65,8 @@ ALL_CONDITIONS: tuple[str, ...] = ("normal", *(f"{m}_only" for m in MODALITY_ORD
                                    *(f"no_{m}" for m in MODALITY_ORDER))
 ENSEMBLE = "ensemble"
 INTERVAL = 0.95
-"""Level of the intra intervals that decide ``dependency`` (SPEC 1.4: 95% percentile bootstrap interval)."""
+"""Level of the intra intervals that decide ``dependency`` (docs/reference.md, Metrics: the 95% percentile bootstrap
+interval)."""
 
 
 class Item(Strict):
@@ -119,7 +120,7 @@ class Item(Strict):
 
 
 class Options(Strict):
-    """``text_unit``: what the text donor lends, the question stem (options stay with the item, SPEC's default) or
+    """``text_unit``: what the text donor lends, the question stem (options stay with the item: the default) or
     the question with its options. ``donor_within``: donors also share the item's ``category`` and/or option count
     (always the same benchmark and split). ``singletons``: what to do with an item alone in its donor group (see the
     module doc). ``conditions``: run only these (default: all of the benchmark's)."""
@@ -139,7 +140,8 @@ class Options(Strict):
 
 
 def conditions_for(modalities: Sequence[str]) -> tuple[str, ...]:
-    """SPEC 5's conditions for a set of modalities (text included): ``no_<m>`` only with three or more."""
+    """The conditions of docs/reference.md, Protocol `spectrum`, for a set of modalities (text included): ``no_<m>``
+    only with three or more."""
     ordered = [m for m in MODALITY_ORDER if m in modalities]
     out = ["normal", *(f"{m}_only" for m in ordered), "random"]
     if len(ordered) >= 3:
@@ -220,7 +222,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
 
 
 def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Options | None = None) -> list[Instance]:
-    """Every instance of the items, item by item in ``item_id`` order, conditions in SPEC order."""
+    """Every instance of the items, item by item in ``item_id`` order, conditions in the reference's order."""
     options = options or Options()
     file = getattr(bench, "items_file", None) or None
     validate_items(items, bench, file=file)
@@ -248,9 +250,10 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 
 
 # === metrics (cell means -> metric values) ===
-# SPEC 5's metrics as functions of cell means, vectorised over bootstrap rows (row 0 = the data, rows 1..R the
-# resamples). Overall keys are the condition / modality; per category they are prefixed ``<category>/`` and the
-# keyless metrics (``chance``, ``inter``) take the category alone as key, as crossmodal's ``task/direction``.
+# The metrics of docs/reference.md, Protocol `spectrum`, as functions of cell means, vectorised over bootstrap rows (row
+# 0 = the data, rows 1..R the resamples). Overall keys are the condition / modality; per category they are prefixed
+# ``<category>/`` and the keyless metrics (``chance``, ``inter``) take the category alone as key, as crossmodal's
+# ``task/direction``.
 #
 # ``dependency`` is a label, not a number: its row has ``value`` null and the label in ``key`` (``image-intra``,
 # ``image-intra+text-intra``, ``inter-only``; per category ``<category>/<label>``), ``n`` the predictions behind the
@@ -305,10 +308,10 @@ def perceptual_score(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray | None = None) -> str | None:
-    """SPEC 5's label from the intra values over bootstrap rows: ``<m>-intra`` for each m whose interval lies above
-    0, joined by ``+``; where none does, ``at-chance`` when the interval of ``over_chance`` (accuracy[normal] minus
-    chance) does not lie above 0 either (nothing was learned, so nothing can be said about combining modalities), else
-    ``inter-only``; None without resamples or with an undefined interval."""
+    """The ``dependency`` label from the intra values over bootstrap rows: ``<m>-intra`` for each m whose interval lies
+    above 0, joined by ``+``; where none does, ``at-chance`` when the interval of ``over_chance`` (accuracy[normal]
+    minus chance) does not lie above 0 either (nothing was learned, so nothing can be said about combining modalities),
+    else ``inter-only``; None without resamples or with an undefined interval."""
     from kernels.bootstrap import percentile_interval
 
     if not intra_values:
@@ -368,7 +371,7 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
 
 
 def metric_rows(cells):
-    """SPEC 5's metrics overall, then per category, then the invalid rate."""
+    """The protocol's metrics overall, then per category, then the invalid rate."""
     for prefix, by in SCOPES:
         if not by:
             yield from _scope_rows(cells, prefix, ())
@@ -382,7 +385,8 @@ def metric_rows(cells):
 # --- the majority-vote ensemble and the chance column ----------------------------------------------------------
 
 MATCH = ("prompt", "split", "item_id", "condition")
-"""What the ensemble's voters are matched on (SPEC 5: item, condition and prompt; the split goes with the item)."""
+"""What the ensemble's voters are matched on (docs/reference.md, Protocol `spectrum`: item, condition and prompt; the
+split goes with the item)."""
 
 
 def model_order(frame: pl.DataFrame) -> list[str]:

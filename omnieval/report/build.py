@@ -192,7 +192,8 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
 
 
 def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """The SPEC 1.4 columns with their types (key '' where null), and ``n_items`` (null in older tables)."""
+    """The columns of docs/reference.md, Metrics, with their types (key '' where null), and ``n_items`` (null in older
+    tables)."""
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
     if "n_items" not in frame.columns:

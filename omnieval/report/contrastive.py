@@ -1,6 +1,6 @@
-"""Report section of protocol ``contrastive`` (SPEC section 6): accuracy on the original order by number of inputs,
-selection type and answer modality, permutation consistency, position bias per label; plot: accuracy by number of
-inputs and position bias."""
+"""Report section of protocol ``contrastive`` (docs/reference.md, Protocol `contrastive`): accuracy on the original
+order by number of inputs, selection type and answer modality, permutation consistency, position bias per label; plot:
+accuracy by number of inputs and position bias."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Report section of protocol ``crossmodal`` (SPEC section 4): the six-direction accuracy table with average, std
-and consistency, overall and per task family (and subtask), modality disparity and direction imbalance, pairwise
-direction agreement; plots: a direction heatmap and disparity / imbalance bars."""
+"""Report section of protocol ``crossmodal`` (docs/reference.md, Protocol `crossmodal`): the six-direction accuracy
+table with average, std and consistency, overall and per task family (and subtask), modality disparity and direction
+imbalance, pairwise direction agreement; plots: a direction heatmap and disparity / imbalance bars."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Report section of protocol ``dissonance`` (SPEC section 3): accuracy by corruption level and condition (the
-papers' Tables 1 and 6), abstention against the human target and ACE, confidence and calibration per confidence
-method, Shapley attribution and reliance, per-anchor accuracy; plots of accuracy and abstention against k, a
+"""Report section of protocol ``dissonance`` (docs/reference.md, Protocol `dissonance`): accuracy by corruption level
+and condition (the papers' Tables 1 and 6), abstention against the human target and ACE, confidence and calibration per
+confidence method, Shapley attribution and reliance, per-anchor accuracy; plots of accuracy and abstention against k, a
 reliability diagram and Shapley bars."""
 
 from __future__ import annotations

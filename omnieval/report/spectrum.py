@@ -1,8 +1,8 @@
-"""Report section of protocol ``spectrum`` (SPEC section 5): per benchmark (run and split) the accuracy with every
-modality, with one modality only, with all shuffled (random) and without one, against chance; where a benchmark
-holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the intra /
-inter gains, perceptual scores and the dependency label, overall and per category; plot: what each modality alone
-buys over random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
+"""Report section of protocol ``spectrum`` (docs/reference.md, Protocol `spectrum`): per benchmark (run and split) the
+accuracy with every modality, with one modality only, with all shuffled (random) and without one, against chance; where
+a benchmark holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the
+intra / inter gains, perceptual scores and the dependency label, overall and per category; plot: what each modality
+alone buys over random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
 
 from __future__ import annotations
 

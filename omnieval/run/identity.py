@@ -8,12 +8,12 @@ one whose identity differs is refused before any model work, with the fields tha
 to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fingerprint is the hash of the same
 data (``run_fingerprint``): one definition.
 
-Left out on purpose, because they do not change a prediction (DESIGN decision 1): where rows go (``output``), the
-run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV cache size), the
-media pre-flight mode, the simulated engine's ``delay_ms``, the endpoint engine's transport (``concurrency``,
-``timeout_s``, retries and backoff; its API key is never in the config, only the name of the variable holding it),
-and the run's prompt styles and modes (a row is keyed by its prompt and mode, so adding ``cot`` to a run keeps its
-``zs`` rows).
+Left out on purpose, because they do not change a prediction (docs/architecture.md, decision 1): where rows go
+(``output``), the run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV
+cache size), the media pre-flight mode, the simulated engine's ``delay_ms``, the endpoint engine's transport
+(``concurrency``, ``timeout_s``, retries and backoff; its API key is never in the config, only the name of the variable
+holding it), and the run's prompt styles and modes (a row is keyed by its prompt and mode, so adding ``cot`` to a run
+keeps its ``zs`` rows).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ def reference_text(inst: Instance) -> str:
 
 @dataclass(frozen=True)
 class Prediction:
-    """One row of ``predictions.parquet`` (SPEC section 1.3), before it is cast to ``PREDICTION_SCHEMA``."""
+    """One row of ``predictions.parquet`` (docs/reference.md, Predictions), before it is cast to
+    ``PREDICTION_SCHEMA``."""
 
     instance: Instance
     model: str

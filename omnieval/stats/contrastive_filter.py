@@ -1,4 +1,5 @@
-"""Mixture-of-models round-trip-consistency filter (MoM-RTC; SPEC 6, Contra4 step 4 and its Algorithm 1).
+"""Mixture-of-models round-trip-consistency filter (MoM-RTC; docs/reference.md, Protocol
+`contrastive`; Contra4 step 4 and its Algorithm 1).
 
 Input: the predictions of an ensemble of models on every order of every candidate item (the ``contrastive`` protocol
 with ``Options(permutations="all", captions=True, media=False)``: captions as text). For each item and each order

@@ -1,6 +1,7 @@
-"""``omnieval metrics``: predictions -> the long metrics table with clustered bootstrap CIs (SPEC 1.4, 2).
+"""``omnieval metrics``: predictions -> the long metrics table with clustered bootstrap CIs (docs/reference.md, Metrics
+and Statistics common to all protocols).
 
-How it flows (DESIGN decision 5):
+How it flows (docs/architecture.md, decision 5):
 
 1. ``predictions.read_predictions`` reads the files and refuses bad rows; ``predictions.prepare`` derives the row
    flags every protocol shares (errored rows stay out of every denominator and are counted in ``error_rate``).
@@ -36,7 +37,7 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                   on_unit: UnitHook | None = None) -> pl.DataFrame:
-    """The long metrics table (SPEC 1.4) of a predictions frame (as returned by ``read_predictions``).
+    """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (the resampling clusters) behind the row: those with a prediction in
     the cells the metric reads (``metric_types.Support``), fewer than the unit's for a row of one anchor, task or

@@ -1,4 +1,5 @@
-"""Metrics of open-ended runs (``mode == 'open'``) graded by one or more judges, in the long table of SPEC 1.4.
+"""Metrics of open-ended runs (``mode == 'open'``) graded by one or more judges, in the long table of
+docs/reference.md, Metrics.
 
 Per unit (model x prompt x split), with clustered bootstrap CIs from the same single resampling pass as every other
 metric (``unit_bootstrap.protocol_rows``: all of these are functions of cell means):

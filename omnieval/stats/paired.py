@@ -15,11 +15,11 @@ level and each protocol's summary metrics), one row of the long ``paired`` table
   in the difference.
 * ``n_items``: the items behind the row on both sides (those the metric reads in each unit, as the metrics table's
   ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer).
-* ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test of SPEC 2 on the per-item
-  differences of the two sides' accuracy in that condition (``p_method`` = ``permutation``); for every other metric
-  the bootstrap p-value of the same R resamples, ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method``
-  = ``bootstrap``; never 0, as for a Monte Carlo permutation p), below 0.05 about when the percentile interval
-  excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
+* ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test (docs/reference.md,
+  Statistics common to all protocols) on the per-item differences of the two sides' accuracy in that condition
+  (``p_method`` = ``permutation``); for every other metric the bootstrap p-value of the same R resamples,
+  ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method`` = ``bootstrap``; never 0, as for a Monte Carlo
+  permutation p), below 0.05 about when the percentile interval excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
   family = one protocol x comparison x context (prompt and split for model pairs, model and split for prompt pairs,
   model, prompt and split for modes).
 

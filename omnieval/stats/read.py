@@ -1,12 +1,13 @@
-"""Reading predictions files and the row flags every protocol's metrics share (SPEC 1.3).
+"""Reading predictions files and the row flags every protocol's metrics share (docs/reference.md,
+Predictions).
 
-``read_predictions`` reads Parquet / JSONL / CSV with the SPEC 1.3 columns (unknown columns kept; a missing required
-column is an ``InputError`` naming file and column) and refuses rows that would give a silently wrong number.
-``prepare`` derives the row flags: ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``,
-``invalid``, ``has_conf``, and ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is set (media that
-failed to decode, an engine or describer failure) never reached the model, or its answer never came back, so it is
-not the model's answer: it stays out of every accuracy, abstention, calibration and invalid-rate denominator and is
-counted in ``error_rate`` instead (``metric_types.with_error_rates``).
+``read_predictions`` reads Parquet / JSONL / CSV with the columns of docs/reference.md, Predictions (unknown columns
+kept; a missing required column is an ``InputError`` naming file and column) and refuses rows that would give a silently
+wrong number. ``prepare`` derives the row flags: ``valid`` (choice not null), ``correct``, ``abstained``,
+``human_abstain``, ``invalid``, ``has_conf``, and ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is
+set (media that failed to decode, an engine or describer failure) never reached the model, or its answer never came
+back, so it is not the model's answer: it stays out of every accuracy, abstention, calibration and invalid-rate
+denominator and is counted in ``error_rate`` instead (``metric_types.with_error_rates``).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def _check_duplicates(frame: pl.DataFrame) -> None:
 
 def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
     """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
-    chosen label (method ``rs``), as the engines do when they score from logits (SPEC section 7)."""
+    chosen label (method ``rs``), as the engines do when they score from logits (docs/reference.md, Prompting and
+    parsing)."""
     if "option_logprobs" not in frame.columns or not isinstance(frame.schema["option_logprobs"], pl.List):
         return frame
     need = (pl.col("confidence").is_null() & pl.col("choice").is_not_null()

@@ -1,4 +1,5 @@
-"""``omnieval stats``: significance tests on predictions files (SPEC sections 2 and 3, paper appendix A.11).
+"""``omnieval stats``: significance tests on predictions files (docs/reference.md, Statistics
+common to all protocols and Protocol `dissonance`; OMD-Bench paper, appendix A.11).
 
 Tests (one row each in ``tests.csv``):
 

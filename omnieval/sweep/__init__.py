@@ -42,8 +42,8 @@ folder, as ``pipeline.run_evaluation`` would write it alone::
 there (when enabled, made with the current metrics settings: other settings recompute only the metrics), and (with
 ``retry_errors``) no prediction ended in an error. The fingerprint is a SHA-256 over what decides the
 predictions: the run config without output, Ray settings and scaling fields (replicas,
-batch sizes, GPUs and CPUs do not change predictions: DESIGN decision 1), plus the expanded instances and the
-content hashes of their media, so editing a benchmark, a model option or the seed redoes exactly the affected
+batch sizes, GPUs and CPUs do not change predictions: docs/architecture.md, decision 1), plus the expanded instances and
+the content hashes of their media, so editing a benchmark, a model option or the seed redoes exactly the affected
 runs. Complete runs are skipped (a resubmitted finished sweep starts no Ray work at all); an interrupted run with
 the same fingerprint resumes through the pipeline's part files; a run folder whose fingerprint differs (or that
 has no ``sweep-run.json``) holds predictions of another config and is cleared first.
