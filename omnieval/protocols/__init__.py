@@ -5,7 +5,10 @@ keeps a table of its own keyed by protocol name.
 
 **Adding a protocol**: write a module with the required attributes (and any optional ones), then register it, in
 Python with ``register_protocol("name", "package.module")`` before the run or the statistics, or for the
-``omnieval`` commands with the environment variable ``OMNIEVAL_PROTOCOLS=name=package.module[,name=package.module]``.
+``omnieval`` commands with the environment variable ``OMNIEVAL_PROTOCOLS=name=package.module[,name=package.module]``
+(inherited by every process they start). The Ray tasks that expand a run's items register the driver's protocol
+module themselves, so the module need only be importable where they run. ``tests/fifth_protocol.py`` is a small
+complete example.
 The module may import only ``omnieval.core``, ``omnieval.media``, ``kernels``, polars and numpy (the import
 contracts in ``pyproject.toml``): what it tells the statistics and the report is data, or functions over polars
 frames and cell means; what lives in an upper layer (a report section with code of its own, a synthetic benchmark

@@ -185,11 +185,11 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
-    from omnieval.protocols import PROTOCOLS
+    from omnieval.protocols import get_protocol
     from omnieval.run.parallelism import cpu_parallelism
 
     shared = ray.put(replace(source, bench=replace(source.bench, items=[])))
-    module = PROTOCOLS[source.protocol]  # a protocol registered in this process only: the tasks register it too
+    module = get_protocol(source.protocol).__name__  # registered in this process only? the tasks register it too
     items = source.bench.items
     pending = list(chunks(source))
     window = cpu_parallelism()  # chunks in flight: more would only start more worker processes
