@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from omnieval.core.schema import InputError
-from omnieval.datasets.synthetic_registry import SYNTHETIC_BUILDERS
+from omnieval.datasets.synthetic_registry import SYNTHETIC_PROTOCOLS
 from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
 
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
@@ -385,8 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = p.add_subparsers(dest="datasets_command", required=True)
     s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
-    s.add_argument("--protocol", default=next(iter(SYNTHETIC_BUILDERS)), choices=list(SYNTHETIC_BUILDERS),
-                   help="the protocol whose synthetic benchmark to write")
+    s.add_argument("--protocol", default="dissonance", choices=SYNTHETIC_PROTOCOLS, metavar="PROTOCOL",
+                   help="the protocol whose synthetic benchmark to write (default: %(default)s; any registered "
+                        "protocol that has one: a wrong name lists them)")
     s.add_argument("--entities", type=_colours(4), default=6,
                    help="crossmodal: creatures (items = 2 x entities); contrastive: creatures (items = 6 x entities); "
                         "4..30")

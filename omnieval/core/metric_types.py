@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
+from omnieval.core.protocol_views import ConditionTests, HeadlineTable, PairedHeadline
+
 
 @dataclass(frozen=True, eq=False)
 class Support:
@@ -80,11 +82,15 @@ class CellFamily:
 
 @dataclass(frozen=True)
 class ProtocolMetrics:
-    """What ``omnieval metrics`` needs from a protocol: its cells, its metric function, its calibration.
+    """What the statistics need from a protocol: its cells, its metric function, its calibration, and how its
+    metrics are compared and printed.
 
     ``derive`` adds protocol columns to the prepared frame (e.g. the corruption level from the condition);
     ``conditions``, if given, is the set of valid condition names (checked per input file);
-    ``calibration``: ECE and RC-AUC per confidence method over the rows where the column ``has_conf`` holds.
+    ``calibration``: ECE and RC-AUC per confidence method over the rows where the column ``has_conf`` holds;
+    ``paired``: the metrics of the paired differences (``omnieval.stats.paired``; default accuracy per condition);
+    ``headlines``: the tables ``omnieval metrics`` prints (``omnieval.stats.headlines``; default none);
+    ``tests``: the significance tests on the protocol's conditions (``omnieval.stats.significance``; default none).
     """
 
     name: str
@@ -93,6 +99,9 @@ class ProtocolMetrics:
     derive: Callable[[pl.DataFrame], pl.DataFrame] | None = None
     conditions: tuple[str, ...] | None = None
     calibration: bool = False
+    paired: PairedHeadline = PairedHeadline()
+    headlines: tuple[HeadlineTable, ...] = ()
+    tests: ConditionTests | None = None
 
 
 @dataclass

@@ -28,11 +28,15 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import Anchor, DissonanceItem, DissonanceMedia
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
+
+if TYPE_CHECKING:
+    from omnieval.datasets.synthetic_registry import SynthOptions
 
 COLOURS = ["red", "blue", "green", "yellow", "magenta", "cyan", "orange", "purple", "white", "brown", "pink",
            "gray", "lime", "navy", "olive", "teal", "maroon", "gold", "salmon", "violet", "turquoise", "khaki",
@@ -186,3 +190,11 @@ def _item(seed, split, name, qid, question, names, outside, answers, anchors, p_
         item_id=f"{split}-{name.lower()}-{qid}", benchmark="omnieval-synthetic", split=split, question=question,
         anchor=name, media=media, answer_key={e: answers[e] for e in dict.fromkeys(key_entities)},
         options=[answers[name], *(answers[d] for d in distractors)], task=qid, category="synthetic")
+
+
+def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
+    """``omnieval datasets synth --protocol dissonance`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    CLI's size knobs that apply to it (anchors, questions, question jitter, speech, soundtrack)."""
+    return make_dissonance_benchmark(out, seed=seed, n_anchors=options.anchors, n_questions=options.questions,
+                                     speech=options.speech, question_jitter=options.question_jitter,
+                                     soundtrack=options.soundtrack, overwrite=overwrite)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from omnieval.datasets.negatives import Candidate, build_tuple
 from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.protocols.contrastive import MODALITIES, Input, Item
+
+if TYPE_CHECKING:
+    from omnieval.datasets.synthetic_registry import SynthOptions
 
 RGB = {
     "red": (255, 0, 0), "blue": (0, 0, 255), "green": (0, 128, 0), "yellow": (255, 255, 0),
@@ -197,3 +201,9 @@ def _item(seed, split, creatures, ci, answer_modality, n, selection, modalities,
                 benchmark="omnieval-synthetic-contrastive", split=split, question=question, inputs=inputs,
                 answer=order.index(answer_modality), selection_type=selection,
                 category="sound" if answer_modality == "audio" else "colour")
+
+
+def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
+    """``omnieval datasets synth --protocol contrastive`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    CLI's size knobs that apply to it (entities)."""
+    return make_contrastive_benchmark(out, seed=seed, n_entities=options.entities, overwrite=overwrite)

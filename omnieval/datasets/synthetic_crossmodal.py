@@ -15,12 +15,16 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omnieval.core.keyed import keyed_rng
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
 from omnieval.datasets.synthetic import COLOURS, _entities
 from omnieval.protocols.crossmodal import Entity, Item
+
+if TYPE_CHECKING:
+    from omnieval.datasets.synthetic_registry import SynthOptions
 
 TASKS = {
     "perception": ("creature", "video", "Which {candidates} shows the same creature as the {context}?"),
@@ -73,3 +77,9 @@ def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities:
                 "generator": "omnieval.datasets.synthetic_crossmodal"}
         write_benchmark_files(tmp, items, meta)
     return out
+
+
+def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
+    """``omnieval datasets synth --protocol crossmodal`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    CLI's size knobs that apply to it (entities)."""
+    return make_crossmodal_benchmark(out, seed=seed, n_entities=options.entities, overwrite=overwrite)

@@ -1,14 +1,15 @@
-"""The built-in synthetic benchmarks by protocol: what ``omnieval datasets synth --protocol P`` writes.
+"""The synthetic benchmarks by protocol: what ``omnieval datasets synth --protocol P`` writes.
 
-A protocol with a synthetic benchmark is one entry in ``SYNTHETIC_BUILDERS``: a function that writes the benchmark
-folder from ``SynthOptions`` (the CLI's size knobs, each builder reads those that apply to it) and ``overwrite``
-(replace a previous ``synth`` output), and returns its path.
-The builders import their generator when called, so listing the protocols stays cheap (``omnieval --help``).
+A protocol has a synthetic benchmark when its module names a writer (``SYNTHETIC_BENCHMARK``,
+``"package.module:function"``; ``omnieval.protocols`` lists the attributes): a function that writes the benchmark
+folder from ``SynthOptions`` (the CLI's size knobs, each writer reads those that apply to it) and ``overwrite``
+(replace a previous ``synth`` output), and returns its path. The writer is imported when called, and the protocol
+modules only when the list is first needed, so ``omnieval --help`` stays cheap (``SYNTHETIC_PROTOCOLS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,45 +27,35 @@ class SynthOptions:
     items: int = 48  # spectrum: items
 
 
-def _dissonance(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
-    from omnieval.datasets.synthetic import make_dissonance_benchmark
+def synthetic_writers() -> dict[str, str]:
+    """Protocol -> the ``"package.module:function"`` writing its synthetic benchmark, in registry order."""
+    from omnieval.protocols import known_protocols, protocol_attribute
 
-    return make_dissonance_benchmark(out, seed=seed, n_anchors=o.anchors, n_questions=o.questions, speech=o.speech,
-                                     question_jitter=o.question_jitter, soundtrack=o.soundtrack,
-                                     overwrite=overwrite)
-
-
-def _crossmodal(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
-    from omnieval.datasets.synthetic_crossmodal import make_crossmodal_benchmark
-
-    return make_crossmodal_benchmark(out, seed=seed, n_entities=o.entities, overwrite=overwrite)
+    writers = {name: protocol_attribute(name, "SYNTHETIC_BENCHMARK") for name in known_protocols()}
+    return {name: writer for name, writer in writers.items() if writer}
 
 
-def _spectrum(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
-    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
+class _Protocols:
+    """The protocols with a synthetic benchmark, looked up when first asked (``in``, iteration): the CLI's choices
+    for ``--protocol``, built with every parser but read only when that option is used or its help shown."""
 
-    return make_spectrum_benchmark(out, seed=seed, n_items=o.items, overwrite=overwrite)
+    def __contains__(self, protocol: object) -> bool:
+        return protocol in synthetic_writers()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(synthetic_writers())
 
 
-def _contrastive(out: str | Path, seed: int, o: SynthOptions, overwrite: bool) -> Path:
-    from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-
-    return make_contrastive_benchmark(out, seed=seed, n_entities=o.entities, overwrite=overwrite)
-
-
-SYNTHETIC_BUILDERS: dict[str, Callable[[str | Path, int, SynthOptions, bool], Path]] = {
-    "dissonance": _dissonance,
-    "crossmodal": _crossmodal,
-    "spectrum": _spectrum,
-    "contrastive": _contrastive,
-}
-"""Protocol -> builder of its synthetic benchmark; the first entry is the CLI's default."""
+SYNTHETIC_PROTOCOLS = _Protocols()
 
 
 def make_synthetic_benchmark(protocol: str, out: str | Path, *, seed: int = 0,
                              options: SynthOptions | None = None, overwrite: bool = False) -> Path:
     """Write ``protocol``'s synthetic benchmark to ``out``; returns the folder. ``out`` must be new or empty, or
     with ``overwrite`` a previous ``synth`` output (``omnieval.datasets.output_folder``)."""
-    if protocol not in SYNTHETIC_BUILDERS:
-        raise ValueError(f"no synthetic benchmark for protocol {protocol!r}; known: {', '.join(SYNTHETIC_BUILDERS)}")
-    return SYNTHETIC_BUILDERS[protocol](out, seed, options or SynthOptions(), overwrite)
+    from omnieval.protocols import resolve
+
+    writers = synthetic_writers()
+    if protocol not in writers:
+        raise ValueError(f"no synthetic benchmark for protocol {protocol!r}; known: {', '.join(writers)}")
+    return resolve(writers[protocol])(out, seed, options or SynthOptions(), overwrite)

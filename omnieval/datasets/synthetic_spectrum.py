@@ -24,12 +24,16 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import LABELS
 from omnieval.datasets.benchmark import write_benchmark_files
 from omnieval.datasets.output_folder import building_folder
 from omnieval.protocols.spectrum import Item
+
+if TYPE_CHECKING:
+    from omnieval.datasets.synthetic_registry import SynthOptions
 
 NAME = "omnieval-synthetic-spectrum"
 PALETTE: tuple[str, ...] = ("red", "blue", "green", "yellow", "magenta", "cyan", "orange", "purple", "white",
@@ -121,3 +125,9 @@ def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int 
                 "categories": list(CATEGORIES), "generator": "omnieval.datasets.synthetic_spectrum"}
         write_benchmark_files(tmp, items, meta)
     return out
+
+
+def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
+    """``omnieval datasets synth --protocol spectrum`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    CLI's size knobs that apply to it (items)."""
+    return make_spectrum_benchmark(out, seed=seed, n_items=options.items, overwrite=overwrite)

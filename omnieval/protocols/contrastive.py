@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment
 
 NAME = "contrastive"
@@ -337,7 +338,25 @@ def _families():
     return tuple(out)
 
 
+def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
+    keep = (((pl.col("metric") == "accuracy") & (pl.col("key").str.starts_with("n=") | (pl.col("key") == "all")))
+            | (pl.col("metric") == "permutation_consistency")
+            | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
+    return table.filter(keep)
+
+
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
-    return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
-                           conditions=CONDITIONS)
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``, the metrics its paired
+    differences compare and its headline table."""
+    return ProtocolMetrics(
+        name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns, conditions=CONDITIONS,
+        paired=PairedHeadline(every_key=("accuracy",), overall=("permutation_consistency",)),
+        headlines=(HeadlineTable("Accuracy by number of inputs, permutation consistency, position bias of A",
+                                 _headline_rows),))
+
+
+# === how the results are shown (omnieval.protocols lists these attributes) ===
+
+PAIRED_MATRIX = (("accuracy", "all"), ("permutation_consistency", ""))
+REPORT_SECTION = "omnieval.report.contrastive:section"
+SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_contrastive:synthetic_benchmark"

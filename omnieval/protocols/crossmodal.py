@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
 
 NAME = "crossmodal"
@@ -432,7 +433,25 @@ def _families():
     return tuple(out)
 
 
+def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
+    return table.filter(pl.col("metric").is_in(["average", "disparity", "imbalance", "consistency"])
+                        & ~pl.col("key").str.contains("/"))
+
+
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
-    return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
-                           conditions=DIRECTIONS + EXTRA_CONDITIONS)
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``, the metrics its paired
+    differences compare and its headline table."""
+    return ProtocolMetrics(
+        name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
+        conditions=DIRECTIONS + EXTRA_CONDITIONS,
+        paired=PairedHeadline(every_key=("accuracy", "disparity"), overall=("average", "consistency")),
+        headlines=(HeadlineTable("Modality disparity, direction imbalance and consistency, with the average accuracy",
+                                 _headline_rows),))
+
+
+# === how the results are shown (omnieval.protocols lists these attributes) ===
+
+PAIRED_MATRIX = (("average", ""), ("disparity", None), ("consistency", ""))
+REPORT_SECTION = "omnieval.report.crossmodal:section"
+VALUE_RANGES = {"disparity": "disparity, a sum of two differences, lies in [-2, 2]"}
+SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_crossmodal:synthetic_benchmark"

@@ -324,9 +324,29 @@ def derive_columns(frame):
     return frame.with_columns(valid_k0=pl.col("valid") & (pl.col("k") == 0))
 
 
+CONDITION_NOTE = ("C<video><audio><text>: 1 = that modality shows another anchor (corrupted), 0 = clean; "
+                  "k = number of corrupted modalities")
+
+
+def _shapley_rows(table):
+    import polars as pl
+
+    return table.filter(pl.col("metric") == "shapley")
+
+
+def _level_rows(table):
+    import polars as pl
+
+    return table.filter(pl.col("metric").is_in(["accuracy_k", "abstention_k", "ace"]))
+
+
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.stats.metrics`` (one bootstrap pass for all)."""
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics`` (one bootstrap pass for all),
+    with the metrics its paired differences compare, its headline tables and its significance tests: Wilcoxon
+    between the drops of two single-modality corruptions over anchors, Friedman over models per level k, McNemar
+    between models on the clean items."""
     from omnieval.core.metric_types import CellFamily, ProtocolMetrics
+    from omnieval.core.protocol_views import ConditionTests, HeadlineTable, PairedHeadline
 
     return ProtocolMetrics(
         name=NAME,
@@ -342,4 +362,22 @@ def metrics_spec():
         derive=derive_columns,
         conditions=CONDITIONS,
         calibration=True,
+        paired=PairedHeadline(every_key=("accuracy", "accuracy_k", "shapley", "reliance", "ece"), overall=("ace",)),
+        headlines=(
+            HeadlineTable("Shapley modality attribution of accuracy", _shapley_rows, columns="key"),
+            HeadlineTable(f"Accuracy and abstention by corruption level k, ACE ({CONDITION_NOTE})", _level_rows),
+        ),
+        tests=ConditionTests(baseline="C000", drops=tuple(ONLY_CORRUPTED.items()),
+                             drop_pairs=(("text", "video"), ("text", "audio"), ("video", "audio")),
+                             block="anchor", level="k"),
     )
+
+
+# === how the results are shown (omnieval.protocols lists these attributes) ===
+
+PAIRED_MATRIX = (("accuracy_k", None), ("ace", ""), ("shapley", None))
+REPORT_SECTION = "omnieval.report.dissonance:section"
+VALUE_RANGES = {"reliance": "reliance, the share of the clean accuracy lost when one modality is corrupted, is at "
+                            "most 1 and has no lower bound (negative: the model did better with that modality "
+                            "corrupted)"}
+SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic:synthetic_benchmark"

@@ -55,6 +55,7 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from omnieval.core.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
+from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
 
@@ -499,7 +500,34 @@ def _families():
     return tuple(out)
 
 
+def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
+    """Overall accuracy per condition, and chance, each labelled by itself alone (the condition, ``chance``)."""
+    overall = table.filter(~pl.col("key").str.contains("/"))
+    rows = overall.filter((pl.col("metric") == "accuracy")
+                          | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
+    return rows.with_columns(metric=pl.when(pl.col("metric") == "chance").then(pl.lit("chance"))
+                             .otherwise(pl.col("key")), key=pl.lit(""))
+
+
+def _headline_title(table: pl.DataFrame) -> str:
+    """The title names each model's dependency label (a label, not a number: no cell of its own)."""
+    overall = table.filter(~pl.col("key").str.contains("/"))
+    labels = overall.filter(pl.col("metric") == "dependency").select("model", "prompt", "split", "key").unique()
+    note = "; ".join(f"{m} {p} ({s}) {d}" for m, p, s, d in labels.sort("model", "prompt", "split").iter_rows())
+    return f"Accuracy per shuffling condition against chance; dependency: {note}"
+
+
 def metrics_spec():
-    """The cells and metric function of this protocol for ``omnieval.stats.metrics``."""
+    """The cells and metric function of this protocol for ``omnieval.stats.metrics``, the metrics its paired
+    differences compare and its headline table."""
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
-                           conditions=ALL_CONDITIONS)
+                           conditions=ALL_CONDITIONS,
+                           paired=PairedHeadline(every_key=("accuracy", "intra"), overall=("inter",)),
+                           headlines=(HeadlineTable(_headline_title, _headline_rows),))
+
+
+# === how the results are shown (omnieval.protocols lists these attributes) ===
+
+PAIRED_MATRIX = (("accuracy", "normal"), ("intra", None), ("inter", ""))
+REPORT_SECTION = "omnieval.report.spectrum:section"
+SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_spectrum:synthetic_benchmark"

@@ -1,9 +1,10 @@
 """``omnieval report``: runs and metrics tables -> ``report.html`` (self-contained) and ``report.md``.
 
 Inputs are run folders (``predictions.parquet``), metrics folders (``metrics.parquet``), single files, or any folder
-holding several (the demo's output); see ``build.py``. Each protocol's section (``dissonance.py``, ``crossmodal.py``,
-``spectrum.py``, ``contrastive.py``; ``generic.py`` for any other) appears when its metrics are present, with an
-open-ended subsection (``open_ended.py``) when judges graded free answers, and the
+holding several (the demo's output); see ``build.py``. Each protocol's section appears when its metrics are present,
+in the order of the protocol registry: the builder its module names (``REPORT_SECTION``: ``dissonance.py``,
+``crossmodal.py``, ``spectrum.py``, ``contrastive.py``), else ``generic.py`` drawing the layout its module states
+(``REPORT``), with an open-ended subsection (``open_ended.py``) when judges graded free answers, and the
 significance section when tests are found or can be computed from predictions.
 """
 
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
+
 from omnieval.core.store import local_folder
 from omnieval.report.blocks import Report, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
@@ -21,10 +24,14 @@ from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
 __all__ = ["build_report", "write_report", "report_command"]
 
 
-def _sections() -> dict[str, Callable[[ProtocolInput], Section | None]]:
-    from omnieval.report import contrastive, crossmodal, dissonance, spectrum
+def section_builder(protocol: str) -> Callable[[ProtocolInput], Section | None]:
+    """The section builder the protocol's module names (``REPORT_SECTION``), else the generic section, which draws
+    the module's ``REPORT`` layout (or the default one for a protocol with neither)."""
+    from omnieval.protocols import protocol_attribute, resolve
+    from omnieval.report import generic
 
-    return {m.NAME: m.section for m in (dissonance, crossmodal, spectrum, contrastive)}
+    reference = protocol_attribute(protocol, "REPORT_SECTION")
+    return resolve(reference) if reference else generic.section
 
 
 def _join(values) -> str:
@@ -89,15 +96,18 @@ def skipped_text(predictions) -> str:
 
 
 def value_ranges(runs: list[Run]) -> str:
-    """The sentence on what values can be: fractions and their differences, plus the two metrics that reach beyond
-    [-1, 1] when the runs have them (their definitions in docs/reference.md)."""
-    metrics = set().union(*(set(r.metrics["metric"].unique().to_list()) for r in runs)) if runs else set()
-    beyond = []
-    if "disparity" in metrics:
-        beyond.append("disparity, a sum of two differences, lies in [-2, 2]")
-    if "reliance" in metrics:
-        beyond.append("reliance, the share of the clean accuracy lost when one modality is corrupted, is at most 1 "
-                      "and has no lower bound (negative: the model did better with that modality corrupted)")
+    """The sentence on what values can be: fractions and their differences, plus the metrics of the runs that reach
+    beyond [-1, 1] (each protocol's ``VALUE_RANGES``; their definitions in docs/reference.md), by metric name."""
+    from omnieval.protocols import protocol_attribute
+
+    notes: dict[str, str] = {}
+    for run in runs:
+        for protocol, metrics in run.metrics.group_by("protocol", maintain_order=True).agg(pl.col("metric").unique()) \
+                .iter_rows():
+            for metric, note in protocol_attribute(protocol, "VALUE_RANGES").items():
+                if metric in metrics:
+                    notes.setdefault(metric, note)
+    beyond = [notes[metric] for metric in sorted(notes)]
     return ("Values are fractions in [0, 1] and differences of two fractions lie in [-1, 1]"
             + "".join(f"; {b}" for b in beyond) + ".")
 
@@ -105,18 +115,18 @@ def value_ranges(runs: list[Run]) -> str:
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
                  title: str | None = None) -> Report:
     """Load the inputs and build every section (nothing is written)."""
-    from omnieval.report import generic, open_ended, paired, significance
+    from omnieval.protocols import known_protocols
+    from omnieval.report import open_ended, paired, significance
     from omnieval.report.tables import FEW_ITEMS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations)
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples)
-    builders = _sections()
     sections = [runs_section(runs)]
-    canonical = list(builders)
+    canonical = list(known_protocols())
     per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
     for data in per_protocol:
         own, opened = open_ended.split_metrics(data)
-        section = builders.get(data.protocol, generic.section)(own) if len(own.metrics) else None
+        section = section_builder(data.protocol)(own) if len(own.metrics) else None
         open_section = open_ended.section(opened)
         if open_section is not None:
             section = section or Section(data.protocol, f"Protocol {data.protocol}")

@@ -8,19 +8,12 @@ import math
 
 import polars as pl
 
+from omnieval.protocols import protocol_attribute
 from omnieval.report.blocks import Cell, Note, Section, Table, fmt, fmt_p, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import FEW_ITEMS, FEW_MARK, few_items, shade
 
 ALPHA = 0.05
-MATRIX: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "dissonance": (("accuracy_k", None), ("ace", ""), ("shapley", None)),
-    "crossmodal": (("average", ""), ("disparity", None), ("consistency", "")),
-    "spectrum": (("accuracy", "normal"), ("intra", None), ("inter", "")),
-    "contrastive": (("accuracy", "all"), ("permutation_consistency", "")),
-}
-"""Columns of the compact matrix per protocol: (metric, key) or every key of the metric (None)."""
-_DEFAULT = (("accuracy", None),)
 MATRIX_NOTE = ("Each cell: a minus b on the items both answered, its 95% clustered bootstrap interval from the "
                "metrics' own resamples, and the Benjamini-Hochberg adjusted p (permutation test for accuracy of one "
                f"condition, bootstrap otherwise); bold: adjusted p < {ALPHA}. Hover for the raw p, the per-item "
@@ -29,9 +22,11 @@ COMPARISONS = {"models": "model pairs", "prompts": "prompt styles", "modes": "mu
 
 
 def _columns(paired: pl.DataFrame, protocol: str) -> list[tuple[str, str]]:
+    """The compact matrix's columns: the protocol's ``PAIRED_MATRIX`` ((metric, key), or every key of the metric
+    where the key is None) among the rows present."""
     present = list(dict.fromkeys(zip(paired["metric"].to_list(), paired["key"].to_list(), strict=True)))
     out = []
-    for metric, key in MATRIX.get(protocol, _DEFAULT):
+    for metric, key in protocol_attribute(protocol, "PAIRED_MATRIX"):
         out += [(m, k) for m, k in present if m == metric and (key is None or k == key)]
     return out
 

@@ -185,9 +185,11 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
+    from omnieval.protocols import get_protocol
     from omnieval.run.parallelism import cpu_parallelism
 
     shared = ray.put(replace(source, bench=replace(source.bench, items=[])))
+    module = get_protocol(source.protocol).__name__  # registered in this process only? the tasks register it too
     items = source.bench.items
     pending = list(chunks(source))
     window = cpu_parallelism()  # chunks in flight: more would only start more worker processes
@@ -196,7 +198,7 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     while pending or running:
         while pending and len(running) < window:
             start, stop = pending.pop(0)
-            running.append(_TASK.remote(shared, _pack_items(items[start:stop]), source.block_size))
+            running.append(_TASK.remote(shared, _pack_items(items[start:stop]), source.block_size, module))
         refs = list(running.pop(0))  # in chunk order: the blocks keep the plan's order
         blocks += refs[:-1]
         summaries.append(ray.get(refs[-1]))
@@ -207,10 +209,14 @@ def _pack_items(items: list) -> bytes:
     return zlib.compress(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def _expand_task(shared: ExpansionSource, packed_items: bytes, block_size: int):
+def _expand_task(shared: ExpansionSource, packed_items: bytes, block_size: int, module: str):
     """The blocks and summary of one chunk: ``shared`` with the chunk's items as its benchmark's items (a protocol
     that expands items alone reads no other item; one that does not has a single chunk holding them all), cut into
-    blocks of the whole plan's ``block_size``."""
+    blocks of the whole plan's ``block_size``. ``module`` is the protocol's module on the driver: a worker started
+    before ``register_protocol`` was called there learns the protocol here."""
+    from omnieval.protocols import register_protocol
+
+    register_protocol(shared.protocol, module)
     items = pickle.loads(zlib.decompress(packed_items))
     yield from _expand_items(replace(shared, bench=replace(shared.bench, items=items)), items, block_size)
 

@@ -1,7 +1,8 @@
 """The few numbers of each protocol a person reads first, as terminal tables (``omnieval metrics`` and the demo).
 
-Each protocol's headline is a function of the long metrics table: a pivot of ``value [95% CI]`` by model, one row
-per prompt style (a run with ``prompts: [zs, cot]`` has both of every model). The full table is in ``metrics.csv``;
+Each protocol's headlines are the ``HeadlineTable``s of its metric spec (``omnieval.core.protocol_views``), each
+a selection of its rows of the long metrics table pivoted to ``value [95% CI]`` by model (or by key), one row per
+prompt style (a run with ``prompts: [zs, cot]`` has both of every model). The full table is in ``metrics.csv``;
 these are what to look at first. Tables are printed wide enough never to wrap a header mid-word.
 
 Every pivot goes through ``_wide``, which refuses a table where two metric rows would land in one cell: a cell
@@ -10,12 +11,9 @@ is one number, never a silent pick or mean of several.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import polars as pl
 
-CONDITION_NOTE = ("C<video><audio><text>: 1 = that modality shows another anchor (corrupted), 0 = clean; "
-                  "k = number of corrupted modalities")
+from omnieval.stats.registry import REGISTRY, load_protocols
 
 
 def _with_ci() -> pl.Expr:
@@ -44,38 +42,6 @@ def _label(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.concat_str("metric", pl.lit(" "), "key").str.strip_chars().alias("metric"))
 
 
-def dissonance(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    shapley = _wide(table.filter(pl.col("metric") == "shapley"), "key", ["model", "prompt", "split"]).sort(
-        ["model", "prompt", "split"])
-    levels = _by_model(_label(table.filter(pl.col("metric").is_in(["accuracy_k", "abstention_k", "ace"]))))
-    return [("Shapley modality attribution of accuracy", shapley),
-            (f"Accuracy and abstention by corruption level k, ACE ({CONDITION_NOTE})", levels)]
-
-
-def crossmodal(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    rows = table.filter(pl.col("metric").is_in(["average", "disparity", "imbalance", "consistency"])
-                        & ~pl.col("key").str.contains("/"))
-    return [("Modality disparity, direction imbalance and consistency, with the average accuracy",
-             _by_model(_label(rows)))]
-
-
-def spectrum(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    overall = table.filter(~pl.col("key").str.contains("/"))
-    acc = (overall.filter((pl.col("metric") == "accuracy") | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
-           .with_columns(pl.when(pl.col("metric") == "chance").then(pl.lit("chance")).otherwise("key").alias("metric")))
-    labels = overall.filter(pl.col("metric") == "dependency").select("model", "prompt", "split", "key").unique()
-    note = "; ".join(f"{m} {p} ({s}) {d}" for m, p, s, d in labels.sort("model", "prompt", "split").iter_rows())
-    return [(f"Accuracy per shuffling condition against chance; dependency: {note}", _by_model(acc))]
-
-
-def contrastive(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    keep = (((pl.col("metric") == "accuracy") & (pl.col("key").str.starts_with("n=") | (pl.col("key") == "all")))
-            | (pl.col("metric") == "permutation_consistency")
-            | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
-    return [("Accuracy by number of inputs, permutation consistency, position bias of A",
-             _by_model(_label(table.filter(keep))))]
-
-
 def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     rows = table.filter(pl.col("metric").is_in(["open_accuracy", "mcq_open_gap", "judge_kappa"])
                         & (pl.col("key").str.starts_with("all") | (pl.col("metric") == "judge_kappa")))
@@ -86,16 +52,28 @@ def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
              _by_model(_label(rows)))]
 
 
-HEADLINES: dict[str, Callable[[pl.DataFrame], list[tuple[str, pl.DataFrame]]]] = {
-    "dissonance": dissonance, "crossmodal": crossmodal, "spectrum": spectrum, "contrastive": contrastive}
+def protocol_tables(protocol: str, table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The headline tables the protocol's metric spec names (``ProtocolMetrics.headlines``; none for a protocol
+    without a spec), from its rows of the metrics table."""
+    spec = REGISTRY.get(protocol)
+    out = []
+    for headline in spec.headlines if spec is not None else ():
+        rows = headline.rows(table)
+        if headline.columns == "key":
+            frame = _wide(rows, "key", ["model", "prompt", "split"]).sort(["model", "prompt", "split"])
+        else:
+            frame = _by_model(_label(rows))
+        out.append((headline.title_of(table), frame))
+    return out
 
 
 def headline_tables(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """(title, table) per protocol present in a metrics table, open-ended answers last."""
+    load_protocols()
     out = []
     for protocol in sorted(table["protocol"].unique().to_list()):
         part = table.filter(pl.col("protocol") == protocol)
-        for title, frame in [*HEADLINES.get(protocol, lambda _: [])(part), *open_ended(part)]:
+        for title, frame in [*protocol_tables(protocol, part), *open_ended(part)]:
             if not frame.is_empty():
                 out.append((f"{protocol}: {title} (value [95% bootstrap CI])", frame))
     return out

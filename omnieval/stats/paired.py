@@ -1,8 +1,9 @@
 """Paired differences: how much better model A is than model B (or cot than zs, or multiple-choice than open-ended)
 on the same items, with an interval, not only a p-value.
 
-For every pair on matched items and every headline metric (``HEADLINE``: accuracy per condition / direction /
-level and each protocol's summary metrics), one row of the long ``paired`` table (``PAIRED_COLUMNS``):
+For every pair on matched items and every headline metric (the protocol's ``ProtocolMetrics.paired``: accuracy
+per condition / direction / level and its summary metrics), one row of the long ``paired`` table
+(``PAIRED_COLUMNS``):
 
 * ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
   **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
@@ -51,21 +52,7 @@ PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b"
                   "p_adjusted")
 CONFIDENCE_LEVEL = 0.95
 
-HEADLINE: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "dissonance": (frozenset({"accuracy", "accuracy_k", "shapley", "reliance", "ece"}), frozenset({"ace"})),
-    "crossmodal": (frozenset({"accuracy", "disparity"}), frozenset({"average", "consistency"})),
-    "spectrum": (frozenset({"accuracy", "intra"}), frozenset({"inter"})),
-    "contrastive": (frozenset({"accuracy"}), frozenset({"permutation_consistency"})),
-}
-"""Per protocol: (metrics compared for every key of the overall scope, metrics compared only without a key).
-Keys holding ``/`` belong to a task or category scope and are left out; other protocols compare accuracy."""
-_DEFAULT_HEADLINE = (frozenset({"accuracy"}), frozenset())
 _OPEN = "mcq_open_gap"
-
-
-def is_headline(protocol: str, metric: str, key: str) -> bool:
-    keyed, keyless = HEADLINE.get(protocol, _DEFAULT_HEADLINE)
-    return (metric in keyed and "/" not in key) or (metric in keyless and key == "")
 
 
 @dataclass
@@ -114,7 +101,7 @@ class Collector:
             return
         pooled = [j for name, j in index.items() if name[0] == "acc"]
         for j, (metric, key, _, support) in enumerate(rows):
-            if not is_headline(spec.name, metric, key):
+            if not spec.paired.covers(metric, key):
                 continue
             kept.values[(metric, key)] = values[j]
             items = kept.items[(metric, key)] = row_items(support, unit)

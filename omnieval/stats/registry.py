@@ -19,8 +19,8 @@ def register(spec: ProtocolMetrics) -> None:
 
 def load_protocols() -> None:
     """Import the protocol modules that register metric definitions (idempotent)."""
-    from omnieval.protocols import PROTOCOLS, get_protocol
+    from omnieval.protocols import get_protocol, known_protocols
 
-    for name in PROTOCOLS:
+    for name in known_protocols():
         if name not in REGISTRY:
             register(get_protocol(name).metrics_spec())

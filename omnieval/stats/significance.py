@@ -1,16 +1,17 @@
 """``omnieval stats``: significance tests on predictions files (docs/reference.md, Statistics
 common to all protocols and Protocol `dissonance`; OMD-Bench paper, appendix A.11).
 
-Tests (one row each in ``tests.csv``):
+Tests (one row each in ``tests.csv``). The first three run for a protocol whose metric spec names the conditions
+they compare (``ProtocolMetrics.tests``, a ``core.protocol_views.ConditionTests``); the examples are dissonance's:
 
-* ``wilcoxon`` (dissonance, per model x prompt x split): per anchor, the accuracy drop caused by corrupting one
-  modality (``acc[C000] - acc[C_m]``); Wilcoxon signed-rank between the drops of two modalities over anchors
-  (``text_vs_video``, ``text_vs_audio``, ``video_vs_audio``; estimate = mean drop difference, positive = the first
-  modality's corruption hurts more).
-* ``friedman`` (dissonance, per prompt x split x level k): models as treatments, anchors as blocks, per-anchor
-  accuracy at level k as the observation (anchors every model answered).
-* ``mcnemar`` (dissonance, per prompt x split): every model pair at C000 on the items both answered validly
-  (exact binomial McNemar from statsmodels; estimate = accuracy difference).
+* ``wilcoxon`` (per model x prompt x split): per block (anchor), the accuracy drop caused by altering one thing
+  (corrupting one modality, ``acc[C000] - acc[C_m]``); Wilcoxon signed-rank between the drops of two of them over
+  blocks (``text_vs_video``, ``text_vs_audio``, ``video_vs_audio``; estimate = mean drop difference, positive =
+  the first one's drop is larger).
+* ``friedman`` (per prompt x split x level, e.g. k): models as treatments, blocks (anchors) as blocks, per-block
+  accuracy at the level as the observation (blocks every model answered).
+* ``mcnemar`` (per prompt x split): every model pair in the baseline condition (C000) on the items both answered
+  validly (exact binomial McNemar from statsmodels; estimate = accuracy difference).
 * ``permutation`` (every protocol, per model x split): paired sign-flip test between two prompt styles (``zs`` vs
   ``cot``; any pair present) on matched instances; per item the mean correctness difference over its matched
   instances; ``kernels.permutation`` (estimate = mean per-item difference, second minus first).
@@ -47,13 +48,12 @@ import polars as pl
 from kernels.permutation import sign_flip_test
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
+from omnieval.core.protocol_views import ConditionTests
 from omnieval.core.store import local_folder
 from omnieval.stats.read import prepare, read_predictions
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
                 "p_adjusted", "n")
-DROP_CONDITIONS = {"video": "C100", "audio": "C010", "text": "C001"}
-WILCOXON_PAIRS = (("text", "video"), ("text", "audio"), ("video", "audio"))
 
 
 def _finite(x: float | None) -> float | None:
@@ -78,51 +78,57 @@ def _safe(test, *args, **kwargs):
         return np.nan, np.nan
 
 
-def _anchor_accuracy(valid: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    return valid.group_by(["model", "prompt", "split", "anchor", *by]).agg(acc=pl.col("correct").mean())
+def _block_accuracy(valid: pl.DataFrame, block: str, by: list[str]) -> pl.DataFrame:
+    return valid.group_by(["model", "prompt", "split", block, *by]).agg(acc=pl.col("correct").mean())
 
 
-def wilcoxon_tests(frame: pl.DataFrame) -> list[dict]:
+def wilcoxon_tests(frame: pl.DataFrame, protocol: str, tests: ConditionTests) -> list[dict]:
+    """Per model x prompt x split, the drops ``baseline - condition`` per block of each of ``tests.drops``, and a
+    Wilcoxon signed-rank test between the drops of each pair in ``tests.drop_pairs``."""
     from scipy.stats import wilcoxon
 
-    valid = frame.filter(pl.col("valid") & pl.col("anchor").is_not_null()
-                         & pl.col("condition").is_in(["C000", *DROP_CONDITIONS.values()]))
+    block, base, drops = tests.block, tests.baseline, dict(tests.drops)
+    valid = frame.filter(pl.col("valid") & pl.col(block).is_not_null()
+                         & pl.col("condition").is_in([base, *drops.values()]))
     rows = []
-    acc = _anchor_accuracy(valid, ["condition"])
+    acc = _block_accuracy(valid, block, ["condition"])
     for (model, prompt, split), g in sorted(acc.partition_by(["model", "prompt", "split"], as_dict=True).items()):
-        wide = g.pivot("condition", index="anchor", values="acc")
-        if not all(c in wide.columns for c in ["C000", *DROP_CONDITIONS.values()]):
+        wide = g.pivot("condition", index=block, values="acc")
+        if not all(c in wide.columns for c in [base, *drops.values()]):
             continue
         wide = wide.drop_nulls()
-        drop = {m: (wide["C000"] - wide[c]).to_numpy() for m, c in DROP_CONDITIONS.items()}
-        for a, b in WILCOXON_PAIRS:
+        drop = {m: (wide[base] - wide[c]).to_numpy() for m, c in drops.items()}
+        for a, b in tests.drop_pairs:
             stat, p = _safe(wilcoxon, drop[a], drop[b])
-            rows.append(_row("dissonance", model, prompt, split, "wilcoxon", f"{a}_vs_{b}", stat,
+            rows.append(_row(protocol, model, prompt, split, "wilcoxon", f"{a}_vs_{b}", stat,
                              float(np.mean(drop[a] - drop[b])) if len(wide) else np.nan, p, len(wide)))
     return rows
 
 
-def friedman_tests(frame: pl.DataFrame) -> list[dict]:
+def friedman_tests(frame: pl.DataFrame, protocol: str, tests: ConditionTests) -> list[dict]:
+    """Per prompt x split x value of ``tests.level``: models as treatments, blocks as blocks, per-block accuracy as
+    the observation (blocks every model answered; three or more models)."""
     from scipy.stats import friedmanchisquare
 
-    valid = frame.filter(pl.col("valid") & pl.col("anchor").is_not_null())
+    block, level = tests.block, tests.level
+    valid = frame.filter(pl.col("valid") & pl.col(block).is_not_null())
     rows = []
-    acc = _anchor_accuracy(valid, ["k"])
-    for (prompt, split, k), g in sorted(acc.partition_by(["prompt", "split", "k"], as_dict=True).items()):
-        wide = g.pivot("model", index="anchor", values="acc").drop_nulls()
-        models = sorted(c for c in wide.columns if c != "anchor")
+    acc = _block_accuracy(valid, block, [level])
+    for (prompt, split, k), g in sorted(acc.partition_by(["prompt", "split", level], as_dict=True).items()):
+        wide = g.pivot("model", index=block, values="acc").drop_nulls()
+        models = sorted(c for c in wide.columns if c != block)
         if len(models) < 3 or len(wide) < 2:
             continue
         stat, p = _safe(friedmanchisquare, *(wide[m].to_numpy() for m in models))
-        rows.append(_row("dissonance", f"all ({len(models)})", prompt, split, "friedman", f"k={k}", stat, np.nan, p,
-                         len(wide)))
+        rows.append(_row(protocol, f"all ({len(models)})", prompt, split, "friedman", f"{level}={k}", stat, np.nan,
+                         p, len(wide)))
     return rows
 
 
-def mcnemar_tests(frame: pl.DataFrame) -> list[dict]:
+def mcnemar_tests(frame: pl.DataFrame, protocol: str, baseline: str) -> list[dict]:
     from statsmodels.stats.contingency_tables import mcnemar
 
-    base = frame.filter(pl.col("valid") & (pl.col("condition") == "C000"))
+    base = frame.filter(pl.col("valid") & (pl.col("condition") == baseline))
     rows = []
     for (prompt, split), g in sorted(base.partition_by(["prompt", "split"], as_dict=True).items()):
         wide = g.group_by(["item_id", "model"]).agg(pl.col("correct").mean() >= 0.5) \
@@ -133,7 +139,7 @@ def mcnemar_tests(frame: pl.DataFrame) -> list[dict]:
             x, y = pair[a].to_numpy(), pair[b].to_numpy()
             table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
             stat, p = _safe(mcnemar, table, exact=True)
-            rows.append(_row("dissonance", f"{a} vs {b}", prompt, split, "mcnemar", "C000", stat,
+            rows.append(_row(protocol, f"{a} vs {b}", prompt, split, "mcnemar", baseline, stat,
                              float(x.mean() - y.mean()) if len(pair) else np.nan, p, len(pair)))
     return rows
 
@@ -249,18 +255,27 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0) -> pl.DataFrame:
-    """All tests of a predictions frame (as returned by ``read_predictions``) as one table."""
-    from omnieval.protocols import dissonance
+    """All tests of a predictions frame (as returned by ``read_predictions``) as one table: a protocol's tests on its
+    conditions (its ``ProtocolMetrics.tests``: Wilcoxon and Friedman first, McNemar after the permutation tests),
+    the permutation tests of every protocol, the open-ended tests."""
+    from omnieval.stats.registry import REGISTRY, load_protocols
 
+    load_protocols()
     frame = prepare(predictions)
-    rows = permutation_tests(frame, permutations, seed) + model_permutation_tests(frame, permutations, seed)
-    dis = frame.filter(pl.col("protocol") == dissonance.NAME)
-    if len(dis):
-        dis = dissonance.derive_columns(dis)
-        if "anchor" in dis.columns:
-            rows = wilcoxon_tests(dis) + friedman_tests(dis) + rows
-        rows = rows + mcnemar_tests(dis)
-    rows = rows + open_tests(frame, permutations, seed)
+    first, last = [], []
+    for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
+        spec = REGISTRY.get(protocol)
+        if spec is None or spec.tests is None:
+            continue
+        part = frame.filter(pl.col("protocol") == protocol)
+        part = spec.derive(part) if spec.derive is not None else part
+        tests = spec.tests
+        if tests.block is not None and tests.block in part.columns:
+            first += wilcoxon_tests(part, protocol, tests) if tests.drops else []
+            first += friedman_tests(part, protocol, tests) if tests.level in part.columns else []
+        last += mcnemar_tests(part, protocol, tests.baseline)
+    rows = first + permutation_tests(frame, permutations, seed) + model_permutation_tests(frame, permutations, seed)
+    rows = rows + last + open_tests(frame, permutations, seed)
     schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return _bh(table)
