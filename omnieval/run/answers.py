@@ -26,11 +26,12 @@ from omnieval.run.stages import INSTANCE_COLUMN
 
 def open_generation(inst: Instance, style: str) -> dict:
     """The generate columns of one open-ended answer; ``key`` and ``meta`` let the simulated engine stand in for a
-    model with set behaviour (real engines read the parts alone)."""
+    model with set behaviour (real engines read the parts alone). The instance itself is not copied here: the
+    row's ``instance_json``, parsed once in the model stage, reaches the engine as the request's ``instance``."""
     parts = [{"kind": p.kind, "text": p.text, "modality": p.modality, "path": p.path}
              for p in render_open_prompt(inst, style)]
     return {"parts_json": json.dumps(parts), "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
-            "meta_json": json.dumps({"task": "answer", "instance": inst.model_dump(), "style": style})}
+            "meta_json": json.dumps({"task": "answer", "style": style})}
 
 
 REQUEST_SCHEMA = pa.schema([

@@ -11,7 +11,8 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
 
 A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
-style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``), and which media it
+style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``, and for an open-ended
+answer its ``instance_json``, parsed once for the request and the row), and which media it
 needs (``media_paths``, JSON: ``schema.media_ref`` of each, a path relative to its benchmark or ``<path>#audio`` for
 a video file's soundtrack, as the engine looks them up). Where rows of several runs
 share one pipeline (``pipeline.evaluate_runs``: one model load for all of a model's runs), each row also carries
@@ -199,7 +200,8 @@ class ModelCalls:
             return GenerationRequest(parts=parts, media=media[i],
                                      max_new_tokens=None if budget is None or budget != budget else int(budget),
                                      key=key if key is not None else str(batch["key"][i]),
-                                     meta=json.loads(batch["meta_json"][i]))
+                                     meta=json.loads(batch["meta_json"][i]),
+                                     instance=batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch else None)
 
         results = {i: r for i, r in zip(ids, self._call_generate([request(i) for i in ids]), strict=True)}
         for r in results.values():
