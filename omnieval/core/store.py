@@ -167,8 +167,9 @@ class RunStore:
         return f"{folder}/part-{index:06d}-{self.writer}.parquet"
 
     def read_folder(self, folder: str, schema: pa.Schema) -> pa.Table:
-        """Every part of a folder, in write order, cast to ``schema`` (empty when there is none)."""
-        tables = [read_parquet(self.fs, path).cast(schema) for path in self.folder_parts(folder)]
+        """Every part of a folder, in write order, conformed to ``schema`` (``schema.conform``: a part written
+        before a column existed gets it; empty when there is none)."""
+        tables = [conform(read_parquet(self.fs, path), schema) for path in self.folder_parts(folder)]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     # -- prediction parts --------------------------------------------------------------------------------------

@@ -35,11 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR, OTHER_ERROR
+
 INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_latency_s", "r_attempts", "r_answer_source")
+                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -120,6 +122,7 @@ class _Result:
     option_logprobs: list[float] | None = None
     text: str | None = None
     error: str | None = None
+    error_kind: str | None = None  # ``schema.ERROR_KINDS``: set here, where the error happens, with ``error``
     latency_s: float | None = None
     attempts: int | None = None
     answer_source: str | None = None
@@ -132,7 +135,9 @@ class ModelCalls:
     default to None: for engines that read no media); the engine gets them by path. A row whose media
     failed to decode gets that error without a model call, and a row marked ``skipped`` (media its model cannot
     take: ``media_policy``) passes by without one and with no result; an engine exception marks every request of
-    its sub-batch (``engine error: ...``) and the run goes on."""
+    its sub-batch (``engine error: ...``) and the run goes on. Each error gets its kind here (``r_error_kind``,
+    ``schema.ERROR_KINDS``): ``media`` for a decode, ``engine`` for an exception, ``other`` for an engine's own
+    error result."""
 
     def __init__(self, engine, fetch: Callable[[set[str]], dict] | None = None):
         self.engine = engine
@@ -154,7 +159,8 @@ class ModelCalls:
         keys_of = keys_of if keys_of is not None else _row_keys(batch)
         skipped = [isinstance(s, str) and bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
         results = {i: _Result() for i in range(n) if skipped[i]}
-        results |= {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i] and not skipped[i]}
+        results |= {i: _Result(error=decode_errors[i], error_kind=MEDIA_ERROR) for i in range(n)
+                    if decode_errors[i] and not skipped[i]}
         todo = [i for i in range(n) if i not in results]
         start = time.perf_counter()
         if todo:
@@ -181,10 +187,11 @@ class ModelCalls:
         try:
             out = self.engine.score(requests)
         except Exception as exc:
-            return [_Result(error=_engine_error(exc)) for _ in ids]
+            return [_engine_error(exc) for _ in ids]
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
                         option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                        answer_source=getattr(r, "answer_source", None)) for r in out]
+                        error_kind=_own_error_kind(r.error), answer_source=getattr(r, "answer_source", None))
+                for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.core.prompts import PromptPart
@@ -220,8 +227,8 @@ class ModelCalls:
         try:
             out = self.engine.generate(requests)
         except Exception as exc:
-            return [_Result(error=_engine_error(exc)) for _ in requests]
-        return [_Result(text=r.text, error=r.error) for r in out]
+            return [_engine_error(exc) for _ in requests]
+        return [_Result(text=r.text, error=r.error, error_kind=_own_error_kind(r.error)) for r in out]
 
 
 class ModelStage(ModelCalls):
@@ -313,8 +320,14 @@ def _accepted(result: _Result, spec: dict) -> bool:
     return parse_verdict(result.text, spec["words"]) is not None
 
 
-def _engine_error(exc: Exception) -> str:
-    return f"engine error: {type(exc).__name__}: {exc}"
+def _engine_error(exc: Exception) -> _Result:
+    """The result of each request of a sub-batch whose engine call raised."""
+    return _Result(error=f"engine error: {type(exc).__name__}: {exc}", error_kind=ENGINE_ERROR)
+
+
+def _own_error_kind(error: str | None) -> str | None:
+    """The kind of an error an engine returned for one request (it did not raise): ``other``."""
+    return OTHER_ERROR if error else None
 
 
 def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):
