@@ -4,7 +4,7 @@ and an engine's own error results; the cascade for describer failures), kept thr
 file, which engine call), never from the code's own classification.
 
 Also here: an open-ended request carries no copy of its instance beside ``instance_json``; the engine gets the
-instance through the request."""
+instance through the request, parsed once in the model stage for all the rows of that instance in a batch."""
 
 from __future__ import annotations
 
@@ -92,6 +92,18 @@ def test_an_open_request_carries_no_copy_of_its_instance():
     batch = call_rows(SimulatedEngine("reader", reliance={"text": 1.0}, invalid_rate=0.0), rows)
     assert list(batch["r_error"]) == [None] * 6
     assert [t.rsplit("Answer: ", 1)[-1] for t in batch["r_text"]] == ["a fox"] * 6
+
+
+def test_the_rows_of_one_instance_share_one_parse_in_a_batch():
+    from omnieval.run.answers import answer_requests
+    from omnieval.run.stages import INSTANCE_COLUMN, call_rows
+
+    instances = [_instance(n) for n in range(2)]
+    rows = list(answer_requests(instances, ["mcq", "open"], ["zs", "cot"], set(), {}))
+    batch = call_rows(SimulatedEngine("s"), rows)
+    parsed = list(batch[INSTANCE_COLUMN])
+    assert [p.instance_id for p in parsed] == [r["instance_id"] for r in rows] == ["q0|C000"] * 4 + ["q1|C000"] * 4
+    assert len({id(p) for p in parsed}) == 2 and parsed[0] == instances[0] and parsed[4] == instances[1]
 
 
 # ---------------------------------------------------------------------------------------------------------------
