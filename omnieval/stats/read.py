@@ -77,7 +77,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
         except pl.exceptions.PolarsError as exc:
             raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
                 from exc
-    frame = with_error_kinds(frame)
+    frame = _with_error_kinds(frame)
     conf = frame["confidence"].drop_nulls()
     if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
         raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
@@ -206,7 +206,7 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
     return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
 
 
-def with_error_kinds(frame: pl.DataFrame) -> pl.DataFrame:
+def _with_error_kinds(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with its ``error_kind`` column (text): the one it has, or, where it has none (a file of an older
     omnieval or another tool), the kinds ``schema.with_error_kind`` derives from its ``error`` messages."""
     if "error_kind" in frame.columns:
@@ -248,7 +248,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     Rows marked ``skipped`` (not asked: media their model cannot take, ``media_policy``) are dropped here, so they
     are in no metric's numerator or denominator, ``error_rate`` included: for the metrics, the model was never
     given those instances (paired differences and tests then match the instances both sides answered)."""
-    frame = with_error_kinds(without_skipped(frame))  # a frame not read from a file may lack the column
+    frame = _with_error_kinds(without_skipped(frame))  # a frame not read from a file may lack the column
     frame = frame.with_columns(**_error_flags())
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
