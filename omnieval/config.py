@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from omnieval.core.prompts import PROMPT_STYLES
-from omnieval.core.schema import InputError
+from omnieval.core.schema import DEFAULT_MODE, InputError
 
 
 class _Config(BaseModel):
@@ -161,7 +161,7 @@ class RunConfig(_Config):
         default=None, ge=1, description="evaluate N items drawn across splits in proportion (seeded by the run's "
                                         "seed); the run says what it kept of each split")
     modes: list[Literal["mcq", "open"]] = Field(
-        default_factory=lambda: ["mcq"], description="mcq (options shown) and/or open (free answer, judged)")
+        default_factory=lambda: [DEFAULT_MODE], description="mcq (options shown) and/or open (free answer, judged)")
     judges: list[ModelConfig] = Field(default_factory=list, description="the judges of open-ended answers")
     judge_template: str = Field(default="v1", description="versioned judge prompt template (omnieval.core.judges)")
     allow_remote_code: bool = Field(

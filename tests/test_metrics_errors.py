@@ -9,8 +9,8 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from omnieval.core.schema import error_kind
-from omnieval.stats.metrics import metrics_table
+from omnieval.core.schema import InputError, legacy_error_kind
+from omnieval.stats.metrics import compute_metrics, metrics_table
 
 ERRORS = {"media": "media decode failed: clip.mp4: truncated video", "engine": "engine error: RuntimeError: OOM",
           "describe": "describe failed: media decode failed: a.wav: no audio stream", "other": "judge timed out"}
@@ -109,9 +109,81 @@ def test_a_run_without_errors_reports_a_zero_error_rate():
     assert lookup(without_column, "error_rate", "", model="b")["value"] == 0.0
 
 
-def test_error_kinds_of_the_messages_the_run_layer_writes():
-    assert [error_kind(m) for m in ERRORS.values()] == list(ERRORS)
-    assert error_kind(None) is None and error_kind("") is None
+def test_legacy_error_kinds_of_the_messages_the_run_layer_writes():
+    assert [legacy_error_kind(m) for m in ERRORS.values()] == list(ERRORS)
+    assert legacy_error_kind(None) is None and legacy_error_kind("") is None and legacy_error_kind("  ") is None
+
+
+def _metric_rows(table: pl.DataFrame, metric: str) -> dict:
+    rows = table.filter(pl.col("metric") == metric)
+    return {(r["model"], r["key"]): (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in rows.to_dicts()}
+
+
+def test_error_kind_column_is_read_and_a_file_without_it_gets_the_same_error_rates(tmp_path):
+    """A file with ``error_kind`` is read by the column (the error text is not looked at: a kind that its message's
+    prefix would not give is counted as written); a file without the column, as older runs and other tools write,
+    gets every kind from its message's prefix, and so the same ``error_rate`` rows, interval included, as the file
+    written with the kinds of ``kind_of`` (the reference classification above)."""
+    frame = errored_study(seed=2)
+    with_kinds = frame.with_columns(error_kind=pl.Series([kind_of(e) for e in frame["error"]], dtype=pl.Utf8))
+    with_kinds.write_parquet(tmp_path / "new.parquet")
+    frame.write_parquet(tmp_path / "legacy.parquet")
+    frame.write_csv(tmp_path / "legacy.csv")
+    new = compute_metrics([tmp_path / "new.parquet"], resamples=200, seed=4)
+    legacy = compute_metrics([tmp_path / "legacy.parquet"], resamples=200, seed=4)
+    from_csv = compute_metrics([tmp_path / "legacy.csv"], resamples=200, seed=4)
+    rates = _metric_rows(new, "error_rate")
+    assert {key for _, key in rates} == {"", *ERRORS}
+    assert _metric_rows(legacy, "error_rate") == rates == _metric_rows(from_csv, "error_rate")
+    df = with_kinds.to_pandas()
+    for (model, key), (value, _, _, n) in rates.items():
+        rows = df[df["model"] == model]
+        assert value == pytest.approx(rows["error_kind"].notna().mean() if key == "" else
+                                      (rows["error_kind"] == key).mean())
+        assert n == len(rows)
+
+    # the column, not the text: the "other" rows written as engine errors count as engine errors
+    relabelled = with_kinds.with_columns(error_kind=pl.when(pl.col("error_kind") == "other").then(pl.lit("engine"))
+                                         .otherwise(pl.col("error_kind")))
+    relabelled.write_parquet(tmp_path / "relabelled.parquet")
+    got = _metric_rows(compute_metrics([tmp_path / "relabelled.parquet"], resamples=0), "error_rate")
+    for model, rows in df.groupby("model"):
+        assert (model, "other") not in got
+        assert got[(model, "engine")][0] == pytest.approx(rows["error_kind"].isin(["engine", "other"]).mean())
+
+
+def test_a_file_and_an_older_file_read_together_keep_their_own_kinds(tmp_path):
+    """Two files, one with the column and one without: each file's kinds are its own (the older file's derived
+    from its text before the files are put together, so its rows do not read as having no kind)."""
+    frame = errored_study(seed=5)
+    a = frame.filter(pl.col("model") == "a")
+    b = frame.filter(pl.col("model") == "b")
+    a.with_columns(error_kind=pl.Series([kind_of(e) for e in a["error"]], dtype=pl.Utf8)) \
+        .write_parquet(tmp_path / "a.parquet")
+    b.write_ndjson(tmp_path / "b.jsonl")
+    table = compute_metrics([tmp_path / "a.parquet", tmp_path / "b.jsonl"], resamples=0)
+    df = frame.to_pandas()
+    df["kind"] = [kind_of(e) for e in df["error"]]
+    for (model, key), (value, _, _, _) in _metric_rows(table, "error_rate").items():
+        rows = df[df["model"] == model]
+        assert value == pytest.approx(rows["kind"].notna().mean() if key == "" else (rows["kind"] == key).mean())
+
+
+@pytest.mark.parametrize(("error", "kind", "message"), [
+    ("engine error: OOM", "decode", "error_kind 'decode' is not one of media, engine, describe, other"),
+    ("engine error: OOM", None, "error is set but error_kind is null"),
+    (None, "engine", "error_kind is 'engine' but error is not set"),
+])
+def test_rows_whose_kind_and_error_disagree_are_refused(tmp_path, error, kind, message):
+    frame = errored_study(seed=1, n_items=3).with_columns(error=pl.lit(None, dtype=pl.Utf8),
+                                                          error_kind=pl.lit(None, dtype=pl.Utf8))
+    frame = frame.with_columns(error=pl.when(pl.int_range(pl.len()) == 4).then(pl.lit(error)).otherwise("error"),
+                               error_kind=pl.when(pl.int_range(pl.len()) == 4).then(pl.lit(kind))
+                               .otherwise("error_kind"))
+    frame.write_parquet(tmp_path / "p.parquet")
+    with pytest.raises(InputError, match="row 5") as info:
+        compute_metrics([tmp_path / "p.parquet"], resamples=0)
+    assert message in str(info.value) and info.value.field == "error_kind"
 
 
 def test_crossmodal_consistency_leaves_out_items_with_an_errored_direction():

@@ -213,8 +213,13 @@ def test_a_prediction_keeps_only_answers_the_instance_allows():
         ("open", "a dog", "a dog", None)
     empty = Prediction.generated(inst, "m", "simulated", "zs", text="  ").row()
     assert empty["error"] == "open answer: the model returned no text" and empty["answer_text"] == ""
-    failed = Prediction.failed(inst, "m", "simulated", "zs", "open", "media decode failed: x.mp4").row()
-    assert (failed["mode"], failed["latency_s"], failed["answer_text"], failed["reference"]) == \
-        ("open", None, None, "a dog")
+    assert (empty["error_kind"], opened["error_kind"], valid["error_kind"]) == ("other", None, None)
+    failed = Prediction.failed(inst, "m", "simulated", "zs", "open", "describe failed: x.wav: no text",
+                               "describe").row()
+    assert (failed["mode"], failed["latency_s"], failed["answer_text"], failed["reference"], failed["error_kind"]) \
+        == ("open", None, None, "a dog", "describe")
+    for error, kind in (("engine error: OOM", None), (None, "engine"), ("engine error: OOM", "decode")):
+        with pytest.raises(ValueError, match="kind"):
+            Prediction.scored(inst, "m", "simulated", "zs", choice=None, error=error, error_kind=kind)
     assert all(set(r) == set(PREDICTION_SCHEMA.names) for r in (valid, outside, opened, empty, failed))
 

@@ -61,20 +61,36 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
-ERROR_KINDS: tuple[tuple[str, str], ...] = (
-    ("media decode failed", "media"), ("engine error", "engine"), ("describe failed", "describe"))
-"""Prefix of an ``error`` message -> its kind (as the run layer writes them); any other message is ``other``.
-A describer failure caused by a media decode (``describe failed: media decode failed: ...``) is ``describe``:
-the first stage that failed names it."""
-ERROR_KIND_NAMES: tuple[str, ...] = (*(kind for _, kind in ERROR_KINDS), "other")
+MEDIA_ERROR, ENGINE_ERROR, DESCRIBE_ERROR, OTHER_ERROR = "media", "engine", "describe", "other"
+ERROR_KINDS: tuple[str, ...] = (MEDIA_ERROR, ENGINE_ERROR, DESCRIBE_ERROR, OTHER_ERROR)
+"""The values of a row's ``error_kind`` (null where ``error`` is null), written by the run layer where the error
+happens (docs/reference.md, Predictions): ``media``: a media file of the row failed to decode, the model was not
+called; ``engine``: the engine raised on the batch, every row of its sub-batch is marked; ``describe``: a describer
+failed on a media file of the row (also where that file failed to decode: the first stage that failed names it),
+the model was not called; ``other``: any other error (an engine's own error for one request, an open answer
+without text)."""
+
+LEGACY_ERROR_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("media decode failed", MEDIA_ERROR), ("engine error", ENGINE_ERROR), ("describe failed", DESCRIBE_ERROR))
 
 
-def error_kind(message: str | None) -> str | None:
-    """The kind of an ``error`` message (``ERROR_KINDS``); None for no error (null or blank)."""
+def legacy_error_kind(message: str | None) -> str | None:
+    """The kind of an ``error`` message by the prose rule of predictions written without an ``error_kind`` column
+    (by an older omnieval, or by another tool): the message's prefix (``LEGACY_ERROR_PREFIXES``), else ``other``;
+    None for no error (null or blank). Applied by ``with_error_kind`` alone, and only to such files."""
     if message is None or not message.strip():
         return None
-    return next((kind for prefix, kind in ERROR_KINDS if message.startswith(prefix)), "other")
+    return next((kind for prefix, kind in LEGACY_ERROR_PREFIXES if message.startswith(prefix)), OTHER_ERROR)
 
+
+def with_error_kind(table: pa.Table) -> pa.Table:
+    """``table`` with its ``error_kind`` column: the column it has, or, for a table written without one (an older
+    omnieval's parts and predictions, another tool's file), one derived from its ``error`` messages by
+    ``legacy_error_kind``. The one place the old prose rule is applied (docs/reference.md, Predictions)."""
+    if "error_kind" in table.column_names:
+        return table
+    errors = table["error"].to_pylist() if "error" in table.column_names else [None] * table.num_rows
+    return table.append_column("error_kind", pa.array([legacy_error_kind(e) for e in errors], pa.string()))
 
 
 def option_key(text: str) -> str:
@@ -281,6 +297,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
+    ("error_kind", pa.string()),
     ("latency_s", pa.float64()),
     ("engine", pa.string()),
     # Open-ended mode (``mode='open'``; null or ``mcq`` = multiple choice) and its judges.
@@ -304,9 +321,10 @@ PREDICTION_SCHEMA = pa.schema([
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.
 
-Beyond the columns there: ``mode`` (``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the
-final answer, ``reference`` the ground truth in words, ``verdicts`` one entry per judge: ``correct`` / ``incorrect``
-/ ``abstained`` or null when unparseable after a retry); ``cascade`` names the describer and the modalities it
+Beyond those columns: ``error_kind`` the kind of the row's ``error`` (``ERROR_KINDS``; null without one); ``mode``
+(``open`` for open-ended answers: ``choice`` is null there, ``answer_text`` holds the final answer, ``reference``
+the ground truth in words, ``verdicts`` one entry per judge: ``correct`` / ``incorrect`` / ``abstained`` or null
+when unparseable after a retry); ``cascade`` names the describer and the modalities it
 described (null for a direct model call), ``intermediate_text`` is a JSON object media path -> description,
 ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the question an item
 is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of ``item_id``; ``donors``
@@ -315,7 +333,16 @@ is a copy of (``Instance.group``): where set, the bootstrap's resampling unit in
 out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 
 VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
-MODES: tuple[str, ...] = ("mcq", "open")
+DEFAULT_MODE, OPEN_MODE = "mcq", "open"
+MODES: tuple[str, ...] = (DEFAULT_MODE, OPEN_MODE)
+"""A row's ``mode``: multiple choice (``mcq``) or open-ended (``open``). A null or absent ``mode`` (files written
+before the column existed, other tools) is ``DEFAULT_MODE``, everywhere rows are read (``mode_or_default``)."""
+
+
+def mode_or_default(mode: str | None) -> str:
+    """A row's mode, ``DEFAULT_MODE`` where it has none."""
+    return mode or DEFAULT_MODE
+
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "model", "prompt", "protocol", "split", "item_id", "instance_id", "condition", "target", "choice",
@@ -323,12 +350,15 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 
 
-def conform(table: pa.Table) -> pa.Table:
-    """A predictions table with exactly ``PREDICTION_SCHEMA``: columns it lacks (files written before a column
-    existed, or by another tool) are added as nulls, extra ones dropped, types cast."""
+def conform(table: pa.Table, schema: pa.Schema = PREDICTION_SCHEMA) -> pa.Table:
+    """A table with exactly ``schema`` (by default ``PREDICTION_SCHEMA``): columns it lacks (files written before a
+    column existed, or by another tool) are added as nulls, but for a missing ``error_kind``, derived from ``error``
+    (``with_error_kind``); extra ones dropped, types cast."""
+    if "error_kind" in schema.names:
+        table = with_error_kind(table)
     columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-               for f in PREDICTION_SCHEMA]
-    return pa.Table.from_arrays(columns, schema=PREDICTION_SCHEMA)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def resolve_media_path(root: str | Path, rel: str, *, file: str | Path | None = None, item: str | None = None,

@@ -32,7 +32,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from omnieval.core.names import folder_name
-from omnieval.core.schema import PREDICTION_SCHEMA, InputError, conform
+from omnieval.core.schema import DEFAULT_MODE, PREDICTION_SCHEMA, InputError, conform, mode_or_default
 
 _PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
 
@@ -167,8 +167,9 @@ class RunStore:
         return f"{folder}/part-{index:06d}-{self.writer}.parquet"
 
     def read_folder(self, folder: str, schema: pa.Schema) -> pa.Table:
-        """Every part of a folder, in write order, cast to ``schema`` (empty when there is none)."""
-        tables = [read_parquet(self.fs, path).cast(schema) for path in self.folder_parts(folder)]
+        """Every part of a folder, in write order, conformed to ``schema`` (``schema.conform``: a part written
+        before a column existed gets it; empty when there is none)."""
+        tables = [conform(read_parquet(self.fs, path), schema) for path in self.folder_parts(folder)]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     # -- prediction parts --------------------------------------------------------------------------------------
@@ -213,10 +214,10 @@ def predictions_table(rows: Iterable[dict]) -> pa.Table:
 
 
 def mode_values(table: pa.Table) -> list[str]:
-    """The ``mode`` of every row (``mcq`` where the column is null or absent)."""
+    """The ``mode`` of every row (``schema.mode_or_default``: ``mcq`` where the column is null or absent)."""
     if "mode" not in table.column_names:
-        return ["mcq"] * table.num_rows
-    return [m or "mcq" for m in table["mode"].to_pylist()]
+        return [DEFAULT_MODE] * table.num_rows
+    return [mode_or_default(m) for m in table["mode"].to_pylist()]
 
 
 def consolidate(tables: Iterable[pa.Table]) -> pa.Table:

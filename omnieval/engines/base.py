@@ -52,15 +52,17 @@ class GenerationRequest:
     (``prompts.PromptPart``: media by path, text), the decoded media of its media parts, and a token budget
     (None: the engine's ``max_new_tokens``). Decoding is greedy (deterministic).
 
-    ``key`` is a stable id (instance, judge, attempt) and ``meta`` what the request is for in structured form
-    (``{"task": "answer" | "judge" | "describe", ...}``): only the simulated engine reads them, to stand in for
-    a model with set behaviour; real engines read the parts alone."""
+    ``key`` is a stable id (instance, judge, attempt), ``meta`` what the request is for in structured form
+    (``{"task": "answer" | "judge" | "describe", ...}``) and ``instance`` the instance an open-ended answer is
+    asked about (None for judges and describers): only the simulated engine reads them, to stand in for a model
+    with set behaviour; real engines read the parts alone."""
 
     parts: list
     media: dict[str, DecodedMedia] = field(default_factory=dict)
     max_new_tokens: int | None = None
     key: str = ""
     meta: dict = field(default_factory=dict)
+    instance: Instance | None = None
 
 
 @dataclass

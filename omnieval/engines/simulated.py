@@ -22,7 +22,7 @@ the protocol that built the instance) and behaves like a model that perceives ea
    ``accepted_modalities``.
 6. ``delay_ms``: sleep that long per request, to emulate a model's latency in pipeline tests and benchmarks.
 
-Free text (``generate``), read from the request's structured ``meta``:
+Free text (``generate``), read from the request's structured ``meta`` (and, for an answer, its ``instance``):
 
 * ``answer`` (open-ended): the option it would decide on by the rules above, said in words (the option's text, a
   refusal for the abstention option); ``invalid_rate`` of the answers are off-topic. CoT adds a line of reasoning
@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from omnieval.core.keyed import keyed_rng
-from omnieval.core.schema import MEDIA_MODALITIES, Instance
+from omnieval.core.schema import MEDIA_MODALITIES
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -164,7 +164,7 @@ class SimulatedEngine(Engine):
                 task = request.meta.get("task")
                 rng = keyed_rng(self.seed, self.model, request.key, "simulated-generate")
                 if task == "answer":
-                    text = self._open_answer(request.meta, rng)
+                    text = self._open_answer(request, rng)
                 elif task == "judge":
                     text = self._verdict(request.meta, rng)
                 elif task == "describe":
@@ -177,8 +177,10 @@ class SimulatedEngine(Engine):
                 out.append(GenerationResult(text=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
         return out
 
-    def _open_answer(self, meta: dict, rng: np.random.Generator) -> str:
-        inst = Instance.model_validate(meta["instance"])
+    def _open_answer(self, request: GenerationRequest, rng: np.random.Generator) -> str:
+        inst, meta = request.instance, request.meta
+        if inst is None:
+            raise ValueError("an open-ended answer needs the request's instance")
         decided = self._decide(EngineRequest(inst, {}, meta.get("style", "zs")), rng)
         if rng.random() < self.invalid_rate:
             return "(simulated) I am not sure what you are asking."

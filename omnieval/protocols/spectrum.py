@@ -433,11 +433,11 @@ def ensemble_rows(frame: pl.DataFrame) -> pl.DataFrame:
     if "engine" in out.columns:
         out = out.with_columns(pl.lit(ENSEMBLE, dtype=out.schema["engine"]).alias("engine"))
     # the row flags of ``omnieval.stats.read.prepare`` that depend on the choice, recomputed for the votes
-    from omnieval.core.schema import ERROR_KIND_NAMES
+    from omnieval.core.schema import ERROR_KINDS
 
     valid = pl.col("choice").is_not_null()
     flags = {"valid": valid, "invalid": ~valid, "answered": pl.lit(True), "errored": pl.lit(False),
-             "error_kind": pl.lit(None, dtype=pl.Utf8), **{f"_error_{k}": pl.lit(False) for k in ERROR_KIND_NAMES},
+             "error_kind": pl.lit(None, dtype=pl.Utf8), **{f"_error_{k}": pl.lit(False) for k in ERROR_KINDS},
              "correct": valid & (pl.col("choice") == pl.col("target")).fill_null(False),
              "abstained": valid & (pl.col("choice") == pl.col("abstain_label")).fill_null(False),
              "has_conf": pl.lit(False), "conf_method": pl.lit("unknown"), "forced": pl.lit(False),

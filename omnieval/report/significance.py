@@ -8,6 +8,7 @@ import math
 
 import polars as pl
 
+from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.report.blocks import Cell, Section, Table, fmt, fmt_p, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import shade
@@ -52,7 +53,7 @@ def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, 
             hit = rows.get(("models", a, b, "", t["prompt"], t["split"], t["comparison"]))
         elif t["test"] == "mcq_vs_open" and (t["comparison"] == "mcq_vs_open"
                                              or (t["model"], t["prompt"], t["split"]) in single):
-            hit = rows.get(("modes", "mcq", "open", t["model"], t["prompt"], t["split"], "all"))
+            hit = rows.get(("modes", DEFAULT_MODE, OPEN_MODE, t["model"], t["prompt"], t["split"], "all"))
         else:
             hit = None
         if hit is not None and hit["ci_low"] is not None and hit["ci_high"] is not None:

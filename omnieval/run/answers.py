@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.core.prompts import open_media_paths, render_open_prompt
-from omnieval.core.schema import Instance
+from omnieval.core.schema import DESCRIBE_ERROR, Instance
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction, prediction_table
 from omnieval.run.stages import INSTANCE_COLUMN
@@ -26,11 +26,12 @@ from omnieval.run.stages import INSTANCE_COLUMN
 
 def open_generation(inst: Instance, style: str) -> dict:
     """The generate columns of one open-ended answer; ``key`` and ``meta`` let the simulated engine stand in for a
-    model with set behaviour (real engines read the parts alone)."""
+    model with set behaviour (real engines read the parts alone). The instance itself is not copied here: the
+    row's ``instance_json``, parsed once in the model stage, reaches the engine as the request's ``instance``."""
     parts = [{"kind": p.kind, "text": p.text, "modality": p.modality, "path": p.path}
              for p in render_open_prompt(inst, style)]
     return {"parts_json": json.dumps(parts), "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
-            "meta_json": json.dumps({"task": "answer", "instance": inst.model_dump(), "style": style})}
+            "meta_json": json.dumps({"task": "answer", "style": style})}
 
 
 REQUEST_SCHEMA = pa.schema([
@@ -130,7 +131,7 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_latency_s", "r_answer_source") if name in batch}
+                  "r_error_kind", "r_latency_s", "r_answer_source") if name in batch}
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
             if skipped:
@@ -140,15 +141,16 @@ class PredictionRows:
             noted = _value(batch["media_noted"][i]) if "media_noted" in batch else None
             if str(batch["mode"][i]) == "open":
                 out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
-                                                error=r["error"], latency_s=r["latency_s"], cascade=cascade,
-                                                media_noted=noted))
+                                                error=r["error"], error_kind=r["error_kind"],
+                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted))
             else:
                 logprobs = r["option_logprobs"]
                 out.append(Prediction.scored(
                     inst, self.model, self.engine, style, choice=r["choice"], confidence=r["confidence"],
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
-                    raw_text=r["text"], error=r["error"], latency_s=r["latency_s"], cascade=cascade,
+                    raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
+                    cascade=cascade,
                     media_noted=noted, answer_source=r.get("answer_source")))
         table = prediction_table(out)
         for name in self.carry:
@@ -158,8 +160,9 @@ class PredictionRows:
 
 def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],
                        prompts: list[str], done: set[tuple[str, str, str]]) -> pa.Table:
-    """Errored predictions, without a model call, of instances that cannot be asked (their describer failed)."""
-    return prediction_table([Prediction.failed(inst, model, engine, prompt, mode, message)
+    """Errored predictions (kind ``describe``), without a model call, of instances that cannot be asked (their
+    describer failed: ``cascade.cascade_instances``)."""
+    return prediction_table([Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR)
                              for inst, message in failed for mode in modes for prompt in prompts
                              if (mode, prompt, inst.instance_id) not in done])
 

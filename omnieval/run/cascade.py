@@ -24,10 +24,14 @@ import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig
-from omnieval.core.schema import Instance, Segment, media_file
+from omnieval.core.schema import DESCRIBE_ERROR, Instance, Segment, media_file
 
 DESCRIPTION_SCHEMA = pa.schema([("path", pa.string()), ("modality", pa.string()), ("describer", pa.string()),
-                                ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string())])
+                                ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string()),
+                                ("error_kind", pa.string())])
+"""A description row; ``error_kind`` is ``describe`` where ``error`` is set (the kind the predictions of an instance
+that shows the file get), null otherwise. Parts written before the column existed get it when read
+(``store.read_folder``)."""
 
 
 def describe_request(path: str, modality: str, prompt: str, max_new_tokens: int) -> dict:
@@ -58,7 +62,8 @@ class DescriptionRows:
             error = error or (None if (text or "").strip() else "the describer returned no text")
             rows.append({"path": str(path), "modality": str(modality), "describer": self.describer,
                          "prompt": self.prompts[str(modality)], "text": None if error else text.strip(),
-                         "error": None if not error else f"describe failed: {error}"})
+                         "error": None if not error else f"describe failed: {error}",
+                         "error_kind": None if not error else DESCRIBE_ERROR})
         return pa.Table.from_pylist(rows, schema=DESCRIPTION_SCHEMA)
 
 

@@ -330,15 +330,15 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
 
 
 def summarise(predictions: pa.Table) -> dict:
-    """What a run reports of its predictions: counts, errors by kind with the first messages, the accuracy table."""
-    from omnieval.core.schema import error_kind
+    """What a run reports of its predictions (consolidated: every column of the schema): counts, errors by kind
+    (the ``error_kind`` column) with the first messages, the accuracy table."""
     from omnieval.run.media_policy import skipped_summary
 
     column = predictions["error"].to_pylist() if predictions.num_rows else []
     errors = [e for e in column if e]
     kinds: dict[str, int] = {}
-    for e in errors:
-        kinds[error_kind(e)] = kinds.get(error_kind(e), 0) + 1
+    for kind in predictions["error_kind"].drop_null().to_pylist():
+        kinds[kind] = kinds.get(kind, 0) + 1
     skipped = predictions["skipped"].to_pylist() if "skipped" in predictions.column_names else [None] * len(column)
     return {"n_predictions": predictions.num_rows, "n_errors": sum(e is not None for e in column),
             "n_answers": sum(e is None and not s for e, s in zip(column, skipped, strict=True)),

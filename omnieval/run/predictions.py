@@ -2,9 +2,11 @@
 
 Every prediction row of a run is built here, once, after the model stage (``stages.ModelStage``) has returned its
 result columns: a multiple-choice answer (``Prediction.scored``), an open-ended answer (``Prediction.generated``) or
-a row that never reached the model (``Prediction.failed``: its media did not decode, its describer failed;
-``Prediction.skipped``: it shows media its model cannot take, ``media_policy``). Engines
-return results only and never build rows, so the row shape cannot drift between engines.
+a row that never reached the model (``Prediction.failed``: its describer failed; ``Prediction.skipped_row``: it
+shows media its model cannot take, ``media_policy``). Engines return results only and never build rows, so the row
+shape cannot drift between engines. A row's ``error`` always comes with its ``error_kind`` (``schema.ERROR_KINDS``),
+given by the stage where the error happened (``stages.ModelCalls`` for media, engine and engine-result errors,
+``cascade`` for describer failures); a row cannot be built with one and not the other.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from omnieval.core.prompts import final_answer
-from omnieval.core.schema import PREDICTION_SCHEMA, Instance
+from omnieval.core.schema import (
+    DEFAULT_MODE,
+    ERROR_KINDS,
+    OPEN_MODE,
+    OTHER_ERROR,
+    PREDICTION_SCHEMA,
+    Instance,
+)
 
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
 
@@ -34,7 +43,7 @@ class Prediction:
     model: str
     engine: str
     prompt: str
-    mode: str = "mcq"
+    mode: str = DEFAULT_MODE
     choice: str | None = None
     confidence: float | None = None
     confidence_method: str | None = None
@@ -42,52 +51,57 @@ class Prediction:
     raw_text: str | None = None
     answer_text: str | None = None
     error: str | None = None
+    error_kind: str | None = None  # ``schema.ERROR_KINDS``; set exactly where ``error`` is
     latency_s: float | None = None
     cascade: dict | None = None  # the cascade columns, when a describer turned media into text first
     skipped: str | None = None  # the modalities the model cannot take, when the row was not asked for them
     media_noted: str | None = None  # the modalities a text note stood in for
     answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
 
+    def __post_init__(self):
+        if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
+            raise ValueError(f"an error needs one of the kinds {ERROR_KINDS} and a kind needs an error: error "
+                             f"{self.error!r}, error_kind {self.error_kind!r}")
+
     @classmethod
     def scored(cls, inst: Instance, model: str, engine: str, prompt: str, *, choice: str | None,
                confidence: float | None = None, confidence_method: str | None = None,
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
-               latency_s: float | None = None, cascade: dict | None = None, media_noted: str | None = None,
-               answer_source: str | None = None) -> Prediction:
+               error_kind: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
+               media_noted: str | None = None, answer_source: str | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
         an answer without a choice carries no confidence."""
         choice = choice if choice in inst.option_labels else None
-        return cls(inst, model, engine, prompt, "mcq", choice,
+        return cls(inst, model, engine, prompt, DEFAULT_MODE, choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
-                   option_logprobs, raw_text, None, error, latency_s, cascade, media_noted=media_noted,
+                   option_logprobs, raw_text, None, error, error_kind, latency_s, cascade, media_noted=media_noted,
                    answer_source=answer_source if choice is not None else None)
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
-                  error: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
-                  media_noted: str | None = None) -> Prediction:
+                  error: str | None = None, error_kind: str | None = None, latency_s: float | None = None,
+                  cascade: dict | None = None, media_noted: str | None = None) -> Prediction:
         """An open-ended answer: the full reply in ``raw_text``, the part a judge grades in ``answer_text``. A reply
-        with no answer in it is an error, not an empty answer."""
+        with no answer in it is an error (of kind ``other``), not an empty answer."""
         answer = final_answer(text) if error is None else None
         if error is None and not answer:
-            error = "open answer: the model returned no text"
-        return cls(inst, model, engine, prompt, "open", raw_text=text, answer_text=answer, error=error,
-                   latency_s=latency_s, cascade=cascade, media_noted=media_noted)
+            error, error_kind = "open answer: the model returned no text", OTHER_ERROR
+        return cls(inst, model, engine, prompt, OPEN_MODE, raw_text=text, answer_text=answer, error=error,
+                   error_kind=error_kind, latency_s=latency_s, cascade=cascade, media_noted=media_noted)
 
     @classmethod
-    def failed(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, error: str,
+    def failed(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, error: str, error_kind: str,
                cascade: dict | None = None) -> Prediction:
-        """A row that never reached the model (no latency): the error names the stage that failed."""
-        if mode == "open":
-            return cls(inst, model, engine, prompt, "open", error=error, cascade=cascade)
-        return cls(inst, model, engine, prompt, "mcq", error=error, cascade=cascade)
+        """A row that never reached the model (no latency): the error and its kind name the stage that failed."""
+        return cls(inst, model, engine, prompt, OPEN_MODE if mode == OPEN_MODE else DEFAULT_MODE, error=error,
+                   error_kind=error_kind, cascade=cascade)
 
     @classmethod
     def skipped_row(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, modalities: str,
                     cascade: dict | None = None) -> Prediction:
         """A row not asked because its prompt shows media of ``modalities`` the model cannot take
         (``unsupported_media: skip``): no choice, no error, out of every metric."""
-        return cls(inst, model, engine, prompt, "open" if mode == "open" else "mcq", cascade=cascade,
+        return cls(inst, model, engine, prompt, OPEN_MODE if mode == OPEN_MODE else DEFAULT_MODE, cascade=cascade,
                    skipped=modalities)
 
     def row(self) -> dict:
@@ -103,8 +117,9 @@ class Prediction:
             "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
             "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
-            "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode, "answer_text": self.answer_text,
-            "reference": reference_text(inst) if self.mode == "open" else None, "verdicts": None,
+            "error_kind": self.error_kind, "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode,
+            "answer_text": self.answer_text,
+            "reference": reference_text(inst) if self.mode == OPEN_MODE else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source,
         }

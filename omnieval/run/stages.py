@@ -11,7 +11,8 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
 
 A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
-style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``), and which media it
+style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``, and for an open-ended
+answer its ``instance_json``, parsed once for the request and the row), and which media it
 needs (``media_paths``, JSON: ``schema.media_ref`` of each, a path relative to its benchmark or ``<path>#audio`` for
 a video file's soundtrack, as the engine looks them up). Where rows of several runs
 share one pipeline (``pipeline.evaluate_runs``: one model load for all of a model's runs), each row also carries
@@ -34,11 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR
+
 INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_latency_s", "r_attempts", "r_answer_source")
+                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -119,6 +122,7 @@ class _Result:
     option_logprobs: list[float] | None = None
     text: str | None = None
     error: str | None = None
+    error_kind: str | None = None  # ``schema.ERROR_KINDS``: set here, where the error happens, with ``error``
     latency_s: float | None = None
     attempts: int | None = None
     answer_source: str | None = None
@@ -131,7 +135,9 @@ class ModelCalls:
     default to None: for engines that read no media); the engine gets them by path. A row whose media
     failed to decode gets that error without a model call, and a row marked ``skipped`` (media its model cannot
     take: ``media_policy``) passes by without one and with no result; an engine exception marks every request of
-    its sub-batch (``engine error: ...``) and the run goes on."""
+    its sub-batch (``engine error: ...``) and the run goes on. Each error gets its kind here (``r_error_kind``,
+    ``schema.ERROR_KINDS``): ``media`` for a decode, ``engine`` for an exception, ``other`` for an engine's own
+    error result."""
 
     def __init__(self, engine, fetch: Callable[[set[str]], dict] | None = None):
         self.engine = engine
@@ -143,17 +149,15 @@ class ModelCalls:
     def __call__(self, batch: dict[str, np.ndarray], keys_of: list | None = None) -> dict[str, np.ndarray]:
         """``keys_of``: the batch's ``_row_keys`` where the caller has them already."""
         n = len(batch["call"])
-        if "instance_json" in batch:  # parsed once: the engine's request and the row builder both read it
-            from omnieval.core.schema import Instance
-
-            batch[INSTANCE_COLUMN] = np.array([None if j is None else Instance.model_validate_json(j)
-                                               for j in batch["instance_json"]] + [None], dtype=object)[:-1]
+        if "instance_json" in batch:
+            batch[INSTANCE_COLUMN] = _parsed_instances(batch["instance_json"])
         calls = [str(c) for c in batch["call"]]
         decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
         keys_of = keys_of if keys_of is not None else _row_keys(batch)
         skipped = [isinstance(s, str) and bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
         results = {i: _Result() for i in range(n) if skipped[i]}
-        results |= {i: _Result(error=decode_errors[i]) for i in range(n) if decode_errors[i] and not skipped[i]}
+        results |= {i: _Result(error=decode_errors[i], error_kind=MEDIA_ERROR) for i in range(n)
+                    if decode_errors[i] and not skipped[i]}
         todo = [i for i in range(n) if i not in results]
         start = time.perf_counter()
         if todo:
@@ -180,10 +184,11 @@ class ModelCalls:
         try:
             out = self.engine.score(requests)
         except Exception as exc:
-            return [_Result(error=_engine_error(exc)) for _ in ids]
+            return [_engine_error(exc) for _ in ids]
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
                         option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                        answer_source=getattr(r, "answer_source", None)) for r in out]
+                        error_kind=_own_error_kind(r.error), answer_source=getattr(r, "answer_source", None))
+                for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.core.prompts import PromptPart
@@ -199,7 +204,8 @@ class ModelCalls:
             return GenerationRequest(parts=parts, media=media[i],
                                      max_new_tokens=None if budget is None or budget != budget else int(budget),
                                      key=key if key is not None else str(batch["key"][i]),
-                                     meta=json.loads(batch["meta_json"][i]))
+                                     meta=json.loads(batch["meta_json"][i]),
+                                     instance=batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch else None)
 
         results = {i: r for i, r in zip(ids, self._call_generate([request(i) for i in ids]), strict=True)}
         for r in results.values():
@@ -218,8 +224,8 @@ class ModelCalls:
         try:
             out = self.engine.generate(requests)
         except Exception as exc:
-            return [_Result(error=_engine_error(exc)) for _ in requests]
-        return [_Result(text=r.text, error=r.error) for r in out]
+            return [_engine_error(exc) for _ in requests]
+        return [_Result(text=r.text, error=r.error, error_kind=_own_error_kind(r.error)) for r in out]
 
 
 class ModelStage(ModelCalls):
@@ -295,6 +301,21 @@ def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None
     return ModelCalls(engine, fetch)(batch)
 
 
+def _parsed_instances(texts) -> np.ndarray:
+    """The ``Instance`` of each row's ``instance_json`` (None where it has none), each distinct text parsed once:
+    the engine's request and the row builder both read it, and the rows of one instance (its modes and prompt
+    styles, made one after another by ``answers.block_requests``) share one parse (~35 us) within a batch."""
+    from omnieval.core.schema import Instance
+
+    parsed: dict[str, Instance] = {}
+    out = []
+    for text in texts:
+        if text is not None and text not in parsed:
+            parsed[text] = Instance.model_validate_json(text)
+        out.append(None if text is None else parsed[text])
+    return np.array([*out, None], dtype=object)[:-1]
+
+
 def _as_decoded(part, media: dict):
     """A media part with no modality is announced as the modality its file decoded to (a point cloud shown as
     rendered views is an image); describers ask this way, as they do not know the decoded form in advance."""
@@ -311,8 +332,16 @@ def _accepted(result: _Result, spec: dict) -> bool:
     return parse_verdict(result.text, spec["words"]) is not None
 
 
-def _engine_error(exc: Exception) -> str:
-    return f"engine error: {type(exc).__name__}: {exc}"
+def _engine_error(exc: Exception) -> _Result:
+    """The result of each request of a sub-batch whose engine call raised."""
+    return _Result(error=f"engine error: {type(exc).__name__}: {exc}", error_kind=ENGINE_ERROR)
+
+
+def _own_error_kind(error: str | None) -> str | None:
+    """The kind of an error an engine returned for one request (it did not raise: a request it could not score, a
+    forward pass that failed for that request alone): ``engine``, the stage that failed. Files written before the
+    column existed count these as ``other`` (their messages carry no ``engine error:`` prefix)."""
+    return ENGINE_ERROR if error else None
 
 
 def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):

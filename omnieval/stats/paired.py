@@ -42,6 +42,7 @@ from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
+from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.stats.bootstrap import UNIT, protocol_rows, row_items
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.read import prepare
@@ -292,7 +293,7 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
             a, b = again
         intervals.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names))
     for u in collector.open_units:
-        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, "mcq", "open"))
+        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE))
     results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),
                               [stream for _, _, stream in jobs])
     for (row, _, _), (_, p) in zip(jobs, results, strict=True):

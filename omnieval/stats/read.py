@@ -2,12 +2,17 @@
 Predictions).
 
 ``read_predictions`` reads Parquet / JSONL / CSV with the columns of docs/reference.md, Predictions (unknown columns
-kept; a missing required column is an ``InputError`` naming file and column) and refuses rows that would give a silently
-wrong number. ``prepare`` derives the row flags: ``valid`` (choice not null), ``correct``, ``abstained``,
-``human_abstain``, ``invalid``, ``has_conf``, and ``errored`` / ``answered`` / ``error_kind``: a row whose ``error`` is
-set (media that failed to decode, an engine or describer failure) never reached the model, or its answer never came
-back, so it is not the model's answer: it stays out of every accuracy, abstention, calibration and invalid-rate
-denominator and is counted in ``error_rate`` instead (``metric_types.with_error_rates``).
+kept; a missing required column is an ``InputError`` naming file and column) and refuses rows that would give a
+silently wrong number.
+``prepare`` derives the row flags: ``valid`` (choice not null), ``correct``, ``abstained``, ``human_abstain``,
+``invalid``, ``has_conf``, and ``errored`` / ``answered``: a row with an ``error_kind`` (media that failed to decode,
+an engine or describer failure) never reached the model, or its answer never came back, so it is not the model's
+answer: it stays out of every accuracy, abstention, calibration and invalid-rate denominator and is counted in
+``error_rate`` instead, per kind (``metric_types.with_error_rates``).
+
+The kind is read from the ``error_kind`` column; a file without that column (written by an older omnieval or by
+another tool) gets it derived from its ``error`` text, file by file, by ``schema.with_error_kind``
+(docs/reference.md, Predictions). A file with the column must give a kind exactly where it gives an error.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from kernels.calibration import restricted_softmax
 from omnieval.core.metric_types import CLUSTER, cluster_of
-from omnieval.core.schema import ERROR_KIND_NAMES, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError
+from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
 from omnieval.core.store import StoredPath, readable, stored_path
 from omnieval.stats.registry import REGISTRY, load_protocols
 
@@ -64,7 +70,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
     casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
-    for column in ("anchor", "task", "subtask", "category", "group", "error"):
+    for column in ("anchor", "task", "subtask", "category", "group", "error", "error_kind"):
         if column in frame.columns:
             casts[column] = pl.Utf8
     for column, dtype in casts.items():
@@ -73,6 +79,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
         except pl.exceptions.PolarsError as exc:
             raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
                 from exc
+    frame = _with_error_kinds(frame)
     conf = frame["confidence"].drop_nulls()
     if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
         raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
@@ -103,7 +110,9 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
       where the file gives ``n_options``, else any single capital letter. A choice outside them can only be a
       parsing or bookkeeping mistake of the tool that wrote the file; scoring it as wrong (or as invalid) would
       hide that mistake in an accuracy, so it is refused: fix the file, or set the choice to null to count it as
-      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one.
+      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one;
+    * ``error_kind`` not one of ``schema.ERROR_KINDS``, or set where ``error`` is not (or the other way round): the
+      row's error would be counted under no kind, or a kind counted without an error.
     """
     known = sorted(REGISTRY)
     if row := _first_bad(frame, ~pl.col("protocol").is_in(known)):
@@ -129,13 +138,23 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
             allowed = ", ".join(LABELS[:count]) if count else f"one capital letter {LABELS[0]}-{LABELS[-1]}"
             raise InputError(f"{row['where']}: {column} {row[column]!r} is not an option label of its instance "
                              f"(labels: {allowed})", file=path, item=row["where"], field=column)
+    kind, has_error = pl.col("error_kind"), _has_error(frame)
+    if row := _first_bad(frame, (kind.is_not_null() & ~kind.is_in(ERROR_KINDS)).fill_null(False)):
+        raise InputError(f"{row['where']}: error_kind {row['error_kind']!r} is not one of {', '.join(ERROR_KINDS)}",
+                         file=path, item=row["where"], field="error_kind")
+    if row := _first_bad(frame, (kind.is_null() == has_error)):
+        what = "error is set but error_kind is null" if row["error_kind"] is None else \
+            f"error_kind is {row['error_kind']!r} but error is not set"
+        raise InputError(f"{row['where']}: {what}; a row has a kind exactly where it has an error (leave the "
+                         "error_kind column out to have it derived from the error text)", file=path,
+                         item=row["where"], field="error_kind")
 
 
 def _check_duplicates(frame: pl.DataFrame) -> None:
     """One prediction per (model, prompt, mode, instance_id): a file given twice, or a row written twice, would
     double every count."""
     keys = ["model", "prompt", "_mode", "instance_id"]
-    keyed = frame.with_columns(_mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"))
+    keyed = frame.with_columns(_mode=_mode(frame))
     dup = keyed.filter(pl.len().over(keys) > 1)
     if dup.is_empty():
         return
@@ -190,18 +209,36 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
     return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
 
 
-def _error_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
-    """``errored``, ``error_kind`` and one 0/1 column ``_error_<kind>`` per kind (the cells of ``error_rate``)."""
+def _with_error_kinds(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its ``error_kind`` column (text): the one it has, or, where it has none (a file of an older
+    omnieval or another tool), the kinds ``schema.with_error_kind`` derives from its ``error`` messages."""
+    if "error_kind" in frame.columns:
+        return frame.with_columns(pl.col("error_kind").cast(pl.Utf8))
     if "error" not in frame.columns:
-        kind = pl.lit(None, dtype=pl.Utf8)
-    else:
-        message = pl.col("error").cast(pl.Utf8)
-        kind = pl.when(message.is_null() | (message.str.strip_chars() == "")).then(pl.lit(None, dtype=pl.Utf8))
-        for prefix, name in ERROR_KINDS:
-            kind = kind.when(message.str.starts_with(prefix)).then(pl.lit(name))
-        kind = kind.otherwise(pl.lit("other"))
-    flags = {"error_kind": kind, "errored": kind.is_not_null()}
-    flags.update({f"_error_{name}": (kind == name).fill_null(False) for name in ERROR_KIND_NAMES})
+        return frame.with_columns(error_kind=pl.lit(None, dtype=pl.Utf8))
+    errors = pa.table({"error": frame["error"].cast(pl.Utf8).to_arrow()})
+    return frame.with_columns(error_kind=pl.from_arrow(with_error_kind(errors)["error_kind"]).cast(pl.Utf8))
+
+
+def _has_error(frame: pl.DataFrame) -> pl.Expr:
+    """Where ``error`` holds a message (not null, not blank)."""
+    if "error" not in frame.columns:
+        return pl.lit(False)
+    message = pl.col("error").cast(pl.Utf8)
+    return (message.is_not_null() & (message.str.strip_chars() != "")).fill_null(False)
+
+
+def _mode(frame: pl.DataFrame) -> pl.Expr:
+    """Every row's ``mode``, ``schema.DEFAULT_MODE`` where it is null or the column absent."""
+    return pl.col("mode").fill_null(DEFAULT_MODE) if "mode" in frame.columns else pl.lit(DEFAULT_MODE)
+
+
+def _error_flags() -> dict[str, pl.Expr]:
+    """``errored`` (the row has an ``error_kind``) and one 0/1 column ``_error_<kind>`` per kind (the cells of
+    ``error_rate``)."""
+    kind = pl.col("error_kind")
+    flags = {"errored": kind.is_not_null()}
+    flags.update({f"_error_{name}": (kind == name).fill_null(False) for name in ERROR_KINDS})
     return flags
 
 
@@ -214,8 +251,8 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     Rows marked ``skipped`` (not asked: media their model cannot take, ``media_policy``) are dropped here, so they
     are in no metric's numerator or denominator, ``error_rate`` included: for the metrics, the model was never
     given those instances (paired differences and tests then match the instances both sides answered)."""
-    frame = without_skipped(frame)
-    frame = frame.with_columns(**_error_flags(frame))
+    frame = _with_error_kinds(without_skipped(frame))  # a frame not read from a file may lack the column
+    frame = frame.with_columns(**_error_flags())
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
     source = pl.col("answer_source").cast(pl.Utf8) if "answer_source" in frame.columns else pl.lit(None, pl.Utf8)
@@ -232,7 +269,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         human_abstain=(pl.col("target") == pl.col("abstain_label")).fill_null(False),
         has_conf=valid & pl.col("confidence").is_not_null(),
         conf_method=pl.col("confidence_method").fill_null("unknown"),
-        mode=pl.col("mode").fill_null("mcq") if "mode" in frame.columns else pl.lit("mcq"),
+        mode=_mode(frame),
         **{CLUSTER: cluster_of(frame)},
     )
 
@@ -246,6 +283,6 @@ def without_skipped(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def error_kinds_present(frame: pl.DataFrame) -> list[str]:
-    """The error kinds of a prepared frame, in ``ERROR_KIND_NAMES`` order."""
+    """The error kinds of a prepared frame, in ``schema.ERROR_KINDS`` order."""
     present = set(frame["error_kind"].drop_nulls().unique().to_list())
-    return [kind for kind in ERROR_KIND_NAMES if kind in present]
+    return [kind for kind in ERROR_KINDS if kind in present]
