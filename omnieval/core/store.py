@@ -208,6 +208,8 @@ def read_parquet(fs: pafs.FileSystem, path: str) -> pa.Table:
 
 
 def predictions_table(rows: Iterable[dict]) -> pa.Table:
+    """Prediction rows (dicts; ``Prediction.row()`` in the run layer) cast to ``PREDICTION_SCHEMA``: a value of the
+    wrong type fails here, where it is written, not in a reader."""
     rows = list(rows)
     return pa.Table.from_pylist(rows, schema=PREDICTION_SCHEMA) if rows else PREDICTION_SCHEMA.empty_table()
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from omnieval.core.prompts import final_answer
-from omnieval.core.schema import PREDICTION_SCHEMA, Instance
+from omnieval.core.schema import Instance
 
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
 
@@ -27,7 +25,8 @@ def reference_text(inst: Instance) -> str:
 
 @dataclass(frozen=True)
 class Prediction:
-    """One row of ``predictions.parquet`` (SPEC section 1.3), before it is cast to ``PREDICTION_SCHEMA``."""
+    """One row of ``predictions.parquet`` (SPEC section 1.3), before it is cast to ``PREDICTION_SCHEMA``
+    (``store.predictions_table``)."""
 
     instance: Instance
     model: str
@@ -107,10 +106,3 @@ class Prediction:
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source,
         }
-
-
-def prediction_table(predictions: list[Prediction]) -> pa.Table:
-    """Rows cast to ``PREDICTION_SCHEMA`` (a value of the wrong type fails here, not in a reader)."""
-    if not predictions:
-        return PREDICTION_SCHEMA.empty_table()
-    return pa.Table.from_pylist([p.row() for p in predictions], schema=PREDICTION_SCHEMA)
