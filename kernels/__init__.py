@@ -1,1 +1,2 @@
-"""numba kernels: pure functions over numpy arrays and a seed (no pandas, polars or ray)."""
+"""Numerical kernels: pure functions over numbers, numpy arrays and a seed (numba where speed needs it; no pandas,
+polars or ray)."""

@@ -1,4 +1,5 @@
-"""Calibration: restricted softmax, ECE and the risk-coverage AUC, on the data or under bootstrap weights.
+"""Calibration: ECE and the risk-coverage AUC, on the data or under bootstrap weights (the restricted softmax that
+gives the ``rs`` confidence is ``kernels.softmax``).
 
 ECE and RC-AUC are not functions of a few cell means (RC-AUC depends on the ranking of every instance), so under the
 clustered bootstrap they are evaluated on the resample itself: a resample is a row of item multiplicities ``W[r]``
@@ -22,30 +23,6 @@ import numpy as np
 from numba import njit, prange
 
 from kernels.bootstrap import blocks
-
-
-@njit(cache=True)
-def restricted_softmax(logprobs):
-    """Softmax over each row's option-label logprobs; NaN / -inf entries (labels not offered) get probability 0."""
-    out = np.zeros(logprobs.shape)
-    for i in range(logprobs.shape[0]):
-        top = -np.inf
-        for j in range(logprobs.shape[1]):
-            v = logprobs[i, j]
-            if not np.isnan(v) and v > top:
-                top = v
-        if top == -np.inf:
-            out[i, :] = np.nan
-            continue
-        total = 0.0
-        for j in range(logprobs.shape[1]):
-            v = logprobs[i, j]
-            if not np.isnan(v) and v > -np.inf:
-                out[i, j] = np.exp(v - top)
-                total += out[i, j]
-        for j in range(logprobs.shape[1]):
-            out[i, j] /= total
-    return out
 
 
 @njit(cache=True)

@@ -35,15 +35,14 @@ Without ``keys`` the row index is the key (then the result is a function of the 
 copies of one question, which share its image and stem). It lays each group out block by block and shifts by the
 largest block (its docstring says why that is always a permutation that keeps blocks apart, when one exists).
 
-Speed, measured with ``time.perf_counter`` (``bench_derange``, warm, best of 3) on this project's 2-core CPU
-development machine (numba 0.68, numpy 2.4, idle): 1,000,000 items in 1,000 groups in 0.09 s; 5,000,000 items in
-1,000 groups in 0.53 s, in 1,000,000 groups in 0.56 s, in one group in 0.52 s (~9.5 M items/s; about two thirds
-is the one sort, the rest the rank hashing and the scattered writes of ``donor``).
+Speed, measured with ``time.perf_counter`` (``omnieval.dev.bench_stats.derange_seconds``, row (e) of ``omnieval
+bench stats``: warm, best of 3) on this project's 2-core CPU development machine (numba 0.68, numpy 2.4, idle):
+1,000,000 items in 1,000 groups in 0.09 s; 5,000,000 items in 1,000 groups in 0.53 s, in 1,000,000 groups in
+0.56 s, in one group in 0.52 s (~9.5 M items/s; about two thirds is the one sort, the rest the rank hashing and the
+scattered writes of ``donor``).
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 from numba import njit
@@ -219,14 +218,3 @@ def derange_apart(groups, blocks, seed: int, stream: int, keys=None, block_keys=
     fine = ok[member]
     donor[order[fine]] = order[target[fine]]
     return donor
-
-
-def bench_derange(n: int = 5_000_000, n_groups: int = 1_000, seed: int = 0) -> float:
-    """Seconds for one warm ``derange`` of ``n`` items in ``n_groups`` random groups (the module doc's figures)."""
-    rng = np.random.default_rng(seed)
-    groups = rng.integers(0, n_groups, n).astype(np.int64)
-    keys = rng.integers(0, 2**63, n).astype(np.uint64)
-    derange(groups[:100], 1, 2, keys[:100])  # compile or load the cached machine code first
-    start = time.perf_counter()
-    derange(groups, 1, 2, keys)
-    return time.perf_counter() - start

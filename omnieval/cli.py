@@ -1,19 +1,19 @@
 """The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | filter | datasets | models | bench.
 
-Each subcommand parses its arguments and makes one library call; heavy modules are imported inside the handlers so
-``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line and exit with code 2;
-a local Ray that would not start, one line and code 1; ``run`` and ``sweep`` stopped by Ctrl-C or SIGTERM, one line
-with the command that resumes them and code 130 or 143.
+Each subcommand parses its arguments and makes one library call; heavy modules (dev tooling included) are imported
+inside the handlers so ``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line
+and exit with code 2; a local Ray that would not start, one line and code 1; ``run`` and ``sweep`` stopped by Ctrl-C
+or SIGTERM, one line with the command that resumes them and code 130 or 143.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 
 from omnieval.core.schema import InputError
 from omnieval.datasets.synthetic_registry import SYNTHETIC_PROTOCOLS
-from omnieval.dev.tiny_models import ARCHS as TINY_ARCHS
 
 DESCRIPTION = ("Evaluate omni-modal models (video, audio, image, text in; multiple-choice answers out): modality "
                "reliance, cross-modal consistency, calibrated abstention, with bootstrap CIs and significance tests. "
@@ -301,11 +301,45 @@ def _bench_stats(args: argparse.Namespace) -> int:
     return bench_stats(quick=args.quick)
 
 
+class _LazyChoices(Sequence):
+    """Choices read from a module only when they are needed (the command's ``--help``, or parsing its option), so
+    that building the parser imports no dev tooling. The option needs a ``metavar``: argparse lists the choices of
+    an option without one as soon as the option is added."""
+
+    def __init__(self, load: Callable[[], Sequence[str]]):
+        self._load, self._items = load, None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._items is None:
+            self._items = tuple(self._load())
+        return self._items
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def _tiny_archs() -> Sequence[str]:
+    from omnieval.dev.tiny_models import ARCHS
+
+    return ARCHS
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``omnieval`` parser, one function per command group; what a handler calls is imported when it runs."""
     parser = _Parser(prog="omnieval", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"omnieval {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_filter, _add_datasets,
+                _add_models, _add_bench):
+        add(sub)
+    return parser
 
+
+def _add_run_commands(sub) -> None:
+    """``run`` and ``sweep``: model work on Ray."""
     p = sub.add_parser("run", help="run one evaluation from a YAML config")
     p.add_argument("config", help="YAML run config: benchmark, output, models (format: README, 'A run config'; "
                                   "every field: docs/runs.md)")
@@ -322,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help=ADDRESS_HELP)
     p.set_defaults(func=_sweep)
 
+
+def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="synthetic benchmark + local Ray + simulated and tiny transformers models")
     p.add_argument("--out", default="./omnieval-demo")
     p.add_argument("--no-hf", action="store_true", help="skip the tiny transformers model")
@@ -330,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_demo)
 
+
+def _add_statistics_commands(sub) -> None:
+    """``metrics``, ``stats`` and ``power``: statistics of predictions files."""
     p = sub.add_parser("metrics", help="metrics table and paired differences with bootstrap CIs from predictions "
                        "files")
     p.add_argument("predictions", nargs="+", help="predictions files (.parquet, .jsonl, .csv) of one or more runs")
@@ -362,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", type=float, default=0.80)
     p.set_defaults(func=_power)
 
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
     p.add_argument("inputs", nargs="+", help="run folders, metrics folders, predictions or metrics files")
     p.add_argument("--out", required=True)
@@ -371,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", default=None)
     p.set_defaults(func=_report)
 
+
+def _add_filter(sub) -> None:
     p = sub.add_parser("filter", help="dataset filters")
     fsub = p.add_subparsers(dest="filter_command", required=True)
     s = fsub.add_parser("rtc", help="contrastive mixture-of-models round-trip-consistency filter (MF/UF/PMF/PUF)")
@@ -381,9 +424,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", default=None, help="prompt style to use when the predictions hold several")
     s.set_defaults(func=_filter_rtc)
 
+
+def _add_datasets(sub) -> None:
+    """``datasets``: a synthetic benchmark, the converters, the check."""
     p = sub.add_parser("datasets", help="benchmark tools")
     dsub = p.add_subparsers(dest="datasets_command", required=True)
-    s = dsub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
+    _add_datasets_synth(dsub)
+    _add_datasets_xmodbench(dsub)
+    _add_datasets_mcq(dsub)
+    _add_datasets_contra4(dsub)
+    _add_datasets_check(dsub)
+
+
+def _add_datasets_synth(sub) -> None:
+    s = sub.add_parser("synth", help="write a built-in synthetic benchmark (real media files)")
     s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--protocol", default="dissonance", choices=SYNTHETIC_PROTOCOLS, metavar="PROTOCOL",
                    help="the protocol whose synthetic benchmark to write (default: %(default)s; any registered "
@@ -404,7 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_flag(s, "synth")
     s.set_defaults(func=_datasets_synth)
 
-    s = dsub.add_parser("xmodbench", help="convert an XModBench release (JSON per subtask and direction)")
+
+def _add_datasets_xmodbench(sub) -> None:
+    s = sub.add_parser("xmodbench", help="convert an XModBench release (JSON per subtask and direction)")
     s.add_argument("release", help="the release folder (JSON files and media)")
     s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
     s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
@@ -414,7 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_flag(s, "xmodbench")
     s.set_defaults(func=_datasets_xmodbench)
 
-    s = dsub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
+
+def _add_datasets_mcq(sub) -> None:
+    s = sub.add_parser("mcq", help="convert a multiple-choice VQA benchmark (Parquet, datasets folder, VLMEvalKit "
                         "TSV) into a spectrum benchmark")
     s.add_argument("source", help="a .parquet file or folder, a datasets.save_to_disk folder, or a .tsv file")
     s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
@@ -437,7 +495,9 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_flag(s, "mcq")
     s.set_defaults(func=_datasets_mcq)
 
-    s = dsub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
+
+def _add_datasets_contra4(sub) -> None:
+    s = sub.add_parser("contra4", help="convert a released Contra4 JSON file into a contrastive benchmark")
     s.add_argument("release", help="the release JSON file (data/final_data/test.json or val.json)")
     s.add_argument("--media-root", action="append", metavar="[SOURCE=]DIR", type=_media_root,
                    help="SOURCE=DIR: a folder of that source's files, as the release's baselines read them "
@@ -456,7 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_flag(s, "contra4")
     s.set_defaults(func=_datasets_contra4)
 
-    s = dsub.add_parser("check", help="validate a benchmark folder as a run would, and show one item's instances "
+
+def _add_datasets_check(sub) -> None:
+    s = sub.add_parser("check", help="validate a benchmark folder as a run would, and show one item's instances "
                                       "(the media each condition shows, and where a shuffle took them from)")
     s.add_argument("folder", help="the benchmark folder (benchmark.json, items.jsonl, media)")
     s.add_argument("--item", default=None, help="the item to show (default: the first by id)")
@@ -467,14 +529,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run's protocol_options as JSON, e.g. '{\"donor_within\": [\"category\"]}'")
     s.set_defaults(func=_datasets_check)
 
+
+def _add_models(sub) -> None:
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)
     s = msub.add_parser("tiny", help="write a tiny random-weight model and its tokenizer (no download)")
-    s.add_argument("--arch", required=True, choices=TINY_ARCHS)
+    s.add_argument("--arch", required=True, choices=_LazyChoices(_tiny_archs), metavar="ARCH",
+                   help="the model family: %(choices)s")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=_models_tiny)
 
+
+def _add_bench(sub) -> None:
+    """``bench``: measurements that print a table (dev tooling, imported by the handlers)."""
     p = sub.add_parser("bench", help="benchmarks that print a table with ratios against a baseline")
     bsub = p.add_subparsers(dest="bench_command", required=True)
     s = bsub.add_parser("pipeline", help="fixed start-up per run, marginal instances/s vs the bare engine, driver "
@@ -482,7 +550,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.add_argument("--workdir", default=None, help="keep the benchmarks here and reuse them next time")
     s.set_defaults(func=_bench_pipeline)
-    s = bsub.add_parser("engine", help="steady-state vLLM pipeline vs bare vLLM vs a transformers loop (needs vllm)")
+    _add_bench_engine(bsub)
+    _add_bench_gpu(bsub)
+    s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
+    s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    s.set_defaults(func=_bench_stats)
+
+
+def _add_bench_engine(sub) -> None:
+    s = sub.add_parser("engine", help="steady-state vLLM pipeline vs bare vLLM vs a transformers loop (needs vllm)")
     s.add_argument("--model", default=None, help="model folder (default: a tiny random-weight Qwen2)")
     s.add_argument("--quick", action="store_true", help="smaller sizes, 2 repeats (smoke test)")
     s.add_argument("--anchors", type=int, default=None,
@@ -497,7 +573,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vllm-options", default=None, help="JSON of extra vllm engine options")
     s.add_argument("--workdir", default=None)
     s.set_defaults(func=_bench_engine)
-    s = bsub.add_parser("gpu", help="hf engine on a real-size random-weight Qwen2.5-Omni thinker: batched vs batch-1 "
+
+
+def _add_bench_gpu(sub) -> None:
+    s = sub.add_parser("gpu", help="hf engine on a real-size random-weight Qwen2.5-Omni thinker: batched vs batch-1 "
                         "instances/s, GPU memory, largest batch, decode cores per GPU (docs/gpu.md)")
     s.add_argument("--size", choices=("7b", "tiny"), default="7b",
                    help="7b: the released architecture (a GPU); tiny: the test model (runs anywhere)")
@@ -515,10 +594,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="also write the figures as JSON here")
     s.add_argument("--workdir", default=None)
     s.set_defaults(func=_bench_gpu)
-    s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
-    s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
-    s.set_defaults(func=_bench_stats)
-    return parser
 
 
 STOPPABLE = ("run", "sweep")

@@ -150,7 +150,8 @@ def test_forced_cot_answers_are_counted_in_forced_rate(qwen2, monkeypatch):
     import polars as pl
 
     from omnieval.core.prompts import parse_answer
-    from omnieval.run.predictions import Prediction, prediction_table
+    from omnieval.core.store import predictions_table
+    from omnieval.run.predictions import Prediction
     from omnieval.stats.metrics import metrics_table
 
     _, engine = qwen2
@@ -164,7 +165,7 @@ def test_forced_cot_answers_are_counted_in_forced_rate(qwen2, monkeypatch):
         rows.append(Prediction.scored(inst, "tiny", "hf", "cot", choice=res.choice, confidence=res.confidence,
                                       confidence_method=res.confidence_method, option_logprobs=res.option_logprobs,
                                       raw_text=res.raw_text, answer_source=res.answer_source))
-    table = pl.from_arrow(prediction_table(rows))
+    table = pl.from_arrow(predictions_table(r.row() for r in rows))
     unparsed = sum(parse_answer(t, LABELS, instance(0).option_texts) is None for t in table["raw_text"])
     assert table["answer_source"].to_list().count("forced") == unparsed == 3
     metrics = metrics_table(table, resamples=0)

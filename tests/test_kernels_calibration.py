@@ -7,9 +7,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.special import softmax
 
-from kernels.calibration import calibration_weighted, restricted_softmax
+from kernels.calibration import calibration_weighted
 
 
 def ece_loop(conf, correct, bins=10):
@@ -90,12 +89,3 @@ def test_ece_bins_include_one_in_the_last_bin_and_empty_resample_is_nan():
     assert np.isclose(ece[0], ece_loop(conf, correct))
     ece, auc = calibration_weighted(np.zeros((1, 3), dtype=np.int32), np.arange(3), conf, correct, 10)
     assert np.isnan(ece[0]) and np.isnan(auc[0])
-
-
-def test_restricted_softmax_matches_scipy_and_skips_missing_labels():
-    rng = np.random.default_rng(2)
-    logprobs = rng.normal(-3, 2, size=(20, 5))
-    assert np.allclose(restricted_softmax(logprobs), softmax(logprobs, axis=1))
-    logprobs[:, 4] = np.nan
-    out = restricted_softmax(logprobs)
-    assert np.allclose(out[:, :4], softmax(logprobs[:, :4], axis=1)) and (out[:, 4] == 0).all()

@@ -18,10 +18,11 @@ import polars as pl
 import pytest
 
 from omnieval.core.schema import LABELS, InputError
+from omnieval.core.store import predictions_table
 from omnieval.datasets.mcq import convert_mcq
 from omnieval.engines import EngineRequest, create_engine
 from omnieval.protocols import spectrum
-from omnieval.run.predictions import Prediction, prediction_table
+from omnieval.run.predictions import Prediction
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.read import read_predictions
 
@@ -164,7 +165,7 @@ def simulated_predictions(items, models=(("sim", {"image": 0.7, "text": 0.3}),),
             for req, res in zip(requests, engine.score(requests), strict=True):
                 rows.append(Prediction.scored(req.instance, name, "simulated", prompt, choice=res.choice,
                                               confidence=res.confidence, confidence_method=res.confidence_method))
-    return pl.from_arrow(prediction_table(rows))
+    return pl.from_arrow(predictions_table(r.row() for r in rows))
 
 
 def test_circular_accuracy_and_metrics_against_pandas(converted, tmp_path):

@@ -5,7 +5,9 @@ model cannot phrase, so the retry and the invalid path run for real)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -139,38 +141,50 @@ def test_tiny_transformers_open_answers_judges_and_audio_cascade(ray_session, be
 
 def test_contrastive_caption_baseline_with_predicted_captions(ray_session, tmp_path):
     """Contra4's caption baseline with captions a describer wrote: every input of every option order is replaced by
-    its description (one per distinct file, with its modality's prompt); the options keep their places."""
+    its description (one per distinct file, with its modality's prompt); the options keep their places. Expected
+    values come from the benchmark's items.jsonl: its inputs, modalities and captions."""
     from omnieval.config import DEFAULT_DESCRIBE_PROMPTS
     from omnieval.datasets.synthetic_contrastive import make_contrastive_benchmark
-    from omnieval.run.cascade import described_as
 
     bench = make_contrastive_benchmark(tmp_path / "bench", seed=0, n_entities=4)
+    items = {item["item_id"]: item for item in map(json.loads, (bench / "items.jsonl").read_text().splitlines())}
+    # every input file of an item (its path in the benchmark) and its modality: a point cloud is described as a 3D
+    # model even where it is shown as rendered views
+    inputs = {item_id: {i["path"]: i["modality"] for i in item["inputs"]} for item_id, item in items.items()}
+    assert {m for files in inputs.values() for m in files.values()} == set(DEFAULT_DESCRIBE_PROMPTS)
+    # the original order and 2 sampled permutations, fewer where the inputs have fewer orders (2 inputs: 1)
+    orders = {item_id: 1 + min(2, math.factorial(len(item["inputs"])) - 1) for item_id, item in items.items()}
     reader = {"name": "sim-reader", "engine": "simulated", "options": {"seed": 1, "reliance": {"text": 1.0}},
               "describe": {"model": {"name": "captioner", "engine": "simulated"},
                            "prompts": dict(DEFAULT_DESCRIBE_PROMPTS)}}
     config = _config(bench, tmp_path / "run", [reader], protocol="contrastive",
                      protocol_options={"permutations": 2})
-    plan = make_plan(config)
-    media = {i.instance_id: {s.path: described_as(s) for s in i.media_segments()} for i in plan.load_instances()}
-    # point clouds are shown as rendered views (image segments) and described with the 3D model prompt
-    assert {m for paths in media.values() for m in paths.values()} == set(DEFAULT_DESCRIBE_PROMPTS)
-    assert {s.modality for i in plan.load_instances() for s in i.media_segments()} == {"image", "audio", "video"}
     result = run_evaluation(config, progress=False)
     df = pl.from_arrow(pq.read_table(result.predictions_path))
-    assert df.height == len(plan.load_instances()) and df["error"].null_count() == df.height
+    assert df.height == sum(orders.values()) and df["error"].null_count() == df.height
+    assert dict(df.group_by("item_id").len().iter_rows()) == orders
     assert (df["cascade"] == "captioner:audio+image+pointcloud+video").all()
-    assert len(set(df["condition"])) > 1  # the original order and its permutations
-    for row in df.iter_rows(named=True):
-        texts = json.loads(row["intermediate_text"])
-        assert texts.keys() == media[row["instance_id"]].keys()
-        assert all(text.startswith(f"{media[row['instance_id']][p]} showing ") for p, text in texts.items())
+    assert set(df.filter(pl.col("condition") != "original")["condition"]) <= {
+        f"perm:{''.join(p)}" for n in (2, 3, 4) for p in itertools.permutations("ABCD"[:n])}
+    for row in df.iter_rows(named=True):  # the simulated describer says the modality and the file it was given
+        assert json.loads(row["intermediate_text"]) == {
+            path: f"{modality} showing {path}" for path, modality in inputs[row["item_id"]].items()}
     described = pq.read_table(tmp_path / "run" / "descriptions" / "captioner").to_pylist()
-    assert sorted(d["path"] for d in described) == sorted({p for paths in media.values() for p in paths})
-    assert all(d["prompt"] == DEFAULT_DESCRIBE_PROMPTS[d["modality"]] and d["error"] is None for d in described)
-    # the metrics of the predicted-caption baseline come out like any contrastive run's
+    every_file = {path: modality for files in inputs.values() for path, modality in files.items()}
+    assert sorted(d["path"] for d in described) == sorted(every_file)  # one description per distinct file
+    assert all(d["prompt"] == DEFAULT_DESCRIBE_PROMPTS[every_file[d["path"]]] and d["error"] is None
+               for d in described)
+    # the metrics of the predicted-caption baseline, recomputed from the predictions with plain loops
     table = compute_metrics([result.predictions_path], resamples=50)
-    got = {(r["metric"], r["key"]) for r in table.filter(pl.col("model") == "sim-reader").to_dicts()}
-    assert {("accuracy", "all"), ("permutation_consistency", "")} <= got
+    got = {(r["metric"], r["key"]): r["value"] for r in table.filter(pl.col("model") == "sim-reader").to_dicts()}
+    original = [r for r in df.iter_rows(named=True) if r["condition"] == "original"]
+    assert got[("accuracy", "all")] == pytest.approx(
+        sum(r["choice"] == r["target"] for r in original) / len(original), rel=1e-12)
+    right_everywhere = {}
+    for r in df.iter_rows(named=True):
+        right_everywhere[r["item_id"]] = right_everywhere.get(r["item_id"], True) and r["choice"] == r["target"]
+    assert got[("permutation_consistency", "")] == pytest.approx(
+        sum(right_everywhere.values()) / len(right_everywhere), rel=1e-12)
 
 
 @pytest.mark.parametrize("protocol", ["crossmodal", "spectrum"])

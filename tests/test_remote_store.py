@@ -134,3 +134,36 @@ def test_remote_paths_fail_with_the_file_named(s3, tmp_path, capsys):
     assert "endpoint_override" not in err  # the URI's options stay out of messages
     assert main(["report", s3("nowhere"), "--out", str(tmp_path / "r")]) == 2
     assert "no such run" in capsys.readouterr().err
+
+
+def test_a_sweep_runs_metrics_on_s3_are_what_omnieval_metrics_writes(s3, tmp_path):
+    """A sweep run's ``metrics/`` on S3 (``sweep.state.write_metrics``, reading the predictions by their URI) holds
+    the files ``omnieval metrics`` writes for a local copy of the same predictions, byte for byte, but for the
+    input each ``metrics.json`` names."""
+    import json
+
+    from omnieval.cli import main
+    from omnieval.core.store import RunStore
+    from omnieval.dev.bench_stats import synthetic_dissonance
+    from omnieval.sweep.state import write_metrics
+
+    local = tmp_path / "predictions.parquet"
+    synthetic_dissonance(n_models=2, prompts=("zs",), splits=("real",), n_items=12, seed=4).write_parquet(local)
+    store = RunStore(s3("sweep-run"))
+    store.write_bytes("predictions.parquet", local.read_bytes())
+    rows = write_metrics(store, {"resamples": 100, "seed": 3, "permutations": 200})
+    assert main(["metrics", str(local), "--out", str(tmp_path / "m"), "--resamples", "100", "--seed", "3",
+                 "--permutations", "200"]) == 0
+    expected = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    infos = store.fs.get_file_info(pafs.FileSelector(store.path("metrics")))
+    got = {Path(i.path).name: store.read_bytes(f"metrics/{Path(i.path).name}") for i in infos}
+    assert sorted(got) == sorted(expected) == ["metrics.csv", "metrics.json", "metrics.parquet", "paired.csv",
+                                               "paired.parquet"]
+    for name in expected:
+        if name != "metrics.json":
+            assert got[name] == expected[name], name
+    doc, reference = json.loads(got["metrics.json"]), json.loads(expected["metrics.json"])
+    assert doc["inputs"] == [s3("sweep-run/predictions.parquet")] and reference["inputs"] == [str(local.resolve())]
+    assert {**doc, "inputs": None} == {**reference, "inputs": None}
+    assert rows == len(pl.read_csv(tmp_path / "m" / "metrics.csv")) > 0
+    assert len(pl.read_csv(tmp_path / "m" / "paired.csv")) > 0  # two models: their paired differences are there

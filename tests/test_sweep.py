@@ -225,6 +225,28 @@ def test_sweep_writes_every_run_complete_and_correct(finished, bench):
 
 
 @pytest.mark.slow
+def test_each_runs_metrics_folder_is_what_omnieval_metrics_writes(finished, tmp_path):
+    """A sweep computes a run's metrics as ``omnieval metrics`` does on its predictions: the same files (paired
+    differences included), byte for byte, with the settings its marker records."""
+    from omnieval.cli import main
+
+    root, *_ = finished
+    for model in ("sim-a", "sim-b"):
+        for prompt in ("zs", "cot"):
+            run = _run_dir(root, model, prompt)
+            settings = json.loads((run / "sweep-run.json").read_text())["metrics"]
+            out = tmp_path / f"{model}-{prompt}"
+            assert main(["metrics", str(run / "predictions.parquet"), "--out", str(out), "--resamples",
+                         str(settings["resamples"]), "--seed", str(settings["seed"]), "--permutations",
+                         str(settings["permutations"])]) == 0
+            names = sorted(p.name for p in out.iterdir())
+            assert names == ["metrics.csv", "metrics.json", "metrics.parquet", "paired.csv", "paired.parquet"]
+            assert sorted(p.name for p in (run / "metrics").iterdir()) == names
+            for name in names:
+                assert (run / "metrics" / name).read_bytes() == (out / name).read_bytes(), (run, name)
+
+
+@pytest.mark.slow
 def test_run_json_records_config_versions_commit_seed_times_counts_errors(finished, bench):
     import ray
 

@@ -137,6 +137,14 @@ class RunStore:
             raise ValueError(f"refusing to delete {rel!r}: not a folder inside the output")
         self.fs.delete_dir(self.path(rel))
 
+    def location(self, rel: str) -> Path | StoredPath:
+        """A file of this output as the statistics read it (``stored_path``): a local path, or a ``StoredPath`` on
+        this store's own filesystem (the URI's query options kept)."""
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            return Path(self.path(rel))
+        uri = urlsplit(self.uri)
+        return StoredPath(scheme=uri.scheme, path=self.path(rel).strip("/"), query=uri.query, fs=self.fs)
+
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound
 
@@ -209,6 +217,8 @@ def read_parquet(fs: pafs.FileSystem, path: str) -> pa.Table:
 
 
 def predictions_table(rows: Iterable[dict]) -> pa.Table:
+    """Prediction rows (dicts; ``Prediction.row()`` in the run layer) cast to ``PREDICTION_SCHEMA``: a value of the
+    wrong type fails here, where it is written, not in a reader."""
     rows = list(rows)
     return pa.Table.from_pylist(rows, schema=PREDICTION_SCHEMA) if rows else PREDICTION_SCHEMA.empty_table()
 

@@ -12,7 +12,9 @@ Prints one table:
     metric (Shapley value, ACE of one unit: index resampling) and pattern-shortcut metrics (one 0/1 accuracy cell,
     the disparity of one XModBench model);
 (d) numba compile time in a cold process and the cached time in a second process (both spawned, with a private
-    cache folder, so the numbers do not depend on what ran before).
+    cache folder, so the numbers do not depend on what ran before);
+(e) one warm derangement (``kernels.derangement.derange``, the spectrum protocol's shuffle) of 5,000,000 items in
+    1,000 random groups, best of 3 (the figures of that module's docstring).
 
 Synthetic predictions come from numpy with a fixed seed; the timings include building cells from the polars frame.
 """
@@ -226,6 +228,17 @@ def _compile_times() -> tuple[float, float]:
     return out[0], out[1]
 
 
+def derange_seconds(n: int = 5_000_000, n_groups: int = 1_000, seed: int = 0, repeat: int = 3) -> float:
+    """Seconds for one warm ``derange`` of ``n`` items in ``n_groups`` random groups, the best of ``repeat``."""
+    from kernels.derangement import derange
+
+    rng = np.random.default_rng(seed)
+    groups = rng.integers(0, n_groups, n).astype(np.int64)
+    keys = rng.integers(0, 2**63, n).astype(np.uint64)
+    derange(groups[:100], 1, 2, keys[:100])  # compile or load the cached machine code first
+    return _timed(lambda: derange(groups, 1, 2, keys), repeat)
+
+
 def bench_stats(quick: bool = False) -> int:
     """Measure and print the table; ``quick`` shrinks every size (a smoke test of the bench itself)."""
     from omnieval.stats.metrics import metrics_table
@@ -275,6 +288,10 @@ def bench_stats(quick: bool = False) -> int:
                   ""))
     lines.append(("(d) the same in a second process (numba cache=True)", f"{warm:.2f} s", "", f"{cold / warm:.1f}x",
                   ""))
+
+    items, groups = (1_000_000, 1_000) if quick else (5_000_000, 1_000)
+    lines.append((f"(e) derangement of {items:,} items in {groups:,} groups (warm, best of 3)",
+                  f"{derange_seconds(items, groups):.2f} s", "", "", ""))
 
     width = max(len(line[0]) for line in lines)
     print(f"omnieval bench stats ({os.cpu_count()} cores, numba threads {_threads()})")

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from kernels.softmax import restricted_softmax
 from omnieval.core.engine_names import LAZY as _LAZY
 from omnieval.core.engine_names import REGISTRY as _REGISTRY
 from omnieval.core.schema import Instance
@@ -204,23 +205,11 @@ def create_engine(name: str, model: str, **options) -> Engine:
     return engine_class(name)(model=model, **options)
 
 
-def restricted_softmax(option_logprobs: Sequence[float]) -> list[float]:
-    """Softmax over the option-label logprobs only (``rs`` confidence: docs/reference.md, Prompting and
-    parsing). NaN/-inf entries get 0."""
-    finite = [x for x in option_logprobs if x is not None and math.isfinite(x)]
-    if not finite:
-        return [0.0] * len(option_logprobs)
-    top = max(finite)
-    exps = [math.exp(x - top) if (x is not None and math.isfinite(x)) else 0.0 for x in option_logprobs]
-    total = sum(exps)
-    return [e / total for e in exps]
-
-
 def result_from_option_logprobs(labels: Sequence[str], option_logprobs: Sequence[float],
                                 raw_text: str | None = None) -> EngineResult:
     """Zero-shot scoring from logits: choice = argmax of the restricted softmax, confidence = its max (rs)."""
     probs = restricted_softmax(option_logprobs)
-    if not any(probs):
+    if not probs or math.isnan(probs[0]):  # NaN everywhere: no label has a finite logprob
         return EngineResult(choice=None, option_logprobs=list(option_logprobs), raw_text=raw_text,
                             error="no finite option-label logprob")
     best = max(range(len(probs)), key=lambda i: probs[i])

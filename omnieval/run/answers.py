@@ -19,8 +19,9 @@ import pyarrow as pa
 
 from omnieval.core.prompts import open_media_paths, render_open_prompt
 from omnieval.core.schema import DESCRIBE_ERROR, Instance
+from omnieval.core.store import predictions_table
 from omnieval.run.media_policy import MediaPolicy
-from omnieval.run.predictions import Prediction, prediction_table
+from omnieval.run.predictions import Prediction
 from omnieval.run.stages import INSTANCE_COLUMN
 
 
@@ -152,7 +153,7 @@ class PredictionRows:
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
                     cascade=cascade,
                     media_noted=noted, answer_source=r.get("answer_source")))
-        table = prediction_table(out)
+        table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
         return table
@@ -162,9 +163,9 @@ def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: s
                        prompts: list[str], done: set[tuple[str, str, str]]) -> pa.Table:
     """Errored predictions (kind ``describe``), without a model call, of instances that cannot be asked (their
     describer failed: ``cascade.cascade_instances``)."""
-    return prediction_table([Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR)
+    return predictions_table(Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR).row()
                              for inst, message in failed for mode in modes for prompt in prompts
-                             if (mode, prompt, inst.instance_id) not in done])
+                             if (mode, prompt, inst.instance_id) not in done)
 
 
 def _logprob(x) -> float | None:

@@ -44,6 +44,8 @@ from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan
 from omnieval.run.ray_start import ensure_ray
 
 if TYPE_CHECKING:
+    from ray.data import Dataset
+
     from omnieval.core.store import RunStore
 
 
@@ -221,6 +223,27 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
     return results
 
 
+@dataclass
+class _RunShare:
+    """One run's share of an answering pass (``_answer``): its request rows still to do, and what the pass did."""
+
+    run: PreparedRun
+    index: int  # the run's ``RUN_COLUMN`` value and media scope
+    planned: int  # the run's rows for this model: instances x modes x prompt styles
+    requests: Dataset | None = None  # the request rows; None: nothing to ask the model
+    n_requests: int = 0
+    warm: list = field(default_factory=list)  # media to start decoding ahead, in the order the blocks need them
+    n_failed: int = 0  # errored rows written without a model call (their describer failed)
+    n_rows: int = 0  # rows the model answered, written to the run's parts
+
+    @property
+    def tags(self) -> dict:
+        return {RUN_COLUMN: self.index, "media_scope": str(self.index)}
+
+    def answered(self) -> _Answered:
+        return _Answered(n_rows=self.n_rows, n_skipped=max(0, self.planned - self.n_rows - self.n_failed))
+
+
 def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progress: bool) -> list[_Answered]:
     """One answering model over one or more runs, with one engine pool: per run its describer first if it has one,
     then the request rows still to do of every run (tagged with the run, media looked up under the run's scope:
@@ -230,71 +253,97 @@ def _answer(model: ModelConfig, runs: list[PreparedRun], cache: PassCache, progr
     A run's request rows are made from its instance blocks by Ray tasks (``answers.block_requests``), so the driver
     holds neither instances nor request rows; only a model with a describer has its instances on the driver (they
     are rewritten with the descriptions)."""
-    import pyarrow.compute as pc
+    shares = [_requests_of(model, index, run, cache, progress) for index, run in enumerate(runs)]
+    _through_engine(model, shares, cache, progress)
+    return [share.answered() for share in shares]
+
+
+def _requests_of(model: ModelConfig, index: int, run: PreparedRun, cache: PassCache, progress: bool) -> _RunShare:
+    """The request rows of one run still to do for ``model`` (those finished before are skipped): described first
+    where the model has a describer, else made from the instance blocks by Ray tasks."""
+    from omnieval.run.media_policy import answering_model, media_policy
+
+    modes = modes_of(run.config, model)
+    share = _RunShare(run, index, planned=run.plan.n_instances * len(modes) * len(run.config.prompts))
+    done = run.store.finished_ids(model.name)
+    policy = media_policy(model, run.plan.expanded.media)
+    answering = answering_model(model, run.plan.expanded.media)  # describe: the describer takes what it cannot
+    if answering.describe is not None:
+        _described_requests(share, model, answering, modes, done, policy, cache, progress)
+    elif len(done) < share.planned:  # a run whose rows are all done (same identity) starts no engine pool
+        _block_requests(share, modes, done, policy)
+    return share
+
+
+def _described_requests(share: _RunShare, model: ModelConfig, answering: ModelConfig, modes: list[str],
+                        done: set, policy, cache: PassCache, progress: bool) -> None:
+    """A model with a describer: the run's instances on the driver, rewritten with the descriptions of their media;
+    an instance whose describer failed becomes errored rows at once, without a model call."""
+    import ray.data
+
+    from omnieval.run.answers import answer_requests, failed_predictions, request_table
+    from omnieval.run.cascade import cascade_instances, describe_media
+
+    config, plan, store = share.run.config, share.run.plan, share.run.store
+    instances = plan.load_instances()
+    descriptions = describe_media(answering, instances, config, store, cache.source(plan.media_specs), progress)
+    instances, cascade, failed = cascade_instances(answering, instances, descriptions)
+    if failed:
+        table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done)
+        store.append_part(model.name, table)
+        share.n_failed = table.num_rows
+    rows = list(answer_requests(instances, modes, config.prompts, done, cascade, policy))
+    if rows:
+        size = plan.source.max_block
+        share.requests = ray.data.from_arrow([request_table(rows[i:i + size], share.tags)
+                                              for i in range(0, len(rows), size)])
+        share.n_requests = len(rows)
+
+
+def _block_requests(share: _RunShare, modes: list[str], done: set, policy) -> None:
+    """Request rows made from the run's instance blocks by Ray tasks (``answers.block_requests``); the media the
+    model takes are decoded ahead."""
     import ray
 
-    from omnieval.run.answers import PredictionRows, answer_requests, block_requests, failed_predictions, request_table
+    from omnieval.run.answers import block_requests
     from omnieval.run.expansion import instance_dataset
-    from omnieval.run.media_policy import answering_model, media_policy
-    from omnieval.run.stages import REQUEST_CPUS, RowBuilder, drain, media_key, request_tasks, through_model
+    from omnieval.run.stages import REQUEST_CPUS, request_tasks
 
-    out = [_Answered() for _ in runs]
-    datasets, planned, failed_rows = [], [0] * len(runs), [0] * len(runs)
-    specs: dict[str, object] = {}
-    warm: list = []  # the media of runs with rows to do, in the order their blocks need them
-    total = 0
-    for index, run in enumerate(runs):
-        config, plan, store = run.config, run.plan, run.store
-        scope = str(index)
-        tags = {RUN_COLUMN: index, "media_scope": scope}
-        specs |= {media_key(scope, path): spec for path, spec in plan.media_specs.items()}
-        done = store.finished_ids(model.name)
-        modes = modes_of(config, model)
-        planned[index] = plan.n_instances * len(modes) * len(config.prompts)
-        policy = media_policy(model, plan.expanded.media)
-        answering = answering_model(model, plan.expanded.media)  # describe: the describer takes what it cannot
-        if answering.describe is not None:
-            from omnieval.run.cascade import cascade_instances, describe_media
+    config, plan = share.run.config, share.run.plan
+    share.requests = instance_dataset(plan.expanded).map_batches(
+        block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": share.tags,
+                                   "done": ray.put(list(done)) if done else None, "policy": policy},
+        batch_size=None, batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks())
+    share.n_requests = max(0, share.planned - len(done))
+    share.warm = [spec for path, spec in plan.media_specs.items() if path not in policy.unsupported]
 
-            instances = plan.load_instances()
-            descriptions = describe_media(answering, instances, config, store, cache.source(plan.media_specs),
-                                          progress)
-            instances, cascade, failed = cascade_instances(answering, instances, descriptions)
-            if failed:  # instances whose describer failed: errored predictions, no model call
-                table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done)
-                store.append_part(model.name, table)
-                failed_rows[index] = table.num_rows
-            rows = list(answer_requests(instances, modes, config.prompts, done, cascade, policy))
-            if rows:
-                import ray.data
 
-                size = plan.source.max_block
-                tables = [request_table(rows[i:i + size], tags) for i in range(0, len(rows), size)]
-                datasets.append(ray.data.from_arrow(tables))
-                total += len(rows)
-        elif len(done) < planned[index]:  # a run whose rows are all done (same identity) starts no engine pool
-            datasets.append(instance_dataset(plan.expanded).map_batches(
-                block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": tags,
-                                           "done": ray.put(list(done)) if done else None, "policy": policy},
-                batch_size=None, batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks()))
-            total += max(0, planned[index] - len(done))
-            warm += [spec for path, spec in plan.media_specs.items() if path not in policy.unsupported]
+def _through_engine(model: ModelConfig, shares: list[_RunShare], cache: PassCache, progress: bool) -> None:
+    """Every run's request rows through one engine pool (``stages.through_model``); each finished block's rows are
+    written to their own run's parts (``RUN_COLUMN`` says which)."""
+    import pyarrow.compute as pc
+
+    from omnieval.run.answers import PredictionRows
+    from omnieval.run.stages import RowBuilder, drain, media_key, through_model
+
+    todo = [share for share in shares if share.requests is not None]
+    if not todo:
+        return
+    specs = {media_key(str(share.index), path): spec for share in shares
+             for path, spec in share.run.plan.media_specs.items()}
 
     def write(table: pa.Table) -> None:
         for index in sorted(set(table[RUN_COLUMN].to_pylist())):
             part = table.filter(pc.equal(table[RUN_COLUMN], index)).drop_columns([RUN_COLUMN])
-            runs[index].store.append_part(model.name, part)
-            out[index].n_rows += part.num_rows
+            shares[index].run.store.append_part(model.name, part)
+            shares[index].n_rows += part.num_rows
 
-    if datasets:
-        builder = RowBuilder(PredictionRows, {"model": model.name, "engine": model.engine, "carry": (RUN_COLUMN,)})
-        ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
-        ds = through_model(ds, model, cache.source(specs), rows=builder)
-        cache.warm_start(warm)
-        drain(ds, total, model.name, write, progress)
-    for index, one in enumerate(out):
-        one.n_skipped = max(0, planned[index] - one.n_rows - failed_rows[index])
-    return out
+    builder = RowBuilder(PredictionRows, {"model": model.name, "engine": model.engine, "carry": (RUN_COLUMN,)})
+    requests = todo[0].requests.union(*[share.requests for share in todo[1:]]) if len(todo) > 1 \
+        else todo[0].requests
+    answers = through_model(requests, model, cache.source(specs), rows=builder)
+    cache.warm_start([spec for share in shares for spec in share.warm])
+    drain(answers, sum(share.n_requests for share in todo), model.name, write, progress)
 
 
 def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_counts: dict[str, int],
@@ -308,14 +357,11 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
     config, plan, store = run.config, run.plan, run.store
     models = [m.name for m in config.models]
     if "open" in config.modes:
-        from omnieval.core.store import consolidate
         from omnieval.run.open_ended import attach_verdicts, run_judges
 
-        predictions = consolidate([store.read_parts(name) for name in models])
+        predictions = _consolidated_parts(store, models)
         run_judges(config, store, predictions, {i.instance_id: i for i in plan.load_instances()}, progress)
-        predictions = attach_verdicts(config, store, predictions)
-        store.write_table("predictions.parquet", predictions)
-        summary = summarise(predictions)
+        summary = _write_predictions(store, attach_verdicts(config, store, predictions))
     else:
         summary = _consolidated(store, models)
     record = run_record(config, started, plan, summary, decode_counts) | {"identity": run.identities}
@@ -347,13 +393,25 @@ def summarise(predictions: pa.Table) -> dict:
             "skipped": skipped_summary(predictions)}
 
 
-def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
-    from omnieval.core.store import RunStore, consolidate
+def _consolidated_parts(store: RunStore, models: list[str]) -> pa.Table:
+    """Every answering model's parts as one table, one row per (model, prompt, instance, mode) (``consolidate``)."""
+    from omnieval.core.store import consolidate
 
-    store = RunStore(output)
-    predictions = consolidate([store.read_parts(name) for name in models])
+    return consolidate([store.read_parts(name) for name in models])
+
+
+def _write_predictions(store: RunStore, predictions: pa.Table) -> dict:
+    """``predictions.parquet`` written; its summary (``summarise``)."""
     store.write_table("predictions.parquet", predictions)
     return summarise(predictions)
+
+
+def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
+    """The parts consolidated into ``predictions.parquet``, by the Ray task of ``_consolidated``."""
+    from omnieval.core.store import RunStore
+
+    store = RunStore(output)
+    return _write_predictions(store, _consolidated_parts(store, models))
 
 
 _CONSOLIDATE = None
@@ -366,11 +424,7 @@ def _consolidated(store: RunStore, models: list[str]) -> dict:
     import ray
 
     if not ray.is_initialized() or "://" in store.uri:
-        from omnieval.core.store import consolidate
-
-        predictions = consolidate([store.read_parts(name) for name in models])
-        store.write_table("predictions.parquet", predictions)
-        return summarise(predictions)
+        return _write_predictions(store, _consolidated_parts(store, models))
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     if store.lease is not None:

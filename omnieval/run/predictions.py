@@ -14,15 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from omnieval.core.prompts import final_answer
 from omnieval.core.schema import (
     DEFAULT_MODE,
     ERROR_KINDS,
     OPEN_MODE,
     OTHER_ERROR,
-    PREDICTION_SCHEMA,
     Instance,
 )
 
@@ -37,7 +34,7 @@ def reference_text(inst: Instance) -> str:
 @dataclass(frozen=True)
 class Prediction:
     """One row of ``predictions.parquet`` (docs/reference.md, Predictions), before it is cast to
-    ``PREDICTION_SCHEMA``."""
+    ``PREDICTION_SCHEMA`` (``store.predictions_table``)."""
 
     instance: Instance
     model: str
@@ -123,10 +120,3 @@ class Prediction:
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source,
         }
-
-
-def prediction_table(predictions: list[Prediction]) -> pa.Table:
-    """Rows cast to ``PREDICTION_SCHEMA`` (a value of the wrong type fails here, not in a reader)."""
-    if not predictions:
-        return PREDICTION_SCHEMA.empty_table()
-    return pa.Table.from_pylist([p.row() for p in predictions], schema=PREDICTION_SCHEMA)

@@ -1,51 +1,86 @@
 """The ``omnieval metrics`` command: predictions files -> ``metrics.csv`` / ``.parquet`` / ``.json`` and the paired
-differences of the same resampling pass (``paired.csv`` / ``.parquet``), plus the headline tables on stdout."""
+differences of the same resampling pass (``paired.csv`` / ``.parquet``), plus the headline tables on stdout.
+
+``metrics_files`` makes the folder's files; the command writes them to a local folder, a sweep writes the same
+files to each run's ``metrics/`` on its storage (``omnieval.sweep.state.write_metrics``), so both hold the same
+bytes for the same predictions and settings."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from omnieval.core.store import local_folder
+import polars as pl
+
+from omnieval.core.store import StoredPath, local_folder
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
 from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.read import read_predictions
 from omnieval.stats.registry import load_protocols
 
 
-def _absolute(path: str | Path) -> str:
+@dataclass
+class MetricsFiles:
+    """The files of a metrics folder (name -> bytes) and the tables they hold."""
+
+    files: dict[str, bytes]
+    metrics: pl.DataFrame
+    paired: pl.DataFrame
+    n_predictions: int
+
+
+def _absolute(path: str | Path | StoredPath) -> str:
     """A predictions path as recorded in ``metrics.json``: absolute (the report reads it from any folder), a URI as
-    given."""
+    given (with its query, so that it opens again)."""
+    if isinstance(path, StoredPath):
+        return path.uri
     return str(path) if "://" in str(path) else str(Path(path).resolve())
+
+
+def _parquet(write) -> bytes:
+    sink = io.BytesIO()
+    write(sink)
+    return sink.getvalue()
+
+
+def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
+                  permutations: int = 10_000) -> MetricsFiles:
+    """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
+    ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
+    resample count and confidence level) and ``paired.csv`` and ``paired.parquet``."""
+    import pyarrow.parquet as pq
+
+    load_protocols()
+    predictions = read_predictions(paths)
+    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations)
+    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
+    arrow = table.to_arrow()
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
+    doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
+           "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
+    files = {"paired.csv": paired.write_csv().encode(), "paired.parquet": _parquet(paired.write_parquet),
+             "metrics.csv": table.write_csv().encode(),
+             "metrics.parquet": _parquet(lambda sink: pq.write_table(arrow, sink)),
+             "metrics.json": json.dumps(doc, indent=1).encode()}
+    return MetricsFiles(files, table, paired, len(predictions))
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000) -> int:
-    """Write ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed and resample count) to ``out``,
-    and the paired differences of the same pass (``omnieval.stats.paired``) as ``paired.csv`` and ``paired.parquet``."""
+    """Write ``metrics_files`` to the local folder ``out`` and print the headline tables."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
-    load_protocols()
-    predictions = read_predictions(paths)
-    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations)
+    made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations)
     folder.mkdir(parents=True, exist_ok=True)
-    paired.write_csv(folder / "paired.csv")
-    paired.write_parquet(folder / "paired.parquet")
-    table.write_csv(folder / "metrics.csv")
-    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
-    arrow = table.to_arrow()
-    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
-    import pyarrow.parquet as pq
-
-    pq.write_table(arrow, folder / "metrics.parquet")
-    doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
-           "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
-    (folder / "metrics.json").write_text(json.dumps(doc, indent=1))
+    for name, data in made.files.items():
+        (folder / name).write_bytes(data)
     from omnieval.stats.headlines import headline_tables, render
 
-    print(render(headline_tables(table)))
-    print(f"\nomnieval metrics: {len(table)} rows and {len(paired)} paired differences from {len(predictions)} "
-          f"predictions in {time.perf_counter() - start:.1f} s -> {folder} (every metric: {folder / 'metrics.csv'}; "
-          "definitions: docs/reference.md)")
+    print(render(headline_tables(made.metrics)))
+    print(f"\nomnieval metrics: {len(made.metrics)} rows and {len(made.paired)} paired differences from "
+          f"{made.n_predictions} predictions in {time.perf_counter() - start:.1f} s -> {folder} (every metric: "
+          f"{folder / 'metrics.csv'}; definitions: docs/reference.md)")
     return 0

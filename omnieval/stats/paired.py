@@ -43,15 +43,15 @@ from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
-from omnieval.stats.bootstrap import UNIT, protocol_rows, row_items
+from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.metrics import metrics_table
+from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
 from omnieval.stats.registry import REGISTRY
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
                   "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
                   "p_adjusted")
-CONFIDENCE_LEVEL = 0.95
 
 _OPEN = "mcq_open_gap"
 
@@ -244,20 +244,10 @@ class _Intervals:
 
 
 def _bh(table: pl.DataFrame) -> pl.DataFrame:
-    from statsmodels.stats.multitest import multipletests
-
-    if table.is_empty():
-        return table
+    """``p_adjusted`` within a family: protocol x comparison x model x prompt x split (the module docstring)."""
     family = pl.concat_str([pl.col(c) for c in ("protocol", "comparison", "model", "prompt", "split")],
                            separator="|")
-    table = table.with_row_index("_row").with_columns(_family=family)
-    adjusted = np.full(len(table), np.nan)
-    for g in table.partition_by("_family"):
-        p = g["p_value"].to_numpy().astype(np.float64)
-        ok = np.isfinite(p)
-        if ok.any():
-            adjusted[g["_row"].to_numpy()[ok]] = multipletests(p[ok], method="fdr_bh")[1]
-    return table.with_columns(p_adjusted=pl.Series(adjusted).fill_nan(None)).drop("_row", "_family")
+    return bh_within(table, family)
 
 
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,

@@ -22,11 +22,10 @@ import itertools
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from kernels.calibration import restricted_softmax
+from kernels.softmax import restricted_softmax
 from omnieval.core.metric_types import CLUSTER, cluster_of
 from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
 from omnieval.core.store import StoredPath, readable, stored_path
@@ -166,6 +165,14 @@ def _check_duplicates(frame: pl.DataFrame) -> None:
                      field="instance_id")
 
 
+def _chosen_probability(logprobs: list[float | None], label: int) -> float:
+    """The restricted softmax value of option ``label`` (an index; -1: the choice is not one label): NaN where
+    there is none (no finite logprob, or no label); a label past the row's logprobs has none of its own (0)."""
+    if label < 0:
+        return float("nan")
+    return restricted_softmax(list(logprobs) + [None] * (label + 1 - len(logprobs)))[label]
+
+
 def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
     """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
     chosen label (method ``rs``), as the engines do when they score from logits (docs/reference.md, Prompting and
@@ -177,17 +184,11 @@ def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
     rows = frame.with_row_index("_row").filter(need)
     if not len(rows):
         return frame
-    lists = rows["option_logprobs"].to_list()
-    width = max(len(x) for x in lists)
-    logprobs = np.full((len(lists), width), np.nan)
-    for i, values in enumerate(lists):
-        logprobs[i, : len(values)] = [np.nan if v is None else v for v in values]
-    probs = restricted_softmax(logprobs)
-    label = np.array([LABELS.find(c) if isinstance(c, str) and len(c) == 1 else -1 for c in rows["choice"]])
-    ok = (label >= 0) & (label < width)
-    conf = np.full(len(lists), np.nan)
-    conf[ok] = probs[np.nonzero(ok)[0], label[ok]]
-    fill = pl.DataFrame({"_row": rows["_row"], "_conf": conf}).filter(pl.col("_conf").is_not_nan())
+    labels = [LABELS.find(c) if isinstance(c, str) and len(c) == 1 else -1 for c in rows["choice"]]
+    conf = [_chosen_probability(values, label)
+            for values, label in zip(rows["option_logprobs"].to_list(), labels, strict=True)]
+    fill = pl.DataFrame({"_row": rows["_row"], "_conf": conf}, schema_overrides={"_conf": pl.Float64}) \
+        .filter(pl.col("_conf").is_not_nan())
     out = frame.with_row_index("_row").join(fill, on="_row", how="left")
     return out.with_columns(
         confidence=pl.coalesce("confidence", "_conf"),

@@ -50,6 +50,7 @@ from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
 from omnieval.core.protocol_views import ConditionTests
 from omnieval.core.store import local_folder
+from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare, read_predictions
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
@@ -125,9 +126,17 @@ def friedman_tests(frame: pl.DataFrame, protocol: str, tests: ConditionTests) ->
     return rows
 
 
-def mcnemar_tests(frame: pl.DataFrame, protocol: str, baseline: str) -> list[dict]:
+def exact_mcnemar(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(statistic, p) of the exact McNemar test (statsmodels) of two right/wrong vectors over the same answers: the
+    2x2 table rows are x right / wrong, columns y right / wrong, so the discordant cells are x-only and y-only."""
     from statsmodels.stats.contingency_tables import mcnemar
 
+    x, y = np.asarray(x, dtype=bool), np.asarray(y, dtype=bool)
+    table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
+    return _safe(mcnemar, table, exact=True)
+
+
+def mcnemar_tests(frame: pl.DataFrame, protocol: str, baseline: str) -> list[dict]:
     base = frame.filter(pl.col("valid") & (pl.col("condition") == baseline))
     rows = []
     for (prompt, split), g in sorted(base.partition_by(["prompt", "split"], as_dict=True).items()):
@@ -137,8 +146,7 @@ def mcnemar_tests(frame: pl.DataFrame, protocol: str, baseline: str) -> list[dic
         for a, b in itertools.combinations(models, 2):
             pair = wide.select(a, b).drop_nulls()
             x, y = pair[a].to_numpy(), pair[b].to_numpy()
-            table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
-            stat, p = _safe(mcnemar, table, exact=True)
+            stat, p = exact_mcnemar(x, y)
             rows.append(_row(protocol, f"{a} vs {b}", prompt, split, "mcnemar", baseline, stat,
                              float(x.mean() - y.mean()) if len(pair) else np.nan, p, len(pair)))
     return rows
@@ -194,8 +202,6 @@ def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -
 
 def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
     """``mcq_vs_open`` and ``mcnemar_judges`` on a prepared frame holding open rows (nothing without judges)."""
-    from statsmodels.stats.contingency_tables import mcnemar
-
     from omnieval.stats.open_metrics import judges_of, open_frame
 
     opened = frame.filter(pl.col("mode") == "open")
@@ -230,28 +236,17 @@ def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
             if both.is_empty():
                 continue
             x, y = both[f"right{i}"].to_numpy(), both[f"right{j}"].to_numpy()
-            table = [[int(np.sum(x & y)), int(np.sum(x & ~y))], [int(np.sum(~x & y)), int(np.sum(~x & ~y))]]
-            stat, p = _safe(mcnemar, table, exact=True)
+            stat, p = exact_mcnemar(x, y)
             rows.append(_row(*key, "mcnemar_judges", f"{a} vs {b}", stat, float(x.mean() - y.mean()), p, len(both)))
     return rows
 
 
 def _bh(table: pl.DataFrame) -> pl.DataFrame:
-    from statsmodels.stats.multitest import multipletests
-
-    if table.is_empty():
-        return table
+    """``p_adjusted`` within a family: test x protocol x prompt x split (permutation: test x protocol)."""
     family = [pl.col("test"), pl.col("protocol"),
               pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("prompt")),
               pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("split"))]
-    table = table.with_row_index("_row").with_columns(_family=pl.concat_str(family, separator="|"))
-    adjusted = np.full(len(table), np.nan)
-    for _, g in table.partition_by("_family", as_dict=True).items():
-        p = g["p_value"].to_numpy().astype(np.float64)
-        ok = np.isfinite(p)
-        if ok.any():
-            adjusted[g["_row"].to_numpy()[ok]] = multipletests(p[ok], method="fdr_bh")[1]
-    return table.with_columns(p_adjusted=pl.Series(adjusted).fill_nan(None)).drop("_row", "_family")
+    return bh_within(table, pl.concat_str(family, separator="|"))
 
 
 def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0) -> pl.DataFrame:

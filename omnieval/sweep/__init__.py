@@ -24,7 +24,7 @@ A sweep file (``yaml.safe_load``; every field validated, errors name the file an
         replicas: 8
         num_gpus: 1
         batch_size: 16
-    metrics: {resamples: 2000}
+    metrics: {resamples: 2000}             # also seed, permutations (as omnieval metrics), enabled
 
 Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
 each benchmark is loaded, expanded and media-checked once (``pipeline.make_plan``), so a typo fails in seconds
@@ -34,8 +34,9 @@ folder, as ``pipeline.run_evaluation`` would write it alone::
 
     <output>/summary.json                               every run's status, counts, timings; sweep totals
     <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
-    <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, metrics/,
-                                                        sweep-run.json (this run's state and fingerprint)
+    <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, sweep-run.json
+                                                        (this run's state and fingerprint), metrics/ (the files
+                                                        ``omnieval metrics`` writes: ``stats.command``)
 
 **Complete.** A run is complete when its ``sweep-run.json`` says ``complete`` with the current fingerprint,
 ``run.json`` and ``predictions.parquet`` exist, the predictions hold exactly one row per instance, the metrics are

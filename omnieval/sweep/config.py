@@ -111,6 +111,8 @@ class MetricsSettings(_Config):
     enabled: bool = True
     resamples: int = Field(default=2000, ge=1, description="bootstrap resamples per run")
     seed: int | None = Field(default=None, description="bootstrap seed (default: the sweep's seed)")
+    permutations: int = Field(default=10_000, ge=1, description="sign-flip permutations per paired difference "
+                              "(paired.csv, as omnieval metrics --permutations)")
 
 
 class SweepConfig(_Config):

@@ -190,7 +190,7 @@ class SweepRunner:
             settings = self._metrics_settings()
             if settings is not None:
                 self.log(f"{label}: {outcome.predictions} predictions written, computing metrics")
-                outcome.metric_rows = write_metrics(store, settings["resamples"], settings["seed"])
+                outcome.metric_rows = write_metrics(store, settings)
             outcome.status, outcome.failure = "done", None
         except InputError as exc:  # the input changed since the check: retrying will not help
             outcome.status, outcome.failure = "failed", f"InputError: {exc}"
@@ -205,7 +205,10 @@ class SweepRunner:
 
     def _metrics_settings(self) -> dict | None:
         m = self.sweep.metrics
-        return {"resamples": m.resamples, "seed": self.sweep.seed if m.seed is None else m.seed} if m.enabled else None
+        if not m.enabled:
+            return None
+        return {"resamples": m.resamples, "seed": self.sweep.seed if m.seed is None else m.seed,
+                "permutations": m.permutations}
 
     def _marker(self, spec: RunSpec, outcome: RunOutcome, state: str) -> dict:
         return {"state": state, "fingerprint": outcome.fingerprint, "key": spec.key, "sweep": self.sweep.name,

@@ -4,9 +4,10 @@ in ``omnieval.sweep``'s docstring), its metrics files."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 MARKER = "sweep-run.json"
+METRICS_FILES = ("metrics.parquet", "paired.parquet")
+"""Files of a run's ``metrics/`` whose absence makes the run incomplete (the others are written with them)."""
 
 
 def read_json(store, rel: str) -> dict | None:
@@ -46,7 +47,7 @@ def completeness(store, fp: str, expected_rows: int, *, metrics: dict | None,
         return False, "predictions missing"
     if rows != expected_rows:
         return False, f"predictions hold {rows} rows, expected {expected_rows}"
-    if metrics is not None and not store.exists("metrics/metrics.parquet"):
+    if metrics is not None and not all(store.exists(f"metrics/{name}") for name in METRICS_FILES):
         return False, "metrics missing"
     if metrics is not None and marker.get("metrics") != metrics:
         return False, "metrics settings changed"
@@ -62,26 +63,13 @@ def has_files(store) -> bool:
     return any(i.type == pafs.FileType.File for i in infos)
 
 
-def write_metrics(store, resamples: int, seed: int) -> int:
-    """``metrics/metrics.{parquet,csv,json}`` of the run's predictions (read through the store's filesystem)."""
-    import tempfile
+def write_metrics(store, settings: dict) -> int:
+    """The run's ``metrics/`` folder: the files ``omnieval metrics`` writes (``stats.command.metrics_files``), of the
+    predictions read where the run wrote them, with the sweep's metrics ``settings``; returns the metric rows."""
+    from omnieval.stats.command import metrics_files
 
-    from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
-    from omnieval.stats.metrics import metrics_table
-    from omnieval.stats.read import read_predictions
-
-    with tempfile.TemporaryDirectory() as tmp:
-        local = Path(tmp) / "predictions.parquet"
-        with store.fs.open_input_stream(store.path("predictions.parquet")) as src:
-            local.write_bytes(src.read())
-        table = metrics_table(read_predictions([local]), resamples=resamples, seed=seed)
-    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
-    arrow = table.to_arrow()
-    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
-    store.write_table("metrics/metrics.parquet", arrow)
-    store.write_bytes("metrics/metrics.csv", table.write_csv().encode())
-    store.write_json("metrics/metrics.json", {
-        "seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL,
-        "bootstrap": "clustered percentile bootstrap over item_id", "inputs": [store.path("predictions.parquet")],
-        "metrics": table.to_dicts()})
-    return len(table)
+    made = metrics_files([store.location("predictions.parquet")], resamples=settings["resamples"],
+                         seed=settings["seed"], permutations=settings["permutations"])
+    for name, data in made.files.items():
+        store.write_bytes(f"metrics/{name}", data)
+    return len(made.metrics)

@@ -1,0 +1,121 @@
+"""The ``omnieval`` parser: every command and option, as they were when ``build_parser`` was one function (a
+split into one function per command group must keep them), and a parser built without importing dev tooling."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from omnieval.cli import build_parser
+
+# command -> its options: flags (or a positional's name with its nargs), =default, {choices}, (required)
+COMMANDS = {
+    "omnieval": ["-h/--help", "--version"],
+    "omnieval bench": ["-h/--help"],
+    "omnieval bench engine": [
+        "-h/--help", "--model", "--quick", "--anchors", "--questions", "--small-items", "--repeats", "--device='cpu'",
+        "--vllm-options", "--workdir",
+    ],
+    "omnieval bench gpu": [
+        "-h/--help", "--size='7b' {7b,tiny}", "--device='cuda'", "--dtype='bfloat16' {bfloat16,float16,float32}",
+        "--benchmark", "--batch-size", "--instances", "--peer-instances", "--max-batch", "--decode-seconds",
+        "--skip {throughput,profile,max_batch,decode}", "--out", "--workdir",
+    ],
+    "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
+    "omnieval bench stats": ["-h/--help", "--quick"],
+    "omnieval datasets": ["-h/--help"],
+    "omnieval datasets check": [
+        "-h/--help", "folder", "--item", "--seed=0", "--media-check='probe' {probe,exists,off}", "--protocol-options",
+    ],
+    "omnieval datasets contra4": [
+        "-h/--help", "release", "--media-root", "--media-map", "--out (required)", "--name='contra4'", "--split",
+        "--copy", "--on-missing='error' {error,skip}", "--overwrite",
+    ],
+    "omnieval datasets mcq": [
+        "-h/--help", "source", "--out (required)", "--name", "--format='auto' {auto,parquet,hf-disk,tsv}", "--split",
+        "--answer-format='auto' {auto,label,index,text}", "--column", "--skip-missing-image", "--limit",
+        "--media-root", "--overwrite",
+    ],
+    "omnieval datasets synth": [
+        "-h/--help", "--out (required)", "--protocol='dissonance' {dissonance,crossmodal,spectrum,contrastive}",
+        "--entities=6", "--items=48", "--anchors=4", "--questions=2", "--question-jitter", "--speech", "--soundtrack",
+        "--seed=0", "--overwrite",
+    ],
+    "omnieval datasets xmodbench": [
+        "-h/--help", "release", "--out (required)", "--copy", "--name='xmodbench'", "--media-root", "--overwrite",
+    ],
+    "omnieval demo": ["-h/--help", "--out='./omnieval-demo'", "--no-hf", "--anchors=4", "--questions=2", "--seed=0"],
+    "omnieval filter": ["-h/--help"],
+    "omnieval filter rtc": [
+        "-h/--help", "predictions+", "--items (required)", "--out (required)", "--models", "--prompt",
+    ],
+    "omnieval metrics": [
+        "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
+    ],
+    "omnieval models": ["-h/--help"],
+    "omnieval models tiny": [
+        "-h/--help", "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n} (required)",
+        "--out (required)", "--seed=0",
+    ],
+    "omnieval power": [
+        "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
+        "--effect", "--alpha=0.05", "--power=0.8",
+    ],
+    "omnieval report": [
+        "-h/--help", "inputs+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0", "--title",
+    ],
+    "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],
+    "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0"],
+    "omnieval sweep": ["-h/--help", "config", "--address"],
+}
+
+
+def _option(action: argparse.Action) -> str:
+    positional = not action.option_strings
+    text = action.dest + (action.nargs if action.nargs in ("+", "*", "?") else "") if positional \
+        else "/".join(action.option_strings)
+    if not positional and not any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+        text += f"={action.default!r}"
+    if action.choices is not None:
+        text += " {" + ",".join(str(c) for c in action.choices) + "}"
+    return text + (" (required)" if action.required and not positional else "")
+
+
+def _commands(parser: argparse.ArgumentParser, path: str, found: dict[str, list[str]]) -> dict[str, list[str]]:
+    options = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                _commands(sub, f"{path} {name}", found)
+        else:
+            options.append(_option(action))
+    found[path] = options
+    return found
+
+
+def test_every_command_keeps_its_options():
+    assert _commands(build_parser(), "omnieval", {}) == COMMANDS
+
+
+def test_each_help_lists_its_subcommands_and_options(capsys):
+    for path, options in COMMANDS.items():
+        try:
+            build_parser().parse_args([*path.split()[1:], "--help"])
+        except SystemExit as exc:
+            assert exc.code == 0
+        text = capsys.readouterr().out
+        subcommands = {p.split()[-1] for p in COMMANDS if p.rsplit(" ", 1)[0] == path and p != path}
+        assert all(name in text for name in subcommands), path
+        for option in options:
+            flag = option.split("=")[0].split(" ")[0].split("/")[-1].rstrip("+*?")
+            assert flag in text, (path, flag)
+            if "{" in option:  # choices are shown, in the usage or in the option's help
+                assert all(c in text for c in option.split("{")[1].split("}")[0].split(",")), (path, option)
+
+
+def test_building_the_parser_imports_no_dev_tooling():
+    code = ("import sys; from omnieval.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in sys.modules if m.startswith('omnieval.dev')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
