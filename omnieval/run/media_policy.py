@@ -9,7 +9,7 @@ image, any other model there nothing; ``openai`` its ``modalities`` option; ``si
 * ``skip`` (default): a request whose prompt shows such a part is not sent to the model and none of its media is
   decoded; its prediction row is marked ``skipped`` (the unsupported modalities, ``audio+video``) with no choice,
   no confidence and no error. Skipped rows are left out of every metric, numerator and denominator
-  (``prediction_files.prepare`` drops them: one place for accuracy, abstention, calibration, ``invalid_rate``,
+  (``stats.read.prepare`` drops them: one place for accuracy, abstention, calibration, ``invalid_rate``,
   ``error_rate``, paired differences, tests and power), and counted per model and modality in the run's summary,
   ``run.json`` and the report. A request without such parts (crossmodal ``none->T``, contrastive ``+captions``) is
   answered as usual.

@@ -3,16 +3,16 @@ and Statistics common to all protocols).
 
 How it flows (docs/architecture.md, decision 5):
 
-1. ``predictions.read_predictions`` reads the files and refuses bad rows; ``predictions.prepare`` derives the row
+1. ``stats.read.read_predictions`` reads the files and refuses bad rows; ``stats.read.prepare`` derives the row
    flags every protocol shares (errored rows stay out of every denominator and are counted in ``error_rate``).
-2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``) from ``metric_registry.REGISTRY`` names its
+2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``) from ``stats.registry.REGISTRY`` names its
    **cell families** (a cell = the mean of one column over the rows of one unit x key, e.g. correctness per
    condition) and one function from those cells to metric rows. A unit is model x prompt x split; items
    (``item_id``) are the resampling clusters.
 3. Per unit, one bootstrap pass (``omnieval.stats.bootstrap``) gives every cell's resampled sums and the metric rows
    with their 95% percentile intervals; open-ended rows get theirs from ``omnieval.stats.open_metrics`` the same way.
 
-A protocol plugs in with ``metric_registry.register(ProtocolMetrics(...))``; its formulas live in its own module
+A protocol plugs in with ``stats.registry.register(ProtocolMetrics(...))``; its formulas live in its own module
 under ``omnieval/protocols``. Writing the command's files (and the paired differences of the same pass) is
 ``omnieval.stats.command``.
 """

@@ -7,7 +7,7 @@ per condition / direction / level and its summary metrics), one row of the long 
 
 * ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
   **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
-  every resample (``unit_bootstrap.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap
+  every resample (``stats.bootstrap.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap
   of the difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
   only case that resamples again).
 * ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
@@ -87,7 +87,8 @@ def _nanmean_columns(columns: list[np.ndarray]) -> np.ndarray:
 
 
 class Collector:
-    """The ``unit_bootstrap.UnitHook`` that keeps every unit's headline values (a few per unit, not the whole table)."""
+    """The ``stats.bootstrap.UnitHook`` that keeps every unit's headline values (a few per unit, not the whole
+    table)."""
 
     def __init__(self) -> None:
         self.units: list[UnitValues] = []

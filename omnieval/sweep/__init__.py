@@ -27,7 +27,7 @@ A sweep file (``yaml.safe_load``; every field validated, errors name the file an
     metrics: {resamples: 2000}             # also seed, permutations (as omnieval metrics), enabled
 
 Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
-each benchmark is loaded, expanded and media-checked once (``pipeline.make_plan``), so a typo fails in seconds
+each benchmark is loaded, expanded and media-checked once (``run.plan.make_plan``), so a typo fails in seconds
 with no GPU work. The sweep is then expanded into runs, one per (model, protocol entry, prompt style), each an
 ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) written into its own
 folder, as ``pipeline.run_evaluation`` would write it alone::
