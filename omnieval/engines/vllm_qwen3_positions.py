@@ -15,8 +15,8 @@ What this module does, in the process that runs the model only (``install``):
   ``get_rope_index`` computes them, in float32), each written as one int64 (``encode``): the whole part in the low
   32 bits, the fraction in units of 2^-24 above them. The runner only copies positions and adds whole numbers to
   them (a decoded token's position is the prompt's ``mrope_position_delta`` plus its index), which leaves the
-  fraction where it is: encoded the same way, the delta carries the fraction of transformers' float delta to every
-  generated token.
+  fraction where it is: encoded the same way (a numpy int64, as the runner adds a numpy int32 index to it), the
+  delta carries the fraction of transformers' float delta to every generated token.
 * each text-decoder layer's rotary embedding is wrapped (``FractionalRotary``): it decodes the positions and
   computes the angles ``position x inv_freq`` in float32 as transformers does, instead of reading a table indexed
   by integer positions; the rest (interleaved sections, the rotation) is vLLM's own.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 
 _INSTALLED = "_omnieval_fractional_positions"
@@ -193,7 +194,8 @@ def install() -> bool:
     def get_mrope_input_positions(self, input_tokens, mm_features):
         positions, delta = reference_positions(len(input_tokens), self.iter_mm_features(mm_features),
                                                self.config.position_id_per_seconds, self._compute_audio_token_count)
-        return encode(positions), int(encode(delta))
+        # a numpy int64: the runner adds the token index as a numpy int32, which a Python int this large overflows
+        return encode(positions), np.int64(encode(delta).item())
 
     cls.__init__ = __init__
     cls.get_mrope_input_positions = get_mrope_input_positions
