@@ -15,13 +15,15 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries the
   decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
   ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them.
-* Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
-  ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
-  across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
+* Omni models (Qwen2.5-Omni, Qwen3-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3)
+  and waveforms ((float32, rate), as the family's processor is given them); ``multi_modal_uuids`` are the media
+  content hashes, so vLLM's multimodal and prefix caches hit across the conditions of an item;
+  ``mm_processor_kwargs`` passes the sampled video fps (the family's ``vllm_media_kwargs``). A video shown with its
   own soundtrack (``chat.omni_layout``) is one video placeholder, the audio item paired with it and
-  ``use_audio_in_video: True``; vLLM's positions for it are replaced by transformers' (``vllm_positions``), which
-  needs the model in this process (``tensor_parallel_size: 1``; otherwise such requests are errored rows). The
-  prompt ids vLLM returns are checked to carry every audio the request was given
+  ``use_audio_in_video: True``. Where vLLM's positions differ from transformers' they are replaced by them: a
+  Qwen2.5-Omni video with its soundtrack (``vllm_positions``), every Qwen3-Omni video (fractional positions,
+  ``vllm_qwen3_positions``); that needs the model in this process (``tensor_parallel_size: 1``; otherwise such
+  requests are errored rows). The prompt ids vLLM returns are checked to carry every audio the request was given
   (``chat.check_audio_tokens``; else an errored row naming the file).
 
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
