@@ -134,20 +134,21 @@ class FractionalRotary(torch.nn.Module):
     rotation (``MRotaryEmbedding.forward_native`` past its table lookup)."""
 
     def __init__(self, rope):
+        from vllm.model_executor.layers.rotary_embedding.mrope import apply_interleaved_rope
+
         super().__init__()
         self.rope = rope
+        self.interleave = apply_interleaved_rope  # imported here, not in forward (which torch.compile may trace)
         self.register_buffer("inv_freq", rope._compute_inv_freq(rope.base), persistent=False)
 
     def forward(self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, offsets=None):
-        from vllm.model_executor.layers.rotary_embedding.mrope import apply_interleaved_rope
-
         rope = self.rope
         angles = decode(positions)[..., None] * self.inv_freq.to(positions.device, torch.float32)
         cos, sin = angles.cos().to(query.dtype), angles.sin().to(query.dtype)
         if positions.ndim == 2:
             if rope.mrope_interleaved:
-                cos = apply_interleaved_rope(cos, rope.mrope_section)
-                sin = apply_interleaved_rope(sin, rope.mrope_section)
+                cos = self.interleave(cos, rope.mrope_section)
+                sin = self.interleave(sin, rope.mrope_section)
             else:
                 cos = torch.cat([m[i] for i, m in enumerate(cos.split(rope.mrope_section, dim=-1))], dim=-1)
                 sin = torch.cat([m[i] for i, m in enumerate(sin.split(rope.mrope_section, dim=-1))], dim=-1)
@@ -165,14 +166,14 @@ def wrap_rotaries(model) -> int:
     many layers were wrapped (one wrapper per distinct embedding: vLLM shares one between layers)."""
     from vllm.model_executor.layers.rotary_embedding.mrope import MRotaryEmbedding
 
+    layers = [m for m in model.language_model.modules() if isinstance(getattr(m, "rotary_emb", None), MRotaryEmbedding)]
     wrapped: dict[int, FractionalRotary] = {}
-    count = 0
-    for module in model.language_model.modules():
-        rope = getattr(module, "rotary_emb", None)
-        if isinstance(rope, MRotaryEmbedding):
-            module.rotary_emb = wrapped.setdefault(id(rope), FractionalRotary(rope))
-            count += 1
-    return count
+    for layer in layers:
+        rope = layer.rotary_emb
+        if id(rope) not in wrapped:
+            wrapped[id(rope)] = FractionalRotary(rope)
+        layer.rotary_emb = wrapped[id(rope)]
+    return len(layers)
 
 
 def install() -> bool:
