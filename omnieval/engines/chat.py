@@ -1,9 +1,10 @@
 """Prompt assembly and label read-out shared by the transformers and vLLM engines (pure functions over a
 tokenizer), so both engines put exactly the same tokens in front of a model and read the same positions.
 
-A video's own soundtrack (``omni_layout``): where a video part is next to an audio part of the same file, Qwen2.5-Omni
-gets them as its processor expects a video with sound: one video placeholder and ``use_audio_in_video=True``, which
-expands it to the video's frames and the audio interleaved in 2 s chunks, with time-aligned positions. Only where
+A video's own soundtrack (``omni_layout``): where a video part is next to an audio part of the same file, an omni
+model (Qwen2.5-Omni, Qwen3-Omni) gets them as its processor expects a video with sound: one video placeholder and
+``use_audio_in_video=True``, which expands it to the video's frames and the audio interleaved by time (2 s chunks in
+Qwen2.5-Omni, token by token in Qwen3-Omni), with time-aligned positions. Only where
 every video of the request has its soundtrack beside it and no other audio is shown: the flag is per request in
 transformers and vLLM, and both pair soundtracks with videos by their order alone, so any other mix stays separate
 media (each video and audio its own placeholder), which is always correct.
@@ -11,24 +12,24 @@ media (each video and audio its own placeholder), which is always correct.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from omnieval.core.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
-from omnieval.engines.families import OMNI
+from omnieval.engines.families import (
+    OMNI,
+    OmniFamily,
+    expected_audio_tokens,  # noqa: F401 (Qwen2.5-Omni's count, still named here)
+    family_for,
+)
 from omnieval.engines.families import accepted_modalities as family_modalities
-from omnieval.engines.omni_inputs import OMNI_MODALITIES, TEMPORAL_PATCH
-
-OMNI_MODEL_TYPES = OMNI.model_types  # full-model folder, or a thinker-only save
+from omnieval.engines.omni_inputs import OMNI_MODALITIES
 
 
 def is_omni_model(folder) -> bool:
-    """Whether a model folder holds an omni (Qwen2.5-Omni family) model, from its ``config.json``."""
-    import json
-    from pathlib import Path
-
-    return json.loads((Path(folder) / "config.json").read_text()).get("model_type") in OMNI_MODEL_TYPES
+    """Whether a model folder holds an omni model (Qwen2.5-Omni, Qwen3-Omni: an ``OmniFamily`` adapter), from its
+    ``config.json``."""
+    return isinstance(family_for(folder), OmniFamily)
 
 
 def folder_modalities(kind: str, path) -> frozenset[str]:
@@ -91,14 +92,6 @@ def omni_layout(parts: Sequence[PromptPart]) -> OmniLayout:
             soundtracks[len(kept)] = parts[audio_of[i]]
         kept.append(part)
     return OmniLayout(tuple(kept), soundtracks, True)
-
-
-def expected_audio_tokens(n_samples: int, hop_length: int = 160, max_samples: int = 480_000) -> int:
-    """Audio placeholder tokens a waveform of ``n_samples`` becomes in Qwen2.5-Omni: its Whisper log-mel frames
-    (one per ``hop_length`` samples, the waveform cut at ``max_samples``, 30 s) through the audio tower's two
-    stride-2 stages."""
-    mel = math.ceil(min(n_samples, max_samples) / hop_length)
-    return ((mel - 1) // 2 + 1 - 2) // 2 + 1
 
 
 def check_audio_tokens(input_ids: Sequence[int], audio_token_id: int, audios: Sequence, expected: int) -> None:
@@ -167,33 +160,33 @@ def omni_media_items(parts: Sequence[PromptPart], media: dict) -> list:
     return items
 
 
-def omni_media_fields(parts: Sequence[PromptPart], media: dict) -> tuple[dict, dict, dict | None]:
+def omni_media_fields(parts: Sequence[PromptPart], media: dict,
+                      family: OmniFamily = OMNI) -> tuple[dict, dict, dict | None]:
     """The media of an omni request as vLLM takes them: ``(multi_modal_data, multi_modal_uuids,
     mm_processor_kwargs)``, in prompt order; one item of a modality stays bare, several become a list; audio is
-    ``(waveform, rate)``; uuids are the decode-cache content hashes (vLLM's prefix and encoder caches key on them).
-    ``parts`` are the request's own parts: a video's soundtrack (``omni_layout``) goes in as the audio item paired
-    with it, with ``use_audio_in_video: True`` and ``second_per_grid_ts`` (vLLM lays out the interleaved tokens with
-    it, 1.0 when absent, while the processor's positions use ``temporal_patch_size / fps``: passed so both agree).
+    ``(waveform, rate)``, the waveform as the family's processor is given it (``family.processor_audio``); uuids are
+    the decode-cache content hashes (vLLM's prefix and encoder caches key on them). ``parts`` are the request's own
+    parts: a video's soundtrack (``omni_layout``) goes in as the audio item paired with it; ``mm_processor_kwargs``
+    are the family's (``family.vllm_media_kwargs``).
 
-    ``fps``: transformers' ``Qwen2_5OmniProcessor`` (5.x) takes one float per request, not one per video, so a
-    request gets the common fps of its videos (the decoder samples every clip with the same frame count, so clips of
-    one length share it) or, where clips differ in length, their mean: the temporal positions of such videos are
-    then approximate on vLLM, exact on the ``hf`` engine (which passes one ``second_per_grid`` per video). Always a
-    float, so rows of one batch carry fields of one shape."""
+    Qwen2.5-Omni's (``OmniFamily``): ``use_audio_in_video: True`` and ``second_per_grid_ts`` with a soundtrack (vLLM
+    lays out the interleaved tokens with it, 1.0 when absent, while the processor's positions use
+    ``temporal_patch_size / fps``: passed so both agree). ``fps``: transformers' ``Qwen2_5OmniProcessor`` (5.x)
+    takes one float per request, not one per video, so a request gets the common fps of its videos (the decoder
+    samples every clip with the same frame count, so clips of one length share it) or, where clips differ in
+    length, their mean: the temporal positions of such videos are then approximate on vLLM, exact on the ``hf``
+    engine (which passes one ``second_per_grid`` per video). Always a float, so rows of one batch carry fields of
+    one shape."""
     layout = omni_layout(parts)
     data: dict[str, list] = {}
     uuids: dict[str, list] = {}
-    fps: list[float] = []
     shown = [p for p in layout.parts if p.kind == "media" and p.modality in OMNI_MODALITIES]
     ordered = omni_media_items([*shown, *layout.soundtracks.values()], media)
     for item in ordered:
-        value = (item.data, item.sample_rate or 16000) if item.modality == "audio" else item.data
+        value = ((family.processor_audio(item.data), item.sample_rate or 16000) if item.modality == "audio"
+                 else item.data)
         data.setdefault(item.modality, []).append(value)
         uuids.setdefault(item.modality, []).append(item.content_hash or None)
-        if item.modality == "video":
-            fps.append(float(item.fps or 2.0))
-    kwargs = {"fps": fps[0] if len(set(fps)) == 1 else sum(fps) / len(fps)} if fps else None
-    if layout.use_audio_in_video and kwargs is not None:
-        kwargs["use_audio_in_video"] = True
-        kwargs["second_per_grid_ts"] = [TEMPORAL_PATCH / kwargs["fps"]] * len(fps)
+    videos = [item for item in ordered if item.modality == "video"]
+    kwargs = family.vllm_media_kwargs(videos, ordered[len(shown):] if layout.use_audio_in_video else [])
     return {k: v[0] if len(v) == 1 else v for k, v in data.items()}, uuids, kwargs

@@ -7,15 +7,16 @@ padded on the left and scored together).
 
 Two families, detected from the folder's ``config.json``:
 
-* **omni** (``model_type: qwen2_5_omni``; also a thinker-only ``qwen2_5_omni_thinker`` save): the Qwen2.5-Omni
-  thinker, loaded from the full-model folder (its ``thinker.`` weights; talker and token2wav are never built). The
-  prompt goes through the model's chat template with one placeholder per media part (media first, then the text
-  part); the model's own ``Qwen2_5OmniProcessor`` (``families.OmniFamily``) turns it and the video frames, audio
-  waveforms and images from ``DecodedMedia`` into the thinker's inputs, a video's own soundtrack interleaved with
-  it (``use_audio_in_video``). Zero-shot prompts are left-padded into batches like a text model's. Its vision
-  and audio towers (and Qwen2.5-VL's) attend within blocks in one call per block length
-  (``engines/grouped_attention.py``), not one per block. Other media
-  kinds (point clouds) become a text note, ``[pointcloud omitted: this model does not take pointcloud]``.
+* **omni** (``model_type: qwen2_5_omni``, also a thinker-only ``qwen2_5_omni_thinker`` save; ``qwen3_omni_moe``):
+  the Qwen2.5-Omni or Qwen3-Omni thinker, loaded from the full-model folder (its ``thinker.`` weights; talker and
+  token2wav or code2wav are never built). The prompt goes through the model's chat template with one placeholder
+  per media part (media first, then the text part); the model's own processor (``families.OmniFamily``,
+  ``families.Qwen3OmniFamily``) turns it and the video frames, audio waveforms and images from ``DecodedMedia``
+  into the thinker's inputs, a video's own soundtrack interleaved with it (``use_audio_in_video``). Zero-shot
+  prompts are left-padded into batches like a text model's. Qwen2.5-Omni's vision and audio towers (and
+  Qwen2.5-VL's) attend within blocks in one call per block length (``engines/grouped_attention.py``), not one per
+  block. Other media kinds (point clouds) become a text note,
+  ``[pointcloud omitted: this model does not take pointcloud]``.
 * **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
   InternVL, Gemma 3n): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in
   the request's part order) and turns the decoded frames, waveforms and images into the model's tensors; the class
@@ -67,7 +68,6 @@ from omnieval.engines.chat import (
     chat_prompt,
     check_audio_tokens,
     cot_answer_position,
-    expected_audio_tokens,
     folder_modalities,
     is_omni_model,
     label_token_ids,
@@ -124,7 +124,7 @@ class HFEngine(Engine):
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.omni = is_omni_model(self.path)
-        self.family = family_for(self.path)  # Qwen2.5-Omni's adapter too (families.OmniFamily)
+        self.family = family_for(self.path)  # the omni models' adapters too (families.OmniFamily)
         if self.family is not None:
             import transformers
 
@@ -164,7 +164,7 @@ class HFEngine(Engine):
             enc = self.family.hf_encoded(self.processor, text, items, layout.use_audio_in_video)
             audios = [item for item in items if item.modality == "audio"]
             check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
-                               sum(expected_audio_tokens(len(a.data)) for a in audios))
+                               sum(self.family.audio_tokens(len(a.data)) for a in audios))
             return enc
         if self.family is not None:  # the processor's own tensors (a BatchFeature of one prompt)
             return self.family.hf_inputs(self.processor, text, self.family.media_items(parts, media_by_path))
@@ -177,7 +177,7 @@ class HFEngine(Engine):
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
         batch's videos carry their soundtracks: the caller batches such requests apart. A family
-        model other than Qwen2.5-Omni takes one prompt per pass (its processor's tensors as they are)."""
+        model other than the omni ones takes one prompt per pass (its processor's tensors as they are)."""
         if self.family is not None and not self.omni:
             if len(batch) != 1:
                 raise ValueError("family models take one prompt per forward pass")

@@ -16,13 +16,15 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries the
   decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
   ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them.
-* Omni models (Qwen2.5-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3) and waveforms
-  ((float32, rate)); ``multi_modal_uuids`` are the media content hashes, so vLLM's multimodal and prefix caches hit
-  across the conditions of an item; ``mm_processor_kwargs`` passes the sampled video fps. A video shown with its
+* Omni models (Qwen2.5-Omni, Qwen3-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3)
+  and waveforms ((float32, rate), as the family's processor is given them); ``multi_modal_uuids`` are the media
+  content hashes, so vLLM's multimodal and prefix caches hit across the conditions of an item;
+  ``mm_processor_kwargs`` passes the sampled video fps (the family's ``vllm_media_kwargs``). A video shown with its
   own soundtrack (``chat.omni_layout``) is one video placeholder, the audio item paired with it and
-  ``use_audio_in_video: True``; vLLM's positions for it are replaced by transformers' (``vllm_positions``), which
-  needs the model in this process (``tensor_parallel_size: 1``; otherwise such requests are errored rows). The
-  prompt ids vLLM returns are checked to carry every audio the request was given
+  ``use_audio_in_video: True``. Where vLLM's positions differ from transformers' they are replaced by them: a
+  Qwen2.5-Omni video with its soundtrack (``vllm_positions``), every Qwen3-Omni video (fractional positions,
+  ``vllm_qwen3_positions``); that needs the model in this process (``tensor_parallel_size: 1``; otherwise such
+  requests are errored rows). The prompt ids vLLM returns are checked to carry every audio the request was given
   (``chat.check_audio_tokens``; else an errored row naming the file).
 
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
@@ -40,7 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omnieval.core.prompts import render_prompt
-from omnieval.engines import vllm_positions
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -57,7 +58,6 @@ from omnieval.engines.chat import (
     chat_prompt,
     check_audio_tokens,
     cot_answer_position,
-    expected_audio_tokens,
     folder_modalities,
     is_omni_model,
     label_token_ids,
@@ -82,25 +82,26 @@ class VLLMEngine(Engine):
         from vllm import LLM
 
         self.omni = is_omni_model(self.path)
-        self.family = None if self.omni else family_for(self.path)
-        # the model's own processor renders the chat template (vLLM runs the same processor on the media)
-        self.processor = load_processor(self.path) if self.family is not None else None
+        self.family = family_for(self.path)  # an omni model's too: its vLLM fields and positions
+        # a family model's own processor renders the chat template (vLLM runs the same processor on the media)
+        self.processor = load_processor(self.path) if self.family is not None and not self.omni else None
         kwargs = dict(engine_kwargs or {})
         if limit_mm_per_prompt:
             kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
         if kv_cache_memory_bytes is not None:  # a fixed budget, whatever the process already holds (docstring)
             kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
+        # where vLLM's positions differ from transformers' (a Qwen2.5-Omni video with its soundtrack, a Qwen3-Omni
+        # video), they are replaced (vllm_positions, vllm_qwen3_positions), which can be done only where the model
+        # runs in this process: one worker, no engine subprocess. Installed before the model is built.
+        in_process = (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and tensor_parallel_size == 1
+                      and kwargs.get("pipeline_parallel_size", 1) == 1
+                      and kwargs.get("distributed_executor_backend") in (None, "uni"))
+        self.positions_replaced = self.omni and in_process and self.family.install_vllm_positions()
         self.llm = LLM(model=str(self.path), dtype=dtype, max_model_len=max_model_len,
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_new_tokens = max_new_tokens
-        # a video with its soundtrack needs transformers' positions (vllm_positions), which can be set only where
-        # the model runs in this process: one worker, no engine subprocess
-        in_process = (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and tensor_parallel_size == 1
-                      and kwargs.get("pipeline_parallel_size", 1) == 1
-                      and kwargs.get("distributed_executor_backend") in (None, "uni"))
-        self.soundtrack = self.omni and in_process and vllm_positions.install()
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
@@ -152,7 +153,7 @@ class VLLMEngine(Engine):
         return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
-        if self.family is not None:
+        if self.family is not None and not self.omni:
             prompt = {"prompt": self.family.prompt(self.processor, parts) + suffix}
             data, uuids, kwargs = self.family.vllm_fields(self.family.media_items(parts, media))
             if data:
@@ -164,11 +165,10 @@ class VLLMEngine(Engine):
                                               self.omni) + suffix}
         if not self.omni:
             return prompt
-        if omni_layout(parts).use_audio_in_video and not self.soundtrack:
-            raise ValueError("a video with its own soundtrack needs the model in the engine's process "
-                             "(tensor_parallel_size 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): vLLM's own positions for "
-                             "it differ from the model's reference code (engines/vllm_positions.py)")
-        prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media)
+        layout = omni_layout(parts)
+        if self.family.vllm_positions_needed(layout.parts, layout.use_audio_in_video) and not self.positions_replaced:
+            raise ValueError(self.family.positions_refusal)
+        prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media, self.family)
         if kwargs:
             prompt["mm_processor_kwargs"] = kwargs
         audios = [m for p in parts if p.kind == "media" and p.modality == "audio" for m in [media.get(p.ref)]]
@@ -186,7 +186,7 @@ class VLLMEngine(Engine):
                 audios = prompt.get(_AUDIO_CHECK) or []
                 try:
                     check_audio_tokens(out.prompt_token_ids, audio_id, audios,
-                                       sum(expected_audio_tokens(len(a.data)) for a in audios))
+                                       sum(self.family.audio_tokens(len(a.data)) for a in audios))
                     checked.append(out)
                 except ValueError as exc:
                     checked.append(exc)
