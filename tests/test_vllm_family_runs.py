@@ -44,6 +44,16 @@ ACROSS_ENGINES = 1e-3
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
             "qwen3-omni": {"image", "video", "audio"}}
+# arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
+ENGINES: dict[str, tuple[str, ...]] = {}
+FAMILY_REFUSALS: dict[str, str] = {}  # arch -> what the refusing engine's line says
+# arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
+ANSWERED = {"qwen2-audio": {"A->T", "T->A"}, "qwen2.5-vl": {"V->T", "T->V"}, "llava-onevision": {"V->T", "T->V"},
+            "internvl": {"V->T", "T->V"}}
+
+
+def engines(arch: str) -> tuple[str, ...]:
+    return ENGINES.get(arch, ("hf", "vllm"))
 DIRECTIONS = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 
 REFERENCE = """
@@ -111,10 +121,11 @@ def hf_reference(path: Path, requests: list) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def families(crossmodal_bench, tiny_models, tmp_path_factory):
+def families(request, crossmodal_bench, tiny_models, tmp_path_factory):
     """arch -> a dict: the run config, its instances, the skipped (item_id, direction) keys, the answered instances
-    with their decoded media (in prompt order), and each engine's reference per answered instance. The vLLM
-    references come from one child process (one vLLM import), one engine at a time."""
+    with their decoded media (in prompt order), and each engine's reference per answered instance, for the families
+    whose run test is selected (``-k qwen3-vl`` builds that family only). The vLLM references come from one child
+    process (one vLLM import), one engine at a time."""
     from omnieval.config import parse_run_config
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
@@ -123,11 +134,15 @@ def families(crossmodal_bench, tiny_models, tmp_path_factory):
     base = tmp_path_factory.mktemp("family-run-outputs")
     shown = shown_media(crossmodal_bench)
     out, jobs = {}, []
-    for arch, takes in FAMILIES.items():
+    selected = [arch for arch in FAMILIES if any(
+        item.originalname == test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_decoded_here
+        .__name__ and item.callspec.params["arch"] == arch for item in request.session.items)]
+    for arch in selected:
+        takes = FAMILIES[arch]
         path = tiny_models(arch)
         models = [{"name": f"{arch}-{engine}", "engine": engine, "batch_size": 8,
                    "options": {"path": str(path), **(OPTIONS if engine == "vllm" else {"dtype": "float32"})}}
-                  for engine in ("hf", "vllm")]
+                  for engine in engines(arch)]
         config = parse_run_config({"benchmark": str(crossmodal_bench), "output": str(base / arch), "prompts": ["zs"],
                                    "decode": {"media_check": "exists"}, "models": models})
         plan = make_plan(config)
@@ -140,7 +155,8 @@ def families(crossmodal_bench, tiny_models, tmp_path_factory):
                    for ref in {s.ref for i in answered for s in i.media_segments()}}
         assert {m.modality for m in decoded.values()} == takes  # every modality it takes is shown somewhere
         requests = [EngineRequest(i, {s.ref: decoded[s.ref] for s in i.media_segments()}, "zs") for i in answered]
-        jobs.append((str(path), OPTIONS, requests))
+        if "vllm" in engines(arch):
+            jobs.append((str(path), OPTIONS, requests))
         out[arch] = {"config": config, "instances": instances, "skipped": skipped, "answered": answered,
                      "media": [[decoded[s.ref] for s in i.media_segments()] for i in answered],
                      "hf": hf_reference(path, requests)}
@@ -149,7 +165,8 @@ def families(crossmodal_bench, tiny_models, tmp_path_factory):
     done = subprocess.run([sys.executable, "-c", REFERENCE, str(base / "reference.pkl")], input=pickle.dumps(jobs),
                           capture_output=True, env=env)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    for arch, want in zip(FAMILIES, pickle.loads((base / "reference.pkl").read_bytes()), strict=True):
+    on_vllm = [arch for arch in selected if "vllm" in engines(arch)]
+    for arch, want in zip(on_vllm, pickle.loads((base / "reference.pkl").read_bytes()), strict=True):
         out[arch]["vllm"] = want
     return out
 
@@ -166,22 +183,19 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
     shown = shown_media(Path(case["config"].benchmark))
     result = run_evaluation(case["config"], progress=False)
     rows = {(r["model"], r["instance_id"]): r for r in pl.read_parquet(result.predictions_path).to_dicts()}
-    assert len(rows) == 2 * len(instances)
+    carried = engines(arch)
+    assert len(rows) == len(carried) * len(instances)
     # which directions each family answers, from the items by hand
-    answered_directions = {i.condition for i in answered}
-    if arch == "qwen2-audio":
-        assert answered_directions == {"A->T", "T->A"}
-    elif arch == "gemma3n":  # the still-image items everywhere, the video items without their video
-        assert answered_directions == set(DIRECTIONS)
+    assert {i.condition for i in answered} == ANSWERED.get(arch, set(DIRECTIONS))
+    if FAMILIES[arch] == {"image", "audio"}:  # the still-image items everywhere, the video items without their video
         assert all("video" in shown[key] for key in skipped)
-    elif arch == "qwen3-omni":  # every direction of every item
+    if FAMILIES[arch] == {"image", "video", "audio"}:  # every direction of every item
         assert answered == instances and not skipped
     else:
-        assert answered_directions == {"V->T", "T->V"}
-    assert result.skipped["count"] == 2 * len(skipped) and result.n_skipped == 0
-    assert skipped or arch == "qwen3-omni"
+        assert skipped
+    assert result.skipped["count"] == len(carried) * len(skipped) and result.n_skipped == 0
     for inst in instances:
-        for engine in ("hf", "vllm"):
+        for engine in carried:
             row = rows[(f"{arch}-{engine}", inst.instance_id)]
             if (inst.item_id, inst.condition) in skipped:
                 assert row["skipped"] == "+".join(sorted(shown[(inst.item_id, inst.condition)] - FAMILIES[arch]))
@@ -190,8 +204,10 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
     tokenizer = AutoTokenizer.from_pretrained(tiny_models(arch))
     token_ids = {tokenizer.convert_tokens_to_ids(t): t for t in TOKENS[arch].values()}
     refused = 0
-    for inst, media, hf_want, vllm_want in zip(answered, case["media"], case["hf"], case["vllm"], strict=True):
-        hf_row, vllm_row = rows[(f"{arch}-hf", inst.instance_id)], rows[(f"{arch}-vllm", inst.instance_id)]
+    on_vllm = "vllm" in carried
+    for inst, media, hf_want, vllm_want in zip(answered, case["media"], case["hf"], case.get("vllm", case["hf"]),
+                                               strict=True):
+        hf_row = rows[(f"{arch}-hf", inst.instance_id)]
         # the hf engine: every row answered, as the engine answers directly
         assert hf_want[2] is None and hf_row["error"] is None and hf_row["skipped"] is None, hf_row["error"]
         assert hf_row["choice"] == hf_want[0], inst.instance_id
@@ -200,6 +216,9 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
         want = expected_placeholders(arch, media, "hf")
         assert sum(want.values()) > 0
         assert {t: hf_want[3].count(i) for i, t in token_ids.items() if t in want} == want, inst.instance_id
+        if not on_vllm:
+            continue
+        vllm_row = rows[(f"{arch}-vllm", inst.instance_id)]
         if vllm_want[2] is not None:  # vLLM refuses several images in one LLaVA-OneVision prompt
             assert arch == "llava-onevision" and sum(m.modality == "image" for m in media) > 1, vllm_want[2]
             assert vllm_row["error"] is not None and "one image a prompt" in vllm_row["error"]
@@ -221,3 +240,20 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
     # not vacuous: the rows' scores differ between instances
     scores = {tuple(np.round(rows[(f"{arch}-hf", i.instance_id)]["option_logprobs"], 4)) for i in answered}
     assert len(scores) > len(answered) // 2
+
+
+@pytest.mark.parametrize("arch", [arch for arch in FAMILIES if "vllm" not in engines(arch)])
+def test_a_family_vllm_does_not_carry_is_refused_in_one_line_before_the_run(crossmodal_bench, tiny_models, tmp_path,
+                                                                             arch):
+    from omnieval.config import parse_run_config
+    from omnieval.core.schema import InputError
+    from omnieval.run.pipeline import run_evaluation
+
+    model = {"name": f"{arch}-vllm", "engine": "vllm", "options": {"path": str(tiny_models(arch)), **OPTIONS}}
+    config = parse_run_config({"benchmark": str(crossmodal_bench), "output": str(tmp_path / "out"),
+                               "prompts": ["zs"], "models": [model]})
+    with pytest.raises(InputError) as caught:
+        run_evaluation(config, progress=False)
+    assert caught.value.field == "models[0].options.path" and "\n" not in str(caught.value)
+    assert f"vllm engine does not carry {arch} models: {FAMILY_REFUSALS[arch]}" in str(caught.value)
+    assert not (tmp_path / "out" / "predictions.parquet").exists()

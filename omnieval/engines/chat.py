@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from omnieval.core.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 from omnieval.engines.families import (
+    FAMILIES,
     OMNI,
     OmniFamily,
     expected_audio_tokens,  # noqa: F401 (Qwen2.5-Omni's count, still named here)
@@ -36,7 +37,8 @@ def folder_modalities(kind: str, path) -> frozenset[str]:
     """What a model folder takes as media on the ``hf`` and ``vllm`` engines, from its ``config.json`` alone:
     what its adapter says for a registered family (``families.FAMILIES``: Qwen2.5-Omni video, audio and image,
     Qwen2-Audio audio, Qwen2.5-VL image and video), nothing for any other model. A folder whose ``config.json``
-    cannot be read is an ``OptionError`` on ``path``."""
+    cannot be read, or whose family the engine does not carry (``FamilyAdapter.refusals``), is an ``OptionError``
+    on ``path``."""
     import json
     from pathlib import Path
 
@@ -47,6 +49,10 @@ def folder_modalities(kind: str, path) -> frozenset[str]:
     except (OSError, TypeError, ValueError) as exc:
         raise OptionError("path", f"{kind} engine: cannot read config.json of the model folder {path} to tell "
                                   f"which media the model takes ({exc})") from None
+    adapter = FAMILIES.get(model_type or "")
+    refusal = adapter.refusal(kind) if adapter else None
+    if refusal:
+        raise OptionError("path", f"{refusal} (model folder {path})")
     return frozenset(family_modalities(model_type or "") or ())
 
 

@@ -53,7 +53,9 @@ PROCESSOR_ARGS = {"image": "images", "video": "videos", "audio": "audio"}  # mod
 @dataclass(frozen=True)
 class FamilyAdapter:
     """One model family: see the module doc. ``processor_kwargs`` go to every processor call (both engines);
-    ``packages`` are the Python packages its model code imports beyond transformers (checked before loading)."""
+    ``packages`` are the Python packages its model code imports beyond transformers (checked before loading);
+    ``refusals`` maps an engine that does not carry the family (``vllm``) to the one-line reason, given on the
+    driver before any model work (``refusal``)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -61,6 +63,12 @@ class FamilyAdapter:
     model_class: str
     processor_kwargs: dict = field(default_factory=dict)
     packages: tuple[str, ...] = ()
+    refusals: dict[str, str] = field(default_factory=dict)
+
+    def refusal(self, engine: str) -> str | None:
+        """Why ``engine`` does not carry this family (one line naming the family), or None where it does."""
+        reason = self.refusals.get(engine)
+        return f"{engine} engine does not carry {self.name} models: {reason}" if reason else None
 
     # -- prompt ---------------------------------------------------------------------------------------------------
     def messages(self, parts: Sequence[PromptPart]) -> list[dict]:

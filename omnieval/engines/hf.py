@@ -125,6 +125,9 @@ class HFEngine(Engine):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.omni = is_omni_model(self.path)
         self.family = family_for(self.path)  # the omni models' adapters too (families.OmniFamily)
+        refusal = self.family.refusal("hf") if self.family is not None else None
+        if refusal:
+            raise OptionError("path", f"{refusal} (model folder {self.path})")
         if self.family is not None:
             import transformers
 

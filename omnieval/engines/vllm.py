@@ -83,6 +83,9 @@ class VLLMEngine(Engine):
 
         self.omni = is_omni_model(self.path)
         self.family = family_for(self.path)  # an omni model's too: its vLLM fields and positions
+        refusal = self.family.refusal("vllm") if self.family is not None else None
+        if refusal:  # a family vLLM does not carry: one line before vLLM is asked to build it
+            raise OptionError("path", f"{refusal} (model folder {path})")
         # a family model's own processor renders the chat template (vLLM runs the same processor on the media)
         self.processor = load_processor(self.path) if self.family is not None and not self.omni else None
         kwargs = dict(engine_kwargs or {})
