@@ -230,6 +230,9 @@ class Instance(Strict):
     ``donors``: for a shuffled condition, the ``item_id`` each replaced modality was taken from (``{"audio":
     "q07"}``), so anyone can check that no item was handed its own media; None where nothing was replaced.
 
+    ``evidence_modality``: the modality the item's answer evidence comes from, as its benchmark labels it
+    (``spectrum.Item.evidence_modality``); metrics are also given per label.
+
     ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
@@ -260,6 +263,7 @@ class Instance(Strict):
     option_segments: list[Segment] | None = None
     evidence: dict[str, str | None] = Field(default_factory=dict)
     donors: dict[str, str] | None = None
+    evidence_modality: str | None = None
 
     def media_segments(self) -> list[Segment]:
         """Every media segment the model is shown: the context's, then the options' (in label order)."""
@@ -294,6 +298,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("answer_modality", pa.string()),
     ("group", pa.string()),
     ("donors", pa.string()),
+    ("evidence_modality", pa.string()),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -329,6 +334,7 @@ described (null for a direct model call), ``intermediate_text`` is a JSON object
 ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the question an item
 is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of ``item_id``; ``donors``
 (shuffled conditions) a JSON object modality -> the ``item_id`` that modality was taken from (``Instance.donors``);
+``evidence_modality`` the modality an item's answer evidence comes from, as its benchmark labels it;
 ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
 out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 

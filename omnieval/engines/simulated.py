@@ -8,7 +8,9 @@ the protocol that built the instance) and behaves like a model that perceives ea
    (``audio->text``: matching an audio context to text candidates, which may differ from ``text->audio``);
    a joint or directed percept missing from ``reliance`` gets the product of its modalities' reliances,
    so ``{"image+text": 0.9}`` is a model that only succeeds when it combines both, and ``{"audio": 0.7,
-   "text": 0.9}`` one whose audio->text matching succeeds 0.63 of the time. Missing modalities: 0.
+   "text": 0.9}`` one whose audio->text matching succeeds 0.63 of the time. Missing modalities: 0. A medium's
+   text stand-in (percept ``audio_as_text``, spectrum's ``<m>_as_text`` conditions) is text: missing from
+   ``reliance``, it gets ``reliance["text"]``.
 2. Each perceived percept votes for the option its content supports (if any).
 3. Decision: a unique top-voted option is chosen. A tie between two or more options (the modalities conflict) is
    an abstention with probability ``abstain_on_conflict``, else one of the tied options at random. No vote at all is
@@ -103,6 +105,8 @@ class SimulatedEngine(Engine):
             return 0.0
         if percept in self.reliance:
             return float(self.reliance[percept])
+        if percept.endswith("_as_text"):  # a medium's text stand-in is read as text
+            return float(self.reliance.get("text", 0.0))
         return float(np.prod([self.reliance.get(m, 0.0) for m in parts]))
 
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:

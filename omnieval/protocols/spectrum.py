@@ -9,7 +9,16 @@ M (text included, in the order image, video, audio, text):
 * ``<m>_only``: m the item's own, every other modality replaced by its donor's (a text-only run is ``text_only``);
 * ``random``: every modality replaced, each by its own donor;
 * ``no_<m>`` (three or more modalities): only m replaced. With two modalities ``no_<m>`` is the other's ``_only``
-  and is not run twice.
+  and is not run twice;
+* ``<m>_as_text`` (where every item gives a text stand-in for media modality m, ``Item.text_alternatives``: a
+  transcript for the audio, a caption for the image, a video's subtitles): every modality the item's own, m shown as
+  its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Its accuracy
+  against ``normal`` is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``, with its interval from the
+  same resamples): what the model loses, or gains, when the medium's content arrives as text.
+
+**Evidence labels.** An item may carry the modality its answer's evidence comes from, as the benchmark labels it
+(``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
+given per label (keys ``evidence=<label>/<condition>``): the benchmark's own labels beside what the shuffles find.
 
 **Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
 on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
@@ -62,8 +71,11 @@ from omnieval.protocols.spectrum_donors import donors
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
 MODALITY_ORDER: tuple[str, ...] = (*MEDIA, "text")
+AS_TEXT: tuple[str, ...] = tuple(f"{m}_as_text" for m in MEDIA)
 ALL_CONDITIONS: tuple[str, ...] = ("normal", *(f"{m}_only" for m in MODALITY_ORDER), "random",
-                                   *(f"no_{m}" for m in MODALITY_ORDER))
+                                   *(f"no_{m}" for m in MODALITY_ORDER), *AS_TEXT)
+AS_TEXT_LABELS = {"image": "Image description", "video": "Video description", "audio": "Audio transcript"}
+"""How a text stand-in is introduced in the prompt, per modality it stands in for."""
 ENSEMBLE = "ensemble"
 INTERVAL = 0.95
 """Level of the intra intervals that decide ``dependency`` (docs/reference.md, Metrics: the 95% percentile bootstrap
@@ -80,6 +92,10 @@ class Item(Strict):
     ``group``: the ``item_id`` of the question this item is a copy of (VLMEvalKit's circular copies: the same
     question with its options rotated). Items of one group (an item without one is its own) are one question: never
     each other's donors, one resampling unit of the bootstrap, and scored together by ``circular_accuracy``.
+
+    ``text_alternatives``: a text stand-in for some of the item's media (``{"audio": "<transcript>"}``), shown by
+    the ``<m>_as_text`` conditions. ``evidence_modality``: where the item's answer evidence comes from, as the
+    benchmark labels it (``vision``, ``audio``, ``vision+audio``): metrics are also given per label.
     """
 
     item_id: ItemId
@@ -92,6 +108,16 @@ class Item(Strict):
     category: str | None = None
     task: str | None = None
     group: str | None = Field(default=None, min_length=1)
+    text_alternatives: dict[Literal["image", "video", "audio"], str] | None = None
+    evidence_modality: str | None = Field(default=None, min_length=1)
+
+    @field_validator("text_alternatives")
+    @classmethod
+    def _alternatives_written(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        for modality, text in (v or {}).items():
+            if not text.strip():
+                raise ValueError(f"the text alternative for {modality} is empty")
+        return v or None
 
     @field_validator("options")
     @classmethod
@@ -107,6 +133,10 @@ class Item(Strict):
         if self.answer not in labels:
             raise ValueError(f"answer {self.answer!r} must be the label of one of the {len(self.options)} options "
                              f"({labels[0]}..{labels[-1]})")
+        stray = sorted(set(self.text_alternatives or {}) - set(self.media))
+        if stray:
+            raise ValueError(f"text_alternatives for {', '.join(stray)}, which the item does not show (media: "
+                             f"{', '.join(sorted(self.media))})")
         return self
 
     @property
@@ -140,19 +170,32 @@ class Options(Strict):
         return v
 
 
-def conditions_for(modalities: Sequence[str]) -> tuple[str, ...]:
+def conditions_for(modalities: Sequence[str], as_text: Sequence[str] = ()) -> tuple[str, ...]:
     """The conditions of docs/reference.md, Protocol `spectrum`, for a set of modalities (text included): ``no_<m>``
-    only with three or more."""
+    only with three or more; ``<m>_as_text`` for the media modalities ``as_text`` (those every item gives a text
+    stand-in for)."""
     ordered = [m for m in MODALITY_ORDER if m in modalities]
     out = ["normal", *(f"{m}_only" for m in ordered), "random"]
     if len(ordered) >= 3:
         out += [f"no_{m}" for m in ordered]
+    out += [f"{m}_as_text" for m in MEDIA if m in as_text and m in ordered]
     return tuple(out)
 
 
+def as_text_modalities(items: Sequence[Item]) -> tuple[str, ...]:
+    """The media modalities every item gives a text stand-in for (the ``<m>_as_text`` conditions that apply)."""
+    return tuple(m for m in MEDIA if items and all(m in (item.text_alternatives or {}) for item in items))
+
+
+def as_text_modality(condition: str) -> str | None:
+    """The medium a ``<m>_as_text`` condition shows as text (None for any other condition)."""
+    return condition[: -len("_as_text")] if condition.endswith("_as_text") else None
+
+
 def replaced(condition: str, modalities: Sequence[str]) -> frozenset[str]:
-    """The modalities a condition shows from a donor."""
-    if condition == "normal":
+    """The modalities a condition shows from a donor (none for ``normal`` and the ``_as_text`` conditions: the
+    stand-in is the item's own)."""
+    if condition == "normal" or as_text_modality(condition):
         return frozenset()
     if condition == "random":
         return frozenset(modalities)
@@ -206,19 +249,26 @@ def evidence(modalities: Sequence[str], swapped: frozenset[str], target: str) ->
 
 
 def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, options: Options) -> Instance:
-    """One instance: ``sources[m]`` is the item whose modality m is shown (the item itself or its donor)."""
+    """One instance: ``sources[m]`` is the item whose modality m is shown (the item itself or its donor). Under
+    ``<m>_as_text`` the medium m is left out and its stand-in is a text segment; for the simulated engine the
+    medium's percepts support nothing and the percept ``<m>_as_text`` supports the target."""
     modalities = item.modalities
     swapped = frozenset(m for m in modalities if sources[m] is not item)
     text_from = sources["text"]
     option_texts = list(text_from.options if options.text_unit == "question+options" else item.options)
+    as_text = as_text_modality(condition)
+    segments = [Segment(kind="media", modality=m, path=sources[m].media[m])
+                for m in modalities if m not in ("text", as_text)]
+    clues = evidence(modalities, swapped, item.answer)
+    if as_text:
+        segments.append(Segment(kind="text", text=f"{AS_TEXT_LABELS[as_text]}: {item.text_alternatives[as_text]}"))
+        clues = {**evidence(modalities, frozenset({as_text}), item.answer), condition: item.answer}
     return Instance(
         instance_id=instance_id(item.item_id, condition, seed), item_id=item.item_id, protocol=NAME,
-        benchmark=item.benchmark, split=item.split, condition=condition,
-        segments=[Segment(kind="media", modality=m, path=sources[m].media[m]) for m in modalities if m != "text"],
+        benchmark=item.benchmark, split=item.split, condition=condition, segments=segments,
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
-        target=item.answer, task=item.task, category=item.category, group=item.group,
-        evidence=evidence(modalities, swapped, item.answer),
-        donors={m: sources[m].item_id for m in sorted(swapped)} or None,
+        target=item.answer, task=item.task, category=item.category, group=item.group, evidence=clues,
+        donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
     )
 
 
@@ -230,9 +280,14 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
     if not items:
         return []
     ordered = sorted(items, key=lambda it: it.item_id)
-    available = conditions_for(ordered[0].modalities)
+    available = conditions_for(ordered[0].modalities, as_text_modalities(ordered))
     if options.conditions is not None:
         missing = [c for c in options.conditions if c not in available]
+        lacking = as_text_modality(missing[0]) if missing else None
+        if lacking in ordered[0].modalities:  # some item has no stand-in for it: name the first
+            first = next(it for it in ordered if lacking not in (it.text_alternatives or {}))
+            raise InputError(f"condition {missing[0]!r} needs a text alternative for {lacking} on every item; this "
+                             f"item has none", file=file, item=first.item_id, field="text_alternatives")
         if missing:
             raise InputError(f"condition {missing[0]!r} does not apply to this benchmark's modalities "
                              f"({', '.join(ordered[0].modalities)}); available: {', '.join(available)}",
@@ -263,7 +318,8 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # of its printed ``intra`` interval is above 0. Without resamples (``resamples=0``) there is no interval and no
 # ``dependency`` row.
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)))
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)))
+"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``)."""
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -358,6 +414,9 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
     combined = inter(acc)
     if combined is not None:
         yield "inter", key(""), combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc))
+    for m in MEDIA:
+        if f"{m}_as_text" in acc and "normal" in acc:
+            yield "as_text_gap", key(m), acc[f"{m}_as_text"] - acc["normal"], n["normal"] + n[f"{m}_as_text"]
     for m, values in perceptual_score(acc).items():
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
         yield "perceptual_score", key(m), values, n["normal"] + n[other]
@@ -483,6 +542,8 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     models = frame["model"].unique().to_list()
     if ENSEMBLE not in models and len(models) >= 2:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
+    if "evidence_modality" in frame.columns:
+        frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
@@ -522,7 +583,7 @@ def metrics_spec():
     differences compare and its headline table."""
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=ALL_CONDITIONS,
-                           paired=PairedHeadline(every_key=("accuracy", "intra"), overall=("inter",)),
+                           paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
                            headlines=(HeadlineTable(_headline_title, _headline_rows),))
 
 

@@ -1,8 +1,10 @@
 """Report section of protocol ``spectrum`` (docs/reference.md, Protocol `spectrum`): per benchmark (run and split) the
 accuracy with every modality, with one modality only, with all shuffled (random) and without one, against chance; where
 a benchmark holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the
-intra / inter gains, perceptual scores and the dependency label, overall and per category; plot: what each modality
-alone buys over random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
+intra / inter gains, perceptual scores and the dependency label, overall and per category; where items give text
+stand-ins, accuracy with each medium shown as its text and the gap to normal; where items carry the benchmark's
+evidence labels, every column per label beside what the shuffles find; plot: what each modality alone buys over
+random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from omnieval.report.tables import FEW_ITEMS, FEW_MARK, Col, MetricView, error_c
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
-SCOPED_LEAF = ("accuracy", "circular_accuracy", "intra", "perceptual_score", "dependency")
+SCOPED_LEAF = ("accuracy", "circular_accuracy", "intra", "perceptual_score", "as_text_gap", "dependency")
+EVIDENCE = "evidence="  # the scope prefix of the per-evidence-label metrics
 SCOPE_ONLY = ("chance", "inter")
 
 
@@ -30,7 +33,8 @@ def split_key(metric: str, key: str) -> tuple[str, str]:
 
 def _conditions(view: MetricView, metric: str = "accuracy") -> list[str]:
     present = set(view.leaves(metric, lambda s: True))
-    order = ["normal", *(f"{m}_only" for m in MODALITIES), "random", *(f"no_{m}" for m in MODALITIES)]
+    order = ["normal", *(f"{m}_only" for m in MODALITIES), "random", *(f"no_{m}" for m in MODALITIES),
+             *(f"{m}_as_text" for m in MODALITIES)]
     return [c for c in order if c in present] + sorted(present - set(order))
 
 
@@ -49,7 +53,17 @@ def _columns(view: MetricView) -> list[Col]:
                     title="accuracy[normal] - max over m of accuracy[m only]"))
     cols += [Col(m, "perceptual_score", m, group="perceptual score", scale="div")
              for m in _modalities(view, "perceptual_score")]
+    cols += [Col(m, "as_text_gap", m, group="as text: m's stand-in minus normal", scale="div",
+                 title=f"accuracy[{m} as text] - accuracy[normal]") for m in _modalities(view, "as_text_gap")]
     return cols
+
+
+def _is_category(scope: str) -> bool:
+    return scope != "" and not scope.startswith(EVIDENCE)
+
+
+def _is_evidence(scope: str) -> bool:
+    return scope.startswith(EVIDENCE)
 
 
 def section(data: ProtocolInput) -> Section | None:
@@ -58,19 +72,29 @@ def section(data: ProtocolInput) -> Section | None:
         return None
     sec = Section(NAME, "Modality dependence spectrum",
                   intro="Modalities shuffled between items: '<m> only' keeps m and replaces the others, 'random' "
-                        "replaces all, 'no <m>' replaces m alone. Rows are benchmarks (run and split).")
+                        "replaces all, 'no <m>' replaces m alone, '<m> as text' shows m's text stand-in (a "
+                        "transcript, a caption) instead of m. Rows are benchmarks (run and split).")
     cols = _columns(view) + [Col("invalid", "invalid_rate", "", scale=None, group="")] + error_cols(view, group="")
     blocks = [view.table("Accuracy per condition against chance, intra / inter gains, perceptual scores",
                          cols, note="bold: the 95% interval excludes 0", name="spectrum")]
     blocks.append(_dependency_table(view, lambda s: s == "", "Dependency label"))
     per_cat = view.table("Accuracy, gains and perceptual scores per category", _columns(view),
                          rows=("run", "model", "prompt", "split", "scope"),
-                         scope=lambda s: s != "", scope_label="category", name="spectrum-category")
-    dep_cat = _dependency_table(view, lambda s: s != "", "Dependency label per category", scoped=True)
+                         scope=_is_category, scope_label="category", name="spectrum-category")
+    dep_cat = _dependency_table(view, _is_category, "Dependency label per category", scoped=True)
     sec.blocks = [b for b in blocks if b is not None]
     scoped = [b for b in (per_cat, dep_cat) if b is not None]
     if scoped:
         sec.subsections.append(Section(f"{NAME}-categories", "Per category", blocks=scoped))
+    per_evidence = view.table("Accuracy per condition by the benchmark's evidence label: where the benchmark says "
+                              "the answer's evidence lies, beside what the shuffles find", _columns(view),
+                              rows=("run", "model", "prompt", "split", "scope"), scope=_is_evidence,
+                              scope_label="evidence", name="spectrum-evidence")
+    dep_evidence = _dependency_table(view, _is_evidence, "Dependency label per evidence label", scoped=True,
+                                     scope_label="evidence")
+    labelled = [b for b in (per_evidence, dep_evidence) if b is not None]
+    if labelled:
+        sec.subsections.append(Section(f"{NAME}-evidence", "By evidence label", blocks=labelled))
     figure = _gains(view)
     if figure is not None:
         sec.blocks.append(figure)
@@ -80,13 +104,14 @@ def section(data: ProtocolInput) -> Section | None:
     return sec
 
 
-def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = False) -> Table | None:
+def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = False,
+                      scope_label: str = "category") -> Table | None:
     """One row per benchmark x model (x category) with its label (labels are keys, so not columns)."""
     recs = [r for r in view.records if r["metric"] == "dependency" and scope(r["scope"])]
     if not recs:
         return None
     ident = [c for c in ("run", "model", "prompt", "split") if c == "model" or len(view.order[c]) > 1]
-    header = ident + (["category"] if scoped else []) + ["dependency"]
+    header = ident + ([scope_label] if scoped else []) + ["dependency"]
     rows = []
     for r in sorted(recs, key=lambda r: tuple(view.order[c][r[c]] for c in ("run", "model", "prompt", "split",
                                                                             "scope"))):
@@ -95,7 +120,7 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
             cells.append(text_cell(r["scope"], header=True))
         cells.append(view.cell(r, None, label=r["leaf"]))
         rows.append(cells)
-    return Table(caption=caption, header=header, rows=rows, name="dependency" + ("-category" if scoped else ""),
+    return Table(caption=caption, header=header, rows=rows, name="dependency" + (f"-{scope_label}" if scoped else ""),
                  note=None if scoped else "<m>-intra: the 95% interval of intra[m] lies above 0 (joined by +); "
                                           "at-chance: no modality's does and accuracy with every modality is not "
                                           "above chance either; inter-only: no modality's does, but the model is "
