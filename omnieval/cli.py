@@ -252,6 +252,26 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
     return 0
 
 
+def _datasets_omni(args: argparse.Namespace) -> int:
+    from omnieval.datasets.omni import daily_omni, omnibench, videomme, worldsense
+
+    common = {"name": args.name, "media_root": args.media_root, "copy": args.copy, "overwrite": args.overwrite}
+    if args.release_name == "videomme":
+        durations = [d.strip() for text in args.duration or [] for d in text.split(",") if d.strip()] or None
+        converted = videomme.convert_videomme(args.release, args.out, durations=durations, **common)
+    else:
+        convert = {"daily-omni": daily_omni.convert_daily_omni, "worldsense": worldsense.convert_worldsense,
+                   "omnibench": omnibench.convert_omnibench}[args.release_name]
+        converted = convert(args.release, args.out, **common)
+    for split, n in converted.skipped_splits.items():
+        print(f"omnieval: note: skipped split {split!r} ({n} questions): none of its questions has an answer",
+              file=sys.stderr)
+    for note in converted.notes:
+        print(f"omnieval: note: {note}", file=sys.stderr)
+    print(converted.summary())
+    return 0
+
+
 def _overwrite_flag(parser: argparse.ArgumentParser, converter: str) -> None:
     """``--overwrite`` of a converter: the one way to replace a folder, and only its own earlier output."""
     parser.add_argument("--overwrite", action="store_true",
@@ -433,6 +453,7 @@ def _add_datasets(sub) -> None:
     _add_datasets_xmodbench(dsub)
     _add_datasets_mcq(dsub)
     _add_datasets_contra4(dsub)
+    _add_datasets_omni(dsub)
     _add_datasets_check(dsub)
 
 
@@ -515,6 +536,40 @@ def _add_datasets_contra4(sub) -> None:
                    help="an entry whose media file is missing: stop with an error, or skip it and list it")
     _overwrite_flag(s, "contra4")
     s.set_defaults(func=_datasets_contra4)
+
+
+OMNI_RELEASES: dict[str, tuple[str, str]] = {
+    "daily-omni": ("Daily-Omni: qa.json beside Videos/<id>/<id>_video.mp4 and <id>_audio.wav",
+                   "a folder holding Videos/"),
+    "worldsense": ("WorldSense: worldsense_qa.json beside videos/<id>.mp4 (the audio is each mp4's soundtrack) and "
+                   "subtitles/<id>.srt", "a folder holding videos/ and subtitles/"),
+    "videomme": ("Video-MME with audio: videomme/test-*.parquet beside data/<videoID>.mp4 (their soundtracks) and "
+                 "subtitle/<videoID>.srt", "a folder holding data/ and subtitle/"),
+    "omnibench": ("OmniBench: dataset/*.jsonl beside mm_data/audio/ and mm_data/image/ (GitHub), or data/*.parquet "
+                  "with embedded media (Hugging Face)", "a folder holding mm_data/"),
+}
+"""The omni-release converters (``omnieval.datasets.omni``): what the release folder holds, what --media-root
+may hold."""
+
+
+def _add_datasets_omni(sub) -> None:
+    for release, (reads, media_root) in OMNI_RELEASES.items():
+        s = sub.add_parser(release, help=f"convert {reads.split(':')[0]} into a spectrum benchmark",
+                           description=f"Convert a release folder into a spectrum benchmark. {reads}. "
+                                       "Every field read: docs/benchmarks.md.")
+        s.add_argument("release", help="the release folder, laid out as the release ships it")
+        s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
+        s.add_argument("--name", default=release, help="benchmark name (default: %(default)s)")
+        s.add_argument("--media-root", default=None,
+                       help=f"{media_root}, if the media live outside the release folder (media are read only under "
+                            "the release folder and this one)")
+        s.add_argument("--copy", action="store_true", help="copy media instead of hard-linking them")
+        if release == "videomme":
+            s.add_argument("--duration", action="append", metavar="NAME",
+                           help="keep only the questions on videos of this duration: short, medium, long (repeat, "
+                                "or NAME,NAME); default: all")
+        _overwrite_flag(s, release)
+        s.set_defaults(func=_datasets_omni, release_name=release)
 
 
 def _add_datasets_check(sub) -> None:

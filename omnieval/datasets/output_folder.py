@@ -1,6 +1,7 @@
 """Where a converter may write: the ``--out`` folder of every ``omnieval datasets`` command.
 
-A converter (``synth``, ``xmodbench``, ``mcq``, ``contra4``) builds the whole benchmark folder beside ``--out`` and
+A converter (``synth``, ``xmodbench``, ``mcq``, ``contra4`` and the omni releases: ``daily-omni``, ``worldsense``,
+``videomme``, ``omnibench``) builds the whole benchmark folder beside ``--out`` and
 moves it into place when complete, so replacing an earlier benchmark means deleting what ``--out`` held. Nothing
 else may be deleted, so before anything is written ``--out`` must be
 
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from omnieval.core.schema import InputError
 
-CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4")
+CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-omni", "worldsense", "videomme",
+                               "omnibench")
 """The ``omnieval datasets`` commands that write a benchmark folder; each records its name in ``benchmark.json``."""
 OUTPUT_ENTRIES = frozenset({"benchmark.json", "items.jsonl", "anchors.jsonl", "media", "unmatched.jsonl",
                             "skipped.jsonl"})

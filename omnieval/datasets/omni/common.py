@@ -1,0 +1,422 @@
+"""What every omni-release converter shares: reading the release's files with one-line errors, normalising options
+and answers, finding and linking media only under the release's folders, and writing the ``spectrum`` benchmark
+folder (docs/benchmarks.md, "Omni benchmarks").
+
+* **Errors** are ``InputError``s naming the file, the entry (``Where.item``) and the field, on one line.
+* **Options** are texts; a release that writes the labels into them (``"A. Apples."``, ``"(B) ..."``) has them
+  stripped, but only when every option of the question carries its own label in order, so an option that merely
+  starts with ``A`` (``"A man is talking"``) is kept whole.
+* **Answers** become the correct option's label (``"A"``...), from a label, a labelled option text or the option
+  text itself.
+* **Media** are named by relative paths tried in order under the release folder, then the media root
+  (``MediaRef.paths``), and hard-linked (else copied; ``copy=True`` always copies) to ``media/<the same relative
+  path>`` (``media/media-root/...`` for a file under the media root), or written from bytes a Parquet cell embeds
+  (``media/embedded/<content hash>``). A path that leaves those folders, a symbolic link included, is never read. A
+  video file named as both an item's ``video`` and its ``audio`` is the video with its own soundtrack
+  (docs/benchmarks.md, "A video's own soundtrack"): the converters never extract a soundtrack.
+* **Splits**: a split none of whose entries has an answer is skipped and reported (``Converted.skipped_splits``); an
+  entry without an answer in a split that has answers is an error naming it.
+* **Text alternatives** (``Entry.text_alternatives``: modality -> a text stand-in the release gives, a transcript,
+  a caption, subtitles) are written as the item field ``text_alternatives`` when ``WRITE_TEXT_ALTERNATIVES`` is on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from omnieval.core.schema import LABELS, InputError, pydantic_message
+from omnieval.datasets.mcq_images import CellError, check_decodes, missing_cell
+from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
+from omnieval.datasets.release_media import is_inside
+from omnieval.datasets.textfile import read_utf8, utf8_lines
+from omnieval.protocols.spectrum import Item
+
+WRITE_TEXT_ALTERNATIVES = True
+"""Write each item's ``text_alternatives`` (modality -> text stand-in) into ``items.jsonl``. The field belongs to the
+``spectrum`` item (``<m>_as_text`` conditions show the stand-in instead of the medium); a build whose
+``spectrum.Item`` lacks it refuses such items, so the switch turns the field off for it."""
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
+AUDIO_MAGIC = ((b"RIFF", ".wav"), (b"ID3", ".mp3"), (b"fLaC", ".flac"), (b"OggS", ".ogg"), (b"\xff\xfb", ".mp3"),
+               (b"\xff\xf3", ".mp3"), (b"\xff\xf2", ".mp3"))
+_LABEL_PREFIX = re.compile(r"^\s*[(\[]?([A-Z])\s*(?:[.):\]]|\)\.)\s*(.*)$", re.DOTALL)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Where an entry is, and reading the release's files
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Where:
+    """An entry of a release file, for errors: ``item`` as the user would find it (``entry 3 (video abc)``)."""
+
+    file: Path
+    item: str
+
+    def error(self, message: str, field_name: str | None = None) -> InputError:
+        return InputError(message, file=self.file, item=self.item, field=field_name)
+
+
+def read_json(path: Path) -> Any:
+    """The whole JSON document; not valid JSON is an error naming the file, line and column."""
+    try:
+        return json.loads(read_utf8(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", file=path) from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for each non-blank line; a line that is not JSON is an error naming it."""
+    for number, line in enumerate(utf8_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"line {number} is not valid JSON: {exc.msg}", file=path, item=f"line {number}") \
+                from None
+
+
+def field_text(record: dict, key: str, where: Where, *, required: bool = True) -> str | None:
+    """A non-empty text field (numbers are taken as their text); missing or blank: an error, or None if not
+    ``required``."""
+    value = record.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool) and not missing_cell(value):
+        value = str(int(value)) if float(value).is_integer() else str(value)
+    if missing_cell(value):
+        if required:
+            raise where.error(f"missing or empty {key!r}", key)
+        return None
+    if not isinstance(value, str):
+        raise where.error(f"expected a text, got {type(value).__name__}", key)
+    return value.strip()
+
+
+def file_name(record: dict, key: str, where: Where) -> str:
+    """A field naming a media file by id (a video id): a plain name, never a path."""
+    name = field_text(record, key, where)
+    if name in (".", "..") or "/" in name or "\\" in name:
+        raise where.error(f"{name!r} is not a plain file name (ids name files inside the release's folders)", key)
+    return name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options and answers
+# ---------------------------------------------------------------------------------------------------------------
+
+def strip_option_labels(options: Sequence[str]) -> list[str]:
+    """The option texts without their labels, when every option starts with its own label in order (``A. ``,
+    ``(B)``, ``C)``, ``D:``); otherwise the options unchanged."""
+    stripped = []
+    for label, option in zip(LABELS, options, strict=False):
+        match = _LABEL_PREFIX.match(option)
+        if match is None or match.group(1) != label or not match.group(2).strip():
+            return list(options)
+        stripped.append(match.group(2).strip())
+    return stripped
+
+
+def option_texts(value: Any, where: Where, field_name: str) -> list[str]:
+    """A list of 2-26 non-empty option texts (labels stripped, ``strip_option_labels``)."""
+    if hasattr(value, "tolist"):  # a Parquet list cell read as an array
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise where.error(f"expected a list of options, got {type(value).__name__}", field_name)
+    if not 2 <= len(value) <= len(LABELS):
+        raise where.error(f"{len(value)} options (2 to {len(LABELS)} needed)", field_name)
+    for i, option in enumerate(value):
+        if not isinstance(option, str) or not option.strip():
+            raise where.error(f"option {i} is {'empty' if isinstance(option, str) else type(option).__name__}",
+                              field_name)
+    return strip_option_labels([o.strip() for o in value])
+
+
+def answer_label(value: Any, options: Sequence[str], where: Where, field_name: str,
+                 raw_options: Sequence[str] | None = None) -> str:
+    """The label of the correct option: ``value`` is a label (``"B"``, ``"(B)"``, ``"B."``), a labelled option as the
+    release writes it (one of ``raw_options``), or exactly one option's text (compared as written, then with case
+    and runs of spaces ignored)."""
+    labels = LABELS[: len(options)]
+    if missing_cell(value) or not isinstance(value, str):
+        raise where.error(f"expected the answer as a label or an option text, got {value!r}", field_name)
+    text = value.strip()
+    match = re.fullmatch(r"[(\[]?([A-Za-z])[)\].]?", text)
+    if match and match.group(1).upper() in LABELS:
+        label = match.group(1).upper()
+        if label not in labels:
+            raise where.error(f"answer {text!r} but the question has {len(options)} options "
+                              f"({labels[0]}..{labels[-1]})", field_name)
+        return label
+    for candidates in (raw_options or [], options):
+        hits = [lab for lab, opt in zip(labels, candidates, strict=False) if opt.strip() == text]
+        if len(hits) == 1:
+            return hits[0]
+    folded = " ".join(text.split()).casefold()
+    hits = [lab for lab, opt in zip(labels, options, strict=True) if " ".join(opt.split()).casefold() == folded]
+    if len(hits) == 1:
+        return hits[0]
+    raise where.error(f"answer {text!r} is neither a label {labels[0]}..{labels[-1]} nor exactly one of the options",
+                      field_name)
+
+
+def given_answer(record: dict, key: str, options: Sequence[str], where: Where,
+                 raw_options: Sequence[str] | None = None) -> str | None:
+    """The label of ``record[key]`` (``answer_label``), None where the release gives no answer (missing, null,
+    blank or ``nan``: an answerless split)."""
+    value = record.get(key)
+    return None if missing_cell(value) else answer_label(value, options, where, key, raw_options)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Media
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MediaRef:
+    """One medium of an entry: ``paths`` (relative to the release's folders, tried in order) or ``data`` (bytes a
+    Parquet cell embeds, ``name`` its file name, whose suffix names the format); ``field`` is the entry field that
+    names it, for errors."""
+
+    field: str
+    paths: tuple[str, ...] = ()
+    data: bytes | None = None
+    name: str | None = None
+
+
+class MediaLinker:
+    """Finds media under ``roots`` (the release folder, then the media root) and places each file once in
+    ``out/media``."""
+
+    def __init__(self, roots: Sequence[Path], out: Path, copy: bool):
+        self.roots = [Path(r).resolve() for r in roots]
+        self.out, self.copy = out, copy
+        self.placed: dict[Path | str, str] = {}
+
+    def find(self, paths: Sequence[str], where: Where, field_name: str) -> Path:
+        return find_file(paths, self.roots, where, field_name)
+
+    def place(self, ref: MediaRef, where: Where) -> str:
+        """The benchmark-relative path of the medium, linked (or copied, or written) into ``out/media`` once."""
+        if ref.data is not None:
+            return self._write(ref, where)
+        source = self.find(ref.paths, where, ref.field)
+        if source not in self.placed:
+            root = next(r for r in self.roots if source == r or r in source.parents)
+            prefix = Path("media") if root == self.roots[0] else Path("media", "media-root")
+            rel = prefix / source.relative_to(root)
+            target = self.out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(source, target, self.copy)
+            self.placed[source] = rel.as_posix()
+        return self.placed[source]
+
+    def _write(self, ref: MediaRef, where: Where) -> str:
+        data = ref.data
+        suffix = Path(ref.name or "").suffix.lower()
+        if suffix in IMAGE_SUFFIXES:
+            try:
+                check_decodes(data, suffix, ref.field)
+            except CellError as exc:
+                raise where.error(str(exc), ref.field) from None
+        else:
+            known = next((ext for magic, ext in AUDIO_MAGIC if data.startswith(magic)), None)
+            if known is None:
+                raise where.error(f"embedded audio {ref.name!r} ({len(data)} bytes) is not WAV, MP3, FLAC or Ogg",
+                                  ref.field)
+            suffix = suffix or known
+        digest = hashlib.sha256(data).hexdigest()[:20]
+        rel = f"media/embedded/{digest}{suffix}"
+        if rel not in self.placed:
+            (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.out / rel).write_bytes(data)
+            self.placed[rel] = rel
+        return rel
+
+
+def media_roots(release: Path, media_root: str | Path | None) -> list[Path]:
+    """The folders media are read from: the release folder, then the media root if given."""
+    return [Path(release)] + ([Path(media_root)] if media_root is not None else [])
+
+
+def find_file(paths: Sequence[str], roots: Sequence[Path], where: Where, field_name: str, *,
+              required: bool = True) -> Path | None:
+    """The first of ``paths`` (relative) that is a file under one of ``roots``, tried root by root; a candidate that
+    resolves outside every root (a symbolic link out) is never read. None when none is and not ``required``."""
+    outside = None
+    for rel in paths:
+        for root in roots:
+            candidate = Path(root) / rel
+            if not is_inside(candidate, roots):
+                outside = outside or candidate
+                continue
+            if candidate.is_file():
+                return candidate.resolve()
+    where_text = " or ".join(str(r) for r in roots)
+    if outside is not None and outside.exists():
+        raise where.error(f"{paths[0]!r} resolves to {outside.resolve()}, outside {where_text}: media are read only "
+                          "under the release folder (and --media-root)", field_name)
+    if required:
+        raise where.error(f"no media file {', '.join(repr(p) for p in paths)} under {where_text}", field_name)
+    return None
+
+
+def _link_or_copy(source: Path, target: Path, copy: bool) -> None:
+    if not copy:
+        try:
+            os.link(source, target)
+            return
+        except OSError:  # another filesystem, or links not allowed
+            pass
+    shutil.copy2(source, target)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Entries -> the benchmark folder
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Entry:
+    """One question of a release, normalised: ``answer`` is a label, or None where the release gives none."""
+
+    where: Where
+    item_id: str
+    question: str
+    options: list[str]
+    answer: str | None
+    media: dict[str, MediaRef]
+    split: str = "all"
+    category: str | None = None
+    task: str | None = None
+    text_alternatives: dict[str, str] = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
+    """The release's name of an item field where it differs (``{"options": "Choice"}``), for errors."""
+
+    def release_field(self, name: str) -> str:
+        return self.fields.get(name, name)
+
+
+@dataclass
+class Converted:
+    """What a converter wrote: items per split, distinct media files, the answerless splits skipped (their entry
+    counts), the items with a text stand-in per modality, and what the converter has to say (filters applied)."""
+
+    out: Path
+    splits: dict[str, int]
+    n_media: int
+    skipped_splits: dict[str, int] = field(default_factory=dict)
+    text_alternatives: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return sum(self.splits.values())
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{s}: {n}" for s, n in self.splits.items())
+        alternatives = "".join(f"; a text stand-in for {m} on {n} of {self.n_items} items"
+                               for m, n in self.text_alternatives.items())
+        return f"wrote {self.n_items} items ({parts}) and {self.n_media} media files to {self.out}{alternatives}"
+
+
+def check_out(out: str | Path, converter: str, sources: Sequence[Source], overwrite: bool) -> None:
+    """Refuse an ``--out`` the converter may not write before reading anything (``output_folder``)."""
+    check_output_folder(out, converter, overwrite=overwrite, sources=sources)
+
+
+def release_sources(release: Path, media_root: str | Path | None) -> list[Source]:
+    sources = [Source(release, "the release folder")]
+    return sources + ([Source(Path(media_root), "the --media-root folder")] if media_root is not None else [])
+
+
+def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, name: str, release: Path,
+                  media_root: str | Path | None = None, copy: bool = False, overwrite: bool = False,
+                  meta: dict | None = None, notes: Sequence[str] = ()) -> Converted:
+    """Write the ``spectrum`` benchmark folder ``out`` from ``entries`` (module doc): built beside ``out`` and moved
+    into place when complete (``output_folder``), media only from under ``release`` and ``media_root``."""
+    sources = release_sources(release, media_root)
+    entries = list(entries)
+    chosen, skipped = _answered_splits(entries)
+    with building_folder(out, converter, overwrite=overwrite, sources=sources, prefix=f".{converter}-") as tmp:
+        linker = MediaLinker(media_roots(release, media_root), tmp, copy)
+        seen: dict[str, Where] = {}
+        counts: dict[str, int] = {}
+        stand_ins: dict[str, int] = {}
+        with open(tmp / "items.jsonl", "w", encoding="utf-8") as f:
+            for entry in entries:
+                if entry.split not in chosen:
+                    continue
+                if entry.item_id in seen:
+                    first = seen[entry.item_id]
+                    raise entry.where.error(f"duplicate item id {entry.item_id!r} (first: {first.item} of "
+                                            f"{first.file})", "item_id")
+                seen[entry.item_id] = entry.where
+                f.write(json.dumps(_item_line(entry, name, linker), ensure_ascii=False) + "\n")
+                counts[entry.split] = counts.get(entry.split, 0) + 1
+                for modality in entry.text_alternatives:
+                    stand_ins[modality] = stand_ins.get(modality, 0) + 1
+        info = {"name": name, "protocol": "spectrum", "source": str(release), "n_items": sum(counts.values()),
+                "splits": counts, "generator": f"omnieval.datasets.omni.{converter.replace('-', '_')}",
+                **(meta or {})}
+        if skipped:
+            info["skipped_splits"] = skipped
+        if stand_ins and WRITE_TEXT_ALTERNATIVES:
+            info["text_alternatives"] = stand_ins
+        (tmp / "benchmark.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return Converted(out=Path(out), splits=counts, n_media=len(linker.placed), skipped_splits=skipped,
+                     text_alternatives=stand_ins if WRITE_TEXT_ALTERNATIVES else {}, notes=list(notes))
+
+
+def _answered_splits(entries: Sequence[Entry]) -> tuple[set[str], dict[str, int]]:
+    """The splits to write and the answerless ones skipped (their entry counts); an entry without an answer in a
+    split that has answers is an error."""
+    totals: dict[str, int] = {}
+    answered: dict[str, int] = {}
+    for entry in entries:
+        totals[entry.split] = totals.get(entry.split, 0) + 1
+        answered[entry.split] = answered.get(entry.split, 0) + (entry.answer is not None)
+    if not entries:
+        raise InputError("the release has no questions (after the filters given)")
+    chosen = {s for s, n in answered.items() if n}
+    if not chosen:
+        first = entries[0]
+        raise first.where.error("no split has answers: nothing can be scored", first.release_field("answer"))
+    for entry in entries:
+        if entry.split in chosen and entry.answer is None:
+            raise entry.where.error(f"no answer, though split {entry.split!r} has answers",
+                                    entry.release_field("answer"))
+    return chosen, {s: n for s, n in totals.items() if s not in chosen}
+
+
+def _item_line(entry: Entry, name: str, linker: MediaLinker) -> dict:
+    """The item's ``items.jsonl`` line, validated as ``spectrum.Item``."""
+    media = {modality: linker.place(ref, entry.where) for modality, ref in entry.media.items()}
+    fields = {"item_id": entry.item_id, "benchmark": name, "split": entry.split, "question": entry.question,
+              "options": entry.options, "answer": entry.answer, "media": media, "category": entry.category,
+              "task": entry.task}
+    alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
+    for modality in alternatives:
+        if modality not in media:
+            raise entry.where.error(f"a text stand-in for {modality!r}, a modality the item does not have",
+                                    "text_alternatives")
+    known = "text_alternatives" in Item.model_fields
+    try:
+        item = Item(**fields, **({"text_alternatives": alternatives} if known and alternatives else {}))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        loc[:1] = [entry.release_field(loc[0])] if loc else []
+        raise entry.where.error(pydantic_message(err), ".".join(loc) or None) from None
+    line = item.model_dump(mode="json", exclude_none=True)
+    if alternatives and not known:
+        line["text_alternatives"] = alternatives
+    return line

@@ -1,0 +1,35 @@
+"""The text of a SubRip (``.srt``) subtitle file, as a stand-in for a video's audio (docs/benchmarks.md, "Omni
+benchmarks").
+
+Video-MME's and WorldSense's subtitle files are SubRip: blocks of a cue number, a ``start --> end`` time line and
+one or more text lines, separated by blank lines; Video-MME wraps each text line in ``<font color="white"
+size=".72c">...</font>``. The text is every cue's text in file order, markup removed (HTML-like tags, ASS line
+breaks ``\\N``), one cue per line, a cue repeating the line before it dropped (rolling captions repeat).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from omnieval.datasets.textfile import read_utf8
+
+_TIME_LINE = re.compile(r"^\s*\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}")
+_TAG = re.compile(r"<[^>]{0,200}>")
+
+
+def srt_text(path: Path) -> str:
+    """The subtitles' text (module doc); "" for a file without cues. Not UTF-8: an ``InputError`` naming the
+    file."""
+    text = read_utf8(path).lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        rows = [row for row in block.split("\n") if row.strip()]
+        timed = next((i for i, row in enumerate(rows) if _TIME_LINE.match(row)), None)
+        if timed is None:
+            continue
+        cue = " ".join(_TAG.sub("", row).replace("\\N", " ").replace("\\n", " ").strip() for row in rows[timed + 1:])
+        cue = " ".join(cue.split())
+        if cue and (not lines or lines[-1] != cue):
+            lines.append(cue)
+    return "\n".join(lines)

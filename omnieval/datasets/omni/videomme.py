@@ -1,0 +1,100 @@
+"""Video-MME with audio -> a ``spectrum`` benchmark whose items show each video with its own soundtrack, the
+subtitles kept as the text stand-in for the audio.
+
+The release folder as the dataset ships it (``lmms-lab/Video-MME``), its archives unpacked: the questions in
+``videomme/test-00000-of-00001.parquet``, the videos (``videos_chunked_*.zip``) in ``data/<videoID>.mp4`` (lmms-eval
+also tries ``.MP4`` and ``.mkv``; VLMEvalKit unpacks them to ``video/<videoID>.mp4``, also read) and the subtitles
+(``subtitle.zip``) in ``subtitle/<videoID>.srt`` (not every video has one). Columns: ``question_id`` (``001-1``),
+``video_id`` (``001``), ``videoID`` (the YouTube id naming the files), ``duration`` (``short`` / ``medium`` /
+``long``), ``domain``, ``sub_category``, ``task_type``, ``question``, ``options`` (four texts written ``"A. ..."``),
+``answer`` (a label).
+
+The mp4 is both the item's ``video`` and its ``audio`` (its own soundtrack, never extracted). Item ids are the
+``question_id``; ``category`` is ``task_type``, ``task`` is ``domain``; the split is the shard's (``test``). Where
+the subtitle file exists its text (``subtitles.srt_text``) is the item's text stand-in for ``audio``.
+``durations`` keeps only the questions of those durations (Video-MME reports short, medium and long apart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from omnieval.core.schema import InputError
+from omnieval.datasets.mcq_sources import parquet_rows
+from omnieval.datasets.omni.common import (
+    Converted,
+    Entry,
+    MediaRef,
+    Where,
+    check_out,
+    field_text,
+    file_name,
+    find_file,
+    given_answer,
+    media_roots,
+    option_texts,
+    release_sources,
+    write_release,
+)
+from omnieval.datasets.omni.subtitles import srt_text
+
+CONVERTER = "videomme"
+QUESTIONS = "videomme"
+DURATIONS = ("short", "medium", "long")
+VIDEO_NAMES = ("data/{}.mp4", "data/{}.MP4", "data/{}.mkv", "video/{}.mp4")
+
+
+def read_videomme(release: Path, media_root: str | Path | None = None,
+                  durations: Sequence[str] | None = None) -> list[Entry]:
+    """One ``Entry`` per row of ``release/videomme/*.parquet`` of the ``durations`` given (module doc)."""
+    folder = release / QUESTIONS
+    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+        raise InputError(f"no {QUESTIONS}/*.parquet in the release folder (lmms-lab/Video-MME keeps its questions in "
+                         f"{QUESTIONS}/test-00000-of-00001.parquet)", file=release)
+    unknown = [d for d in durations or () if d not in DURATIONS]
+    if unknown:
+        raise InputError(f"unknown duration {unknown[0]!r}; Video-MME's durations: {', '.join(DURATIONS)}",
+                         field="--duration")
+    roots = media_roots(release, media_root)
+    subtitles: dict[str, str] = {}
+    entries = []
+    for row in parquet_rows(folder, None):
+        record = row.record
+        where = Where(row.file, f"row {row.number}")
+        qid = field_text(record, "question_id", where)
+        where = Where(row.file, f"row {row.number} (question {qid})")
+        duration = field_text(record, "duration", where, required=False)
+        if durations and duration not in durations:
+            continue
+        video = file_name(record, "videoID", where)
+        if video not in subtitles:
+            path = find_file((f"subtitle/{video}.srt",), roots, where, "videoID", required=False)
+            try:
+                subtitles[video] = srt_text(path) if path is not None else ""
+            except InputError as exc:
+                raise where.error(str(exc), "videoID") from None
+        raw_options = record.get("options")
+        options = option_texts(raw_options, where, "options")
+        clip = MediaRef("videoID", tuple(name.format(video) for name in VIDEO_NAMES))
+        entries.append(Entry(
+            where=where, item_id=qid, question=field_text(record, "question", where), options=options,
+            answer=given_answer(record, "answer", options, where, list(raw_options)),
+            media={"video": clip, "audio": clip}, split=row.split or "all",
+            category=field_text(record, "task_type", where, required=False),
+            task=field_text(record, "domain", where, required=False),
+            text_alternatives={"audio": subtitles[video]} if subtitles[video] else {}))
+    return entries
+
+
+def convert_videomme(release: str | Path, out: str | Path, *, name: str = "videomme",
+                     durations: Sequence[str] | None = None, media_root: str | Path | None = None,
+                     copy: bool = False, overwrite: bool = False) -> Converted:
+    """Write the benchmark folder ``out`` from the Video-MME release folder (module doc); videos and subtitles are
+    read only under ``release`` and ``media_root`` (a folder holding ``data/`` and ``subtitle/``)."""
+    release = Path(release)
+    check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
+    notes = [f"kept the {', '.join(durations)} videos' questions"] if durations else []
+    return write_release(read_videomme(release, media_root, durations), out, converter=CONVERTER, name=name,
+                         release=release, media_root=media_root, copy=copy, overwrite=overwrite,
+                         meta={"durations": list(durations)} if durations else None, notes=notes)

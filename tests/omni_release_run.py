@@ -1,0 +1,115 @@
+"""Shared by the omni-release converter tests (``test_omni_*.py``): small real media files, and a converted benchmark
+taken through ``omnieval run`` (two simulated models), ``omnieval metrics`` and ``omnieval report``, with the
+headline accuracies recomputed from ``predictions.parquet`` by plain polars and compared to ``metrics.csv`` and to
+the report's cells."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from omnieval.cli import main
+
+COLOURS = ("red", "blue", "green", "yellow", "white", "magenta")
+
+
+def make_clips(folder: Path, n: int) -> list[dict[str, Path]]:
+    """``n`` clips, each a silent H.264 picture (``picture``), a PCM WAV (``sound``) and an MP4 carrying both
+    (``soundtrack``: the picture with the sound as its AAC stream), all different from each other."""
+    from omnieval.media.synth import beep_audio, moving_box_video, mux_clip
+
+    clips = []
+    for i in range(n):
+        picture = moving_box_video(folder / f"clip{i}-picture.mp4", colour=COLOURS[i % len(COLOURS)], box=8, y=8,
+                                   size=(32, 24), duration=1.0, fps=4, speed=8.0 + i)
+        sound = beep_audio(folder / f"clip{i}-sound.wav", frequency=300 + 100 * i, beeps=1 + i % 3, duration=1.0,
+                           sample_rate=8000)
+        soundtrack = mux_clip(folder / f"clip{i}-soundtrack.mp4", video=picture, audio=sound)
+        clips.append({"picture": picture, "sound": sound, "soundtrack": soundtrack})
+    return clips
+
+
+def make_pictures(folder: Path, n: int, suffix: str = ".png") -> list[Path]:
+    from omnieval.media.synth import still_image
+
+    return [still_image(folder / f"picture{i}{suffix}", colour=COLOURS[i % len(COLOURS)], size=(24, 16))
+            for i in range(n)]
+
+
+def place(source: Path, target: Path) -> Path:
+    """``source``'s bytes at ``target`` (a copy, so a test can edit one release without touching another)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+def items_of(bench: Path) -> dict[str, dict]:
+    return {json.loads(line)["item_id"]: json.loads(line)
+            for line in (bench / "items.jsonl").read_text(encoding="utf-8").splitlines()}
+
+
+MODELS = [{"name": "sim-sight", "engine": "simulated", "options": {"seed": 3, "reliance": {"video": 0.9,
+                                                                                             "image": 0.9}}},
+          {"name": "sim-sound", "engine": "simulated", "options": {"seed": 4, "reliance": {"audio": 0.9,
+                                                                                             "text": 0.3}}}]
+
+
+class _Cells(HTMLParser):
+    """The ``data-*`` attributes of every table cell of a report page."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells: list[dict] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "td" and "data-metric" in attrs:
+            self.cells.append(attrs)
+
+
+def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFrame:
+    """``omnieval run`` of ``MODELS`` on ``bench`` (spectrum), then ``metrics`` and ``report``; every model's
+    ``accuracy`` per condition recomputed from the predictions and found in ``metrics.csv`` and in the report.
+    Returns the predictions."""
+    config = base / "run.yaml"
+    config.write_text(yaml.safe_dump({"benchmark": str(bench), "output": str(base / "run"), "protocol": "spectrum",
+                                      "decode": {"num_frames": 2, "max_side": 32}, "models": MODELS}))
+    assert main(["run", str(config)]) == 0
+    predictions = base / "run" / "predictions.parquet"
+    rows = pl.read_parquet(predictions)
+    n_items = len(items_of(bench))
+    assert rows["error"].null_count() == rows.height, rows.filter(pl.col("error").is_not_null())["error"][0]
+    assert sorted(rows["condition"].unique().to_list()) == sorted(conditions)
+    assert rows.height == n_items * len(conditions) * len(MODELS)
+
+    assert main(["metrics", str(predictions), "--out", str(base / "metrics"), "--resamples", "200",
+                 "--permutations", "200"]) == 0
+    table = pl.read_csv(base / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
+    got = {(r["model"], r["metric"], r["key"] or ""): r["value"] for r in table.iter_rows(named=True)
+           if r["protocol"] == "spectrum"}
+    assert main(["report", str(base / "run"), "--out", str(base / "report"), "--resamples", "200",
+                 "--permutations", "200"]) == 0
+    page = _Cells()
+    page.feed((base / "report" / "report.html").read_text(encoding="utf-8"))
+    shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
+             if c["data-metric"] == "accuracy" and c.get("data-protocol") == "spectrum" and c.get("data-value")}
+
+    answered = rows.filter(pl.col("choice").is_not_null())
+    for model in (m["name"] for m in MODELS):
+        for condition in conditions:
+            cell = answered.filter((pl.col("model") == model) & (pl.col("condition") == condition))
+            expected = float((cell["choice"] == cell["target"]).mean())
+            assert got[(model, "accuracy", condition)] == pytest.approx(expected, abs=1e-12)
+            assert shown[(model, condition)] == pytest.approx(expected, abs=1e-12)
+    return rows
+
+
+def accuracy(rows: pl.DataFrame, model: str, condition: str) -> float:
+    cell = rows.filter((pl.col("model") == model) & (pl.col("condition") == condition)
+                       & pl.col("choice").is_not_null())
+    return float((cell["choice"] == cell["target"]).mean())
