@@ -39,7 +39,7 @@ from omnieval.datasets.mcq_images import CellError, check_decodes, missing_cell
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.release_media import is_inside
 from omnieval.datasets.textfile import read_utf8, utf8_lines
-from omnieval.protocols.spectrum import Item
+from omnieval.protocols.spectrum import MEDIA, Item
 
 WRITE_TEXT_ALTERNATIVES = True
 """Write each item's ``text_alternatives`` (modality -> text stand-in) into ``items.jsonl``. The field belongs to the
@@ -323,8 +323,9 @@ class Converted:
 
     def summary(self) -> str:
         parts = ", ".join(f"{s}: {n}" for s, n in self.splits.items())
-        alternatives = "".join(f"; a text stand-in for {m} on {n} of {self.n_items} items"
-                               for m, n in self.text_alternatives.items())
+        order = sorted(self.text_alternatives, key=lambda m: MEDIA.index(m) if m in MEDIA else len(MEDIA))
+        alternatives = "".join(f"; a text stand-in for {m} on {self.text_alternatives[m]} of {self.n_items} items"
+                               for m in order)
         return f"wrote {self.n_items} items ({parts}) and {self.n_media} media files to {self.out}{alternatives}"
 
 

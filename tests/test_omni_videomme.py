@@ -1,0 +1,149 @@
+"""Video-MME with audio as ``lmms-lab/Video-MME`` ships it, unpacked: ``videomme/test-00000-of-00001.parquet``
+(Hugging Face features, three questions per video, labelled options), ``data/<videoID>.mp4`` with their own sound
+(one ``.MP4``, a name lmms-eval also tries), ``subtitle/<videoID>.srt`` in Video-MME's ``<font>`` markup for some
+videos; converted to items whose video and audio are the one file and whose subtitles are the audio's text
+stand-in, ``--duration`` filtering, answerless shards skipped with a note, refused rows named by file, row and
+field; the benchmark run through two simulated models, metrics and report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from omnieval.core.schema import InputError
+from omnieval.datasets.omni import common
+from omnieval.datasets.omni.videomme import convert_videomme
+from omnieval.protocols.spectrum import Item
+from tests.omni_release_run import items_of, make_clips, place, run_and_check
+
+ROOT = Path(__file__).resolve().parents[1]
+VIDEOS = [("001", "fFjv93ACGo8", "short", "Knowledge"), ("002", "AYSYelOQtQI", "short", "Film & Television"),
+          ("301", "q2Bd3xUkkbY", "medium", "Sports Competition"), ("601", "Wb2y5Yc1e3E", "long", "Life Record")]
+UPPER = "Wb2y5Yc1e3E"  # stored as data/<id>.MP4
+SUBTITLED = ("fFjv93ACGo8", "q2Bd3xUkkbY")
+SRT = ('1\n00:00:01,520 --> 00:00:05,040\n<font color="white" size=".72c">next track final</font>\n\n'
+       '2\n00:00:03,520 --> 00:00:06,000\n<font color="white" size=".72c">is the</font>\n')
+COLUMNS = ("video_id", "duration", "domain", "sub_category", "url", "videoID", "question_id", "task_type", "question",
+           "options", "answer")
+
+
+def rows(answers: bool = True) -> list[dict]:
+    out = []
+    for v, (number, youtube, duration, domain) in enumerate(VIDEOS):
+        for q in range(3):
+            out.append({"video_id": number, "duration": duration, "domain": domain,
+                        "sub_category": "Humanity & History", "url": f"https://www.youtube.com/watch?v={youtube}",
+                        "videoID": youtube, "question_id": f"{number}-{q + 1}",
+                        "task_type": ("Counting Problem", "Object Recognition")[q % 2],
+                        "question": f"How many things happen in video {number} ({q})?",
+                        "options": [f"{label}. {v + q + i} things." for i, label in enumerate("ABCD")],
+                        "answer": "ABCD"[(v + q) % 4] if answers else None})
+    return out
+
+
+def table(records: list[dict]) -> pa.Table:
+    features = {c: {"dtype": "string", "_type": "Value"} for c in COLUMNS}
+    features["options"] = {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}
+    schema = pa.schema([pa.field(c, pa.list_(pa.string()) if c == "options" else pa.string()) for c in COLUMNS],
+                       metadata={b"huggingface": json.dumps({"info": {"features": features}}).encode()})
+    return pa.Table.from_pylist(records, schema=schema)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    return make_clips(tmp_path_factory.mktemp("videomme-media"), len(VIDEOS))
+
+
+def write_release(folder: Path, clips, records: list[dict] | None = None) -> Path:
+    (folder / "videomme").mkdir(parents=True)
+    pq.write_table(table(rows() if records is None else records), folder / "videomme" / "test-00000-of-00001.parquet")
+    for (_, youtube, _, _), clip in zip(VIDEOS, clips, strict=True):
+        place(clip["soundtrack"], folder / "data" / f"{youtube}.{'MP4' if youtube == UPPER else 'mp4'}")
+    for youtube in SUBTITLED:
+        (folder / "subtitle").mkdir(exist_ok=True)
+        (folder / "subtitle" / f"{youtube}.srt").write_text(SRT, encoding="utf-8")
+    return folder
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "videomme", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_each_question_shows_its_video_with_its_soundtrack_and_subtitles(tmp_path, clips):
+    release = write_release(tmp_path / "Video-MME", clips)
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 12 items (test: 12) and 4 media files" in done.stdout
+    assert "a text stand-in for audio on 6 of 12 items" in done.stdout
+    items = items_of(tmp_path / "bench")
+    assert list(items) == [r["question_id"] for r in rows()]
+    for row in rows():
+        item = items[row["question_id"]]
+        youtube = row["videoID"]
+        assert item["question"] == row["question"] and item["split"] == "test"
+        assert item["options"] == [o.split(". ", 1)[1] for o in row["options"]]
+        assert item["answer"] == row["answer"]
+        assert (item["category"], item["task"]) == (row["task_type"], row["domain"])
+        name = f"media/data/{youtube}.{'MP4' if youtube == UPPER else 'mp4'}"
+        assert item["media"] == {"video": name, "audio": name}
+        made = clips[[v[1] for v in VIDEOS].index(youtube)]["soundtrack"]
+        assert (tmp_path / "bench" / name).read_bytes() == made.read_bytes()
+        if youtube in SUBTITLED:
+            assert item["text_alternatives"] == {"audio": "next track final\nis the"}
+        else:
+            assert "text_alternatives" not in item
+    # --duration keeps the questions on videos of those durations
+    done = cli(str(release), "--out", str(tmp_path / "short"), "--duration", "short")
+    assert done.returncode == 0 and "kept the short videos' questions" in done.stderr
+    assert sorted(items_of(tmp_path / "short")) == [r["question_id"] for r in rows() if r["duration"] == "short"]
+    done = cli(str(release), "--out", str(tmp_path / "x"), "--duration", "short,brief")
+    assert done.returncode == 2
+    assert "unknown duration 'brief'; Video-MME's durations: short, medium, long" in done.stderr
+
+
+def test_a_shard_without_answers_is_skipped_with_a_note(tmp_path, clips):
+    release = write_release(tmp_path / "Video-MME", clips)
+    pq.write_table(table(rows(answers=False)[:3]), release / "videomme" / "private-00000-of-00001.parquet")
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
+    assert done.returncode == 0, done.stderr
+    assert "note: skipped split 'private' (3 questions): none of its questions has an answer" in done.stderr
+    assert {item["split"] for item in items_of(tmp_path / "bench").values()} == {"test"}
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_splits"] == {"private": 3}
+
+
+@pytest.mark.parametrize("edit, row, field, message", [
+    (lambda r: r[4].update(answer=None), 4, "answer", "no answer, though split 'test' has answers"),
+    (lambda r: r[5].update(answer="F"), 5, "answer", "answer 'F' but the question has 4 options (A..D)"),
+    (lambda r: r[6].update(answer="17 things."), 6, "answer",
+     "'17 things.' is neither a label A..D nor exactly one of the options"),
+    (lambda r: r[1].update(options=["A. one"]), 1, "options", "1 options (2 to 26 needed)"),
+    (lambda r: r[7].update(videoID="nOtThErE"), 7, "videoID", "no media file 'data/nOtThErE.mp4', 'data/nOtThErE.MP4'"),
+    (lambda r: r[2].update(question=" "), 2, "question", "missing or empty 'question'"),
+])
+def test_refused_rows_name_file_row_and_field(tmp_path, clips, edit, row, field, message):
+    records = rows()
+    edit(records)
+    release = write_release(tmp_path / "Video-MME", clips, records)
+    with pytest.raises(InputError) as err:
+        convert_videomme(release, tmp_path / "bench")
+    shard = release / "videomme" / "test-00000-of-00001.parquet"
+    assert (err.value.file, err.value.item, err.value.field) == (
+        str(shard), f"row {row} (question {records[row]['question_id']})", field)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "bench").exists()
+
+
+@pytest.mark.slow
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips, monkeypatch):
+    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", "text_alternatives" in Item.model_fields)
+    convert_videomme(write_release(tmp_path / "Video-MME", clips), tmp_path / "bench")
+    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text"]
+    rows_ = run_and_check(tmp_path / "bench", tmp_path, conditions)
+    assert set(rows_["split"].to_list()) == {"test"}

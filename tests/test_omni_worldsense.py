@@ -1,0 +1,136 @@
+"""WorldSense as the dataset ships it, unpacked (``worldsense_qa.json`` keyed by video, ``task0``.. questions with
+three or four labelled candidates, ``videos/<video>.mp4`` carrying their own sound, ``subtitles/<video>.srt`` for
+some videos), converted to items whose video and audio are the one mp4, the subtitles kept as the audio's text
+stand-in; refused entries named by file, entry and field; the benchmark run through two simulated models, metrics
+and report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from omnieval.core.schema import InputError
+from omnieval.datasets.omni import common
+from omnieval.datasets.omni.worldsense import convert_worldsense
+from omnieval.protocols.spectrum import Item
+from tests.omni_release_run import items_of, make_clips, place, run_and_check
+
+ROOT = Path(__file__).resolve().parents[1]
+VIDEOS = {"rEJpeDVXqfI": 2, "Zk8Jx2k9wLc": 2, "0aQ4bmX6C1s": 1, "hFh5Zj5aQ0o": 3}  # video -> questions
+SUBTITLED = ("rEJpeDVXqfI", "hFh5Zj5aQ0o")
+SRT = ("1\n00:00:00,000 --> 00:00:01,500\nWelcome back to the\nchannel\n\n"
+       "2\n00:00:01,500 --> 00:00:03,000\n<i>today we cook</i>\n\n"
+       "3\n00:00:03,000 --> 00:00:04,000\n<i>today we cook</i>\n\n")
+
+
+def qa(n_options=lambda v, t: 4 if (v + t) % 3 else 3) -> dict:
+    data = {}
+    for v, (video, n_tasks) in enumerate(VIDEOS.items()):
+        record = {"video_id": video, "video_duration": "60s", "duration": "<1min",
+                  "domain": ("Daily Life", "Sports", "Music", "Games")[v], "sub_category": "Cooking",
+                  "audio_class": ["Speech", "Event"], "video_caption": f"A long description of video {v}."}
+        for t in range(n_tasks):
+            n = n_options(v, t)
+            record[f"task{t}"] = {"task_domain": "Recognition",
+                                  "task_type": ("Audio Recognition", "Event Sorting")[t % 2],
+                                  "question": f"What is heard in video {v} ({t})?",
+                                  "candidates": [f"{label}. Sound {label} of video {v}" for label in "ABCD"[:n]],
+                                  "answer": "ABCD"[(v + t) % n]}
+        data[video] = record
+    return data
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    return make_clips(tmp_path_factory.mktemp("worldsense-media"), len(VIDEOS))
+
+
+def write_release(folder: Path, clips, data: dict | None = None) -> Path:
+    for video, clip in zip(VIDEOS, clips, strict=True):
+        place(clip["soundtrack"], folder / "videos" / f"{video}.mp4")
+    for video in SUBTITLED:
+        (folder / "subtitles").mkdir(parents=True, exist_ok=True)
+        (folder / "subtitles" / f"{video}.srt").write_text(SRT, encoding="utf-8")
+    (folder / "worldsense_qa.json").write_text(json.dumps(qa() if data is None else data, indent=2))
+    return folder
+
+
+def test_each_question_shows_its_video_with_its_own_soundtrack(tmp_path, clips):
+    release = write_release(tmp_path / "WorldSense", clips)
+    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "worldsense", str(release), "--out",
+                           str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 8 items (all: 8) and 4 media files" in done.stdout
+    assert "a text stand-in for audio on 5 of 8 items" in done.stdout  # the two subtitled videos' 2 + 3 questions
+    items = items_of(tmp_path / "bench")
+    data = qa()
+    assert list(items) == [f"{video}/task{t}" for video, n in VIDEOS.items() for t in range(n)]
+    for item_id, item in items.items():
+        video, key = item_id.split("/")
+        task = data[video][key]
+        assert item["question"] == task["question"]
+        assert item["options"] == [c.split(". ", 1)[1] for c in task["candidates"]]
+        assert item["answer"] == task["answer"] and len(item["options"]) in (3, 4)
+        assert (item["category"], item["task"]) == (task["task_type"], data[video]["domain"])
+        assert item["media"] == {"video": f"media/videos/{video}.mp4", "audio": f"media/videos/{video}.mp4"}
+        made = clips[list(VIDEOS).index(video)]["soundtrack"]
+        assert (tmp_path / "bench" / item["media"]["video"]).read_bytes() == made.read_bytes()
+        if video in SUBTITLED:  # cue text, markup gone, the repeated rolling cue once
+            assert item["text_alternatives"] == {"audio": "Welcome back to the channel\ntoday we cook"}
+        else:
+            assert "text_alternatives" not in item
+
+
+def test_the_switch_leaves_the_stand_ins_out(tmp_path, clips, monkeypatch):
+    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", False)
+    converted = convert_worldsense(write_release(tmp_path / "WorldSense", clips), tmp_path / "bench")
+    assert converted.text_alternatives == {}
+    assert all("text_alternatives" not in item for item in items_of(tmp_path / "bench").values())
+
+
+@pytest.mark.parametrize("edit, item, field, message", [
+    (lambda d: d["rEJpeDVXqfI"]["task0"].update(answer="D"), "rEJpeDVXqfI/task0", "answer",
+     "answer 'D' but the question has 3 options (A..C)"),
+    (lambda d: d["Zk8Jx2k9wLc"]["task1"].update(candidates=None), "Zk8Jx2k9wLc/task1", "candidates",
+     "expected a list of options, got NoneType"),
+    (lambda d: d["hFh5Zj5aQ0o"]["task2"].pop("question"), "hFh5Zj5aQ0o/task2", "question", "missing or empty"),
+    (lambda d: d["0aQ4bmX6C1s"].update(task0="What?"), "0aQ4bmX6C1s/task0", "task0", "expected an object"),
+    (lambda d: d.update({"gone1234": d.pop("0aQ4bmX6C1s")}), "gone1234/task0", "video",
+     "no media file 'videos/gone1234.mp4'"),
+    (lambda d: d.update({"../videos/x": {"task0": {}}}), "video ../videos/x", "video", "not a plain file name"),
+])
+def test_refused_entries_name_file_entry_and_field(tmp_path, clips, edit, item, field, message):
+    data = qa()
+    edit(data)
+    release = write_release(tmp_path / "WorldSense", clips, data)
+    with pytest.raises(InputError) as err:
+        convert_worldsense(release, tmp_path / "bench")
+    assert (err.value.file, err.value.item, err.value.field) == (str(release / "worldsense_qa.json"), item, field)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "bench").exists()
+
+
+def test_a_subtitle_file_that_is_not_utf8_is_named(tmp_path, clips):
+    release = write_release(tmp_path / "WorldSense", clips)
+    (release / "subtitles" / "hFh5Zj5aQ0o.srt").write_bytes(b"1\n00:00:00,000 --> 00:00:01,000\ncaf\xe9\n")
+    with pytest.raises(InputError, match="not UTF-8") as err:
+        convert_worldsense(release, tmp_path / "bench")
+    assert err.value.item == "video hFh5Zj5aQ0o" and "hFh5Zj5aQ0o.srt" in str(err.value)
+
+
+@pytest.mark.slow
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips, monkeypatch):
+    # a build whose spectrum items lack text_alternatives refuses them: written only where the field exists
+    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", "text_alternatives" in Item.model_fields)
+    convert_worldsense(write_release(tmp_path / "WorldSense", clips), tmp_path / "bench")
+    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text"]
+    rows = run_and_check(tmp_path / "bench", tmp_path, conditions)
+    # questions on one video never lend each other its picture or its sound
+    donors = rows.filter(rows["condition"] == "random")["donors"].to_list()
+    for item_id, lent in zip(rows.filter(rows["condition"] == "random")["item_id"].to_list(), donors, strict=True):
+        for modality in ("video", "audio"):
+            assert json.loads(lent)[modality].split("/")[0] != item_id.split("/")[0]
