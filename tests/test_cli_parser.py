@@ -32,15 +32,28 @@ COMMANDS = {
         "-h/--help", "release", "--media-root", "--media-map", "--out (required)", "--name='contra4'", "--split",
         "--copy", "--on-missing='error' {error,skip}", "--overwrite",
     ],
+    "omnieval datasets daily-omni": [
+        "-h/--help", "release", "--out (required)", "--name='daily-omni'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets mcq": [
         "-h/--help", "source", "--out (required)", "--name", "--format='auto' {auto,parquet,hf-disk,tsv}", "--split",
         "--answer-format='auto' {auto,label,index,text}", "--column", "--skip-missing-image", "--limit",
         "--media-root", "--overwrite",
     ],
+    "omnieval datasets omnibench": [
+        "-h/--help", "release", "--out (required)", "--name='omnibench'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets synth": [
         "-h/--help", "--out (required)", "--protocol='dissonance' {dissonance,crossmodal,spectrum,contrastive}",
         "--entities=6", "--items=48", "--anchors=4", "--questions=2", "--question-jitter", "--speech", "--soundtrack",
         "--seed=0", "--overwrite",
+    ],
+    "omnieval datasets videomme": [
+        "-h/--help", "release", "--out (required)", "--name='videomme'", "--media-root", "--copy", "--duration",
+        "--overwrite",
+    ],
+    "omnieval datasets worldsense": [
+        "-h/--help", "release", "--out (required)", "--name='worldsense'", "--media-root", "--copy", "--overwrite",
     ],
     "omnieval datasets xmodbench": [
         "-h/--help", "release", "--out (required)", "--copy", "--name='xmodbench'", "--media-root", "--overwrite",

@@ -1,9 +1,11 @@
-"""What ``--out`` may be for every ``omnieval datasets`` converter (synth, xmodbench, mcq, contra4): a new or empty
-folder, or with ``--overwrite`` a previous output of the same converter. A folder of other files, the working folder,
-the release, the source or a media root is refused in one line (exit 2) with every file left byte for byte.
+"""What ``--out`` may be for every ``omnieval datasets`` converter (synth, xmodbench, mcq, contra4, and daily-omni for
+the omni releases, which share one writer: ``omnieval.datasets.omni.common``): a new or empty folder, or with
+``--overwrite`` a previous output of the same converter. A folder of other files, the working folder, the release,
+the source or a media root is refused in one line (exit 2) with every file left byte for byte.
 
 The releases are the smallest each converter accepts, written here: a one-entry XModBench question file beside its
-audio clip, a two-row VLMEvalKit TSV with base64 PNGs, a one-entry Contra4 release with its two audio files."""
+audio clip, a two-row VLMEvalKit TSV with base64 PNGs, a one-entry Contra4 release with its two audio files, a
+two-question Daily-Omni release with its clips."""
 
 from __future__ import annotations
 
@@ -68,6 +70,19 @@ def contra4_release(root: Path) -> tuple[Path, Path]:
     return release, media
 
 
+def daily_omni_release(root: Path) -> Path:
+    release = root / "Daily-Omni"
+    questions = []
+    for clip in ("clip1", "clip2"):
+        (release / "Videos" / clip).mkdir(parents=True)
+        (release / "Videos" / clip / f"{clip}_video.mp4").write_bytes(f"mp4-{clip}".encode())
+        (release / "Videos" / clip / f"{clip}_audio.wav").write_bytes(f"RIFF-{clip}".encode())
+        questions.append({"Question": "What barks?", "Choice": ["A. rain", "B. a dog"], "Answer": "B",
+                          "video_id": clip, "Type": "Reasoning"})
+    (release / "qa.json").write_text(json.dumps(questions))
+    return release
+
+
 def command(converter: str, root: Path, out: str) -> list[str]:
     """The converter's command line on a release built under ``root`` (once), writing ``out``."""
     if converter == "synth":
@@ -78,12 +93,15 @@ def command(converter: str, root: Path, out: str) -> list[str]:
     if converter == "mcq":
         source = root / "src" / "bench.tsv" if (root / "src").exists() else mcq_source(root / "src")
         return ["datasets", "mcq", str(source), "--out", out]
+    if converter == "daily-omni":
+        release = root / "Daily-Omni" if (root / "Daily-Omni").exists() else daily_omni_release(root)
+        return ["datasets", "daily-omni", str(release), "--out", out]
     release, media = ((root / "contra4" / "test.json", root / "media-root") if (root / "contra4").exists()
                       else contra4_release(root))
     return ["datasets", "contra4", str(release), "--media-root", str(media), "--out", out]
 
 
-CONVERTERS = ["synth", "xmodbench", "mcq", "contra4"]
+CONVERTERS = ["synth", "xmodbench", "mcq", "contra4", "daily-omni"]
 
 
 def refused(argv: list[str], capsys) -> str:
@@ -151,7 +169,7 @@ def test_xmodbench_out_at_inside_or_around_the_release_is_refused(place, tmp_pat
     assert tree(release) == before
 
 
-@pytest.mark.parametrize("converter", ["mcq", "contra4", "xmodbench"])
+@pytest.mark.parametrize("converter", ["mcq", "contra4", "xmodbench", "daily-omni"])
 def test_out_equal_to_a_media_root_is_refused(converter, tmp_path, capsys):
     media = tmp_path / "shared-media"
     media.mkdir()
@@ -197,7 +215,7 @@ def test_overwrite_replaces_a_previous_output_of_the_same_converter(converter, t
 
 
 @pytest.mark.parametrize("writer,other", [("synth", "mcq"), ("mcq", "xmodbench"), ("xmodbench", "contra4"),
-                                          ("contra4", "synth")])
+                                          ("contra4", "daily-omni"), ("daily-omni", "synth")])
 def test_overwrite_refuses_the_output_of_another_converter(writer, other, tmp_path, capsys):
     out = tmp_path / "bench"
     assert main(command(writer, tmp_path, str(out))) == 0
