@@ -17,6 +17,9 @@ Adding a release: a module with a ``convert_<release>`` function that reads the 
 ``option_texts`` and ``answer_label`` (errors name file, entry and field through ``Where``), names its media by the
 relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work) and any text stand-in
 the release gives per modality (``Entry.text_alternatives``), and passes the entries to ``write_release``; then a
-name in ``output_folder.CONVERTERS`` and a command in ``cli.py``. Per-question labels a release adds (an evidence
-modality, a duration) go to ``category`` / ``task`` or become a filter of the command.
+name in ``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). Audio-only releases (MMAU,
+MMAR) are entries with ``media={"audio": ...}`` and answers given as option texts; per-question labels a release
+adds (OmniVideoBench's evidence modality, a duration) go to ``category`` / ``task`` or become a filter of the command.
+Several media of one kind per question (AV-Odyssey's several images or clips) need a ``spectrum`` item that takes
+more than one file per modality: ``Entry.media`` holds one ``MediaRef`` per modality until it does.
 """
