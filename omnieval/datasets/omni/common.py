@@ -346,7 +346,7 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
     into place when complete (``output_folder``), media only from under ``release`` and ``media_root``."""
     sources = release_sources(release, media_root)
     entries = list(entries)
-    chosen, skipped = _answered_splits(entries)
+    chosen, skipped = _answered_splits(entries, release)
     with building_folder(out, converter, overwrite=overwrite, sources=sources, prefix=f".{converter}-") as tmp:
         linker = MediaLinker(media_roots(release, media_root), tmp, copy)
         seen: dict[str, Where] = {}
@@ -377,7 +377,7 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
                      text_alternatives=stand_ins if WRITE_TEXT_ALTERNATIVES else {}, notes=list(notes))
 
 
-def _answered_splits(entries: Sequence[Entry]) -> tuple[set[str], dict[str, int]]:
+def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str], dict[str, int]]:
     """The splits to write and the answerless ones skipped (their entry counts); an entry without an answer in a
     split that has answers is an error."""
     totals: dict[str, int] = {}
@@ -386,7 +386,7 @@ def _answered_splits(entries: Sequence[Entry]) -> tuple[set[str], dict[str, int]
         totals[entry.split] = totals.get(entry.split, 0) + 1
         answered[entry.split] = answered.get(entry.split, 0) + (entry.answer is not None)
     if not entries:
-        raise InputError("the release has no questions (after the filters given)")
+        raise InputError("the release has no questions (after the filters given)", file=release)
     chosen = {s for s, n in answered.items() if n}
     if not chosen:
         first = entries[0]
