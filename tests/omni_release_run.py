@@ -74,8 +74,8 @@ class _Cells(HTMLParser):
 
 def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFrame:
     """``omnieval run`` of ``MODELS`` on ``bench`` (spectrum), then ``metrics`` and ``report``; every model's
-    ``accuracy`` per condition recomputed from the predictions and found in ``metrics.csv`` and in the report.
-    Returns the predictions."""
+    ``accuracy`` per condition (and ``as_text_gap`` per ``<m>_as_text`` condition) recomputed from the predictions
+    and found in ``metrics.csv`` and in the report. Returns the predictions."""
     config = base / "run.yaml"
     config.write_text(yaml.safe_dump({"benchmark": str(bench), "output": str(base / "run"), "protocol": "spectrum",
                                       "decode": {"num_frames": 2, "max_side": 32}, "models": MODELS}))
@@ -106,6 +106,9 @@ def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFram
             expected = float((cell["choice"] == cell["target"]).mean())
             assert got[(model, "accuracy", condition)] == pytest.approx(expected, abs=1e-12)
             assert shown[(model, condition)] == pytest.approx(expected, abs=1e-12)
+        for condition in (c for c in conditions if c.endswith("_as_text")):
+            gap = accuracy(rows, model, condition) - accuracy(rows, model, "normal")
+            assert got[(model, "as_text_gap", condition.removesuffix("_as_text"))] == pytest.approx(gap, abs=1e-12)
     return rows
 
 

@@ -17,9 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.core.schema import InputError
-from omnieval.datasets.omni import common
 from omnieval.datasets.omni.omnibench import convert_omnibench
-from omnieval.protocols.spectrum import Item
 from tests.omni_release_run import items_of, make_pictures, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,10 +156,11 @@ def test_a_picture_cut_short_in_a_parquet_cell_is_named(tmp_path, media):
 
 
 @pytest.mark.slow
-def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, media, monkeypatch):
-    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", "text_alternatives" in Item.model_fields)
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, media):
     convert_omnibench(github_release(tmp_path / "OmniBench", media), tmp_path / "bench")
-    conditions = ["normal", "image_only", "audio_only", "text_only", "random", "no_image", "no_audio", "no_text"]
+    # every item has a caption, one lacks a transcript: image_as_text runs, audio_as_text does not
+    conditions = ["normal", "image_only", "audio_only", "text_only", "random", "no_image", "no_audio", "no_text",
+                  "image_as_text"]
     rows = run_and_check(tmp_path / "bench", tmp_path, conditions)
     # items 3 and 5 share their picture: neither lends it to the other
     for row in rows.filter(rows["condition"] == "random").iter_rows(named=True):

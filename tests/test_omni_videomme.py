@@ -17,9 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.core.schema import InputError
-from omnieval.datasets.omni import common
 from omnieval.datasets.omni.videomme import convert_videomme
-from omnieval.protocols.spectrum import Item
 from tests.omni_release_run import items_of, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,12 +58,12 @@ def clips(tmp_path_factory):
     return make_clips(tmp_path_factory.mktemp("videomme-media"), len(VIDEOS))
 
 
-def write_release(folder: Path, clips, records: list[dict] | None = None) -> Path:
+def write_release(folder: Path, clips, records: list[dict] | None = None, subtitled=SUBTITLED) -> Path:
     (folder / "videomme").mkdir(parents=True)
     pq.write_table(table(rows() if records is None else records), folder / "videomme" / "test-00000-of-00001.parquet")
     for (_, youtube, _, _), clip in zip(VIDEOS, clips, strict=True):
         place(clip["soundtrack"], folder / "data" / f"{youtube}.{'MP4' if youtube == UPPER else 'mp4'}")
-    for youtube in SUBTITLED:
+    for youtube in subtitled:
         (folder / "subtitle").mkdir(exist_ok=True)
         (folder / "subtitle" / f"{youtube}.srt").write_text(SRT, encoding="utf-8")
     return folder
@@ -141,9 +139,10 @@ def test_refused_rows_name_file_row_and_field(tmp_path, clips, edit, row, field,
 
 
 @pytest.mark.slow
-def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips, monkeypatch):
-    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", "text_alternatives" in Item.model_fields)
-    convert_videomme(write_release(tmp_path / "Video-MME", clips), tmp_path / "bench")
-    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text"]
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips):
+    # every video subtitled: the audio_as_text condition shows each item its subtitles instead of the soundtrack
+    convert_videomme(write_release(tmp_path / "Video-MME", clips, subtitled=[v[1] for v in VIDEOS]), tmp_path / "bench")
+    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text",
+                  "audio_as_text"]
     rows_ = run_and_check(tmp_path / "bench", tmp_path, conditions)
     assert set(rows_["split"].to_list()) == {"test"}

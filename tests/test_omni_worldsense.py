@@ -16,7 +16,6 @@ import pytest
 from omnieval.core.schema import InputError
 from omnieval.datasets.omni import common
 from omnieval.datasets.omni.worldsense import convert_worldsense
-from omnieval.protocols.spectrum import Item
 from tests.omni_release_run import items_of, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,10 +48,10 @@ def clips(tmp_path_factory):
     return make_clips(tmp_path_factory.mktemp("worldsense-media"), len(VIDEOS))
 
 
-def write_release(folder: Path, clips, data: dict | None = None) -> Path:
+def write_release(folder: Path, clips, data: dict | None = None, subtitled=SUBTITLED) -> Path:
     for video, clip in zip(VIDEOS, clips, strict=True):
         place(clip["soundtrack"], folder / "videos" / f"{video}.mp4")
-    for video in SUBTITLED:
+    for video in subtitled:
         (folder / "subtitles").mkdir(parents=True, exist_ok=True)
         (folder / "subtitles" / f"{video}.srt").write_text(SRT, encoding="utf-8")
     (folder / "worldsense_qa.json").write_text(json.dumps(qa() if data is None else data, indent=2))
@@ -123,11 +122,11 @@ def test_a_subtitle_file_that_is_not_utf8_is_named(tmp_path, clips):
 
 
 @pytest.mark.slow
-def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips, monkeypatch):
-    # a build whose spectrum items lack text_alternatives refuses them: written only where the field exists
-    monkeypatch.setattr(common, "WRITE_TEXT_ALTERNATIVES", "text_alternatives" in Item.model_fields)
-    convert_worldsense(write_release(tmp_path / "WorldSense", clips), tmp_path / "bench")
-    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text"]
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, clips):
+    # every video subtitled: the audio_as_text condition shows each item its subtitles instead of the soundtrack
+    convert_worldsense(write_release(tmp_path / "WorldSense", clips, subtitled=list(VIDEOS)), tmp_path / "bench")
+    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text",
+                  "audio_as_text"]
     rows = run_and_check(tmp_path / "bench", tmp_path, conditions)
     # questions on one video never lend each other its picture or its sound
     donors = rows.filter(rows["condition"] == "random")["donors"].to_list()

@@ -42,9 +42,8 @@ from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.protocols.spectrum import MEDIA, Item
 
 WRITE_TEXT_ALTERNATIVES = True
-"""Write each item's ``text_alternatives`` (modality -> text stand-in) into ``items.jsonl``. The field belongs to the
-``spectrum`` item (``<m>_as_text`` conditions show the stand-in instead of the medium); a build whose
-``spectrum.Item`` lacks it refuses such items, so the switch turns the field off for it."""
+"""Write each item's ``text_alternatives`` (modality -> text stand-in) into ``items.jsonl``, where the ``spectrum``
+conditions ``<m>_as_text`` show the stand-in instead of the medium (off: benchmarks without them, as before)."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
 AUDIO_MAGIC = ((b"RIFF", ".wav"), (b"ID3", ".mp3"), (b"fLaC", ".flac"), (b"OggS", ".ogg"), (b"\xff\xfb", ".mp3"),
@@ -286,7 +285,8 @@ def _link_or_copy(source: Path, target: Path, copy: bool) -> None:
 
 @dataclass
 class Entry:
-    """One question of a release, normalised: ``answer`` is a label, or None where the release gives none."""
+    """One question of a release, normalised: ``answer`` is a label, or None where the release gives none;
+    ``evidence_modality`` the release's label of where the answer's evidence lies (``spectrum.Item``)."""
 
     where: Where
     item_id: str
@@ -298,6 +298,7 @@ class Entry:
     category: str | None = None
     task: str | None = None
     text_alternatives: dict[str, str] = field(default_factory=dict)
+    evidence_modality: str | None = None
     fields: dict[str, str] = field(default_factory=dict)
     """The release's name of an item field where it differs (``{"options": "Choice"}``), for errors."""
 
@@ -401,23 +402,15 @@ def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str],
 def _item_line(entry: Entry, name: str, linker: MediaLinker) -> dict:
     """The item's ``items.jsonl`` line, validated as ``spectrum.Item``."""
     media = {modality: linker.place(ref, entry.where) for modality, ref in entry.media.items()}
-    fields = {"item_id": entry.item_id, "benchmark": name, "split": entry.split, "question": entry.question,
-              "options": entry.options, "answer": entry.answer, "media": media, "category": entry.category,
-              "task": entry.task}
     alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
-    for modality in alternatives:
-        if modality not in media:
-            raise entry.where.error(f"a text stand-in for {modality!r}, a modality the item does not have",
-                                    "text_alternatives")
-    known = "text_alternatives" in Item.model_fields
     try:
-        item = Item(**fields, **({"text_alternatives": alternatives} if known and alternatives else {}))
+        item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
+                    options=entry.options, answer=entry.answer, media=media, category=entry.category,
+                    task=entry.task, text_alternatives=alternatives or None,
+                    evidence_modality=entry.evidence_modality)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"]]
         loc[:1] = [entry.release_field(loc[0])] if loc else []
         raise entry.where.error(pydantic_message(err), ".".join(loc) or None) from None
-    line = item.model_dump(mode="json", exclude_none=True)
-    if alternatives and not known:
-        line["text_alternatives"] = alternatives
-    return line
+    return item.model_dump(mode="json", exclude_none=True)
