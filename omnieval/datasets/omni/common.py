@@ -362,20 +362,21 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
                     raise entry.where.error(f"duplicate item id {entry.item_id!r} (first: {first.item} of "
                                             f"{first.file})", "item_id")
                 seen[entry.item_id] = entry.where
-                f.write(json.dumps(_item_line(entry, name, linker), ensure_ascii=False) + "\n")
+                line = _item_line(entry, name, linker)
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
                 counts[entry.split] = counts.get(entry.split, 0) + 1
-                for modality in entry.text_alternatives:
+                for modality in line.get("text_alternatives", {}):
                     stand_ins[modality] = stand_ins.get(modality, 0) + 1
         info = {"name": name, "protocol": "spectrum", "source": str(release), "n_items": sum(counts.values()),
                 "splits": counts, "generator": f"omnieval.datasets.omni.{converter.replace('-', '_')}",
                 **(meta or {})}
         if skipped:
             info["skipped_splits"] = skipped
-        if stand_ins and WRITE_TEXT_ALTERNATIVES:
+        if stand_ins:
             info["text_alternatives"] = stand_ins
         (tmp / "benchmark.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return Converted(out=Path(out), splits=counts, n_media=len(linker.placed), skipped_splits=skipped,
-                     text_alternatives=stand_ins if WRITE_TEXT_ALTERNATIVES else {}, notes=list(notes))
+                     text_alternatives=stand_ins, notes=list(notes))
 
 
 def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str], dict[str, int]]:
