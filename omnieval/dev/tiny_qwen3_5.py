@@ -3,10 +3,11 @@
 * ``qwen3.5``: ``Qwen3_5ForConditionalGeneration`` (``model_type`` ``qwen3_5``; images and videos). The hybrid text
   decoder, hidden 128, 2 layers: a Gated DeltaNet linear-attention layer (one key head and 2 value heads of 64, a
   causal convolution of 4; vLLM 0.32's CPU kernel for these layers rejects heads of 32) then a gated
-  full-attention layer (4 heads of 32, 2 key-value heads, the output gated as released); the release alternates three linear layers and one full (``full_attention_interval`` 4), two layers
-  here keep one of each. Rotary embedding on a quarter of each head as released (``partial_rotary_factor`` 0.25:
-  8 of 32 dimensions), interleaved multimodal sections [2, 1, 1] (the released [11, 11, 10] scaled to those 8).
-  Vision tower as Qwen3-VL's (``tiny_qwen3_vl.py``) without deepstack mergers (Qwen3.5's has none).
+  full-attention layer (4 heads of 32, 2 key-value heads, the output gated as released). The release alternates
+  three linear layers and one full (``full_attention_interval`` 4); two layers here keep one of each. Rotary
+  embedding on a quarter of each head as released (``partial_rotary_factor`` 0.25: 8 of 32 dimensions),
+  interleaved multimodal sections [2, 1, 1] (the released [11, 11, 10] scaled to those 8). Vision tower as
+  Qwen3-VL's (``tiny_qwen3_vl.py``) without deepstack mergers (Qwen3.5's has none).
 * ``model.safetensors``: ``model.language_model.*``, ``model.visual.*``, ``lm_head.*`` as transformers saves the
   model and the release ships it, without the release's multi-token-prediction layer (``mtp.*``, read only for
   speculative decoding; both engines' loaders skip it).
