@@ -112,6 +112,38 @@ def qwen3_omni_vision_tokens(item) -> int:
     return math.ceil(item.data.shape[0] / 2) * gh * gw // 4
 
 
+def qwen3_vl_video_grid(frames: int, height: int, width: int, min_pixels: int, max_pixels: int,
+                        factor: int = 32) -> tuple[int, int]:
+    """Qwen3-VL's published video resize rule: sides rounded to multiples of ``factor`` (patch 16 x merge 2), the
+    pixels of all the frames together (the frame count rounded to frame pairs) brought into [min, max] keeping the
+    aspect ratio, the scale worked out from the frame count as it is; returns the grid of 16-pixel patches."""
+    h, w = round(height / factor) * factor, round(width / factor) * factor
+    pairs = round(frames / 2) * 2
+    if pairs * h * w > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif pairs * h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h // 16, w // 16
+
+
+def qwen3_vl_tokens(item) -> int:
+    """Qwen3-VL's (and Qwen3.5's) placeholders for an image or video: 16-pixel patches merged 2 x 2 (resize factor
+    32); an image within 65536..16777216 pixels (the released preprocessor config), a video's frames within
+    4096..25165824 pixels all together (the released video preprocessor config), one placeholder run per frame
+    pair (an odd last frame is paired with itself)."""
+    from omnieval.dev.tiny_qwen3_vl import IMAGE_PIXELS, VIDEO_PIXELS
+
+    if item.modality == "image":
+        gh, gw = qwen_vl_grid(*item.data.shape[:2], IMAGE_PIXELS["shortest_edge"], IMAGE_PIXELS["longest_edge"],
+                              factor=32)
+        return gh * gw // 4
+    gh, gw = qwen3_vl_video_grid(*item.data.shape[:3], VIDEO_PIXELS["shortest_edge"], VIDEO_PIXELS["longest_edge"])
+    return math.ceil(item.data.shape[0] / 2) * gh * gw // 4
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -119,7 +151,9 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "llava-onevision": {"image": "<image>", "video": "<video>"},
           "internvl": {"image": "<IMG_CONTEXT>", "video": "<video>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
-          "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"}}
+          "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
+          **{arch: {"image": "<|image_pad|>", "video": "<|video_pad|>"} for arch in ("qwen3-vl", "qwen3-vl-moe",
+                                                                                      "qwen3.5")}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -161,4 +195,7 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["image"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "image"),
                 tokens["video"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "video"),
                 tokens["audio"]: sum(qwen3_omni_audio_tokens(len(a)) for a in audios)}
+    if arch in ("qwen3-vl", "qwen3-vl-moe", "qwen3.5"):  # the same on both engines
+        return {tokens[modality]: sum(qwen3_vl_tokens(m) for m in media if m.modality == modality)
+                for modality in ("image", "video")}
     raise KeyError(arch)

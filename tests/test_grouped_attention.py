@@ -69,3 +69,31 @@ def test_a_model_without_block_towers_is_left_alone(tiny_models):
     net = transformers.AutoModelForCausalLM.from_pretrained(tiny_models("qwen2"))
     assert use_grouped_block_attention(net) == []
     assert net.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("arch", ["qwen3-vl", "qwen3-vl-moe", "qwen3.5"])
+def test_qwen3_vl_towers_equal_the_per_block_loop(tiny_models, arch):
+    """The Qwen3-VL (dense and mixture-of-experts) and Qwen3.5 vision towers attend within whole frames: a video of
+    two frame pairs on a 8 x 12 patch grid and an image of 6 x 4 patches (blocks of 96, 96 and 24 patches), switched
+    to grouped attention, against the same weights with transformers' per-block sdpa loop (the merged features and,
+    where the tower has them, the deepstack features)."""
+    import transformers
+
+    path = tiny_models(arch)
+    cls = getattr(transformers, {"qwen3-vl": "Qwen3VLForConditionalGeneration",
+                                 "qwen3-vl-moe": "Qwen3VLMoeForConditionalGeneration",
+                                 "qwen3.5": "Qwen3_5ForConditionalGeneration"}[arch])
+    plain, grouped = (cls.from_pretrained(path, dtype=torch.float32).eval() for _ in range(2))
+    tower = grouped.config.vision_config.model_type
+    assert use_grouped_block_attention(grouped) == [tower]
+    assert grouped.config.vision_config._attn_implementation == NAME
+    assert plain.config.vision_config._attn_implementation == "sdpa"
+    thw = torch.tensor([[2, 8, 12], [1, 6, 4]])
+    patches = torch.randn(2 * 8 * 12 + 6 * 4, 3 * 2 * 16 * 16, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want, got = (net.model.visual(patches, grid_thw=thw) for net in (plain, grouped))
+    torch.testing.assert_close(got.pooler_output, want.pooler_output, atol=1e-5, rtol=1e-5)
+    deepstack = [getattr(out, "deepstack_features", None) or [] for out in (got, want)]
+    assert len(deepstack[0]) == (0 if arch == "qwen3.5" else 1)
+    for a, b in zip(*deepstack, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -162,3 +162,74 @@ def test_qwen3_omni_is_laid_out_as_released_and_loads_its_experts(tiny_models):
     for e in range(text["num_experts"]):
         gate, up = (saved[f"thinker.model.layers.1.mlp.experts.{e}.{w}_proj.weight"] for w in ("gate", "up"))
         assert torch.equal(fused[e], torch.cat([gate, up]))
+
+
+# The published processor files of Qwen/Qwen3-VL-8B-Instruct (the Qwen3.5 releases ship the same values).
+QWEN3_VL_IMAGE = {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16,
+                  "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+QWEN3_VL_VIDEO = {**QWEN3_VL_IMAGE, "size": {"shortest_edge": 4096, "longest_edge": 25165824}}
+QWEN3_VL_CLASSES = {"qwen3-vl": ("qwen3_vl", "Qwen3VLForConditionalGeneration"),
+                    "qwen3-vl-moe": ("qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration"),
+                    "qwen3.5": ("qwen3_5", "Qwen3_5ForConditionalGeneration")}
+
+
+@pytest.mark.parametrize("arch", list(QWEN3_VL_CLASSES))
+def test_qwen3_vl_families_are_laid_out_as_released_and_load_with_their_class(tiny_models, arch):
+    """Qwen3-VL, Qwen3-VL-MoE and Qwen3.5: the released config layout (multimodal rotary sections covering the rotated
+    half of each head, token ids the tokenizer's), the released processor files, weights under
+    ``model.language_model.``, ``model.visual.`` and ``lm_head.``, and the transformers class loading exactly them
+    (the mixture-of-experts tensors fused per layer and lying transposed as released: transformers turns them)."""
+    import transformers
+    from transformers import AutoProcessor, AutoTokenizer
+
+    pytest.importorskip("torchvision")
+    model_type, model_class = QWEN3_VL_CLASSES[arch]
+    path = tiny_models(arch)
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == model_type and cfg["architectures"] == [model_class]
+    text, vision = cfg["text_config"], cfg["vision_config"]
+    rope = text["rope_parameters"]
+    rotated = text["head_dim"] * rope.get("partial_rotary_factor", 1.0)
+    assert text["head_dim"] >= 32 and 2 * sum(rope["mrope_section"]) == rotated and rope["mrope_interleaved"]
+    assert vision["patch_size"] == 16 and vision["spatial_merge_size"] == 2
+    assert round(vision["num_position_embeddings"] ** 0.5) ** 2 == vision["num_position_embeddings"]
+    assert vision.get("deepstack_visual_indexes", []) == ([] if arch == "qwen3.5" else [0])
+    tok = AutoTokenizer.from_pretrained(path)
+    for key, token in (("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+                       ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")):
+        assert cfg[key] == tok.convert_tokens_to_ids(token), key
+    for s in SINGLE_TOKEN_STRINGS:
+        assert len(tok.encode(s, add_special_tokens=False)) == 1, s
+    image = json.loads((path / "preprocessor_config.json").read_text())
+    video = json.loads((path / "video_preprocessor_config.json").read_text())
+    assert {k: image[k] for k in QWEN3_VL_IMAGE} == QWEN3_VL_IMAGE and image["processor_class"] == "Qwen3VLProcessor"
+    assert {k: video[k] for k in QWEN3_VL_VIDEO} == QWEN3_VL_VIDEO
+    assert video["video_processor_type"] == "Qwen3VLVideoProcessor"
+    processor = AutoProcessor.from_pretrained(path)
+    assert type(processor).__name__ == "Qwen3VLProcessor"
+    assert processor.video_processor.size == QWEN3_VL_VIDEO["size"] and processor.image_processor.size == \
+        QWEN3_VL_IMAGE["size"]
+
+    saved = load_file(path / "model.safetensors")
+    assert {k.split(".")[0] + "." + k.split(".")[1] for k in saved} == {"model.language_model", "model.visual",
+                                                                       "lm_head.weight"}
+    assert not any(k.startswith("mtp.") for k in saved)
+    model = getattr(transformers, model_class).from_pretrained(path).eval()
+    state = model.state_dict()
+    assert state.keys() == saved.keys()
+    fused = [k for k in saved if k.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))]
+    for name, value in saved.items():
+        assert torch.equal(state[name], value.transpose(1, 2) if name in fused else value), name
+    if arch == "qwen3-vl-moe":  # (experts, hidden, 2 x intermediate) and (experts, intermediate, hidden)
+        sizes = model.config.text_config  # transformers 5.19 writes num_experts as num_local_experts
+        experts, inner, hidden = sizes.num_experts, sizes.moe_intermediate_size, sizes.hidden_size
+        assert experts > sizes.num_experts_per_tok > 1 and 2 * inner != hidden
+        assert len(fused) == 2 * text["num_hidden_layers"]
+        assert saved["model.language_model.layers.0.mlp.experts.gate_up_proj"].shape == (experts, hidden, 2 * inner)
+        assert saved["model.language_model.layers.0.mlp.experts.down_proj"].shape == (experts, inner, hidden)
+    else:
+        assert not fused
+    if arch == "qwen3.5":  # one Gated DeltaNet layer, one full-attention layer
+        assert text["layer_types"] == ["linear_attention", "full_attention"]
+        assert "model.language_model.layers.0.linear_attn.in_proj_qkv.weight" in saved
+        assert "model.language_model.layers.1.self_attn.q_proj.weight" in saved

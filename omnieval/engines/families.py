@@ -25,6 +25,9 @@ then, if its processor needs more than the arrays (a sampling rate, frame metada
 override ``media_kwargs`` / ``vllm_item``. Add a tiny build to ``omnieval/dev/tiny_models.py`` and a test that the
 two engines agree (tests/test_vllm_families.py).
 
+Qwen3-VL and Qwen3.5 (``TimestampedVideoFamily``) write each frame pair's time into the prompt: the adapter gives
+the decoded frames' own times as frame metadata, the same on both engines.
+
 Qwen2.5-Omni (``OmniFamily``) and Qwen3-Omni (``Qwen3OmniFamily``) go through their own processor on the
 transformers engine too, with what the other families lack: several prompts a forward pass
 (``omni_inputs.collate``) and a video's own soundtrack interleaved with it (``use_audio_in_video``). The vLLM engine
@@ -162,15 +165,35 @@ class QwenVisionFamily(FamilyAdapter):
     """Qwen2-VL-style video: the decoded frames go in as they are (``do_sample_frames`` off) with their sampled fps,
     so both engines give every video the same ``second_per_grid`` (one value per video, exact on both)."""
 
+    def video_metadata(self, item: DecodedMedia) -> dict:
+        return video_metadata(item)
+
     def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
         out = super().media_kwargs(items)
-        videos = [video_metadata(i) for i in items if i.modality == "video"]
+        videos = [self.video_metadata(i) for i in items if i.modality == "video"]
         return {**out, "video_metadata": videos, "do_sample_frames": False} if videos else out
 
     def vllm_item(self, item: DecodedMedia):
         if item.modality != "video":
             return item.data
-        return item.data, {**video_metadata(item), "do_sample_frames": False}
+        return item.data, {**self.video_metadata(item), "do_sample_frames": False}
+
+
+class TimestampedVideoFamily(QwenVisionFamily):
+    """Qwen3-VL and Qwen3.5: the processor writes each frame pair's time into the prompt (``<1.6 seconds>``), the
+    mean of its two frames' times, a frame's time being its index over the fps of the metadata; the positions do
+    not depend on time. Both engines compute the same text from the same metadata (vLLM tokenizes each time apart,
+    transformers in the prompt, between special tokens either way: the same ids).
+
+    The decoder takes frame ``i`` of ``n`` at the centre of its bin, ``(i + 0.5) x duration / n``
+    (``media.decode.sample_times``), not at ``i / fps``: the metadata says so exactly with integer indices, as the
+    odd frames ``2i + 1`` of a clip at twice the sampled rate, so the times in the prompt are the frames' own."""
+
+    def video_metadata(self, item: DecodedMedia) -> dict:
+        n = int(item.data.shape[0])
+        fps = float(item.fps or DEFAULT_VIDEO_FPS)
+        return {"fps": 2 * fps, "duration": n / fps, "total_num_frames": 2 * n,
+                "frames_indices": [2 * i + 1 for i in range(n)]}
 
 
 class OneImageOnVllmFamily(FamilyAdapter):
@@ -394,6 +417,18 @@ register_family(AudioFamily(name="qwen2-audio", model_types=("qwen2_audio",), mo
                             model_class="Qwen2AudioForConditionalGeneration"))
 register_family(QwenVisionFamily(name="qwen2.5-vl", model_types=("qwen2_5_vl",), modalities=("image", "video"),
                                  model_class="Qwen2_5_VLForConditionalGeneration"))
+register_family(TimestampedVideoFamily(name="qwen3-vl", model_types=("qwen3_vl",), modalities=("image", "video"),
+                                       model_class="Qwen3VLForConditionalGeneration"))
+register_family(TimestampedVideoFamily(name="qwen3-vl-moe", model_types=("qwen3_vl_moe",),
+                                       modalities=("image", "video"), model_class="Qwen3VLMoeForConditionalGeneration"))
+# Measured on the tiny build (dev/tiny_qwen3_5.py): vLLM 0.32's CPU kernel for the Gated DeltaNet layers asserts
+# bfloat16 inputs (and rejects heads of 32); in bfloat16 the option logprobs differ from transformers' float32 by up
+# to 0.04, and from its bfloat16 by as much, so agreement with the reference code cannot be shown here.
+QWEN3_5_VLLM_REFUSAL = ("vLLM 0.32's CPU build runs its Gated DeltaNet layers in bfloat16 only, where its option "
+                        "logprobs differ from transformers' by up to 0.04: not shown to agree with the reference code")
+register_family(TimestampedVideoFamily(name="qwen3.5", model_types=("qwen3_5",), modalities=("image", "video"),
+                                       model_class="Qwen3_5ForConditionalGeneration",
+                                       refusals={"vllm": QWEN3_5_VLLM_REFUSAL}))
 register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava_onevision",),
                                      modalities=("image", "video"),
                                      model_class="LlavaOnevisionForConditionalGeneration"))
