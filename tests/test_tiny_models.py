@@ -162,3 +162,58 @@ def test_qwen3_omni_is_laid_out_as_released_and_loads_its_experts(tiny_models):
     for e in range(text["num_experts"]):
         gate, up = (saved[f"thinker.model.layers.1.mlp.experts.{e}.{w}_proj.weight"] for w in ("gate", "up"))
         assert torch.equal(fused[e], torch.cat([gate, up]))
+
+
+def released_name(name: str) -> str:
+    """A loaded audio-and-text model's weight name as the released checkpoints write it: the text decoder under
+    ``language_model.model.`` with its head beside it, the towers and projector at the top."""
+    if name == "lm_head.weight":
+        return "language_model.lm_head.weight"
+    if name.startswith("model.language_model."):
+        return "language_model.model." + name[len("model.language_model."):]
+    return name[len("model."):]
+
+
+# arch -> (model_type, transformers class, the released processor's class and audio token, the weight prefixes)
+AUDIO_FAMILIES = {
+    "audioflamingo3": ("audioflamingo3", "AudioFlamingo3ForConditionalGeneration", "AudioFlamingo3Processor",
+                       "<sound>", {"audio_tower", "multi_modal_projector", "language_model"}),
+    "musicflamingo": ("musicflamingo", "MusicFlamingoForConditionalGeneration", "MusicFlamingoProcessor",
+                      "<sound>", {"audio_tower", "multi_modal_projector", "language_model"}),
+    "granite-speech": ("granite_speech", "GraniteSpeechForConditionalGeneration", "GraniteSpeechProcessor",
+                       "<|audio|>", {"encoder", "projector", "language_model"}),
+}
+
+
+@pytest.mark.parametrize("arch", list(AUDIO_FAMILIES))
+def test_audio_families_are_laid_out_as_released_and_load_with_exactly_these_weights(tiny_models, arch):
+    """Each tiny audio-and-text build: the released ``model_type`` and class, the text decoder's weights under
+    ``language_model.model.`` (not transformers 5.19's ``language_model.model.model.``, which vLLM's loader does not
+    know), the released processor class and audio token, and a model that transformers loads with exactly the saved
+    weights; the audio token is the config's."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    model_type, model_class, processor_class, audio_token, prefixes = AUDIO_FAMILIES[arch]
+    if arch == "granite-speech":
+        pytest.importorskip("torchaudio")  # its feature extractor (scripts/install_torchaudio.sh)
+    path = tiny_models(arch)
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == model_type and cfg["architectures"] == [model_class]
+    saved = load_file(path / "model.safetensors")
+    assert {k.split(".")[0] for k in saved} == prefixes
+    assert any(k.startswith("language_model.model.layers.") for k in saved)
+    assert not any(k.startswith("language_model.model.model.") for k in saved)
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == processor_class and proc["audio_token"] == audio_token
+    model = getattr(transformers, model_class).from_pretrained(path).eval()
+    state = model.state_dict()
+    assert {released_name(k) for k in state} - {"audio_tower.embed_positions.weight"} <= set(saved)
+    for name, value in state.items():
+        if released_name(name) in saved:
+            assert torch.equal(saved[released_name(name)], value), name
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.audio_token_id == tok.convert_tokens_to_ids(audio_token)
+    text = tok.apply_chat_template([{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "Q"}]}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert f"{audio_token}Q<|im_end|>" in text

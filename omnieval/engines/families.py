@@ -25,6 +25,11 @@ then, if its processor needs more than the arrays (a sampling rate, frame metada
 override ``media_kwargs`` / ``vllm_item``. Add a tiny build to ``omnieval/dev/tiny_models.py`` and a test that the
 two engines agree (tests/test_vllm_families.py).
 
+Audio-and-text families: Audio Flamingo 3 and Music Flamingo (``OneAudioFamily``) take one audio a prompt on both
+engines (their processor pairs each audio with a prompt of its own; a prompt with several is an errored row), Granite
+Speech (``GraniteSpeechFamily``) several on transformers and one on vLLM, and its transformers logits divided by the
+decoder's ``logits_scaling`` as vLLM does.
+
 Qwen2.5-Omni (``OmniFamily``) and Qwen3-Omni (``Qwen3OmniFamily``) go through their own processor on the
 transformers engine too, with what the other families lack: several prompts a forward pass
 (``omni_inputs.collate``) and a video's own soundtrack interleaved with it (``use_audio_in_video``). The vLLM engine
@@ -85,6 +90,11 @@ class FamilyAdapter:
 
     def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
         return processor.apply_chat_template(self.messages(parts), tokenize=False, add_generation_prompt=True)
+
+    def logit_scale(self, config) -> float:
+        """What the transformers engine multiplies the model class's logits by to get the decoder's own (1: they
+        are its own)."""
+        return 1.0
 
     def media_items(self, parts: Sequence[PromptPart], media: dict) -> list[DecodedMedia]:
         """The decoded media the model takes, in prompt order; a part whose media is missing or was decoded as
@@ -148,6 +158,48 @@ class AudioFamily(FamilyAdapter):
 
     def vllm_item(self, item: DecodedMedia):
         return (item.data, item.sample_rate or AUDIO_SAMPLE_RATE) if item.modality == "audio" else item.data
+
+
+def refuse_several_audios(name: str, items: Sequence[DecodedMedia], why: str) -> None:
+    """A prompt of a one-audio family showing several audios is an error (an errored row), in one line."""
+    audios = sum(item.modality == "audio" for item in items)
+    if audios > 1:
+        raise ValueError(f"{name} takes one audio a prompt ({audios} given): {why}")
+
+
+class OneAudioFamily(AudioFamily):
+    """Audio Flamingo 3, Music Flamingo: the published processor pairs each audio with a text of its own (it refuses
+    one prompt with several audios) and vLLM's model takes one audio a prompt, so a prompt with several audios is an
+    errored row on both engines, refused here in one line before the processor is called."""
+
+    why = "its processor pairs each audio with a prompt of its own"
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        refuse_several_audios(self.name, items, self.why)
+        return super().media_kwargs(items)
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        refuse_several_audios(self.name, items, self.why)
+        return super().vllm_fields(items)
+
+
+class GraniteSpeechFamily(AudioFamily):
+    """Granite Speech: transformers' processor and model take several audios in one prompt, vLLM's model one
+    (``get_supported_mm_limits``), so the vLLM engine refuses a prompt with more (an errored row, not a run that
+    stops at vLLM's own limit).
+
+    Its Granite text decoder divides its logits by ``logits_scaling`` (8 in the released Granite 3.3 decoders), as
+    transformers' ``GraniteForCausalLM`` and vLLM's Granite Speech do; transformers'
+    ``GraniteSpeechForConditionalGeneration`` applies its own output head and leaves the division out, so the
+    transformers engine divides (``logit_scale``): the same choices either way, but option logprobs and confidence
+    as the decoder defines them, equal on both engines."""
+
+    def logit_scale(self, config) -> float:
+        return 1.0 / float(getattr(config.text_config, "logits_scaling", 1.0) or 1.0)
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        refuse_several_audios(self.name, items, "vLLM's model takes one audio a prompt")
+        return super().vllm_fields(items)
 
 
 def video_metadata(item: DecodedMedia) -> dict:
@@ -399,6 +451,14 @@ register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava
                                      model_class="LlavaOnevisionForConditionalGeneration"))
 register_family(AudioFamily(name="gemma3n", model_types=("gemma3n",), modalities=("image", "audio"),
                             model_class="Gemma3nForConditionalGeneration", packages=("timm",)))
+register_family(OneAudioFamily(name="audioflamingo3", model_types=("audioflamingo3",), modalities=("audio",),
+                               model_class="AudioFlamingo3ForConditionalGeneration"))
+register_family(OneAudioFamily(name="musicflamingo", model_types=("musicflamingo",), modalities=("audio",),
+                               model_class="MusicFlamingoForConditionalGeneration",
+                               refusals={"vllm": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0 "
+                                                 "(use the hf engine)"}))
+register_family(GraniteSpeechFamily(name="granite-speech", model_types=("granite_speech",), modalities=("audio",),
+                                    model_class="GraniteSpeechForConditionalGeneration", packages=("torchaudio",)))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 

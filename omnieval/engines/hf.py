@@ -140,6 +140,8 @@ class HFEngine(Engine):
 
             net = self._build_net(AutoModelForCausalLM)
         self.net = net.to(self.device).eval()
+        # the decoder's own logits where the model class leaves a scaling out (families.GraniteSpeechFamily)
+        self.logit_scale = self.family.logit_scale(self.net.config) if self.family is not None else 1.0
         self.grouped_towers = use_grouped_block_attention(self.net)
 
     def _build_net(self, model_class):
@@ -202,6 +204,8 @@ class HFEngine(Engine):
             return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
         with _last_position_logits(self.net):
             logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
+        if self.logit_scale != 1.0:
+            logits = logits * self.logit_scale
         return torch.log_softmax(logits, dim=-1).cpu()
 
     @torch.no_grad()
