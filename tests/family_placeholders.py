@@ -128,6 +128,12 @@ def granite_speech_audio_tokens(n_samples: int) -> int:
     return math.ceil(stacked / 15) * 3
 
 
+def voxtral_audio_tokens(n_samples: int) -> int:
+    """Voxtral's ``[AUDIO]`` tokens for a waveform (16 kHz): padded with silence to whole 30 s chunks (480000
+    samples), 12.5 tokens a second: 375 a chunk."""
+    return 375 * math.ceil(n_samples / 480_000)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -137,7 +143,7 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
           "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
           "audioflamingo3": {"audio": "<sound>"}, "musicflamingo": {"audio": "<sound>"},
-          "granite-speech": {"audio": "<|audio|>"}}
+          "granite-speech": {"audio": "<|audio|>"}, "voxtral": {"audio": "[AUDIO]"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -183,4 +189,6 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["audio"]: sum(flamingo_audio_tokens(len(a)) for a in audios)}
     if arch == "granite-speech":
         return {tokens["audio"]: sum(granite_speech_audio_tokens(len(a)) for a in audios)}
+    if arch == "voxtral":
+        return {tokens["audio"]: sum(voxtral_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

