@@ -131,3 +131,17 @@ def test_granite_speech_logprobs_are_the_decoder_logits_divided_by_its_scaling(t
     np.testing.assert_allclose(got, [float(want[t]) for t in labels], atol=1e-5)
     # unscaled, they would differ (the test can fail)
     assert not np.allclose(got, torch.log_softmax(logits, dim=-1)[labels].numpy(), atol=1e-2)
+
+
+def test_voxtral_without_mistral_common_is_one_line_naming_it(tiny_models, monkeypatch):
+    """Before the tokenizer (mistral_common's) is asked for: the family's packages are checked first."""
+    import importlib.util
+
+    path = tiny_models("voxtral") if importlib.util.find_spec("mistral_common") else pytest.skip("mistral_common")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mistral_common" else
+                        real(name, *a))
+    with pytest.raises(RuntimeError) as caught:
+        create_engine("hf", model="v", path=str(path))
+    assert "a voxtral model needs the 'mistral_common' package" in str(caught.value)
+    assert "\n" not in str(caught.value)
