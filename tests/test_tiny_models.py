@@ -107,16 +107,17 @@ def test_cli_writes_a_tiny_model(tmp_path, capsys):
     assert (tmp_path / "m" / "config.json").exists() and "wrote tiny" in capsys.readouterr().out
 
 
-def test_cli_names_a_missing_package_in_one_line(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(("arch", "package"), [("gemma3n", "timm"), ("granite-speech", "torchaudio")])
+def test_cli_names_a_missing_package_in_one_line(tmp_path, capsys, monkeypatch, arch, package):
     import importlib.util
 
     from omnieval.cli import main
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
-    assert main(["models", "tiny", "--arch", "gemma3n", "--out", str(tmp_path / "m")]) == 2
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    assert main(["models", "tiny", "--arch", arch, "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
-    assert err == "omnieval: error: tiny gemma3n: missing package 'timm' (pip install timm)\n"
+    assert err == f"omnieval: error: tiny {arch}: missing package {package!r} (pip install {package})\n"
     assert not (tmp_path / "m" / "config.json").exists()
 
 

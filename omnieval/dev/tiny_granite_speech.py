@@ -32,9 +32,14 @@ GRANITE_SPEECH_FEATURES = {"sampling_rate": 16000, "n_fft": 512, "win_length": 4
 
 
 def granite_speech(tok, seed: int, text_dims: dict, init_range: float):
+    import importlib.util
+
     import torch
     from transformers import GraniteSpeechConfig, GraniteSpeechForConditionalGeneration
 
+    if importlib.util.find_spec("torchaudio") is None:  # its processor is saved with the model
+        raise ModuleNotFoundError("tiny granite-speech: its feature extractor needs the 'torchaudio' package",
+                                  name="torchaudio")
     head = text_dims["hidden_size"] // text_dims["num_attention_heads"]
     text = {**text_dims, "model_type": "granite", "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
             "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "logits_scaling": 8.0,
