@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for omnieval (CPU): system media tools, a venv, the CPU torch build, omnieval with extras.
-# Idempotent: a stamp in .venv records the pyproject.toml (and torchvision script) it installed; rerunning with no
-# change does nothing.
+# Idempotent: a stamp in .venv records the pyproject.toml (and torchvision and torchaudio scripts) it installed;
+# rerunning with no change does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,7 @@ fi
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 stamp=.venv/.omnieval-installed
-want=$(cat pyproject.toml scripts/install_torchvision.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml scripts/install_torchvision.sh scripts/install_torchaudio.sh | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -25,8 +25,11 @@ fi
 .venv/bin/pip install -q --upgrade pip
 # The CPU build of torch first, so that the hf extra does not pull a multi-GB CUDA build.
 .venv/bin/pip install -q "torch==2.13.0"
-.venv/bin/pip install -q -e ".[hf,embed,dev]"
+.venv/bin/pip install -q -e ".[hf,embed,dev,voxtral]"
 # Qwen2.5-Omni's processor (the hf engine's omni inputs) needs torchvision: the CUDA wheel made to import on the CPU
 # torch (the script says how).
 bash scripts/install_torchvision.sh .venv
+# Granite Speech's feature extractor needs torchaudio: the CUDA wheel without its compiled extension (the script says
+# why).
+bash scripts/install_torchaudio.sh .venv
 echo "$want" > "$stamp"

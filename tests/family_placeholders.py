@@ -144,6 +144,28 @@ def qwen3_vl_tokens(item) -> int:
     return math.ceil(item.data.shape[0] / 2) * gh * gw // 4
 
 
+def flamingo_audio_tokens(n_samples: int) -> int:
+    """Audio Flamingo 3's and Music Flamingo's ``<sound>`` tokens for a waveform: cut into 30 s windows (480000
+    samples at 16 kHz), each window's Whisper frames counted one per started 160-sample hop (the feature
+    extractor's attention mask), summed over the windows, then the stride-2 convolution and the stride-2 pooling."""
+    frames = sum(math.ceil(min(480_000, n_samples - start) / 160) for start in range(0, n_samples, 480_000))
+    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def granite_speech_audio_tokens(n_samples: int) -> int:
+    """Granite Speech's ``<|audio|>`` tokens for a waveform (its published feature extractor and projector): one
+    centred mel frame per 160-sample hop plus one, frames stacked in pairs (an odd last frame dropped), the
+    projector reading windows of 15 stacked frames and giving 15 / 5 = 3 tokens a window (the last one padded)."""
+    stacked = (n_samples // 160 + 1) // 2
+    return math.ceil(stacked / 15) * 3
+
+
+def voxtral_audio_tokens(n_samples: int) -> int:
+    """Voxtral's ``[AUDIO]`` tokens for a waveform (16 kHz): padded with silence to whole 30 s chunks (480000
+    samples), 12.5 tokens a second: 375 a chunk."""
+    return 375 * math.ceil(n_samples / 480_000)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -153,7 +175,9 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
           "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
           **{arch: {"image": "<|image_pad|>", "video": "<|video_pad|>"} for arch in ("qwen3-vl", "qwen3-vl-moe",
-                                                                                      "qwen3.5")}}
+                                                                                      "qwen3.5")},
+          "audioflamingo3": {"audio": "<sound>"}, "musicflamingo": {"audio": "<sound>"},
+          "granite-speech": {"audio": "<|audio|>"}, "voxtral": {"audio": "[AUDIO]"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -198,4 +222,10 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
     if arch in ("qwen3-vl", "qwen3-vl-moe", "qwen3.5"):  # the same on both engines
         return {tokens[modality]: sum(qwen3_vl_tokens(m) for m in media if m.modality == modality)
                 for modality in ("image", "video")}
+    if arch in ("audioflamingo3", "musicflamingo"):
+        return {tokens["audio"]: sum(flamingo_audio_tokens(len(a)) for a in audios)}
+    if arch == "granite-speech":
+        return {tokens["audio"]: sum(granite_speech_audio_tokens(len(a)) for a in audios)}
+    if arch == "voxtral":
+        return {tokens["audio"]: sum(voxtral_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

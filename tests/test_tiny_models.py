@@ -107,16 +107,17 @@ def test_cli_writes_a_tiny_model(tmp_path, capsys):
     assert (tmp_path / "m" / "config.json").exists() and "wrote tiny" in capsys.readouterr().out
 
 
-def test_cli_names_a_missing_package_in_one_line(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(("arch", "package"), [("gemma3n", "timm"), ("granite-speech", "torchaudio")])
+def test_cli_names_a_missing_package_in_one_line(tmp_path, capsys, monkeypatch, arch, package):
     import importlib.util
 
     from omnieval.cli import main
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
-    assert main(["models", "tiny", "--arch", "gemma3n", "--out", str(tmp_path / "m")]) == 2
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    assert main(["models", "tiny", "--arch", arch, "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
-    assert err == "omnieval: error: tiny gemma3n: missing package 'timm' (pip install timm)\n"
+    assert err == f"omnieval: error: tiny {arch}: missing package {package!r} (pip install {package})\n"
     assert not (tmp_path / "m" / "config.json").exists()
 
 
@@ -233,3 +234,127 @@ def test_qwen3_vl_families_are_laid_out_as_released_and_load_with_their_class(ti
         assert text["layer_types"] == ["linear_attention", "full_attention"]
         assert "model.language_model.layers.0.linear_attn.in_proj_qkv.weight" in saved
         assert "model.language_model.layers.1.self_attn.q_proj.weight" in saved
+
+
+def released_name(name: str) -> str:
+    """A loaded audio-and-text model's weight name as the released checkpoints write it: the text decoder under
+    ``language_model.model.`` with its head beside it, the towers and projector at the top."""
+    if name == "lm_head.weight":
+        return "language_model.lm_head.weight"
+    if name.startswith("model.language_model."):
+        return "language_model.model." + name[len("model.language_model."):]
+    return name[len("model."):]
+
+
+# arch -> (model_type, transformers class, the released processor's class and audio token, the weight prefixes)
+AUDIO_FAMILIES = {
+    "audioflamingo3": ("audioflamingo3", "AudioFlamingo3ForConditionalGeneration", "AudioFlamingo3Processor",
+                       "<sound>", {"audio_tower", "multi_modal_projector", "language_model"}),
+    "musicflamingo": ("musicflamingo", "MusicFlamingoForConditionalGeneration", "MusicFlamingoProcessor",
+                      "<sound>", {"audio_tower", "multi_modal_projector", "language_model"}),
+    "granite-speech": ("granite_speech", "GraniteSpeechForConditionalGeneration", "GraniteSpeechProcessor",
+                       "<|audio|>", {"encoder", "projector", "language_model"}),
+}
+
+
+@pytest.mark.parametrize("arch", list(AUDIO_FAMILIES))
+def test_audio_families_are_laid_out_as_released_and_load_with_exactly_these_weights(tiny_models, arch):
+    """Each tiny audio-and-text build: the released ``model_type`` and class, the text decoder's weights under
+    ``language_model.model.`` (not transformers 5.19's ``language_model.model.model.``, which vLLM's loader does not
+    know), the released processor class and audio token, and a model that transformers loads with exactly the saved
+    weights; the audio token is the config's."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    model_type, model_class, processor_class, audio_token, prefixes = AUDIO_FAMILIES[arch]
+    if arch == "granite-speech":
+        pytest.importorskip("torchaudio")  # its feature extractor (scripts/install_torchaudio.sh)
+    path = tiny_models(arch)
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == model_type and cfg["architectures"] == [model_class]
+    saved = load_file(path / "model.safetensors")
+    assert {k.split(".")[0] for k in saved} == prefixes
+    assert any(k.startswith("language_model.model.layers.") for k in saved)
+    assert not any(k.startswith("language_model.model.model.") for k in saved)
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == processor_class and proc["audio_token"] == audio_token
+    model = getattr(transformers, model_class).from_pretrained(path).eval()
+    state = model.state_dict()
+    assert {released_name(k) for k in state} - {"audio_tower.embed_positions.weight"} <= set(saved)
+    for name, value in state.items():
+        if released_name(name) in saved:
+            assert torch.equal(saved[released_name(name)], value), name
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.audio_token_id == tok.convert_tokens_to_ids(audio_token)
+    text = tok.apply_chat_template([{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "Q"}]}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert f"{audio_token}Q<|im_end|>" in text
+
+
+def test_voxtral_holds_both_released_layouts_with_the_same_weights(tiny_models):
+    """The tiny Voxtral: transformers' ``config.json`` + ``model.safetensors`` and Mistral's ``params.json`` +
+    ``consolidated.safetensors`` (what vLLM reads) hold the same numbers, the query and key rows in Mistral's rotary
+    order (transformers' are the published conversion's permutation of them, written out here); ``tekken.json`` is
+    a Tekken tokenizer with the released special ranks and audio section, every option label one token."""
+    pytest.importorskip("mistral_common")
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    from transformers import VoxtralForConditionalGeneration
+
+    path = tiny_models("voxtral")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "voxtral" and cfg["architectures"] == ["VoxtralForConditionalGeneration"]
+    assert cfg["audio_token_id"] == 24
+    params = json.loads((path / "params.json").read_text())
+    text = cfg["text_config"]
+    assert (params["dim"], params["n_layers"], params["n_heads"], params["n_kv_heads"], params["head_dim"]) == (
+        text["hidden_size"], text["num_hidden_layers"], text["num_attention_heads"], text["num_key_value_heads"],
+        text["head_dim"])
+    encoder = params["multimodal"]["whisper_model_args"]["encoder_args"]
+    assert encoder["dim"] * 4 == encoder["hidden_dim"] == cfg["audio_config"]["intermediate_size"]
+    assert encoder["audio_encoding_args"] == {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": 128,
+                                              "hop_length": 160, "window_size": 400, "chunk_length_s": 30.0}
+    assert params["multimodal"]["whisper_model_args"]["downsample_args"] == {"downsample_factor": 4}
+
+    hf, mistral = load_file(path / "model.safetensors"), load_file(path / "consolidated.safetensors")
+    assert len(hf) == len(mistral) + 1  # the encoder's sinusoid table is computed, not stored, in Mistral's layout
+    heads, kv_heads, head_dim = text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]
+
+    def to_transformers(w, n):  # the published Mistral -> transformers rotary permutation
+        return w.view(n, head_dim // 2, 2, w.shape[1]).transpose(1, 2).reshape(w.shape)
+
+    for i in range(text["num_hidden_layers"]):
+        assert torch.equal(hf[f"language_model.model.layers.{i}.self_attn.q_proj.weight"],
+                           to_transformers(mistral[f"layers.{i}.attention.wq.weight"], heads))
+        assert torch.equal(hf[f"language_model.model.layers.{i}.self_attn.k_proj.weight"],
+                           to_transformers(mistral[f"layers.{i}.attention.wk.weight"], kv_heads))
+        assert torch.equal(hf[f"language_model.model.layers.{i}.mlp.gate_proj.weight"],
+                           mistral[f"layers.{i}.feed_forward.w1.weight"])
+    assert torch.equal(hf["language_model.model.embed_tokens.weight"],
+                       mistral["mm_whisper_embeddings.tok_embeddings.weight"])
+    assert torch.equal(hf["multi_modal_projector.linear_2.weight"],
+                       mistral["mm_whisper_embeddings.audio_language_projection.2.weight"])
+    assert torch.equal(hf["audio_tower.layers.0.self_attn.q_proj.bias"],
+                       mistral["mm_whisper_embeddings.whisper_encoder.transformer.layers.0.attention.wq.bias"])
+
+    # Whisper's sinusoids: sin of the first half of the channels, cos of the second, timescales up to 10000
+    table = hf["audio_tower.embed_positions.weight"].double()
+    half = table.shape[1] // 2
+    rates = torch.exp(-torch.arange(half, dtype=torch.float64) * (torch.log(torch.tensor(10000.0)) / (half - 1)))
+    angles = torch.arange(table.shape[0], dtype=torch.float64)[:, None] * rates[None]
+    # float32 angles up to 1500 rad are exact to ~1.5e-4
+    torch.testing.assert_close(table, torch.cat([angles.sin(), angles.cos()], dim=1), atol=3e-4, rtol=0)
+
+    model = VoxtralForConditionalGeneration.from_pretrained(path).eval()
+    for name, value in model.state_dict().items():
+        assert torch.equal(hf[released_name(name)], value), name
+
+    tekken = json.loads((path / "tekken.json").read_text())
+    ranks = {t["token_str"]: t["rank"] for t in tekken["special_tokens"]}
+    assert (ranks["<s>"], ranks["[INST]"], ranks["[/INST]"], ranks["[AUDIO]"], ranks["[BEGIN_AUDIO]"]) == (1, 3, 4,
+                                                                                                         24, 25)
+    assert len(tekken["special_tokens"]) == tekken["config"]["default_num_special_tokens"] == 1000
+    assert tekken["audio"]["frame_rate"] == 12.5 and tekken["audio"]["chunk_length_s"] == 30.0
+    tokenizer = Tekkenizer.from_file(path / "tekken.json")
+    assert tokenizer.n_words == text["vocab_size"]
+    for label in SINGLE_TOKEN_STRINGS:
+        assert len(tokenizer.encode(label, bos=False, eos=False)) == 1, label

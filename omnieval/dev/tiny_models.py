@@ -25,6 +25,10 @@
   DeltaNet / attention decoder), images and videos, in the released layouts with the released processor files,
   built in ``tiny_qwen3_vl.py``, ``tiny_qwen3_vl_moe.py`` and ``tiny_qwen3_5.py`` (their module docs) from the same
   tokenizer and text decoder sizes.
+* ``audioflamingo3``, ``musicflamingo``, ``granite-speech``, ``voxtral``: audio-and-text models in their released
+  layouts, each built in its own module (``tiny_audioflamingo3.py``, ``tiny_musicflamingo.py``,
+  ``tiny_granite_speech.py``, ``tiny_voxtral.py``: their module docs) from the same tokenizer and text decoder sizes
+  (Voxtral's tokenizer the same BPE as Mistral's ``tekken.json``).
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -37,7 +41,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnieval.dev import tiny_families, tiny_qwen3_5, tiny_qwen3_omni, tiny_qwen3_vl, tiny_qwen3_vl_moe
+from omnieval.dev import (
+    tiny_audioflamingo3,
+    tiny_families,
+    tiny_granite_speech,
+    tiny_musicflamingo,
+    tiny_qwen3_5,
+    tiny_qwen3_omni,
+    tiny_qwen3_vl,
+    tiny_qwen3_vl_moe,
+    tiny_voxtral,
+)
 
 # The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
 # 12845056 pixels, videos 128 to 768 merged patches a frame, 128 Whisper mel bins), as ``Qwen2_5OmniProcessor``
@@ -61,7 +75,7 @@ OMNI_PROCESSOR_CONFIG = {
 }
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
-         "qwen3-vl", "qwen3-vl-moe", "qwen3.5")
+         "qwen3-vl", "qwen3-vl-moe", "qwen3.5", "audioflamingo3", "musicflamingo", "granite-speech", "voxtral")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -301,6 +315,14 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_qwen3_vl.save_qwen3_vl_processor(tok, out)
         if arch == "qwen3-vl-moe":
             tiny_qwen3_vl_moe.transpose_experts(out)
+    elif arch == "audioflamingo3":
+        tiny_audioflamingo3.save_audioflamingo3_processor(tok, out)
+    elif arch == "musicflamingo":
+        tiny_musicflamingo.save_musicflamingo_processor(tok, out)
+    elif arch == "granite-speech":
+        tiny_granite_speech.save_granite_speech_processor(tok, out)
+    elif arch == "voxtral":
+        tiny_voxtral.save_voxtral_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -331,6 +353,22 @@ def _qwen3_5(tok, seed: int):
     return tiny_qwen3_5.qwen3_5(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _audioflamingo3(tok, seed: int):
+    return tiny_audioflamingo3.audioflamingo3(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
+def _musicflamingo(tok, seed: int):
+    return tiny_musicflamingo.musicflamingo(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
+def _granite_speech(tok, seed: int):
+    return tiny_granite_speech.granite_speech(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
+def _voxtral(tok, seed: int):
+    return tiny_voxtral.voxtral(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
@@ -338,10 +376,17 @@ _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_M
                   "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE),
                   "qwen3-vl": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
                   "qwen3-vl-moe": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
-                  "qwen3.5": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE)}
+                  "qwen3.5": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
+                  "audioflamingo3": (tiny_audioflamingo3.AF3_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
+                  "musicflamingo": (tiny_musicflamingo.MF_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
+                  "granite-speech": (tiny_granite_speech.GRANITE_SPEECH_TOKENS,
+                                     tiny_granite_speech.GRANITE_SPEECH_TEMPLATE),
+                  "voxtral": ({}, None)}  # Mistral's tokenizer: tekken.json, written by its processor step
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
-             "qwen3-omni": _qwen3_omni, "qwen3-vl": _qwen3_vl, "qwen3-vl-moe": _qwen3_vl_moe, "qwen3.5": _qwen3_5}
+             "qwen3-omni": _qwen3_omni, "qwen3-vl": _qwen3_vl, "qwen3-vl-moe": _qwen3_vl_moe, "qwen3.5": _qwen3_5,
+             "audioflamingo3": _audioflamingo3, "musicflamingo": _musicflamingo,
+             "granite-speech": _granite_speech, "voxtral": _voxtral}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:

@@ -28,6 +28,12 @@ two engines agree (tests/test_vllm_families.py).
 Qwen3-VL and Qwen3.5 (``TimestampedVideoFamily``) write each frame pair's time into the prompt: the adapter gives
 the decoded frames' own times as frame metadata, the same on both engines.
 
+Audio-and-text families: Audio Flamingo 3 and Music Flamingo (``OneAudioFamily``) take one audio a prompt on both
+engines (their processor pairs each audio with a prompt of its own; a prompt with several is an errored row), Granite
+Speech (``GraniteSpeechFamily``) several on transformers and one on vLLM, and its transformers logits divided by the
+decoder's ``logits_scaling`` as vLLM does. Voxtral (``VoxtralFamily``) has no chat template: Mistral's tokenizer lays
+out its prompts, as token ids on vLLM (``vllm_prompt``).
+
 Qwen2.5-Omni (``OmniFamily``) and Qwen3-Omni (``Qwen3OmniFamily``) go through their own processor on the
 transformers engine too, with what the other families lack: several prompts a forward pass
 (``omni_inputs.collate``) and a video's own soundtrack interleaved with it (``use_audio_in_video``). The vLLM engine
@@ -89,6 +95,11 @@ class FamilyAdapter:
     def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
         return processor.apply_chat_template(self.messages(parts), tokenize=False, add_generation_prompt=True)
 
+    def logit_scale(self, config) -> float:
+        """What the transformers engine multiplies the model class's logits by to get the decoder's own (1: they
+        are its own)."""
+        return 1.0
+
     def media_items(self, parts: Sequence[PromptPart], media: dict) -> list[DecodedMedia]:
         """The decoded media the model takes, in prompt order; a part whose media is missing or was decoded as
         another modality is an error naming its path."""
@@ -137,6 +148,18 @@ class FamilyAdapter:
         return ({k: v[0] if len(v) == 1 else v for k, v in data.items()}, uuids,
                 dict(self.processor_kwargs) or None)
 
+    def vllm_prompt(self, processor, parts: Sequence[PromptPart], items: Sequence[DecodedMedia],
+                    suffix: str = "") -> dict:
+        """The vLLM prompt of one request (``suffix`` after the rendered prompt): the chat template's text, and the
+        media fields where it shows media (vLLM runs the family's processor on them)."""
+        prompt: dict = {"prompt": self.prompt(processor, parts) + suffix}
+        data, uuids, kwargs = self.vllm_fields(items)
+        if data:
+            prompt["multi_modal_data"], prompt["multi_modal_uuids"] = data, uuids
+        if kwargs:
+            prompt["mm_processor_kwargs"] = kwargs
+        return prompt
+
 
 class AudioFamily(FamilyAdapter):
     """Waveforms at the feature extractor's rate: ``audio`` arrays plus ``sampling_rate`` (transformers), ``(wave,
@@ -151,6 +174,149 @@ class AudioFamily(FamilyAdapter):
 
     def vllm_item(self, item: DecodedMedia):
         return (item.data, item.sample_rate or AUDIO_SAMPLE_RATE) if item.modality == "audio" else item.data
+
+
+def refuse_several_audios(name: str, items: Sequence[DecodedMedia], why: str) -> None:
+    """A prompt of a one-audio family showing several audios is an error (an errored row), in one line."""
+    audios = sum(item.modality == "audio" for item in items)
+    if audios > 1:
+        raise ValueError(f"{name} takes one audio a prompt ({audios} given): {why}")
+
+
+class OneAudioFamily(AudioFamily):
+    """Audio Flamingo 3, Music Flamingo: the published processor pairs each audio with a text of its own (it refuses
+    one prompt with several audios) and vLLM's model takes one audio a prompt, so a prompt with several audios is an
+    errored row on both engines, refused here in one line before the processor is called."""
+
+    why = "its processor pairs each audio with a prompt of its own"
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        refuse_several_audios(self.name, items, self.why)
+        return super().media_kwargs(items)
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        refuse_several_audios(self.name, items, self.why)
+        return super().vllm_fields(items)
+
+
+class GraniteSpeechFamily(AudioFamily):
+    """Granite Speech: transformers' processor and model take several audios in one prompt, vLLM's model one
+    (``get_supported_mm_limits``), so the vLLM engine refuses a prompt with more (an errored row, not a run that
+    stops at vLLM's own limit).
+
+    Its Granite text decoder divides its logits by ``logits_scaling`` (8 in the released Granite 3.3 decoders), as
+    transformers' ``GraniteForCausalLM`` and vLLM's Granite Speech do; transformers'
+    ``GraniteSpeechForConditionalGeneration`` applies its own output head and leaves the division out, so the
+    transformers engine divides (``logit_scale``): the same choices either way, but option logprobs and confidence
+    as the decoder defines them, equal on both engines."""
+
+    def logit_scale(self, config) -> float:
+        return 1.0 / float(getattr(config.text_config, "logits_scaling", 1.0) or 1.0)
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        refuse_several_audios(self.name, items, "vLLM's model takes one audio a prompt")
+        return super().vllm_fields(items)
+
+
+class VoxtralFamily(AudioFamily):
+    """Voxtral: Mistral's own tokenizer (``mistral_common``, from ``tekken.json``) lays out its prompts, on both
+    engines; there is no chat template. A user message's text and audio chunks become ``<s>[INST]``, each text's
+    tokens and each clip's ``[BEGIN_AUDIO]`` and ``[AUDIO]`` run (the clip padded with silence to whole 30 s chunks,
+    375 tokens a chunk), then ``[/INST]``.
+
+    * The rendered prompt (``prompt``) writes that layout with one ``[BEGIN_AUDIO][AUDIO]`` per clip (adjacent text
+      parts joined into one text chunk), as the other families' templates write one placeholder that their
+      processor expands. ``conversation`` reads it back into the user message, each clip as a lossless float WAV.
+    * transformers (``hf_inputs``): ``VoxtralProcessor.apply_chat_template`` on that message (ids, and the log-mel
+      features of the padded clips), then the ids of any text after ``[/INST]`` (chain-of-thought reasoning).
+    * vLLM (``vllm_prompt``): vLLM's Voxtral takes prompts as ids with their audio runs already in place, so the
+      same tokenizer call gives the ids, and the padded clips it returns are the ``multi_modal_data``.
+    """
+
+    audio_mark = "[BEGIN_AUDIO][AUDIO]"  # one clip in the rendered prompt
+
+    @staticmethod
+    def _specials():
+        from mistral_common.tokens.tokenizers.base import SpecialTokens
+
+        return SpecialTokens.bos.value + SpecialTokens.begin_inst.value, SpecialTokens.end_inst.value
+
+    def messages(self, parts: Sequence[PromptPart]) -> list[dict]:
+        """As for every family, with adjacent text parts joined: Mistral's tokenizer encodes each text chunk on
+        its own, and one chunk between clips is what the rendered prompt reads back as."""
+        content: list[dict] = []
+        for part in super().messages(parts)[0]["content"]:
+            if part["type"] == "text" and content and content[-1]["type"] == "text":
+                content[-1] = {"type": "text", "text": content[-1]["text"] + part["text"]}
+            else:
+                content.append(part)
+        return [{"role": "user", "content": content}]
+
+    def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
+        head, end = self._specials()
+        chunks = []
+        for part in self.messages(parts)[0]["content"]:
+            if part["type"] != "text":
+                chunks.append(self.audio_mark)
+            elif self.audio_mark in part["text"] or end in part["text"]:
+                raise ValueError(f"{self.name}: a text part holds {self.audio_mark!r} or {end!r}, which mark the "
+                                 "prompt's own layout")
+            else:
+                chunks.append(part["text"])
+        return head + "".join(chunks) + end
+
+    def conversation(self, text: str, items: Sequence[DecodedMedia]) -> tuple[list[dict], str]:
+        """The user message a rendered prompt (``prompt``, maybe followed by more text) stands for, its clips the
+        audio ``items`` in order, and the text after ``[/INST]``."""
+        import base64
+        import io
+
+        import soundfile
+
+        head, end = self._specials()
+        if not text.startswith(head) or end not in text:
+            raise ValueError(f"{self.name}: not a rendered prompt of this family: {text[:40]!r}")
+        body, after = text[len(head):].split(end, 1)
+        pieces = body.split(self.audio_mark)
+        audios = [item for item in items if item.modality == "audio"]
+        if len(pieces) - 1 != len(audios):
+            raise ValueError(f"{self.name}: {len(pieces) - 1} clips in the prompt, {len(audios)} given")
+        content: list[dict] = []
+        for i, piece in enumerate(pieces):
+            if piece:
+                content.append({"type": "text", "text": piece})
+            if i < len(audios):
+                wav = io.BytesIO()
+                soundfile.write(wav, audios[i].data.astype(np.float32), audios[i].sample_rate or AUDIO_SAMPLE_RATE,
+                                format="WAV", subtype="FLOAT")
+                content.append({"type": "audio", "base64": base64.b64encode(wav.getvalue()).decode()})
+        return [{"role": "user", "content": content}], after
+
+    def hf_inputs(self, processor, text: str, items: Sequence[DecodedMedia]):
+        import torch
+
+        message, after = self.conversation(text, items)
+        out = processor.apply_chat_template(message, tokenize=True, return_dict=True, return_tensors="pt")
+        if after:
+            extra = torch.tensor([processor.tokenizer.encode(after, add_special_tokens=False)])
+            out["input_ids"] = torch.cat([out["input_ids"], extra], dim=1)
+            out["attention_mask"] = torch.cat([out["attention_mask"], torch.ones_like(extra)], dim=1)
+        return out
+
+    def vllm_prompt(self, processor, parts: Sequence[PromptPart], items: Sequence[DecodedMedia],
+                    suffix: str = "") -> dict:
+        message, after = self.conversation(self.prompt(processor, parts) + suffix, items)
+        enc = processor.tokenizer.apply_chat_template(message, tokenize=True, return_dict=True)
+        ids = list(enc["input_ids"]) + (processor.tokenizer.encode(after, add_special_tokens=False) if after else [])
+        prompt: dict = {"prompt_token_ids": ids}
+        clips = list(enc.get("audio") or [])
+        if clips:
+            rate = processor.feature_extractor.sampling_rate
+            data = [(np.asarray(clip, dtype=np.float32), rate) for clip in clips]
+            prompt["multi_modal_data"] = {"audio": data[0] if len(data) == 1 else data}
+            prompt["multi_modal_uuids"] = {"audio": [item.content_hash or None for item in items
+                                                     if item.modality == "audio"]}
+        return prompt
 
 
 def video_metadata(item: DecodedMedia) -> dict:
@@ -434,6 +600,17 @@ register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava
                                      model_class="LlavaOnevisionForConditionalGeneration"))
 register_family(AudioFamily(name="gemma3n", model_types=("gemma3n",), modalities=("image", "audio"),
                             model_class="Gemma3nForConditionalGeneration", packages=("timm",)))
+register_family(OneAudioFamily(name="audioflamingo3", model_types=("audioflamingo3",), modalities=("audio",),
+                               model_class="AudioFlamingo3ForConditionalGeneration"))
+register_family(OneAudioFamily(name="musicflamingo", model_types=("musicflamingo",), modalities=("audio",),
+                               model_class="MusicFlamingoForConditionalGeneration",
+                               refusals={"vllm": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0 "
+                                                 "(use the hf engine)"}))
+register_family(GraniteSpeechFamily(name="granite-speech", model_types=("granite_speech",), modalities=("audio",),
+                                    model_class="GraniteSpeechForConditionalGeneration", packages=("torchaudio",)))
+register_family(VoxtralFamily(name="voxtral", model_types=("voxtral",), modalities=("audio",),
+                              model_class="VoxtralForConditionalGeneration",
+                              packages=("mistral_common", "soundfile")))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 

@@ -121,17 +121,18 @@ class HFEngine(Engine):
     def _load(self) -> None:
         from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.omni = is_omni_model(self.path)
         self.family = family_for(self.path)  # the omni models' adapters too (families.OmniFamily)
         refusal = self.family.refusal("hf") if self.family is not None else None
         if refusal:
             raise OptionError("path", f"{refusal} (model folder {self.path})")
+        # the processor first: it names a missing package in one line (Voxtral's tokenizer is mistral_common's)
+        self.processor = load_processor(self.path) if self.family is not None else None
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         if self.family is not None:
             import transformers
 
-            self.processor = load_processor(self.path)
             net = self._build_net(getattr(transformers, self.family.model_class))
             if self.omni:
                 self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
@@ -140,6 +141,8 @@ class HFEngine(Engine):
 
             net = self._build_net(AutoModelForCausalLM)
         self.net = net.to(self.device).eval()
+        # the decoder's own logits where the model class leaves a scaling out (families.GraniteSpeechFamily)
+        self.logit_scale = self.family.logit_scale(self.net.config) if self.family is not None else 1.0
         self.grouped_towers = use_grouped_block_attention(self.net)
 
     def _build_net(self, model_class):
@@ -202,6 +205,8 @@ class HFEngine(Engine):
             return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
         with _last_position_logits(self.net):
             logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
+        if self.logit_scale != 1.0:
+            logits = logits * self.logit_scale
         return torch.log_softmax(logits, dim=-1).cpu()
 
     @torch.no_grad()

@@ -157,13 +157,7 @@ class VLLMEngine(Engine):
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
         if self.family is not None and not self.omni:
-            prompt = {"prompt": self.family.prompt(self.processor, parts) + suffix}
-            data, uuids, kwargs = self.family.vllm_fields(self.family.media_items(parts, media))
-            if data:
-                prompt["multi_modal_data"], prompt["multi_modal_uuids"] = data, uuids
-            if kwargs:
-                prompt["mm_processor_kwargs"] = kwargs
-            return prompt
+            return self.family.vllm_prompt(self.processor, parts, self.family.media_items(parts, media), suffix)
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
                                               self.omni) + suffix}
         if not self.omni:
