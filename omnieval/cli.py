@@ -321,6 +321,15 @@ def _bench_stats(args: argparse.Namespace) -> int:
     return bench_stats(quick=args.quick)
 
 
+class _WholeNamesFormatter(argparse.HelpFormatter):
+    """Help text wrapped between words only: a family name such as ``granite-speech`` is never cut at its hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)
+
+
 class _LazyChoices(Sequence):
     """Choices read from a module only when they are needed (the command's ``--help``, or parsing its option), so
     that building the parser imports no dev tooling. The option needs a ``metavar``: argparse lists the choices of
@@ -588,7 +597,8 @@ def _add_datasets_check(sub) -> None:
 def _add_models(sub) -> None:
     p = sub.add_parser("models", help="model tools")
     msub = p.add_subparsers(dest="models_command", required=True)
-    s = msub.add_parser("tiny", help="write a tiny random-weight model and its tokenizer (no download)")
+    s = msub.add_parser("tiny", help="write a tiny random-weight model and its tokenizer (no download)",
+                        formatter_class=_WholeNamesFormatter)
     s.add_argument("--arch", required=True, choices=_LazyChoices(_tiny_archs), metavar="ARCH",
                    help="the model family: %(choices)s")
     s.add_argument("--out", required=True)
