@@ -52,7 +52,7 @@ VIDEO_NAMES = ("videos/{}.mp4", "video/{}.mp4")
 TAGS = ("vision", "audio")
 MISSPELLED = {"vison": "vision", "viison": "vision", "vsion": "vision",
               "aduio": "audio", "auido": "audio", "aodio": "audio"}
-"""Step tags as the release misspells them (in eleven of its 3,500-odd steps), and the tag each means."""
+"""Step tags as the release misspells them (in ten of its 3,500-odd steps), and the tag each means."""
 _BARE_LABEL = re.compile(r"^([A-Z]) (.+)$", re.DOTALL)
 
 
