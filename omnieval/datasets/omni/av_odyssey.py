@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from omnieval.core.schema import InputError
@@ -178,7 +178,7 @@ def _entry(record: dict, where: Where, qid: str, media: dict[str, str]) -> Entry
 def _markers(text: str, media: dict[str, str], named: list[str], where: Where, field_name: str) -> str:
     """``text`` with each tag replaced by its marker (module doc); ``named`` gathers the modalities in the order the
     tags first name them. A tag for a medium the row does not have is an error."""
-    def replace(match: re.Match) -> str:
+    def marker(match: re.Match) -> str:
         modality, number = TAG_KINDS[match.group(1)], int(match.group(2))
         if modality not in media or number != 1:
             have = 1 if modality in media else 0
@@ -188,7 +188,7 @@ def _markers(text: str, media: dict[str, str], named: list[str], where: Where, f
             named.append(modality)
         return MARKERS[modality]
 
-    return _TAG.sub(replace, text)
+    return _TAG.sub(marker, text)
 
 
 def _candidates(path: str) -> tuple[str, ...]:
@@ -215,8 +215,7 @@ def convert_av_odyssey(release: str | Path, out: str | Path, *, name: str = "av-
         for key, entries in groups.items():
             part = write_release(entries, tmp / key, converter=CONVERTER, name=f"{name}-{key}", release=release,
                                  media_root=media_root, copy=copy, meta={"modalities": key.split("+")})
-            written[key] = Converted(out=Path(out) / key, splits=part.splits, n_media=part.n_media,
-                                     skipped_splits=part.skipped_splits)
+            written[key] = replace(part, out=Path(out) / key)  # where it ends up, not where it was built
         if refused:
             (tmp / "skipped.jsonl").write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n"
                                                        for r in refused), encoding="utf-8")

@@ -7,7 +7,8 @@ folder (docs/benchmarks.md, "Omni benchmarks").
   stripped, but only when every option of the question carries its own label in order, so an option that merely
   starts with ``A`` (``"A man is talking"``) is kept whole.
 * **Answers** become the correct option's label (``"A"``...), from a label, a labelled option text or the option
-  text itself.
+  text itself. A release that gives and scores the answer as the option's text (MMAU, MMAR: ``text_answered``) has a
+  one-letter answer read as text, blank options left out and repeated ones merged (``merge_repeated_options``).
 * **Media** are named by relative paths tried in order under the release folder, then the media root
   (``MediaRef.paths``), and hard-linked (else copied; ``copy=True`` always copies) to ``media/<the same relative
   path>`` (``media/media-root/...`` for a file under the media root), or written from bytes a Parquet cell embeds
