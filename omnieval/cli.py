@@ -253,15 +253,28 @@ def _datasets_contra4(args: argparse.Namespace) -> int:
 
 
 def _datasets_omni(args: argparse.Namespace) -> int:
-    from omnieval.datasets.omni import daily_omni, omnibench, videomme, worldsense
+    from omnieval.datasets.omni import (
+        av_odyssey,
+        daily_omni,
+        mmar,
+        mmau,
+        omnibench,
+        omnivideobench,
+        videomme,
+        worldsense,
+    )
 
     common = {"name": args.name, "media_root": args.media_root, "copy": args.copy, "overwrite": args.overwrite}
     if args.release_name == "videomme":
         durations = [d.strip() for text in args.duration or [] for d in text.split(",") if d.strip()] or None
         converted = videomme.convert_videomme(args.release, args.out, durations=durations, **common)
+    elif args.release_name == "mmau":
+        converted = mmau.convert_mmau(args.release, args.out, version=args.version, **common)
     else:
         convert = {"daily-omni": daily_omni.convert_daily_omni, "worldsense": worldsense.convert_worldsense,
-                   "omnibench": omnibench.convert_omnibench}[args.release_name]
+                   "omnibench": omnibench.convert_omnibench, "mmar": mmar.convert_mmar,
+                   "av-odyssey": av_odyssey.convert_av_odyssey,
+                   "omnivideobench": omnivideobench.convert_omnivideobench}[args.release_name]
         converted = convert(args.release, args.out, **common)
     for split, n in converted.skipped_splits.items():
         print(f"omnieval: note: skipped split {split!r} ({n} questions): none of its questions has an answer",
@@ -556,6 +569,14 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                  "subtitle/<videoID>.srt", "a folder holding data/ and subtitle/"),
     "omnibench": ("OmniBench: dataset/*.jsonl beside mm_data/audio/ and mm_data/image/ (GitHub), or data/*.parquet "
                   "with embedded media (Hugging Face)", "a folder holding mm_data/"),
+    "mmau": ("MMAU: mmau-test-mini.json beside test-mini-audios/ (and mmau-test.json beside test-audios/, its answers "
+             "withheld: skipped); the version is recorded", "a folder holding test-mini-audios/"),
+    "mmar": ("MMAR: MMAR-meta.jsonl (or the first release's MMAR-meta.json) beside audio/",
+             "a folder holding audio/"),
+    "av-odyssey": ("AV-Odyssey: av_odyssey.parquet (lmms-eval's copy) beside the media its rows name; --out gets one "
+                   "benchmark folder per set of modalities", "a folder holding the media folders"),
+    "omnivideobench": ("OmniVideoBench: data.json beside videos/<video>.mp4 (their soundtracks); each item carries "
+                       "its evidence label", "a folder holding videos/"),
 }
 """The omni-release converters (``omnieval.datasets.omni``): what the release folder holds, what --media-root
 may hold."""
@@ -563,12 +584,16 @@ may hold."""
 
 def _add_datasets_omni(sub) -> None:
     for release, (reads, media_root) in OMNI_RELEASES.items():
-        s = sub.add_parser(release, help=f"convert {reads.split(':')[0]} into a spectrum benchmark",
-                           description=f"Convert a release folder into a spectrum benchmark. {reads}. "
+        what = "spectrum benchmarks" if release == "av-odyssey" else "a spectrum benchmark"
+        s = sub.add_parser(release, help=f"convert {reads.split(':')[0]} into {what}",
+                           description=f"Convert a release folder into {what}. {reads}. "
                                        "Every field read: docs/benchmarks.md.")
         s.add_argument("release", help="the release folder, laid out as the release ships it")
-        s.add_argument("--out", required=True, help="the benchmark folder to write (new or empty)")
-        s.add_argument("--name", default=release, help="benchmark name (default: %(default)s)")
+        suite = release == "av-odyssey"
+        s.add_argument("--out", required=True, help="the folder to write (new or empty): "
+                       + ("it gets one benchmark folder per set of modalities" if suite else "the benchmark folder"))
+        s.add_argument("--name", default=release, help="benchmark name (default: %(default)s)"
+                       + ("; each benchmark is <name>-<set>" if suite else ""))
         s.add_argument("--media-root", default=None,
                        help=f"{media_root}, if the media live outside the release folder (media are read only under "
                             "the release folder and this one)")
@@ -577,6 +602,12 @@ def _add_datasets_omni(sub) -> None:
             s.add_argument("--duration", action="append", metavar="NAME",
                            help="keep only the questions on videos of this duration: short, medium, long (repeat, "
                                 "or NAME,NAME); default: all")
+        if release == "mmau":
+            from omnieval.datasets.omni import MMAU_VERSIONS
+
+            s.add_argument("--version", choices=MMAU_VERSIONS, default=None,
+                           help="the release version the files are; needed only where their content is none of the "
+                                "known revisions, and otherwise checked against them (default: from the files)")
         _overwrite_flag(s, release)
         s.set_defaults(func=_datasets_omni, release_name=release)
 

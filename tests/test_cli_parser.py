@@ -25,6 +25,9 @@ COMMANDS = {
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick"],
     "omnieval datasets": ["-h/--help"],
+    "omnieval datasets av-odyssey": [
+        "-h/--help", "release", "--out (required)", "--name='av-odyssey'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets check": [
         "-h/--help", "folder", "--item", "--seed=0", "--media-check='probe' {probe,exists,off}", "--protocol-options",
     ],
@@ -40,8 +43,19 @@ COMMANDS = {
         "--answer-format='auto' {auto,label,index,text}", "--column", "--skip-missing-image", "--limit",
         "--media-root", "--overwrite",
     ],
+    "omnieval datasets mmar": [
+        "-h/--help", "release", "--out (required)", "--name='mmar'", "--media-root", "--copy", "--overwrite",
+    ],
+    "omnieval datasets mmau": [
+        "-h/--help", "release", "--out (required)", "--name='mmau'", "--media-root", "--copy",
+        "--version {original,v05.15.25}", "--overwrite",
+    ],
     "omnieval datasets omnibench": [
         "-h/--help", "release", "--out (required)", "--name='omnibench'", "--media-root", "--copy", "--overwrite",
+    ],
+    "omnieval datasets omnivideobench": [
+        "-h/--help", "release", "--out (required)", "--name='omnivideobench'", "--media-root", "--copy",
+        "--overwrite",
     ],
     "omnieval datasets synth": [
         "-h/--help", "--out (required)", "--protocol='dissonance' {dissonance,crossmodal,spectrum,contrastive}",

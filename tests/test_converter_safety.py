@@ -1,11 +1,12 @@
 """What ``--out`` may be for every ``omnieval datasets`` converter (synth, xmodbench, mcq, contra4, and daily-omni for
-the omni releases, which share one writer: ``omnieval.datasets.omni.common``): a new or empty folder, or with
-``--overwrite`` a previous output of the same converter. A folder of other files, the working folder, the release,
-the source or a media root is refused in one line (exit 2) with every file left byte for byte.
+the omni releases, which share one writer: ``omnieval.datasets.omni.common``; av-odyssey for a suite of benchmarks):
+a new or empty folder, or with ``--overwrite`` a previous output of the same converter. A folder of other files, the
+working folder, the release, the source or a media root is refused in one line (exit 2) with every file left byte for
+byte.
 
 The releases are the smallest each converter accepts, written here: a one-entry XModBench question file beside its
 audio clip, a two-row VLMEvalKit TSV with base64 PNGs, a one-entry Contra4 release with its two audio files, a
-two-question Daily-Omni release with its clips."""
+two-question Daily-Omni release with its clips, a two-row AV-Odyssey table with its files."""
 
 from __future__ import annotations
 
@@ -83,6 +84,24 @@ def daily_omni_release(root: Path) -> Path:
     return release
 
 
+def av_odyssey_release(root: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    release = root / "AV-Odyssey"
+    (release / "image").mkdir(parents=True)
+    (release / "audio").mkdir()
+    rows = []
+    for qid in ("1_1", "1_2"):
+        (release / "image" / f"{qid}.png").write_bytes(png("red"))
+        (release / "audio" / f"{qid}.wav").write_bytes(f"RIFF-{qid}".encode())
+        rows.append({"question_id": qid, "question": "Does [img1] make [audio1]?", "options": ["A. yes", "B. no"],
+                     "answer": "A", "data_type": "image", "image_path": [f"image/{qid}.png"],
+                     "audio_path": [f"audio/{qid}.wav"]})
+    pq.write_table(pa.Table.from_pylist(rows), release / "av_odyssey.parquet")
+    return release
+
+
 def command(converter: str, root: Path, out: str) -> list[str]:
     """The converter's command line on a release built under ``root`` (once), writing ``out``."""
     if converter == "synth":
@@ -96,6 +115,9 @@ def command(converter: str, root: Path, out: str) -> list[str]:
     if converter == "daily-omni":
         release = root / "Daily-Omni" if (root / "Daily-Omni").exists() else daily_omni_release(root)
         return ["datasets", "daily-omni", str(release), "--out", out]
+    if converter == "av-odyssey":
+        release = root / "AV-Odyssey" if (root / "AV-Odyssey").exists() else av_odyssey_release(root)
+        return ["datasets", "av-odyssey", str(release), "--out", out]
     release, media = ((root / "contra4" / "test.json", root / "media-root") if (root / "contra4").exists()
                       else contra4_release(root))
     return ["datasets", "contra4", str(release), "--media-root", str(media), "--out", out]
@@ -113,7 +135,7 @@ def refused(argv: list[str], capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("converter", CONVERTERS)
+@pytest.mark.parametrize("converter", [*CONVERTERS, "av-odyssey"])
 def test_a_folder_of_other_files_is_refused_and_left_as_it_was(converter, tmp_path, capsys):
     out = tmp_path / "papers"
     (out / "drafts").mkdir(parents=True)
@@ -234,3 +256,26 @@ def test_a_previous_output_holding_other_files_is_not_replaced(tmp_path, capsys)
     err = refused(argv + ["--overwrite"], capsys)
     assert "'results.csv', which no converter writes" in err
     assert tree(out) == before
+
+
+def test_a_suite_is_replaced_only_by_its_converter_and_only_when_all_of_it_is_its(tmp_path, capsys):
+    out = tmp_path / "benches"
+    argv = command("av-odyssey", tmp_path, str(out))
+    assert main(argv) == 0
+    assert json.loads((out / "benchmarks.json").read_text())["converter"] == "av-odyssey"
+    assert json.loads((out / "image+audio" / "benchmark.json").read_text())["converter"] == "av-odyssey"
+    load_benchmark(out / "image+audio")
+    before = tree(out)
+    err = refused(command("mcq", tmp_path, str(out)) + ["--overwrite"], capsys)
+    assert "written by `omnieval datasets av-odyssey`, not by `omnieval datasets mcq`" in err
+    assert tree(out) == before
+    # a listed folder that another converter wrote is not this suite's to delete
+    (out / "image+audio").rename(tmp_path / "kept")
+    assert main(command("mcq", tmp_path, str(out / "image+audio"))) == 0
+    before = tree(out)
+    err = refused(argv + ["--overwrite"], capsys)
+    assert "'image+audio', which no converter writes" in err
+    assert tree(out) == before
+    # an mcq benchmark is not a suite either
+    err = refused(command("av-odyssey", tmp_path, str(out / "image+audio")) + ["--overwrite"], capsys)
+    assert "written by `omnieval datasets mcq`, not by `omnieval datasets av-odyssey`" in err

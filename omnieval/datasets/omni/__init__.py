@@ -1,4 +1,4 @@
-"""Converters for audio-visual ("omni") multiple-choice releases into ``spectrum`` benchmark folders
+"""Converters for audio-visual ("omni") and audio multiple-choice releases into ``spectrum`` benchmark folders
 (docs/benchmarks.md, "Omni benchmarks"): one module per release, each reading the release as it ships and turning
 every question into an ``Entry`` (``common``); ``common.write_release`` then links the media, skips answerless
 splits, validates each item and writes the folder.
@@ -10,16 +10,24 @@ Daily-Omni                ``daily_omni``                  video and audio, two f
 WorldSense                ``worldsense``                  one mp4 as video and as audio (its soundtrack)
 Video-MME (with audio)    ``videomme``                    one mp4 as video and as audio (its soundtrack)
 OmniBench                 ``omnibench``                   image and audio
+MMAU                      ``mmau``                        audio (the version read is recorded)
+MMAR                      ``mmar``                        audio
+AV-Odyssey                ``av_odyssey``                  image or video, and audio: one benchmark per set
+OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels
 ========================  ==============================  ===============================================
 
 Adding a release: a module with a ``convert_<release>`` function that reads the release's question file(s) with
 ``common.read_json`` / ``read_jsonl`` / ``parquet_rows``, builds one ``Entry`` per question with ``field_text``,
 ``option_texts`` and ``answer_label`` (errors name file, entry and field through ``Where``), names its media by the
-relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work) and any text stand-in
-the release gives per modality (``Entry.text_alternatives``), and passes the entries to ``write_release``; then a
-name in ``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). Audio-only releases (MMAU,
-MMAR) are entries with ``media={"audio": ...}`` and answers given as option texts; per-question labels a release
-adds (OmniVideoBench's evidence modality, a duration) go to ``category`` / ``task`` or become a filter of the command.
-Several media of one kind per question (AV-Odyssey's several images or clips) need a ``spectrum`` item that takes
-more than one file per modality: ``Entry.media`` holds one ``MediaRef`` per modality until it does.
+relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work), any text stand-in the
+release gives per modality (``Entry.text_alternatives``) and any label of where the answer's evidence lies
+(``Entry.evidence_modality``), and passes the entries to ``write_release``; then a name in
+``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). A ``spectrum`` item takes one file per
+modality, so a release whose questions show several media of one kind has those refused one by one (AV-Odyssey), and
+one whose questions differ in their modalities is written as a suite of benchmarks, one per set
+(``output_folder``, suites).
 """
+
+MMAU_VERSIONS: tuple[str, ...] = ("original", "v05.15.25")
+"""The MMAU versions ``mmau`` knows (its ``REVISIONS``); here so the command line can list them without importing
+the converter."""

@@ -7,7 +7,8 @@ folder (docs/benchmarks.md, "Omni benchmarks").
   stripped, but only when every option of the question carries its own label in order, so an option that merely
   starts with ``A`` (``"A man is talking"``) is kept whole.
 * **Answers** become the correct option's label (``"A"``...), from a label, a labelled option text or the option
-  text itself.
+  text itself. A release that gives and scores the answer as the option's text (MMAU, MMAR: ``text_answered``) has a
+  one-letter answer read as text, blank options left out and repeated ones merged (``merge_repeated_options``).
 * **Media** are named by relative paths tried in order under the release folder, then the media root
   (``MediaRef.paths``), and hard-linked (else copied; ``copy=True`` always copies) to ``media/<the same relative
   path>`` (``media/media-root/...`` for a file under the media root), or written from bytes a Parquet cell embeds
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from omnieval.core.schema import LABELS, InputError, pydantic_message
+from omnieval.core.schema import LABELS, InputError, option_key, pydantic_message
 from omnieval.datasets.mcq_images import CellError, check_decodes, missing_cell
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.release_media import is_inside
@@ -125,12 +126,15 @@ def strip_option_labels(options: Sequence[str]) -> list[str]:
     return stripped
 
 
-def option_texts(value: Any, where: Where, field_name: str) -> list[str]:
-    """A list of 2-26 non-empty option texts (labels stripped, ``strip_option_labels``)."""
+def option_texts(value: Any, where: Where, field_name: str, *, drop_blank: bool = False) -> list[str]:
+    """A list of 2-26 non-empty option texts (labels stripped, ``strip_option_labels``). ``drop_blank``: blank
+    options are left out, not refused (for releases that give the answer as a text, where no label moves)."""
     if hasattr(value, "tolist"):  # a Parquet list cell read as an array
         value = value.tolist()
     if not isinstance(value, list | tuple):
         raise where.error(f"expected a list of options, got {type(value).__name__}", field_name)
+    if drop_blank:
+        value = [o for o in value if not (isinstance(o, str) and not o.strip())]
     if not 2 <= len(value) <= len(LABELS):
         raise where.error(f"{len(value)} options (2 to {len(LABELS)} needed)", field_name)
     for i, option in enumerate(value):
@@ -140,16 +144,59 @@ def option_texts(value: Any, where: Where, field_name: str) -> list[str]:
     return strip_option_labels([o.strip() for o in value])
 
 
+def merge_repeated_options(options: Sequence[str]) -> list[str]:
+    """The options without every later copy of one that reads the same as an earlier one (``option_key``: case,
+    spaces and punctuation aside): a ``spectrum`` item refuses repeated options, since a model choosing the copy that
+    is not the answer would be scored wrong for the right answer. Merged, the copies are one option, which is the
+    answer when either copy was (MMAU and MMAR score an answer by its text, so there the copies already are one
+    answer). ``merged_label`` moves a label to the merged options."""
+    seen: set[str] = set()
+    kept = []
+    for option in options:
+        key = option_key(option)
+        if key not in seen:
+            seen.add(key)
+            kept.append(option)
+    return kept
+
+
+def merged_label(label: str, written: Sequence[str], merged: Sequence[str]) -> str:
+    """The label, among ``merged`` (``merge_repeated_options(written)``), of the option ``label`` names in
+    ``written``."""
+    key = option_key(written[LABELS.index(label)])
+    return LABELS[[option_key(o) for o in merged].index(key)]
+
+
+def text_answered(record: dict, options_key: str, answer_key: str, where: Where) -> tuple[list[str], str | None, bool]:
+    """The options, the answer's label (None where the release withholds it) and whether the options were changed,
+    for a release that gives the answer as the correct option's text and scores it by that text (MMAU, MMAR): blank
+    options are left out and repeated ones merged (``merge_repeated_options``), which moves no answer; a one-letter
+    answer is an option's text, never a label."""
+    raw = record.get(options_key)
+    written = option_texts(raw, where, options_key, drop_blank=True)
+    options = merge_repeated_options(written)
+    changed = len(options) < len(raw)
+    return options, given_answer(record, answer_key, options, where, text_only=True), changed
+
+
+def changed_options_note(item_ids: Sequence[str]) -> str:
+    """The converter's note naming the questions whose options were merged or left out."""
+    shown = ", ".join(item_ids[:5]) + (", ..." if len(item_ids) > 5 else "")
+    return (f"left out blank options or merged repeated ones in {len(item_ids)} question"
+            f"{'s' if len(item_ids) != 1 else ''} ({shown})")
+
+
 def answer_label(value: Any, options: Sequence[str], where: Where, field_name: str,
-                 raw_options: Sequence[str] | None = None) -> str:
+                 raw_options: Sequence[str] | None = None, *, text_only: bool = False) -> str:
     """The label of the correct option: ``value`` is a label (``"B"``, ``"(B)"``, ``"B."``), a labelled option as the
     release writes it (one of ``raw_options``), or exactly one option's text (compared as written, then with case
-    and runs of spaces ignored)."""
+    and runs of spaces ignored). ``text_only``: the release always gives the text, so ``"D"`` is the option that
+    reads ``D`` (MMAU's musical notes), never the fourth."""
     labels = LABELS[: len(options)]
     if missing_cell(value) or not isinstance(value, str):
         raise where.error(f"expected the answer as a label or an option text, got {value!r}", field_name)
     text = value.strip()
-    match = re.fullmatch(r"[(\[]?([A-Za-z])[)\].]?", text)
+    match = None if text_only else re.fullmatch(r"[(\[]?([A-Za-z])[)\].]?", text)
     if match and match.group(1).upper() in LABELS:
         label = match.group(1).upper()
         if label not in labels:
@@ -164,16 +211,19 @@ def answer_label(value: Any, options: Sequence[str], where: Where, field_name: s
     hits = [lab for lab, opt in zip(labels, options, strict=True) if " ".join(opt.split()).casefold() == folded]
     if len(hits) == 1:
         return hits[0]
+    if text_only:
+        raise where.error(f"answer {text!r} is not exactly one of the options", field_name)
     raise where.error(f"answer {text!r} is neither a label {labels[0]}..{labels[-1]} nor exactly one of the options",
                       field_name)
 
 
 def given_answer(record: dict, key: str, options: Sequence[str], where: Where,
-                 raw_options: Sequence[str] | None = None) -> str | None:
+                 raw_options: Sequence[str] | None = None, *, text_only: bool = False) -> str | None:
     """The label of ``record[key]`` (``answer_label``), None where the release gives no answer (missing, null,
     blank or ``nan``: an answerless split)."""
     value = record.get(key)
-    return None if missing_cell(value) else answer_label(value, options, where, key, raw_options)
+    return None if missing_cell(value) else answer_label(value, options, where, key, raw_options,
+                                                         text_only=text_only)
 
 
 # ---------------------------------------------------------------------------------------------------------------
