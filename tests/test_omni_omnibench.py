@@ -127,7 +127,7 @@ def test_the_hugging_face_release(tmp_path, media):
 
 @pytest.mark.parametrize("edit, item, field, message", [
     (lambda r: r[2].update(answer="Something else."), "line 3 (index 2)", "answer",
-     "'Something else.' is neither a label A..D nor exactly one of the options"),
+     "'Something else.' is not exactly one of the options"),
     (lambda r: r[4].update(options="A, B"), "line 5 (index 4)", "options", "expected a list of options, got str"),
     (lambda r: r[1].update(audio_path="missing.mp3"), "line 2 (index 1)", "audio_path",
      "no media file 'mm_data/audio/missing.mp3'"),

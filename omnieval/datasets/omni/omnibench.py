@@ -72,7 +72,7 @@ def _entry(record, where: Where, split: str) -> Entry:
     options = option_texts(raw_options, where, "options")
     return Entry(
         where=where, item_id=index, question=field_text(record, "question", where), options=options,
-        answer=given_answer(record, "answer", options, where, list(raw_options)), split=split,
+        answer=given_answer(record, "answer", options, where, list(raw_options), text_only=True), split=split,
         media={"image": _medium(record, "image", where), "audio": _medium(record, "audio", where)},
         category=field_text(record, "task type", where, required=False),
         task=field_text(record, "audio type", where, required=False),
