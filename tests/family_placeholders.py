@@ -112,6 +112,25 @@ def qwen3_omni_vision_tokens(item) -> int:
     return math.ceil(item.data.shape[0] / 2) * gh * gw // 4
 
 
+def gemma4_frame_tokens(height: int, width: int, budget: int) -> int:
+    """Gemma 4's soft tokens for an image or video frame under a budget of ``budget`` tokens: the picture scaled,
+    aspect kept, to about ``budget x 9`` patches of 16 pixels, each side cut down to a multiple of 48 (patch x the
+    3 x 3 pooling); one token per pooled 3 x 3 patches."""
+    scale = math.sqrt(budget * 9 * 16 * 16 / (height * width))
+    rows, cols = math.floor(height * scale / 48) * 3, math.floor(width * scale / 48) * 3
+    return rows * cols // 9
+
+
+def gemma4_audio_tokens(n_samples: int) -> int:
+    """Gemma 4's audio soft tokens for a 16 kHz waveform: 20 ms mel frames (320 samples, the unfolded window one
+    longer) every 10 ms over the waveform with 10 ms of silence before it, only frames wholly inside it; then two
+    stride-2 convolutions (kernel 3, padding 1); at most 750 (``audio_seq_length``)."""
+    frames = (n_samples + 160 - 321) // 160 + 1
+    for _ in range(2):
+        frames = (frames - 1) // 2 + 1
+    return min(frames, 750)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -119,7 +138,8 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "llava-onevision": {"image": "<image>", "video": "<video>"},
           "internvl": {"image": "<IMG_CONTEXT>", "video": "<video>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
-          "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"}}
+          "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
+          "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -161,4 +181,8 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["image"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "image"),
                 tokens["video"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "video"),
                 tokens["audio"]: sum(qwen3_omni_audio_tokens(len(a)) for a in audios)}
+    if arch == "gemma4":  # the same on both engines; 70 tokens an image (the tiny build's budget) and a frame
+        return {tokens["image"]: sum(gemma4_frame_tokens(*i.shape[:2], 70) for i in images),
+                tokens["video"]: sum(len(v) * gemma4_frame_tokens(*v.shape[1:3], 70) for v in videos),
+                tokens["audio"]: sum(gemma4_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

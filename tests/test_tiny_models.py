@@ -162,3 +162,47 @@ def test_qwen3_omni_is_laid_out_as_released_and_loads_its_experts(tiny_models):
     for e in range(text["num_experts"]):
         gate, up = (saved[f"thinker.model.layers.1.mlp.experts.{e}.{w}_proj.weight"] for w in ("gate", "up"))
         assert torch.equal(fused[e], torch.cat([gate, up]))
+
+
+def test_gemma4_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Gemma 4: the released E2B/E4B config layout (three sub-configs, media ids the tokenizer's, tied
+    embeddings, the pad id 0 that both engines use for media positions' per-layer inputs), the weights under
+    ``model.*`` with no separate output head, the released nested ``processor_config.json``, and a model that
+    transformers loads with exactly these weights."""
+    from transformers import AutoTokenizer, Gemma4ForConditionalGeneration
+
+    from omnieval.dev.tiny_gemma4 import GEMMA4_TOKENS
+
+    path = tiny_models("gemma4")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "gemma4" and cfg["architectures"] == ["Gemma4ForConditionalGeneration"]
+    text, vision, audio = cfg["text_config"], cfg["vision_config"], cfg["audio_config"]
+    assert (text["model_type"], vision["model_type"], audio["model_type"]) == ("gemma4_text", "gemma4_vision",
+                                                                                "gemma4_audio")
+    assert cfg["tie_word_embeddings"] and text["pad_token_id"] == 0 and text["use_bidirectional_attention"] is None
+    assert text["layer_types"][-1] == "full_attention" and text["head_dim"] >= 32
+    assert text["vocab_size_per_layer_input"] == text["vocab_size"] and text["hidden_size_per_layer_input"] > 0
+    tok = AutoTokenizer.from_pretrained(path)
+    ids = {name: tok.convert_tokens_to_ids(token) for name, token in GEMMA4_TOKENS.items()}
+    assert {key: cfg[key] for key in ("boi_token_id", "image_token_id", "eoi_token_id", "boa_token_id",
+                                      "audio_token_id", "eoa_token_id", "video_token_id")} == {
+        "boi_token_id": ids["boi_token"], "image_token_id": ids["image_token"], "eoi_token_id": ids["eoi_token"],
+        "boa_token_id": ids["boa_token"], "audio_token_id": ids["audio_token"], "eoa_token_id": ids["eoa_token"],
+        "video_token_id": ids["video_token"]}
+    saved = load_file(path / "model.safetensors")
+    towers = ("language_model", "vision_tower", "audio_tower", "embed_vision", "embed_audio")
+    assert {key.split(".")[1] for key in saved} == set(towers) and all(k.startswith("model.") for k in saved)
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Gemma4Processor"
+    assert proc["image_processor"]["image_processor_type"] == "Gemma4ImageProcessor"
+    assert proc["video_processor"]["video_processor_type"] == "Gemma4VideoProcessor"
+    assert proc["feature_extractor"]["feature_extractor_type"] == "Gemma4AudioFeatureExtractor"
+    assert proc["image_processor"]["max_soft_tokens"] == vision["default_output_length"]  # vLLM reads the latter
+    assert (proc["audio_seq_length"], proc["audio_ms_per_token"]) == (750, 40)
+
+    model = Gemma4ForConditionalGeneration.from_pretrained(path).eval()
+    state = model.state_dict()
+    assert set(state) == set(saved) | {"lm_head.weight"}
+    for name, value in saved.items():
+        assert torch.equal(state[name], value), name
+    assert torch.equal(state["lm_head.weight"], saved["model.language_model.embed_tokens.weight"])

@@ -43,7 +43,7 @@ ACROSS_ENGINES = 1e-3
 # arch -> the media it takes: written out here, not read from the adapters
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
-            "qwen3-omni": {"image", "video", "audio"}}
+            "qwen3-omni": {"image", "video", "audio"}, "gemma4": {"image", "video", "audio"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
 ENGINES: dict[str, tuple[str, ...]] = {}
 FAMILY_REFUSALS: dict[str, str] = {}  # arch -> what the refusing engine's line says

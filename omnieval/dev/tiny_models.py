@@ -21,6 +21,8 @@
   tokenizer and text decoder sizes.
 * ``qwen3-omni``: a full Qwen3-Omni (mixture-of-experts thinker, audio output disabled) in the released layout,
   built in ``tiny_qwen3_omni.py`` (its module doc) from the same tokenizer and text decoder sizes.
+* ``gemma4``: a full Gemma 4 (image, audio and video) in the released E2B/E4B layout, built in ``tiny_gemma4.py``
+  (its module doc) from the same tokenizer and text decoder sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -33,7 +35,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnieval.dev import tiny_families, tiny_qwen3_omni
+from omnieval.dev import tiny_families, tiny_gemma4, tiny_qwen3_omni
 
 # The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
 # 12845056 pixels, videos 128 to 768 merged patches a frame, 128 Whisper mel bins), as ``Qwen2_5OmniProcessor``
@@ -56,7 +58,8 @@ OMNI_PROCESSOR_CONFIG = {
                         "size": {"longest_edge": 768 * 28 * 28, "shortest_edge": 128 * 28 * 28}},
 }
 
-ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni")
+ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
+         "gemma4")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -292,6 +295,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_families.save_gemma3n_processor(tok, out)
     elif arch == "qwen3-omni":
         tiny_qwen3_omni.save_qwen3_omni_processor(tok, out)
+    elif arch == "gemma4":
+        tiny_gemma4.save_gemma4_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -310,14 +315,19 @@ def _qwen3_omni(tok, seed: int):
     return tiny_qwen3_omni.qwen3_omni(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _gemma4(tok, seed: int):
+    return tiny_gemma4.gemma4(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
                   "gemma3n": (tiny_families.GEMMA3N_TEXT_TOKENS, tiny_families.GEMMA3N_TEMPLATE),
-                  "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE)}
+                  "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE),
+                  "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
-             "qwen3-omni": _qwen3_omni}
+             "qwen3-omni": _qwen3_omni, "gemma4": _gemma4}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:

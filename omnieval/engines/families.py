@@ -31,6 +31,9 @@ transformers engine too, with what the other families lack: several prompts a fo
 keeps its own omni path (``chat.omni_media_fields``, with the adapter's ``vllm_media_kwargs``), and replaces vLLM's
 positions by transformers' where they differ (``vllm_positions`` for Qwen2.5-Omni's soundtrack blocks,
 ``vllm_qwen3_positions`` for Qwen3-Omni's fractional video times).
+
+Gemma 4 (``Gemma4Family``) gives the transformers model its image and video features already encoded
+(``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot encode video frames by itself.
 """
 
 from __future__ import annotations
@@ -118,6 +121,11 @@ class FamilyAdapter:
         """The processor's output (a ``BatchFeature`` of tensors, batch of one) for a rendered prompt."""
         return processor(text=[text], return_tensors="pt", **self.media_kwargs(items), **self.processor_kwargs)
 
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        """The keyword arguments of the model's forward (and ``generate``) for one prompt's processor tensors: the
+        tensors as they are."""
+        return inputs
+
     # -- vLLM ---------------------------------------------------------------------------------------------------
     def vllm_item(self, item: DecodedMedia):
         """One media item as vLLM's ``multi_modal_data`` takes it."""
@@ -171,6 +179,39 @@ class QwenVisionFamily(FamilyAdapter):
         if item.modality != "video":
             return item.data
         return item.data, {**video_metadata(item), "do_sample_frames": False}
+
+
+class Gemma4Family(AudioFamily):
+    """Gemma 4: images, waveforms at the feature extractor's rate (``AudioFamily``) and videos whose decoded frames
+    go in as they are (``do_sample_frames`` off) with their sampled fps, from which both engines write each frame's
+    ``mm:ss`` time into the prompt.
+
+    transformers' forward (5.19) encodes a prompt's video frames without the frame count of each video, which its
+    video encoder requires, and fails; its ``generate`` encodes the media first with everything the encoders take.
+    ``hf_model_inputs`` does the same for the forward: the image and video features from the model's own
+    ``get_image_features`` / ``get_video_features``, passed as ``mm_encoder_outputs``."""
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        out = super().media_kwargs(items)
+        videos = [video_metadata(i) for i in items if i.modality == "video"]
+        return {**out, "video_metadata": videos, "do_sample_frames": False} if videos else out
+
+    def vllm_item(self, item: DecodedMedia):
+        if item.modality != "video":
+            return super().vllm_item(item)
+        return item.data, {**video_metadata(item), "do_sample_frames": False}
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        if "pixel_values_videos" not in inputs:
+            return inputs
+        out = dict(inputs)
+        model = net.model
+        encoded = {"video": model.get_video_features(out.pop("pixel_values_videos"), out.pop("video_position_ids"),
+                                                     out.pop("num_frames_per_video"), return_dict=True)}
+        if "pixel_values" in out:
+            encoded["image"] = model.get_image_features(out.pop("pixel_values"), out.pop("image_position_ids"),
+                                                        return_dict=True)
+        return {**out, "mm_encoder_outputs": encoded}
 
 
 class OneImageOnVllmFamily(FamilyAdapter):
@@ -399,6 +440,8 @@ register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava
                                      model_class="LlavaOnevisionForConditionalGeneration"))
 register_family(AudioFamily(name="gemma3n", model_types=("gemma3n",), modalities=("image", "audio"),
                             model_class="Gemma3nForConditionalGeneration", packages=("timm",)))
+register_family(Gemma4Family(name="gemma4", model_types=("gemma4",), modalities=("image", "audio", "video"),
+                             model_class="Gemma4ForConditionalGeneration"))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 

@@ -180,12 +180,14 @@ class HFEngine(Engine):
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
         batch's videos carry their soundtracks: the caller batches such requests apart. A family
-        model other than the omni ones takes one prompt per pass (its processor's tensors as they are)."""
+        model other than the omni ones takes one prompt per pass (its processor's tensors, as the adapter's
+        ``hf_model_inputs`` gives them to the model)."""
         if self.family is not None and not self.omni:
             if len(batch) != 1:
                 raise ValueError("family models take one prompt per forward pass")
-            return {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                    for k, v in batch[0].items() if hasattr(v, "to")}
+            return self.family.hf_model_inputs(self.net, {
+                k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                for k, v in batch[0].items() if hasattr(v, "to")})
         out = collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
         flags = {e.use_audio_in_video for e in batch}
         if len(flags) > 1:
