@@ -139,7 +139,8 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "internvl": {"image": "<IMG_CONTEXT>", "video": "<video>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
           "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
-          "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"}}
+          "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
+          "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -181,8 +182,10 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["image"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "image"),
                 tokens["video"]: sum(qwen3_omni_vision_tokens(m) for m in media if m.modality == "video"),
                 tokens["audio"]: sum(qwen3_omni_audio_tokens(len(a)) for a in audios)}
-    if arch == "gemma4":  # the same on both engines; 70 tokens an image (the tiny build's budget) and a frame
+    if arch in ("gemma4", "gemma4-unified"):  # the same on both engines; 70 tokens an image (the tiny builds'
+        # budget) and a frame; Gemma 4 Unified's waveform: one token per 640 samples (40 ms), the last one padded
+        audio_tokens = gemma4_audio_tokens if arch == "gemma4" else (lambda n: math.ceil(n / 640))
         return {tokens["image"]: sum(gemma4_frame_tokens(*i.shape[:2], 70) for i in images),
                 tokens["video"]: sum(len(v) * gemma4_frame_tokens(*v.shape[1:3], 70) for v in videos),
-                tokens["audio"]: sum(gemma4_audio_tokens(len(a)) for a in audios)}
+                tokens["audio"]: sum(audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

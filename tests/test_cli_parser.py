@@ -56,8 +56,8 @@ COMMANDS = {
     "omnieval models": ["-h/--help"],
     "omnieval models tiny": [
         "-h/--help",
-        "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n,qwen3-omni,gemma4}"
-        " (required)",
+        "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n,qwen3-omni,gemma4,"
+        "gemma4-unified} (required)",
         "--out (required)", "--seed=0",
     ],
     "omnieval power": [

@@ -1,10 +1,12 @@
-"""Gemma 4 on the transformers engine (the tiny build, ``omnieval models tiny --arch gemma4``): the placeholders its
-inputs carry against the published arithmetic worked out by hand, the frame times written into the prompt, and the
-scores of a prompt with a video against transformers' own ``generate``, which encodes the media before the first
-step (the engine's forward passes the encoded features the same way, ``Gemma4Family.hf_model_inputs``). Both
-engines over a whole run: tests/test_vllm_family_runs.py."""
+"""Gemma 4 and Gemma 4 Unified on the transformers engine (the tiny builds, ``omnieval models tiny --arch gemma4`` /
+``gemma4-unified``): the placeholders their inputs carry against the published arithmetic worked out by hand, the
+frame times written into the prompt, and the scores of a prompt with a video against transformers' own
+``generate``, which encodes the media before the first step (the engine's forward passes the encoded features the
+same way, ``Gemma4Family.hf_model_inputs``). Both engines over a whole run: tests/test_vllm_family_runs.py."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -46,9 +48,19 @@ REQUEST = EngineRequest(instance(("image", "im"), ("video", "v"), ("audio", "a")
                         {"im": IMAGE, "v": VIDEO, "a": AUDIO}, "zs")
 
 
-@pytest.fixture(scope="module")
-def hf(tiny_models):
-    return create_engine("hf", model="g4", path=str(tiny_models("gemma4")))
+def unified_audio_tokens(n_samples: int) -> int:
+    """Gemma 4 Unified: one token per 640-sample (40 ms) frame of the waveform, the last frame padded."""
+    return math.ceil(n_samples / 640)
+
+
+AUDIO_TOKENS = {"gemma4": gemma4_audio_tokens, "gemma4-unified": unified_audio_tokens}
+
+
+@pytest.fixture(scope="module", params=list(AUDIO_TOKENS))
+def hf(request, tiny_models):
+    engine = create_engine("hf", model="g4", path=str(tiny_models(request.param)))
+    engine.arch = request.param
+    return engine
 
 
 def encode(engine, request: EngineRequest):
@@ -62,6 +74,7 @@ def test_by_hand_the_counts_of_a_frame_and_a_clip():
     50 tokens (40 ms each)."""
     assert gemma4_frame_tokens(240, 320, 70) == 63
     assert gemma4_audio_tokens(32_000) == 50
+    assert unified_audio_tokens(32_000) == 50 and unified_audio_tokens(23_457) == 37  # 36.65 frames: 37
 
 
 @pytest.mark.parametrize("media", [(IMAGE, VIDEO, AUDIO), (WIDE, SLOW, ODD)], ids=["small-image", "wide-image"])
@@ -74,7 +87,7 @@ def test_placeholders_follow_the_published_arithmetic(hf, media):
     frames, height, width = video.data.shape[:3]
     assert got == {"image": gemma4_frame_tokens(*image.data.shape[:2], 70),
                    "video": frames * gemma4_frame_tokens(height, width, 70),
-                   "audio": gemma4_audio_tokens(len(audio.data))}
+                   "audio": AUDIO_TOKENS[hf.arch](len(audio.data))}
 
 
 @pytest.mark.parametrize(("video", "times"), [

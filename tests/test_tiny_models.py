@@ -206,3 +206,44 @@ def test_gemma4_is_laid_out_as_released_and_loads(tiny_models):
     for name, value in saved.items():
         assert torch.equal(state[name], value), name
     assert torch.equal(state["lm_head.weight"], saved["model.language_model.embed_tokens.weight"])
+
+
+def test_gemma4_unified_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Gemma 4 Unified: no towers (the patch embedder saved as released, ``model.vision_embedder.*`` with
+    its projection under ``model.embed_vision.*``, the waveform projection under ``model.embed_audio.*``), keys
+    that are the values in the full-attention layer (no ``v_proj`` there), bidirectional attention over vision
+    tokens, the image budget where vLLM reads it, and a model that transformers loads with exactly these weights
+    (under its own module names)."""
+    from transformers import Gemma4UnifiedForConditionalGeneration
+
+    path = tiny_models("gemma4-unified")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "gemma4_unified"
+    assert cfg["architectures"] == ["Gemma4UnifiedForConditionalGeneration"]
+    text, vision, audio = cfg["text_config"], cfg["vision_config"], cfg["audio_config"]
+    assert text["use_bidirectional_attention"] == "vision" and text["attention_k_eq_v"]
+    assert not text.get("hidden_size_per_layer_input") and cfg["tie_word_embeddings"]  # no per-layer inputs
+    saved = load_file(path / "model.safetensors")
+    assert {key.split(".")[1] for key in saved} == {"language_model", "vision_embedder", "embed_vision",
+                                                   "embed_audio"}
+    assert {k for k in saved if k.startswith("model.embed_vision.")} == {
+        "model.embed_vision.embedding_projection.weight"}
+    full = text["layer_types"].index("full_attention")
+    assert f"model.language_model.layers.{full}.self_attn.v_proj.weight" not in saved
+    assert saved["model.embed_audio.embedding_projection.weight"].shape[1] == audio["audio_embed_dim"] == 640
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Gemma4UnifiedProcessor"
+    assert proc["image_processor"]["max_soft_tokens"] == vision["num_soft_tokens"]
+    assert proc["feature_extractor"]["audio_samples_per_token"] == 640
+
+    model = Gemma4UnifiedForConditionalGeneration.from_pretrained(path).eval()
+    state = model.state_dict()
+    renamed = {"model.vision_embedder.": "model.embed_vision.",
+               "model.embed_vision.embedding_projection": "model.embed_vision.multimodal_embedder.embedding_projection"}
+    for name, value in saved.items():
+        for old, new in renamed.items():
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        assert torch.equal(state[name], value), name
+    assert len(state) == len(saved) + 1  # and the tied output head

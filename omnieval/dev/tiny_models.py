@@ -21,8 +21,9 @@
   tokenizer and text decoder sizes.
 * ``qwen3-omni``: a full Qwen3-Omni (mixture-of-experts thinker, audio output disabled) in the released layout,
   built in ``tiny_qwen3_omni.py`` (its module doc) from the same tokenizer and text decoder sizes.
-* ``gemma4``: a full Gemma 4 (image, audio and video) in the released E2B/E4B layout, built in ``tiny_gemma4.py``
-  (its module doc) from the same tokenizer and text decoder sizes.
+* ``gemma4``, ``gemma4-unified``: Gemma 4 (image, audio and video) in the released E2B/E4B layout, and its
+  encoder-free 12B variant, built in ``tiny_gemma4.py`` (its module doc) from the same tokenizer and text decoder
+  sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -59,7 +60,7 @@ OMNI_PROCESSOR_CONFIG = {
 }
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
-         "gemma4")
+         "gemma4", "gemma4-unified")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -297,6 +298,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_qwen3_omni.save_qwen3_omni_processor(tok, out)
     elif arch == "gemma4":
         tiny_gemma4.save_gemma4_processor(tok, out)
+    elif arch == "gemma4-unified":
+        tiny_gemma4.save_gemma4_unified_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -319,15 +322,20 @@ def _gemma4(tok, seed: int):
     return tiny_gemma4.gemma4(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _gemma4_unified(tok, seed: int):
+    return tiny_gemma4.gemma4_unified(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
                   "gemma3n": (tiny_families.GEMMA3N_TEXT_TOKENS, tiny_families.GEMMA3N_TEMPLATE),
                   "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE),
-                  "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE)}
+                  "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
+                  "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
-             "qwen3-omni": _qwen3_omni, "gemma4": _gemma4}
+             "qwen3-omni": _qwen3_omni, "gemma4": _gemma4, "gemma4-unified": _gemma4_unified}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:

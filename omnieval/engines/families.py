@@ -32,8 +32,9 @@ keeps its own omni path (``chat.omni_media_fields``, with the adapter's ``vllm_m
 positions by transformers' where they differ (``vllm_positions`` for Qwen2.5-Omni's soundtrack blocks,
 ``vllm_qwen3_positions`` for Qwen3-Omni's fractional video times).
 
-Gemma 4 (``Gemma4Family``) gives the transformers model its image and video features already encoded
-(``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot encode video frames by itself.
+Gemma 4 and its encoder-free variant Gemma 4 Unified (``Gemma4Family``) give the transformers model its image and
+video features already encoded (``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot
+encode video frames by itself.
 """
 
 from __future__ import annotations
@@ -442,6 +443,9 @@ register_family(AudioFamily(name="gemma3n", model_types=("gemma3n",), modalities
                             model_class="Gemma3nForConditionalGeneration", packages=("timm",)))
 register_family(Gemma4Family(name="gemma4", model_types=("gemma4",), modalities=("image", "audio", "video"),
                              model_class="Gemma4ForConditionalGeneration"))
+register_family(Gemma4Family(name="gemma4-unified", model_types=("gemma4_unified",),
+                             modalities=("image", "audio", "video"),
+                             model_class="Gemma4UnifiedForConditionalGeneration"))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 
