@@ -131,6 +131,32 @@ def gemma4_audio_tokens(n_samples: int) -> int:
     return min(frames, 750)
 
 
+def phi4_image_tokens(height: int, width: int) -> int:
+    """Phi-4-multimodal's tokens for a picture (at most 36 crops' worth): scaled, aspect kept, to fit the grid of
+    448-pixel crops it spans (``ceil`` of each side / 448) and padded right or below; each crop's 32 x 32 patches of
+    14 pixels pooled 2 x 2, one token per pooled patch holding some of the picture (the padding's whole patches
+    dropped) plus one a row of them, then one separator, then the whole picture squeezed into one crop: 16 x 16
+    tokens and one a row."""
+    cols, rows = math.ceil(width / 448), math.ceil(height / 448)
+    if cols * rows > 36:
+        raise NotImplementedError("more than 36 crops: the processor picks another grid")
+    scale_w, scale_h = 448 * cols / width, 448 * rows / height
+    if scale_w < scale_h:  # fills the grid's width: padding below
+        pad_w, pad_h = 0, 448 * rows - int(height * scale_w)
+    else:
+        pad_w, pad_h = 448 * cols - int(width * scale_h), 0
+    patch_cols = 32 * cols - (pad_w // 14 if pad_w >= 14 else 0)
+    patch_rows = 32 * rows - (pad_h // 14 if pad_h >= 14 else 0)
+    pooled_cols, pooled_rows = math.ceil(patch_cols / 2), math.ceil(patch_rows / 2)
+    return pooled_rows * pooled_cols + pooled_rows + 1 + 16 * 16 + 16
+
+
+def phi4_audio_tokens(n_samples: int) -> int:
+    """Phi-4-multimodal's tokens for a 16 kHz waveform: 25 ms windows every 10 ms (only whole windows), 8 frames a
+    token (the last one partial)."""
+    return math.ceil(((n_samples - 400) // 160 + 1) / 8)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -140,7 +166,8 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "gemma3n": {"image": "<image_soft_token>", "audio": "<audio_soft_token>"},
           "qwen3-omni": {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"},
           "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
-          "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"}}
+          "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
+          "phi4-multimodal": {"image": "<|image|>", "audio": "<|audio|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -188,4 +215,7 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["image"]: sum(gemma4_frame_tokens(*i.shape[:2], 70) for i in images),
                 tokens["video"]: sum(len(v) * gemma4_frame_tokens(*v.shape[1:3], 70) for v in videos),
                 tokens["audio"]: sum(audio_tokens(len(a)) for a in audios)}
+    if arch == "phi4-multimodal":  # transformers engine only
+        return {tokens["image"]: sum(phi4_image_tokens(*i.shape[:2]) for i in images),
+                tokens["audio"]: sum(phi4_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

@@ -57,7 +57,7 @@ COMMANDS = {
     "omnieval models tiny": [
         "-h/--help",
         "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n,qwen3-omni,gemma4,"
-        "gemma4-unified} (required)",
+        "gemma4-unified,phi4-multimodal} (required)",
         "--out (required)", "--seed=0",
     ],
     "omnieval power": [

@@ -247,3 +247,38 @@ def test_gemma4_unified_is_laid_out_as_released_and_loads(tiny_models):
                 break
         assert torch.equal(state[name], value), name
     assert len(state) == len(saved) + 1  # and the tied output head
+
+
+def test_phi4_multimodal_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Phi-4-multimodal: the transformers-native config (the media token ids in the tower configs, where the
+    model reads them; the released 448-pixel crops of 14-pixel patches), its two modality adapters in their own
+    folders in the PEFT layout, each weight pair naming a linear layer of the text decoder, and a model that
+    transformers loads with exactly these weights."""
+    from transformers import AutoTokenizer, Phi4MultimodalForCausalLM
+
+    path = tiny_models("phi4-multimodal")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "phi4_multimodal" and cfg["architectures"] == ["Phi4MultimodalForCausalLM"]
+    tok = AutoTokenizer.from_pretrained(path)
+    assert cfg["vision_config"]["image_token_id"] == tok.convert_tokens_to_ids("<|image|>")
+    assert cfg["audio_config"]["audio_token_id"] == tok.convert_tokens_to_ids("<|audio|>")
+    assert (cfg["vision_config"]["crop_size"], cfg["vision_config"]["patch_size"]) == (448, 14)
+    assert cfg["hidden_size"] // cfg["num_attention_heads"] >= 32
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Phi4MultimodalProcessor"
+    assert proc["audio_processor"]["feature_extractor_type"] == "Phi4MultimodalFeatureExtractor"
+    assert proc["image_processor"]["dynamic_hd"] == 36
+
+    model = Phi4MultimodalForCausalLM.from_pretrained(path).eval()
+    saved = load_file(path / "model.safetensors")
+    state = model.state_dict()
+    for name, value in saved.items():
+        assert torch.equal(state[name], value), name
+    linear = {name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    for folder in ("speech-lora", "vision-lora"):
+        adapter = json.loads((path / folder / "adapter_config.json").read_text())
+        assert adapter["peft_type"] == "LORA" and adapter["lora_alpha"] == 2 * adapter["r"]
+        keys = load_file(path / folder / "adapter_model.safetensors").keys()
+        modules = {k.removeprefix("base_model.model.").rsplit(".lora_", 1)[0] for k in keys}
+        assert modules <= linear and all(m.startswith("model.layers.") for m in modules)
+        assert len(keys) == 2 * len(modules) == 2 * 4 * cfg["num_hidden_layers"]

@@ -4,8 +4,9 @@ model stage's actors, on a tiny synthetic crossmodal benchmark. Crossmodal shows
 a perception item's context is a video, an appearance item's a still image, and every item has an audio call; a
 direction ``X->Y`` shows X as the context and Y as the four candidates. What a family cannot take is skipped (the
 default ``unsupported_media: skip``): Qwen2-Audio answers the audio-and-text directions only, Qwen2.5-VL,
-LLaVA-OneVision and InternVL the vision-and-text ones (videos and images), Gemma 3n every direction of the
-still-image items and the video items' audio-and-text ones, Qwen3-Omni, Gemma 4 and Gemma 4 Unified every direction
+LLaVA-OneVision and InternVL the vision-and-text ones (videos and images), Gemma 3n and Phi-4-multimodal every
+direction of the still-image items and the video items' audio-and-text ones (Phi-4-multimodal on the transformers
+engine only: vLLM refuses it in one line before the run), Qwen3-Omni, Gemma 4 and Gemma 4 Unified every direction
 (four videos, or a video and four clips, in one prompt). The vLLM engine refuses some prompts as errored rows
 (``VLLM_REFUSED``): several images in one LLaVA-OneVision prompt, an image or a video in a Gemma 4 Unified one.
 
@@ -45,10 +46,12 @@ ACROSS_ENGINES = 1e-3
 FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-onevision": {"image", "video"},
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
             "qwen3-omni": {"image", "video", "audio"}, "gemma4": {"image", "video", "audio"},
-            "gemma4-unified": {"image", "video", "audio"}}
+            "gemma4-unified": {"image", "video", "audio"}, "phi4-multimodal": {"image", "audio"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
-ENGINES: dict[str, tuple[str, ...]] = {}
-FAMILY_REFUSALS: dict[str, str] = {}  # arch -> what the refusing engine's line says
+ENGINES: dict[str, tuple[str, ...]] = {"phi4-multimodal": ("hf",)}
+FAMILY_REFUSALS = {  # arch -> what the refusing engine's line says
+    "phi4-multimodal": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
+                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}
 # arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
 ANSWERED = {"qwen2-audio": {"A->T", "T->A"}, "qwen2.5-vl": {"V->T", "T->V"}, "llava-onevision": {"V->T", "T->V"},
             "internvl": {"V->T", "T->V"}}

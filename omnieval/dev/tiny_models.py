@@ -24,6 +24,8 @@
 * ``gemma4``, ``gemma4-unified``: Gemma 4 (image, audio and video) in the released E2B/E4B layout, and its
   encoder-free 12B variant, built in ``tiny_gemma4.py`` (its module doc) from the same tokenizer and text decoder
   sizes.
+* ``phi4-multimodal``: Phi-4-multimodal (image and audio) in the transformers-native layout with its two modality
+  adapters, built in ``tiny_phi4.py`` (its module doc) from the same tokenizer and text decoder sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -36,7 +38,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnieval.dev import tiny_families, tiny_gemma4, tiny_qwen3_omni
+from omnieval.dev import tiny_families, tiny_gemma4, tiny_phi4, tiny_qwen3_omni
 
 # The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
 # 12845056 pixels, videos 128 to 768 merged patches a frame, 128 Whisper mel bins), as ``Qwen2_5OmniProcessor``
@@ -60,7 +62,7 @@ OMNI_PROCESSOR_CONFIG = {
 }
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
-         "gemma4", "gemma4-unified")
+         "gemma4", "gemma4-unified", "phi4-multimodal")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -300,6 +302,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_gemma4.save_gemma4_processor(tok, out)
     elif arch == "gemma4-unified":
         tiny_gemma4.save_gemma4_unified_processor(tok, out)
+    elif arch == "phi4-multimodal":
+        tiny_phi4.save_phi4_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -326,16 +330,22 @@ def _gemma4_unified(tok, seed: int):
     return tiny_gemma4.gemma4_unified(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _phi4_multimodal(tok, seed: int):
+    return tiny_phi4.phi4_multimodal(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
                   "gemma3n": (tiny_families.GEMMA3N_TEXT_TOKENS, tiny_families.GEMMA3N_TEMPLATE),
                   "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE),
                   "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
-                  "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE)}
+                  "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
+                  "phi4-multimodal": (tiny_phi4.PHI4_TOKENS, tiny_phi4.PHI4_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
-             "qwen3-omni": _qwen3_omni, "gemma4": _gemma4, "gemma4-unified": _gemma4_unified}
+             "qwen3-omni": _qwen3_omni, "gemma4": _gemma4, "gemma4-unified": _gemma4_unified,
+             "phi4-multimodal": _phi4_multimodal}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
@@ -358,6 +368,8 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
         tok = build_tokenizer(seed, media_tokens=named, chat_template=template)
         model = _BUILDERS[arch](tok, seed)
         model.save_pretrained(out)
+        if arch == "phi4-multimodal":  # its modality adapters, in their own folders as released
+            tiny_phi4.save_lora_adapters(model, out, seed, INIT_RANGE)
         if arch in _FAMILY_TOKENS:  # the processor writes the tokenizer and the chat template it renders
             _save_family_processor(arch, tok, out)
             return out

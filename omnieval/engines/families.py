@@ -32,6 +32,9 @@ keeps its own omni path (``chat.omni_media_fields``, with the adapter's ``vllm_m
 positions by transformers' where they differ (``vllm_positions`` for Qwen2.5-Omni's soundtrack blocks,
 ``vllm_qwen3_positions`` for Qwen3-Omni's fractional video times).
 
+Phi-4-multimodal (``Phi4MultimodalFamily``, transformers engine only) has its released modality adapters installed on
+the loaded model and one chosen for each prompt (``prepare_hf_model``, ``hf_model_inputs``; ``engines/lora.py``).
+
 Gemma 4 and its encoder-free variant Gemma 4 Unified (``Gemma4Family``) give the transformers model its image and
 video features already encoded (``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot
 encode video frames by itself.
@@ -121,6 +124,10 @@ class FamilyAdapter:
     def hf_inputs(self, processor, text: str, items: Sequence[DecodedMedia]):
         """The processor's output (a ``BatchFeature`` of tensors, batch of one) for a rendered prompt."""
         return processor(text=[text], return_tensors="pt", **self.media_kwargs(items), **self.processor_kwargs)
+
+    def prepare_hf_model(self, net, folder) -> None:
+        """What the loaded transformers model (on its device) needs beyond the weights ``from_pretrained`` reads:
+        nothing."""
 
     def hf_model_inputs(self, net, inputs: dict) -> dict:
         """The keyword arguments of the model's forward (and ``generate``) for one prompt's processor tensors: the
@@ -213,6 +220,41 @@ class Gemma4Family(AudioFamily):
             encoded["image"] = model.get_image_features(out.pop("pixel_values"), out.pop("image_position_ids"),
                                                         return_dict=True)
         return {**out, "mm_encoder_outputs": encoded}
+
+
+class Phi4MultimodalFamily(AudioFamily):
+    """Phi-4-multimodal in the transformers-native layout (``Phi4MultimodalForCausalLM``): images and waveforms at
+    the feature extractor's rate. The release adds to the text decoder one low-rank adapter per input modality,
+    shipped beside the weights (``vision-lora/``, ``speech-lora/``) and not read by ``from_pretrained``: they are
+    installed on the loaded model (``engines/lora.py``) and chosen for each prompt as the model's reference code
+    chooses them: the vision adapter for a prompt with an image (with or without audio), the speech adapter for
+    audio alone, none for text alone. The prompt is the tokenizer's chat template (the processor keeps none)."""
+
+    adapter_folders = {"vision": "vision-lora", "speech": "speech-lora"}
+
+    def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
+        return processor.tokenizer.apply_chat_template(self.messages(parts), tokenize=False,
+                                                       add_generation_prompt=True)
+
+    def prepare_hf_model(self, net, folder) -> None:
+        from omnieval.engines.lora import LoraAdapters
+
+        found = {name: Path(folder) / sub for name, sub in self.adapter_folders.items()
+                 if (Path(folder) / sub / "adapter_config.json").exists()}
+        net.omnieval_lora = LoraAdapters(net, found) if found else None
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        """Selects the prompt's adapter (class doc); a folder shipping none is taken as the whole model, one
+        shipping some but not the one a prompt needs refuses that prompt."""
+        adapters = getattr(net, "omnieval_lora", None)
+        if adapters is not None:
+            wanted = ("vision" if "image_pixel_values" in inputs
+                      else "speech" if "audio_input_features" in inputs else None)
+            if wanted is not None and wanted not in adapters.adapters:
+                raise ValueError(f"{self.name}: the model folder has no {self.adapter_folders[wanted]}/ adapter, "
+                                 f"which the model applies to this prompt")
+            adapters.use(wanted)
+        return inputs
 
 
 class OneImageOnVllmFamily(FamilyAdapter):
@@ -446,6 +488,11 @@ register_family(Gemma4Family(name="gemma4", model_types=("gemma4",), modalities=
 register_family(Gemma4Family(name="gemma4-unified", model_types=("gemma4_unified",),
                              modalities=("image", "audio", "video"),
                              model_class="Gemma4UnifiedForConditionalGeneration"))
+register_family(Phi4MultimodalFamily(
+    name="phi4-multimodal", model_types=("phi4_multimodal",), modalities=("image", "audio"),
+    model_class="Phi4MultimodalForCausalLM",
+    refusals={"vllm": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
+                      "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 

@@ -140,6 +140,8 @@ class HFEngine(Engine):
 
             net = self._build_net(AutoModelForCausalLM)
         self.net = net.to(self.device).eval()
+        if self.family is not None:
+            self.family.prepare_hf_model(self.net, self.path)
         self.grouped_towers = use_grouped_block_attention(self.net)
 
     def _build_net(self, model_class):
