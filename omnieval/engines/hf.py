@@ -18,10 +18,12 @@ Two families, detected from the folder's ``config.json``:
   block. Other media kinds (point clouds) become a text note,
   ``[pointcloud omitted: this model does not take pointcloud]``.
 * **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
-  InternVL, Gemma 3n): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in
-  the request's part order) and turns the decoded frames, waveforms and images into the model's tensors; the class
-  named by the adapter is loaded. One forward pass per prompt (the processor's tensors as they are). Media the
-  family does not take become a text note. A processor that cannot be built (Qwen-style video processors, the
+  InternVL, Gemma 3n, Gemma 4, Gemma 4 Unified, Phi-4-multimodal): the model's own ``AutoProcessor`` renders the
+  chat template over typed content parts (in the request's part order) and turns the decoded frames, waveforms and
+  images into the model's tensors; the class named by the adapter is loaded, and given what else the adapter says
+  (``prepare_hf_model``: Phi-4-multimodal's modality adapters). One forward pass per prompt (the processor's tensors
+  as the adapter's ``hf_model_inputs`` passes them: Gemma 4's media encoded first). Media the family does not take
+  become a text note. A processor that cannot be built (Qwen-style video processors, the
   omni one included, import torchvision), or a family whose model code needs a missing package (Gemma 3n: timm),
   is a one-line error naming the package.
 * **text** (any other ``AutoModelForCausalLM``): text only. Each media part becomes a one-line note,
