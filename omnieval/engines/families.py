@@ -40,6 +40,13 @@ transformers engine too, with what the other families lack: several prompts a fo
 keeps its own omni path (``chat.omni_media_fields``, with the adapter's ``vllm_media_kwargs``), and replaces vLLM's
 positions by transformers' where they differ (``vllm_positions`` for Qwen2.5-Omni's soundtrack blocks,
 ``vllm_qwen3_positions`` for Qwen3-Omni's fractional video times).
+
+Phi-4-multimodal (``Phi4MultimodalFamily``, transformers engine only) has its released modality adapters installed on
+the loaded model and one chosen for each prompt (``prepare_hf_model``, ``hf_model_inputs``; ``engines/lora.py``).
+
+Gemma 4 and its encoder-free variant Gemma 4 Unified (``Gemma4Family``) give the transformers model its image and
+video features already encoded (``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot
+encode video frames by itself.
 """
 
 from __future__ import annotations
@@ -131,6 +138,15 @@ class FamilyAdapter:
     def hf_inputs(self, processor, text: str, items: Sequence[DecodedMedia]):
         """The processor's output (a ``BatchFeature`` of tensors, batch of one) for a rendered prompt."""
         return processor(text=[text], return_tensors="pt", **self.media_kwargs(items), **self.processor_kwargs)
+
+    def prepare_hf_model(self, net, folder) -> None:
+        """What the loaded transformers model (on its device) needs beyond the weights ``from_pretrained`` reads:
+        nothing."""
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        """The keyword arguments of the model's forward (and ``generate``) for one prompt's processor tensors: the
+        tensors as they are."""
+        return inputs
 
     # -- vLLM ---------------------------------------------------------------------------------------------------
     def vllm_item(self, item: DecodedMedia):
@@ -360,6 +376,74 @@ class TimestampedVideoFamily(QwenVisionFamily):
         fps = float(item.fps or DEFAULT_VIDEO_FPS)
         return {"fps": 2 * fps, "duration": n / fps, "total_num_frames": 2 * n,
                 "frames_indices": [2 * i + 1 for i in range(n)]}
+
+
+class Gemma4Family(AudioFamily):
+    """Gemma 4: images, waveforms at the feature extractor's rate (``AudioFamily``) and videos whose decoded frames
+    go in as they are (``do_sample_frames`` off) with their sampled fps, from which both engines write each frame's
+    ``mm:ss`` time into the prompt.
+
+    transformers' forward (5.19) encodes a prompt's video frames without the frame count of each video, which its
+    video encoder requires, and fails; its ``generate`` encodes the media first with everything the encoders take.
+    ``hf_model_inputs`` does the same for the forward: the image and video features from the model's own
+    ``get_image_features`` / ``get_video_features``, passed as ``mm_encoder_outputs``."""
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        out = super().media_kwargs(items)
+        videos = [video_metadata(i) for i in items if i.modality == "video"]
+        return {**out, "video_metadata": videos, "do_sample_frames": False} if videos else out
+
+    def vllm_item(self, item: DecodedMedia):
+        if item.modality != "video":
+            return super().vllm_item(item)
+        return item.data, {**video_metadata(item), "do_sample_frames": False}
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        if "pixel_values_videos" not in inputs:
+            return inputs
+        out = dict(inputs)
+        model = net.model
+        encoded = {"video": model.get_video_features(out.pop("pixel_values_videos"), out.pop("video_position_ids"),
+                                                     out.pop("num_frames_per_video"), return_dict=True)}
+        if "pixel_values" in out:
+            encoded["image"] = model.get_image_features(out.pop("pixel_values"), out.pop("image_position_ids"),
+                                                        return_dict=True)
+        return {**out, "mm_encoder_outputs": encoded}
+
+
+class Phi4MultimodalFamily(AudioFamily):
+    """Phi-4-multimodal in the transformers-native layout (``Phi4MultimodalForCausalLM``): images and waveforms at
+    the feature extractor's rate. The release adds to the text decoder one low-rank adapter per input modality,
+    shipped beside the weights (``vision-lora/``, ``speech-lora/``) and not read by ``from_pretrained``: they are
+    installed on the loaded model (``engines/lora.py``) and chosen for each prompt as the model's reference code
+    chooses them: the vision adapter for a prompt with an image (with or without audio), the speech adapter for
+    audio alone, none for text alone. The prompt is the tokenizer's chat template (the processor keeps none)."""
+
+    adapter_folders = {"vision": "vision-lora", "speech": "speech-lora"}
+
+    def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
+        return processor.tokenizer.apply_chat_template(self.messages(parts), tokenize=False,
+                                                       add_generation_prompt=True)
+
+    def prepare_hf_model(self, net, folder) -> None:
+        from omnieval.engines.lora import LoraAdapters
+
+        found = {name: Path(folder) / sub for name, sub in self.adapter_folders.items()
+                 if (Path(folder) / sub / "adapter_config.json").exists()}
+        net.omnieval_lora = LoraAdapters(net, found) if found else None
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        """Selects the prompt's adapter (class doc); a folder shipping none is taken as the whole model, one
+        shipping some but not the one a prompt needs refuses that prompt."""
+        adapters = getattr(net, "omnieval_lora", None)
+        if adapters is not None:
+            wanted = ("vision" if "image_pixel_values" in inputs
+                      else "speech" if "audio_input_features" in inputs else None)
+            if wanted is not None and wanted not in adapters.adapters:
+                raise ValueError(f"{self.name}: the model folder has no {self.adapter_folders[wanted]}/ adapter, "
+                                 f"which the model applies to this prompt")
+            adapters.use(wanted)
+        return inputs
 
 
 class OneImageOnVllmFamily(FamilyAdapter):
@@ -611,6 +695,16 @@ register_family(GraniteSpeechFamily(name="granite-speech", model_types=("granite
 register_family(VoxtralFamily(name="voxtral", model_types=("voxtral",), modalities=("audio",),
                               model_class="VoxtralForConditionalGeneration",
                               packages=("mistral_common", "soundfile")))
+register_family(Gemma4Family(name="gemma4", model_types=("gemma4",), modalities=("image", "audio", "video"),
+                             model_class="Gemma4ForConditionalGeneration"))
+register_family(Gemma4Family(name="gemma4-unified", model_types=("gemma4_unified",),
+                             modalities=("image", "audio", "video"),
+                             model_class="Gemma4UnifiedForConditionalGeneration"))
+register_family(Phi4MultimodalFamily(
+    name="phi4-multimodal", model_types=("phi4_multimodal",), modalities=("image", "audio"),
+    model_class="Phi4MultimodalForCausalLM",
+    refusals={"vllm": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
+                      "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
 

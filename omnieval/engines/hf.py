@@ -18,12 +18,14 @@ Two families, detected from the folder's ``config.json``:
   block. Other media kinds (point clouds) become a text note,
   ``[pointcloud omitted: this model does not take pointcloud]``.
 * **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
-  InternVL, Gemma 3n, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5): the model's own ``AutoProcessor`` renders the chat
-  template over typed content parts (in the request's part order) and turns the decoded frames, waveforms and
-  images into the model's tensors; the class named by the adapter is loaded. One forward pass per prompt (the
-  processor's tensors as they are). Media the family does not take become a text note. A processor that cannot be
-  built (Qwen-style video processors, the omni one included, import torchvision), or a family whose model code
-  needs a missing package (Gemma 3n: timm), is a one-line error naming the package.
+  InternVL, Gemma 3n, Gemma 4, Gemma 4 Unified, Phi-4-multimodal, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5, the audio
+  families): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in the request's
+  part order) and turns the decoded frames, waveforms and images into the model's tensors; the class named by the
+  adapter is loaded, and given what else the adapter says (``prepare_hf_model``: Phi-4-multimodal's modality
+  adapters). One forward pass per prompt (the processor's tensors as the adapter's ``hf_model_inputs`` passes them:
+  Gemma 4's media encoded first). Media the family does not take become a text note. A processor that cannot be
+  built (Qwen-style video processors, the omni one included, import torchvision), or a family whose model code needs
+  a missing package (Gemma 3n: timm), is a one-line error naming the package.
 * **text** (any other ``AutoModelForCausalLM``): text only. Each media part becomes a one-line note,
   ``[video omitted: this model takes text only]``, so the model still sees that something was there (a text
   baseline; it is told, not left to guess, that it cannot see the video).
@@ -143,6 +145,8 @@ class HFEngine(Engine):
         self.net = net.to(self.device).eval()
         # the decoder's own logits where the model class leaves a scaling out (families.GraniteSpeechFamily)
         self.logit_scale = self.family.logit_scale(self.net.config) if self.family is not None else 1.0
+        if self.family is not None:
+            self.family.prepare_hf_model(self.net, self.path)
         self.grouped_towers = use_grouped_block_attention(self.net)
 
     def _build_net(self, model_class):
@@ -183,12 +187,14 @@ class HFEngine(Engine):
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
         """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
         batch's videos carry their soundtracks: the caller batches such requests apart. A family
-        model other than the omni ones takes one prompt per pass (its processor's tensors as they are)."""
+        model other than the omni ones takes one prompt per pass (its processor's tensors, as the adapter's
+        ``hf_model_inputs`` gives them to the model)."""
         if self.family is not None and not self.omni:
             if len(batch) != 1:
                 raise ValueError("family models take one prompt per forward pass")
-            return {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                    for k, v in batch[0].items() if hasattr(v, "to")}
+            return self.family.hf_model_inputs(self.net, {
+                k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                for k, v in batch[0].items() if hasattr(v, "to")})
         out = collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
         flags = {e.use_audio_in_video for e in batch}
         if len(flags) > 1:

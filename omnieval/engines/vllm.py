@@ -12,10 +12,13 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   parsing.
 * Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
   rule), same choice rule as the transformers engine.
-* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n): the
-  prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries the
-  decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
-  ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them.
+* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n, Gemma 4):
+  the prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries
+  the decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
+  ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them. A model whose image and video
+  tokens attend to each other in both directions (Gemma 4 Unified, the larger Gemma 4 releases) is run causally by
+  vLLM's CPU attention: there, a prompt showing an image or a video is an errored row
+  (``VISION_ATTENTION_REFUSAL``), not another model's scores.
 * Omni models (Qwen2.5-Omni, Qwen3-Omni): ``multi_modal_data`` carries the decoded frames (uint8 T x H x W x 3)
   and waveforms ((float32, rate), as the family's processor is given them); ``multi_modal_uuids`` are the media
   content hashes, so vLLM's multimodal and prefix caches hit across the conditions of an item;
@@ -67,6 +70,25 @@ from omnieval.engines.chat import (
 from omnieval.engines.families import family_for, load_processor
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
+VISION_ATTENTION_REFUSAL = ("this model's image and video tokens attend to each other in both directions "
+                            "(use_bidirectional_attention: vision), which vLLM's CPU attention ignores: its scores "
+                            "for an image or video prompt would not be the model's")
+
+
+def _drops_vision_attention(llm) -> bool:
+    """Whether the model gives the tokens of each image or video bidirectional attention (vLLM's
+    ``is_mm_prefix_lm``: the larger Gemma 4 releases, Gemma 4 Unified) on a vLLM build whose attention ignores it:
+    the CPU build's attention (0.32) has no multimodal-prefix support and runs such a model causally, without a
+    word."""
+    if not llm.model_config.is_mm_prefix_lm:
+        return False
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return False
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    return not CPUAttentionBackend.supports_mm_prefix()
 
 
 @register_engine("vllm")
@@ -105,6 +127,7 @@ class VLLMEngine(Engine):
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_new_tokens = max_new_tokens
+        self.vision_refusal = VISION_ATTENTION_REFUSAL if _drops_vision_attention(self.llm) else None
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
@@ -157,6 +180,9 @@ class VLLMEngine(Engine):
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
         if self.family is not None and not self.omni:
+            if self.vision_refusal and any(p.kind == "media" and p.modality in ("image", "video")
+                                           and p.modality in self.family.modalities for p in parts):
+                raise ValueError(self.vision_refusal)
             return self.family.vllm_prompt(self.processor, parts, self.family.media_items(parts, media), suffix)
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
                                               self.omni) + suffix}
