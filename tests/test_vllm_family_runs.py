@@ -94,7 +94,6 @@ REFUSED_PROMPTS = {"llava-onevision": (several("image"), ("vllm",), "one image a
                    "gemma4-unified": (vision, ("vllm",), "CPU attention ignores", WITH_V)}
 
 
-
 def engines(arch: str) -> tuple[str, ...]:
     return ENGINES.get(arch, ("hf", "vllm"))
 
