@@ -57,6 +57,7 @@ MODELS = [{"name": "sim-sight", "engine": "simulated", "options": {"seed": 3, "r
                                                                                              "image": 0.9}}},
           {"name": "sim-sound", "engine": "simulated", "options": {"seed": 4, "reliance": {"audio": 0.9,
                                                                                              "text": 0.3}}}]
+NAMES = [m["name"] for m in MODELS]
 
 
 class _Cells(HTMLParser):
@@ -109,6 +110,16 @@ def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFram
         for condition in (c for c in conditions if c.endswith("_as_text")):
             gap = accuracy(rows, model, condition) - accuracy(rows, model, "normal")
             assert got[(model, "as_text_gap", condition.removesuffix("_as_text"))] == pytest.approx(gap, abs=1e-12)
+    # the two models compared on each text stand-in: the difference of their gaps, with its interval
+    paired = pl.read_csv(base / "metrics" / "paired.csv", schema_overrides={"key": pl.Utf8})
+    for condition in (c for c in conditions if c.endswith("_as_text")):
+        medium = condition.removesuffix("_as_text")
+        row = paired.filter((pl.col("metric") == "as_text_gap") & (pl.col("key") == medium)
+                            & (pl.col("comparison") == "models") & pl.col("a").is_in(NAMES)
+                            & pl.col("b").is_in(NAMES)).row(0, named=True)
+        gaps = {m: accuracy(rows, m, condition) - accuracy(rows, m, "normal") for m in NAMES}
+        assert row["estimate"] == pytest.approx(gaps[row["a"]] - gaps[row["b"]], abs=1e-12)
+        assert row["ci_low"] <= row["estimate"] <= row["ci_high"]
     return rows
 
 
