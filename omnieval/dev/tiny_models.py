@@ -98,8 +98,7 @@ OMNI_MEDIA_TOKENS = {
 # Media tokens of the other families (attribute name -> token): the names their processors look up on the tokenizer.
 AUDIO_MEDIA_TOKENS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>",
                       "audio_eos_token": "<|audio_eos|>"}
-VL_MEDIA_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
-                   "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
+VL_MEDIA_TOKENS = tiny_qwen3_vl.VISION_TOKENS
 # Weight init std. The usual 0.02 gives near-uniform next-token distributions whose argmax ignores the input (the
 # same letter for every item); 0.3 makes answers depend on the text and the media, like a (bad) real model.
 INIT_RANGE = 0.3

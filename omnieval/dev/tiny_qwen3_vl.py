@@ -57,10 +57,14 @@ def vision_config(init_range: float, deepstack: bool = True) -> dict:
     return {**out, "deepstack_visual_indexes": [0]} if deepstack else out
 
 
-def token_ids(tok) -> dict[str, int]:
-    from omnieval.dev.tiny_models import VL_MEDIA_TOKENS
+# The Qwen vision tokens (attribute name -> token), as the Qwen2.5-VL and Qwen3-VL processors read them
+# (``tiny_models.VL_MEDIA_TOKENS`` is this table).
+VISION_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                 "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
 
-    ids = {name: tok.convert_tokens_to_ids(token) for name, token in VL_MEDIA_TOKENS.items()}
+
+def token_ids(tok) -> dict[str, int]:
+    ids = {name: tok.convert_tokens_to_ids(token) for name, token in VISION_TOKENS.items()}
     return {"image_token_id": ids["image_token"], "video_token_id": ids["video_token"],
             "vision_start_token_id": ids["vision_start_token"], "vision_end_token_id": ids["vision_end_token"]}
 
