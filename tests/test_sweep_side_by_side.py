@@ -64,7 +64,7 @@ def test_replicas_auto_takes_the_free_gpus_up_to_max_replicas():
     assert auto.as_model_config().replicas == 1 and auto.as_model_config(3).replicas == 3
     assert _model(replicas=4).as_model_config().replicas == 4
     for bad, match in (({"replicas": "auto"}, "set num_gpus"), ({"replicas": 2, "max_replicas": 4}, "auto only"),
-                       ({"replicas": 0}, ">= 1"), ({"replicas": "all", "num_gpus": 1}, "auto")):
+                       ({"replicas": 0}, "greater than or equal to 1"), ({"replicas": "all", "num_gpus": 1}, "auto")):
         with pytest.raises(ValueError, match=match):
             _model(**bad)
 
@@ -145,6 +145,7 @@ def test_killed_driver_with_models_side_by_side_loses_and_duplicates_nothing(clu
                          "batch_size": 4, "options": {"seed": i, "batch_s": 0.4}} for i in range(3)],
              "decode": {"num_frames": 4, "max_side": 96}, "metrics": {"resamples": 20},
              "max_concurrent_models": 2, "progress_interval_s": 1, "max_attempts": 2}
+    sweep["models"][2] |= {"replicas": "auto", "max_replicas": 4}  # starts when a GPU frees up: 1 replica then
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     cmd = [sys.executable, str(ROOT / "jobs" / "sweep.py"), str(tmp_path / "sweep.yaml"), "--address",
            cluster.address]
@@ -176,5 +177,9 @@ def test_killed_driver_with_models_side_by_side_loses_and_duplicates_nothing(clu
         assert df.height == n and df["instance_id"].n_unique() == n
         scored = pl.concat([pl.read_parquet(p) for p in parts(run["model"])])
         assert scored.height == n and scored["instance_id"].n_unique() == n  # each instance scored once
+    # replicas: auto, started beside one running model of 1 GPU on a 2-GPU cluster: 1 replica, in its run.json
+    recorded = json.loads((out / "runs" / "dissonance" / "gpu-2" / "zs" / "run.json").read_text())
+    assert recorded["config"]["models"][0]["replicas"] == 1
+    assert "gpu-2: replicas auto: 1 (1 GPUs free" in again.stdout + again.stderr
     resumed = {r["model"]: r["resumed"] for r in summary["runs"]}
     assert resumed["gpu-0"] == written["gpu-0"] and resumed["gpu-1"] == written["gpu-1"]

@@ -67,7 +67,8 @@ places on one node.
 * **k > 1**: models are tried largest first (GPUs, then CPUs), and a model starts when its demand (``replicas`` x
   ``num_gpus`` GPUs, ``replicas`` x ``num_cpus`` CPUs plus its request and decode tasks: ``sweep.schedule``) fits what
   the cluster had free when the sweep started (at most what it has now) less what the running models hold, and
-  fewer than ``k`` run; as soon as one finishes the next that fits starts. The books are the sweep's own, not
+  fewer than ``k`` run; as soon as one's pass ends (its metrics are computed while the next runs) the next that
+  fits starts. The books are the sweep's own, not
   Ray's free resources, which show a model's replicas only once its pool is up. Each model is still loaded once
   for all its runs, and every run's predictions are those of the one-at-a-time schedule (each pass is the same
   ``evaluate_runs`` call on the same runs; tests/test_sweep_side_by_side.py compares both). The books count GPUs

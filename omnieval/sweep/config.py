@@ -65,7 +65,7 @@ class SweepModel(ModelConfig):
     @classmethod
     def _replicas(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 1:
-            raise ValueError(f"replicas must be >= 1 or auto, got {v}")
+            raise ValueError(f"replicas must be greater than or equal to 1, or auto; got {v}")
         return v
 
     @field_validator("path")

@@ -3,11 +3,11 @@ and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json`` and th
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import asdict, replace
 
@@ -143,35 +143,60 @@ class SweepRunner:
 
     def _side_by_side(self, by_model: dict[str, list[RunSpec]], result: SweepResult, root, n_runs: int) -> None:
         """Up to ``max_concurrent_models`` models at once, each in its own thread (its passes are Ray work; the
-        thread waits on them), largest first: a model starts when its demand fits what the cluster had free when
-        the sweep started (at most what it has now, nodes may have left) less what the running models hold, and
-        the next is tried as soon as one finishes."""
+        thread waits on them; the main thread keeps the books and takes the signals), largest first: a model starts
+        when its demand fits what the cluster had free when the sweep started (at most what it has now, nodes may
+        have left) less what the running models hold, and the next is tried as soon as one finishes."""
         limit = self.sweep.max_concurrent_models
         demands = {}
         for name, mine in by_model.items():
             demands[name] = model_demand(mine[0].model.as_model_config())
         waiting = start_order(list(by_model), demands, limit)
         baseline = _cluster_free()
-        running: dict = {}  # future -> model name
-        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="sweep-model") as pool:
-            while waiting or running:
-                while True:
-                    total = _cluster_total()
-                    held = sum((demands[n] for n in running.values()), Demand())
-                    free = Demand(min(baseline.gpus, total.gpus), min(baseline.cpus, total.cpus)) - held
-                    name = next_to_start(waiting, demands, free, len(running), limit)
-                    if name is None:
-                        break
-                    waiting.remove(name)
-                    by_model[name] = self._sized(by_model[name], free.gpus)
-                    demands[name] = model_demand(by_model[name][0].config.models[0])
-                    self.log(f"{name}: starting beside {len(running)} running models ({demands[name].gpus:g} "
-                             f"GPUs, {demands[name].cpus:g} CPUs of {free.gpus:g} GPUs, {free.cpus:g} CPUs free)")
-                    running[pool.submit(self._timed_model, name, by_model[name], result, root, n_runs)] = name
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for future in done:
-                    name = running.pop(future)
-                    future.result()  # a failure of the runner itself (not of a run) stops the sweep
+        running: set[str] = set()  # models whose pass holds its replicas (in the books)
+        threads: set[str] = set()  # models whose thread has not ended (a pass, or metrics after it)
+        events: queue.Queue = queue.Queue()
+        while waiting or threads:
+            while True:
+                total = _cluster_total()
+                held = sum((demands[n] for n in running), Demand())
+                free = Demand(min(baseline.gpus, total.gpus), min(baseline.cpus, total.cpus)) - held
+                name = next_to_start(waiting, demands, free, len(running), limit)
+                if name is None:
+                    break
+                waiting.remove(name)
+                by_model[name] = self._sized(by_model[name], free.gpus)
+                demands[name] = model_demand(by_model[name][0].config.models[0])
+                self.log(f"{name}: starting beside {len(running)} running models ({demands[name].gpus:g} GPUs, "
+                         f"{demands[name].cpus:g} CPUs of {free.gpus:g} GPUs, {free.cpus:g} CPUs free)")
+                running.add(name)
+                threads.add(name)
+                threading.Thread(target=self._model_thread, args=(name, by_model[name], result, root, n_runs,
+                                                                   events),
+                                 name=f"sweep-model-{name}", daemon=True).start()
+            while True:  # a timeout, so that Ctrl-C and SIGTERM reach this (main) thread at once
+                try:
+                    event, name, error = events.get(timeout=1.0)
+                    break
+                except queue.Empty:
+                    continue
+            running.discard(name)  # its pass ended (its pool is torn down): its replicas leave the books
+            if event == "ended":
+                threads.discard(name)
+            if error is not None:  # a failure of the runner itself (not of a run) stops the sweep
+                raise error
+
+    def _model_thread(self, name: str, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                      events: queue.Queue) -> None:
+        """One model's runs in a daemon thread (a stopped sweep does not wait for it). Tells ``events`` when its
+        first pass has ended (``released``: the next model may take its GPUs while this one computes its metrics;
+        a retry pass of a failed run then runs outside the books, and Ray queues its replicas) and when the thread
+        ends (``ended``, with the runner's own failure if any)."""
+        try:
+            self._timed_model(name, specs, result, root, n_runs,
+                              on_pass_end=lambda: events.put(("released", name, None)))
+            events.put(("ended", name, None))
+        except BaseException as exc:
+            events.put(("ended", name, exc))
 
     def _sized(self, specs: list[RunSpec], free_gpus: float) -> list[RunSpec]:
         """A ``replicas: auto`` model's runs with the replicas the free GPUs allow now (recorded in each run's
@@ -186,15 +211,17 @@ class SweepRunner:
         return [replace(s, config=s.config.model_copy(update={"models": [model.as_model_config(n)]}))
                 for s in specs]
 
-    def _timed_model(self, name: str, specs: list[RunSpec], result: SweepResult, root, n_runs: int) -> None:
+    def _timed_model(self, name: str, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                     on_pass_end: Callable[[], None] | None = None) -> None:
         start = time.monotonic()
         try:
-            self._run_model(specs, result, root, n_runs)
+            self._run_model(specs, result, root, n_runs, on_pass_end)
         finally:
             self.model_spans[name] = (start, time.monotonic())
 
     # -- one model's runs --------------------------------------------------------------------------------------
-    def _run_model(self, specs: list[RunSpec], result: SweepResult, root, n_runs: int) -> None:
+    def _run_model(self, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                   on_pass_end: Callable[[], None] | None = None) -> None:
         """All of one model's incomplete runs in one pass (``pipeline.evaluate_runs``: one engine pool, one model
         load); each run keeps its own folder, resume, marker, metrics and outcome. A run that failed is tried again
         (``max_attempts``) together with the model's other failed runs, resuming from what was written."""
@@ -224,6 +251,8 @@ class SweepRunner:
                     results = self.evaluate_runs([s.config for s in pending], self.address, progress=False)
                 except Exception as exc:  # evaluate_runs returns each run's failure; this is a failure of all
                     results = [exc] * len(pending)
+            if on_pass_end is not None:
+                on_pass_end()
             again = []
             for spec, res in zip(pending, results, strict=True):
                 outcome = result.runs[spec.index]
