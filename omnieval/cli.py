@@ -311,6 +311,12 @@ def _bench_pipeline(args: argparse.Namespace) -> int:
     return bench_pipeline(quick=args.quick, workdir=args.workdir)
 
 
+def _bench_sweep(args: argparse.Namespace) -> int:
+    from omnieval.dev.bench_sweep import bench_sweep
+
+    return bench_sweep(quick=args.quick, workdir=args.workdir)
+
+
 def _bench_engine(args: argparse.Namespace) -> int:
     from omnieval.dev.bench_engine import bench_engine
 
@@ -651,6 +657,11 @@ def _add_bench(sub) -> None:
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.set_defaults(func=_bench_stats)
+    s = bsub.add_parser("sweep", help="models side by side vs one at a time on a local multi-node Ray with logical "
+                        "GPUs: wall time, GPU occupancy, decodes against distinct media")
+    s.add_argument("--quick", action="store_true", help="3 small models on 4 GPUs (smoke test)")
+    s.add_argument("--workdir", default=None, help="keep the benchmark and outputs here")
+    s.set_defaults(func=_bench_sweep)
 
 
 def _add_bench_engine(sub) -> None:

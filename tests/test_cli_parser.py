@@ -24,6 +24,7 @@ COMMANDS = {
     ],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick"],
+    "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
     "omnieval datasets": ["-h/--help"],
     "omnieval datasets av-odyssey": [
         "-h/--help", "release", "--out (required)", "--name='av-odyssey'", "--media-root", "--copy", "--overwrite",

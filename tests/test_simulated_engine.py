@@ -172,3 +172,33 @@ def test_invalid_rate_and_bad_options():
     assert abs(share - 0.3) < 4 * math.sqrt(0.3 * 0.7 / 1000)
     with pytest.raises(ValueError, match="reliance|in \\[0, 1\\]"):
         create_engine("simulated", model="m", reliance={"text": 1.5})
+
+
+def test_load_s_and_batch_s_take_their_time_and_change_no_answer():
+    """``load_s`` is paid once when the engine is built (never by the driver's option check), ``batch_s`` once per
+    batch whatever its size; neither changes an answer. Times against the wall clock, with the sleeps' lower
+    bound and a generous upper one for a loaded machine."""
+    import time
+
+    from omnieval.engines.base import OptionError, engine_class
+
+    reqs = [EngineRequest(i, {}, "zs") for i in INSTANCES[:40]]
+    t0 = time.monotonic()
+    engine = create_engine("simulated", "m", seed=3, load_s=0.3, batch_s=0.2)
+    built = time.monotonic() - t0
+    assert 0.3 <= built < 2.0
+    t0 = time.monotonic()
+    engine_class("simulated").check_options({"seed": 3, "load_s": 30.0, "batch_s": 0.2})
+    assert time.monotonic() - t0 < 2.0  # the check does not load
+    t0 = time.monotonic()
+    one_batch = engine.score(reqs)  # 40 requests, one batch: 0.2 s, not 40 x 0.2
+    assert 0.2 <= time.monotonic() - t0 < 1.5
+    t0 = time.monotonic()
+    for req in reqs[:3]:
+        engine.score([req])
+    assert 0.6 <= time.monotonic() - t0 < 2.5
+    plain = create_engine("simulated", "m", seed=3).score(reqs)
+    assert [r.option_logprobs for r in one_batch] == [r.option_logprobs for r in plain]
+    for bad in ({"load_s": -1}, {"batch_s": "1"}, {"load_s": float("nan")}):
+        with pytest.raises(OptionError, match=next(iter(bad))):
+            engine_class("simulated").check_options(bad)

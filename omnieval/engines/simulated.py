@@ -23,6 +23,9 @@ the protocol that built the instance) and behaves like a model that perceives ea
    then measures it as the text model it stands for), and the run's policy sees what it takes through
    ``accepted_modalities``.
 6. ``delay_ms``: sleep that long per request, to emulate a model's latency in pipeline tests and benchmarks.
+   ``batch_s``: sleep that long per batch (a ``score`` or ``generate`` call), whatever its size: a GPU's time for
+   one forward pass. ``load_s``: sleep that long when the engine is built (a replica loading its weights), so a
+   sweep bench pays model loads as a real sweep does; the driver's option check builds one without it.
 
 Free text (``generate``), read from the request's structured ``meta`` (and, for an answer, its ``instance``):
 
@@ -67,7 +70,8 @@ class SimulatedEngine(Engine):
     def __init__(self, model: str, *, reliance: dict[str, float] | None = None, abstain_on_conflict: float = 0.5,
                  abstain_on_unsupported: float = 0.2, margin: float = 4.0, noise: float = 1.0,
                  temperature: float = 1.0, invalid_rate: float = 0.0, seed: int = 0, delay_ms: float = 0.0,
-                 judge_error: float = 0.0, judge_invalid_rate: float = 0.0, modalities: list[str] | None = None):
+                 judge_error: float = 0.0, judge_invalid_rate: float = 0.0, modalities: list[str] | None = None,
+                 load_s: float = 0.0, batch_s: float = 0.0):
         super().__init__(model)
         self.modalities = _media_modalities(modalities)
         self.reliance = _reliance(reliance)
@@ -79,6 +83,8 @@ class SimulatedEngine(Engine):
         _number("noise", noise, "a number >= 0 (the logits' Gaussian noise)", lambda v: v >= 0)
         _number("temperature", temperature, "a number > 0", lambda v: v > 0)
         _number("delay_ms", delay_ms, "a number of milliseconds >= 0", lambda v: v >= 0)
+        _number("load_s", load_s, "a number of seconds >= 0 (the model load time)", lambda v: v >= 0)
+        _number("batch_s", batch_s, "a number of seconds >= 0 (the time per batch)", lambda v: v >= 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise OptionError("seed", f"simulated engine: seed must be an integer, got {seed!r}")
         self.abstain_on_conflict = abstain_on_conflict
@@ -86,11 +92,17 @@ class SimulatedEngine(Engine):
         self.margin, self.noise, self.temperature = margin, noise, temperature
         self.invalid_rate, self.seed, self.delay_ms = invalid_rate, seed, delay_ms
         self.judge_error, self.judge_invalid_rate = judge_error, judge_invalid_rate
+        self.batch_s = batch_s
+        if load_s:
+            time.sleep(load_s)
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
-        """The constructor is cheap and loads nothing: build one and report what it refuses (``OptionError``)."""
-        cls("options-check", **options)
+        """The constructor loads nothing: build one (without its ``load_s``, checked first) and report what it
+        refuses (``OptionError``)."""
+        _number("load_s", options.get("load_s", 0.0), "a number of seconds >= 0 (the model load time)",
+                lambda v: v >= 0)
+        cls("options-check", **{**options, "load_s": 0.0})
 
     @classmethod
     def accepted_modalities(cls, options: dict) -> frozenset[str]:
@@ -108,6 +120,12 @@ class SimulatedEngine(Engine):
         if percept.endswith("_as_text"):  # a medium's text stand-in is read as text
             return float(self.reliance.get("text", 0.0))
         return float(np.prod([self.reliance.get(m, 0.0) for m in parts]))
+
+    def _take_time(self, n_requests: int) -> None:
+        """The emulated compute time of one batch: ``batch_s`` plus ``delay_ms`` per request."""
+        seconds = self.batch_s + self.delay_ms * n_requests / 1000
+        if seconds:
+            time.sleep(seconds)
 
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance
@@ -149,8 +167,7 @@ class SimulatedEngine(Engine):
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         out = []
-        if self.delay_ms:
-            time.sleep(self.delay_ms * len(requests) / 1000)
+        self._take_time(len(requests))
         for request in requests:
             try:
                 out.append(self._score_one(request))
@@ -161,8 +178,7 @@ class SimulatedEngine(Engine):
     # -- free text ---------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         out = []
-        if self.delay_ms:
-            time.sleep(self.delay_ms * len(requests) / 1000)
+        self._take_time(len(requests))
         for request in requests:
             try:
                 task = request.meta.get("task")

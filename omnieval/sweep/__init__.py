@@ -24,6 +24,7 @@ A sweep file (``yaml.safe_load``; every field validated, errors name the file an
         replicas: 8
         num_gpus: 1
         batch_size: 16
+    max_concurrent_models: 4               # models side by side when their replicas fit (default 1: one at a time)
     metrics: {resamples: 2000}             # also seed, permutations (as omnieval metrics), enabled
 
 Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
@@ -49,22 +50,32 @@ runs. Complete runs are skipped (a resubmitted finished sweep starts no Ray work
 the same fingerprint resumes through the pipeline's part files; a run folder whose fingerprint differs (or that
 has no ``sweep-run.json``) holds predictions of another config and is cleared first.
 
-**Scheduling.** Runs go model by model: one model's runs over all its protocols and prompt styles, then the next
-model's. All of one model's incomplete runs go through one pass (``pipeline.evaluate_runs``): one request task and
-one engine pool (a Ray Data actor pool) for all of them, so the model is loaded once per replica, not once per run,
-while each run is still prepared, resumed, consolidated, marked and measured on its own (a sweep's runs are
-multiple-choice runs without judges or describers: a sweep model with ``describe:`` or ``modes:`` is refused; run
-such a model with a run config). The pool holds its GPUs for as long as the pass's
-dataset executes and is torn down when the pass ends; running two models at once would let one model's replicas sit
-on GPUs while they wait for decoded media or for the other model's replicas, and on a full cluster the second
-model's pool would wait for GPUs that the first holds idle. So one model has the GPUs at a time, its replicas
-(``replicas`` x ``num_gpus``) are spread over the nodes by Ray Data's default ``SPREAD`` strategy (a model that fits
-one GPU runs as independent replicas across nodes; best effort: two replicas may share a node with two free GPUs),
-and after a model's last run the sweep waits until the cluster's free GPUs are back to where they were before that
-model started (bounded by ``release_timeout_s``) before it starts the next model. A tensor-parallel vLLM model
-(``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which Ray places on one node. A pass decodes each
-distinct media file once for all its runs (the media cache is keyed by content) and keeps the decoded media of all its
-benchmarks in the object store until it ends.
+**Scheduling.** All of one model's incomplete runs (its protocols and prompt styles) go through one pass
+(``pipeline.evaluate_runs``): one request task and one engine pool (a Ray Data actor pool) for all of them, so the
+model is loaded once per replica, not once per run, while each run is still prepared, resumed, consolidated, marked
+and measured on its own (a sweep's runs are multiple-choice runs without judges or describers: a sweep model with
+``describe:`` or ``modes:`` is refused; run such a model with a run config). A pool holds its GPUs for as long as
+its pass's dataset executes and is torn down when the pass ends. Its replicas (``replicas`` x ``num_gpus``) are
+spread over the nodes by Ray Data's default ``SPREAD`` strategy (best effort: two replicas may share a node with two
+free GPUs); a tensor-parallel vLLM model (``tensor_parallel_size: k``) asks for ``k`` GPUs per replica, which Ray
+places on one node.
+
+``max_concurrent_models`` (default 1) says how many models' passes run side by side:
+
+* **1**: one model at a time, in the sweep's order; after a model's last run the sweep waits until the cluster's
+  free GPUs are back to where they were before that model started (bounded by ``release_timeout_s``).
+* **k > 1**: models are tried largest first (GPUs, then CPUs), and a model starts when its demand (``replicas`` x
+  ``num_gpus`` GPUs, ``replicas`` x ``num_cpus`` CPUs plus its request and decode tasks: ``sweep.schedule``) fits what
+  the cluster had free when the sweep started (at most what it has now) less what the running models hold, and
+  fewer than ``k`` run; as soon as one's pass ends (its metrics are computed while the next runs) the next that
+  fits starts. The books are the sweep's own, not
+  Ray's free resources, which show a model's replicas only once its pool is up. Each model is still loaded once
+  for all its runs, and every run's predictions are those of the one-at-a-time schedule (each pass is the same
+  ``evaluate_runs`` call on the same runs; tests/test_sweep_side_by_side.py compares both). The books count GPUs
+  cluster-wide: a model whose replicas need ``k`` GPUs on one node may wait in Ray's queue for a node to free up.
+
+A pass decodes each distinct media file once for all its runs (the media cache is keyed by content) and keeps the
+decoded media of all its benchmarks in the object store until it ends; passes side by side each keep their own.
 
 **Fault tolerance.** Ray restarts a lost engine actor (Ray Data actor pools retry their tasks), and rows are only
 written when a batch is complete, so a node lost mid-run loses no prediction and duplicates none. If a run still
@@ -79,7 +90,7 @@ in one new pass.
 
 Modules: ``config`` (the sweep file's schema, reading YAML), ``expand`` (runs, benchmark plans, fingerprints),
 ``state`` (one run's marker and completeness on storage), ``status`` (outcomes, result table, progress log),
-``runner`` (the runner).
+``schedule`` (which models start side by side), ``runner`` (the runner).
 """
 
 from omnieval.sweep.config import (

@@ -4,7 +4,7 @@ local model folders checked. The format is described in ``omnieval.sweep``'s doc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -56,6 +56,17 @@ class SweepModel(ModelConfig):
     path: str | None = Field(default=None, validate_default=True,
                              description="model folder (hf, vllm); same as options.path")
     tensor_parallel_size: int = Field(default=1, ge=1, description="vllm only: GPUs per replica")
+    replicas: int | Literal["auto"] = Field(
+        default=1, description="engine actors (each holds one model copy); auto: as many as the cluster's free GPUs "
+                               "allow when the model starts (at most max_replicas)")
+    max_replicas: int | None = Field(default=None, ge=1, description="replicas: auto only: the most it takes")
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"replicas must be greater than or equal to 1, or auto; got {v}")
+        return v
 
     @field_validator("path")
     @classmethod
@@ -69,6 +80,10 @@ class SweepModel(ModelConfig):
 
     @model_validator(mode="after")
     def _parallelism(self) -> SweepModel:
+        if self.replicas == "auto" and self.num_gpus <= 0 and self.tensor_parallel_size == 1:
+            raise ValueError("replicas: auto counts replicas by free GPUs: set num_gpus (GPUs per replica)")
+        if self.max_replicas is not None and self.replicas != "auto":
+            raise ValueError("max_replicas is for replicas: auto only; with a number of replicas leave it out")
         if self.tensor_parallel_size > 1:
             if self.engine != "vllm":
                 raise ValueError(f"tensor_parallel_size > 1 needs engine 'vllm', not {self.engine!r}")
@@ -93,8 +108,17 @@ class SweepModel(ModelConfig):
     def model_path(self) -> str | None:
         return self.path or self.options.get("path")
 
-    def as_model_config(self) -> ModelConfig:
-        """The run config's ``ModelConfig``: ``path`` and ``tensor_parallel_size`` become engine options."""
+    def gpus_per_replica(self) -> float:
+        return float(self.tensor_parallel_size) if self.tensor_parallel_size > 1 else self.num_gpus
+
+    def auto_replicas(self, free_gpus: float) -> int:
+        """``replicas: auto``: as many replicas as ``free_gpus`` hold (at least 1, at most ``max_replicas``)."""
+        n = max(1, int(free_gpus / self.gpus_per_replica() + 1e-9))
+        return n if self.max_replicas is None else min(n, self.max_replicas)
+
+    def as_model_config(self, replicas: int | None = None) -> ModelConfig:
+        """The run config's ``ModelConfig``: ``path`` and ``tensor_parallel_size`` become engine options;
+        ``replicas`` is the count a ``replicas: auto`` model was given when it started (1 before: for checks)."""
         options = dict(self.options)
         if self.model_path is not None:
             options["path"] = self.model_path
@@ -102,7 +126,9 @@ class SweepModel(ModelConfig):
         if self.tensor_parallel_size > 1:
             options["tensor_parallel_size"] = self.tensor_parallel_size
             num_gpus = float(self.tensor_parallel_size)
-        return ModelConfig(name=self.name, engine=self.engine, options=options, replicas=self.replicas,
+        if replicas is None:
+            replicas = 1 if self.replicas == "auto" else self.replicas
+        return ModelConfig(name=self.name, engine=self.engine, options=options, replicas=replicas,
                            batch_size=self.batch_size, num_gpus=num_gpus, num_cpus=self.num_cpus,
                            unsupported_media=self.unsupported_media)
 
@@ -132,6 +158,9 @@ class SweepConfig(_Config):
                                   "cannot see the workers' model storage)")
     progress_interval_s: float = Field(default=30.0, gt=0)
     release_timeout_s: float = Field(default=300.0, ge=0, description="wait for a model's GPUs between models")
+    max_concurrent_models: int = Field(
+        default=1, ge=1, description="models run side by side at most (1: one at a time, in the sweep's order); "
+                                     "another model starts when its replicas fit the cluster's free resources")
     allow_remote_code: bool = Field(default=False, description="as in a run config: trust_remote_code allowed")
     max_error_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                   description="share of a run's rows that may end in an error (the sweep exits "

@@ -3,11 +3,13 @@ and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json`` and th
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from omnieval.core.schema import InputError
 from omnieval.sweep.config import SweepConfig
@@ -20,6 +22,7 @@ from omnieval.sweep.expand import (
     join_uri,
     plan_benchmarks,
 )
+from omnieval.sweep.schedule import Demand, model_demand, next_to_start, start_order
 from omnieval.sweep.state import MARKER, completeness, has_files, num_rows, read_json, write_metrics
 from omnieval.sweep.status import RunOutcome, RunProgress, SweepResult, log_line
 
@@ -34,6 +37,20 @@ def _total_gpus() -> float:
     import ray
 
     return float(ray.cluster_resources().get("GPU", 0.0))
+
+
+def _cluster_free() -> Demand:
+    import ray
+
+    free = ray.available_resources()
+    return Demand(gpus=float(free.get("GPU", 0.0)), cpus=float(free.get("CPU", 0.0)))
+
+
+def _cluster_total() -> Demand:
+    import ray
+
+    total = ray.cluster_resources()
+    return Demand(gpus=float(total.get("GPU", 0.0)), cpus=float(total.get("CPU", 0.0)))
 
 
 def _wait_for_release(baseline: float, timeout: float, model: str, log: Callable[[str], None]) -> None:
@@ -60,6 +77,8 @@ class SweepRunner:
         self.evaluate_runs = pipeline.evaluate_runs
         self.ensure_ray = pipeline.ensure_ray
         self.started = time.time()
+        self._writing = threading.Lock()  # models side by side: one summary write at a time
+        self.model_spans: dict[str, tuple[float, float]] = {}  # model -> (start, end) of its passes, monotonic
 
     # -- the sweep ---------------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
@@ -102,22 +121,107 @@ class SweepRunner:
                  f"checked in {time.monotonic() - t0:.1f} s; output {sweep.output}")
         if todo:
             self.ensure_ray(specs[todo[0]].config, self.address)
-        for model in sweep.models:
-            mine = [s for s in specs if s.model.name == model.name and s.index in todo]
-            if not mine:
-                continue
-            baseline = _free_gpus()
-            self._run_model(mine, result, root, len(specs))
-            if model.as_model_config().num_gpus > 0:
-                _wait_for_release(baseline, sweep.release_timeout_s, model.name, self.log)
+        by_model = {m.name: [s for s in specs if s.model.name == m.name and s.index in todo] for m in sweep.models}
+        by_model = {name: mine for name, mine in by_model.items() if mine}
+        if sweep.max_concurrent_models == 1:
+            self._one_at_a_time(by_model, result, root, len(specs))
+        else:
+            self._side_by_side(by_model, result, root, len(specs))
         self._write_summary(root, result, final=True)
         self.log(f"sweep {sweep.name!r} finished in {time.monotonic() - t0:.1f} s: "
                  + ("all runs complete" if result.ok else
                     f"{sum(r.status == 'failed' for r in result.runs)} runs failed"))
         return result
 
+    def _one_at_a_time(self, by_model: dict[str, list[RunSpec]], result: SweepResult, root, n_runs: int) -> None:
+        """The sequential schedule: models in the sweep's order, each after the last one's GPUs are free again."""
+        for name, mine in by_model.items():
+            baseline = _free_gpus()
+            self._timed_model(name, self._sized(mine, baseline), result, root, n_runs)
+            if mine[0].model.as_model_config().num_gpus > 0:
+                _wait_for_release(baseline, self.sweep.release_timeout_s, name, self.log)
+
+    def _side_by_side(self, by_model: dict[str, list[RunSpec]], result: SweepResult, root, n_runs: int) -> None:
+        """Up to ``max_concurrent_models`` models at once, each in its own thread (its passes are Ray work; the
+        thread waits on them; the main thread keeps the books and takes the signals), largest first: a model starts
+        when its demand fits what the cluster had free when the sweep started (at most what it has now, nodes may
+        have left) less what the running models hold, and the next is tried as soon as one finishes."""
+        limit = self.sweep.max_concurrent_models
+        demands = {}
+        for name, mine in by_model.items():
+            demands[name] = model_demand(mine[0].model.as_model_config())
+        waiting = start_order(list(by_model), demands, limit)
+        baseline = _cluster_free()
+        running: set[str] = set()  # models whose pass holds its replicas (in the books)
+        threads: set[str] = set()  # models whose thread has not ended (a pass, or metrics after it)
+        events: queue.Queue = queue.Queue()
+        while waiting or threads:
+            while True:
+                total = _cluster_total()
+                held = sum((demands[n] for n in running), Demand())
+                free = Demand(min(baseline.gpus, total.gpus), min(baseline.cpus, total.cpus)) - held
+                name = next_to_start(waiting, demands, free, len(running), limit)
+                if name is None:
+                    break
+                waiting.remove(name)
+                by_model[name] = self._sized(by_model[name], free.gpus)
+                demands[name] = model_demand(by_model[name][0].config.models[0])
+                self.log(f"{name}: starting beside {len(running)} running models ({demands[name].gpus:g} GPUs, "
+                         f"{demands[name].cpus:g} CPUs of {free.gpus:g} GPUs, {free.cpus:g} CPUs free)")
+                running.add(name)
+                threads.add(name)
+                threading.Thread(target=self._model_thread, args=(name, by_model[name], result, root, n_runs,
+                                                                   events),
+                                 name=f"sweep-model-{name}", daemon=True).start()
+            while True:  # a timeout, so that Ctrl-C and SIGTERM reach this (main) thread at once
+                try:
+                    event, name, error = events.get(timeout=1.0)
+                    break
+                except queue.Empty:
+                    continue
+            running.discard(name)  # its pass ended (its pool is torn down): its replicas leave the books
+            if event == "ended":
+                threads.discard(name)
+            if error is not None:  # a failure of the runner itself (not of a run) stops the sweep
+                raise error
+
+    def _model_thread(self, name: str, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                      events: queue.Queue) -> None:
+        """One model's runs in a daemon thread (a stopped sweep does not wait for it). Tells ``events`` when its
+        first pass has ended (``released``: the next model may take its GPUs while this one computes its metrics;
+        a retry pass of a failed run then runs outside the books, and Ray queues its replicas) and when the thread
+        ends (``ended``, with the runner's own failure if any)."""
+        try:
+            self._timed_model(name, specs, result, root, n_runs,
+                              on_pass_end=lambda: events.put(("released", name, None)))
+            events.put(("ended", name, None))
+        except BaseException as exc:
+            events.put(("ended", name, exc))
+
+    def _sized(self, specs: list[RunSpec], free_gpus: float) -> list[RunSpec]:
+        """A ``replicas: auto`` model's runs with the replicas the free GPUs allow now (recorded in each run's
+        ``run.json`` config); other models' runs as they are. Replicas are a scaling field: the fingerprint and the
+        predictions do not depend on them."""
+        model = specs[0].model
+        if model.replicas != "auto":
+            return specs
+        n = model.auto_replicas(free_gpus)
+        self.log(f"{model.name}: replicas auto: {n} ({free_gpus:g} GPUs free, {model.gpus_per_replica():g} a "
+                 f"replica{'' if model.max_replicas is None else f', at most {model.max_replicas}'})")
+        return [replace(s, config=s.config.model_copy(update={"models": [model.as_model_config(n)]}))
+                for s in specs]
+
+    def _timed_model(self, name: str, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                     on_pass_end: Callable[[], None] | None = None) -> None:
+        start = time.monotonic()
+        try:
+            self._run_model(specs, result, root, n_runs, on_pass_end)
+        finally:
+            self.model_spans[name] = (start, time.monotonic())
+
     # -- one model's runs --------------------------------------------------------------------------------------
-    def _run_model(self, specs: list[RunSpec], result: SweepResult, root, n_runs: int) -> None:
+    def _run_model(self, specs: list[RunSpec], result: SweepResult, root, n_runs: int,
+                   on_pass_end: Callable[[], None] | None = None) -> None:
         """All of one model's incomplete runs in one pass (``pipeline.evaluate_runs``: one engine pool, one model
         load); each run keeps its own folder, resume, marker, metrics and outcome. A run that failed is tried again
         (``max_attempts``) together with the model's other failed runs, resuming from what was written."""
@@ -147,6 +251,8 @@ class SweepRunner:
                     results = self.evaluate_runs([s.config for s in pending], self.address, progress=False)
                 except Exception as exc:  # evaluate_runs returns each run's failure; this is a failure of all
                     results = [exc] * len(pending)
+            if on_pass_end is not None:
+                on_pass_end()
             again = []
             for spec, res in zip(pending, results, strict=True):
                 outcome = result.runs[spec.index]
@@ -228,6 +334,10 @@ class SweepRunner:
                  f"{time.time() - self.started:.0f} s")
 
     def _write_summary(self, root, result: SweepResult, final: bool = False) -> None:
+        with self._writing:
+            self._write_summary_now(root, result, final)
+
+    def _write_summary_now(self, root, result: SweepResult, final: bool) -> None:
         runs = [asdict(r) for r in result.runs]
         totals = {"runs": len(runs), **{s: sum(r["status"] == s for r in runs)
                                         for s in ("done", "skipped", "failed", "pending")},

@@ -1,0 +1,43 @@
+"""``omnieval bench sweep --quick`` runs end to end on its own multi-node cluster and prints its table; its figures
+agree with hand arithmetic on what it printed (slow)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from omnieval.dev.bench_sweep import QUICK, bench_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_bench_runs_and_prints_both_schedules(capsys):
+    import ray
+
+    session = ray.is_initialized()
+    try:
+        assert bench_sweep(quick=True) == 0
+    finally:
+        if session and not ray.is_initialized():
+            from conftest import start_local_ray
+
+            start_local_ray()
+    out = capsys.readouterr().out
+    gpus = QUICK["nodes"] * QUICK["gpus_per_node"]
+    assert f"({gpus} GPUs)" in out
+    rows = {line.split("  ")[0]: re.split(r" {2,}", line.strip())[1:] for line in out.splitlines()}
+    side, seq, ratio = (float(x.rstrip("x")) for x in rows["wall time (s)"][:3])
+    assert abs(seq / side - ratio) < 0.01 + 0.01 * ratio
+    occ_side, occ_seq = (float(x) for x in rows["GPU occupancy"][:2])
+    held_side, held_seq = (float(x) for x in rows["GPU-seconds held by replicas"][:2])
+    # occupancy = GPU-seconds / (GPUs x wall), to the table's rounding
+    assert abs(occ_side - held_side / (gpus * side)) < 0.02 and abs(occ_seq - held_seq / (gpus * seq)) < 0.02
+    # each replica holds its GPU at least for its load and its share of the batches
+    per_model = QUICK["load_s"] + QUICK["batch_s"]
+    assert held_seq >= QUICK["models"] * QUICK["replicas"] * per_model - 1
+    assert rows["engine replicas started"][:2] == [str(QUICK["models"] * QUICK["replicas"])] * 2
+    decodes = next(k for k in rows if k.startswith("decodes"))
+    distinct = int(re.search(r"distinct media: (\d+)", decodes).group(1))
+    # today every model's pass decodes the benchmark again
+    assert rows[decodes][:2] == [str(QUICK["models"] * distinct)] * 2
