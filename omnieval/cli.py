@@ -124,17 +124,24 @@ def _demo(args: argparse.Namespace) -> int:
                     seed=args.seed)
 
 
+def _cluster(args: argparse.Namespace):
+    from omnieval.stats.clusters import parse_cluster_option
+
+    return parse_cluster_option(args.cluster)
+
+
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations)
+                           permutations=args.permutations, cluster=_cluster(args))
 
 
 def _stats(args: argparse.Namespace) -> int:
     from omnieval.stats.significance import stats_command
 
-    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
+    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
+                         cluster=_cluster(args))
 
 
 def _power(args: argparse.Namespace) -> int:
@@ -142,14 +149,14 @@ def _power(args: argparse.Namespace) -> int:
 
     return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
                          correlation=args.correlation, instances=args.instances, icc=args.icc, effect=args.effect,
-                         alpha=args.alpha, power=args.power)
+                         alpha=args.alpha, power=args.power, cluster=_cluster(args))
 
 
 def _report(args: argparse.Namespace) -> int:
     from omnieval.report import report_command
 
     return report_command(args.inputs, args.out, resamples=args.resamples, permutations=args.permutations,
-                          seed=args.seed, title=args.title)
+                          seed=args.seed, title=args.title, cluster=_cluster(args))
 
 
 def _filter_rtc(args: argparse.Namespace) -> int:
@@ -397,6 +404,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--permutations", type=_bounded(1), default=10_000,
                    help="for the paired differences' permutation tests")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (recorded in the output)")
+    _cluster_flag(p)
     p.set_defaults(func=_metrics)
 
     p = sub.add_parser("stats", help="significance tests from predictions files")
@@ -404,6 +412,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--out", required=True, help="folder for tests.csv and tests.parquet")
     p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
     p.add_argument("--seed", type=int, default=0, help="permutation seed")
+    _cluster_flag(p)
     p.set_defaults(func=_stats)
 
     p = sub.add_parser("power", help="minimum detectable paired difference (and items needed for an effect) from "
@@ -419,6 +428,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--effect", type=float, default=None, help="also the items needed to detect this difference")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.80)
+    _cluster_flag(p)
     p.set_defaults(func=_power)
 
 
@@ -430,7 +440,16 @@ def _add_report(sub) -> None:
     p.add_argument("--permutations", type=int, default=10_000, help="for tests computed from predictions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--title", default=None)
+    _cluster_flag(p)
     p.set_defaults(func=_report)
+
+
+def _cluster_flag(p) -> None:
+    p.add_argument("--cluster", action="append", default=None, metavar="[PROTOCOL=]COLUMN",
+                   help="the resampling unit of intervals, paired differences, tests and power: item (the question; "
+                        "also group), anchor, or any column of the predictions holding whole questions; "
+                        "PROTOCOL=COLUMN for one protocol (repeatable; default: each protocol's own, "
+                        "docs/reference.md)")
 
 
 def _add_filter(sub) -> None:

@@ -65,6 +65,7 @@ COMMANDS = {
     ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
+        "--cluster",
     ],
     "omnieval models": ["-h/--help"],
     "omnieval models tiny": [
@@ -75,13 +76,15 @@ COMMANDS = {
     ],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
-        "--effect", "--alpha=0.05", "--power=0.8",
+        "--effect", "--alpha=0.05", "--power=0.8", "--cluster",
     ],
     "omnieval report": [
         "-h/--help", "inputs+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0", "--title",
+        "--cluster",
     ],
     "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],
-    "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0"],
+    "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0",
+                       "--cluster"],
     "omnieval sweep": ["-h/--help", "config", "--address"],
 }
 

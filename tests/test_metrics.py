@@ -69,10 +69,10 @@ def test_spec_worked_example_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr
     table = pl.read_csv(out / "metrics.csv", schema_overrides={"key": pl.Utf8})
     assert table.columns == ["protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high",
-                             "n", "n_items"]
+                             "n", "n_items", "n_clusters"]
     assert (out / "metrics.parquet").exists() and (out / "metrics.json").exists()
     assert (out / "paired.parquet").exists()  # one model, one prompt: no pair, an empty table with its columns
-    assert set(table["n_items"].to_list()) == {1000}
+    assert set(table["n_items"].to_list()) == set(table["n_clusters"].to_list()) == {1000}
     table = table.with_columns(pl.col("key").fill_null(""))
     for c, correct in ACC.items():
         assert lookup(table, "accuracy", c)["value"] == pytest.approx(correct / 1000)

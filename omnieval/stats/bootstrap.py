@@ -16,7 +16,7 @@ index-resampled (``shared_item_sets``), which is what ``omnieval.stats.paired`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -24,7 +24,16 @@ import polars as pl
 from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
 from kernels.calibration import calibration_weighted
 from omnieval.core.keyed import keyed_seed
-from omnieval.core.metric_types import CLUSTER, CellFamily, Cells, MetricRow, ProtocolMetrics, Support, cluster_of
+from omnieval.core.metric_types import (
+    CLUSTER,
+    QUESTION,
+    CellFamily,
+    Cells,
+    MetricRow,
+    ProtocolMetrics,
+    Support,
+    question_of,
+)
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -39,19 +48,49 @@ UnitHook = Callable[["ProtocolMetrics", "UnitData", list[MetricRow], np.ndarray]
 
 @dataclass
 class UnitData:
-    """Per-item sums and counts of every cell of one unit, and the instances behind its calibration."""
+    """Per-cluster sums and counts of every cell of one unit, the questions inside the clusters, and the instances
+    behind its calibration.
+
+    Rows of ``sums`` / ``counts`` are the resampling clusters (``cluster_ids``, sorted); ``item_ids`` are the unit's
+    questions (sorted), ``item_cluster[i]`` the cluster row of question ``i`` and ``present[i, cell]`` whether it has
+    a row in the cell: what a metric row's ``Support`` (a mask over questions) and its cluster count are read from.
+    With the question as the unit (the default) clusters and questions are the same list."""
 
     key: tuple[str, ...]
-    n_items: int
+    n_clusters: int
     cells: list[tuple[str, ...]]
-    sums: np.ndarray  # (items, cells)
-    counts: np.ndarray  # (items, cells)
-    calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (item, conf, correct)
-    item_ids: tuple[str, ...] = ()  # sorted resampling clusters: row i of ``sums`` is ``item_ids[i]``
+    sums: np.ndarray  # (clusters, cells)
+    counts: np.ndarray  # (clusters, cells)
+    calibration: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # method -> (cluster, conf, correct)
+    cluster_ids: tuple[str, ...] = ()
+    item_ids: tuple[str, ...] = ()
+    item_cluster: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    present: np.ndarray | None = None  # (questions, cells)
+    calibration_items: dict[str, np.ndarray] = field(default_factory=dict)  # method -> mask over questions
+
+    def __post_init__(self) -> None:
+        if not self.item_ids:  # built by hand with clusters only: each cluster one question
+            self.item_ids = self.cluster_ids
+            self.item_cluster = np.arange(self.n_clusters, dtype=np.int64)
+        if self.present is None:
+            self.present = self.counts > 0
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    def cluster_mask(self, items: np.ndarray) -> np.ndarray:
+        """The clusters (a mask over ``cluster_ids``) holding the questions where ``items`` holds."""
+        return np.bincount(self.item_cluster[items], minlength=self.n_clusters) > 0
+
+    def clusters_of(self, items: np.ndarray) -> int:
+        """How many clusters hold the questions where ``items`` holds."""
+        return int(np.count_nonzero(self.cluster_mask(items)))
 
 
 def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
-    """Long table ``(unit..., item, cell, s, c)`` over all families, by polars group-bys on the whole frame."""
+    """Long table ``(unit..., cluster, question, cell, s, c)`` over all families, by polars group-bys on the whole
+    frame."""
     parts = []
     for fam in families:
         if any(b not in frame.columns for b in fam.by) or fam.value not in frame.columns:
@@ -59,25 +98,30 @@ def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFr
         sel = frame if fam.where is None else frame.filter(pl.col(fam.where))
         keys = [pl.lit(fam.name), *(pl.col(b).cast(pl.Utf8) for b in fam.by)]
         parts.append(
-            sel.group_by([*UNIT, "_item", *fam.by])
+            sel.group_by([*UNIT, "_item", "_q", *fam.by])
             .agg(s=pl.col(fam.value).cast(pl.Float64).sum(), c=pl.len().cast(pl.Float64))
-            .select(*UNIT, "_item", pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
+            .select(*UNIT, "_item", "_q", pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
             .drop_nulls("cell")
         )
     if not parts:
-        return pl.DataFrame(schema={**{u: pl.Utf8 for u in UNIT}, "_item": pl.UInt32, "cell": pl.Utf8,
-                                    "s": pl.Float64, "c": pl.Float64})
+        return pl.DataFrame(schema={**{u: pl.Utf8 for u in UNIT}, "_item": pl.UInt32, "_q": pl.UInt32,
+                                    "cell": pl.Utf8, "s": pl.Float64, "c": pl.Float64})
     return pl.concat(parts)
 
 
 def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
-    """Split a prepared protocol frame into units with their per-item cell matrices (one row per resampling
-    cluster, sorted by its id)."""
+    """Split a prepared protocol frame into units with their per-cluster cell matrices (one row per resampling
+    cluster, sorted by its id) and the questions inside the clusters (sorted by id)."""
+    if QUESTION not in frame.columns:
+        frame = frame.with_columns(question_of(frame))
     if CLUSTER not in frame.columns:
-        frame = frame.with_columns(cluster_of(frame))
-    frame = frame.with_columns(_item=(pl.col(CLUSTER).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
-    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1,
-                                           ids=pl.col(CLUSTER).unique().sort())
+        frame = frame.with_columns(pl.col(QUESTION).alias(CLUSTER))
+    frame = frame.with_columns(_item=(pl.col(CLUSTER).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32),
+                               _q=(pl.col(QUESTION).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1, ids=pl.col(CLUSTER).unique().sort(),
+                                           questions=pl.col(QUESTION).unique().sort())
+    owners = {k: g for k, g in frame.select(*UNIT, "_q", "_item").unique()
+              .partition_by(list(UNIT), as_dict=True).items()}
     cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
     calib: dict[tuple, pl.DataFrame] = {}
     if spec.calibration:
@@ -86,26 +130,37 @@ def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
     for row in sizes.sort(list(UNIT)).iter_rows(named=True):
         key = tuple(row[u] for u in UNIT)
         n = int(row["n"])
+        n_q = len(row["questions"])
+        owner = owners[key]
+        item_cluster = np.zeros(n_q, dtype=np.int64)
+        item_cluster[owner["_q"].to_numpy().astype(np.int64)] = owner["_item"].to_numpy().astype(np.int64)
         long = cells.get(key)
         names: list[tuple[str, ...]] = []
         sums = np.zeros((n, 0))
         counts = np.zeros((n, 0))
+        present = np.zeros((n_q, 0), dtype=bool)
         if long is not None:
             names_raw = sorted(long["cell"].unique().to_list())
             j = long["cell"].cast(pl.Enum(names_raw)).to_physical().to_numpy().astype(np.int64)
             i = long["_item"].to_numpy().astype(np.int64)
+            q = long["_q"].to_numpy().astype(np.int64)
+            c = long["c"].to_numpy()
             sums = np.zeros((n, len(names_raw)))
             counts = np.zeros((n, len(names_raw)))
             np.add.at(sums, (i, j), long["s"].to_numpy())
-            np.add.at(counts, (i, j), long["c"].to_numpy())
+            np.add.at(counts, (i, j), c)
+            present = np.zeros((n_q, len(names_raw)), dtype=bool)
+            present[q[c > 0], j[c > 0]] = True
             names = [tuple(name.split(_SEP)) for name in names_raw]
-        calibration = {}
+        calibration, calibration_items = {}, {}
         if key in calib:
             for (method,), g in calib[key].partition_by("conf_method", as_dict=True).items():
                 calibration[method] = (g["_item"].to_numpy().astype(np.int64),
                                        g["confidence"].to_numpy().astype(np.float64),
                                        g["correct"].to_numpy().astype(np.float64))
-        out.append(UnitData(key, n, names, sums, counts, calibration, tuple(row["ids"])))
+                calibration_items[method] = np.bincount(g["_q"].to_numpy().astype(np.int64), minlength=n_q) > 0
+        out.append(UnitData(key, n, names, sums, counts, calibration, tuple(row["ids"]), tuple(row["questions"]),
+                            item_cluster, present, calibration_items))
     return out
 
 
@@ -169,7 +224,7 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
     unit's own patterns does not.
     """
     values = np.hstack([unit.sums, unit.counts])
-    n = unit.n_items
+    n = unit.n_clusters
     distinct, inverse, const, const_values = _compress(values)
     seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
     rows_t = np.empty((distinct.shape[1], resamples + 1))  # channel x row
@@ -207,10 +262,10 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
 
 def shared_item_sets(units: list[UnitData]) -> set[tuple[str, ...]]:
     """Keys of the units that share their split and their exact set of items with another unit: their resamples
-    must be paired (same items drawn), so they are never resampled through the pattern shortcut."""
+    must be paired (same clusters drawn), so they are never resampled through the pattern shortcut."""
     seen: dict[tuple, list[tuple[str, ...]]] = {}
     for unit in units:
-        seen.setdefault((unit.key[2], unit.item_ids), []).append(unit.key)
+        seen.setdefault((unit.key[2], unit.cluster_ids), []).append(unit.key)
     return {key for keys in seen.values() if len(keys) > 1 for key in keys}
 
 
@@ -225,11 +280,10 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
         full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired)
         n_cells = len(unit.cells)
         cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
-                      index={name: i for i, name in enumerate(unit.cells)}, present=unit.counts > 0,
+                      index={name: i for i, name in enumerate(unit.cells)}, present=unit.present,
                       methods=methods)
         for method, (ece, auc) in calib.items():
-            item = unit.calibration[method][0]
-            support = Support(len(item), np.bincount(item, minlength=unit.n_items) > 0)
+            support = Support(len(unit.calibration[method][0]), unit.calibration_items[method])
             cells.stats[("ece", method)] = (ece, support)
             cells.stats[("rc_auc", method)] = (auc, support)
         rows = list(spec.metrics(cells))
@@ -247,18 +301,19 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
             on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key
         for j, (metric, key, _, support) in enumerate(rows):
-            n, n_items = row_size(support, unit)
+            n, n_items, n_clusters = row_size(support, unit)
             out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
                         "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
-                        "ci_high": _num(high[j]), "n": n, "n_items": n_items})
+                        "ci_high": _num(high[j]), "n": n, "n_items": n_items, "n_clusters": n_clusters})
     return out
 
 
-def row_size(support: Support | int, unit: UnitData) -> tuple[int, int]:
-    """``(n, n_items)`` of a metric row: its rows and the items behind it (all the unit's for a plain count)."""
+def row_size(support: Support | int, unit: UnitData) -> tuple[int, int, int]:
+    """``(n, n_items, n_clusters)`` of a metric row: its rows, the questions behind it and the clusters holding
+    them (all the unit's for a plain count)."""
     if isinstance(support, Support):
-        return support.n, support.n_items
-    return int(support), unit.n_items
+        return support.n, support.n_items, unit.clusters_of(support.items)
+    return int(support), unit.n_items, unit.n_clusters
 
 
 def row_items(support: Support | int, unit: UnitData) -> np.ndarray:

@@ -41,38 +41,46 @@ import polars as pl
 from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
-from omnieval.core.metric_types import CLUSTER
+from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
+from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
 from omnieval.stats.registry import REGISTRY
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
-                  "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
-                  "p_adjusted")
+                  "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "n_clusters", "p_value",
+                  "p_method", "p_adjusted")
 
 _OPEN = "mcq_open_gap"
 
 
 @dataclass
 class UnitValues:
-    """What is kept of one unit: its headline rows' values over [data, resamples] and per-item accuracies."""
+    """What is kept of one unit: its headline rows' values over [data, resamples], per-cluster accuracies (the
+    resampling units: what item correlations and permutation tests read) and the questions behind each row."""
 
     protocol: str
     key: tuple[str, str, str]  # model, prompt, split
-    item_ids: tuple[str, ...]
+    item_ids: tuple[str, ...]  # the unit's questions
+    cluster_ids: tuple[str, ...] = ()
+    item_cluster: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # question -> cluster row
     values: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
-    per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> items
+    per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> clusters
     single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
-    items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its items
+    items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its questions
+
+    def clusters_of(self, items: np.ndarray) -> int:
+        """How many clusters hold the questions where ``items`` holds."""
+        return int(np.count_nonzero(np.bincount(self.item_cluster[items], minlength=len(self.cluster_ids))))
 
 
 def _cell_mean(unit, cells: list[int]) -> np.ndarray:
-    """Per-item mean of the pooled cells (NaN for an item with no row in them)."""
+    """Per-cluster mean of the pooled cells (NaN for a cluster with no row in them)."""
     if not cells:
-        return np.full(unit.n_items, np.nan)
+        return np.full(unit.n_clusters, np.nan)
     s = unit.sums[:, cells].sum(axis=1)
     c = unit.counts[:, cells].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -97,7 +105,7 @@ class Collector:
     def __call__(self, spec, unit, rows, values) -> None:
         index = {name: j for j, name in enumerate(unit.cells)}
         is_open = any(r[0] == _OPEN for r in rows) or any(r[0] == "open_accuracy" for r in rows)
-        kept = UnitValues(spec.name, unit.key, unit.item_ids)
+        kept = UnitValues(spec.name, unit.key, unit.item_ids, unit.cluster_ids, unit.item_cluster)
         if is_open:
             self._open(kept, unit, index, rows, values)
             return
@@ -110,8 +118,8 @@ class Collector:
             if metric == "accuracy" and ("acc", key) in index:
                 kept.per_item[(metric, key)] = _cell_mean(unit, [index[("acc", key)]])
                 kept.single_cell.add((metric, key))
-            else:  # accuracy over every condition, on the items behind the row (e.g. one input count's)
-                kept.per_item[(metric, key)] = np.where(items, _cell_mean(unit, pooled), np.nan)
+            else:  # accuracy over every condition, on the clusters behind the row (e.g. one input count's)
+                kept.per_item[(metric, key)] = np.where(unit.cluster_mask(items), _cell_mean(unit, pooled), np.nan)
         self.units.append(kept)
 
     def _open(self, kept: UnitValues, unit, index, rows, values) -> None:
@@ -131,6 +139,8 @@ class Collector:
             mcq = _cell_mean(unit, [index[(f"mcq{tag}", *rest)]])
             opened = _nanmean_columns([_cell_mean(unit, [i]) for i in judges])
             kept.per_item[("accuracy", key)] = np.vstack([mcq, opened])
+            kept.items[("accuracy", key)] = unit.present[:, index[(f"mcq{tag}", *rest)]] \
+                & unit.present[:, judges].any(axis=1)
             kept.single_cell.add(("accuracy", key))
         if kept.values:
             self.open_units.append(kept)
@@ -193,9 +203,9 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         else:
             x, y = a.per_item[(metric, key)], b.per_item[(metric, key)]
         ok = np.isfinite(x) & np.isfinite(y)
-        # items behind the row on both sides (the two units hold the same items in the same order here)
-        n_items = int(ok.sum()) if b is None else int(np.count_nonzero(a.items[(metric, key)]
-                                                                       & b.items[(metric, key)]))
+        # questions behind the row on both sides (the two units hold the same questions in the same order here)
+        both = a.items[(metric, key)] if b is None else a.items[(metric, key)] & b.items[(metric, key)]
+        n_items, n_clusters = int(np.count_nonzero(both)), a.clusters_of(both)
         permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
         p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
         out.append({
@@ -204,7 +214,8 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
             "ci_low": None, "ci_high": None,
             "a_value": None if b is None else _num(a.values[(metric, key)][0]),
             "b_value": None if b is None else _num(b.values[(metric, key)][0]),
-            "item_corr": _corr(x, y), "n_items": n_items, "p_value": _num(p), "p_method": method,
+            "item_corr": _corr(x, y), "n_items": n_items, "n_clusters": n_clusters, "p_value": _num(p),
+            "p_method": method,
             "p_adjusted": None,
         })
         if permuted:
@@ -252,18 +263,18 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
-                       seed: int) -> tuple[UnitValues, UnitValues] | None:
-    """Both units again, on their common items only, in one pass where they draw the same items."""
+                       seed: int, cluster: ClusterChoice = None) -> tuple[UnitValues, UnitValues] | None:
+    """Both units again, on their common questions only, in one pass where they draw the same clusters."""
     spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
     if not common:
         return None
-    frame = prepare(predictions).filter(pl.col("protocol") == protocol)
+    frame = with_clusters(prepare(predictions), cluster).filter(pl.col("protocol") == protocol)
     if spec.derive is not None:
         frame = spec.derive(frame)
     keys = pl.DataFrame([a.key, b.key], schema=list(UNIT), orient="row")
     frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
-        .filter(pl.col(CLUSTER).is_in(common))
+        .filter(pl.col(QUESTION).is_in(common))
     again = Collector()
     protocol_rows(frame, spec, resamples, seed, again)
     found = {u.key: u for u in again.units}
@@ -271,14 +282,14 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
 
 
 def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
-                permutations: int) -> list[dict]:
+                permutations: int, cluster: ClusterChoice = None) -> list[dict]:
     order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
     intervals = _Intervals()
     jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
-            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed)
+            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed, cluster)
             if again is None:
                 continue
             a, b = again
@@ -295,19 +306,22 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
 def table_of(rows: Iterable[dict]) -> pl.DataFrame:
     rows = list(rows)
     floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted")
-    schema = {c: pl.Float64 if c in floats else pl.Int64 if c == "n_items" else pl.Utf8 for c in PAIRED_COLUMNS}
+    schema = {c: pl.Float64 if c in floats else pl.Int64 if c in ("n_items", "n_clusters") else pl.Utf8
+              for c in PAIRED_COLUMNS}
     frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return _bh(frame)
 
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                       permutations: int = 10_000) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The metrics table and the paired table of a predictions frame, from one resampling pass."""
+                       permutations: int = 10_000,
+                       cluster: ClusterChoice = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
+    resampling unit, ``stats.clusters``)."""
     collector = Collector()
-    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector)
-    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations))
+    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster)
+    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster))
 
 
 def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                 permutations: int = 10_000) -> pl.DataFrame:
-    return metrics_and_paired(predictions, resamples, seed, permutations)[1]
+                 permutations: int = 10_000, cluster: ClusterChoice = None) -> pl.DataFrame:
+    return metrics_and_paired(predictions, resamples, seed, permutations, cluster)[1]
