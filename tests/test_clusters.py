@@ -139,7 +139,7 @@ def test_power_counts_anchors_as_the_units():
 
     frame = anchored(seed=9)
     table = power_table(frame, cluster="anchor", effect=0.1)
-    row = table.filter((pl.col("key") == "C000")).row(0, named=True)
+    row = table.filter(pl.col("key") == "C000").row(0, named=True)
     sides = [per_anchor(frame, m, "C000") for m in ("model00", "model01")]
     z = [(s - s.sum() / c.sum() * c) / c.mean() for s, c in sides]  # linearised ratio per anchor
     sd_diff = np.std(z[0] - z[1], ddof=1)

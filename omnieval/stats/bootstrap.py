@@ -1,15 +1,17 @@
-"""One unit (model x prompt x split): per-item cell matrix -> one clustered bootstrap pass -> metric rows with CIs.
+"""One unit (model x prompt x split): per-cluster cell matrix -> one clustered bootstrap pass -> metric rows with CIs.
 
-Items are the resampling clusters: the ``_cluster`` column of a prepared frame (``metric_types.cluster_of``: an
-item's ``group`` where set, so that the rotated copies of one question are drawn together, else its ``item_id``);
-"item" below means such a cluster. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples
-items and yields every cell's resampled sum and count at once; row 0 is the data itself. The protocol's metric
-function runs once on all rows (vectorised over the resample axis), so adding a metric never adds a pass. ECE and
-RC-AUC, which depend on the ranking of instances rather than on cell means, are evaluated on the same resamples' item
-multiplicities (``kernels.calibration``). The 95% percentile interval comes from resamples 1..R.
+The resampling clusters are the ``_cluster`` column of a prepared frame (``stats.clusters``: the question by default,
+an item's ``group`` where set so that the rotated copies of one question are drawn together, else its ``item_id``;
+an anchor, a media file or any column holding whole questions where chosen); "item" in the kernels means such a
+cluster. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples clusters and yields every cell's resampled
+sum and count at once; row 0 is the data itself. The protocol's metric function runs once on all rows (vectorised
+over the resample axis), so adding a metric never adds a pass. ECE and RC-AUC, which depend on the ranking of
+instances rather than on cell means, are evaluated on the same resamples' cluster multiplicities
+(``kernels.calibration``). The 95% interval is formed from resamples 1..R by ``stats.intervals`` (BCa also reads
+the leave-one-cluster-out rows appended after them).
 
 Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``, so models and prompts
-on the same items of a split get the same resamples (paired), for any thread count: such units are always
+on the same clusters of a split get the same resamples (paired), for any thread count: such units are always
 index-resampled (``shared_item_sets``), which is what ``omnieval.stats.paired`` reads differences from.
 """
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval, resample_sums
+from kernels.bootstrap import cluster_sums, pattern_sums, resample_sums
 from kernels.calibration import calibration_weighted
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import (
@@ -34,6 +36,7 @@ from omnieval.core.metric_types import (
     Support,
     question_of,
 )
+from omnieval.stats.intervals import DEFAULT_METHOD, intervals, needs_jackknife
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -214,8 +217,10 @@ def _pattern_shortcut(distinct: np.ndarray, n: int) -> tuple[np.ndarray, np.ndar
 
 
 def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
-                   shortcut: bool = True) -> tuple[np.ndarray, dict]:
-    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic.
+                   shortcut: bool = True, jackknife: bool = False) -> tuple[np.ndarray, dict]:
+    """Rows [data, resample 1..R] of every channel (sums then counts) and of each calibration statistic, followed
+    with ``jackknife`` by the C leave-one-cluster-out rows (cluster i left out in row R + 1 + i: what the BCa
+    interval reads, ``stats.intervals``).
 
     The channel matrix comes back Fortran-ordered (each channel's rows contiguous), the layout the metric
     functions read. Sums-only resampling (no item multiplicity matrix) whenever no calibration statistic needs one.
@@ -225,19 +230,30 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
     """
     values = np.hstack([unit.sums, unit.counts])
     n = unit.n_clusters
+    n_jack = n if jackknife else 0
     distinct, inverse, const, const_values = _compress(values)
     seed_u, stream_u = np.uint64(seed % 2**64), np.uint64(stream % 2**64)
-    rows_t = np.empty((distinct.shape[1], resamples + 1))  # channel x row
+    rows_t = np.empty((distinct.shape[1], resamples + 1 + n_jack))  # channel x row
     rows_t[:, 0] = distinct.sum(axis=0)
-    calib = {m: [np.empty(resamples + 1), np.empty(resamples + 1)] for m in unit.calibration}
+    if n_jack:
+        rows_t[:, resamples + 1:] = rows_t[:, :1] - distinct.T
+    calib = {m: [np.empty(resamples + 1 + n_jack), np.empty(resamples + 1 + n_jack)] for m in unit.calibration}
     ones = np.ones((1, n), dtype=np.int32)
     for method, (item, conf, correct) in unit.calibration.items():
         e, a = calibration_weighted(ones, item, conf, correct, N_BINS)
         calib[method][0][0], calib[method][1][0] = e[0], a[0]
+        step = max(1, _CHUNK_CELLS // max(n, 1))
+        for j0 in range(0, n_jack, step):
+            j1 = min(n_jack, j0 + step)
+            w = np.ones((j1 - j0, n), dtype=np.int32)
+            w[np.arange(j1 - j0), np.arange(j0, j1)] = 0
+            e, a = calibration_weighted(w, item, conf, correct, N_BINS)
+            calib[method][0][resamples + 1 + j0:resamples + 1 + j1] = e
+            calib[method][1][resamples + 1 + j0:resamples + 1 + j1] = a
     if resamples and (distinct.shape[1] or unit.calibration):
         patterns = None if unit.calibration or not shortcut else _pattern_shortcut(distinct, n)
         if patterns is not None:
-            rows_t[:, 1:] = pattern_sums(patterns[0], patterns[1], 0, resamples, seed_u, stream_u).T
+            rows_t[:, 1:resamples + 1] = pattern_sums(patterns[0], patterns[1], 0, resamples, seed_u, stream_u).T
         else:
             sparse = ((distinct != 0).mean(axis=0) < _SPARSE) & np.any(distinct != np.round(distinct), axis=0) \
                 if n else np.zeros(distinct.shape[1], bool)
@@ -245,7 +261,7 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
             dense = np.ascontiguousarray(distinct[:, ~sparse])
             csr = _csr(distinct[:, sparse])
             if not unit.calibration:
-                rows_t[order, 1:] = cluster_sums(dense, 0, resamples, seed_u, stream_u, csr).T
+                rows_t[order, 1:resamples + 1] = cluster_sums(dense, 0, resamples, seed_u, stream_u, csr).T
             step = max(1, _CHUNK_CELLS // max(n, 1))
             for r0 in range(0, resamples if unit.calibration else 0, step):
                 r1 = min(resamples, r0 + step)
@@ -254,9 +270,10 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
                 for method, (item, conf, correct) in unit.calibration.items():
                     e, a = calibration_weighted(w, item, conf, correct, N_BINS)
                     calib[method][0][1 + r0:1 + r1], calib[method][1][1 + r0:1 + r1] = e, a
-    full_t = np.empty((values.shape[1], resamples + 1))
+    full_t = np.empty((values.shape[1], resamples + 1 + n_jack))
     full_t[np.nonzero(~const)[0]] = rows_t[inverse]
-    full_t[np.nonzero(const)[0]] = (n * const_values)[:, None]
+    full_t[np.nonzero(const)[0], :resamples + 1] = (n * const_values)[:, None]
+    full_t[np.nonzero(const)[0], resamples + 1:] = ((n - 1) * const_values)[:, None]
     return full_t.T, calib
 
 
@@ -270,14 +287,19 @@ def shared_item_sets(units: list[UnitData]) -> set[tuple[str, ...]]:
 
 
 def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int,
-                  on_unit: UnitHook | None = None) -> list[dict]:
+                  on_unit: UnitHook | None = None, interval: str = DEFAULT_METHOD) -> list[dict]:
+    """The metric rows of one protocol's prepared frame, each with its interval (``interval``: a method of
+    ``stats.intervals``). ``on_unit`` sees each unit's values over [data, resamples] and, for BCa, the jackknife
+    rows after them."""
     methods = tuple(sorted(frame.filter("has_conf")["conf_method"].unique().to_list()))
     out: list[dict] = []
     units = unit_data(frame, spec)
     paired = shared_item_sets(units)
+    jackknife = needs_jackknife(interval)
     for unit in units:
         stream = keyed_seed(0, "bootstrap", spec.name, unit.key[2])
-        full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired)
+        full, calib = bootstrap_unit(unit, resamples, seed, stream, shortcut=unit.key not in paired,
+                                     jackknife=jackknife)
         n_cells = len(unit.cells)
         cells = Cells(sums=full[:, :n_cells], counts=full[:, n_cells:],
                       index={name: i for i, name in enumerate(unit.cells)}, present=unit.present,
@@ -289,19 +311,18 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
         rows = list(spec.metrics(cells))
         if not rows:
             continue
-        values = np.empty((len(rows), resamples + 1))  # metric x row: each metric's resamples contiguous
+        values = np.empty((len(rows), full.shape[0]))  # metric x row: each metric's rows contiguous
         for j, r in enumerate(rows):
             values[j] = r[2]
-        if resamples:
-            alpha = (1 - CONFIDENCE_LEVEL) / 2
-            low, high = percentile_interval(values[:, 1:].T, alpha, 1 - alpha)
-        else:
-            low = high = np.full(len(rows), np.nan)
+        sizes = [row_size(r[3], unit) for r in rows]
+        masks = np.vstack([unit.cluster_mask(row_items(r[3], unit)) for r in rows]) if jackknife else None
+        low, high = intervals(values, resamples, interval, np.array([s[2] for s in sizes]), CONFIDENCE_LEVEL,
+                              masks)
         if on_unit is not None:
             on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key
-        for j, (metric, key, _, support) in enumerate(rows):
-            n, n_items, n_clusters = row_size(support, unit)
+        for j, (metric, key, _, _) in enumerate(rows):
+            n, n_items, n_clusters = sizes[j]
             out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
                         "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
                         "ci_high": _num(high[j]), "n": n, "n_items": n_items, "n_clusters": n_clusters})

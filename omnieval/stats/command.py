@@ -18,6 +18,7 @@ import polars as pl
 from omnieval.core.store import StoredPath, local_folder
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
 from omnieval.stats.clusters import ClusterChoice, units_used
+from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.read import read_predictions
 from omnieval.stats.registry import load_protocols
@@ -48,24 +49,27 @@ def _parquet(write) -> bytes:
 
 
 def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
-                  permutations: int = 10_000, cluster: ClusterChoice = None) -> MetricsFiles:
+                  permutations: int = 10_000, cluster: ClusterChoice = None,
+                  interval: str = DEFAULT_METHOD) -> MetricsFiles:
     """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
     ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
     resample count, confidence level and each protocol's resampling unit) and ``paired.csv`` and
-    ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own)."""
+    ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own);
+    ``interval``: how intervals are formed from the resamples (``stats.intervals``)."""
     import pyarrow.parquet as pq
 
     load_protocols()
     predictions = read_predictions(paths)
     table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                       cluster=cluster)
+                                       cluster=cluster, interval=interval)
     units = units_used(predictions, cluster)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
-            "cluster": json.dumps(units, sort_keys=True)}
+            "cluster": json.dumps(units, sort_keys=True), "interval": interval}
     arrow = table.to_arrow()
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "cluster": units,
-           "bootstrap": "clustered percentile bootstrap over each protocol's unit (cluster)",
+           "interval": interval, "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
+           "interval",
            "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     files = {"paired.csv": paired.write_csv().encode(), "paired.parquet": _parquet(paired.write_parquet),
              "metrics.csv": table.write_csv().encode(),

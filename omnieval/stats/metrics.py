@@ -29,6 +29,7 @@ from omnieval.core.metric_types import with_error_rates, with_forced_rate
 from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import error_kinds_present, prepare, read_predictions
 from omnieval.stats.registry import REGISTRY, load_protocols
@@ -38,15 +39,18 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                  on_unit: UnitHook | None = None, cluster: ClusterChoice = None) -> pl.DataFrame:
+                  on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
+                  interval: str = DEFAULT_METHOD) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
     metric reads (``metric_types.Support``), fewer than the unit's for a row of one anchor, task or category;
     ``n_clusters`` the resampling units holding them (``cluster``: ``stats.clusters``; the same number as
-    ``n_items`` where the unit is the question).
+    ``n_items`` where the unit is the question). ``interval``: how the 95% interval is formed from the resamples
+    (``stats.intervals``).
     ``on_unit`` sees every unit's resampled metric values (``UnitHook``)."""
     load_protocols()
+    check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
@@ -59,8 +63,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
         spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
-        rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit))
-        rows.extend(open_rows(part, protocol, resamples, seed, on_unit))
+        rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit, interval))
+        rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
                                                          "n_clusters": pl.Int64}

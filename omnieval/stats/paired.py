@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.intervals import DEFAULT_METHOD, intervals, needs_jackknife
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
@@ -72,9 +72,9 @@ class UnitValues:
     single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
     items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its questions
 
-    def clusters_of(self, items: np.ndarray) -> int:
-        """How many clusters hold the questions where ``items`` holds."""
-        return int(np.count_nonzero(np.bincount(self.item_cluster[items], minlength=len(self.cluster_ids))))
+    def cluster_mask(self, items: np.ndarray) -> np.ndarray:
+        """The clusters (a mask over ``cluster_ids``) holding the questions where ``items`` holds."""
+        return np.bincount(self.item_cluster[items], minlength=len(self.cluster_ids)) > 0
 
 
 def _cell_mean(unit, cells: list[int]) -> np.ndarray:
@@ -185,18 +185,20 @@ def _num(x) -> float | None:
 
 
 def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValues, b: UnitValues | None,
-              jobs: list, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
-    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides) and their
-    differences over [data, resamples]. The intervals are filled in later, many pairs at once (``_Intervals``), and
-    so are the permutation p-values: ``(row, per-item differences, stream)`` goes to ``jobs``."""
+              jobs: list, a_name: str, b_name: str, resamples: int) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides), their
+    differences over [data, resamples (, jackknife)] and the clusters behind each row (a mask per row). The
+    intervals are filled in later, many pairs at once (``_Intervals``), and so are the permutation p-values:
+    ``(row, per-cluster differences, stream)`` goes to ``jobs``."""
     keys = [k for k in a.values if b is None or k in b.values]
     if not keys:
-        return [], np.zeros((0, 0))
+        return [], np.zeros((0, 0)), np.zeros((0, 0), bool)
     if b is None:
         diffs = np.vstack([a.values[k] for k in keys])
     else:
         diffs = np.vstack([a.values[k] - b.values[k] for k in keys])
     out = []
+    masks = np.zeros((len(keys), len(a.cluster_ids)), dtype=bool)
     for j, (metric, key) in enumerate(keys):
         if b is None:
             x, y = a.per_item[(metric, key)]
@@ -205,9 +207,10 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         ok = np.isfinite(x) & np.isfinite(y)
         # questions behind the row on both sides (the two units hold the same questions in the same order here)
         both = a.items[(metric, key)] if b is None else a.items[(metric, key)] & b.items[(metric, key)]
-        n_items, n_clusters = int(np.count_nonzero(both)), a.clusters_of(both)
+        masks[j] = a.cluster_mask(both)
+        n_items, n_clusters = int(np.count_nonzero(both)), int(np.count_nonzero(masks[j]))
         permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
-        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
+        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:1 + resamples]), "bootstrap")
         out.append({
             "protocol": a.protocol, "comparison": comparison, "model": model, "prompt": prompt, "split": split,
             "a": a_name, "b": b_name, "metric": metric, "key": key, "estimate": _num(diffs[j, 0]),
@@ -221,35 +224,41 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
         if permuted:
             stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
             jobs.append((out[-1], x[ok] - y[ok], np.uint64(stream)))
-    return out, diffs
+    return out, diffs, masks
 
 
 class _Intervals:
-    """Percentile intervals of many pairs' differences in one kernel call per ``batch`` rows (one call per pair
-    would wake the worker threads hundreds of times for a few rows each)."""
+    """Intervals of many pairs' differences in one call per ``batch`` rows (one kernel call per pair would wake the
+    worker threads hundreds of times for a few rows each). BCa reads each pair's own jackknife rows (as many as its
+    clusters), so its pairs are done one at a time."""
 
-    def __init__(self, batch: int = 512):
-        self.batch = batch
+    def __init__(self, resamples: int, method: str, batch: int = 512):
+        self.resamples, self.method, self.batch = resamples, method, batch
         self.rows: list[dict] = []
         self.diffs: list[np.ndarray] = []
         self.done: list[dict] = []
 
-    def add(self, rows: list[dict], diffs: np.ndarray) -> None:
+    def add(self, rows: list[dict], diffs: np.ndarray, masks: np.ndarray) -> None:
         if not rows:
             return
+        if needs_jackknife(self.method):
+            self._fill(rows, diffs, masks)
+            self.done += rows
+            return
         self.rows += rows
-        self.diffs.append(diffs)
+        self.diffs.append(diffs[:, :1 + self.resamples])
         if len(self.rows) >= self.batch:
             self.flush()
 
+    def _fill(self, rows: list[dict], diffs: np.ndarray, masks: np.ndarray | None) -> None:
+        clusters = np.array([row["n_clusters"] for row in rows])
+        low, high = intervals(diffs, self.resamples, self.method, clusters, CONFIDENCE_LEVEL, masks)
+        for row, lo, hi in zip(rows, low, high, strict=True):
+            row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+
     def flush(self) -> list[dict]:
         if self.rows:
-            stack = np.vstack(self.diffs)
-            if stack.shape[1] > 1:
-                alpha = (1 - CONFIDENCE_LEVEL) / 2
-                low, high = percentile_interval(np.ascontiguousarray(stack[:, 1:]).T, alpha, 1 - alpha)
-                for row, lo, hi in zip(self.rows, low, high, strict=True):
-                    row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+            self._fill(self.rows, np.vstack(self.diffs), None)
             self.done += self.rows
             self.rows, self.diffs = [], []
         return self.done
@@ -263,7 +272,8 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
-                       seed: int, cluster: ClusterChoice = None) -> tuple[UnitValues, UnitValues] | None:
+                       seed: int, cluster: ClusterChoice = None,
+                       interval: str = DEFAULT_METHOD) -> tuple[UnitValues, UnitValues] | None:
     """Both units again, on their common questions only, in one pass where they draw the same clusters."""
     spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
@@ -276,31 +286,32 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
     frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
         .filter(pl.col(QUESTION).is_in(common))
     again = Collector()
-    protocol_rows(frame, spec, resamples, seed, again)
+    protocol_rows(frame, spec, resamples, seed, again, interval)
     found = {u.key: u for u in again.units}
     return (found[a.key], found[b.key]) if a.key in found and b.key in found else None
 
 
 def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
-                permutations: int, cluster: ClusterChoice = None) -> list[dict]:
+                permutations: int, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD) -> list[dict]:
     order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
-    intervals = _Intervals()
+    pending = _Intervals(resamples, interval)
     jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
-            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed, cluster)
+            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed, cluster, interval)
             if again is None:
                 continue
             a, b = again
-        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names))
+        pending.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names, resamples))
     for u in collector.open_units:
-        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE))
+        pending.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE,
+                               resamples))
     results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),
                               [stream for _, _, stream in jobs])
     for (row, _, _), (_, p) in zip(jobs, results, strict=True):
         row["p_value"] = _num(p)
-    return intervals.flush()
+    return pending.flush()
 
 
 def table_of(rows: Iterable[dict]) -> pl.DataFrame:
@@ -313,15 +324,17 @@ def table_of(rows: Iterable[dict]) -> pl.DataFrame:
 
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                       permutations: int = 10_000,
-                       cluster: ClusterChoice = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                       permutations: int = 10_000, cluster: ClusterChoice = None,
+                       interval: str = DEFAULT_METHOD) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
-    resampling unit, ``stats.clusters``)."""
+    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``)."""
     collector = Collector()
-    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster)
-    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster))
+    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
+                            interval=interval)
+    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval))
 
 
 def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                 permutations: int = 10_000, cluster: ClusterChoice = None) -> pl.DataFrame:
-    return metrics_and_paired(predictions, resamples, seed, permutations, cluster)[1]
+                 permutations: int = 10_000, cluster: ClusterChoice = None,
+                 interval: str = DEFAULT_METHOD) -> pl.DataFrame:
+    return metrics_and_paired(predictions, resamples, seed, permutations, cluster, interval)[1]
