@@ -328,6 +328,12 @@ def _bench_stats(args: argparse.Namespace) -> int:
     return bench_stats(quick=args.quick)
 
 
+def _bench_coverage(args: argparse.Namespace) -> int:
+    from omnieval.dev.bench_coverage import bench_coverage
+
+    return bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples, seed=args.seed)
+
+
 class _LazyChoices(Sequence):
     """Choices read from a module only when they are needed (the command's ``--help``, or parsing its option), so
     that building the parser imports no dev tooling. The option needs a ``metavar``: argparse lists the choices of
@@ -629,6 +635,13 @@ def _add_bench(sub) -> None:
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.set_defaults(func=_bench_stats)
+    s = bsub.add_parser("coverage", help="coverage of each interval method against a known truth on simulated "
+                        "predictions at the seed papers' sizes, with and without cluster effects")
+    s.add_argument("--quick", action="store_true", help="smaller sizes and 12 replicates (smoke test)")
+    s.add_argument("--replicates", type=_bounded(1), default=None, help="simulated studies per design (400)")
+    s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=_bench_coverage)
 
 
 def _add_bench_engine(sub) -> None:

@@ -22,6 +22,7 @@ COMMANDS = {
         "--benchmark", "--batch-size", "--instances", "--peer-instances", "--max-batch", "--decode-seconds",
         "--skip {throughput,profile,max_batch,decode}", "--out", "--workdir",
     ],
+    "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick"],
     "omnieval datasets": ["-h/--help"],

@@ -13,7 +13,9 @@ as fixed and is too narrow when anchors differ; resampling anchors is honest for
 A unit must hold whole questions (every row of a question, in every condition, model and mode, in one unit), so that
 the conditions of an item stay paired inside it; a column that varies within a question is refused, naming the
 question. Each protocol has a default (``ProtocolMetrics.cluster``); a choice names one unit for every protocol
-(``"anchor"``) or one per protocol (``{"dissonance": "anchor"}``, on the command line ``dissonance=anchor``).
+(``"anchor"``) or one per protocol (``{"dissonance": "anchor"}``, on the command line ``dissonance=anchor``). A
+protocol's default unit whose column the predictions lack (a file written by another tool without anchors) falls
+back to the question, and ``units_used`` says so; a unit the user names must exist.
 """
 
 from __future__ import annotations
@@ -107,13 +109,35 @@ def _check(part: pl.DataFrame, protocol: str, column: str) -> None:
                          "conditions stay paired", item=row[QUESTION], field="--cluster")
 
 
+def _named(protocol: str, choice: ClusterChoice) -> bool:
+    """Whether ``choice`` names the protocol's unit (rather than leaving it to the default)."""
+    if isinstance(choice, str):
+        return True
+    return bool(choice) and (protocol in choice or "*" in choice)
+
+
+def units_used(frame: pl.DataFrame, choice: ClusterChoice = None) -> dict[str, str]:
+    """Protocol -> the unit its rows of ``frame`` are resampled by under ``choice`` (what ``metrics.json``
+    records): the named one, else the protocol's default, else (its column absent or empty in these predictions)
+    ``item``."""
+    protocols = sorted(frame["protocol"].unique().drop_nulls().to_list()) if len(frame) else []
+    units = {}
+    for protocol in protocols:
+        unit = cluster_for(protocol, choice)
+        if unit not in QUESTION_UNITS and not _named(protocol, choice):
+            column = frame.filter(pl.col("protocol") == protocol)[unit] if unit in frame.columns else None
+            if column is None or column.null_count() == len(column):
+                unit = ITEM_CLUSTER
+        units[protocol] = unit
+    return units
+
+
 def with_clusters(frame: pl.DataFrame, choice: ClusterChoice = None) -> pl.DataFrame:
     """A prepared frame (``stats.read.prepare``) with ``CLUSTER`` set to each row's unit under ``choice`` (row
-    order kept). Raises ``InputError`` for a unit that cannot be used (``_check``)."""
+    order kept; ``units_used``). Raises ``InputError`` for a named unit that cannot be used (``_check``)."""
     if QUESTION not in frame.columns:
         frame = frame.with_columns(question_of(frame))
-    protocols = sorted(frame["protocol"].unique().drop_nulls().to_list()) if len(frame) else []
-    units = {p: cluster_for(p, choice) for p in protocols}
+    units = units_used(frame, choice)
     if all(u in QUESTION_UNITS for u in units.values()):
         return frame.with_columns(pl.col(QUESTION).alias(CLUSTER))
     expr = pl.lit(None, dtype=pl.Utf8)
@@ -126,8 +150,3 @@ def with_clusters(frame: pl.DataFrame, choice: ClusterChoice = None) -> pl.DataF
         _check(out.filter(pl.col("protocol") == protocol), protocol, column)
     return out
 
-
-def units_used(frame: pl.DataFrame, choice: ClusterChoice = None) -> dict[str, str]:
-    """Protocol -> the unit ``choice`` gives it, for the protocols of ``frame`` (what ``metrics.json`` records)."""
-    protocols = sorted(frame["protocol"].unique().drop_nulls().to_list()) if len(frame) else []
-    return {p: cluster_for(p, choice) for p in protocols}
