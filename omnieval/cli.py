@@ -329,9 +329,10 @@ def _bench_stats(args: argparse.Namespace) -> int:
 
 
 def _bench_coverage(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_coverage import bench_coverage
+    from omnieval.dev.bench_coverage import PARTS, bench_coverage
 
-    return bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples, seed=args.seed)
+    return bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples, seed=args.seed,
+                          parts=tuple(args.part) if args.part else PARTS)
 
 
 class _LazyChoices(Sequence):
@@ -641,6 +642,9 @@ def _add_bench(sub) -> None:
     s.add_argument("--replicates", type=_bounded(1), default=None, help="simulated studies per design (400)")
     s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items"), default=None,
+                   help="only these tables (repeatable; default: all): main (27 anchors, XModBench), few-anchors, "
+                        "few-items")
     s.set_defaults(func=_bench_coverage)
 
 

@@ -62,7 +62,8 @@ def numpy_anchor_bootstrap(sides, rng, resamples=R) -> np.ndarray:
 @pytest.fixture(scope="module")
 def study():
     frame = anchored()
-    metrics, paired = metrics_and_paired(frame, resamples=R, seed=3, permutations=2_000, cluster="anchor")
+    metrics, paired = metrics_and_paired(frame, resamples=R, seed=3, permutations=2_000, cluster="anchor",
+                                         interval="percentile")
     return frame, metrics, paired
 
 
@@ -78,7 +79,8 @@ def test_accuracy_interval_resamples_anchors_as_a_numpy_loop_does(study):
                             & pl.col("choice").is_not_null())
     assert row["n_items"] == answered["item_id"].n_unique() and row["n_clusters"] == N_ANCHORS
     # the same predictions resampled by question give a different, narrower interval here (anchors differ)
-    by_item = metrics_and_paired(frame, resamples=R, seed=3, permutations=200, cluster="item")[0]
+    by_item = metrics_and_paired(frame, resamples=R, seed=3, permutations=200, cluster="item",
+                                 interval="percentile")[0]
     item_row = by_item.filter((pl.col("model") == "model00") & (pl.col("metric") == "accuracy")
                               & (pl.col("key") == "C101")).row(0, named=True)
     assert item_row["value"] == row["value"] and item_row["n_clusters"] == item_row["n_items"] == row["n_items"]
@@ -217,3 +219,20 @@ def test_sweep_metrics_settings_take_a_unit_per_protocol():
     assert units["dissonance"] == "anchor" and units["crossmodal"] == resolved_units(None)["crossmodal"]
     with pytest.raises(ValueError, match="unknown protocol"):
         MetricsSettings(cluster={"dissonnance": "anchor"})
+
+
+def test_dissonance_resamples_anchors_by_default_and_questions_without_them():
+    from omnieval.stats.clusters import units_used
+    from omnieval.stats.metrics import metrics_table
+
+    frame = anchored(seed=13)
+    assert units_used(frame) == {"dissonance": "anchor"}
+    row = metrics_table(frame, resamples=100).filter(pl.col("metric") == "shapley").row(0, named=True)
+    assert row["n_clusters"] == N_ANCHORS and row["n_items"] == 60
+    # a file without anchors (another tool's): the question is the unit, and metrics.json says so
+    bare = frame.drop("anchor")
+    assert units_used(bare) == {"dissonance": "item"}
+    row = metrics_table(bare, resamples=100).filter(pl.col("metric") == "shapley").row(0, named=True)
+    assert row["n_clusters"] == row["n_items"] == 60
+    with pytest.raises(InputError, match="the column is absent"):
+        metrics_table(bare, resamples=100, cluster="anchor")

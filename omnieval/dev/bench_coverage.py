@@ -15,8 +15,9 @@ Designs (each replicate a fresh simulated study; the truth is the population val
 (b) XModBench, protocol ``crossmodal``: 10,138 items (the size ``bench stats`` uses), 4 questions per clip (clip
     effect sd 0 or 1.0, item effect sd 0.5), the six directions at different ease; accuracy ``A->T`` and disparity
     ``T_vs_V``.
-(c) The few-cluster study: design (a) with anchor effect sd 1.0 at 5 to 40 anchors of 10 questions: where the
-    default interval starts to cover (``report.tables.FEW_CLUSTERS``).
+(c) The few-cluster study: design (a) with anchor effect sd 1.0 at 5 to 40 anchors of 10 questions, and (d) design
+    (b) with one question per clip (so the questions are the clusters, each one right or wrong answer per direction)
+    at 5 to 40 questions: where the default interval starts to cover (``report.tables.FEW_CLUSTERS``).
 
 Interval methods, all from the project's own metrics table and paired differences (``stats.metrics``,
 ``stats.paired``), measured in the same run: today's ``item`` unit with the percentile interval, the design's unit
@@ -345,55 +346,74 @@ def _cell(p: float | None, replicates: int, default: bool) -> str:
     return f"{p:.3f}±{se:.3f}" + ("*" if default else "")
 
 
-def designs(quick: bool) -> tuple[list[Design], list[Design], list[Design]]:
+PARTS = ("main", "few-anchors", "few-items")
+
+
+def designs(quick: bool) -> dict[str, list[Design]]:
+    """The designs of each part: ``main`` (a) and (b), ``few-anchors`` (c), ``few-items`` (d)."""
     if quick:
-        return ([Design("dissonance", 6, 3, 1.0)], [Design("crossmodal", 20, 3, 1.0, unit="clip")],
-                [Design("dissonance", 5, 3, 1.0)])
-    main = [Design("dissonance", 27, 10, sd) for sd in (0.0, 0.5, 1.0)]
-    xmod = [Design("crossmodal", 2_535, 4, sd, unit="clip") for sd in (0.0, 1.0)]  # 10,140 items
-    few = [Design("dissonance", c, 10, 1.0) for c in (5, 8, 10, 12, 18, 40)]
-    return main, xmod, few
+        return {"main": [Design("dissonance", 6, 3, 1.0), Design("crossmodal", 20, 3, 1.0, unit="clip")],
+                "few-anchors": [Design("dissonance", 5, 3, 1.0)],
+                "few-items": [Design("crossmodal", 5, 1, 0.0, unit="clip")]}
+    return {"main": [*(Design("dissonance", 27, 10, sd) for sd in (0.0, 0.5, 1.0)),
+                     *(Design("crossmodal", 2_535, 4, sd, unit="clip") for sd in (0.0, 1.0))],  # 10,140 items
+            "few-anchors": [Design("dissonance", c, 10, 1.0) for c in (5, 8, 10, 12, 18, 40)],
+            "few-items": [Design("crossmodal", c, 1, 0.0, unit="clip") for c in (5, 8, 10, 12, 18, 27, 40)]}
+
+
+FEW_TITLES = {"few-anchors": "(c) few clusters: design (a), anchor sd 1.0, {per} questions per anchor, anchors "
+                             "resampled",
+              "few-items": "(d) few clusters of one question each: design (b) with no clip effect and one question "
+                           "per clip (item sd 0.5), questions resampled"}
 
 
 def bench_coverage(quick: bool = False, replicates: int | None = None, resamples: int | None = None,
-                   seed: int = 0) -> int:
-    """Measure and print the coverage tables; ``quick`` shrinks every size (a smoke test of the bench itself)."""
+                   seed: int = 0, parts: tuple[str, ...] = PARTS) -> int:
+    """Measure and print the coverage tables of ``parts``; ``quick`` shrinks every size (a smoke test of the bench
+    itself)."""
+    from omnieval.stats.intervals import DEFAULT_METHOD
+
     replicates = replicates or (3 if quick else 400)
     resamples = resamples or (100 if quick else 2_000)
     judged = replicates >= 100  # fewer replicates cannot tell 0.93 from 0.97
-    main, xmod, few = designs(quick)
+    plan = designs(quick)
     start = time.perf_counter()
     print(f"omnieval bench coverage: {replicates} replicates x {resamples:,} resamples per design, nominal "
           f"{NOMINAL:.0%}, Monte Carlo se after ±; * = the default interval (target {BAND[0]}-{BAND[1]}); "
           f"{os.cpu_count()} cores")
-    header = ["design", "metric", *HEADER, "default"]
-    lines = []
     missed = 0
-    for i, design in enumerate([*main, *xmod]):
-        got = coverage(design, replicates, resamples, seed + i)
-        default = default_method(design)
-        for metric, key in _targets(design):
-            p_default = got.get((default, metric, key))
-            verdict = "—" if p_default is None or not judged else \
-                ("met" if BAND[0] <= p_default <= BAND[1] else "MISSED")
-            missed += verdict == "MISSED"
-            lines.append([design.label, f"{metric} {key}".strip(),
-                          *(_cell(got.get((m, metric, key)), replicates, m == default) for m in METHODS), verdict])
-    _print(header, lines)
-    per = few[0].per_cluster if few else 0
-    print(f"\nfew clusters: design (a) with anchor sd 1.0, {per} questions per anchor, the design's unit resampled")
-    header = ["anchors", "metric", "percentile", "t (C-1 df)", "BCa"]
-    lines = []
-    for j, design in enumerate(few):
-        got = coverage(design, replicates, resamples, seed + 100 + j, methods=("percentile", "t", "bca"))
-        default = default_method(design)
-        for metric, key in _targets(design):
-            lines.append([str(design.n_clusters), f"{metric} {key}".strip(),
-                          *(_cell(got.get((m, metric, key)), replicates, m == default) for m in ("percentile", "t",
-                                                                                                 "bca"))])
-    _print(header, lines)
-    print(f"\n{missed} default interval(s) outside {BAND[0]}-{BAND[1]}" if judged else
-          f"\n(too few replicates to judge the default against {BAND[0]}-{BAND[1]})", end="")
+    if "main" in parts:
+        header = ["design", "metric", *HEADER, "default"]
+        lines = []
+        for i, design in enumerate(plan["main"]):
+            got = coverage(design, replicates, resamples, seed + i)
+            default = default_method(design)
+            for metric, key in _targets(design):
+                p_default = got.get((default, metric, key))
+                verdict = "—" if p_default is None or not judged else \
+                    ("met" if BAND[0] <= p_default <= BAND[1] else "MISSED")
+                missed += verdict == "MISSED"
+                lines.append([design.label, f"{metric} {key}".strip(),
+                              *(_cell(got.get((m, metric, key)), replicates, m == default) for m in METHODS),
+                              verdict])
+        _print(header, lines)
+    few_methods = ("percentile", "t", "bca")
+    for offset, part in ((100, "few-anchors"), (200, "few-items")):
+        if part not in parts:
+            continue
+        per = plan[part][0].per_cluster
+        print("\n" + FEW_TITLES[part].format(per=per))
+        lines = []
+        for j, design in enumerate(plan[part]):
+            got = coverage(design, replicates, resamples, seed + offset + j, methods=few_methods)
+            for metric, key in _targets(design):
+                lines.append([str(design.n_clusters), f"{metric} {key}".strip(),
+                              *(_cell(got.get((m, metric, key)), replicates, m == DEFAULT_METHOD)
+                                for m in few_methods)])
+        _print(["clusters", "metric", "percentile", "t (C-1 df)", "BCa"], lines)
+    if "main" in parts:
+        print(f"\n{missed} default interval(s) outside {BAND[0]}-{BAND[1]}" if judged else
+              f"\n(too few replicates to judge the default against {BAND[0]}-{BAND[1]})", end="")
     print(f"; {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -67,7 +67,8 @@ def runs_section(runs: list[Run]) -> Section:
             text_cell(str(minfo.get("resamples", "—"))),
             text_cell(units_text(m, minfo.get("cluster")),
                       title="what the bootstrap draws as one: every interval, paired difference, test and power "
-                            "figure treats a unit's items together; (C): the clusters of the largest unit"),
+                            "figure treats a unit's items together; (C): the clusters of the largest unit; "
+                            f"interval: {minfo.get('interval', 'percentile')}"),
             text_cell(str((info.get("versions") or {}).get("omnieval", "—"))),
             text_cell(commit),
             text_cell(started),

@@ -235,6 +235,7 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
     or from the predictions. What is computed resamples by ``cluster`` (``stats.clusters``; default: the unit a
     metrics folder records, else each protocol's own)."""
     from omnieval.stats.clusters import units_used
+    from omnieval.stats.intervals import DEFAULT_METHOD
     from omnieval.stats.paired import metrics_and_paired, paired_table
     from omnieval.stats.read import read_predictions
 
@@ -257,7 +258,8 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
                                                   permutations=permutations, cluster=cluster)
             metrics = normalise_metrics(computed)
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
-                     "confidence_level": 0.95, "cluster": units_used(predictions, cluster)}
+                     "confidence_level": 0.95, "cluster": units_used(predictions, cluster),
+                     "interval": DEFAULT_METHOD}
         tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
         info = dict(record)
         info["metrics"] = minfo

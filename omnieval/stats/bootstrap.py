@@ -91,9 +91,10 @@ class UnitData:
         return int(np.count_nonzero(self.cluster_mask(items)))
 
 
-def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFrame:
+def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily], same: bool = False) -> pl.DataFrame:
     """Long table ``(unit..., cluster, question, cell, s, c)`` over all families, by polars group-bys on the whole
-    frame."""
+    frame (``same``: clusters are questions, one key grouped)."""
+    keys_of = ["_item"] if same else ["_item", "_q"]
     parts = []
     for fam in families:
         if any(b not in frame.columns for b in fam.by) or fam.value not in frame.columns:
@@ -101,9 +102,10 @@ def _cell_rows(frame: pl.DataFrame, families: Iterable[CellFamily]) -> pl.DataFr
         sel = frame if fam.where is None else frame.filter(pl.col(fam.where))
         keys = [pl.lit(fam.name), *(pl.col(b).cast(pl.Utf8) for b in fam.by)]
         parts.append(
-            sel.group_by([*UNIT, "_item", "_q", *fam.by])
+            sel.group_by([*UNIT, *keys_of, *fam.by])
             .agg(s=pl.col(fam.value).cast(pl.Float64).sum(), c=pl.len().cast(pl.Float64))
-            .select(*UNIT, "_item", "_q", pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
+            .select(*UNIT, "_item", pl.col("_item" if same else "_q").alias("_q"),
+                    pl.concat_str(keys, separator=_SEP).alias("cell"), "s", "c")
             .drop_nulls("cell")
         )
     if not parts:
@@ -119,13 +121,15 @@ def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
         frame = frame.with_columns(question_of(frame))
     if CLUSTER not in frame.columns:
         frame = frame.with_columns(pl.col(QUESTION).alias(CLUSTER))
-    frame = frame.with_columns(_item=(pl.col(CLUSTER).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32),
-                               _q=(pl.col(QUESTION).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    same = frame[CLUSTER].equals(frame[QUESTION])  # the question is the unit: one cluster per question
+    frame = frame.with_columns(_item=(pl.col(CLUSTER).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
+    frame = frame.with_columns(_q=pl.col("_item") if same else
+                               (pl.col(QUESTION).rank("dense").over(list(UNIT)) - 1).cast(pl.UInt32))
     sizes = frame.group_by(list(UNIT)).agg(n=pl.col("_item").max() + 1, ids=pl.col(CLUSTER).unique().sort(),
-                                           questions=pl.col(QUESTION).unique().sort())
-    owners = {k: g for k, g in frame.select(*UNIT, "_q", "_item").unique()
-              .partition_by(list(UNIT), as_dict=True).items()}
-    cells = {k: g for k, g in _cell_rows(frame, spec.families).partition_by(list(UNIT), as_dict=True).items()}
+                                           questions=pl.col(QUESTION if not same else CLUSTER).unique().sort())
+    owners = {} if same else {k: g for k, g in frame.select(*UNIT, "_q", "_item").unique()
+                              .partition_by(list(UNIT), as_dict=True).items()}
+    cells = {k: g for k, g in _cell_rows(frame, spec.families, same).partition_by(list(UNIT), as_dict=True).items()}
     calib: dict[tuple, pl.DataFrame] = {}
     if spec.calibration:
         calib = frame.filter("has_conf").partition_by(list(UNIT), as_dict=True)
@@ -134,15 +138,19 @@ def unit_data(frame: pl.DataFrame, spec: ProtocolMetrics) -> list[UnitData]:
         key = tuple(row[u] for u in UNIT)
         n = int(row["n"])
         n_q = len(row["questions"])
-        owner = owners[key]
-        item_cluster = np.zeros(n_q, dtype=np.int64)
-        item_cluster[owner["_q"].to_numpy().astype(np.int64)] = owner["_item"].to_numpy().astype(np.int64)
+        item_cluster = np.arange(n_q, dtype=np.int64)
+        if not same:
+            owner = owners[key]
+            item_cluster[owner["_q"].to_numpy().astype(np.int64)] = owner["_item"].to_numpy().astype(np.int64)
         long = cells.get(key)
         names: list[tuple[str, ...]] = []
         sums = np.zeros((n, 0))
         counts = np.zeros((n, 0))
         present = np.zeros((n_q, 0), dtype=bool)
         if long is not None:
+            # questions added to their cluster in a fixed order: float sums (confidences) of a cluster of several
+            # questions would otherwise depend on the order the group-by returns them in
+            long = long if same else long.sort("_item", "_q", "cell")
             names_raw = sorted(long["cell"].unique().to_list())
             j = long["cell"].cast(pl.Enum(names_raw)).to_physical().to_numpy().astype(np.int64)
             i = long["_item"].to_numpy().astype(np.int64)

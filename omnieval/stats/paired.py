@@ -5,19 +5,20 @@ For every pair on matched items and every headline metric (the protocol's ``Prot
 per condition / direction / level and its summary metrics), one row of the long ``paired`` table
 (``PAIRED_COLUMNS``):
 
-* ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
-  **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
-  every resample (``stats.bootstrap.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap
-  of the difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
-  only case that resamples again).
-* ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
-  condition for an ``accuracy`` row, over all conditions on the row's items otherwise; for ``modes``,
-  multiple-choice correctness against the judges' mean verdict): how much of the two sides' item-level noise cancels
-  in the difference.
+* ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% interval (``stats.intervals``:
+  the table's method, with the row's cluster count) from the **same resampling pass as the metrics table**: units on
+  the same split and the same clusters draw the same clusters in every resample (``stats.bootstrap.shared_item_sets``),
+  so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap of the difference. Two units whose item sets differ are
+  compared on their common items, in a pass of their own (the only case that resamples again).
+* ``item_corr``: Pearson correlation over the common resampling units (the questions by default, the anchors where
+  those are the unit: ``stats.clusters``) of the two sides' per-unit accuracy (in the row's condition for an
+  ``accuracy`` row, over all conditions on the row's units otherwise; for ``modes``, multiple-choice correctness
+  against the judges' mean verdict): how much of the two sides' unit-level noise cancels in the difference.
 * ``n_items``: the items behind the row on both sides (those the metric reads in each unit, as the metrics table's
-  ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer).
+  ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer); ``n_clusters``: the
+  resampling units holding them.
 * ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test (docs/reference.md,
-  Statistics common to all protocols) on the per-item differences of the two sides' accuracy in that condition
+  Statistics common to all protocols) on the per-unit differences of the two sides' accuracy in that condition
   (``p_method`` = ``permutation``); for every other metric the bootstrap p-value of the same R resamples,
   ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method`` = ``bootstrap``; never 0, as for a Monte Carlo
   permutation p), below 0.05 about when the percentile interval excludes 0. ``p_adjusted``: Benjamini-Hochberg within a

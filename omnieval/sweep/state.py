@@ -75,11 +75,14 @@ def resolved_units(choice) -> dict[str, str]:
 def write_metrics(store, settings: dict) -> int:
     """The run's ``metrics/`` folder: the files ``omnieval metrics`` writes (``stats.command.metrics_files``), of the
     predictions read where the run wrote them, with the sweep's metrics ``settings``; returns the metric rows."""
+    from omnieval.stats.clusters import default_cluster
     from omnieval.stats.command import metrics_files
 
+    # only the units that differ from a protocol's default are the user's choice (a default unit whose column the
+    # predictions lack falls back to the question; a chosen one must exist)
+    chosen = {p: u for p, u in (settings.get("cluster") or {}).items() if u != default_cluster(p)}
     made = metrics_files([store.location("predictions.parquet")], resamples=settings["resamples"],
-                         seed=settings["seed"], permutations=settings["permutations"],
-                         cluster=settings.get("cluster"))
+                         seed=settings["seed"], permutations=settings["permutations"], cluster=chosen or None)
     for name, data in made.files.items():
         store.write_bytes(f"metrics/{name}", data)
     return len(made.metrics)
