@@ -124,17 +124,24 @@ def _demo(args: argparse.Namespace) -> int:
                     seed=args.seed)
 
 
+def _cluster(args: argparse.Namespace):
+    from omnieval.stats.clusters import parse_cluster_option
+
+    return parse_cluster_option(args.cluster)
+
+
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations)
+                           permutations=args.permutations, cluster=_cluster(args))
 
 
 def _stats(args: argparse.Namespace) -> int:
     from omnieval.stats.significance import stats_command
 
-    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed)
+    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
+                         cluster=_cluster(args))
 
 
 def _power(args: argparse.Namespace) -> int:
@@ -142,14 +149,14 @@ def _power(args: argparse.Namespace) -> int:
 
     return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
                          correlation=args.correlation, instances=args.instances, icc=args.icc, effect=args.effect,
-                         alpha=args.alpha, power=args.power)
+                         alpha=args.alpha, power=args.power, cluster=_cluster(args))
 
 
 def _report(args: argparse.Namespace) -> int:
     from omnieval.report import report_command
 
     return report_command(args.inputs, args.out, resamples=args.resamples, permutations=args.permutations,
-                          seed=args.seed, title=args.title)
+                          seed=args.seed, title=args.title, cluster=_cluster(args))
 
 
 def _filter_rtc(args: argparse.Namespace) -> int:
@@ -340,6 +347,13 @@ def _bench_stats(args: argparse.Namespace) -> int:
     return bench_stats(quick=args.quick)
 
 
+def _bench_coverage(args: argparse.Namespace) -> int:
+    from omnieval.dev.bench_coverage import PARTS, bench_coverage
+
+    return bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples, seed=args.seed,
+                          parts=tuple(args.part) if args.part else PARTS)
+
+
 class _WholeNamesFormatter(argparse.HelpFormatter):
     """Help text wrapped between words only: a family name such as ``granite-speech`` is never cut at its hyphen."""
 
@@ -425,6 +439,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--permutations", type=_bounded(1), default=10_000,
                    help="for the paired differences' permutation tests")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (recorded in the output)")
+    _cluster_flag(p)
     p.set_defaults(func=_metrics)
 
     p = sub.add_parser("stats", help="significance tests from predictions files")
@@ -432,6 +447,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--out", required=True, help="folder for tests.csv and tests.parquet")
     p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
     p.add_argument("--seed", type=int, default=0, help="permutation seed")
+    _cluster_flag(p)
     p.set_defaults(func=_stats)
 
     p = sub.add_parser("power", help="minimum detectable paired difference (and items needed for an effect) from "
@@ -447,6 +463,7 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--effect", type=float, default=None, help="also the items needed to detect this difference")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.80)
+    _cluster_flag(p)
     p.set_defaults(func=_power)
 
 
@@ -458,7 +475,16 @@ def _add_report(sub) -> None:
     p.add_argument("--permutations", type=int, default=10_000, help="for tests computed from predictions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--title", default=None)
+    _cluster_flag(p)
     p.set_defaults(func=_report)
+
+
+def _cluster_flag(p) -> None:
+    p.add_argument("--cluster", action="append", default=None, metavar="[PROTOCOL=]COLUMN",
+                   help="the resampling unit of intervals, paired differences, tests and power: item (the question; "
+                        "also group), anchor, or any column of the predictions holding whole questions; "
+                        "PROTOCOL=COLUMN for one protocol (repeatable; default: each protocol's own, "
+                        "docs/reference.md)")
 
 
 def _add_filter(sub) -> None:
@@ -662,6 +688,16 @@ def _add_bench(sub) -> None:
     s.add_argument("--quick", action="store_true", help="3 small models on 4 GPUs (smoke test)")
     s.add_argument("--workdir", default=None, help="keep the benchmark and outputs here")
     s.set_defaults(func=_bench_sweep)
+    s = bsub.add_parser("coverage", help="coverage of each interval method against a known truth on simulated "
+                        "predictions at the seed papers' sizes, with and without cluster effects")
+    s.add_argument("--quick", action="store_true", help="smaller sizes and 12 replicates (smoke test)")
+    s.add_argument("--replicates", type=_bounded(1), default=None, help="simulated studies per design (400)")
+    s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items"), default=None,
+                   help="only these tables (repeatable; default: all): main (27 anchors, XModBench), few-anchors, "
+                        "few-items")
+    s.set_defaults(func=_bench_coverage)
 
 
 def _add_bench_engine(sub) -> None:

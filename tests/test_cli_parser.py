@@ -22,6 +22,8 @@ COMMANDS = {
         "--benchmark", "--batch-size", "--instances", "--peer-instances", "--max-batch", "--decode-seconds",
         "--skip {throughput,profile,max_batch,decode}", "--out", "--workdir",
     ],
+    "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
+                                "--part {main,few-anchors,few-items}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
@@ -80,6 +82,7 @@ COMMANDS = {
     ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
+        "--cluster",
     ],
     "omnieval models": ["-h/--help"],
     "omnieval models tiny": [
@@ -91,13 +94,15 @@ COMMANDS = {
     ],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
-        "--effect", "--alpha=0.05", "--power=0.8",
+        "--effect", "--alpha=0.05", "--power=0.8", "--cluster",
     ],
     "omnieval report": [
         "-h/--help", "inputs+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0", "--title",
+        "--cluster",
     ],
     "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],
-    "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0"],
+    "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0",
+                       "--cluster"],
     "omnieval sweep": ["-h/--help", "config", "--address"],
 }
 

@@ -496,7 +496,11 @@ class _Cells(HTMLParser):
             self._cell["ci"] += data
 
 
-def test_report_marks_exactly_the_intervals_on_fewer_than_30_items(study, tmp_path):
+def test_report_marks_exactly_the_intervals_on_few_clusters(study, tmp_path):
+    """‡ marks an interval resting on fewer clusters than ``FEW_CLUSTERS`` (the resampling units, not the items):
+    every dissonance interval here (4 anchors), a crossmodal task of 5 items in a unit of 57."""
+    from omnieval.report.tables import FEW_CLUSTERS
+
     _, metrics, paired, _ = study
     folder = tmp_path / "metrics"
     folder.mkdir()
@@ -514,18 +518,23 @@ def test_report_marks_exactly_the_intervals_on_fewer_than_30_items(study, tmp_pa
         ident = tuple(a[f"data-{c}"] for c in ("protocol", "model", "prompt", "split", "metric", "key"))
         row = rows[ident]
         assert re.fullmatch(r"\[\S+, \S+\]( ‡)?", cell["ci"]), cell["ci"]
-        assert cell["ci"].endswith("‡") == (row["n_items"] < FEW), (a, row["n_items"], cell["ci"])
+        assert cell["ci"].endswith("‡") == (row["n_clusters"] < FEW_CLUSTERS), (a, row["n_clusters"], cell["ci"])
         shown.add(ident)
         marked += cell["ci"].endswith("‡")
     with_ci = metrics.filter(pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null())
     assert shown == {tuple(r[c] for c in ("protocol", "model", "prompt", "split", "metric", "key"))
                      for r in with_ci.to_dicts()}
     assert 0 < marked < len(shown)
-    # a sub-scoped row under 30 items in a unit of 30 or more is marked: the anchor of 9 items
-    anchor = with_ci.filter((pl.col("metric") == "anchor_accuracy") & (pl.col("key") == "a2"))
-    assert len(anchor) == 2 and (anchor["n_items"] < FEW).all()
-    assert any(c["ci"].endswith("‡") for c in page.cells if c["attrs"].get("data-metric") == "anchor_accuracy"
-               and c["attrs"].get("data-key") == "a2")
+    # a sub-scoped row on few clusters in a unit of many more is marked: the crossmodal task of 5 items
+    task = with_ci.filter((pl.col("protocol") == "crossmodal") & (pl.col("metric") == "accuracy")
+                          & pl.col("key").str.starts_with("temporal/"))
+    assert len(task) and (task["n_clusters"] < FEW_CLUSTERS).all()
+    assert any(c["ci"].endswith("‡") for c in page.cells if c["attrs"].get("data-metric") == "accuracy"
+               and c["attrs"].get("data-key", "").startswith("temporal/"))
+    # dissonance resamples its 4 anchors: every interval marked, though a unit holds 69 items (the open-ended
+    # file has no anchors: there the question is the unit)
+    dissonance = with_ci.filter((pl.col("protocol") == "dissonance") & pl.col("model").is_in(["m1", "m2"]))
+    assert len(dissonance) and (dissonance["n_clusters"] <= 4).all() and dissonance["n_items"].max() == 69
     # paired cells: marked where the difference rests on fewer than 30 items on both sides
     pairs = {(r["protocol"], r["comparison"], r["a"], r["b"], r["prompt"], r["model"], r["split"], r["metric"],
               r["key"]): r for r in paired.to_dicts()}
@@ -536,6 +545,6 @@ def test_report_marks_exactly_the_intervals_on_fewer_than_30_items(study, tmp_pa
             continue
         r = pairs[(a["data-protocol"], a["data-comparison"], a["data-a"], a["data-b"], a["data-prompt"],
                    a["data-model"], a["data-split"], a["data-paired-metric"], a["data-paired-key"])]
-        assert cell["ci"].endswith("‡") == (r["n_items"] < FEW), (a, r["n_items"], cell["ci"])
+        assert cell["ci"].endswith("‡") == (r["n_clusters"] < FEW_CLUSTERS), (a, r["n_clusters"], cell["ci"])
         seen += 1
     assert seen >= len(paired)

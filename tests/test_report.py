@@ -16,6 +16,7 @@ import pytest
 from omnieval.cli import main
 from omnieval.report import report_command
 from omnieval.report.browser import find_chromium, open_page
+from omnieval.report.tables import FEW_CLUSTERS
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.read import read_predictions
 from omnieval.stats.significance import stats_table
@@ -129,7 +130,7 @@ def assert_report_equals_metrics(page: ReportPage, metrics: pl.DataFrame) -> Non
         row = rows[ident]
         for cell in cells:
             if row["value"] is None:  # a label: the key's last part is the text shown, marked as its intervals are
-                few = 0 < (row.get("n_items") or 30) < 30
+                few = 0 < _clusters(row) < FEW_CLUSTERS
                 assert cell["v"] == row["key"].rsplit("/", 1)[-1] + (" ‡" if few else ""), ident
                 continue
             assert float(cell["attrs"]["data-value"]) == row["value"], ident
@@ -139,9 +140,17 @@ def assert_report_equals_metrics(page: ReportPage, metrics: pl.DataFrame) -> Non
             else:
                 low, high, few = re.fullmatch(r"\[(\S+), (\S+)\]( ‡)?", cell["ci"]).groups()
                 assert _close(low, row["ci_low"]) and _close(high, row["ci_high"]), (ident, cell["ci"])
-                # the mark of an interval on fewer than 30 items (resampling units), where the table has n_items
-                assert bool(few) == (0 < (row.get("n_items") or 30) < 30), (ident, cell["ci"])
+                # the mark of an interval on fewer than FEW_CLUSTERS clusters (resampling units), where the table
+                # counts them (n_clusters; n_items in a table written before the unit was a choice)
+                assert bool(few) == (0 < _clusters(row) < FEW_CLUSTERS), (ident, cell["ci"])
                 assert f"n = {row['n']}" in cell["attrs"]["title"] and "95% CI" in cell["attrs"]["title"]
+
+
+def _clusters(row: dict) -> int:
+    """The clusters behind a metrics row: ``n_clusters``, else ``n_items`` (older tables), else none counted."""
+    n = row.get("n_clusters")
+    n = row.get("n_items") if n is None else n
+    return FEW_CLUSTERS if n is None else n
 
 
 # --- the demo run ------------------------------------------------------------------------------------------------
@@ -280,7 +289,7 @@ def test_report_comparisons_equal_the_paired_and_power_tables(demo, demo_page):
         low, high, p = re.match(r"\[(\S+), (\S+)\] p=(\S+)", cell["ci"]).groups()
         assert _close(low, row["ci_low"]) and _close(high, row["ci_high"])
         assert float(p) == pytest.approx(row["p_adjusted"], rel=5e-3, abs=1e-12)
-        assert cell["ci"].endswith("‡") == (row["n_items"] < 30)
+        assert cell["ci"].endswith("‡") == (row["n_clusters"] < FEW_CLUSTERS)
     assert len(seen) == len(paired) and {"models", "modes"} <= set(paired["comparison"])
     tests = [t for t in demo_page.tables if t["attrs"].get("data-table") == "tests"]
     with_ci = [r for t in tests for r in t["rows"] if len(r) > 7 and r[7]["text"].startswith("[")]

@@ -102,15 +102,18 @@ def test_mcnemar_pairs_with_benjamini_hochberg(study, table):
 
 
 def test_permutation_zs_vs_cot_matches_scipy(study, table):
+    """Dissonance resamples anchors: per anchor, the mean over its (item, condition) pairs of cot minus zs, signs
+    flipped per anchor (8 anchors: every sign vector, as scipy's exact test)."""
     part = study.filter((pl.col("model") == "m3") & pl.col("choice").is_not_null()).to_dicts()
     by = {}
     for r in part:
-        by.setdefault((r["item_id"], r["condition"]), {})[r["prompt"]] = float(r["choice"] == r["target"])
+        by.setdefault((r["anchor"], r["item_id"], r["condition"]), {})[r["prompt"]] = float(r["choice"] == r["target"])
     diffs = {}
-    for (item, _), v in by.items():
+    for (anchor, _, _), v in by.items():
         if "zs" in v and "cot" in v:
-            diffs.setdefault(item, []).append(v["cot"] - v["zs"])
-    d = np.array([np.mean(diffs[i]) for i in sorted(diffs)])
+            diffs.setdefault(anchor, []).append(v["cot"] - v["zs"])
+    d = np.array([np.mean(diffs[a]) for a in sorted(diffs)])
+    assert len(d) == 8
     ref = stats.permutation_test((d,), lambda x, axis: x.mean(axis), permutation_type="samples",
                                  n_resamples=4000, vectorized=True, rng=np.random.default_rng(1)).pvalue
     got = row(table, test="permutation", model="m3")

@@ -19,10 +19,11 @@ from omnieval.core.protocol_views import ConditionTests, HeadlineTable, PairedHe
 @dataclass(frozen=True, eq=False)
 class Support:
     """What one metric row rests on: ``n`` rows (predictions) from the unit's items where ``items`` holds (a boolean
-    mask over the unit's items, in ``UnitData.item_ids`` order).
+    mask over the unit's items, the questions of ``question_of``, in ``UnitData.item_ids`` order).
 
-    The table's ``n_items`` is ``items.sum()``: the resampling units behind the row, not the whole unit's, so a row of
-    one anchor, task or category shows how few clusters its interval rests on. ``a + b`` adds the rows and joins the
+    The table's ``n_items`` is ``items.sum()``: the items behind the row, not the whole unit's, and its
+    ``n_clusters`` the resampling units those items fall in, so a row of one anchor, task or category shows how few
+    clusters its interval rests on. ``a + b`` adds the rows and joins the
     items (``sum()`` of supports works), the way a metric over several cells rests on all of them.
     """
 
@@ -51,16 +52,29 @@ def support_of(*parts: Support, n: int | None = None) -> Support:
 
 
 CLUSTER = "_cluster"
-"""Column of a prepared predictions frame naming each row's resampling unit (``cluster_of``)."""
+"""Column of a prepared predictions frame naming each row's resampling unit: its question (``question_of``) unless
+another unit was chosen (``omnieval.stats.clusters``: an anchor, a media file, any column holding whole questions)."""
+
+QUESTION = "_question"
+"""Column of a prepared predictions frame naming each row's question (``question_of``): what ``n_items`` counts."""
+
+ITEM_CLUSTER = "item"
+"""The finest resampling unit: the question (``question_of``), every protocol's default unless its spec names
+another (``ProtocolMetrics.cluster``). ``group`` names the same unit."""
+
+
+def question_of(frame: pl.DataFrame) -> pl.Expr:
+    """Each row's question: its ``group`` where set (the question an item is a copy of: VLMEvalKit's circular copies
+    of one question are one question), else its ``item_id`` (docs/reference.md, Statistics common to all protocols:
+    all instances of one base question are drawn together)."""
+    if "group" not in frame.columns:
+        return pl.col("item_id").alias(QUESTION)
+    return pl.coalesce(pl.col("group").cast(pl.Utf8), pl.col("item_id")).alias(QUESTION)
 
 
 def cluster_of(frame: pl.DataFrame) -> pl.Expr:
-    """The bootstrap's resampling unit of each row: its ``group`` where set (the question an item is a copy of:
-    VLMEvalKit's circular copies of one question are drawn together), else its ``item_id`` (docs/reference.md,
-    Statistics common to all protocols: all instances of one base question are drawn together)."""
-    if "group" not in frame.columns:
-        return pl.col("item_id").alias(CLUSTER)
-    return pl.coalesce(pl.col("group").cast(pl.Utf8), pl.col("item_id")).alias(CLUSTER)
+    """The default resampling unit of each row: its question (``question_of``), as ``CLUSTER``."""
+    return question_of(frame).alias(CLUSTER)
 
 
 MetricRow = tuple[str, str, np.ndarray, int | Support]
@@ -90,7 +104,9 @@ class ProtocolMetrics:
     ``calibration``: ECE and RC-AUC per confidence method over the rows where the column ``has_conf`` holds;
     ``paired``: the metrics of the paired differences (``omnieval.stats.paired``; default accuracy per condition);
     ``headlines``: the tables ``omnieval metrics`` prints (``omnieval.stats.headlines``; default none);
-    ``tests``: the significance tests on the protocol's conditions (``omnieval.stats.significance``; default none).
+    ``tests``: the significance tests on the protocol's conditions (``omnieval.stats.significance``; default none);
+    ``cluster``: the resampling unit its intervals, paired differences, tests and power use unless the user names
+    another (``omnieval.stats.clusters``; docs/reference.md, Statistics common to all protocols).
     """
 
     name: str
@@ -102,6 +118,7 @@ class ProtocolMetrics:
     paired: PairedHeadline = PairedHeadline()
     headlines: tuple[HeadlineTable, ...] = ()
     tests: ConditionTests | None = None
+    cluster: str = ITEM_CLUSTER
 
 
 @dataclass

@@ -363,6 +363,7 @@ def metrics_spec():
         conditions=CONDITIONS,
         calibration=True,
         paired=PairedHeadline(every_key=("accuracy", "accuracy_k", "shapley", "reliance", "ece"), overall=("ace",)),
+        cluster="anchor",  # an anchor's questions share its video and audio (docs/reference.md, Resampling unit)
         headlines=(
             HeadlineTable("Shapley modality attribution of accuracy", _shapley_rows, columns="key"),
             HeadlineTable(f"Accuracy and abstention by corruption level k, ACE ({CONDITION_NOTE})", _level_rows),

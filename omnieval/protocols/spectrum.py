@@ -63,7 +63,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from omnieval.core.metric_types import CLUSTER, CellFamily, ProtocolMetrics, cluster_of
+from omnieval.core.metric_types import QUESTION, CellFamily, ProtocolMetrics, question_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
@@ -515,20 +515,20 @@ def _can_differ(voters: pl.DataFrame) -> pl.Expr:
 
 def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """``circular_accuracy``'s cells (VLMEvalKit's CircularEval): per model, prompt, split, mode, question (the
-    resampling cluster: an item's ``group``, else the item) and condition, ``_circ`` = 1 when every answered copy is
+    question: an item's ``group``, else the item) and condition, ``_circ`` = 1 when every answered copy is
     correct (an invalid answer is not), set on one row of the question (``_circ_ok``). A question none of whose
     copies was answered (all errored) has no value. Only units where some question has two or more copies get the
     cells: elsewhere the metric would be plain accuracy under another name."""
-    if CLUSTER not in frame.columns:
-        frame = frame.with_columns(cluster_of(frame))
+    if QUESTION not in frame.columns:
+        frame = frame.with_columns(question_of(frame))
     unit = [c for c in ("model", "prompt", "split", "mode") if c in frame.columns]
-    question = [*unit, CLUSTER, "condition"]
+    question = [*unit, QUESTION, "condition"]
     answered = pl.col("answered") if "answered" in frame.columns else pl.lit(True)
     frame = frame.with_columns(
         _circ=pl.col("correct").filter(answered).all().over(question).cast(pl.Float64),
         _circ_answered=answered.any().over(question),
         _circ_first=pl.int_range(pl.len()).over(question) == 0,
-        _circ_copies=pl.col("item_id").n_unique().over([*unit, CLUSTER]) > 1,
+        _circ_copies=pl.col("item_id").n_unique().over([*unit, QUESTION]) > 1,
     )
     return frame.with_columns(
         _circ_ok=pl.col("_circ_first") & pl.col("_circ_answered") & pl.col("_circ_copies").any().over(unit),

@@ -41,7 +41,7 @@ def _join(values) -> str:
 def runs_section(runs: list[Run]) -> Section:
     """Where every number comes from: per run its protocols, models, splits, counts, seeds and versions."""
     header = ["run", "protocol", "models", "prompts", "splits", "predictions", "skipped", "metrics", "seed",
-              "resamples", "omnieval", "git commit", "started (UTC)"]
+              "resamples", "resampling unit", "omnieval", "git commit", "started (UTC)"]
     rows = []
     for run in runs:
         m = run.metrics
@@ -65,12 +65,30 @@ def runs_section(runs: list[Run]) -> Section:
             text_cell(Path(minfo.get("source", "")).name or "—", title=minfo.get("source")),
             text_cell(str(minfo.get("seed", info.get("seed", "—")))),
             text_cell(str(minfo.get("resamples", "—"))),
+            text_cell(units_text(m, minfo.get("cluster")),
+                      title="what the bootstrap draws as one: every interval, paired difference, test and power "
+                            "figure treats a unit's items together; (C): the clusters of the largest unit; "
+                            f"interval: {minfo.get('interval', 'percentile')}"),
             text_cell(str((info.get("versions") or {}).get("omnieval", "—"))),
             text_cell(commit),
             text_cell(started),
         ])
     table = Table(caption="Runs in this report", header=header, rows=rows, name="runs")
     return Section("runs", "Runs", blocks=[table])
+
+
+def units_text(metrics: pl.DataFrame, recorded) -> str:
+    """Each protocol's resampling unit with its cluster count (the most any row rests on): ``anchor (27)``, one
+    protocol; ``dissonance: anchor (27); crossmodal: item (400)`` for several. A table written before the unit was
+    recorded resampled items."""
+    units = recorded if isinstance(recorded, dict) else {}
+    column = "n_clusters" if "n_clusters" in metrics.columns else "n_items"
+    counts = metrics.group_by("protocol", maintain_order=True).agg(pl.col(column).max())
+    parts = [(protocol, f"{units.get(protocol, 'item')} ({n if n is not None else '—'})")
+             for protocol, n in counts.iter_rows()]
+    if len(parts) == 1:
+        return parts[0][1]
+    return "; ".join(f"{protocol}: {text}" for protocol, text in parts)
 
 
 def skipped_text(predictions) -> str:
@@ -113,14 +131,16 @@ def value_ranges(runs: list[Run]) -> str:
 
 
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
-                 title: str | None = None) -> Report:
-    """Load the inputs and build every section (nothing is written)."""
+                 title: str | None = None, cluster=None) -> Report:
+    """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
+    computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
     from omnieval.protocols import known_protocols
     from omnieval.report import open_ended, paired, significance
-    from omnieval.report.tables import FEW_ITEMS, FEW_MARK
+    from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
-    runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations)
-    per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples)
+    runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
+    per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples,
+                                   cluster=cluster)
     sections = [runs_section(runs)]
     canonical = list(known_protocols())
     per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
@@ -148,13 +168,14 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         sections.append(tests)
     levels = sorted({f'{float(r.info.get("metrics", {}).get("confidence_level", 0.95)) * 100:g}%' for r in runs})
     intro = [
-        f"{value_ranges(runs)} Beneath each value: its {_join(levels)} clustered bootstrap interval over items; hover "
-        "a value for its exact value, interval and n. Click a column header to sort.",
+        f"{value_ranges(runs)} Beneath each value: its {_join(levels)} clustered bootstrap interval over the "
+        "resampling unit of the runs table; hover a value for its exact value, interval, n and clusters. Click a "
+        "column header to sort.",
         "Colour: cividis for accuracies and rates, purple-orange around 0 for signed differences.",
     ]
-    if any(((r.metrics["n_items"] > 0) & (r.metrics["n_items"] < FEW_ITEMS)).any() for r in runs):
-        intro.append(f"{FEW_MARK} after an interval: it rests on fewer than {FEW_ITEMS} items (the resampling units); "
-                     "with so few clusters the bootstrap interval is too narrow, so read it as unreliable.")
+    if any(((r.metrics["n_clusters"] > 0) & (r.metrics["n_clusters"] < FEW_CLUSTERS)).any() for r in runs):
+        intro.append(f"{FEW_MARK} after an interval: it rests on fewer than {FEW_CLUSTERS} clusters (the resampling "
+                     "units, not the items inside them); with so few clusters the interval is unreliable.")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Report(title=title or "omnieval report", intro=intro, sections=sections, generated=generated)
 
@@ -174,11 +195,12 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
 
 
 def report_command(inputs: list[str], out: str, *, resamples: int = 10_000, permutations: int = 10_000,
-                   seed: int = 0, title: str | None = None) -> int:
+                   seed: int = 0, title: str | None = None, cluster=None) -> int:
     """``omnieval report INPUT... --out DIR``: build and write the report; print where it is."""
     start = time.perf_counter()
     local_folder(out)  # a bad --out stops here, before the computing
-    report = build_report(inputs, resamples=resamples, permutations=permutations, seed=seed, title=title)
+    report = build_report(inputs, resamples=resamples, permutations=permutations, seed=seed, title=title,
+                          cluster=cluster)
     paths = write_report(report, out)
     names = ", ".join(s.title for s in report.sections)
     print(f"omnieval report: {names} in {time.perf_counter() - start:.1f} s -> {paths['html']} and "

@@ -185,20 +185,25 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
     if doc.is_file():
         try:
             meta = json.loads(doc.read_text())
-            info.update({k: meta[k] for k in ("seed", "resamples", "confidence_level") if k in meta})
+            info.update({k: meta[k] for k in ("seed", "resamples", "confidence_level", "cluster", "interval")
+                         if k in meta})
         except (json.JSONDecodeError, OSError):
             pass
     return normalise_metrics(frame), info
 
 
 def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """The columns of docs/reference.md, Metrics, with their types (key '' where null), and ``n_items`` (null in older
-    tables)."""
+    """The columns of docs/reference.md, Metrics, with their types (key '' where null), ``n_items`` (null in older
+    tables) and ``n_clusters`` (``n_items`` in tables written before the unit was a choice: the item was the
+    unit)."""
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
     if "n_items" not in frame.columns:
         frame = frame.with_columns(n_items=pl.lit(None, dtype=pl.Int64))
-    frame = frame.select(*METRIC_COLUMNS, "n_items").cast({**strings, **floats, "n": pl.Int64, "n_items": pl.Int64})
+    if "n_clusters" not in frame.columns:
+        frame = frame.with_columns(n_clusters=pl.col("n_items"))
+    frame = frame.select(*METRIC_COLUMNS, "n_items", "n_clusters").cast(
+        {**strings, **floats, "n": pl.Int64, "n_items": pl.Int64, "n_clusters": pl.Int64})
     return frame.with_columns(pl.col("key").fill_null(""), pl.col("prompt").fill_null(""),
                               pl.col("split").fill_null(""))
 
@@ -224,10 +229,13 @@ def _run_json(predictions: list[Path | StoredPath]) -> dict:
 
 
 def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0,
-              permutations: int = 10_000) -> list[Run]:
+              permutations: int = 10_000, cluster=None) -> list[Run]:
     """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed;
     paired differences read (``paired.parquet`` beside the metrics), or computed in the same pass as the metrics,
-    or from the predictions."""
+    or from the predictions. What is computed resamples by ``cluster`` (``stats.clusters``; default: the unit a
+    metrics folder records, else each protocol's own)."""
+    from omnieval.stats.clusters import units_used
+    from omnieval.stats.intervals import DEFAULT_METHOD
     from omnieval.stats.paired import metrics_and_paired, paired_table
     from omnieval.stats.read import read_predictions
 
@@ -243,19 +251,28 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
             if source.paired is not None:
                 paired = pl.read_parquet(readable(source.paired))
             elif predictions is not None:
-                paired = paired_table(predictions, resamples=resamples, seed=seed, permutations=permutations)
+                paired = paired_table(predictions, resamples=resamples, seed=seed, permutations=permutations,
+                                      cluster=run_cluster(minfo, cluster))
         else:
             computed, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed,
-                                                  permutations=permutations)
+                                                  permutations=permutations, cluster=cluster)
             metrics = normalise_metrics(computed)
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
-                     "confidence_level": 0.95}
+                     "confidence_level": 0.95, "cluster": units_used(predictions, cluster),
+                     "interval": DEFAULT_METHOD}
         tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
         info = dict(record)
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
         runs.append(Run(label, source, metrics, predictions, tests, info, paired))
     return runs
+
+
+def run_cluster(minfo: dict, cluster=None):
+    """The unit to compute a run's paired differences, tests and power with: the one given on the command line,
+    else the one its metrics record (so that they match its intervals), else each protocol's own."""
+    recorded = minfo.get("cluster")
+    return cluster if cluster is not None else recorded if isinstance(recorded, dict) else None
 
 
 def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
@@ -283,7 +300,7 @@ def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
 
 
 def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
-                    resamples: int = 10_000) -> list[ProtocolInput]:
+                    resamples: int = 10_000, cluster=None) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
     from omnieval.stats.paired import paired_table
     from omnieval.stats.power import power_table
@@ -310,18 +327,20 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
         tests = paired = power = None
         if len(members) == 1:
             run = members[0]
+            unit = run_cluster(run.info.get("metrics", {}), cluster)
             if run.tests is not None:
                 tests = run.tests.filter(pl.col("protocol") == protocol)
             elif predictions is not None:
-                tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed)
+                tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed, cluster=unit)
             if run.paired is not None:
                 paired = run.paired.filter(pl.col("protocol") == protocol)
             if predictions is not None:
-                power = power_table(predictions.drop("run"))
+                power = power_table(predictions.drop("run"), cluster=unit)
         elif len(with_preds) >= 1 and predictions is not None:
             renamed = pooled_models(predictions)
-            tests = stats_table(renamed, permutations=permutations, seed=seed)
-            paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations)
-            power = power_table(renamed)
+            unit = cluster if cluster is not None else run_cluster(members[0].info.get("metrics", {}))
+            tests = stats_table(renamed, permutations=permutations, seed=seed, cluster=unit)
+            paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations, cluster=unit)
+            power = power_table(renamed, cluster=unit)
         out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power))
     return out

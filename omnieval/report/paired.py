@@ -11,7 +11,7 @@ import polars as pl
 from omnieval.protocols import protocol_attribute
 from omnieval.report.blocks import Cell, Note, Section, Table, fmt, fmt_p, text_cell
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import FEW_ITEMS, FEW_MARK, few_items, shade
+from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, clusters_of, few_clusters, shade
 
 ALPHA = 0.05
 MATRIX_NOTE = ("Each cell: a minus b on the items both answered, its 95% clustered bootstrap interval from the "
@@ -19,6 +19,12 @@ MATRIX_NOTE = ("Each cell: a minus b on the items both answered, its 95% cluster
                f"condition, bootstrap otherwise); bold: adjusted p < {ALPHA}. Hover for the raw p, the per-item "
                "correlation of the two sides and the item count.")
 COMPARISONS = {"models": "model pairs", "prompts": "prompt styles", "modes": "multiple-choice vs open-ended"}
+
+
+def _in_clusters(row: dict) -> str:
+    """`` in C clusters`` where the resampling unit holds several items, else nothing."""
+    n = row.get("n_clusters")
+    return f" in {n} clusters" if n is not None and n != row.get("n_items") else ""
 
 
 def _columns(paired: pl.DataFrame, protocol: str) -> list[tuple[str, str]]:
@@ -53,7 +59,8 @@ def pair_cell(row: dict | None, vmax: float) -> Cell:
     est, low, high, padj = row["estimate"], row["ci_low"], row["ci_high"], row["p_adjusted"]
     ci = f"[{fmt(low)}, {fmt(high)}] p={fmt_p(padj)}" if low is not None and high is not None else \
         f"p={fmt_p(padj)}"
-    if few_items(row["n_items"]):
+    few = few_clusters(clusters_of(row))
+    if few:
         ci = f"{ci} {FEW_MARK}"
     corr = "—" if row["item_corr"] is None else f"{row['item_corr']:.3f}"
     data = {c: str(row[c]) for c in ("protocol", "comparison", "model", "prompt", "split", "a", "b")}
@@ -61,9 +68,8 @@ def pair_cell(row: dict | None, vmax: float) -> Cell:
     title = (f"{row['a']} minus {row['b']}, {row['metric']} {row['key']}: {est:+.4f}"
              + (f", 95% CI [{low:.4f}, {high:.4f}]" if low is not None and high is not None else "")
              + f"; {row['p_method']} p = {fmt_p(row['p_value'])}, BH-adjusted p = {fmt_p(padj)}; per-item "
-             f"correlation {corr}; {row['n_items']} items"
-             + (f" ({FEW_MARK} fewer than {FEW_ITEMS}: the interval is unreliable)" if few_items(row["n_items"])
-                else ""))
+             f"correlation {corr}; {row['n_items']} items" + _in_clusters(row)
+             + (f" ({FEW_MARK} fewer than {FEW_CLUSTERS} clusters: the interval is unreliable)" if few else ""))
     return Cell(text=fmt(est), ci=ci, title=title, sort=float(est), shade=shade(est, "div", vmax),
                 strong=padj is not None and padj < ALPHA, data=data)
 
@@ -121,7 +127,7 @@ def long_table(paired: pl.DataFrame, protocol: str) -> Table:
             text_cell(row["metric"]), text_cell(row["key"] or "·"), pair_cell(row, vmax),
             Cell(text=fmt_p(row["p_value"]), sort=row["p_value"]), text_cell(row["p_method"]),
             Cell(text=fmt(row["item_corr"]), sort=row["item_corr"]),
-            Cell(text=str(row["n_items"]), sort=float(row["n_items"])),
+            Cell(text=str(row["n_items"]) + _in_clusters(row), sort=float(row["n_items"])),
         ])
     return Table(caption=f"All paired differences ({protocol})", header=header, rows=rows, name="paired-all",
                  collapsed=True)
@@ -143,20 +149,23 @@ def power_table(power: pl.DataFrame) -> Table | None:
                 cells.append(Cell(text="—"))
                 continue
             corr = "—" if r["correlation"] is None else f"{r['correlation']:.2f}"
-            few = f" {FEW_MARK}" if few_items(r["n_items"]) else ""
+            few = f" {FEW_MARK}" if few_clusters(clusters_of(r)) else ""
             cells.append(Cell(
-                text=fmt(r["mde"]), ci=f"{r['n_items']} items, r={corr}{few}", sort=float(r["mde"]),
+                text=fmt(r["mde"]), ci=f"{r['n_items']} items{_in_clusters(r)}, r={corr}{few}", sort=float(r["mde"]),
                 data={"power_key": key, "power_prompt": prompt, "power_split": split, "mde": repr(r["mde"])},
                 title=(f"{key}: smallest accuracy difference a paired comparison of two models detects with "
-                       f"{r['power']:.0%} power at alpha {r['alpha']}: {r['mde']:.4f} ({r['n_items']} items, "
+                       f"{r['power']:.0%} power at alpha {r['alpha']}: {r['mde']:.4f} ({r['n_items']} items"
+                       f"{_in_clusters(r)}, "
                        f"accuracy {fmt(r['accuracy'])}, per-item correlation {corr}, {r['correlation_source']})")))
         rows.append(cells)
-    return Table(caption="Minimum detectable difference (80% power, alpha 0.05, paired, clustered by item)",
+    return Table(caption="Minimum detectable difference (80% power, alpha 0.05, paired, clustered by the resampling "
+                         "unit)",
                  header=["prompt", "split", *keys], rows=rows, name="power",
                  note="The smallest difference in accuracy between two models that this benchmark detects in 80% of "
-                      "studies (two-sided, alpha 0.05), from the per-item variance of these predictions; beneath, "
-                      "the items and the models' median per-item correlation. 'omnieval power --effect' gives the "
-                      "items needed for a chosen difference.")
+                      "studies (two-sided, alpha 0.05), from the per-cluster variance of these predictions; beneath, "
+                      "the items (and the clusters they fall in, where the unit holds several) and the models' "
+                      "median per-cluster correlation. 'omnieval power --effect' gives the items needed for a "
+                      "chosen difference.")
 
 
 def section(inputs: list[ProtocolInput]) -> Section | None:
@@ -171,8 +180,8 @@ def section(inputs: list[ProtocolInput]) -> Section | None:
             blocks.append(table)
         if not blocks:
             continue
-        if data.paired is not None and (data.paired["n_items"] < FEW_ITEMS).any():
-            blocks.insert(0, Note(f"{FEW_MARK}: fewer than {FEW_ITEMS} items behind the interval; with so few "
+        if data.paired is not None and any(few_clusters(clusters_of(r)) for r in data.paired.iter_rows(named=True)):
+            blocks.insert(0, Note(f"{FEW_MARK}: fewer than {FEW_CLUSTERS} clusters behind the interval; with so few "
                                   "clusters the bootstrap interval is too narrow: read it as unreliable."))
         subs.append(Section(f"paired-{data.protocol}", f"Comparisons: {data.protocol}", blocks=blocks))
     if not subs:

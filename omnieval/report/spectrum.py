@@ -11,7 +11,7 @@ from __future__ import annotations
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput
-from omnieval.report.tables import FEW_ITEMS, FEW_MARK, Col, MetricView, error_cols, plot_series
+from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, Col, MetricView, error_cols, plot_series
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
@@ -126,7 +126,7 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
                                           "above chance either; inter-only: no modality's does, but the model is "
                                           "above chance. Each modality is one uncorrected 95% interval: with k "
                                           f"modalities a model relying on none gets some <m>-intra up to k x 2.5% of "
-                                          f"the time. {FEW_MARK}: fewer than {FEW_ITEMS} items.")
+                                          f"the time. {FEW_MARK}: fewer than {FEW_CLUSTERS} clusters.")
 
 
 def _gains(view: MetricView) -> Figure | None:

@@ -17,6 +17,8 @@ import polars as pl
 
 from omnieval.core.store import StoredPath, local_folder
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
+from omnieval.stats.clusters import ClusterChoice, units_used
+from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.read import read_predictions
 from omnieval.stats.registry import load_protocols
@@ -47,20 +49,28 @@ def _parquet(write) -> bytes:
 
 
 def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
-                  permutations: int = 10_000) -> MetricsFiles:
+                  permutations: int = 10_000, cluster: ClusterChoice = None,
+                  interval: str = DEFAULT_METHOD) -> MetricsFiles:
     """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
     ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
-    resample count and confidence level) and ``paired.csv`` and ``paired.parquet``."""
+    resample count, confidence level and each protocol's resampling unit) and ``paired.csv`` and
+    ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own);
+    ``interval``: how intervals are formed from the resamples (``stats.intervals``)."""
     import pyarrow.parquet as pq
 
     load_protocols()
     predictions = read_predictions(paths)
-    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations)
-    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL)}
+    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
+                                       cluster=cluster, interval=interval)
+    units = units_used(predictions, cluster)
+    meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
+            "cluster": json.dumps(units, sort_keys=True), "interval": interval}
     arrow = table.to_arrow()
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
-    doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "bootstrap": "clustered "
-           "percentile bootstrap over item_id", "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
+    doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "cluster": units,
+           "interval": interval, "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
+           "interval",
+           "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     files = {"paired.csv": paired.write_csv().encode(), "paired.parquet": _parquet(paired.write_parquet),
              "metrics.csv": table.write_csv().encode(),
              "metrics.parquet": _parquet(lambda sink: pq.write_table(arrow, sink)),
@@ -69,11 +79,11 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
-                    permutations: int = 10_000) -> int:
+                    permutations: int = 10_000, cluster: ClusterChoice = None) -> int:
     """Write ``metrics_files`` to the local folder ``out`` and print the headline tables."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
-    made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations)
+    made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in made.files.items():
         (folder / name).write_bytes(data)

@@ -7,8 +7,9 @@ How it flows (docs/architecture.md, decision 5):
    flags every protocol shares (errored rows stay out of every denominator and are counted in ``error_rate``).
 2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``) from ``stats.registry.REGISTRY`` names its
    **cell families** (a cell = the mean of one column over the rows of one unit x key, e.g. correctness per
-   condition) and one function from those cells to metric rows. A unit is model x prompt x split; items
-   (``item_id``) are the resampling clusters.
+   condition) and one function from those cells to metric rows. A unit is model x prompt x split; its resampling
+   clusters are the protocol's unit (``stats.clusters``: the question by default, or an anchor, a media file, any
+   column holding whole questions).
 3. Per unit, one bootstrap pass (``omnieval.stats.bootstrap``) gives every cell's resampled sums and the metric rows
    with their 95% percentile intervals; open-ended rows get theirs from ``omnieval.stats.open_metrics`` the same way.
 
@@ -27,24 +28,30 @@ import polars as pl
 from omnieval.core.metric_types import with_error_rates, with_forced_rate
 from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
+from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import error_kinds_present, prepare, read_predictions
 from omnieval.stats.registry import REGISTRY, load_protocols
 
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
-                 "n_items")
+                 "n_items", "n_clusters")
 
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                  on_unit: UnitHook | None = None) -> pl.DataFrame:
+                  on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
+                  interval: str = DEFAULT_METHOD) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
-    ``n_items`` is the number of distinct items (the resampling clusters) behind the row: those with a prediction in
-    the cells the metric reads (``metric_types.Support``), fewer than the unit's for a row of one anchor, task or
-    category.
+    ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
+    metric reads (``metric_types.Support``), fewer than the unit's for a row of one anchor, task or category;
+    ``n_clusters`` the resampling units holding them (``cluster``: ``stats.clusters``; the same number as
+    ``n_items`` where the unit is the question). ``interval``: how the 95% interval is formed from the resamples
+    (``stats.intervals``).
     ``on_unit`` sees every unit's resampled metric values (``UnitHook``)."""
     load_protocols()
-    frame = prepare(predictions)
+    check_method(interval)
+    frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
@@ -56,14 +63,16 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
         spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
-        rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit))
-        rows.extend(open_rows(part, protocol, resamples, seed, on_unit))
+        rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit, interval))
+        rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
-                                                         "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64}
+                                                         "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
+                                                         "n_clusters": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
-def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: int = 0) -> pl.DataFrame:
+def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: int = 0,
+                    cluster: ClusterChoice = None) -> pl.DataFrame:
     """Library entry point: predictions files -> metrics table."""
     load_protocols()
-    return metrics_table(read_predictions(paths), resamples=resamples, seed=seed)
+    return metrics_table(read_predictions(paths), resamples=resamples, seed=seed, cluster=cluster)

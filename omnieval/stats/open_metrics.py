@@ -41,6 +41,7 @@ import polars as pl
 from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
 from omnieval.core.schema import VERDICTS
 from omnieval.stats.bootstrap import protocol_rows
+from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.read import error_kinds_present
 
 JUDGE_COLUMN = "verdict@"
@@ -190,7 +191,8 @@ def _fleiss(cells) -> np.ndarray:
         return np.where(p_e < 1, (p_bar - p_e) / (1 - p_e), np.nan)
 
 
-def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None) -> list[dict]:
+def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None,
+              interval: str = DEFAULT_METHOD) -> list[dict]:
     """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
     if "mode" not in frame.columns or frame.filter(pl.col("mode") == "open").is_empty():
         return []
@@ -205,4 +207,4 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_
     has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
     spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
     spec = with_error_rates(spec, error_kinds_present(opened), metric="open_error_rate", where="is_open")
-    return protocol_rows(prepared, spec, resamples, seed, on_unit)
+    return protocol_rows(prepared, spec, resamples, seed, on_unit, interval)

@@ -5,19 +5,20 @@ For every pair on matched items and every headline metric (the protocol's ``Prot
 per condition / direction / level and its summary metrics), one row of the long ``paired`` table
 (``PAIRED_COLUMNS``):
 
-* ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% percentile interval from the
-  **same resampling pass as the metrics table**: units on the same split and the same items draw the same items in
-  every resample (``stats.bootstrap.shared_item_sets``), so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap
-  of the difference. Two units whose item sets differ are compared on their common items, in a pass of their own (the
-  only case that resamples again).
-* ``item_corr``: Pearson correlation over the common items of the two sides' per-item accuracy (in the row's
-  condition for an ``accuracy`` row, over all conditions on the row's items otherwise; for ``modes``,
-  multiple-choice correctness against the judges' mean verdict): how much of the two sides' item-level noise cancels
-  in the difference.
+* ``estimate`` = metric(a) - metric(b) on the data, ``ci_low``/``ci_high`` its 95% interval (``stats.intervals``:
+  the table's method, with the row's cluster count) from the **same resampling pass as the metrics table**: units on
+  the same split and the same clusters draw the same clusters in every resample (``stats.bootstrap.shared_item_sets``),
+  so ``metric_a[r] - metric_b[r]`` is the clustered bootstrap of the difference. Two units whose item sets differ are
+  compared on their common items, in a pass of their own (the only case that resamples again).
+* ``item_corr``: Pearson correlation over the common resampling units (the questions by default, the anchors where
+  those are the unit: ``stats.clusters``) of the two sides' per-unit accuracy (in the row's condition for an
+  ``accuracy`` row, over all conditions on the row's units otherwise; for ``modes``, multiple-choice correctness
+  against the judges' mean verdict): how much of the two sides' unit-level noise cancels in the difference.
 * ``n_items``: the items behind the row on both sides (those the metric reads in each unit, as the metrics table's
-  ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer).
+  ``n_items``; for ``modes``, the items with both a multiple-choice and a graded open answer); ``n_clusters``: the
+  resampling units holding them.
 * ``p_value``: for an accuracy row of one condition, the paired sign-flip permutation test (docs/reference.md,
-  Statistics common to all protocols) on the per-item differences of the two sides' accuracy in that condition
+  Statistics common to all protocols) on the per-unit differences of the two sides' accuracy in that condition
   (``p_method`` = ``permutation``); for every other metric the bootstrap p-value of the same R resamples,
   ``2 min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (R + 1)`` (``p_method`` = ``bootstrap``; never 0, as for a Monte Carlo
   permutation p), below 0.05 about when the percentile interval excludes 0. ``p_adjusted``: Benjamini-Hochberg within a
@@ -38,41 +39,49 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kernels.bootstrap import percentile_interval
 from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
-from omnieval.core.metric_types import CLUSTER
+from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
+from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.intervals import DEFAULT_METHOD, intervals, needs_jackknife
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
 from omnieval.stats.registry import REGISTRY
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
-                  "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "p_value", "p_method",
-                  "p_adjusted")
+                  "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "n_clusters", "p_value",
+                  "p_method", "p_adjusted")
 
 _OPEN = "mcq_open_gap"
 
 
 @dataclass
 class UnitValues:
-    """What is kept of one unit: its headline rows' values over [data, resamples] and per-item accuracies."""
+    """What is kept of one unit: its headline rows' values over [data, resamples], per-cluster accuracies (the
+    resampling units: what item correlations and permutation tests read) and the questions behind each row."""
 
     protocol: str
     key: tuple[str, str, str]  # model, prompt, split
-    item_ids: tuple[str, ...]
+    item_ids: tuple[str, ...]  # the unit's questions
+    cluster_ids: tuple[str, ...] = ()
+    item_cluster: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # question -> cluster row
     values: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
-    per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> items
+    per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> clusters
     single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
-    items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its items
+    items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its questions
+
+    def cluster_mask(self, items: np.ndarray) -> np.ndarray:
+        """The clusters (a mask over ``cluster_ids``) holding the questions where ``items`` holds."""
+        return np.bincount(self.item_cluster[items], minlength=len(self.cluster_ids)) > 0
 
 
 def _cell_mean(unit, cells: list[int]) -> np.ndarray:
-    """Per-item mean of the pooled cells (NaN for an item with no row in them)."""
+    """Per-cluster mean of the pooled cells (NaN for a cluster with no row in them)."""
     if not cells:
-        return np.full(unit.n_items, np.nan)
+        return np.full(unit.n_clusters, np.nan)
     s = unit.sums[:, cells].sum(axis=1)
     c = unit.counts[:, cells].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -97,7 +106,7 @@ class Collector:
     def __call__(self, spec, unit, rows, values) -> None:
         index = {name: j for j, name in enumerate(unit.cells)}
         is_open = any(r[0] == _OPEN for r in rows) or any(r[0] == "open_accuracy" for r in rows)
-        kept = UnitValues(spec.name, unit.key, unit.item_ids)
+        kept = UnitValues(spec.name, unit.key, unit.item_ids, unit.cluster_ids, unit.item_cluster)
         if is_open:
             self._open(kept, unit, index, rows, values)
             return
@@ -110,8 +119,8 @@ class Collector:
             if metric == "accuracy" and ("acc", key) in index:
                 kept.per_item[(metric, key)] = _cell_mean(unit, [index[("acc", key)]])
                 kept.single_cell.add((metric, key))
-            else:  # accuracy over every condition, on the items behind the row (e.g. one input count's)
-                kept.per_item[(metric, key)] = np.where(items, _cell_mean(unit, pooled), np.nan)
+            else:  # accuracy over every condition, on the clusters behind the row (e.g. one input count's)
+                kept.per_item[(metric, key)] = np.where(unit.cluster_mask(items), _cell_mean(unit, pooled), np.nan)
         self.units.append(kept)
 
     def _open(self, kept: UnitValues, unit, index, rows, values) -> None:
@@ -131,6 +140,8 @@ class Collector:
             mcq = _cell_mean(unit, [index[(f"mcq{tag}", *rest)]])
             opened = _nanmean_columns([_cell_mean(unit, [i]) for i in judges])
             kept.per_item[("accuracy", key)] = np.vstack([mcq, opened])
+            kept.items[("accuracy", key)] = unit.present[:, index[(f"mcq{tag}", *rest)]] \
+                & unit.present[:, judges].any(axis=1)
             kept.single_cell.add(("accuracy", key))
         if kept.values:
             self.open_units.append(kept)
@@ -175,70 +186,80 @@ def _num(x) -> float | None:
 
 
 def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValues, b: UnitValues | None,
-              jobs: list, a_name: str, b_name: str) -> tuple[list[dict], np.ndarray]:
-    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides) and their
-    differences over [data, resamples]. The intervals are filled in later, many pairs at once (``_Intervals``), and
-    so are the permutation p-values: ``(row, per-item differences, stream)`` goes to ``jobs``."""
+              jobs: list, a_name: str, b_name: str, resamples: int) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """Rows of one pair (``b`` None: modes, where ``a`` holds the gap itself and both per-item sides), their
+    differences over [data, resamples (, jackknife)] and the clusters behind each row (a mask per row). The
+    intervals are filled in later, many pairs at once (``_Intervals``), and so are the permutation p-values:
+    ``(row, per-cluster differences, stream)`` goes to ``jobs``."""
     keys = [k for k in a.values if b is None or k in b.values]
     if not keys:
-        return [], np.zeros((0, 0))
+        return [], np.zeros((0, 0)), np.zeros((0, 0), bool)
     if b is None:
         diffs = np.vstack([a.values[k] for k in keys])
     else:
         diffs = np.vstack([a.values[k] - b.values[k] for k in keys])
     out = []
+    masks = np.zeros((len(keys), len(a.cluster_ids)), dtype=bool)
     for j, (metric, key) in enumerate(keys):
         if b is None:
             x, y = a.per_item[(metric, key)]
         else:
             x, y = a.per_item[(metric, key)], b.per_item[(metric, key)]
         ok = np.isfinite(x) & np.isfinite(y)
-        # items behind the row on both sides (the two units hold the same items in the same order here)
-        n_items = int(ok.sum()) if b is None else int(np.count_nonzero(a.items[(metric, key)]
-                                                                       & b.items[(metric, key)]))
+        # questions behind the row on both sides (the two units hold the same questions in the same order here)
+        both = a.items[(metric, key)] if b is None else a.items[(metric, key)] & b.items[(metric, key)]
+        masks[j] = a.cluster_mask(both)
+        n_items, n_clusters = int(np.count_nonzero(both)), int(np.count_nonzero(masks[j]))
         permuted = (metric, key) in a.single_cell and (b is None or (metric, key) in b.single_cell)
-        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:]), "bootstrap")
+        p, method = (None, "permutation") if permuted else (_bootstrap_p(diffs[j, 1:1 + resamples]), "bootstrap")
         out.append({
             "protocol": a.protocol, "comparison": comparison, "model": model, "prompt": prompt, "split": split,
             "a": a_name, "b": b_name, "metric": metric, "key": key, "estimate": _num(diffs[j, 0]),
             "ci_low": None, "ci_high": None,
             "a_value": None if b is None else _num(a.values[(metric, key)][0]),
             "b_value": None if b is None else _num(b.values[(metric, key)][0]),
-            "item_corr": _corr(x, y), "n_items": n_items, "p_value": _num(p), "p_method": method,
+            "item_corr": _corr(x, y), "n_items": n_items, "n_clusters": n_clusters, "p_value": _num(p),
+            "p_method": method,
             "p_adjusted": None,
         })
         if permuted:
             stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
             jobs.append((out[-1], x[ok] - y[ok], np.uint64(stream)))
-    return out, diffs
+    return out, diffs, masks
 
 
 class _Intervals:
-    """Percentile intervals of many pairs' differences in one kernel call per ``batch`` rows (one call per pair
-    would wake the worker threads hundreds of times for a few rows each)."""
+    """Intervals of many pairs' differences in one call per ``batch`` rows (one kernel call per pair would wake the
+    worker threads hundreds of times for a few rows each). BCa reads each pair's own jackknife rows (as many as its
+    clusters), so its pairs are done one at a time."""
 
-    def __init__(self, batch: int = 512):
-        self.batch = batch
+    def __init__(self, resamples: int, method: str, batch: int = 512):
+        self.resamples, self.method, self.batch = resamples, method, batch
         self.rows: list[dict] = []
         self.diffs: list[np.ndarray] = []
         self.done: list[dict] = []
 
-    def add(self, rows: list[dict], diffs: np.ndarray) -> None:
+    def add(self, rows: list[dict], diffs: np.ndarray, masks: np.ndarray) -> None:
         if not rows:
             return
+        if needs_jackknife(self.method):
+            self._fill(rows, diffs, masks)
+            self.done += rows
+            return
         self.rows += rows
-        self.diffs.append(diffs)
+        self.diffs.append(diffs[:, :1 + self.resamples])
         if len(self.rows) >= self.batch:
             self.flush()
 
+    def _fill(self, rows: list[dict], diffs: np.ndarray, masks: np.ndarray | None) -> None:
+        clusters = np.array([row["n_clusters"] for row in rows])
+        low, high = intervals(diffs, self.resamples, self.method, clusters, CONFIDENCE_LEVEL, masks)
+        for row, lo, hi in zip(rows, low, high, strict=True):
+            row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+
     def flush(self) -> list[dict]:
         if self.rows:
-            stack = np.vstack(self.diffs)
-            if stack.shape[1] > 1:
-                alpha = (1 - CONFIDENCE_LEVEL) / 2
-                low, high = percentile_interval(np.ascontiguousarray(stack[:, 1:]).T, alpha, 1 - alpha)
-                for row, lo, hi in zip(self.rows, low, high, strict=True):
-                    row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
+            self._fill(self.rows, np.vstack(self.diffs), None)
             self.done += self.rows
             self.rows, self.diffs = [], []
         return self.done
@@ -252,62 +273,69 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, b: UnitValues, resamples: int,
-                       seed: int) -> tuple[UnitValues, UnitValues] | None:
-    """Both units again, on their common items only, in one pass where they draw the same items."""
+                       seed: int, cluster: ClusterChoice = None,
+                       interval: str = DEFAULT_METHOD) -> tuple[UnitValues, UnitValues] | None:
+    """Both units again, on their common questions only, in one pass where they draw the same clusters."""
     spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
     if not common:
         return None
-    frame = prepare(predictions).filter(pl.col("protocol") == protocol)
+    frame = with_clusters(prepare(predictions), cluster).filter(pl.col("protocol") == protocol)
     if spec.derive is not None:
         frame = spec.derive(frame)
     keys = pl.DataFrame([a.key, b.key], schema=list(UNIT), orient="row")
     frame = frame.filter(pl.col("mode") != "open").join(keys, on=list(UNIT), how="semi") \
-        .filter(pl.col(CLUSTER).is_in(common))
+        .filter(pl.col(QUESTION).is_in(common))
     again = Collector()
-    protocol_rows(frame, spec, resamples, seed, again)
+    protocol_rows(frame, spec, resamples, seed, again, interval)
     found = {u.key: u for u in again.units}
     return (found[a.key], found[b.key]) if a.key in found and b.key in found else None
 
 
 def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
-                permutations: int) -> list[dict]:
+                permutations: int, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD) -> list[dict]:
     order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
-    intervals = _Intervals()
+    pending = _Intervals(resamples, interval)
     jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
-            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed)
+            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed, cluster, interval)
             if again is None:
                 continue
             a, b = again
-        intervals.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names))
+        pending.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names, resamples))
     for u in collector.open_units:
-        intervals.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE))
+        pending.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE,
+                               resamples))
     results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),
                               [stream for _, _, stream in jobs])
     for (row, _, _), (_, p) in zip(jobs, results, strict=True):
         row["p_value"] = _num(p)
-    return intervals.flush()
+    return pending.flush()
 
 
 def table_of(rows: Iterable[dict]) -> pl.DataFrame:
     rows = list(rows)
     floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted")
-    schema = {c: pl.Float64 if c in floats else pl.Int64 if c == "n_items" else pl.Utf8 for c in PAIRED_COLUMNS}
+    schema = {c: pl.Float64 if c in floats else pl.Int64 if c in ("n_items", "n_clusters") else pl.Utf8
+              for c in PAIRED_COLUMNS}
     frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return _bh(frame)
 
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                       permutations: int = 10_000) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The metrics table and the paired table of a predictions frame, from one resampling pass."""
+                       permutations: int = 10_000, cluster: ClusterChoice = None,
+                       interval: str = DEFAULT_METHOD) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
+    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``)."""
     collector = Collector()
-    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector)
-    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations))
+    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
+                            interval=interval)
+    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval))
 
 
 def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
-                 permutations: int = 10_000) -> pl.DataFrame:
-    return metrics_and_paired(predictions, resamples, seed, permutations)[1]
+                 permutations: int = 10_000, cluster: ClusterChoice = None,
+                 interval: str = DEFAULT_METHOD) -> pl.DataFrame:
+    return metrics_and_paired(predictions, resamples, seed, permutations, cluster, interval)[1]

@@ -1,12 +1,16 @@
 """``omnieval power``: the smallest paired difference a benchmark can detect, and the items needed for a given one.
 
-A paired comparison of two models on the same n items estimates ``acc_a - acc_b``; with items as clusters its
-variance is ``sd_diff^2 / n``, ``sd_diff`` the standard deviation over items of the linearised per-item difference
-``z_i = (s_ai - acc_a c_ai) / mean(c_a) - (s_bi - acc_b c_bi) / mean(c_b)`` (``s``, ``c``: an item's correct and
+A paired comparison of two models on the same n clusters (the resampling units, ``stats.clusters``: the questions
+by default, the anchors where those are the unit) estimates ``acc_a - acc_b``; its variance is ``sd_diff^2 / n``,
+``sd_diff`` the standard deviation over clusters of the linearised per-cluster difference
+``z_i = (s_ai - acc_a c_ai) / mean(c_a) - (s_bi - acc_b c_bi) / mean(c_b)`` (``s``, ``c``: a cluster's correct and
 valid instances in the cell): the clustered (sandwich) variance of a ratio of sums, which is what the bootstrap
-over items estimates. For a two-sided test at level ``alpha`` and power ``1 - beta``::
+over clusters estimates. For a two-sided test at level ``alpha`` and power ``1 - beta``::
 
-    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * sd_diff / sqrt(n)        items(effect) = ((z + z) * sd_diff / effect)^2
+    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * sd_diff / sqrt(n)     clusters(effect) = ((z + z) * sd_diff / effect)^2
+
+``items_needed`` is ``clusters_needed`` times the items per cluster of these predictions (the same number where the
+unit is the question): more questions per anchor do not replace anchors.
 
 From a predictions file, per protocol x prompt x split and per cell (accuracy per condition, and ``all`` pooling the
 conditions): ``sd_diff`` is the median over model pairs of the observed one; with one model it comes from that
@@ -30,8 +34,9 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-POWER_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "n_items", "instances", "accuracy", "sd_item",
-                 "correlation", "correlation_source", "sd_diff", "alpha", "power", "mde", "effect", "items_needed")
+POWER_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "n_items", "n_clusters", "instances", "accuracy",
+                 "sd_item", "correlation", "correlation_source", "sd_diff", "alpha", "power", "mde", "effect",
+                 "items_needed", "clusters_needed")
 ALPHA = 0.05
 POWER = 0.80
 
@@ -84,8 +89,10 @@ def _linearised(s: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _cell_row(protocol: str, prompt: str, split: str, key: str, s: np.ndarray, c: np.ndarray, models: list[str],
-              correlation: float | None, alpha: float, power: float, effect: float | None) -> dict:
-    """One cell: ``s``, ``c`` are items x models (correct and valid instances; NaN where a model has no item)."""
+              correlation: float | None, alpha: float, power: float, effect: float | None,
+              n_items: int | None = None) -> dict:
+    """One cell: ``s``, ``c`` are clusters x models (correct and valid instances; NaN where a model has no row in
+    a cluster); ``n_items`` the questions behind them (default: one per cluster)."""
     z = np.column_stack([_linearised(np.nan_to_num(s[:, m]), np.nan_to_num(c[:, m])) for m in range(len(models))])
     per_model = [np.nanstd(z[:, m], ddof=1) for m in range(len(models)) if np.sum(np.isfinite(z[:, m])) > 1]
     sd_item = float(np.sqrt(np.mean(np.square(per_model)))) if per_model else math.nan
@@ -105,15 +112,17 @@ def _cell_row(protocol: str, prompt: str, split: str, key: str, s: np.ndarray, c
         rho, source, sd_diff = 0.0, "assumed 0 (one model)", sd_diff_from(sd_item, 0.0)
     if not sd_diff > 0:  # every item scored alike (e.g. all correct): the data say nothing about the variance
         sd_diff, source = math.nan, "no variation"
-    n_items = int(np.median(np.sum(c > 0, axis=0)))
+    n_clusters = int(np.median(np.sum(c > 0, axis=0)))
+    n_items = n_clusters if n_items is None else n_items
     valid = np.nansum(c)
+    needed = items_needed(sd_diff, effect, alpha, power) if effect is not None and math.isfinite(sd_diff) else None
     row = {"protocol": protocol, "prompt": prompt, "split": split, "metric": "accuracy", "key": key,
-           "n_items": n_items, "instances": float(valid / max(1, np.sum(c > 0))),
+           "n_items": n_items, "n_clusters": n_clusters, "instances": float(valid / max(1, np.sum(c > 0))),
            "accuracy": float(np.nansum(s) / valid) if valid else None, "sd_item": _num(sd_item),
            "correlation": _num(rho), "correlation_source": source, "sd_diff": _num(sd_diff), "alpha": alpha,
-           "power": power, "mde": _num(mde(sd_diff, n_items, alpha, power)), "effect": effect,
-           "items_needed": (items_needed(sd_diff, effect, alpha, power)
-                            if effect is not None and math.isfinite(sd_diff) else None)}
+           "power": power, "mde": _num(mde(sd_diff, n_clusters, alpha, power)), "effect": effect,
+           "items_needed": (None if needed is None else int(math.ceil(needed * n_items / max(1, n_clusters)))),
+           "clusters_needed": needed}
     return row
 
 
@@ -122,19 +131,22 @@ def _num(x) -> float | None:
 
 
 def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha: float = ALPHA,
-                power: float = POWER, correlation: float | None = None) -> pl.DataFrame:
+                power: float = POWER, correlation: float | None = None, cluster=None) -> pl.DataFrame:
     """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
     comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out).
-    The clusters are the bootstrap's (``metric_types.cluster_of``: the copies of one question are one)."""
-    from omnieval.core.metric_types import CLUSTER
+    The clusters are the bootstrap's (``cluster``: ``stats.clusters``; the question by default, the copies of one
+    question being one)."""
+    from omnieval.core.metric_types import CLUSTER, QUESTION
+    from omnieval.stats.clusters import with_clusters
     from omnieval.stats.read import prepare
 
-    frame = prepare(predictions).filter(pl.col("mode") != "open")
+    frame = with_clusters(prepare(predictions), cluster).filter(pl.col("mode") != "open")
     valid = frame.filter("valid").with_columns(pl.col("correct").cast(pl.Float64))
     per_cell = valid.group_by("protocol", "prompt", "split", "condition", "model", CLUSTER).agg(
-        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64))
+        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64), q=pl.col(QUESTION).n_unique())
     pooled = valid.group_by("protocol", "prompt", "split", "model", CLUSTER).agg(
-        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64)).with_columns(condition=pl.lit("all"))
+        s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64), q=pl.col(QUESTION).n_unique()) \
+        .with_columns(condition=pl.lit("all"))
     cells = pl.concat([per_cell, pooled.select(per_cell.columns)])
     order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
     rows = []
@@ -144,7 +156,9 @@ def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha
         models = sorted(g["model"].unique().to_list(), key=lambda m: order.get(m, len(order)))
         s = g.pivot("model", index=CLUSTER, values="s").select(models).to_numpy().astype(np.float64)
         c = g.pivot("model", index=CLUSTER, values="c").select(models).to_numpy().astype(np.float64)
-        rows.append(_cell_row(protocol, prompt, split, key, s, c, models, correlation, alpha, power, effect))
+        n_items = int(np.median(g.group_by("model").agg(pl.col("q").sum())["q"].to_numpy()))
+        rows.append(_cell_row(protocol, prompt, split, key, s, c, models, correlation, alpha, power, effect,
+                              n_items))
     return table_of(rows)
 
 
@@ -154,15 +168,17 @@ def from_numbers(n_items: int, accuracy: float, correlation: float, *, instances
     sd_item = sd_item_from_numbers(accuracy, instances, icc)
     sd_diff = sd_diff_from(sd_item, correlation)
     row = {"protocol": "", "prompt": "", "split": "", "metric": "accuracy", "key": "", "n_items": n_items,
-           "instances": float(instances), "accuracy": accuracy, "sd_item": sd_item, "correlation": correlation,
+           "n_clusters": n_items, "instances": float(instances), "accuracy": accuracy, "sd_item": sd_item,
+           "correlation": correlation,
            "correlation_source": "given", "sd_diff": sd_diff, "alpha": alpha, "power": power,
            "mde": _num(mde(sd_diff, n_items, alpha, power)), "effect": effect,
            "items_needed": items_needed(sd_diff, effect, alpha, power) if effect is not None else None}
+    row["clusters_needed"] = row["items_needed"]
     return table_of([row])
 
 
 def table_of(rows: Iterable[dict]) -> pl.DataFrame:
-    ints = {"n_items", "items_needed"}
+    ints = {"n_items", "n_clusters", "items_needed", "clusters_needed"}
     strings = {"protocol", "prompt", "split", "metric", "key", "correlation_source"}
     schema = {c: pl.Int64 if c in ints else pl.Utf8 if c in strings else pl.Float64 for c in POWER_COLUMNS}
     rows = list(rows)
@@ -170,7 +186,7 @@ def table_of(rows: Iterable[dict]) -> pl.DataFrame:
 
 
 def _print(table: pl.DataFrame) -> None:
-    cols = ["protocol", "prompt", "split", "key", "n_items", "accuracy", "correlation", "sd_diff", "mde",
+    cols = ["protocol", "prompt", "split", "key", "n_items", "n_clusters", "accuracy", "correlation", "sd_diff", "mde",
             "items_needed"]
     text = [[("—" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row]
             for row in table.select(cols).iter_rows()]
@@ -182,7 +198,7 @@ def _print(table: pl.DataFrame) -> None:
 
 def power_command(paths: list[str], out: str | None, *, n_items: int | None = None, accuracy: float | None = None,
                   correlation: float | None = None, instances: int = 1, icc: float = 0.0,
-                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER) -> int:
+                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None) -> int:
     """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
     from omnieval.core.schema import InputError
     from omnieval.core.store import local_folder
@@ -196,7 +212,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
     folder = local_folder(out) if out else None  # a bad --out stops here, before the computing
     if paths:
         table = power_table(read_predictions(paths), effect=effect, alpha=alpha, power=power,
-                            correlation=correlation)
+                            correlation=correlation, cluster=cluster)
     else:
         if n_items is None or accuracy is None:
             raise InputError("give predictions files, or --items and --accuracy (and --correlation)",

@@ -26,7 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from kernels.softmax import restricted_softmax
-from omnieval.core.metric_types import CLUSTER, cluster_of
+from omnieval.core.metric_types import CLUSTER, QUESTION, cluster_of, question_of
 from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
 from omnieval.core.store import StoredPath, readable, stored_path
 from omnieval.stats.registry import REGISTRY, load_protocols
@@ -247,7 +247,8 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
     choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
     and calibration and counted in ``invalid_rate``; errored rows are excluded from all of those, ``invalid_rate``
-    included, and counted in ``error_rate``. ``_cluster``: the row's resampling unit (``metric_types.cluster_of``).
+    included, and counted in ``error_rate``. ``_question``: the row's question (``metric_types.question_of``);
+    ``_cluster``: its resampling unit, the question until ``stats.clusters.with_clusters`` sets another.
 
     Rows marked ``skipped`` (not asked: media their model cannot take, ``media_policy``) are dropped here, so they
     are in no metric's numerator or denominator, ``error_rate`` included: for the metrics, the model was never
@@ -271,7 +272,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         has_conf=valid & pl.col("confidence").is_not_null(),
         conf_method=pl.col("confidence_method").fill_null("unknown"),
         mode=_mode(frame),
-        **{CLUSTER: cluster_of(frame)},
+        **{QUESTION: question_of(frame), CLUSTER: cluster_of(frame)},
     )
 
 

@@ -26,8 +26,10 @@ they compare (``ProtocolMetrics.tests``, a ``core.protocol_views.ConditionTests`
   same open answers (``comparison`` = ``a vs b``), exact McNemar on the answers both graded validly; estimate = a's
   accuracy minus b's. The pairs are answers, not items: a judge pair disagreeing systematically is what it detects.
 
-"Item" in the sign-flip tests is the resampling unit of the bootstrap (``metric_types.cluster_of``): the rotated
-copies of one question (``group``) are one unit, their differences averaged, so a flip moves them together.
+"Item" in the sign-flip tests is the resampling unit of the bootstrap (``stats.clusters``: the question by default,
+whose rotated copies (``group``) are one unit; an anchor where the protocol's unit is the anchor): a unit's
+differences are averaged, so a flip moves them together. McNemar's tests compare answers and the Wilcoxon and
+Friedman tests their protocol's blocks, whatever the unit.
 
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
 (statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
@@ -50,6 +52,7 @@ from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
 from omnieval.core.protocol_views import ConditionTests
 from omnieval.core.store import local_folder
+from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare, read_predictions
 
@@ -249,14 +252,16 @@ def _bh(table: pl.DataFrame) -> pl.DataFrame:
     return bh_within(table, pl.concat_str(family, separator="|"))
 
 
-def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0) -> pl.DataFrame:
+def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0,
+                cluster: ClusterChoice = None) -> pl.DataFrame:
     """All tests of a predictions frame (as returned by ``read_predictions``) as one table: a protocol's tests on its
     conditions (its ``ProtocolMetrics.tests``: Wilcoxon and Friedman first, McNemar after the permutation tests),
-    the permutation tests of every protocol, the open-ended tests."""
+    the permutation tests of every protocol (over the units ``cluster`` names: ``stats.clusters``), the open-ended
+    tests."""
     from omnieval.stats.registry import REGISTRY, load_protocols
 
     load_protocols()
-    frame = prepare(predictions)
+    frame = with_clusters(prepare(predictions), cluster)
     first, last = [], []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
@@ -276,12 +281,13 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
     return _bh(table)
 
 
-def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0) -> int:
+def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0,
+                  cluster: ClusterChoice = None) -> int:
     """Write ``tests.csv`` and ``tests.parquet`` to ``out``."""
     start = time.perf_counter()
     paths = list(paths)
     folder = local_folder(out)  # a bad --out stops here, before the computing
-    table = stats_table(read_predictions(paths), permutations=permutations, seed=seed)
+    table = stats_table(read_predictions(paths), permutations=permutations, seed=seed, cluster=cluster)
     folder.mkdir(parents=True, exist_ok=True)
     table.write_csv(folder / "tests.csv")
     table.write_parquet(folder / "tests.parquet")

@@ -25,7 +25,7 @@ A sweep file (``yaml.safe_load``; every field validated, errors name the file an
         num_gpus: 1
         batch_size: 16
     max_concurrent_models: 4               # models side by side when their replicas fit (default 1: one at a time)
-    metrics: {resamples: 2000}             # also seed, permutations (as omnieval metrics), enabled
+    metrics: {resamples: 2000}             # also seed, permutations, cluster (as omnieval metrics), enabled
 
 Before Ray starts, the whole sweep is checked: the config (pydantic), each model path (``check_model_paths``), and
 each benchmark is loaded, expanded and media-checked once (``run.plan.make_plan``), so a typo fails in seconds

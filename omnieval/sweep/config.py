@@ -139,6 +139,24 @@ class MetricsSettings(_Config):
     seed: int | None = Field(default=None, description="bootstrap seed (default: the sweep's seed)")
     permutations: int = Field(default=10_000, ge=1, description="sign-flip permutations per paired difference "
                               "(paired.csv, as omnieval metrics --permutations)")
+    cluster: str | dict[str, str] | None = Field(
+        default=None, description="the resampling unit (as omnieval metrics --cluster): item, anchor or any column "
+                                  "of the predictions, or protocol -> unit; default: each protocol's own")
+
+    @field_validator("cluster")
+    @classmethod
+    def _known_units(cls, v: str | dict[str, str] | None) -> str | dict[str, str] | None:
+        from omnieval.protocols import known_protocols
+
+        if isinstance(v, dict):
+            unknown = sorted(set(v) - set(known_protocols()))
+            if unknown:
+                raise ValueError(f"cluster names unknown protocol(s) {unknown}; known: {', '.join(known_protocols())}")
+            if any(not str(unit).strip() for unit in v.values()):
+                raise ValueError("cluster: every protocol needs a unit (item, anchor or a column)")
+        elif v is not None and not v.strip():
+            raise ValueError("cluster: give a unit (item, anchor or a column)")
+        return v
 
 
 class SweepConfig(_Config):

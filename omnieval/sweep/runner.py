@@ -23,7 +23,15 @@ from omnieval.sweep.expand import (
     plan_benchmarks,
 )
 from omnieval.sweep.schedule import Demand, model_demand, next_to_start, start_order
-from omnieval.sweep.state import MARKER, completeness, has_files, num_rows, read_json, write_metrics
+from omnieval.sweep.state import (
+    MARKER,
+    completeness,
+    has_files,
+    num_rows,
+    read_json,
+    resolved_units,
+    write_metrics,
+)
 from omnieval.sweep.status import RunOutcome, RunProgress, SweepResult, log_line
 
 
@@ -314,7 +322,7 @@ class SweepRunner:
         if not m.enabled:
             return None
         return {"resamples": m.resamples, "seed": self.sweep.seed if m.seed is None else m.seed,
-                "permutations": m.permutations}
+                "permutations": m.permutations, "cluster": resolved_units(m.cluster)}
 
     def _marker(self, spec: RunSpec, outcome: RunOutcome, state: str) -> dict:
         return {"state": state, "fingerprint": outcome.fingerprint, "key": spec.key, "sweep": self.sweep.name,

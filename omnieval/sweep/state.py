@@ -63,13 +63,26 @@ def has_files(store) -> bool:
     return any(i.type == pafs.FileType.File for i in infos)
 
 
+def resolved_units(choice) -> dict[str, str]:
+    """Every known protocol's resampling unit under a sweep's ``metrics.cluster`` (``stats.clusters``): what a run
+    marker records, so that a changed choice, or a changed default, recomputes the metrics."""
+    from omnieval.protocols import known_protocols
+    from omnieval.stats.clusters import cluster_for
+
+    return {protocol: cluster_for(protocol, choice) for protocol in known_protocols()}
+
+
 def write_metrics(store, settings: dict) -> int:
     """The run's ``metrics/`` folder: the files ``omnieval metrics`` writes (``stats.command.metrics_files``), of the
     predictions read where the run wrote them, with the sweep's metrics ``settings``; returns the metric rows."""
+    from omnieval.stats.clusters import default_cluster
     from omnieval.stats.command import metrics_files
 
+    # only the units that differ from a protocol's default are the user's choice (a default unit whose column the
+    # predictions lack falls back to the question; a chosen one must exist)
+    chosen = {p: u for p, u in (settings.get("cluster") or {}).items() if u != default_cluster(p)}
     made = metrics_files([store.location("predictions.parquet")], resamples=settings["resamples"],
-                         seed=settings["seed"], permutations=settings["permutations"])
+                         seed=settings["seed"], permutations=settings["permutations"], cluster=chosen or None)
     for name, data in made.files.items():
         store.write_bytes(f"metrics/{name}", data)
     return len(made.metrics)
