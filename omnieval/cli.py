@@ -691,7 +691,8 @@ def _add_bench(sub) -> None:
     s = bsub.add_parser("coverage", help="coverage of each interval method against a known truth on simulated "
                         "predictions at the seed papers' sizes, with and without cluster effects")
     s.add_argument("--quick", action="store_true", help="smaller sizes and 12 replicates (smoke test)")
-    s.add_argument("--replicates", type=_bounded(1), default=None, help="simulated studies per design (400)")
+    s.add_argument("--replicates", type=_bounded(1), default=None, help="simulated studies per design (1,000 for "
+                   "dissonance, 400 for crossmodal)")
     s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items"), default=None,

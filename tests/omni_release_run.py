@@ -88,8 +88,18 @@ def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFram
     assert sorted(rows["condition"].unique().to_list()) == sorted(conditions)
     assert rows.height == n_items * len(conditions) * len(MODELS)
 
+    # every row names the file its item's questions share, the video, else the image, else the audio (as released)
+    items = items_of(bench)
+    shared = {i: next(it["media"][m] for m in ("video", "image", "audio") if m in it["media"])
+              for i, it in items.items()}
+    assert dict(rows.select("item_id", "media_unit").unique().iter_rows()) == shared
     assert main(["metrics", str(predictions), "--out", str(base / "metrics"), "--resamples", "200",
                  "--permutations", "200"]) == 0
+    # ... and the intervals resample those files: one cluster per distinct file
+    doc = json.loads((base / "metrics" / "metrics.json").read_text())
+    assert doc["cluster"] == {"spectrum": "media_unit"}
+    normal = [r for r in doc["metrics"] if r["metric"] == "accuracy" and r["key"] == "normal"]
+    assert normal and {r["n_clusters"] for r in normal} == {len(set(shared.values()))}
     table = pl.read_csv(base / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
     got = {(r["model"], r["metric"], r["key"] or ""): r["value"] for r in table.iter_rows(named=True)
            if r["protocol"] == "spectrum"}

@@ -233,6 +233,12 @@ class Instance(Strict):
     ``evidence_modality``: the modality the item's answer evidence comes from, as its benchmark labels it
     (``spectrum.Item.evidence_modality``); metrics are also given per label.
 
+    ``media_unit``: the media file the item's questions share (a video several questions ask about, the clip an
+    entity is), named by its benchmark-relative path, the same in every instance of the item; set by the protocol
+    from the item, never from what an instance shows (a shuffled condition shows another item's media). The default
+    resampling unit of the protocols whose items share media (``stats.clusters``); None: the item shares nothing
+    the protocol can name.
+
     ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
@@ -264,6 +270,7 @@ class Instance(Strict):
     evidence: dict[str, str | None] = Field(default_factory=dict)
     donors: dict[str, str] | None = None
     evidence_modality: str | None = None
+    media_unit: str | None = None
 
     def media_segments(self) -> list[Segment]:
         """Every media segment the model is shown: the context's, then the options' (in label order)."""
@@ -299,6 +306,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("group", pa.string()),
     ("donors", pa.string()),
     ("evidence_modality", pa.string()),
+    ("media_unit", pa.string()),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -334,7 +342,8 @@ described (null for a direct model call), ``intermediate_text`` is a JSON object
 ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the question an item
 is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of ``item_id``; ``donors``
 (shuffled conditions) a JSON object modality -> the ``item_id`` that modality was taken from (``Instance.donors``);
-``evidence_modality`` the modality an item's answer evidence comes from, as its benchmark labels it;
+``evidence_modality`` the modality an item's answer evidence comes from, as its benchmark labels it; ``media_unit``
+the media file the item's questions share (``Instance.media_unit``), the default resampling unit where it is set;
 ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
 out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 

@@ -42,6 +42,9 @@ from omnieval.protocols.crossmodal import DIRECTIONS
 from omnieval.protocols.dissonance import CONDITIONS, MODALITIES, condition_vector, level
 
 NOMINAL = 0.95
+DEFAULT_REPLICATES = {"dissonance": 1_000, "crossmodal": 400}
+"""Studies per design: 1,000 for OMD-Bench's design (0.2 s a study; Monte Carlo se 0.007 at 0.95, small enough to
+tell 0.93 from 0.95), 400 for XModBench's 10,140 questions (2 s a study)."""
 BAND = (0.93, 0.97)
 CORRUPTION = np.array([0.6, 0.2, 1.0])  # logit lost when video, audio, text show another anchor
 HUMAN_ABSTAIN = np.array([0.0, 0.0, 0.012, 0.976])  # per level k (the OMD-Bench paper's human targets)
@@ -165,7 +168,7 @@ def simulate_crossmodal(design: Design, rng: np.random.Generator) -> pl.DataFram
         "item_id": np.char.add("x", q.astype(str)),
         "instance_id": np.char.add(np.char.add("x", q.astype(str)), np.array(DIRECTIONS)[d]),
         "condition": np.array(DIRECTIONS)[d], "target": "A", "choice": np.where(right.reshape(-1), "A", "B"),
-        "clip": np.char.add("clip", clip[q].astype(str)),
+        design.unit: np.char.add("clip", clip[q].astype(str)),
     }).with_columns(abstain_label=pl.lit(None, pl.Utf8), confidence=pl.lit(None, pl.Float64),
                     confidence_method=pl.lit(None, pl.Utf8))
 
@@ -352,13 +355,13 @@ PARTS = ("main", "few-anchors", "few-items")
 def designs(quick: bool) -> dict[str, list[Design]]:
     """The designs of each part: ``main`` (a) and (b), ``few-anchors`` (c), ``few-items`` (d)."""
     if quick:
-        return {"main": [Design("dissonance", 6, 3, 1.0), Design("crossmodal", 20, 3, 1.0, unit="clip")],
+        return {"main": [Design("dissonance", 6, 3, 1.0), Design("crossmodal", 20, 3, 1.0, unit="media_unit")],
                 "few-anchors": [Design("dissonance", 5, 3, 1.0)],
-                "few-items": [Design("crossmodal", 5, 1, 0.0, unit="clip")]}
+                "few-items": [Design("crossmodal", 5, 1, 0.0, unit="media_unit")]}
     return {"main": [*(Design("dissonance", 27, 10, sd) for sd in (0.0, 0.5, 1.0)),
-                     *(Design("crossmodal", 2_535, 4, sd, unit="clip") for sd in (0.0, 1.0))],  # 10,140 items
+                     *(Design("crossmodal", 2_535, 4, sd, unit="media_unit") for sd in (0.0, 1.0))],  # 10,140 items
             "few-anchors": [Design("dissonance", c, 10, 1.0) for c in (5, 8, 10, 12, 18, 40)],
-            "few-items": [Design("crossmodal", c, 1, 0.0, unit="clip") for c in (5, 8, 10, 12, 18, 27, 40)]}
+            "few-items": [Design("crossmodal", c, 1, 0.0, unit="media_unit") for c in (5, 8, 10, 12, 18, 27, 40)]}
 
 
 FEW_TITLES = {"few-anchors": "(c) few clusters: design (a), anchor sd 1.0, {per} questions per anchor, anchors "
@@ -373,12 +376,14 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
     itself)."""
     from omnieval.stats.intervals import DEFAULT_METHOD
 
-    replicates = replicates or (3 if quick else 400)
     resamples = resamples or (100 if quick else 2_000)
-    judged = replicates >= 100  # fewer replicates cannot tell 0.93 from 0.97
+    per_design = {d: replicates or (3 if quick else DEFAULT_REPLICATES[d.protocol]) for ds in designs(quick).values()
+                  for d in ds}
+    judged = min(per_design.values()) >= 100  # fewer replicates cannot tell 0.93 from 0.97
     plan = designs(quick)
     start = time.perf_counter()
-    print(f"omnieval bench coverage: {replicates} replicates x {resamples:,} resamples per design, nominal "
+    counts = " / ".join(f"{n:,} ({p})" for p, n in {d.protocol: n for d, n in per_design.items()}.items())
+    print(f"omnieval bench coverage: {counts} replicates x {resamples:,} resamples per design, nominal "
           f"{NOMINAL:.0%}, Monte Carlo se after ±; * = the default interval (target {BAND[0]}-{BAND[1]}); "
           f"{os.cpu_count()} cores")
     missed = 0
@@ -386,6 +391,7 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
         header = ["design", "metric", *HEADER, "default"]
         lines = []
         for i, design in enumerate(plan["main"]):
+            replicates = per_design[design]
             got = coverage(design, replicates, resamples, seed + i)
             default = default_method(design)
             for metric, key in _targets(design):
@@ -405,6 +411,7 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
         print("\n" + FEW_TITLES[part].format(per=per))
         lines = []
         for j, design in enumerate(plan[part]):
+            replicates = per_design[design]
             got = coverage(design, replicates, resamples, seed + offset + j, methods=few_methods)
             for metric, key in _targets(design):
                 lines.append([str(design.n_clusters), f"{metric} {key}".strip(),

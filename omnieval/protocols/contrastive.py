@@ -243,7 +243,7 @@ def expand(item: Item, seed: int, options: Options | None = None) -> list[Instan
                 question=item.question, option_labels=labels, option_texts=[f"Scene {lab}" for lab in labels],
                 option_segments=segments, target=target, task=item.task, category=item.category,
                 n_inputs=n, selection_type=item.selection_type, answer_modality=item.answer_modality,
-                evidence=evidence,
+                evidence=evidence, media_unit=item.inputs[item.answer].path,
             ))
     return out
 
@@ -351,6 +351,7 @@ def metrics_spec():
     return ProtocolMetrics(
         name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns, conditions=CONDITIONS,
         paired=PairedHeadline(every_key=("accuracy",), overall=("permutation_consistency",)),
+        cluster="media_unit",  # the questions one input answers share it (docs/reference.md, Resampling unit)
         headlines=(HeadlineTable("Accuracy by number of inputs, permutation consistency, position bias of A",
                                  _headline_rows),))
 

@@ -247,6 +247,21 @@ def _percepts(context_modalities: Iterable[str], candidate_modality: str, target
     return {f"{m}->{candidate_modality}": target for m in context_modalities}
 
 
+def media_unit(item: Item) -> str | None:
+    """The file an item's questions share (``Instance.media_unit``): in the entity form the context entity's vision,
+    else its audio (every direction shows that entity, in one modality or another); in the explicit form the first
+    media context of its directions in ``DIRECTIONS`` order (the clip the item is about, as ``A->T`` shows it).
+    None: a context in text only."""
+    if item.context is not None:
+        return item.context.video or item.context.image or item.context.audio
+    for direction in DIRECTIONS:
+        entry = (item.directions or {}).get(direction)
+        for inp in entry.context if entry is not None else ():
+            if inp.modality != "text":
+                return inp.input
+    return None
+
+
 def expand_entities(item: Item, directions: Sequence[str], seed: int) -> list[Instance]:
     """Entity form: one instance per direction, options shuffled with keyed randomness."""
     entities = [item.context, *item.distractors]
@@ -269,7 +284,7 @@ def expand_entities(item: Item, directions: Sequence[str], seed: int) -> list[In
             question=_question(item, direction, context_modalities, cand_modality),
             option_labels=labels, option_texts=[e.text for e in shown],
             option_segments=[_segment(m, v) for m, v in rendered], target=target,
-            task=item.task, subtask=item.subtask, category=item.category,
+            task=item.task, subtask=item.subtask, category=item.category, media_unit=media_unit(item),
             evidence=_percepts(context_modalities, cand_modality, target),
         ))
     return out
@@ -294,7 +309,7 @@ def expand_released(item: Item, directions: Sequence[str], seed: int) -> list[In
             option_texts=[o.input if o.modality == "text" else f"({o.modality} {lab})"
                           for o, lab in zip(entry.options, labels, strict=True)],
             option_segments=[_segment(o.modality, o.input) for o in entry.options], target=entry.answer,
-            task=item.task, subtask=item.subtask, category=item.category,
+            task=item.task, subtask=item.subtask, category=item.category, media_unit=media_unit(item),
             evidence=_percepts(context_modalities, cand_modality, entry.answer),
         ))
     return out
@@ -445,6 +460,7 @@ def metrics_spec():
         name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
         conditions=DIRECTIONS + EXTRA_CONDITIONS,
         paired=PairedHeadline(every_key=("accuracy", "disparity"), overall=("average", "consistency")),
+        cluster="media_unit",  # the questions about one clip share it (docs/reference.md, Resampling unit)
         headlines=(HeadlineTable("Modality disparity, direction imbalance and consistency, with the average accuracy",
                                  _headline_rows),))
 

@@ -269,7 +269,18 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
         target=item.answer, task=item.task, category=item.category, group=item.group, evidence=clues,
         donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
+        media_unit=media_unit(item),
     )
+
+
+MEDIA_UNIT_ORDER = ("video", "image", "audio")
+
+
+def media_unit(item: Item) -> str:
+    """The file an item's questions share (``Instance.media_unit``): its video, else its image, else its audio. The
+    questions a benchmark asks about one clip share its video (its audio is most often that clip's soundtrack), so
+    the video names them together."""
+    return next(item.media[m] for m in MEDIA_UNIT_ORDER if m in item.media)
 
 
 def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Options | None = None) -> list[Instance]:
@@ -584,6 +595,7 @@ def metrics_spec():
     return ProtocolMetrics(name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns,
                            conditions=ALL_CONDITIONS,
                            paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
+                           cluster="media_unit",  # questions about one clip share it (docs/reference.md)
                            headlines=(HeadlineTable(_headline_title, _headline_rows),))
 
 

@@ -34,6 +34,10 @@ packed (``stages.pack_rows``), under Ray's 100 KiB inline limit, so they reach t
 512 multiple-choice rows of the simulated engine pack to ~70 KB, 1,024 to ~140 KB."""
 BATCHES_PER_BLOCK = 16
 DEFAULT_BLOCK_INSTANCES = 256
+NAMING_FIELDS = frozenset({"donors", "media_unit"})
+"""Instance fields that name where content came from rather than what is shown: out of the digest, and out of an
+instance's stored JSON where unset."""
+
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.string())])
 """An instance block: the id, the instance as JSON, and the media refs of its segments (JSON list)."""
@@ -128,10 +132,10 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
     for first in range(0, len(instances), size):
         ids, texts, paths = [], [], []
         for inst in instances[first:first + size]:
-            # ``donors`` only names where the content shown came from (the content itself is hashed), and is left
-            # out of the digest so that outputs written before the field existed resume.
-            text = inst.model_dump_json(exclude={"donors"} if inst.donors is None else None)
-            digest.update((text if inst.donors is None else inst.model_dump_json(exclude={"donors"})).encode())
+            # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
+            # hashed), and are left out of the digest so that outputs written before the fields existed resume.
+            text = inst.model_dump_json(exclude={k for k in NAMING_FIELDS if getattr(inst, k) is None})
+            digest.update(inst.model_dump_json(exclude=set(NAMING_FIELDS)).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:

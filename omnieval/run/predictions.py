@@ -113,7 +113,7 @@ class Prediction:
             "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
             "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
             "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,
-            "evidence_modality": inst.evidence_modality,
+            "evidence_modality": inst.evidence_modality, "media_unit": inst.media_unit,
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "error_kind": self.error_kind, "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode,
             "answer_text": self.answer_text,

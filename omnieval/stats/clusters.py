@@ -7,8 +7,9 @@ as fixed and is too narrow when anchors differ; resampling anchors is honest for
 
 * ``item`` (or ``group``, the same unit): the question, ``metric_types.question_of`` (an item's ``item_id``, or its
   ``group`` where copies of one question share one);
-* any column of the predictions (``anchor``, a column naming the media file an item's questions share, ...): rows with
-  equal values are one unit; a row where the column is null is its question's own unit.
+* any column of the predictions (``anchor``, ``media_unit`` the media file an item's questions share, ...): rows
+  with equal values are one unit; a row where the column is null goes with its question's other rows, and a question
+  with no value in any row is its own unit.
 
 A unit must hold whole questions (every row of a question, in every condition, model and mode, in one unit), so that
 the conditions of an item stay paired inside it; a column that varies within a question is refused, naming the
@@ -85,6 +86,10 @@ def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     if column in QUESTION_UNITS:
         return pl.col(QUESTION)
     value = pl.col(column).cast(pl.Utf8)
+    # A null takes the value of its question's other rows (rows written before the column existed, resumed beside
+    # rows that have it); a question with no value at all is its own unit.
+    question = [c for c in ("protocol", "split") if c in frame.columns] + [QUESTION]
+    value = value.fill_null(value.max().over(question))
     return pl.when(value.is_null()).then(pl.lit(_FALLBACK) + pl.col(QUESTION)).otherwise(value)
 
 

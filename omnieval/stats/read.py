@@ -69,7 +69,8 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
     casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
-    for column in ("anchor", "task", "subtask", "category", "group", "evidence_modality", "error", "error_kind"):
+    for column in ("anchor", "task", "subtask", "category", "group", "evidence_modality", "media_unit", "error",
+                   "error_kind"):
         if column in frame.columns:
             casts[column] = pl.Utf8
     for column, dtype in casts.items():
