@@ -134,7 +134,7 @@ def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations, cluster=_cluster(args))
+                           permutations=args.permutations, cluster=_cluster(args), interval=args.interval)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -435,10 +435,14 @@ def _add_statistics_commands(sub) -> None:
                        "files")
     p.add_argument("predictions", nargs="+", help="predictions files (.parquet, .jsonl, .csv) of one or more runs")
     p.add_argument("--out", required=True, help="folder for metrics.csv/.parquet/.json and paired.csv/.parquet")
-    p.add_argument("--resamples", type=_bounded(1), default=10_000, help="bootstrap resamples (clustered by item)")
+    p.add_argument("--resamples", type=_bounded(1), default=10_000,
+                   help="bootstrap resamples (clustered by each protocol's unit, --cluster)")
     p.add_argument("--permutations", type=_bounded(1), default=10_000,
                    help="for the paired differences' permutation tests")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (recorded in the output)")
+    p.add_argument("--interval", choices=("t", "percentile", "bca"), default="t",
+                   help="how a 95%% interval is formed from the resamples (default t, with C - 1 degrees of freedom "
+                        "over the C clusters; recorded in metrics.json; docs/reference.md)")
     _cluster_flag(p)
     p.set_defaults(func=_metrics)
 

@@ -236,3 +236,25 @@ def test_dissonance_resamples_anchors_by_default_and_questions_without_them():
     assert row["n_clusters"] == row["n_items"] == 60
     with pytest.raises(InputError, match="the column is absent"):
         metrics_table(bare, resamples=100, cluster="anchor")
+
+
+def test_the_interval_method_is_a_choice_of_omnieval_metrics(tmp_path):
+    from omnieval.cli import main
+    from omnieval.stats.metrics import metrics_table
+
+    path = tmp_path / "predictions.parquet"
+    frame = anchored(seed=14)
+    frame.write_parquet(path)
+    for method in ("percentile", "t"):
+        assert main(["metrics", str(path), "--out", str(tmp_path / method), "--resamples", "300",
+                     "--permutations", "50", "--interval", method]) == 0
+    docs = {m: json.loads((tmp_path / m / "metrics.json").read_text()) for m in ("percentile", "t")}
+    assert docs["percentile"]["interval"] == "percentile" and docs["t"]["interval"] == "t"
+    want = metrics_table(frame, resamples=300, interval="percentile").filter(
+        (pl.col("model") == "model00") & (pl.col("metric") == "accuracy") & (pl.col("key") == "C000")
+    ).row(0, named=True)
+    got = {m: next(r for r in docs[m]["metrics"] if (r["model"], r["metric"], r["key"]) == ("model00", "accuracy",
+                                                                                            "C000")) for m in docs}
+    assert (got["percentile"]["ci_low"], got["percentile"]["ci_high"]) == pytest.approx((want["ci_low"],
+                                                                                          want["ci_high"]), abs=1e-12)
+    assert got["t"]["ci_low"] != pytest.approx(got["percentile"]["ci_low"], abs=1e-9)

@@ -79,11 +79,13 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
-                    permutations: int = 10_000, cluster: ClusterChoice = None) -> int:
+                    permutations: int = 10_000, cluster: ClusterChoice = None,
+                    interval: str = DEFAULT_METHOD) -> int:
     """Write ``metrics_files`` to the local folder ``out`` and print the headline tables."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
-    made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
+    made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster,
+                         interval=interval)
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in made.files.items():
         (folder / name).write_bytes(data)
