@@ -50,6 +50,8 @@ of ``seed``: same seed, same weights, same files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from omnieval.dev import (
@@ -296,149 +298,103 @@ def _qwen25_vl(tok, seed: int):
 TINY_VL_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 64 * 28 * 28}
 
 
-def _save_family_processor(arch: str, tok, out: Path) -> None:
-    """Write the family's official processor next to the model (``AutoProcessor.from_pretrained`` reads it back),
-    and, for Qwen2-Audio, rename the weights to the hub layout (transformers 5.19 saves
+def _save_qwen2_audio(tok, out: Path) -> None:
+    """Qwen2-Audio's processor, and its weights renamed to the hub layout (transformers 5.19 saves
     ``language_model.model.model.*``, which vLLM's loader does not know; transformers maps the hub layout itself)."""
-    if arch == "qwen2-audio":
-        from safetensors.torch import load_file, save_file
-        from transformers import Qwen2AudioProcessor, WhisperFeatureExtractor
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen2AudioProcessor, WhisperFeatureExtractor
 
-        weights = out / "model.safetensors"
-        state = {k.replace("language_model.model.model.", "language_model.model."): v
-                 for k, v in load_file(weights).items()}
-        save_file(state, weights, metadata={"format": "pt"})
-        Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
-                            tokenizer=tok).save_pretrained(out)
-    elif arch == "qwen2.5-vl":
-        from transformers import Qwen2_5_VLProcessor
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
-        from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
-
-        Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(size=TINY_VL_PIXELS),
-                            video_processor=Qwen2VLVideoProcessor(size=TINY_VL_PIXELS), tokenizer=tok,
-                            chat_template=tok.chat_template).save_pretrained(out)
-    elif arch == "llava-onevision":
-        tiny_families.save_llava_onevision_processor(tok, out)
-    elif arch == "internvl":
-        tiny_families.save_internvl_processor(tok, out)
-    elif arch == "gemma3n":
-        tiny_families.save_gemma3n_processor(tok, out)
-    elif arch == "qwen3-omni":
-        tiny_qwen3_omni.save_qwen3_omni_processor(tok, out)
-    elif arch in ("qwen3-vl", "qwen3-vl-moe", "qwen3.5"):
-        tiny_qwen3_vl.save_qwen3_vl_processor(tok, out)
-        if arch == "qwen3-vl-moe":
-            tiny_qwen3_vl_moe.transpose_experts(out)
-    elif arch == "audioflamingo3":
-        tiny_audioflamingo3.save_audioflamingo3_processor(tok, out)
-    elif arch == "musicflamingo":
-        tiny_musicflamingo.save_musicflamingo_processor(tok, out)
-    elif arch == "granite-speech":
-        tiny_granite_speech.save_granite_speech_processor(tok, out)
-    elif arch == "voxtral":
-        tiny_voxtral.save_voxtral_processor(tok, out)
-    elif arch == "gemma4":
-        tiny_gemma4.save_gemma4_processor(tok, out)
-    elif arch == "gemma4-unified":
-        tiny_gemma4.save_gemma4_unified_processor(tok, out)
-    elif arch == "phi4-multimodal":
-        tiny_phi4.save_phi4_processor(tok, out)
-    elif arch == "videollama3":
-        tiny_videollama3.save_videollama3_processor(tok, out)
-    elif arch == "nemotron-h-omni":
-        tiny_nemotron_h_omni.save_nemotron_h_omni_processor(tok, out)
+    weights = out / "model.safetensors"
+    state = {k.replace("language_model.model.model.", "language_model.model."): v
+             for k, v in load_file(weights).items()}
+    save_file(state, weights, metadata={"format": "pt"})
+    Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
+                        tokenizer=tok).save_pretrained(out)
 
 
-def _llava_onevision(tok, seed: int):
-    return tiny_families.llava_onevision(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+def _save_qwen25_vl(tok, out: Path) -> None:
+    from transformers import Qwen2_5_VLProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(size=TINY_VL_PIXELS),
+                        video_processor=Qwen2VLVideoProcessor(size=TINY_VL_PIXELS), tokenizer=tok,
+                        chat_template=tok.chat_template).save_pretrained(out)
 
 
-def _internvl(tok, seed: int):
-    return tiny_families.internvl(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+def _save_qwen3_vl_moe(tok, out: Path) -> None:
+    tiny_qwen3_vl.save_qwen3_vl_processor(tok, out)
+    tiny_qwen3_vl_moe.transpose_experts(out)
 
 
-def _gemma3n(tok, seed: int):
-    return tiny_families.gemma3n(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+def _sized(build: Callable) -> Callable:
+    """A family module's builder ``build(tok, seed, text_dims, init_range)``, given this module's text decoder
+    sizes and initialiser range: every family shares them."""
+    def built(tok, seed: int):
+        return build(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+    return built
 
 
-def _qwen3_omni(tok, seed: int):
-    return tiny_qwen3_omni.qwen3_omni(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
+@dataclass(frozen=True)
+class Family:
+    """How one arch is built: ``build(tok, seed)`` makes the model; ``tokens`` are the media tokens its tokenizer
+    names (a dict, or True for Qwen2.5-Omni's ``OMNI_MEDIA_TOKENS``) and ``template`` its chat template;
+    ``save_processor(tok, out)`` writes the family's official processor next to the model (which writes the
+    tokenizer and the chat template it renders; ``AutoProcessor.from_pretrained`` reads it back), None where the
+    tokenizer alone is saved; ``after_save(model, out, seed)`` writes what else the release has beside the
+    weights."""
+
+    build: Callable
+    tokens: dict | bool = False
+    template: str | None = None
+    save_processor: Callable | None = None
+    after_save: Callable | None = None
 
 
-def _qwen3_vl(tok, seed: int):
-    return tiny_qwen3_vl.qwen3_vl(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _qwen3_vl_moe(tok, seed: int):
-    return tiny_qwen3_vl_moe.qwen3_vl_moe(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _qwen3_5(tok, seed: int):
-    return tiny_qwen3_5.qwen3_5(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _audioflamingo3(tok, seed: int):
-    return tiny_audioflamingo3.audioflamingo3(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _musicflamingo(tok, seed: int):
-    return tiny_musicflamingo.musicflamingo(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _granite_speech(tok, seed: int):
-    return tiny_granite_speech.granite_speech(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _voxtral(tok, seed: int):
-    return tiny_voxtral.voxtral(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _gemma4(tok, seed: int):
-    return tiny_gemma4.gemma4(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _gemma4_unified(tok, seed: int):
-    return tiny_gemma4.gemma4_unified(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _phi4_multimodal(tok, seed: int):
-    return tiny_phi4.phi4_multimodal(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _videollama3(tok, seed: int):
-    return tiny_videollama3.videollama3(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-def _nemotron_h_omni(tok, seed: int):
-    return tiny_nemotron_h_omni.nemotron_h_omni(tok, seed, _text_dims(len(tok), _token_ids(tok)), INIT_RANGE)
-
-
-_FAMILY_TOKENS = {"qwen2-audio": (AUDIO_MEDIA_TOKENS, None), "qwen2.5-vl": (VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE),
-                  "llava-onevision": (tiny_families.LLAVA_OV_TOKENS, tiny_families.LLAVA_OV_TEMPLATE),
-                  "internvl": (tiny_families.INTERNVL_TOKENS, tiny_families.INTERNVL_TEMPLATE),
-                  "gemma3n": (tiny_families.GEMMA3N_TEXT_TOKENS, tiny_families.GEMMA3N_TEMPLATE),
-                  "qwen3-omni": (tiny_qwen3_omni.QWEN3_OMNI_TOKENS, tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE),
-                  "qwen3-vl": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
-                  "qwen3-vl-moe": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
-                  "qwen3.5": (VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE),
-                  "audioflamingo3": (tiny_audioflamingo3.AF3_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
-                  "musicflamingo": (tiny_musicflamingo.MF_TOKENS, tiny_audioflamingo3.AF3_TEMPLATE),
-                  "granite-speech": (tiny_granite_speech.GRANITE_SPEECH_TOKENS,
-                                     tiny_granite_speech.GRANITE_SPEECH_TEMPLATE),
-                  "voxtral": ({}, None),  # Mistral's tokenizer: tekken.json, written by its processor step
-                  "gemma4": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
-                  "gemma4-unified": (tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE),
-                  "phi4-multimodal": (tiny_phi4.PHI4_TOKENS, tiny_phi4.PHI4_TEMPLATE),
-                  "videollama3": (tiny_videollama3.VIDEOLLAMA3_TOKENS, tiny_videollama3.VIDEOLLAMA3_TEMPLATE),
-                  "nemotron-h-omni": (tiny_nemotron_h_omni.NEMOTRON_TOKENS, tiny_nemotron_h_omni.NEMOTRON_TEMPLATE)}
-_BUILDERS = {"qwen2": _qwen2, "qwen2.5-omni": _qwen25_omni, "qwen2-audio": _qwen2_audio, "qwen2.5-vl": _qwen25_vl,
-             "llava-onevision": _llava_onevision, "internvl": _internvl, "gemma3n": _gemma3n,
-             "qwen3-omni": _qwen3_omni, "qwen3-vl": _qwen3_vl, "qwen3-vl-moe": _qwen3_vl_moe, "qwen3.5": _qwen3_5,
-             "audioflamingo3": _audioflamingo3, "musicflamingo": _musicflamingo,
-             "granite-speech": _granite_speech, "voxtral": _voxtral, "gemma4": _gemma4,
-             "gemma4-unified": _gemma4_unified, "phi4-multimodal": _phi4_multimodal, "videollama3": _videollama3,
-             "nemotron-h-omni": _nemotron_h_omni}
+FAMILIES: dict[str, Family] = {
+    "qwen2": Family(_qwen2),
+    "qwen2.5-omni": Family(_qwen25_omni, tokens=True),
+    "qwen2-audio": Family(_qwen2_audio, AUDIO_MEDIA_TOKENS, None, _save_qwen2_audio),
+    "qwen2.5-vl": Family(_qwen25_vl, VL_MEDIA_TOKENS, VL_CHAT_TEMPLATE, _save_qwen25_vl),
+    "llava-onevision": Family(_sized(tiny_families.llava_onevision), tiny_families.LLAVA_OV_TOKENS,
+                              tiny_families.LLAVA_OV_TEMPLATE, tiny_families.save_llava_onevision_processor),
+    "internvl": Family(_sized(tiny_families.internvl), tiny_families.INTERNVL_TOKENS,
+                       tiny_families.INTERNVL_TEMPLATE, tiny_families.save_internvl_processor),
+    "gemma3n": Family(_sized(tiny_families.gemma3n), tiny_families.GEMMA3N_TEXT_TOKENS,
+                      tiny_families.GEMMA3N_TEMPLATE, tiny_families.save_gemma3n_processor),
+    "qwen3-omni": Family(_sized(tiny_qwen3_omni.qwen3_omni), tiny_qwen3_omni.QWEN3_OMNI_TOKENS,
+                         tiny_qwen3_omni.QWEN3_OMNI_TEMPLATE, tiny_qwen3_omni.save_qwen3_omni_processor),
+    "qwen3-vl": Family(_sized(tiny_qwen3_vl.qwen3_vl), VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE,
+                       tiny_qwen3_vl.save_qwen3_vl_processor),
+    "qwen3-vl-moe": Family(_sized(tiny_qwen3_vl_moe.qwen3_vl_moe), VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE,
+                           _save_qwen3_vl_moe),
+    "qwen3.5": Family(_sized(tiny_qwen3_5.qwen3_5), VL_MEDIA_TOKENS, tiny_qwen3_vl.QWEN3_VL_TEMPLATE,
+                      tiny_qwen3_vl.save_qwen3_vl_processor),
+    "audioflamingo3": Family(_sized(tiny_audioflamingo3.audioflamingo3), tiny_audioflamingo3.AF3_TOKENS,
+                             tiny_audioflamingo3.AF3_TEMPLATE, tiny_audioflamingo3.save_audioflamingo3_processor),
+    "musicflamingo": Family(_sized(tiny_musicflamingo.musicflamingo), tiny_musicflamingo.MF_TOKENS,
+                            tiny_audioflamingo3.AF3_TEMPLATE, tiny_musicflamingo.save_musicflamingo_processor),
+    "granite-speech": Family(_sized(tiny_granite_speech.granite_speech), tiny_granite_speech.GRANITE_SPEECH_TOKENS,
+                             tiny_granite_speech.GRANITE_SPEECH_TEMPLATE,
+                             tiny_granite_speech.save_granite_speech_processor),
+    # Mistral's tokenizer: tekken.json, written by its processor step
+    "voxtral": Family(_sized(tiny_voxtral.voxtral), {}, None, tiny_voxtral.save_voxtral_processor),
+    "gemma4": Family(_sized(tiny_gemma4.gemma4), tiny_gemma4.GEMMA4_TOKENS, tiny_gemma4.GEMMA4_TEMPLATE,
+                     tiny_gemma4.save_gemma4_processor),
+    "gemma4-unified": Family(_sized(tiny_gemma4.gemma4_unified), tiny_gemma4.GEMMA4_TOKENS,
+                             tiny_gemma4.GEMMA4_TEMPLATE, tiny_gemma4.save_gemma4_unified_processor),
+    # its modality adapters, in their own folders as released
+    "phi4-multimodal": Family(_sized(tiny_phi4.phi4_multimodal), tiny_phi4.PHI4_TOKENS, tiny_phi4.PHI4_TEMPLATE,
+                              tiny_phi4.save_phi4_processor,
+                              after_save=lambda model, out, seed: tiny_phi4.save_lora_adapters(model, out, seed,
+                                                                                              INIT_RANGE)),
+    "videollama3": Family(_sized(tiny_videollama3.videollama3), tiny_videollama3.VIDEOLLAMA3_TOKENS,
+                          tiny_videollama3.VIDEOLLAMA3_TEMPLATE, tiny_videollama3.save_videollama3_processor),
+    "nemotron-h-omni": Family(_sized(tiny_nemotron_h_omni.nemotron_h_omni), tiny_nemotron_h_omni.NEMOTRON_TOKENS,
+                              tiny_nemotron_h_omni.NEMOTRON_TEMPLATE,
+                              tiny_nemotron_h_omni.save_nemotron_h_omni_processor),
+}
+assert tuple(FAMILIES) == ARCHS
 
 
 def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
@@ -457,14 +413,14 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        named, template = _FAMILY_TOKENS.get(arch, (omni, None))
-        tok = build_tokenizer(seed, media_tokens=named, chat_template=template)
-        model = _BUILDERS[arch](tok, seed)
+        family = FAMILIES[arch]
+        tok = build_tokenizer(seed, media_tokens=family.tokens, chat_template=family.template)
+        model = family.build(tok, seed)
         model.save_pretrained(out)
-        if arch == "phi4-multimodal":  # its modality adapters, in their own folders as released
-            tiny_phi4.save_lora_adapters(model, out, seed, INIT_RANGE)
-        if arch in _FAMILY_TOKENS:  # the processor writes the tokenizer and the chat template it renders
-            _save_family_processor(arch, tok, out)
+        if family.after_save is not None:
+            family.after_save(model, out, seed)
+        if family.save_processor is not None:  # it writes the tokenizer and the chat template it renders
+            family.save_processor(tok, out)
             return out
     finally:
         hf_logging.set_verbosity(level)
