@@ -97,3 +97,59 @@ def test_qwen3_vl_towers_equal_the_per_block_loop(tiny_models, arch):
     assert len(deepstack[0]) == (0 if arch == "qwen3.5" else 1)
     for a, b in zip(*deepstack, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_qwen3_omni_towers_equal_the_per_block_loop(tiny_models):
+    """The Qwen3-Omni thinker's vision tower (a video of two frame pairs and an image: blocks of 96, 96 and 24
+    patches) and audio tower (25 s of mel frames: windows of 800 frames, the last shorter), switched to grouped
+    attention, against the same weights with transformers' per-block sdpa loop."""
+    import transformers
+
+    path = tiny_models("qwen3-omni")
+    plain, grouped = (transformers.Qwen3OmniMoeForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+                      .eval().thinker for _ in range(2))
+    assert use_grouped_block_attention(grouped) == ["qwen3_omni_moe_vision_encoder", "qwen3_omni_moe_audio_encoder"]
+    assert plain.config.vision_config._attn_implementation == "sdpa"
+    vision = grouped.config.vision_config
+    gen = torch.Generator().manual_seed(3)
+    thw = torch.tensor([[2, 8, 12], [1, 6, 4]])
+    patches = torch.randn(2 * 8 * 12 + 6 * 4, vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2,
+                          generator=gen)
+    features = torch.randn(grouped.config.audio_config.num_mel_bins, 2_500, generator=gen)
+    with torch.no_grad():
+        want, got = (net.visual(patches, grid_thw=thw) for net in (plain, grouped))
+        torch.testing.assert_close(got.pooler_output, want.pooler_output, atol=1e-5, rtol=1e-5)
+        for a, b in zip(got.deepstack_features or [], want.deepstack_features or [], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        want, got = (net.audio_tower(features, feature_lens=torch.tensor([2_500])) for net in (plain, grouped))
+        torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+def test_videollama3_tower_equals_the_per_block_loop(tiny_models):
+    """VideoLLaMA3's vision tower attends within each image or frame: three frames of 8 x 12 patches and an image
+    of 6 x 4, switched to grouped attention, against the same weights with transformers' per-block sdpa loop."""
+    import transformers
+
+    path = tiny_models("videollama3")
+    plain, grouped = (transformers.VideoLlama3ForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+                      .eval() for _ in range(2))
+    assert use_grouped_block_attention(grouped) == ["video_llama_3_vision"]
+    assert plain.config.vision_config._attn_implementation == "sdpa"
+    vision = grouped.config.vision_config
+    thw = torch.tensor([[3, 8, 12], [1, 6, 4]])
+    patches = torch.randn(3 * 8 * 12 + 6 * 4, vision.num_channels * vision.patch_size ** 2,
+                          generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want, got = (net.model.vision_model(patches, grid_thw=thw, merge_sizes=torch.tensor([2, 1]))
+                     for net in (plain, grouped))
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch, towers", [
+    ("qwen3-omni", ["qwen3_omni_moe_vision_encoder", "qwen3_omni_moe_audio_encoder"]),
+    ("videollama3", ["video_llama_3_vision"])])
+def test_the_transformers_engine_switches_these_towers_when_it_loads(tiny_models, arch, towers):
+    from omnieval.engines import create_engine
+
+    engine = create_engine("hf", model=arch, path=str(tiny_models(arch)), dtype="float32")
+    assert engine.grouped_towers == towers

@@ -57,6 +57,9 @@ HEADER = ("item percentile (before)", "item t", "unit percentile", "unit t (C-1 
           "two-stage percentile")
 
 
+UNIT_NOUNS = {"media_unit": "clip"}  # design (b)'s unit is the predictions' media_unit column: one clip
+
+
 @dataclass(frozen=True)
 class Design:
     protocol: str  # dissonance | crossmodal
@@ -68,8 +71,8 @@ class Design:
 
     @property
     def label(self) -> str:
-        return (f"{self.protocol} {self.n_clusters} {self.unit}s x {self.per_cluster}, "
-                f"{self.unit} sd {self.cluster_sd:g}")
+        noun = UNIT_NOUNS.get(self.unit, self.unit)
+        return f"{self.protocol} {self.n_clusters} {noun}s x {self.per_cluster}, {noun} sd {self.cluster_sd:g}"
 
 
 def expit(x):

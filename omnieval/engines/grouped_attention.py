@@ -3,9 +3,11 @@
 The vision and audio encoders of the Qwen omni and VL families attend within blocks: windows of 8 x 8 patches (and
 whole frames in a few layers) for vision, chunks of 100 frames for audio, given as cumulative lengths
 (``cu_seqlens``); the Qwen3-VL and Qwen3.5 vision towers attend within whole frames (one block per image, one per
-frame pair of a video). In transformers 5.x every attention implementation but flash attention runs one attention
-call per block: thousands of tiny kernels per video. Measured on an H100 with a 7B Qwen2.5-Omni thinker
-(docs/gpu.md), that loop was 71% of a batch's forward pass, and batching did not amortise it.
+frame pair of a video), as do the Qwen3-Omni vision tower and VideoLLaMA3's (one block per image or frame); the
+Qwen3-Omni audio tower attends within windows of 800 mel frames. In transformers 5.x every attention
+implementation but flash attention runs one attention call per block: thousands of tiny kernels per video. Measured
+on an H100 with a 7B Qwen2.5-Omni thinker (docs/gpu.md), that loop was 71% of a batch's forward pass, and batching
+did not amortise it.
 
 ``grouped_block_attention`` takes the same inputs a flash implementation gets (the towers pass ``cu_seqlens`` only to
 an implementation whose name contains "flash", hence ``NAME``) and runs one scaled-dot-product call per distinct
@@ -23,7 +25,8 @@ from __future__ import annotations
 NAME = "omnieval_flash_compatible_grouped_sdpa"
 # Sub-config model types whose attention splits by cu_seqlens (transformers 5.17-5.19).
 TOWERS = frozenset({"qwen2_5_omni_vision_encoder", "qwen2_5_omni_audio_encoder", "qwen2_5_vl_vision",
-                    "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision"})
+                    "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision", "qwen3_omni_moe_vision_encoder",
+                    "qwen3_omni_moe_audio_encoder", "video_llama_3_vision"})
 
 
 def grouped_block_attention(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0,
