@@ -82,7 +82,7 @@ COMMANDS = {
     ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
-        "--cluster",
+        "--interval='t' {t,percentile,bca}", "--cluster",
     ],
     "omnieval models": ["-h/--help"],
     "omnieval models tiny": [
