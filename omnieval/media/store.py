@@ -55,7 +55,7 @@ def encode(key: str, media: DecodedMedia) -> bytes | None:
               "sample_rate": media.sample_rate, "meta": media.meta, "dtype": data.dtype.str,
               "shape": list(data.shape)}
     try:
-        text = json.dumps(header, sort_keys=True, allow_nan=False).encode()
+        text = json.dumps(header, allow_nan=False).encode()  # key order kept, as the decode made it
     except (TypeError, ValueError):
         return None
     if not _same_fields(json.loads(text), header) or data.dtype.hasobject:
@@ -65,8 +65,19 @@ def encode(key: str, media: DecodedMedia) -> bytes | None:
 
 
 def _same_fields(back: dict, header: dict) -> bool:
-    """JSON turns tuples into lists and NumPy scalars into floats: such media are not stored (their repr tells)."""
-    return all(repr(back[k]) == repr(header[k]) for k in ("fps", "sample_rate", "meta"))
+    """JSON turns tuples into lists and NumPy scalars into floats: media with such fields are not stored."""
+    return all(_exact(back[k], header[k]) for k in ("fps", "sample_rate", "meta"))
+
+
+def _exact(got: object, want: object) -> bool:
+    """Equal and of the same type, all the way down (``1 == 1.0`` and ``[1] == (1,)``-like pairs are not)."""
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, dict):
+        return list(got) == list(want) and all(_exact(got[k], want[k]) for k in want)
+    if isinstance(want, list):
+        return len(got) == len(want) and all(_exact(g, w) for g, w in zip(got, want, strict=True))
+    return got == want
 
 
 def decode_entry(key: str, blob: bytes, path: str) -> DecodedMedia:
