@@ -151,11 +151,11 @@ class DecodedStore:
         if blob is None:
             return False
         final = self.entry_path(key)
-        self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
-        if not self.local:  # one put: an upload that does not finish leaves no object
+        if not self.local:  # one put (no folders to make): an upload that does not finish leaves no object
             with self.fs.open_output_stream(final) as f:
                 f.write(blob)
             return True
+        self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
         tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
         try:
             with open(tmp, "wb") as f:
