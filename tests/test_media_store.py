@@ -136,6 +136,25 @@ def test_a_failed_decode_stores_nothing(tmp_path):
     assert status and media is None and kind == "decoded" and store.keys() == []
 
 
+# -- where the store lives ----------------------------------------------------------------------------------------
+
+def test_a_relative_store_is_taken_from_the_config_file_and_a_sweeps_runs_share_one(tmp_path):
+    from omnieval.config import parse_run_config
+    from omnieval.sweep import parse_sweep_config
+    from omnieval.sweep.expand import expand_runs
+
+    run = {"benchmark": "bench", "output": "out", "models": [MODEL], "decode": {"store": "cache/media"}}
+    assert parse_run_config(run, base_dir=tmp_path).decode.store == str(tmp_path / "cache" / "media")
+    assert parse_run_config(run | {"decode": {"store": "s3://b/m"}}, base_dir=tmp_path).decode.store == "s3://b/m"
+    sweep = {"output": "sweep-out", "protocols": [{"protocol": "dissonance", "benchmark": "bench"}],
+             "models": [{"name": "a", "engine": "simulated"}, {"name": "b", "engine": "simulated"}],
+             "prompts": ["zs", "cot"]}
+    stores = {spec.config.decode.store for spec in expand_runs(parse_sweep_config(sweep, base_dir=tmp_path))}
+    assert stores == {str(tmp_path / "sweep-out" / "media")}
+    named = parse_sweep_config(sweep | {"decode": {"store": "shared"}}, base_dir=tmp_path)
+    assert {spec.config.decode.store for spec in expand_runs(named)} == {str(tmp_path / "shared")}
+
+
 # -- runs with a store ---------------------------------------------------------------------------------------------
 
 MODEL = {"name": "sim", "engine": "simulated", "batch_size": 8, "options": {"seed": 4}}
