@@ -155,6 +155,17 @@ def test_a_relative_store_is_taken_from_the_config_file_and_a_sweeps_runs_share_
     assert {spec.config.decode.store for spec in expand_runs(named)} == {str(tmp_path / "shared")}
 
 
+def test_a_store_uri_that_cannot_be_opened_fails_before_model_work(small_bench, tmp_path):
+    from omnieval.config import parse_run_config
+    from omnieval.core.schema import InputError
+    from omnieval.run.pipeline import run_evaluation
+
+    config = parse_run_config(_config(small_bench, tmp_path / "out", "nosuch://bucket/media"))
+    with pytest.raises(InputError, match="decode.store") as caught:
+        run_evaluation(config, progress=False)
+    assert "nosuch://bucket/media" in str(caught.value) and not (tmp_path / "out" / "parts").exists()
+
+
 # -- runs with a store ---------------------------------------------------------------------------------------------
 
 MODEL = {"name": "sim", "engine": "simulated", "batch_size": 8, "options": {"seed": 4}}

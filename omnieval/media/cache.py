@@ -57,7 +57,10 @@ def decode_task(store: str | None, claims: str | None, *specs: MediaSpec):
     from omnieval.media.claims import claims_of
     from omnieval.media.store import DecodedStore
 
-    kept = DecodedStore(store) if store else None
+    try:
+        kept = DecodedStore(store) if store else None
+    except Exception:  # a store this worker cannot open (the driver checked it opens there): decode without it
+        kept = None
     holder = claims_of(claims) if kept is not None else None
     out: list = []
     for spec in specs:

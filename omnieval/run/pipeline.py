@@ -155,6 +155,7 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
     plan = make_plan(config, expand=False)
     store = RunStore(config.output)
     store.check_writable()
+    check_media_store(config)
     with OutputLease(store) as lease:
         store.lease = lease
         ensure_ray(config, address)
@@ -162,6 +163,22 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
         identities = claim_folders(store, folder_identities(config, plan), overwrite=overwrite)
         check_resources(config, engine_models(config), ray.cluster_resources())
         yield PreparedRun(config, plan, store, identities)
+
+
+def check_media_store(config: RunConfig) -> None:
+    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option) fails here, naming the
+    field, before any model work (a decode task that cannot open it would decode without it)."""
+    import pyarrow.fs as pafs
+
+    from omnieval.core.schema import InputError
+
+    uri = config.decode.store
+    if uri and "://" in uri:
+        try:
+            pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowException, ValueError) as exc:
+            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
+                             field="decode.store") from None
 
 
 def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
