@@ -44,6 +44,8 @@ def test_a_sweep_decodes_each_media_file_once_and_a_changed_model_decodes_none(r
     assert sum(c["decoded_store_hits"] for c in counts.values()) == 2 * n  # the other two models read every file
     assert all(c["decoded_store_rejected"] == 0 for c in counts.values())
     assert len(list((out / "media").rglob("*.omdm"))) == n
+    totals = json.loads((out / "summary.json").read_text())["totals"]
+    assert (totals["decodes"], totals["decoded_store_hits"]) == (first.decodes, first.decoded_store_hits) == (n, 2 * n)
 
     # sim-b with another temperature-like option: its run is new, the others are complete
     changed = {"sim-b": {"reliance": {"text": 0.5}}}
@@ -51,6 +53,7 @@ def test_a_sweep_decodes_each_media_file_once_and_a_changed_model_decodes_none(r
     assert {r.model: r.status for r in again.runs} == {"sim-a": "skipped", "sim-b": "done", "sim-c": "skipped"}
     redone = _counts(again)["sim-b"]
     assert (redone["decodes"], redone["decoded_store_hits"], redone["decoded_store_rejected"]) == (0, n, 0)
+    assert (again.decodes, again.decoded_store_hits) == (0, n)
 
     # the same predictions as the run of that config alone, without a store
     from omnieval.config import parse_run_config

@@ -60,6 +60,7 @@ class RunResult:
     decode_counts: dict[str, int] = field(default_factory=dict)  # key -> real decodes (store hits not counted)
     store_hits: int = 0  # media read from the decoded-media store instead of decoded (``decode.store``)
     store_rejected: int = 0  # store entries found cut short or corrupt: never served, decoded again
+    decode_kinds: dict[str, list[str]] = field(default_factory=dict)  # key -> what each decode task for it did
     accuracy_table: str = ""
     n_predictions: int = 0
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -406,7 +407,7 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, kinds: dic
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
                      n_instances=plan.n_instances, n_rows=answered.n_rows, n_skipped=answered.n_skipped,
                      n_errors=summary["n_errors"], decode_counts=decode_counts, store_hits=hits,
-                     store_rejected=rejected,
+                     store_rejected=rejected, decode_kinds=kinds,
                      accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
                      max_error_rate=config.max_error_rate, skipped=summary["skipped"],

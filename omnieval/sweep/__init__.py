@@ -33,7 +33,8 @@ with no GPU work. The sweep is then expanded into runs, one per (model, protocol
 ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) written into its own
 folder, as ``pipeline.run_evaluation`` would write it alone::
 
-    <output>/summary.json                               every run's status, counts, timings; sweep totals
+    <output>/summary.json                               every run's status, counts, timings; sweep totals (with
+                                                        the media its passes decoded and read from the store)
     <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
     <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, sweep-run.json
                                                         (this run's state and fingerprint), metrics/ (the files
