@@ -113,6 +113,11 @@ class DecodeConfig(_Config):
     sample_rate: int = Field(default=16_000, ge=1000)
     media_check: Literal["probe", "exists", "off"] = Field(
         default="probe", description="pre-flight check of every distinct media file before model work")
+    store: str | None = Field(
+        default=None, min_length=1,
+        description="a decoded-media store (local folder, relative to the config file, or s3:// / gs:// prefix): "
+                    "media found there are read instead of decoded, media decoded are added; a sweep's runs use "
+                    "<sweep output>/media unless it names one. Not part of a run's identity")
 
     @field_validator("media_check", mode="before")
     @classmethod
@@ -301,6 +306,9 @@ def parse_run_config(data: Any, *, file: str | Path | None = None, base_dir: str
         updates: dict[str, Any] = {key: _relative_to(getattr(config, key), base_dir) for key in ("benchmark", "output")}
         updates["models"] = [_model_paths_relative_to(m, base_dir) for m in config.models]
         updates["judges"] = [_model_paths_relative_to(j, base_dir) for j in config.judges]
+        if config.decode.store:
+            updates["decode"] = config.decode.model_copy(
+                update={"store": _relative_to(config.decode.store, base_dir)})
         config = config.model_copy(update=updates)
     check_output_apart(config.output, config.benchmark, file=file)
     return config

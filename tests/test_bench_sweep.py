@@ -1,5 +1,5 @@
 """``omnieval bench sweep --quick`` runs end to end on its own multi-node cluster and prints its table; its figures
-agree with hand arithmetic on what it printed (slow)."""
+agree with hand arithmetic on what it printed, and its sweeps decode each media file once (slow)."""
 
 from __future__ import annotations
 
@@ -39,5 +39,14 @@ def test_quick_bench_runs_and_prints_both_schedules(capsys):
     assert rows["engine replicas started"][:2] == [str(QUICK["models"] * QUICK["replicas"])] * 2
     decodes = next(k for k in rows if k.startswith("decodes"))
     distinct = int(re.search(r"distinct media: (\d+)", decodes).group(1))
-    # today every model's pass decodes the benchmark again
-    assert rows[decodes][:2] == [str(QUICK["models"] * distinct)] * 2
+    # the sweep's runs share its decoded-media store: each file decoded once, the other models' passes read it
+    assert rows[decodes][:2] == [str(distinct)] * 2
+    assert rows["decoded-media store hits"][:2] == [str((QUICK["models"] - 1) * distinct)] * 2
+    # run again with one model's option changed: one new run, every file read from the store
+    assert rows["decodes, rerun with one model changed (1 run)"] == ["0", "0"]
+    for verdict in ("decodes = distinct media, side by side", "decodes = distinct media, one at a time",
+                    "no decode on a rerun with one model changed"):
+        assert f"met: {verdict}" in out
+    decode_ms, read_ms = (float(x) for x in re.search(r"decode ([\d.]+) ms, decoded-media store read ([\d.]+) ms",
+                                                      out).groups())
+    assert 0 < read_ms and 0 < decode_ms

@@ -4,6 +4,7 @@ duplicates no prediction when the same command is run again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -92,6 +93,11 @@ def test_side_by_side_writes_the_predictions_of_one_at_a_time(ray_session, small
         result = runner.run()
         assert [r.status for r in result.runs] == ["done"] * 6
         spans[limit] = runner.model_spans
+        # one decoded-media store for the sweep: each file decoded once, whatever the schedule; each of the other
+        # two models' passes reads every file (its two runs share the pass)
+        distinct = len({hashlib.sha256(p.read_bytes()).digest() for p in (Path(small_bench) / "media").rglob("*")
+                        if p.is_file()})
+        assert (result.decodes, result.decoded_store_hits) == (distinct, 2 * distinct), limit
     one, three = (sorted(spans[k].values()) for k in (1, 3))
     assert all(a[1] <= b[0] for a, b in zip(one, one[1:], strict=False))  # one at a time: no overlap
     assert any(a[1] > b[0] for a, b in zip(three, three[1:], strict=False))  # side by side: some overlap

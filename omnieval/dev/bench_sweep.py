@@ -18,7 +18,11 @@ Measured, for each schedule:
   ``StartTime`` is when the actor's constructor has returned (measured here: a replica with ``load_s`` 1 and 0.8 s
   of batches showed about 1 s between the two), so each replica's ``load_s``, slept in its constructor, is added.
 * decodes against distinct media: the sum over the sweep's runs of ``run.json``'s ``counts.decodes``, against the
-  media files in the benchmark's ``media/`` folder (every run of this sweep shows each of them).
+  media files in the benchmark's ``media/`` folder (every run of this sweep shows each of them). A sweep's runs
+  share its decoded-media store (``<output>/media``), so each schedule should decode each file once, whatever the
+  number of models; and the side-by-side sweep run again with one model's option changed (its run is new, the
+  others complete) should decode none (every file read from the store).
+* a store read against a decode of one of the benchmark's clips (median of a few, at the sweep's decode settings).
 
 With ``models`` models of ``replicas`` GPUs on a cluster of ``nodes`` x ``gpus_per_node`` GPUs, the sequential
 schedule can occupy at most replicas / GPUs of the cluster (2 of 8: 0.25), whatever the pipeline does."""
@@ -119,7 +123,11 @@ def _measure(size: dict, tmp: Path, address: str) -> dict:
         output = tmp / schedule
         shutil.rmtree(output, ignore_errors=True)
         figures[schedule] = _one_sweep(_sweep_data(size, bench, output, limit), address)
+    changed = _sweep_data(size, bench, tmp / "side_by_side", size["models"])
+    changed["models"][0]["options"]["seed"] = 1000  # one model's option changed: a new run, the others complete
+    figures["rerun"] = _one_sweep(changed, address)
     figures["distinct_media"] = _distinct_media(bench)
+    figures["decode_ms"], figures["read_ms"] = _read_against_decode(bench, changed["decode"])
     figures["instances"] = sum(1 for _ in open(bench / "items.jsonl")) * 8
     return figures
 
@@ -135,7 +143,7 @@ def _one_sweep(data: dict, address: str) -> dict:
     t0 = time.monotonic()
     result = runner.run()
     wall = time.monotonic() - t0
-    failed = [r.key for r in result.runs if r.status != "done"]
+    failed = [r.key for r in result.runs if r.status not in ("done", "skipped")]
     if failed:
         raise RuntimeError(f"bench sweep: runs failed: {failed}")
     deadline = time.monotonic() + 60  # the last pool's actors end a moment after its pass returns
@@ -148,9 +156,10 @@ def _one_sweep(data: dict, address: str) -> dict:
     held = sum((min(a["EndTime"] / 1000, start_wall + wall) - a["StartTime"] / 1000 + load_s) * _gpus(a)
                for a in actors.values())
     gpus = float(ray.cluster_resources().get("GPU", 0.0))
-    decodes = sum(json.loads((Path(r.output) / "run.json").read_text())["counts"]["decodes"] for r in result.runs)
-    return {"wall_s": wall, "gpu_s": held, "gpus": gpus, "occupancy": held / (gpus * wall), "decodes": decodes,
-            "replicas": len(actors), "runs": len(result.runs)}
+    ran = [json.loads((Path(r.output) / "run.json").read_text())["counts"] for r in result.runs if r.status == "done"]
+    return {"wall_s": wall, "gpu_s": held, "gpus": gpus, "occupancy": held / (gpus * wall),
+            "decodes": sum(c["decodes"] for c in ran), "hits": sum(c["decoded_store_hits"] for c in ran),
+            "replicas": len(actors), "runs": len(ran)}
 
 
 def _engine_actors() -> dict[str, dict]:
@@ -168,8 +177,35 @@ def _distinct_media(bench: Path) -> int:
     return sum(1 for p in (bench / "media").rglob("*") if p.is_file())
 
 
+def _read_against_decode(bench: Path, decode: dict, repeats: int = 5) -> tuple[float, float]:
+    """Milliseconds (medians) to decode one clip of the benchmark and to read it back from a decoded-media store."""
+    import statistics
+
+    from omnieval.media.decode import decode_media
+    from omnieval.media.decoded import content_hash
+    from omnieval.media.store import DecodedStore
+
+    clip = sorted((bench / "media").rglob("*.mp4"))[0]
+    params = {"num_frames": decode["num_frames"], "max_side": decode["max_side"]}
+    key = content_hash(clip, modality="video", **params)
+    with tempfile.TemporaryDirectory() as folder:
+        store = DecodedStore(folder)
+        decode_s, read_s = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            media = decode_media(clip, "video", **params)
+            decode_s.append(time.perf_counter() - t0)
+        store.write(key, media)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            found = store.read(key, str(clip))
+            read_s.append(time.perf_counter() - t0)
+        assert found.status == "hit"
+    return 1000 * statistics.median(decode_s), 1000 * statistics.median(read_s)
+
+
 def _print_table(size: dict, f: dict, quick: bool) -> None:
-    seq, side = f["sequential"], f["side_by_side"]
+    seq, side, rerun = f["sequential"], f["side_by_side"], f["rerun"]
     gpus = int(side["gpus"])
     print(f"omnieval bench sweep{' --quick' if quick else ''}: {size['models']} simulated models x "
           f"{size['replicas']} replicas of 1 GPU on {size['nodes']} nodes x {size['gpus_per_node']} logical GPUs "
@@ -183,14 +219,20 @@ def _print_table(size: dict, f: dict, quick: bool) -> None:
              f"{side['gpu_s'] / seq['gpu_s']:.2f}x", ""),
             ("engine replicas started", str(side["replicas"]), str(seq["replicas"]), "", ""),
             ("decodes (distinct media: " + str(f["distinct_media"]) + ")", str(side["decodes"]),
-             str(seq["decodes"]), "", "= distinct media")]
+             str(seq["decodes"]), "", "= distinct media"),
+            ("decoded-media store hits", str(side["hits"]), str(seq["hits"]), "", ""),
+            (f"decodes, rerun with one model changed ({rerun['runs']} run)", str(rerun["decodes"]), "", "", "0")]
     width = max(len(r[0]) for r in rows)
     print(f"{'measurement':<{width}}  {'side by side':>12}  {'sequential':>12}  {'ratio':>8}  target")
     for what, ours, base, ratio, target in rows:
         print(f"{what:<{width}}  {ours:>12}  {base:>12}  {ratio:>8}  {target}")
+    print(f"one clip of the benchmark at the sweep's decode settings: decode {f['decode_ms']:.2f} ms, decoded-media "
+          f"store read {f['read_ms']:.2f} ms ({f['decode_ms'] / f['read_ms']:.0f}x shorter)")
     verdicts = [("occupancy side by side", side["occupancy"] >= TARGETS["occupancy"]),
                 ("wall time shorter", seq["wall_s"] / side["wall_s"] >= TARGETS["speedup"]),
-                ("decodes = distinct media", side["decodes"] == f["distinct_media"])]
+                ("decodes = distinct media, side by side", side["decodes"] == f["distinct_media"]),
+                ("decodes = distinct media, one at a time", seq["decodes"] == f["distinct_media"]),
+                ("no decode on a rerun with one model changed", rerun["decodes"] == 0 and rerun["runs"] == 1)]
     print("verdicts" + (" (quick: sizes too small for the targets)" if quick else "") + ":")
     for what, met in verdicts:
         print(f"  {'met' if met else 'MISSED'}: {what}")

@@ -4,9 +4,10 @@ The first request for a key launches one decode task (a CPU task in the cluster)
 worker on any node, gets the same ObjectRefs. The actor owns the refs, so decoded media live in the object store for
 the whole run and are shared by every instance (condition, direction, permutation) that uses them; rows of the
 Ray Data stream carry only the keys, never the arrays, and an engine reads the arrays zero-copy from the object
-store. Each decode returns two objects: a small status (``""`` or the error message) that the model stage waits on,
-and the payload (``DecodedMedia``, or ``None`` on failure) that only the engine fetches. The decode task never
-raises: a file that fails to decode marks only the instances that use it.
+store. Each decode returns three objects: a small status (``""`` or the error message) that the model stage waits
+on, the payload (``DecodedMedia``, or ``None`` on failure) that only the engine fetches, and the kind of work it did
+(decoded, or read from a decoded-media store: ``media.store``), which only the cache's counts read. The decode task
+never raises: a file that fails to decode marks only the instances that use it.
 
 Surviving the cache's own death. One actor is what makes decode-once cheap (a dict lookup, no coordination between
 readers), so it stays, but it is restartable (``max_restarts=-1``, ``max_task_retries=-1``, set on the class so
@@ -40,22 +41,72 @@ LOOKUP_ATTEMPTS = 8
 
 
 #: Files decoded by one task: a decode takes milliseconds, about what Ray spends scheduling a task, so a lookup of
-#: many new files launches tasks of up to this many files (each file still has its own two objects).
+#: many new files launches tasks of up to this many files (each file still has its own objects).
 DECODES_PER_TASK = 8
 
 
-@ray.remote(num_cpus=1, max_retries=2)
-def decode_task(*specs: MediaSpec):
-    """``status, payload`` of each spec in turn (``num_returns`` = 2 x the specs, set by the caller)."""
-    from omnieval.media.decode import decode_media
+#: What one decode task returns per spec, in order: the status readers wait on, the payload engines fetch, and the
+#: kind the cache tallies (``decode_kinds``): ``"decoded"`` (decoded here, or failed to), ``"hit"`` (read from the
+#: decoded-media store, no decode) or ``"rejected"`` (the store's entry was cut short or corrupt: decoded again).
+RETURNS_PER_SPEC = 3
 
+
+@ray.remote(num_cpus=1, max_retries=2)
+def decode_task(store: str | None, claims: str | None, *specs: MediaSpec):
+    """``status, payload, kind`` of each spec in turn (``num_returns`` = 3 x the specs, set by the caller)."""
+    from omnieval.media.claims import claims_of
+    from omnieval.media.store import DecodedStore
+
+    try:
+        kept = DecodedStore(store) if store else None
+    except Exception:  # a store this worker cannot open (the driver checked it opens there): decode without it
+        kept = None
+    holder = claims_of(claims) if kept is not None else None
     out: list = []
     for spec in specs:
-        try:
-            out += ["", decode_media(spec.path, spec.modality, **dict(spec.params))]
-        except Exception as exc:  # recorded per instance, never fatal for the run
-            out += [f"{spec.path}: {type(exc).__name__}: {exc}", None]
+        out += decode_through(spec, kept, holder)
     return tuple(out)
+
+
+def decode_through(spec: MediaSpec, store, claims=None) -> list:
+    """``[status, payload, kind]`` of one spec: from the store where it holds an intact entry, else decoded (and
+    then stored, unless the decode failed). With ``claims``, one task at a time decodes a missing key; the others
+    wait for it, then read the entry it wrote (``media.claims``)."""
+    if store is None:
+        return [*_decode(spec), "decoded"]
+    found = store.read(spec.key, spec.path)
+    rejected = found.status == "rejected"
+    claimed = False
+    if found.status != "hit" and claims is not None:
+        try:
+            claimed = ray.get(claims.claim.remote(spec.key))
+        except Exception:  # the claims actor is gone: decode without coordination
+            claimed = False
+        else:
+            found = store.read(spec.key, spec.path)  # written while this task waited, or just before its claim
+            rejected = rejected or found.status == "rejected"
+    try:
+        if found.status == "hit":
+            return ["", found.media, "hit"]
+        status, media = _decode(spec)
+        if media is not None:
+            try:
+                store.write(spec.key, media)
+            except OSError:  # a store that cannot be written costs later runs a decode, never this answer
+                pass
+        return [status, media, "rejected" if rejected else "decoded"]
+    finally:
+        if claimed:
+            claims.release.remote(spec.key)
+
+
+def _decode(spec: MediaSpec) -> tuple[str, object]:
+    from omnieval.media.decode import decode_media
+
+    try:
+        return "", decode_media(spec.path, spec.modality, **dict(spec.params))
+    except Exception as exc:  # recorded per instance, never fatal for the run
+        return f"{spec.path}: {type(exc).__name__}: {exc}", None
 
 
 WARM_START_BYTES = 256 * 2**20
@@ -104,16 +155,21 @@ class MediaCache:
         self._refs: dict[str, list[ray.ObjectRef]] = {}
         self._launched: dict[str, asyncio.Event] = {}  # keys asked for; the event is set once their task exists
         self._decodes: dict[str, int] = {}
+        self._kinds: dict[str, list[ray.ObjectRef]] = {}  # key -> the kind ref of each launch (``decode_kinds``)
+        self._store: str | None = None  # the decoded-media store of this pass, and its claims actor's name
+        self._claims: str | None = None
         self._slots = asyncio.Semaphore(parallel) if parallel > 0 else None
         self._generation = 0  # one per pass (``reset``): a lookup of an ended pass launches nothing more
 
-    def reset(self) -> None:
+    def reset(self, store: str | None = None, claims: str | None = None) -> None:
         """Start a new pass: forget every key and count (the decoded objects are freed once no reader holds them);
-        lookups of the ended pass still waiting for a slot give up."""
+        lookups of the ended pass still waiting for a slot give up. ``store``: the pass's decoded-media store
+        (``media.store``), read before decoding and written after; ``claims``: the name of its claims actor."""
         self._generation += 1
         for event in self._launched.values():
             event.set()
-        self._refs, self._launched, self._decodes = {}, {}, {}
+        self._refs, self._launched, self._decodes, self._kinds = {}, {}, {}, {}
+        self._store, self._claims = store, claims
 
     async def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
         generation = self._generation
@@ -128,9 +184,11 @@ class MediaCache:
             if self._generation != generation:  # the pass ended while this waited
                 self._slots.release()
                 return []
-            refs = decode_task.options(num_returns=2 * len(group)).remote(*group)
+            n = RETURNS_PER_SPEC
+            refs = decode_task.options(num_returns=n * len(group)).remote(self._store, self._claims, *group)
             for i, spec in enumerate(group):
-                self._refs[spec.key] = [refs[2 * i], refs[2 * i + 1]]
+                self._refs[spec.key] = [refs[n * i], refs[n * i + 1]]
+                self._kinds.setdefault(spec.key, []).append(refs[n * i + 2])
                 self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
                 self._launched[spec.key].set()
             if self._slots is not None:
@@ -160,8 +218,21 @@ class MediaCache:
 
     def decode_counts(self) -> dict[str, int]:
         """key -> number of decode tasks launched for it since this actor (re)started (1 for every key in a
-        healthy run)."""
+        healthy run), whether they decoded or read the store."""
         return dict(self._decodes)
+
+    async def decode_kinds(self) -> dict[str, list[str]]:
+        """key -> what each launch for it did (``RETURNS_PER_SPEC``: ``decoded``, ``hit``, ``rejected``), waiting
+        for launches still running. A launch whose kind was lost (its task failed for good) counts as decoded."""
+        out: dict[str, list[str]] = {}
+        for key, refs in list(self._kinds.items()):
+            for ref in refs:
+                try:
+                    kind = await ref
+                except Exception:
+                    kind = "decoded"
+                out.setdefault(key, []).append(kind)
+        return out
 
 
 class CacheClient:

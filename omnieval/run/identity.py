@@ -10,7 +10,8 @@ data (``run_fingerprint``): one definition.
 
 Left out on purpose, because they do not change a prediction (docs/architecture.md, decision 1): where rows go
 (``output``), the run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV
-cache size), the media pre-flight mode, the simulated engine's ``delay_ms``, the endpoint engine's transport
+cache size), the media pre-flight mode, the decoded-media store (``decode.store``: a store read gives the
+same arrays as a decode), the simulated engine's ``delay_ms``, the endpoint engine's transport
 (``concurrency``, ``timeout_s``, retries and backoff; its API key is never in the config, only the name of the variable
 holding it), and the run's prompt styles and modes (a row is keyed by its prompt and mode, so adding ``cot`` to a run
 keeps its ``zs`` rows).
@@ -26,7 +27,7 @@ IDENTITY_FILE = "_identity.json"  # "_": skipped by Arrow dataset readers of the
 SCALING_FIELDS = frozenset({"replicas", "batch_size", "num_gpus", "num_cpus"})
 SCALING_OPTIONS = frozenset({"batch_size", "gpu_memory_utilization", "kv_cache_memory_bytes", "delay_ms",
                              "concurrency", "timeout_s", "max_retries", "backoff_s", "max_backoff_s"})
-DECODE_SCALING = frozenset({"batch_size", "media_check"})
+DECODE_SCALING = frozenset({"batch_size", "media_check", "store"})
 
 
 def benchmark_digest(plan) -> str:

@@ -31,10 +31,11 @@ class PassCache:
     def source(self, specs: dict) -> MediaSource:
         return MediaSource(self.name, NAMESPACE, specs, self.pass_id)
 
-    def decode_counts(self) -> dict[str, int]:
+    def decode_kinds(self) -> dict[str, list[str]]:
+        """key -> what each of its decode tasks did in this pass (``MediaCache.decode_kinds``)."""
         import ray
 
-        return ray.get(self.actor.decode_counts.remote())
+        return ray.get(self.actor.decode_kinds.remote())
 
     def warm_start(self, specs: list) -> None:
         """Start decoding the first media of the pass now (``media.cache.warm_start``: a bounded amount), so they
@@ -51,33 +52,39 @@ _KEPT: dict[tuple[str, str], PassCache] = {}
 """This process's cache per (Ray cluster, job)."""
 
 
-def _reset(cache: PassCache) -> bool:
-    """Reset the actor for a new pass; False where it cannot be reached (dead, or of another Ray session)."""
+def _reset(cache: PassCache, store: str | None = None, claims: str | None = None) -> bool:
+    """Reset the actor for a new pass (with its decoded-media store, if any); False where it cannot be reached
+    (dead, or of another Ray session)."""
     import ray
 
     try:
-        ray.get(cache.actor.reset.remote(), timeout=60)
+        ray.get(cache.actor.reset.remote(store, claims), timeout=60)
         return True
     except Exception:  # a dead actor, a timeout, an actor of a Ray this process no longer talks to
         return False
 
 
 @contextmanager
-def media_cache() -> Iterator[PassCache]:
-    """The ``MediaCache`` for one pass: the kept one, reset, or a new one (see the module docstring)."""
+def media_cache(store: str | None = None) -> Iterator[PassCache]:
+    """The ``MediaCache`` for one pass: the kept one, reset, or a new one (see the module docstring). ``store``: a
+    decoded-media store the pass reads before decoding and fills after (``media.store``), with its claims actor
+    started here, on the driver, so that side-by-side passes decode each missing key once (``media.claims``)."""
     import ray
 
     from omnieval.media.cache import MediaCache
+    from omnieval.media.claims import ensure_claims
     from omnieval.run.parallelism import cpu_parallelism
 
+    claims = ensure_claims(store) if store else None
     context = ray.get_runtime_context()
     where = (context.gcs_address, context.get_job_id())
     cache = _KEPT.pop(where, None)
-    if cache is not None and not _reset(cache):
+    if cache is not None and not _reset(cache, store, claims):
         cache = None
     if cache is None:
         name = f"media-cache-{uuid.uuid4().hex[:12]}"
         cache = PassCache(MediaCache.options(name=name, namespace=NAMESPACE).remote(cpu_parallelism()), name)
+        ray.get(cache.actor.reset.remote(store, claims))
     cache = dataclasses.replace(cache, pass_id=uuid.uuid4().hex[:12])
     try:
         yield cache

@@ -57,7 +57,10 @@ class RunResult:
     n_rows: int
     n_skipped: int
     n_errors: int
-    decode_counts: dict[str, int] = field(default_factory=dict)
+    decode_counts: dict[str, int] = field(default_factory=dict)  # key -> real decodes (store hits not counted)
+    store_hits: int = 0  # media read from the decoded-media store instead of decoded (``decode.store``)
+    store_rejected: int = 0  # store entries found cut short or corrupt: never served, decoded again
+    decode_kinds: dict[str, list[str]] = field(default_factory=dict)  # key -> what each decode task for it did
     accuracy_table: str = ""
     n_predictions: int = 0
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -88,7 +91,9 @@ class RunResult:
 
         lines = [f"predictions: {self.predictions_path}",
                  f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
-                 f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}",
+                 f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}"
+                 + (f"  read from the decoded-media store: {self.store_hits}" if self.store_hits else "")
+                 + (f"  store entries rejected: {self.store_rejected}" if self.store_rejected else ""),
                  *skipped_lines(self.skipped, self.n_predictions)]
         if self.n_errors:
             kinds = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors_by_kind.items()))
@@ -151,6 +156,7 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
     plan = make_plan(config, expand=False)
     store = RunStore(config.output)
     store.check_writable()
+    check_media_store(config)
     with OutputLease(store) as lease:
         store.lease = lease
         ensure_ray(config, address)
@@ -160,6 +166,22 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
         yield PreparedRun(config, plan, store, identities)
 
 
+def check_media_store(config: RunConfig) -> None:
+    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option) fails here, naming the
+    field, before any model work (a decode task that cannot open it would decode without it)."""
+    import pyarrow.fs as pafs
+
+    from omnieval.core.schema import InputError
+
+    uri = config.decode.store
+    if uri and "://" in uri:
+        try:
+            pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowException, ValueError) as exc:
+            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
+                             field="decode.store") from None
+
+
 def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
                    overwrite: bool = False) -> RunResult:
     """One run: prepared (``prepared_run``), each answering model through its engine pool, then finished
@@ -167,13 +189,13 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
     with prepared_run(config, address, overwrite=overwrite) as run:
         started = time.time()
         answered = _Answered()
-        with media_cache() as cache:
+        with media_cache(config.decode.store) as cache:
             for model in config.models:
                 (one,) = _answer(model, [run], cache, progress)
                 answered.n_rows += one.n_rows
                 answered.n_skipped += one.n_skipped
-            decode_counts = cache.decode_counts()
-        return finish_run(run, started, answered, decode_counts, progress)
+            kinds = cache.decode_kinds()
+        return finish_run(run, started, answered, kinds, progress)
 
 
 def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progress: bool = True,
@@ -206,9 +228,9 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
         started = time.time()
         runs = [run for _, run in ready]
         try:
-            with media_cache() as cache:
+            with media_cache(shared_store(configs)) as cache:
                 answered = _answer(model, runs, cache, progress)
-                decode_counts = cache.decode_counts()
+                kinds = cache.decode_kinds()
         except Exception as exc:
             for i, _ in ready:
                 results[i] = exc
@@ -216,8 +238,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
         for (i, run), one in zip(ready, answered, strict=True):
             keys = {spec.key for spec in run.plan.media_specs.values()}
             try:
-                results[i] = finish_run(run, started, one, {k: n for k, n in decode_counts.items() if k in keys},
-                                        progress)
+                results[i] = finish_run(run, started, one, {k: v for k, v in kinds.items() if k in keys}, progress)
             except Exception as exc:
                 results[i] = exc
     return results
@@ -346,7 +367,23 @@ def _through_engine(model: ModelConfig, shares: list[_RunShare], cache: PassCach
     drain(answers, sum(share.n_requests for share in todo), model.name, write, progress)
 
 
-def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_counts: dict[str, int],
+def shared_store(configs: list[RunConfig]) -> str | None:
+    """The decoded-media store of a pass over several runs: theirs where they name the same one (a sweep's runs do),
+    else none (each run's media are decoded as without a store)."""
+    stores = {config.decode.store for config in configs}
+    return stores.pop() if len(stores) == 1 else None
+
+
+def decode_tally(kinds: dict[str, list[str]]) -> tuple[dict[str, int], int, int]:
+    """From what each decode task of a run's media did (``MediaCache.decode_kinds``): real decodes per key (keys
+    only read from the store left out), store hits, store entries rejected (each also a decode)."""
+    decodes = {key: n for key, done in kinds.items() if (n := sum(kind != "hit" for kind in done))}
+    hits = sum(kind == "hit" for done in kinds.values() for kind in done)
+    rejected = sum(kind == "rejected" for done in kinds.values() for kind in done)
+    return decodes, hits, rejected
+
+
+def finish_run(run: PreparedRun, started: float, answered: _Answered, kinds: dict[str, list[str]],
                progress: bool) -> RunResult:
     """A run whose answers are all written: its parts consolidated, open answers judged, ``predictions.parquet`` and
     ``run.json`` written; the run's result.
@@ -364,11 +401,13 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, decode_cou
         summary = _write_predictions(store, attach_verdicts(config, store, predictions))
     else:
         summary = _consolidated(store, models)
-    record = run_record(config, started, plan, summary, decode_counts) | {"identity": run.identities}
+    decode_counts, hits, rejected = decode_tally(kinds)
+    record = run_record(config, started, plan, summary, decode_counts, hits, rejected) | {"identity": run.identities}
     store.write_json("run.json", record)
     return RunResult(output=config.output, predictions_path=store.path("predictions.parquet"),
                      n_instances=plan.n_instances, n_rows=answered.n_rows, n_skipped=answered.n_skipped,
-                     n_errors=summary["n_errors"], decode_counts=decode_counts,
+                     n_errors=summary["n_errors"], decode_counts=decode_counts, store_hits=hits,
+                     store_rejected=rejected, decode_kinds=kinds,
                      accuracy_table=summary["accuracy_table"], n_predictions=summary["n_predictions"],
                      errors_by_kind=record["errors"]["by_kind"], error_examples=record["errors"]["examples"],
                      max_error_rate=config.max_error_rate, skipped=summary["skipped"],
@@ -488,7 +527,8 @@ def git_commit(root: Path | None = None) -> str | None:
         return None
 
 
-def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, decode_counts: dict[str, int]) -> dict:
+def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, decode_counts: dict[str, int],
+               store_hits: int = 0, store_rejected: int = 0) -> dict:
     import importlib.metadata as md
 
     def version(pkg: str) -> str | None:
@@ -506,5 +546,6 @@ def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, dec
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,
-                   "distinct_media": len(plan.media_specs), "decodes": sum(decode_counts.values())},
+                   "distinct_media": len(plan.media_specs), "decodes": sum(decode_counts.values()),
+                   "decoded_store_hits": store_hits, "decoded_store_rejected": store_rejected},
     }

@@ -33,17 +33,21 @@ with no GPU work. The sweep is then expanded into runs, one per (model, protocol
 ordinary ``RunConfig`` (``protocol``, ``benchmark``, ``protocol_options`` passed through) written into its own
 folder, as ``pipeline.run_evaluation`` would write it alone::
 
-    <output>/summary.json                               every run's status, counts, timings; sweep totals
+    <output>/summary.json                               every run's status, counts, timings; sweep totals (with
+                                                        the media its passes decoded and read from the store)
     <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
     <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, sweep-run.json
                                                         (this run's state and fingerprint), metrics/ (the files
                                                         ``omnieval metrics`` writes: ``stats.command``)
+    <output>/media/                                     the decoded-media store every run of the sweep reads and
+                                                        fills (``media.store``; ``decode.store`` names another),
+                                                        so each media file is decoded once for the whole sweep
 
 **Complete.** A run is complete when its ``sweep-run.json`` says ``complete`` with the current fingerprint,
 ``run.json`` and ``predictions.parquet`` exist, the predictions hold exactly one row per instance, the metrics are
 there (when enabled, made with the current metrics settings: other settings recompute only the metrics), and (with
 ``retry_errors``) no prediction ended in an error. The fingerprint is a SHA-256 over what decides the
-predictions: the run config without output, Ray settings and scaling fields (replicas,
+predictions: the run config without output, the decoded-media store, Ray settings and scaling fields (replicas,
 batch sizes, GPUs and CPUs do not change predictions: docs/architecture.md, decision 1), plus the expanded instances and
 the content hashes of their media, so editing a benchmark, a model option or the seed redoes exactly the affected
 runs. Complete runs are skipped (a resubmitted finished sweep starts no Ray work at all); an interrupted run with

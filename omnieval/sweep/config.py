@@ -224,6 +224,9 @@ def parse_sweep_config(data: Any, *, file: str | Path | None = None,
         protocols = [p.model_copy(update={"benchmark": _resolve(p.benchmark, base)}) for p in sweep.protocols]
         sweep = sweep.model_copy(update={"output": _resolve(sweep.output, base), "models": models,
                                          "protocols": protocols})
+        if sweep.decode.store:
+            sweep = sweep.model_copy(update={"decode": sweep.decode.model_copy(
+                update={"store": _resolve(sweep.decode.store, base)})})
     for i, entry in enumerate(sweep.protocols):
         check_output_apart(sweep.output, entry.benchmark, file=file, benchmark_field=f"protocols[{i}].benchmark")
     if sweep.check_model_paths:

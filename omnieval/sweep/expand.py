@@ -39,12 +39,25 @@ def run_uri(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt:
     return join_uri(sweep.output, "runs", folder_name(entry.label), folder_name(model.name), prompt)
 
 
+MEDIA_STORE = "media"
+"""The folder of a sweep's output holding its decoded-media store (``omnieval.media.store``), unless
+``decode.store`` names one."""
+
+
+def sweep_decode(sweep: SweepConfig):
+    """The sweep's decode settings for its runs: its own store, or ``<output>/media`` (on the same storage), so
+    that each media file is decoded once over all the sweep's runs and reruns."""
+    if sweep.decode.store:
+        return sweep.decode
+    return sweep.decode.model_copy(update={"store": join_uri(sweep.output, MEDIA_STORE)})
+
+
 def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> RunConfig:
     """The ``RunConfig`` of one (model, protocol entry, prompt style)."""
     return RunConfig(name=f"{sweep.name}/{entry.label}/{model.name}/{prompt}", protocol=entry.protocol,
                      protocol_options=entry.options, benchmark=entry.benchmark,
                      output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
-                     models=[model.as_model_config()], decode=sweep.decode, ray=sweep.ray,
+                     models=[model.as_model_config()], decode=sweep_decode(sweep), ray=sweep.ray,
                      limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,
                      max_error_rate=sweep.max_error_rate, check_model_paths=sweep.check_model_paths)
 

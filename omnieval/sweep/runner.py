@@ -261,6 +261,11 @@ class SweepRunner:
                     results = [exc] * len(pending)
             if on_pass_end is not None:
                 on_pass_end()
+            shared: dict[str, list[str]] = {}  # the pass's media work: runs of one pass share their keys
+            for res in results:
+                shared |= getattr(res, "decode_kinds", {})
+            with self._writing:
+                result.add_pass(shared)
             again = []
             for spec, res in zip(pending, results, strict=True):
                 outcome = result.runs[spec.index]
@@ -351,7 +356,8 @@ class SweepRunner:
                                         for s in ("done", "skipped", "failed", "pending")},
                   "expected_predictions": sum(r["expected"] for r in runs),
                   "predictions": sum(r["predictions"] for r in runs),
-                  "scored": sum(r["scored"] for r in runs), "errors": sum(r["errors"] for r in runs)}
+                  "scored": sum(r["scored"] for r in runs), "errors": sum(r["errors"] for r in runs),
+                  "decodes": result.decodes, "decoded_store_hits": result.decoded_store_hits}
         root.write_json("summary.json", {"name": self.sweep.name, "output": self.sweep.output,
                                          "state": "finished" if final else "running", "started": self.started,
                                          "updated": time.time(), "totals": totals, "runs": runs,

@@ -39,6 +39,13 @@ class SweepResult:
     summary_path: str
     runs: list[RunOutcome] = field(default_factory=list)
     max_error_rate: float = 0.0
+    decodes: int = 0  # media decoded by this sweep's passes (a file shared by runs of one pass: once)
+    decoded_store_hits: int = 0  # media its passes read from the decoded-media store instead
+
+    def add_pass(self, kinds: dict[str, list[str]]) -> None:
+        """Count one pass's media work (``pipeline.decode_tally`` terms: a hit is not a decode)."""
+        self.decodes += sum(kind != "hit" for done in kinds.values() for kind in done)
+        self.decoded_store_hits += sum(kind == "hit" for done in kinds.values() for kind in done)
 
     @property
     def ok(self) -> bool:
@@ -54,7 +61,8 @@ class SweepResult:
                          f"{r.seconds:>8.1f}")
         counts = {s: sum(r.status == s for r in self.runs) for s in ("done", "skipped", "failed")}
         lines.append(f"{len(self.runs)} runs: {counts['done']} done, {counts['skipped']} skipped (complete), "
-                     f"{counts['failed']} failed")
+                     f"{counts['failed']} failed; media decoded {self.decodes}, read from the decoded-media store "
+                     f"{self.decoded_store_hits}")
         if counts["done"] + counts["skipped"]:
             lines += ["", "next:", f"  {self.report_command()}"]
         return "\n".join(lines)

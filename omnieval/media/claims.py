@@ -1,0 +1,71 @@
+"""Who decodes a key that the decoded-media store does not hold yet, when several passes want it at once.
+
+Models of a sweep run side by side, each pass with its own ``MediaCache``; with a store, each pass's decode task
+would find the same entries missing and decode them all again. One ``DecodeClaims`` actor per store (named after
+it, owned by the driver) hands each missing key to one decode task; the others wait until that task releases it and
+then read the entry it wrote. A claim is held only while one file decodes and is written, and a waiter holds no
+claim, so no task waits on a task that waits on it. A claim whose holder died is given up after
+``CLAIM_TIMEOUT_S``: the waiter then decodes itself (a decode more, never a missing answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import ray
+
+NAMESPACE = "omnieval"
+CLAIM_TIMEOUT_S = 120.0
+
+_HELD: dict[tuple, object] = {}
+"""This process's claims actors by (Ray cluster, job, name): a named actor lives while a handle to it does."""
+
+
+def claims_name(store_uri: str) -> str:
+    return "decode-claims-" + hashlib.sha256(store_uri.encode()).hexdigest()[:16]
+
+
+def ensure_claims(store_uri: str) -> str:
+    """Start (or find) the claims actor of a store, from the driver, so it outlives every pass; returns its name."""
+    name = claims_name(store_uri)
+    context = ray.get_runtime_context()
+    where = (context.gcs_address, context.get_job_id(), name)
+    if where not in _HELD:
+        _HELD[where] = DecodeClaims.options(name=name, namespace=NAMESPACE, get_if_exists=True).remote()
+    return name
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class DecodeClaims:
+    def __init__(self):
+        self._busy: dict[str, asyncio.Event] = {}
+
+    async def claim(self, key: str, timeout_s: float = CLAIM_TIMEOUT_S) -> bool:
+        """True: the caller decodes ``key`` and then calls ``release``. False: another task held it and has
+        released it (or timed out): the caller reads the store."""
+        event = self._busy.get(key)
+        if event is None:
+            self._busy[key] = asyncio.Event()
+            return True
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            if self._busy.get(key) is event:  # its holder is gone: nobody else waits on it from now on
+                del self._busy[key]
+        return False
+
+    def release(self, key: str) -> None:
+        event = self._busy.pop(key, None)
+        if event is not None:
+            event.set()
+
+
+def claims_of(name: str | None):
+    """The claims actor by name, or None (no store, or it cannot be found: decode without coordination)."""
+    if not name:
+        return None
+    try:
+        return ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        return None
