@@ -167,3 +167,44 @@ def test_a_sweep_runs_metrics_on_s3_are_what_omnieval_metrics_writes(s3, tmp_pat
     assert {**doc, "inputs": None} == {**reference, "inputs": None}
     assert rows == len(pl.read_csv(tmp_path / "m" / "metrics.csv")) > 0
     assert len(pl.read_csv(tmp_path / "m" / "paired.csv")) > 0  # two models: their paired differences are there
+
+
+def test_join_uri_keeps_a_uris_options_at_its_end():
+    from omnieval.sweep.expand import join_uri
+
+    assert join_uri("s3://b/out?endpoint_override=127.0.0.1:9000&scheme=http", "runs", "x") == \
+        "s3://b/out/runs/x?endpoint_override=127.0.0.1:9000&scheme=http"
+    assert join_uri("s3://b/out/", "media") == "s3://b/out/media"
+    assert join_uri("/data/out", "runs") == "/data/out/runs"
+
+
+def test_a_sweep_on_s3_with_endpoint_options_writes_everything_under_its_prefix(s3, bench, tmp_path):
+    """A whole sweep whose output is an S3 URI with options (an endpoint of one's own, as MinIO's): its summary, its
+    runs and its decoded-media store land under that prefix on the server; the same sweep with a second prompt style
+    then decodes nothing (every medium read from the store there)."""
+    import json
+
+    def sweep(prompts):
+        path = tmp_path / f"sweep-{len(prompts)}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": "on-s3", "output": s3("sweep"), "prompts": prompts,
+            "protocols": [{"protocol": "dissonance", "benchmark": str(bench)}],
+            "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}],
+            "decode": {"num_frames": 4, "max_side": 96}, "ray": {"num_cpus": 4}, "metrics": {"resamples": 100}}))
+        done = subprocess.run([sys.executable, "-m", "omnieval.cli", "sweep", str(path)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        fs, root = pafs.FileSystem.from_uri(s3("sweep"))
+        with fs.open_input_file(f"{root}/summary.json") as f:
+            return fs, root, json.loads(f.read())
+
+    fs, root, first = sweep(["zs"])
+    media = [i for i in fs.get_file_info(pafs.FileSelector(f"{root}/media", recursive=True)) if i.is_file]
+    distinct = len({p for line in (Path(bench) / "items.jsonl").read_text().splitlines()
+                    for m, p in json.loads(line)["media"].items() if m != "text"})
+    assert first["totals"]["decodes"] == distinct == len(media)
+    assert _read(s3("sweep/runs/dissonance/sim/zs"), "predictions.parquet").height == \
+        sum(1 for _ in open(Path(bench) / "items.jsonl")) * 8
+    _, _, second = sweep(["zs", "cot"])
+    assert second["totals"]["decodes"] == 0 and second["totals"]["decoded_store_hits"] == distinct
+    assert _read(s3("sweep/runs/dissonance/sim/cot"), "predictions.parquet").height > 0

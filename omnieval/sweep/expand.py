@@ -4,6 +4,7 @@ protocol entry's benchmark planned once (no Ray) for its size and content digest
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from omnieval.config import RunConfig
 from omnieval.core.schema import InputError
@@ -12,7 +13,12 @@ from omnieval.sweep.config import ProtocolEntry, SweepConfig, SweepModel
 
 
 def join_uri(base: str, *parts: str) -> str:
-    """``base/part/...`` for a local path or a ``scheme://`` URI."""
+    """``base/part/...`` for a local path or a ``scheme://`` URI; a URI's options (``?endpoint_override=...``, read by
+    pyarrow) stay at its end, after the joined path."""
+    if "://" in base:
+        split = urlsplit(base)
+        if split.query:
+            return urlunsplit(split._replace(path="/".join([split.path.rstrip("/"), *parts])))
     return "/".join([base.rstrip("/"), *parts])
 
 
