@@ -184,6 +184,8 @@ def test_a_sweep_on_s3_with_endpoint_options_writes_everything_under_its_prefix(
     then decodes nothing (every medium read from the store there)."""
     import json
 
+    printed = []
+
     def sweep(prompts):
         path = tmp_path / f"sweep-{len(prompts)}.yaml"
         path.write_text(yaml.safe_dump({
@@ -194,11 +196,13 @@ def test_a_sweep_on_s3_with_endpoint_options_writes_everything_under_its_prefix(
         done = subprocess.run([sys.executable, "-m", "omnieval.cli", "sweep", str(path)], cwd=ROOT,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        printed.append(done.stdout)
         fs, root = pafs.FileSystem.from_uri(s3("sweep"))
         with fs.open_input_file(f"{root}/summary.json") as f:
             return fs, root, json.loads(f.read())
 
     fs, root, first = sweep(["zs"])
+    assert printed[-1].count("sweep summary: s3://runs/sweep/summary.json") == 1  # a URI, its options left out
     media = [i for i in fs.get_file_info(pafs.FileSelector(f"{root}/media", recursive=True)) if i.is_file]
     distinct = len({p for line in (Path(bench) / "items.jsonl").read_text().splitlines()
                     for m, p in json.loads(line)["media"].items() if m != "text"})

@@ -108,7 +108,7 @@ class SweepRunner:
         sweep = self.sweep
         t0 = time.monotonic()
         specs = expand_runs(sweep)
-        result = SweepResult(output=sweep.output, summary_path=root.path("summary.json"),
+        result = SweepResult(output=sweep.output, summary_path=str(root.location("summary.json")),
                              max_error_rate=sweep.max_error_rate)
         todo = []
         for spec in specs:
