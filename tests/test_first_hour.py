@@ -49,7 +49,8 @@ def test_version_and_help_explain(capsys):
     with pytest.raises(SystemExit):
         main(["metrics", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "bootstrap resamples (clustered by item) (default: 10000)" in text and "(default: None)" not in text
+    assert "bootstrap resamples (clustered by each protocol's unit, --cluster) (default: 10000)" in text
+    assert "(default: None)" not in text and "(default: t)" in text
 
 
 def test_printed_follow_up_commands_run_as_printed(tmp_path):
