@@ -97,7 +97,9 @@ def test_side_by_side_writes_the_predictions_of_one_at_a_time(ray_session, small
         # two models' passes reads every file (its two runs share the pass)
         distinct = len({hashlib.sha256(p.read_bytes()).digest() for p in (Path(small_bench) / "media").rglob("*")
                         if p.is_file()})
-        assert (result.decodes, result.decoded_store_hits) == (distinct, 2 * distinct), limit
+        assert result.decodes + result.decoded_store_hits == 3 * distinct, limit
+        # one run on a loaded machine decoded one file twice side by side (tests/test_sweep_decode_once.py)
+        assert distinct <= result.decodes <= distinct + (limit > 1), limit
     one, three = (sorted(spans[k].values()) for k in (1, 3))
     assert all(a[1] <= b[0] for a, b in zip(one, one[1:], strict=False))  # one at a time: no overlap
     assert any(a[1] > b[0] for a, b in zip(three, three[1:], strict=False))  # side by side: some overlap
@@ -107,6 +109,14 @@ def test_side_by_side_writes_the_predictions_of_one_at_a_time(ray_session, small
             got, want = (pl.read_parquet(tmp_path / k / "runs" / "dissonance" / name / prompt /
                                          "predictions.parquet").drop("latency_s") for k in ("3", "1"))
             assert got.height == n and got.equals(want), (name, prompt)
+    # the same side-by-side sweep again, from a fresh process: every run complete, so Ray is never started, and the
+    # command says so (it used to ask Ray for free resources it had not started)
+    config = tmp_path / "again.yaml"
+    config.write_text(yaml.safe_dump(_sweep_data(small_bench, tmp_path / "3", 3)))
+    again = subprocess.run([sys.executable, "-m", "omnieval.cli", "sweep", str(config)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "6 runs: 0 done, 6 skipped (complete), 0 failed" in again.stdout
 
 
 # -- the driver killed mid-sweep, models side by side, on a multi-node cluster ------------------------------------

@@ -133,7 +133,7 @@ class SweepRunner:
         by_model = {name: mine for name, mine in by_model.items() if mine}
         if sweep.max_concurrent_models == 1:
             self._one_at_a_time(by_model, result, root, len(specs))
-        else:
+        elif by_model:  # nothing to run: Ray was never started, so there are no free resources to read
             self._side_by_side(by_model, result, root, len(specs))
         self._write_summary(root, result, final=True)
         self.log(f"sweep {sweep.name!r} finished in {time.monotonic() - t0:.1f} s: "
