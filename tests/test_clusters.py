@@ -257,4 +257,9 @@ def test_the_interval_method_is_a_choice_of_omnieval_metrics(tmp_path):
                                                                                             "C000")) for m in docs}
     assert (got["percentile"]["ci_low"], got["percentile"]["ci_high"]) == pytest.approx((want["ci_low"],
                                                                                           want["ci_high"]), abs=1e-12)
+    # and the percentile interval is a plain numpy bootstrap over anchors' 2.5th and 97.5th percentiles
+    s, c = per_anchor(frame, "model00", "C000")
+    lo, hi = np.percentile(numpy_anchor_bootstrap([(s, c)], np.random.default_rng(1)), [2.5, 97.5])
+    assert got["percentile"]["ci_low"] == pytest.approx(lo, abs=0.02)
+    assert got["percentile"]["ci_high"] == pytest.approx(hi, abs=0.02)
     assert got["t"]["ci_low"] != pytest.approx(got["percentile"]["ci_low"], abs=1e-9)
