@@ -71,21 +71,21 @@ def decode_task(store: str | None, claims: str | None, *specs: MediaSpec):
 def decode_through(spec: MediaSpec, store, claims=None) -> list:
     """``[status, payload, kind]`` of one spec: from the store where it holds an intact entry, else decoded (and
     then stored, unless the decode failed). With ``claims``, one task at a time decodes a missing key; the others
-    wait for it, then read the entry it wrote (``media.claims``)."""
+    wait for it, then read the entry it wrote, and where it wrote none (its decode failed, or the store refused the
+    write) claim the key in turn, so no two tasks decode one key at once (``media.claims``)."""
     if store is None:
         return [*_decode(spec), "decoded"]
     found = store.read(spec.key, spec.path)
     rejected = found.status == "rejected"
     claimed = False
-    if found.status != "hit" and claims is not None:
-        try:
-            claimed = ray.get(claims.claim.remote(spec.key))
-        except Exception:  # the claims actor is gone: decode without coordination
-            claimed = False
-        else:
+    try:
+        while found.status != "hit" and claims is not None and not claimed:
+            try:
+                claimed = ray.get(claims.claim.remote(spec.key))
+            except Exception:  # the claims actor is gone: decode without coordination
+                break
             found = store.read(spec.key, spec.path)  # written while this task waited, or just before its claim
             rejected = rejected or found.status == "rejected"
-    try:
         if found.status == "hit":
             return ["", found.media, "hit"]
         status, media = _decode(spec)
