@@ -12,7 +12,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 import omnieval.media.cache as cache_module
 from omnieval.media.cache import decode_through
@@ -49,7 +48,8 @@ def test_passes_starting_together_leave_the_claims_actor_alive(ray_session, tmp_
     import ray
 
     for i in range(5):
-        names = _together(3, lambda _: ensure_claims(str(tmp_path / f"store-{i}")))
+        store = str(tmp_path / f"store-{i}")
+        names = _together(3, lambda _, store=store: ensure_claims(store))
         assert len(set(names)) == 1
         gc.collect()
         time.sleep(0.5)  # Ray ends an actor whose creating handle is gone asynchronously

@@ -153,6 +153,57 @@ def cot_answer_position(tokenizer, generated: str, labels: Sequence[str]) -> tup
         return reasoning + " ", label_token_ids(tokenizer, labels)
 
 
+MEDIA_TOKEN_KEYS = frozenset({"image_token_id", "video_token_id", "audio_token_id", "image_token_index",
+                              "video_token_index", "audio_token_index"})
+"""``config.json`` fields (at any depth) naming a token that stands for media in a prompt."""
+SPEECH_OUTPUT_CONFIGS = ("talker", "token2wav", "code2wav")
+"""Sub-configs of an omni model's speech generator: their ids belong to another vocabulary than the text's."""
+
+
+def media_token_ids(folder, tokenizer, processor=None) -> list[int]:
+    """The token ids that stand for media in a prompt (the placeholders a processor expands), which generation must
+    never emit. Fed back as a generated token, a placeholder without its media breaks the next step: transformers'
+    Phi-4-multimodal looks for the image it stands for and fails, others count placeholders against the media's
+    features. Read from the folder's ``config.json`` (``MEDIA_TOKEN_KEYS`` in every sub-config but the speech
+    generator's) and the processor's ``image_token`` / ``video_token`` / ``audio_token``; both engines read the same
+    folder, so both keep the same ids out of a generation. End-of-text and padding are never among them."""
+    import json
+    from pathlib import Path
+
+    found: set[int] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in MEDIA_TOKEN_KEYS and isinstance(value, int) and not isinstance(value, bool):
+                    found.add(value)
+                elif not any(name in key for name in SPEECH_OUTPUT_CONFIGS):
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    try:
+        walk(json.loads((Path(folder) / "config.json").read_text()))
+    except (OSError, ValueError):
+        pass
+    for attr in ("image_token", "video_token", "audio_token"):
+        token = getattr(processor, attr, None) if processor is not None else None
+        if isinstance(token, str) and token:
+            try:
+                value = tokenizer.convert_tokens_to_ids(token)
+            except Exception:  # a tokenizer without the token table (Mistral's): the config's ids stand
+                continue
+            if isinstance(value, int) and value != getattr(tokenizer, "unk_token_id", None):
+                found.add(value)
+    never = {getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)}
+    try:
+        size = len(tokenizer)
+    except TypeError:
+        size = None
+    return sorted(t for t in found if t >= 0 and t not in never and (size is None or t < size))
+
+
 def omni_media_items(parts: Sequence[PromptPart], media: dict) -> list:
     """The decoded media of a request's omni parts (video, audio, image), in prompt order; a part whose media was
     not decoded is an error naming its path."""

@@ -73,6 +73,7 @@ from omnieval.engines.chat import (
     folder_modalities,
     is_omni_model,
     label_token_ids,
+    media_token_ids,
     omni_layout,
 )
 from omnieval.engines.families import family_for, load_processor
@@ -148,6 +149,7 @@ class HFEngine(Engine):
         if self.family is not None:
             self.family.prepare_hf_model(self.net, self.path)
         self.grouped_towers = use_grouped_block_attention(self.net)
+        self.media_token_ids = media_token_ids(self.path, self.tokenizer, self.processor)
 
     def _build_net(self, model_class):
         """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker
@@ -217,13 +219,14 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def greedy(self, enc: Encoded, max_new_tokens: int | None = None) -> str:
-        """Greedy continuation of one encoded prompt (special tokens dropped)."""
+        """Greedy continuation of one encoded prompt (special tokens dropped); media placeholder tokens are never
+        generated (``chat.media_token_ids``)."""
         inputs = self._inputs([enc])
         eos = [i for i in {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>")}
                if isinstance(i, int) and i >= 0]
         out = self.net.generate(**inputs, max_new_tokens=max_new_tokens or self.max_new_tokens, do_sample=False,
                                 temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_id,
-                                eos_token_id=eos or None)
+                                eos_token_id=eos or None, suppress_tokens=self.media_token_ids or None)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     # -- scoring ----------------------------------------------------------------------------------------------

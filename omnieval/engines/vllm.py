@@ -64,6 +64,7 @@ from omnieval.engines.chat import (
     folder_modalities,
     is_omni_model,
     label_token_ids,
+    media_token_ids,
     omni_layout,
     omni_media_fields,
 )
@@ -127,6 +128,9 @@ class VLLMEngine(Engine):
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_new_tokens = max_new_tokens
+        # never generated (as the hf engine's suppress_tokens; vLLM bounds a bias to -100, which no greedy step
+        # overcomes in practice)
+        self.no_media_bias = {t: -100.0 for t in media_token_ids(self.path, self.tokenizer, self.processor)} or None
         self.vision_refusal = VISION_ATTENTION_REFUSAL if _drops_vision_attention(self.llm) else None
 
     # -- requests -----------------------------------------------------------------------------------------------
@@ -276,7 +280,7 @@ class VLLMEngine(Engine):
         from vllm import SamplingParams
 
         budgets = max_tokens or [self.max_new_tokens] * len(prompts)
-        params = [SamplingParams(max_tokens=int(m), temperature=0.0) for m in budgets]
+        params = [SamplingParams(max_tokens=int(m), temperature=0.0, logit_bias=self.no_media_bias) for m in budgets]
         return [o if isinstance(o, Exception) else o.outputs[0].text for o in self._run(prompts, params)]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
