@@ -276,6 +276,43 @@ def test_a_run_where_every_row_is_skipped_fails(ray_session, small_bench, tmp_pa
     assert "WARNING: every row of text-sim was skipped" in text and "FAILED: every row of the run was skipped" in text
 
 
+def test_a_sweep_says_which_runs_skipped_rows_and_which_measured_nothing(ray_session, small_bench, tmp_path):
+    """A sweep pairs every model with every benchmark: a model that takes no audio on a benchmark whose every
+    condition shows audio measures nothing. Its run is complete (resuming it would change nothing) but said so, in
+    its closing line, in the table (a skipped column counted from the predictions) and in the summary's totals, on
+    the first pass and on a rerun that finds it complete."""
+    import json
+
+    import polars as pl
+
+    from omnieval.sweep import SweepRunner, parse_sweep_config
+
+    data = {"name": "reach", "output": str(tmp_path / "sweep"), "prompts": ["zs"],
+            "protocols": [{"protocol": "dissonance", "benchmark": str(small_bench)}],
+            "models": [{"name": "sim-all", "engine": "simulated", "options": {"seed": 1}},
+                       {"name": "sim-video", "engine": "simulated", "options": {"modalities": ["video"]}}],
+            "decode": {"media_check": "exists"}, "metrics": {"resamples": 20}}
+    for attempt in ("first", "rerun"):
+        logged: list[str] = []
+        result = SweepRunner(parse_sweep_config(data), log=logged.append).run()
+        by_model = {r.model: r for r in result.runs}
+        table = result.summary()
+        for name, run in by_model.items():
+            preds = pl.read_parquet(Path(run.output) / "predictions.parquet")
+            assert run.skipped_rows == preds["skipped"].is_not_null().sum(), (attempt, name)
+            row = next(line for line in table.splitlines() if line.startswith(run.key))
+            assert row.split()[-2] == str(run.skipped_rows)
+        assert by_model["sim-all"].skipped_rows == 0 and by_model["sim-video"].skipped_rows == by_model[
+            "sim-video"].predictions > 0
+        assert ("WARNING: 1 run(s) measured nothing, every row skipped" in table
+                and table.rstrip().count(by_model["sim-video"].key) == 2), table
+        totals = json.loads((tmp_path / "sweep" / "summary.json").read_text())["totals"]
+        assert totals["skipped_rows"] == by_model["sim-video"].predictions
+        if attempt == "first":
+            closing = next(m for m in logged if by_model["sim-video"].key in m and " done in " in m)
+            assert "WARNING: every row skipped (audio" in closing
+
+
 @pytest.mark.slow
 def test_describe_turns_exactly_what_the_model_cannot_take_into_text(ray_session, small_bench, tmp_path):
     """``unsupported_media: describe`` on a model that takes audio but not video: the describer describes the videos

@@ -121,6 +121,8 @@ class SweepRunner:
             if done:
                 outcome.status = "skipped"
                 outcome.predictions = plan.n_instances
+                record = read_json(RunStore(spec.uri), "run.json") or {}
+                outcome.skipped_rows = int((record.get("skipped") or {}).get("count", 0))
             else:
                 todo.append(spec.index)
             result.runs.append(outcome)
@@ -279,7 +281,7 @@ class SweepRunner:
                 if outcome.status == "done":
                     self.log(f"{labels[spec.index]}: done in {outcome.seconds:.1f} s: {outcome.predictions} "
                              f"predictions ({outcome.scored} scored now, {outcome.resumed} resumed), "
-                             f"{outcome.errors} errors, {outcome.metric_rows} metric rows")
+                             f"{outcome.errors} errors, {outcome.metric_rows} metric rows" + _skipped_note(outcome))
                 self._write_summary(root, result)
                 self._log_overall(result)
             pending = again
@@ -304,6 +306,9 @@ class SweepRunner:
             outcome.resumed = res.n_skipped
             outcome.predictions = num_rows(store, "predictions.parquet") or 0
             outcome.errors = res.n_errors
+            outcome.skipped_rows = int(res.skipped.get("count", 0))
+            outcome.skipped_media = {m: n for entry in res.skipped.get("by_model", {}).values()
+                                     for m, n in entry.get("by_modality", {}).items()}
             if outcome.predictions != outcome.expected:
                 raise RuntimeError(f"predictions hold {outcome.predictions} rows, expected {outcome.expected}")
             settings = self._metrics_settings()
@@ -357,6 +362,7 @@ class SweepRunner:
                   "expected_predictions": sum(r["expected"] for r in runs),
                   "predictions": sum(r["predictions"] for r in runs),
                   "scored": sum(r["scored"] for r in runs), "errors": sum(r["errors"] for r in runs),
+                  "skipped_rows": sum(r["skipped_rows"] for r in runs),
                   "decodes": result.decodes, "decoded_store_hits": result.decoded_store_hits}
         root.write_json("summary.json", {"name": self.sweep.name, "output": self.sweep.output,
                                          "state": "finished" if final else "running", "started": self.started,
@@ -386,3 +392,15 @@ def run_sweep(sweep: SweepConfig, address: str | None = None, *,
     """Run every incomplete run of ``sweep`` (see ``omnieval.sweep``'s docstring); the result lists each run's
     outcome."""
     return SweepRunner(sweep, address, log=log).run()
+
+
+def _skipped_note(outcome: RunOutcome) -> str:
+    """The end of a run's closing line: its rows not asked (media its model cannot take), loud when that is all."""
+    if not outcome.skipped_rows:
+        return ""
+    kinds = ", ".join(f"{m} {n}" for m, n in sorted(outcome.skipped_media.items()))
+    if outcome.skipped_rows == outcome.predictions:
+        return (f"; WARNING: every row skipped ({kinds}): the model takes none of the media these rows show, so "
+                f"this run measured nothing (unsupported_media: note gives a text-only baseline)")
+    return f"; {outcome.skipped_rows} rows skipped ({kinds}: media the model cannot take)"
+

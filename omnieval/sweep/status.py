@@ -25,6 +25,8 @@ class RunOutcome:
     scored: int = 0
     resumed: int = 0
     errors: int = 0
+    skipped_rows: int = 0  # rows not asked: media the model cannot take (unsupported_media: skip)
+    skipped_media: dict[str, int] = field(default_factory=dict)  # those rows by modality
     metric_rows: int = 0
     attempts: int = 0
     started: float | None = None
@@ -55,17 +57,26 @@ class SweepResult:
 
     def summary(self) -> str:
         lines = [f"sweep summary: {self.summary_path}",
-                 f"{'run':<48} {'status':<8} {'rows':>7} {'scored':>7} {'errors':>6} {'seconds':>8}"]
+                 f"{'run':<48} {'status':<8} {'rows':>7} {'scored':>7} {'errors':>6} {'skipped':>7} "
+                 f"{'seconds':>8}"]
         for r in self.runs:
             lines.append(f"{r.key:<48} {r.status:<8} {r.predictions:>7} {r.scored:>7} {r.errors:>6} "
-                         f"{r.seconds:>8.1f}")
+                         f"{r.skipped_rows:>7} {r.seconds:>8.1f}")
         counts = {s: sum(r.status == s for r in self.runs) for s in ("done", "skipped", "failed")}
         lines.append(f"{len(self.runs)} runs: {counts['done']} done, {counts['skipped']} skipped (complete), "
                      f"{counts['failed']} failed; media decoded {self.decodes}, read from the decoded-media store "
                      f"{self.decoded_store_hits}")
+        if nothing := self.measured_nothing():
+            lines.append(f"WARNING: {len(nothing)} run(s) measured nothing, every row skipped (media the model cannot "
+                         f"take; unsupported_media: note gives a text-only baseline): {', '.join(nothing)}")
         if counts["done"] + counts["skipped"]:
             lines += ["", "next:", f"  {self.report_command()}"]
         return "\n".join(lines)
+
+    def measured_nothing(self) -> list[str]:
+        """The complete runs whose every row was skipped (``skipped_rows``): no metric, nothing in the report."""
+        return [r.key for r in self.runs if r.status in ("done", "skipped") and r.predictions and
+                r.skipped_rows == r.predictions]
 
     def report_command(self) -> str:
         """The command that shows every run of the sweep side by side, printed so that it runs as printed (the
