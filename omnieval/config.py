@@ -57,6 +57,21 @@ class ModelConfig(_Config):
                              "model (its prompts are optional: the modalities the model cannot take are described)")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _path_into_options(cls, data: Any) -> Any:
+        """``path:`` beside ``engine:``, as a sweep's models write it, is ``options.path`` here: a model entry
+        copied from a sweep into a run config means the same model (and the same run identity)."""
+        options = data.get("options") or {} if isinstance(data, dict) else None
+        if not isinstance(options, dict) or "path" not in data or "path" in cls.model_fields:
+            return data  # not a mapping: the fields' own checks name what is wrong
+        data = dict(data)
+        path = data.pop("path")
+        if "path" in options and str(options["path"]) != str(path):
+            raise ValueError(f"path {path!r} and options.path {options['path']!r} disagree")
+        data["options"] = {**options, "path": path}
+        return data
+
     @field_validator("name")
     @classmethod
     def _folder_safe(cls, v: str) -> str:

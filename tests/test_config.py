@@ -94,3 +94,18 @@ def test_sweep_output_holding_a_benchmark_is_refused(tmp_path):
                     "models: [{name: s, engine: simulated}]\n")
     with pytest.raises(InputError, match="holds the benchmark folder .protocols.0..benchmark"):
         load_sweep_config(path)
+
+
+def test_a_model_path_beside_engine_is_options_path_as_in_a_sweep(tmp_path):
+    """A model entry copied from a sweep (``path:`` beside ``engine:``) into a run config: the same model, its
+    folder taken relative to the file, the same config (so the same run identity) as ``options: {path: ...}``."""
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    entry = "  - {name: m, engine: hf, %s}\n"
+    head = VALID.split("models:")[0] + "models:\n"
+    beside = load_run_config(_write(tmp_path, head + entry % "path: models/tiny, options: {max_new_tokens: 8}"))
+    inside = load_run_config(_write(tmp_path, head + entry % "options: {path: models/tiny, max_new_tokens: 8}"))
+    assert beside.models[0].options == {"max_new_tokens": 8, "path": str(tmp_path / "models" / "tiny")}
+    assert beside.model_dump() == inside.model_dump()
+    with pytest.raises(InputError, match="disagree") as err:
+        load_run_config(_write(tmp_path, head + entry % "path: models/tiny, options: {path: models/other}"))
+    assert err.value.field == "models[0]"
