@@ -118,3 +118,30 @@ def test_rows_without_the_column_go_with_their_questions_other_rows():
     bare = one.drop("media_unit")
     assert units_used(bare) == {"spectrum": "item"}
     assert set(metrics_table(bare, resamples=100).filter(pl.col("metric") == "accuracy")["n_clusters"]) == {60}
+
+
+def test_an_interval_is_cut_to_the_values_its_metric_can_take():
+    """On 4 clips the textbook t interval of an accuracy reaches past [0, 1] (t(0.975, 3) = 3.18 standard errors):
+    the table shows it cut to [0, 1] (a share cannot lie outside; coverage is unchanged, the true value being inside),
+    and a paired difference of two accuracies cut to [-1, 1]; where it stays inside, it is the whole t interval."""
+    from omnieval.stats.paired import paired_table
+
+    frame = clip_study(n_clips=4, per_clip=2, seed=3)
+    table = metrics_table(frame, resamples=20_000, seed=4)
+    outside = 0
+    for condition in ("normal", "video_only", "text_only", "random"):
+        row = table.filter((pl.col("metric") == "accuracy") & (pl.col("key") == condition)).row(0, named=True)
+        rows = frame.filter(pl.col("condition") == condition)
+        means = rows.group_by("media_unit").agg((pl.col("choice") == pl.col("target")).mean())["choice"].to_numpy()
+        c = len(means)
+        half = stats.t.ppf(0.975, c - 1) * means.std(ddof=1) / np.sqrt(c)
+        low, high = means.mean() - half, means.mean() + half  # the textbook interval, uncut
+        outside += low < 0 or high > 1
+        assert row["ci_low"] == pytest.approx(max(low, 0.0), abs=0.06 * half + 1e-9), condition
+        assert row["ci_high"] == pytest.approx(min(high, 1.0), abs=0.06 * half + 1e-9), condition
+        assert 0.0 <= row["ci_low"] <= row["value"] <= row["ci_high"] <= 1.0
+    assert outside >= 2  # the case this is about: the uncut interval leaves [0, 1]
+    other = frame.with_columns(model=pl.lit("n"), choice=pl.col("target"))  # always right: 1 - a share
+    paired = paired_table(pl.concat([frame, other]), resamples=2_000, seed=1)
+    diffs = paired.filter(pl.col("comparison") == "models")
+    assert diffs.height and diffs["ci_low"].min() >= -1.0 and diffs["ci_high"].max() <= 1.0

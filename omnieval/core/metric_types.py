@@ -15,6 +15,17 @@ import polars as pl
 
 from omnieval.core.protocol_views import ConditionTests, HeadlineTable, PairedHeadline
 
+UNIT = (0.0, 1.0)
+"""A share of rows or items, a mean of probabilities, or an average distance between two such."""
+DIFFERENCE = (-1.0, 1.0)
+"""A difference of two shares."""
+SHARED_BOUNDS: dict[str, tuple[float, float]] = {
+    "error_rate": UNIT, "open_error_rate": UNIT, "invalid_rate": UNIT, "forced_rate": UNIT, "ece": UNIT,
+    "rc_auc": UNIT, "open_accuracy": UNIT, "open_abstention": UNIT, "judge_agreement": UNIT,
+    "open_invalid_verdicts": UNIT, "mcq_open_gap": DIFFERENCE, "judge_kappa": DIFFERENCE}
+"""The metrics shared code adds to every protocol (``with_error_rates``, ``with_forced_rate``, calibration, the
+open-ended metrics of ``stats.open_metrics``)."""
+
 
 @dataclass(frozen=True, eq=False)
 class Support:
@@ -106,7 +117,9 @@ class ProtocolMetrics:
     ``headlines``: the tables ``omnieval metrics`` prints (``omnieval.stats.headlines``; default none);
     ``tests``: the significance tests on the protocol's conditions (``omnieval.stats.significance``; default none);
     ``cluster``: the resampling unit its intervals, paired differences, tests and power use unless the user names
-    another (``omnieval.stats.clusters``; docs/reference.md, Statistics common to all protocols).
+    another (``omnieval.stats.clusters``; docs/reference.md, Statistics common to all protocols);
+    ``bounds``: metric name -> the values it can take (``SHARED_BOUNDS`` adds the metrics shared code computes),
+    which its intervals are clipped to (``bounds_of``). A metric not named is not clipped.
     """
 
     name: str
@@ -119,6 +132,11 @@ class ProtocolMetrics:
     headlines: tuple[HeadlineTable, ...] = ()
     tests: ConditionTests | None = None
     cluster: str = ITEM_CLUSTER
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def bounds_of(self, metric: str) -> tuple[float, float]:
+        """The values ``metric`` can take: this protocol's, then the shared metrics', else unbounded."""
+        return self.bounds.get(metric) or SHARED_BOUNDS.get(metric) or (-np.inf, np.inf)
 
 
 @dataclass

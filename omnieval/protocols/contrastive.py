@@ -53,7 +53,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.core.keyed import keyed_seed
-from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment
 
@@ -353,7 +353,8 @@ def metrics_spec():
         paired=PairedHeadline(every_key=("accuracy",), overall=("permutation_consistency",)),
         cluster="media_unit",  # the questions one input answers share it (docs/reference.md, Resampling unit)
         headlines=(HeadlineTable("Accuracy by number of inputs, permutation consistency, position bias of A",
-                                 _headline_rows),))
+                                 _headline_rows),),
+        bounds={"accuracy": UNIT, "permutation_consistency": UNIT, "position_bias": DIFFERENCE})
 
 
 # === how the results are shown (omnieval.protocols lists these attributes) ===

@@ -34,7 +34,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.core.keyed import keyed_rng
-from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of
+from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
 
@@ -462,7 +462,9 @@ def metrics_spec():
         paired=PairedHeadline(every_key=("accuracy", "disparity"), overall=("average", "consistency")),
         cluster="media_unit",  # the questions about one clip share it (docs/reference.md, Resampling unit)
         headlines=(HeadlineTable("Modality disparity, direction imbalance and consistency, with the average accuracy",
-                                 _headline_rows),))
+                                 _headline_rows),),
+        bounds={"accuracy": UNIT, "average": UNIT, "std": UNIT, "consistency": UNIT, "agreement": UNIT,
+                "imbalance": DIFFERENCE, "disparity": (-2.0, 2.0)})
 
 
 # === how the results are shown (omnieval.protocols lists these attributes) ===

@@ -345,7 +345,7 @@ def metrics_spec():
     with the metrics its paired differences compare, its headline tables and its significance tests: Wilcoxon
     between the drops of two single-modality corruptions over anchors, Friedman over models per level k, McNemar
     between models on the clean items."""
-    from omnieval.core.metric_types import CellFamily, ProtocolMetrics
+    from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics
     from omnieval.core.protocol_views import ConditionTests, HeadlineTable, PairedHeadline
 
     return ProtocolMetrics(
@@ -371,6 +371,9 @@ def metrics_spec():
         tests=ConditionTests(baseline="C000", drops=tuple(ONLY_CORRUPTED.items()),
                              drop_pairs=(("text", "video"), ("text", "audio"), ("video", "audio")),
                              block="anchor", level="k"),
+        bounds={**dict.fromkeys(("accuracy", "accuracy_k", "abstention_k", "human_abstention_k", "confidence_k",
+                                 "anchor_accuracy", "ace"), UNIT),
+                "shapley": DIFFERENCE, "reliance": (-np.inf, 1.0)},
     )
 
 

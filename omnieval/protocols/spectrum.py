@@ -63,7 +63,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from omnieval.core.metric_types import QUESTION, CellFamily, ProtocolMetrics, question_of
+from omnieval.core.metric_types import DIFFERENCE, QUESTION, UNIT, CellFamily, ProtocolMetrics, question_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
@@ -596,7 +596,9 @@ def metrics_spec():
                            conditions=ALL_CONDITIONS,
                            paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
                            cluster="media_unit",  # questions about one clip share it (docs/reference.md)
-                           headlines=(HeadlineTable(_headline_title, _headline_rows),))
+                           headlines=(HeadlineTable(_headline_title, _headline_rows),),
+                           bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "chance": UNIT, "intra": DIFFERENCE,
+                                   "inter": DIFFERENCE, "perceptual_score": DIFFERENCE, "as_text_gap": DIFFERENCE})
 
 
 # === how the results are shown (omnieval.protocols lists these attributes) ===

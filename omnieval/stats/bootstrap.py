@@ -36,7 +36,7 @@ from omnieval.core.metric_types import (
     Support,
     question_of,
 )
-from omnieval.stats.intervals import DEFAULT_METHOD, intervals, needs_jackknife
+from omnieval.stats.intervals import DEFAULT_METHOD, clipped, intervals, needs_jackknife
 
 UNIT = ("model", "prompt", "split")
 CONFIDENCE_LEVEL = 0.95
@@ -324,8 +324,8 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
             values[j] = r[2]
         sizes = [row_size(r[3], unit) for r in rows]
         masks = np.vstack([unit.cluster_mask(row_items(r[3], unit)) for r in rows]) if jackknife else None
-        low, high = intervals(values, resamples, interval, np.array([s[2] for s in sizes]), CONFIDENCE_LEVEL,
-                              masks)
+        low, high = clipped(*intervals(values, resamples, interval, np.array([s[2] for s in sizes]),
+                                       CONFIDENCE_LEVEL, masks), [spec.bounds_of(r[0]) for r in rows])
         if on_unit is not None:
             on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key

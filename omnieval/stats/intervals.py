@@ -109,3 +109,20 @@ def bca_interval(estimate: np.ndarray, boot: np.ndarray, jackknife: np.ndarray, 
             continue
         low[m], high[m] = np.quantile(b, levels)
     return low, high
+
+
+def clipped(low: np.ndarray, high: np.ndarray, bounds: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's interval cut to the values its metric can take (``ProtocolMetrics.bounds_of``). Only the t
+    interval reaches past them (an accuracy of 0.375 on 4 clips: -0.33 to 1.08); the true value lies inside the
+    bounds, so a clipped interval covers it exactly when the whole one does: coverage is unchanged. NaN stays NaN."""
+    if not bounds:
+        return low, high
+    lo, hi = (np.array(side, dtype=np.float64) for side in zip(*bounds, strict=True))
+    return np.where(np.isnan(low), low, np.maximum(low, lo)), np.where(np.isnan(high), high, np.minimum(high, hi))
+
+
+def difference_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
+    """The values a difference of two values within ``bounds`` can take."""
+    lo, hi = bounds
+    return lo - hi, hi - lo
+

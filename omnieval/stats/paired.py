@@ -45,7 +45,7 @@ from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.clusters import ClusterChoice, with_clusters
-from omnieval.stats.intervals import DEFAULT_METHOD, intervals, needs_jackknife
+from omnieval.stats.intervals import DEFAULT_METHOD, clipped, difference_bounds, intervals, needs_jackknife
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
@@ -253,7 +253,8 @@ class _Intervals:
 
     def _fill(self, rows: list[dict], diffs: np.ndarray, masks: np.ndarray | None) -> None:
         clusters = np.array([row["n_clusters"] for row in rows])
-        low, high = intervals(diffs, self.resamples, self.method, clusters, CONFIDENCE_LEVEL, masks)
+        low, high = clipped(*intervals(diffs, self.resamples, self.method, clusters, CONFIDENCE_LEVEL, masks),
+                            [difference_bounds(_bounds(row)) for row in rows])
         for row, lo, hi in zip(rows, low, high, strict=True):
             row["ci_low"], row["ci_high"] = _num(lo), _num(hi)
 
@@ -339,3 +340,15 @@ def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int =
                  permutations: int = 10_000, cluster: ClusterChoice = None,
                  interval: str = DEFAULT_METHOD) -> pl.DataFrame:
     return metrics_and_paired(predictions, resamples, seed, permutations, cluster, interval)[1]
+
+
+def _bounds(row: dict) -> tuple[float, float]:
+    """The values the metric of a paired row can take (its protocol's ``bounds_of``)."""
+    from omnieval.core.metric_types import SHARED_BOUNDS
+    from omnieval.stats.registry import REGISTRY
+
+    spec = REGISTRY.get(row["protocol"])
+    if spec is not None:
+        return spec.bounds_of(row["metric"])
+    return SHARED_BOUNDS.get(row["metric"], (-np.inf, np.inf))
+
