@@ -276,6 +276,12 @@ def test_a_run_where_every_row_is_skipped_fails(ray_session, small_bench, tmp_pa
     assert "WARNING: every row of text-sim was skipped" in text and "FAILED: every row of the run was skipped" in text
 
 
+def small_bench_splits(bench) -> set[str]:
+    import json
+
+    return {json.loads(line)["split"] for line in (Path(bench) / "items.jsonl").open()}
+
+
 def test_a_sweep_says_which_runs_skipped_rows_and_which_measured_nothing(ray_session, small_bench, tmp_path):
     """A sweep pairs every model with every benchmark: a model that takes no audio on a benchmark whose every
     condition shows audio measures nothing. Its run is complete (resuming it would change nothing) but said so, in
@@ -311,6 +317,14 @@ def test_a_sweep_says_which_runs_skipped_rows_and_which_measured_nothing(ray_ses
         if attempt == "first":
             closing = next(m for m in logged if by_model["sim-video"].key in m and " done in " in m)
             assert "WARNING: every row skipped (audio" in closing
+    # the report's runs table still names what the run was (it has no metric to read that from)
+    from omnieval.report import build_report
+
+    report = build_report([str(tmp_path / "sweep")], resamples=50, permutations=50)
+    rows = {row[0].text: [cell.text for cell in row] for row in report.sections[0].blocks[0].rows}
+    (label,) = [k for k in rows if "sim-video" in k]
+    assert rows[label][1:4] == ["dissonance", "sim-video", "zs"]
+    assert set(rows[label][4].split(", ")) == small_bench_splits(small_bench)
 
 
 @pytest.mark.slow

@@ -53,10 +53,7 @@ def runs_section(runs: list[Run]) -> Section:
         commit = str(info.get("git_commit") or "—")[:10]
         rows.append([
             text_cell(run.label, header=True),
-            text_cell(_join(m["protocol"].unique(maintain_order=True).to_list())),
-            text_cell(_join(m["model"].unique(maintain_order=True).to_list())),
-            text_cell(_join(m["prompt"].unique(maintain_order=True).to_list())),
-            text_cell(_join(m["split"].unique(maintain_order=True).to_list())),
+            *(text_cell(_join(_values(run, column))) for column in ("protocol", "model", "prompt", "split")),
             text_cell(str(len(run.predictions)) if run.predictions is not None else "—",
                       title=_join(info.get("predictions_files", [])) or None),
             text_cell(skipped_text(run.predictions),
@@ -75,6 +72,15 @@ def runs_section(runs: list[Run]) -> Section:
         ])
     table = Table(caption="Runs in this report", header=header, rows=rows, name="runs")
     return Section("runs", "Runs", blocks=[table])
+
+
+def _values(run: Run, column: str) -> list:
+    """A column's values in a run's metrics, else in its predictions (a run whose every row was skipped has no
+    metric, but still its protocol, models, prompts and splits)."""
+    for frame in (run.metrics, run.predictions):
+        if frame is not None and frame.height and column in frame.columns:
+            return frame[column].unique(maintain_order=True).to_list()
+    return []
 
 
 def units_text(metrics: pl.DataFrame, recorded) -> str:
