@@ -15,7 +15,7 @@ import numpy as np
 
 import omnieval.media.cache as cache_module
 from omnieval.media.cache import decode_through
-from omnieval.media.claims import NAMESPACE, ensure_claims
+from omnieval.media.claims import NAMESPACE, acquire_claims, release_claims
 from omnieval.media.decoded import content_hash
 from omnieval.media.spec import MediaSpec
 from omnieval.media.store import DecodedStore
@@ -44,23 +44,47 @@ def _together(n: int, work) -> list:
     return out
 
 
-def test_passes_starting_together_leave_the_claims_actor_alive(ray_session, tmp_path):
+def _alive(name: str) -> bool:
     import ray
 
+    try:
+        actor = ray.get_actor(name, namespace=NAMESPACE)
+        ray.get(actor.release.remote("probe"), timeout=30)  # answers: it lives
+        return True
+    except (ValueError, ray.exceptions.RayActorError):  # not found by name, or ended
+        return False
+
+
+def _gone(name: str, within_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:  # Ray ends an actor whose creating handle is gone asynchronously
+        if not _alive(name):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_passes_starting_together_share_one_claims_actor_that_the_last_lets_go(ray_session, tmp_path):
     for i in range(5):
         store = str(tmp_path / f"store-{i}")
-        names = _together(3, lambda _, store=store: ensure_claims(store))
+        names = _together(3, lambda _, store=store: acquire_claims(store))
         assert len(set(names)) == 1
         gc.collect()
-        time.sleep(0.5)  # Ray ends an actor whose creating handle is gone asynchronously
-        actor = ray.get_actor(names[0], namespace=NAMESPACE)
-        assert ray.get(actor.claim.remote("k"), timeout=30) is True, f"round {i}"
+        time.sleep(0.5)
+        assert _alive(names[0]), f"round {i}"  # one creating handle kept, whichever pass made it
+        release_claims(store)
+        release_claims(store)
+        assert _alive(names[0]), f"round {i}"  # one pass still uses it
+        release_claims(store)
+        assert _gone(names[0]), f"round {i}"  # no idle actor per store left behind
+        assert acquire_claims(store) != names[0]  # a later pass gets a new one, never one that is ending
+        release_claims(store)
 
 
 def test_a_claim_whose_holder_is_gone_goes_to_the_next_waiter(ray_session, tmp_path):
     import ray
 
-    actor = ray.get_actor(ensure_claims(str(tmp_path / "store")), namespace=NAMESPACE)
+    actor = ray.get_actor(acquire_claims(str(tmp_path / "store")), namespace=NAMESPACE)
     assert ray.get(actor.claim.remote("k")) is True  # held, never released
     assert ray.get(actor.claim.remote("k", 0.3)) is False  # waited, gave up on the holder
     assert ray.get(actor.claim.remote("k")) is True  # the next one holds it
@@ -81,7 +105,7 @@ def test_waiters_whose_holder_stored_nothing_decode_one_at_a_time(ray_session, t
     path = still_image(tmp_path / "i.png", colour="blue", size=(40, 30))
     spec = MediaSpec(content_hash(path, modality="image"), str(path), "image", ())
     store = _RefusingStore(str(tmp_path / "store"))
-    claims = ray.get_actor(ensure_claims(store.uri), namespace=NAMESPACE)
+    claims = ray.get_actor(acquire_claims(store.uri), namespace=NAMESPACE)
     decode, lock = cache_module._decode, threading.Lock()
     running, most, calls = [0], [0], [0]
 

@@ -50,6 +50,9 @@ def test_a_sweep_decodes_each_media_file_once_and_a_changed_model_decodes_none(r
     totals = json.loads((out / "summary.json").read_text())["totals"]
     assert (totals["decodes"], totals["decoded_store_hits"]) == (first.decodes, first.decoded_store_hits)
     assert first.decodes == decodes and first.decodes + first.decoded_store_hits == 3 * n
+    from omnieval.media import claims
+
+    assert not [where for where in claims._HELD if where[2].startswith(str(out))]  # its claims actor let go
 
     # sim-b with another temperature-like option: its run is new, the others are complete
     changed = {"sim-b": {"reliance": {"text": 0.5}}}

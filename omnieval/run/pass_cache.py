@@ -69,13 +69,24 @@ def media_cache(store: str | None = None) -> Iterator[PassCache]:
     """The ``MediaCache`` for one pass: the kept one, reset, or a new one (see the module docstring). ``store``: a
     decoded-media store the pass reads before decoding and fills after (``media.store``), with its claims actor
     started here, on the driver, so that side-by-side passes decode each missing key once (``media.claims``)."""
+    from omnieval.media.claims import acquire_claims, release_claims
+
+    claims = acquire_claims(store) if store else None
+    try:
+        with _pass_of(store, claims) as cache:
+            yield cache
+    finally:
+        if store:
+            release_claims(store)
+
+
+@contextmanager
+def _pass_of(store: str | None, claims: str | None) -> Iterator[PassCache]:
     import ray
 
     from omnieval.media.cache import MediaCache
-    from omnieval.media.claims import ensure_claims
     from omnieval.run.parallelism import cpu_parallelism
 
-    claims = ensure_claims(store) if store else None
     context = ray.get_runtime_context()
     where = (context.gcs_address, context.get_job_id())
     cache = _KEPT.pop(where, None)
