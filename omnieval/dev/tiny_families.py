@@ -29,6 +29,7 @@ saved with its sizes shrunk to match.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 LLAVA_OV_TOKENS = {"image_token": "<image>", "video_token": "<video>"}
@@ -208,3 +209,13 @@ def save_gemma3n_processor(tok, out: Path) -> None:
     Gemma3nProcessor(feature_extractor=Gemma3nAudioFeatureExtractor(), image_processor=SiglipImageProcessor(size=side),
                      tokenizer=tok, chat_template=tok.chat_template, image_seq_length=TINY_GEMMA3N_IMAGE_TOKENS,
                      audio_seq_length=GEMMA3N_AUDIO_TOKENS).save_pretrained(out)
+
+
+def save_with_processor_files(tok, out: Path, template: str, files: dict[str, dict]) -> None:
+    """The tokenizer, the processor's JSON files (name -> content) and ``chat_template.json``, laid out as the
+    released folders have them (two-space indent, a final newline)."""
+    tok.save_pretrained(out)
+    for name, content in files.items():
+        (out / name).write_text(json.dumps(content, indent=2) + "\n")
+    (out / "chat_template.json").write_text(json.dumps({"chat_template": template}, indent=2) + "\n")
+

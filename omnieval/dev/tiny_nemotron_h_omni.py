@@ -31,10 +31,9 @@ feature extractor imports it).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from omnieval.dev.tiny_families import family_chat_template
+from omnieval.dev.tiny_families import family_chat_template, save_with_processor_files
 
 NEMOTRON_TOKENS = {"image_token": "<image>", "video_token": "<video>", "audio_token": "<so_embedding>",
                    "image_start_token": "<img>", "image_end_token": "</img>", "audio_start_token": "<so_start>",
@@ -90,6 +89,4 @@ def nemotron_h_omni(tok, seed: int, text_dims: dict, init_range: float):
 
 def save_nemotron_h_omni_processor(tok, out: Path) -> None:
     """The tokenizer, the chat template and ``processor_config.json`` (module doc)."""
-    tok.save_pretrained(out)
-    (out / "processor_config.json").write_text(json.dumps(PROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "chat_template.json").write_text(json.dumps({"chat_template": NEMOTRON_TEMPLATE}, indent=2) + "\n")
+    save_with_processor_files(tok, out, NEMOTRON_TEMPLATE, {"processor_config.json": PROCESSOR_CONFIG})

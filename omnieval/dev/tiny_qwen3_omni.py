@@ -27,8 +27,9 @@ Loading its processor needs torchvision (the video processor imports it), as for
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from omnieval.dev.tiny_families import save_with_processor_files
 
 QWEN3_OMNI_TOKENS = {
     "image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "audio_token": "<|audio_pad|>",
@@ -92,6 +93,4 @@ def qwen3_omni(tok, seed: int, text_dims: dict, init_range: float):
 
 def save_qwen3_omni_processor(tok, out: Path) -> None:
     """The tokenizer, and the processor's files as released (module doc)."""
-    tok.save_pretrained(out)
-    (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "chat_template.json").write_text(json.dumps({"chat_template": QWEN3_OMNI_TEMPLATE}, indent=2) + "\n")
+    save_with_processor_files(tok, out, QWEN3_OMNI_TEMPLATE, {"preprocessor_config.json": PREPROCESSOR_CONFIG})

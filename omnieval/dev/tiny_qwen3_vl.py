@@ -24,8 +24,9 @@ processor imports it).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from omnieval.dev.tiny_families import save_with_processor_files
 
 QWEN3_VL_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -82,7 +83,6 @@ def qwen3_vl(tok, seed: int, text_dims: dict, init_range: float):
 
 def save_qwen3_vl_processor(tok, out: Path) -> None:
     """The tokenizer, and the processor's files as released (module doc)."""
-    tok.save_pretrained(out)
-    (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "video_preprocessor_config.json").write_text(json.dumps(VIDEO_PREPROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "chat_template.json").write_text(json.dumps({"chat_template": QWEN3_VL_TEMPLATE}, indent=2) + "\n")
+    files = {"preprocessor_config.json": PREPROCESSOR_CONFIG,
+             "video_preprocessor_config.json": VIDEO_PREPROCESSOR_CONFIG}
+    save_with_processor_files(tok, out, QWEN3_VL_TEMPLATE, files)

@@ -30,8 +30,9 @@ torchvision (the image and video processors import it).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from omnieval.dev.tiny_families import save_with_processor_files
 
 VIDEOLLAMA3_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"}
 VIDEOLLAMA3_TEMPLATE = (
@@ -80,7 +81,6 @@ def videollama3(tok, seed: int, text_dims: dict, init_range: float):
 
 def save_videollama3_processor(tok, out: Path) -> None:
     """The tokenizer, and the processor's files (module doc)."""
-    tok.save_pretrained(out)
-    (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "video_preprocessor_config.json").write_text(json.dumps(VIDEO_PREPROCESSOR_CONFIG, indent=2) + "\n")
-    (out / "chat_template.json").write_text(json.dumps({"chat_template": VIDEOLLAMA3_TEMPLATE}, indent=2) + "\n")
+    files = {"preprocessor_config.json": PREPROCESSOR_CONFIG,
+             "video_preprocessor_config.json": VIDEO_PREPROCESSOR_CONFIG}
+    save_with_processor_files(tok, out, VIDEOLLAMA3_TEMPLATE, files)
