@@ -218,4 +218,3 @@ def save_with_processor_files(tok, out: Path, template: str, files: dict[str, di
     for name, content in files.items():
         (out / name).write_text(json.dumps(content, indent=2) + "\n")
     (out / "chat_template.json").write_text(json.dumps({"chat_template": template}, indent=2) + "\n")
-

@@ -125,4 +125,3 @@ def difference_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
     """The values a difference of two values within ``bounds`` can take."""
     lo, hi = bounds
     return lo - hi, hi - lo
-

@@ -351,4 +351,3 @@ def _bounds(row: dict) -> tuple[float, float]:
     if spec is not None:
         return spec.bounds_of(row["metric"])
     return SHARED_BOUNDS.get(row["metric"], (-np.inf, np.inf))
-

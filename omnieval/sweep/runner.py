@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, replace
@@ -307,8 +308,8 @@ class SweepRunner:
             outcome.predictions = num_rows(store, "predictions.parquet") or 0
             outcome.errors = res.n_errors
             outcome.skipped_rows = int(res.skipped.get("count", 0))
-            outcome.skipped_media = {m: n for entry in res.skipped.get("by_model", {}).values()
-                                     for m, n in entry.get("by_modality", {}).items()}
+            outcome.skipped_media = dict(sum((Counter(entry.get("by_modality", {}))
+                                              for entry in res.skipped.get("by_model", {}).values()), Counter()))
             if outcome.predictions != outcome.expected:
                 raise RuntimeError(f"predictions hold {outcome.predictions} rows, expected {outcome.expected}")
             settings = self._metrics_settings()
@@ -403,4 +404,3 @@ def _skipped_note(outcome: RunOutcome) -> str:
         return (f"; WARNING: every row skipped ({kinds}): the model takes none of the media these rows show, so "
                 f"this run measured nothing (unsupported_media: note gives a text-only baseline)")
     return f"; {outcome.skipped_rows} rows skipped ({kinds}: media the model cannot take)"
-
