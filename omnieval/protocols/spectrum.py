@@ -96,6 +96,10 @@ class Item(Strict):
     ``text_alternatives``: a text stand-in for some of the item's media (``{"audio": "<transcript>"}``), shown by
     the ``<m>_as_text`` conditions. ``evidence_modality``: where the item's answer evidence comes from, as the
     benchmark labels it (``vision``, ``audio``, ``vision+audio``): metrics are also given per label.
+
+    ``breakdowns``: the release's own score breakdowns for this item, name -> value (Video-MME's
+    ``{"duration": "long"}``, MMAU's ``{"difficulty": "hard"}``): the axes its authors report scores along, kept so
+    metrics can be given per value as they are per ``category``.
     """
 
     item_id: ItemId
@@ -110,6 +114,15 @@ class Item(Strict):
     group: str | None = Field(default=None, min_length=1)
     text_alternatives: dict[Literal["image", "video", "audio"], str] | None = None
     evidence_modality: str | None = Field(default=None, min_length=1)
+    breakdowns: dict[str, str] | None = None
+
+    @field_validator("breakdowns")
+    @classmethod
+    def _breakdowns_named(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        for name, value in (v or {}).items():
+            if not name.strip() or not value.strip():
+                raise ValueError(f"breakdown {name!r} has an empty name or value")
+        return v or None
 
     @field_validator("text_alternatives")
     @classmethod

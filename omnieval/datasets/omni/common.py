@@ -349,6 +349,8 @@ class Entry:
     task: str | None = None
     text_alternatives: dict[str, str] = field(default_factory=dict)
     evidence_modality: str | None = None
+    breakdowns: dict[str, str] = field(default_factory=dict)
+    """The release's own score breakdowns for this question (``spectrum.Item.breakdowns``), blank values left out."""
     fields: dict[str, str] = field(default_factory=dict)
     """The release's name of an item field where it differs (``{"options": "Choice"}``), for errors."""
 
@@ -458,7 +460,8 @@ def _item_line(entry: Entry, name: str, linker: MediaLinker) -> dict:
         item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
                     options=entry.options, answer=entry.answer, media=media, category=entry.category,
                     task=entry.task, text_alternatives=alternatives or None,
-                    evidence_modality=entry.evidence_modality)
+                    evidence_modality=entry.evidence_modality,
+                    breakdowns={k: v for k, v in entry.breakdowns.items() if v and v.strip()} or None)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"]]
