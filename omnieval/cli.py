@@ -599,10 +599,12 @@ def _add_datasets_contra4(sub) -> None:
 OMNI_RELEASES: dict[str, tuple[str, str]] = {
     "daily-omni": ("Daily-Omni: qa.json beside Videos/<id>/<id>_video.mp4 and <id>_audio.wav",
                    "a folder holding Videos/"),
-    "worldsense": ("WorldSense: worldsense_qa.json beside videos/<id>.mp4 (the audio is each mp4's soundtrack) and "
-                   "subtitles/<id>.srt", "a folder holding videos/ and subtitles/"),
-    "videomme": ("Video-MME with audio: videomme/test-*.parquet beside data/<videoID>.mp4 (their soundtracks) and "
-                 "subtitle/<videoID>.srt", "a folder holding data/ and subtitle/"),
+    "worldsense": ("WorldSense: worldsense_qa.json beside worldsense_videos_*.zip and worldsense_subtitles.zip, or "
+                   "those unpacked to videos/<id>.mp4 (the audio is each mp4's soundtrack) and subtitles/<id>.srt",
+                   "a folder holding videos/ and subtitles/, or the archives"),
+    "videomme": ("Video-MME with audio: videomme/test-*.parquet beside videos_chunked_*.zip and subtitle.zip, or "
+                 "those unpacked to data/<videoID>.mp4 (their soundtracks) and subtitle/<videoID>.srt",
+                 "a folder holding data/ and subtitle/, or the archives"),
     "omnibench": ("OmniBench: dataset/*.jsonl beside mm_data/audio/ and mm_data/image/ (GitHub), or data/*.parquet "
                   "with embedded media (Hugging Face)", "a folder holding mm_data/"),
     "mmau": ("MMAU: mmau-test-mini.json beside test-mini-audios/ (and mmau-test.json beside test-audios/, its answers "

@@ -2,14 +2,17 @@
 (Hugging Face features, three questions per video, labelled options), ``data/<videoID>.mp4`` with their own sound
 (one ``.MP4``, a name lmms-eval also tries), ``subtitle/<videoID>.srt`` in Video-MME's ``<font>`` markup for some
 videos; converted to items whose video and audio are the one file and whose subtitles are the audio's text
-stand-in, ``--duration`` filtering, answerless shards skipped with a note, refused rows named by file, row and
-field; the benchmark run through two simulated models, metrics and report."""
+stand-in, each item carrying Video-MME's own score breakdowns, ``--duration`` filtering, answerless shards skipped
+with a note, refused rows named by file, row and field; the release as downloaded (``videos_chunked_*.zip`` with
+``data/`` members, ``subtitle.zip`` with ``subtitle/`` members, never unpacked) and VLMEvalKit's unpacked ``video/``
+folder; the benchmark run through two simulated models, metrics and report."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -89,6 +92,8 @@ def test_each_question_shows_its_video_with_its_soundtrack_and_subtitles(tmp_pat
         assert item["options"] == [o.split(". ", 1)[1] for o in row["options"]]
         assert item["answer"] == row["answer"]
         assert (item["category"], item["task"]) == (row["task_type"], row["domain"])
+        assert item["breakdowns"] == {"duration": row["duration"], "domain": row["domain"],
+                                      "sub_category": row["sub_category"], "task_type": row["task_type"]}
         name = f"media/data/{youtube}.{'MP4' if youtube == UPPER else 'mp4'}"
         assert item["media"] == {"video": name, "audio": name}
         made = clips[[v[1] for v in VIDEOS].index(youtube)]["soundtrack"]
@@ -136,6 +141,128 @@ def test_refused_rows_name_file_row_and_field(tmp_path, clips, edit, row, field,
         str(shard), f"row {row} (question {records[row]['question_id']})", field)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "bench").exists()
+
+
+def zip_release(folder: Path, clips, records: list[dict] | None = None) -> Path:
+    """The release as downloaded from lmms-lab/Video-MME: the parquet beside two video archives whose members are
+    ``data/<videoID>.mp4`` (one ``.MP4``; one archive deflated, one stored) and ``subtitle.zip`` with
+    ``subtitle/<videoID>.srt`` members, none unpacked."""
+    (folder / "videomme").mkdir(parents=True)
+    pq.write_table(table(rows() if records is None else records), folder / "videomme" / "test-00000-of-00001.parquet")
+    for chunk, method in ((1, zipfile.ZIP_DEFLATED), (2, zipfile.ZIP_STORED)):
+        with zipfile.ZipFile(folder / f"videos_chunked_{chunk:02d}.zip", "w", method) as zf:
+            for (_, youtube, _, _), clip in list(zip(VIDEOS, clips, strict=True))[2 * chunk - 2: 2 * chunk]:
+                zf.write(clip["soundtrack"], f"data/{youtube}.{'MP4' if youtube == UPPER else 'mp4'}")
+    with zipfile.ZipFile(folder / "subtitle.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for youtube in SUBTITLED:
+            zf.writestr(f"subtitle/{youtube}.srt", SRT)
+    return folder
+
+
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time, to show a conversion left it untouched."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_the_release_as_downloaded_is_read_inside_its_archives(tmp_path, clips):
+    release = zip_release(tmp_path / "Video-MME", clips)
+    before = listing(release)
+    for attempt in ("first", "again with --overwrite"):
+        done = cli(str(release), "--out", str(tmp_path / "bench"), *(["--overwrite"] if attempt != "first" else []))
+        assert done.returncode == 0, (attempt, done.stderr)
+        assert "wrote 12 items (test: 12) and 4 media files" in done.stdout
+        assert "a text stand-in for audio on 6 of 12 items" in done.stdout
+        items = items_of(tmp_path / "bench")
+        assert list(items) == [r["question_id"] for r in rows()]
+        members = {}
+        for chunk in ("01", "02"):
+            with zipfile.ZipFile(release / f"videos_chunked_{chunk}.zip") as zf:
+                members.update({name: zf.read(name) for name in zf.namelist()})
+        for row in rows():
+            item, youtube = items[row["question_id"]], row["videoID"]
+            member = f"data/{youtube}.{'MP4' if youtube == UPPER else 'mp4'}"
+            assert item["media"] == {"video": f"media/{member}", "audio": f"media/{member}"}
+            assert (tmp_path / "bench" / "media" / member).read_bytes() == members[member]
+            if youtube in SUBTITLED:
+                assert item["text_alternatives"] == {"audio": "next track final\nis the"}
+            else:
+                assert "text_alternatives" not in item
+        # only the members the questions need, each once, nothing half-written
+        assert sorted(p.relative_to(tmp_path / "bench").as_posix() for p in (tmp_path / "bench").rglob("*")
+                      if p.is_file()) == sorted(["benchmark.json", "items.jsonl"] + [f"media/{m}" for m in members])
+        assert listing(release) == before  # nothing extracted into the release, nothing changed there
+
+
+def test_only_the_members_the_questions_need_are_extracted(tmp_path, clips):
+    release = zip_release(tmp_path / "Video-MME", clips)
+    converted = convert_videomme(release, tmp_path / "bench", durations=["medium"])
+    assert converted.n_media == 1
+    assert [p.name for p in (tmp_path / "bench" / "media" / "data").iterdir()] == ["q2Bd3xUkkbY.mp4"]
+
+
+def test_vlmevalkit_video_folder_keeps_each_members_suffix(tmp_path, clips):
+    # VLMEvalKit unpacks every member into video/<its file name>, so the .MP4 and an .mkv keep their suffixes
+    release = tmp_path / "Video-MME"
+    (release / "videomme").mkdir(parents=True)
+    pq.write_table(table(rows()), release / "videomme" / "test-00000-of-00001.parquet")
+    suffixes = {"fFjv93ACGo8": "mp4", "AYSYelOQtQI": "mkv", "q2Bd3xUkkbY": "mp4", UPPER: "MP4"}
+    for (_, youtube, _, _), clip in zip(VIDEOS, clips, strict=True):
+        place(clip["soundtrack"], release / "video" / f"{youtube}.{suffixes[youtube]}")
+    convert_videomme(release, tmp_path / "bench")
+    for row in rows():
+        name = f"media/video/{row['videoID']}.{suffixes[row['videoID']]}"
+        assert items_of(tmp_path / "bench")[row["question_id"]]["media"] == {"video": name, "audio": name}
+        made = clips[[v[1] for v in VIDEOS].index(row["videoID"])]["soundtrack"]
+        assert (tmp_path / "bench" / name).read_bytes() == made.read_bytes()
+
+
+def damage_member(archive: Path, member: str) -> None:
+    """Flip one byte inside ``member``'s data in a stored (uncompressed) archive, leaving the headers intact."""
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(archive.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, row, message", [
+    (lambda release: (release / "videos_chunked_02.zip").write_bytes(
+        (release / "videos_chunked_02.zip").read_bytes()[:100]), 0,  # the first lookup reads every video archive
+     "cannot read the zip archive {release}/videos_chunked_02.zip (looking for 'data/fFjv93ACGo8.mp4' in it): "
+     "File is not a zip file"),
+    (lambda release: damage_member(release / "videos_chunked_02.zip", "data/q2Bd3xUkkbY.mp4"), 6,
+     "cannot read member 'data/q2Bd3xUkkbY.mp4' of {release}/videos_chunked_02.zip: Bad CRC-32 for file "
+     "'data/q2Bd3xUkkbY.mp4'"),
+    (lambda release: (release / "videos_chunked_01.zip").write_bytes(
+        (release / "videos_chunked_02.zip").read_bytes()), 0,
+     "no media file 'data/fFjv93ACGo8.mp4', 'data/fFjv93ACGo8.MP4', 'data/fFjv93ACGo8.mkv', 'video/fFjv93ACGo8.mp4', "
+     "'video/fFjv93ACGo8.MP4', 'video/fFjv93ACGo8.mkv' under {release}, nor as a member of "
+     "{release}/videos_chunked_01.zip, {release}/videos_chunked_02.zip"),
+])
+def test_a_damaged_archive_or_missing_member_is_named(tmp_path, clips, damage, row, message):
+    release = zip_release(tmp_path / "Video-MME", clips)
+    damage(release)
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
+    assert done.returncode == 2
+    shard = release / "videomme" / "test-00000-of-00001.parquet"
+    record = rows()[row]
+    assert done.stderr.strip().splitlines() == [
+        f"omnieval: error: file {str(shard)!r}, item 'row {row} (question {record['question_id']})', field 'videoID': "
+        + message.format(release=release)]
+    assert not (tmp_path / "bench").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".videomme-")]  # no half-built folder left
+
+
+def test_a_damaged_subtitle_archive_is_named(tmp_path, clips):
+    release = zip_release(tmp_path / "Video-MME", clips)
+    (release / "subtitle.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(InputError) as err:
+        convert_videomme(release, tmp_path / "bench")
+    assert err.value.item == "row 0 (question 001-1)" and err.value.field == "videoID"
+    assert f"cannot read the zip archive {release / 'subtitle.zip'} (looking for 'subtitle/fFjv93ACGo8.srt' in it)" \
+        in str(err.value)
 
 
 @pytest.mark.slow

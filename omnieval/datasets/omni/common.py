@@ -12,7 +12,9 @@ folder (docs/benchmarks.md, "Omni benchmarks").
 * **Media** are named by relative paths tried in order under the release folder, then the media root
   (``MediaRef.paths``), and hard-linked (else copied; ``copy=True`` always copies) to ``media/<the same relative
   path>`` (``media/media-root/...`` for a file under the media root), or written from bytes a Parquet cell embeds
-  (``media/embedded/<content hash>``). A path that leaves those folders, a symbolic link included, is never read. A
+  (``media/embedded/<content hash>``). A path found as no file may be a member of the release's zip archives
+  (``MediaRef.archives``, module ``archives``): the member is extracted to ``media/<that path>``, as if the release
+  had been unpacked. A path that leaves those folders, a symbolic link included, is never read. A
   video file named as both an item's ``video`` and its ``audio`` is the video with its own soundtrack
   (docs/benchmarks.md, "A video's own soundtrack"): the converters never extract a soundtrack.
 * **Splits**: a split none of whose entries has an answer is skipped and reported (``Converted.skipped_splits``); an
@@ -37,6 +39,7 @@ from pydantic import ValidationError
 
 from omnieval.core.schema import LABELS, InputError, option_key, pydantic_message
 from omnieval.datasets.mcq_images import CellError, check_decodes, missing_cell
+from omnieval.datasets.omni.archives import ReleaseArchives
 from omnieval.datasets.output_folder import Source, building_folder, check_output_folder
 from omnieval.datasets.release_media import is_inside
 from omnieval.datasets.textfile import read_utf8, utf8_lines
@@ -240,6 +243,8 @@ class MediaRef:
     paths: tuple[str, ...] = ()
     data: bytes | None = None
     name: str | None = None
+    archives: ReleaseArchives | None = None
+    """The release's zip archives, where ``paths`` not found as files are looked up as members (``archives``)."""
 
 
 class MediaLinker:
@@ -258,7 +263,9 @@ class MediaLinker:
         """The benchmark-relative path of the medium, linked (or copied, or written) into ``out/media`` once."""
         if ref.data is not None:
             return self._write(ref, where)
-        source = self.find(ref.paths, where, ref.field)
+        source = find_file(ref.paths, self.roots, where, ref.field, required=not ref.archives)
+        if source is None:
+            return self._extract(ref, where)
         if source not in self.placed:
             root = next(r for r in self.roots if source == r or r in source.parents)
             prefix = Path("media") if root == self.roots[0] else Path("media", "media-root")
@@ -268,6 +275,19 @@ class MediaLinker:
             _link_or_copy(source, target, self.copy)
             self.placed[source] = rel.as_posix()
         return self.placed[source]
+
+    def _extract(self, ref: MediaRef, where: Where) -> str:
+        """The path of the archive member standing for ``ref.paths``, extracted into ``out/media`` at the path the
+        unpacked file would have had there, once."""
+        member = ref.archives.find(ref.paths, where, ref.field)
+        if member is None:
+            raise where.error(missing_media(ref.paths, self.roots, ref.archives.looked_in(ref.paths)), ref.field)
+        key = f"{member.archive}::{member.info.filename}"
+        if key not in self.placed:
+            rel = Path("media", member.path)
+            ref.archives.extract(member, self.out / rel, where, ref.field)
+            self.placed[key] = rel.as_posix()
+        return self.placed[key]
 
     def _write(self, ref: MediaRef, where: Where) -> str:
         data = ref.data
@@ -315,8 +335,16 @@ def find_file(paths: Sequence[str], roots: Sequence[Path], where: Where, field_n
         raise where.error(f"{paths[0]!r} resolves to {outside.resolve()}, outside {where_text}: media are read only "
                           "under the release folder (and --media-root)", field_name)
     if required:
-        raise where.error(f"no media file {', '.join(repr(p) for p in paths)} under {where_text}", field_name)
+        raise where.error(missing_media(paths, roots), field_name)
     return None
+
+
+def missing_media(paths: Sequence[str], roots: Sequence[Path], archives: Sequence[Path] = ()) -> str:
+    """The message for a medium found neither as a file nor (``archives``: those looked in) as an archive member."""
+    message = f"no media file {', '.join(repr(p) for p in paths)} under {' or '.join(str(r) for r in roots)}"
+    if archives:
+        message += f", nor as a member of {', '.join(str(a) for a in archives)}"
+    return message
 
 
 def _link_or_copy(source: Path, target: Path, copy: bool) -> None:

@@ -1,17 +1,23 @@
 """Video-MME with audio -> a ``spectrum`` benchmark whose items show each video with its own soundtrack, the
 subtitles kept as the text stand-in for the audio.
 
-The release folder as the dataset ships it (``lmms-lab/Video-MME``), its archives unpacked: the questions in
-``videomme/test-00000-of-00001.parquet``, the videos (``videos_chunked_*.zip``) in ``data/<videoID>.mp4`` (lmms-eval
-also tries ``.MP4`` and ``.mkv``; VLMEvalKit unpacks them to ``video/<videoID>.mp4``, also read) and the subtitles
-(``subtitle.zip``) in ``subtitle/<videoID>.srt`` (not every video has one). Columns: ``question_id`` (``001-1``),
+The release folder as the dataset ships it (``lmms-lab/Video-MME``): the questions in
+``videomme/test-00000-of-00001.parquet`` beside the videos, ``videos_chunked_01.zip`` ... (members
+``data/<videoID>.mp4``), and the subtitles, ``subtitle.zip`` (members ``subtitle/<videoID>.srt``; not every video
+has one). The archives may be left packed (the members a question needs are extracted into the benchmark folder,
+module ``archives``) or unpacked where they lie, as lmms-eval does (``data/<videoID>.mp4``, lmms-eval also trying
+``.MP4`` and ``.mkv``; ``subtitle/<videoID>.srt``), or into VLMEvalKit's folders (``video/<videoID>.mp4`` and the
+same two other suffixes, since it keeps each member's file name; ``subtitle/``). Columns: ``question_id`` (``001-1``),
 ``video_id`` (``001``), ``videoID`` (the YouTube id naming the files), ``duration`` (``short`` / ``medium`` /
 ``long``), ``domain``, ``sub_category``, ``task_type``, ``question``, ``options`` (four texts written ``"A. ..."``),
 ``answer`` (a label).
 
 The mp4 is both the item's ``video`` and its ``audio`` (its own soundtrack, never extracted). Item ids are the
 ``question_id``; ``category`` is ``task_type``, ``task`` is ``domain``; the split is the shard's (``test``). Where
-the subtitle file exists its text (``subtitles.srt_text``) is the item's text stand-in for ``audio``.
+the subtitle file exists its text (``subtitles.srt_text``) is the item's text stand-in for ``audio``. The item's
+``breakdowns`` are the axes Video-MME's own evaluation scores along (its ``eval_your_results.py``, and VLMEvalKit's
+and lmms-eval's ratings): ``duration`` (its headline: short, medium, long), ``domain``, ``sub_category`` and
+``task_type``.
 ``durations`` keeps only the questions of those durations (Video-MME reports short, medium and long apart).
 """
 
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from omnieval.core.schema import InputError
 from omnieval.datasets.mcq_sources import parquet_rows
+from omnieval.datasets.omni.archives import ArchiveFolder, ReleaseArchives
 from omnieval.datasets.omni.common import (
     Converted,
     Entry,
@@ -30,19 +37,20 @@ from omnieval.datasets.omni.common import (
     check_out,
     field_text,
     file_name,
-    find_file,
     given_answer,
     media_roots,
     option_texts,
     release_sources,
     write_release,
 )
-from omnieval.datasets.omni.subtitles import srt_text
+from omnieval.datasets.omni.subtitles import subtitle_stand_in
 
 CONVERTER = "videomme"
 QUESTIONS = "videomme"
 DURATIONS = ("short", "medium", "long")
-VIDEO_NAMES = ("data/{}.mp4", "data/{}.MP4", "data/{}.mkv", "video/{}.mp4")
+VIDEO_NAMES = ("data/{}.mp4", "data/{}.MP4", "data/{}.mkv", "video/{}.mp4", "video/{}.MP4", "video/{}.mkv")
+ARCHIVES = (ArchiveFolder("data", "videos_chunked_*.zip"), ArchiveFolder("subtitle", "subtitle.zip"))
+BREAKDOWNS = ("duration", "domain", "sub_category", "task_type")
 
 
 def read_videomme(release: Path, media_root: str | Path | None = None,
@@ -57,6 +65,7 @@ def read_videomme(release: Path, media_root: str | Path | None = None,
         raise InputError(f"unknown duration {unknown[0]!r}; Video-MME's durations: {', '.join(DURATIONS)}",
                          field="--duration")
     roots = media_roots(release, media_root)
+    archives = ReleaseArchives(roots, ARCHIVES)
     subtitles: dict[str, str] = {}
     entries = []
     for row in parquet_rows(folder, None):
@@ -69,21 +78,18 @@ def read_videomme(release: Path, media_root: str | Path | None = None,
             continue
         video = file_name(record, "videoID", where)
         if video not in subtitles:
-            path = find_file((f"subtitle/{video}.srt",), roots, where, "videoID", required=False)
-            try:
-                subtitles[video] = srt_text(path) if path is not None else ""
-            except InputError as exc:
-                raise where.error(str(exc), "videoID") from None
+            subtitles[video] = subtitle_stand_in(f"subtitle/{video}.srt", roots, archives, where, "videoID")
         raw_options = record.get("options")
         options = option_texts(raw_options, where, "options")
-        clip = MediaRef("videoID", tuple(name.format(video) for name in VIDEO_NAMES))
+        clip = MediaRef("videoID", tuple(name.format(video) for name in VIDEO_NAMES), archives=archives or None)
         entries.append(Entry(
             where=where, item_id=qid, question=field_text(record, "question", where), options=options,
             answer=given_answer(record, "answer", options, where, list(raw_options)),
             media={"video": clip, "audio": clip}, split=row.split or "all",
             category=field_text(record, "task_type", where, required=False),
             task=field_text(record, "domain", where, required=False),
-            text_alternatives={"audio": subtitles[video]} if subtitles[video] else {}))
+            text_alternatives={"audio": subtitles[video]} if subtitles[video] else {},
+            breakdowns={axis: field_text(record, axis, where, required=False) or "" for axis in BREAKDOWNS}))
     return entries
 
 
