@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.core.schema import InputError
+from omnieval.datasets.omni.archives import ReleaseArchives
 from omnieval.datasets.omni.videomme import convert_videomme
 from tests.omni_release_run import items_of, make_clips, place, run_and_check
 
@@ -194,10 +195,15 @@ def test_the_release_as_downloaded_is_read_inside_its_archives(tmp_path, clips):
         assert listing(release) == before  # nothing extracted into the release, nothing changed there
 
 
-def test_only_the_members_the_questions_need_are_extracted(tmp_path, clips):
+def test_only_the_members_the_questions_need_are_extracted_once(tmp_path, clips, monkeypatch):
+    extracted = []
+    extract = ReleaseArchives.extract
+    monkeypatch.setattr(ReleaseArchives, "extract",
+                        lambda self, member, *a: (extracted.append(member.info.filename), extract(self, member, *a)))
     release = zip_release(tmp_path / "Video-MME", clips)
-    converted = convert_videomme(release, tmp_path / "bench", durations=["medium"])
-    assert converted.n_media == 1
+    converted = convert_videomme(release, tmp_path / "bench", durations=["medium"])  # one video, three questions
+    assert converted.n_items == 3 and converted.n_media == 1
+    assert extracted == ["data/q2Bd3xUkkbY.mp4"]
     assert [p.name for p in (tmp_path / "bench" / "media" / "data").iterdir()] == ["q2Bd3xUkkbY.mp4"]
 
 

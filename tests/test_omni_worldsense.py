@@ -1,14 +1,17 @@
 """WorldSense as the dataset ships it, unpacked (``worldsense_qa.json`` keyed by video, ``task0``.. questions with
 three or four labelled candidates, ``videos/<video>.mp4`` carrying their own sound, ``subtitles/<video>.srt`` for
 some videos), converted to items whose video and audio are the one mp4, the subtitles kept as the audio's text
-stand-in; refused entries named by file, entry and field; the benchmark run through two simulated models, metrics
-and report."""
+stand-in and WorldSense's own score breakdowns on each item; the snapshot as downloaded (``worldsense_videos_*.zip``
+holding the mp4s at their top, ``worldsense_subtitles.zip``, never unpacked); a key written twice refused naming both
+places; refused entries named by file, entry and field; the benchmark run through two simulated models, metrics and
+report."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,9 @@ def test_each_question_shows_its_video_with_its_own_soundtrack(tmp_path, clips):
         assert item["options"] == [c.split(". ", 1)[1] for c in task["candidates"]]
         assert item["answer"] == task["answer"] and len(item["options"]) in (3, 4)
         assert (item["category"], item["task"]) == (task["task_type"], data[video]["domain"])
+        assert item["breakdowns"] == {"duration": "<1min", "domain": data[video]["domain"], "sub_category": "Cooking",
+                                      "task_domain": "Recognition", "task_type": task["task_type"],
+                                      "audio_class:Speech": "yes", "audio_class:Event": "yes"}
         assert item["media"] == {"video": f"media/videos/{video}.mp4", "audio": f"media/videos/{video}.mp4"}
         made = clips[list(VIDEOS).index(video)]["soundtrack"]
         assert (tmp_path / "bench" / item["media"]["video"]).read_bytes() == made.read_bytes()
@@ -119,6 +125,99 @@ def test_a_subtitle_file_that_is_not_utf8_is_named(tmp_path, clips):
     with pytest.raises(InputError, match="not UTF-8") as err:
         convert_worldsense(release, tmp_path / "bench")
     assert err.value.item == "video hFh5Zj5aQ0o" and "hFh5Zj5aQ0o.srt" in str(err.value)
+
+
+def zip_release(folder: Path, clips) -> Path:
+    """The snapshot as downloaded from honglyhly/WorldSense: ``worldsense_qa.json`` beside two video archives holding
+    ``<video>.mp4`` at their top (one deflated, one stored) and ``worldsense_subtitles.zip``, none unpacked."""
+    folder.mkdir(parents=True)
+    (folder / "worldsense_qa.json").write_text(json.dumps(qa(), indent=2))
+    for number, method in ((0, zipfile.ZIP_DEFLATED), (1, zipfile.ZIP_STORED)):
+        with zipfile.ZipFile(folder / f"worldsense_videos_{number}.zip", "w", method) as zf:
+            for video, clip in list(zip(VIDEOS, clips, strict=True))[2 * number: 2 * number + 2]:
+                zf.write(clip["soundtrack"], f"{video}.mp4")
+    with zipfile.ZipFile(folder / "worldsense_subtitles.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for video in SUBTITLED:
+            zf.writestr(f"subtitles/{video}.srt", SRT)
+    return folder
+
+
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_the_snapshot_as_downloaded_is_read_inside_its_archives(tmp_path, clips):
+    release = zip_release(tmp_path / "WorldSense", clips)
+    before = listing(release)
+    members = {}
+    for number in (0, 1):
+        with zipfile.ZipFile(release / f"worldsense_videos_{number}.zip") as zf:
+            members.update({name: zf.read(name) for name in zf.namelist()})
+    for attempt in ([], ["--overwrite"]):
+        done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "worldsense", str(release), "--out",
+                               str(tmp_path / "bench"), *attempt], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "wrote 8 items (all: 8) and 4 media files" in done.stdout
+        assert "a text stand-in for audio on 5 of 8 items" in done.stdout
+        items = items_of(tmp_path / "bench")
+        assert list(items) == [f"{video}/task{t}" for video, n in VIDEOS.items() for t in range(n)]
+        for item_id, item in items.items():
+            video = item_id.split("/")[0]
+            assert item["media"] == {"video": f"media/videos/{video}.mp4", "audio": f"media/videos/{video}.mp4"}
+            assert (tmp_path / "bench" / item["media"]["video"]).read_bytes() == members[f"{video}.mp4"]
+            if video in SUBTITLED:
+                assert item["text_alternatives"] == {"audio": "Welcome back to the channel\ntoday we cook"}
+            else:
+                assert "text_alternatives" not in item
+        assert sorted(p.relative_to(tmp_path / "bench").as_posix() for p in (tmp_path / "bench").rglob("*")
+                      if p.is_file()) == sorted(["benchmark.json", "items.jsonl"] + [f"media/videos/{m}"
+                                                                                     for m in members])
+        assert listing(release) == before
+
+
+def test_a_video_in_no_file_and_no_archive_names_the_archives(tmp_path, clips):
+    release = zip_release(tmp_path / "WorldSense", clips)
+    data = qa()
+    data["gone1234"] = data.pop("0aQ4bmX6C1s")
+    (release / "worldsense_qa.json").write_text(json.dumps(data, indent=2))
+    with pytest.raises(InputError) as err:
+        convert_worldsense(release, tmp_path / "bench")
+    assert (err.value.item, err.value.field) == ("gone1234/task0", "video")
+    assert str(err.value).endswith(f"no media file 'videos/gone1234.mp4' under {release}, nor as a member of "
+                                   f"{release / 'worldsense_videos_0.zip'}, {release / 'worldsense_videos_1.zip'}")
+
+
+def test_a_video_key_written_twice_is_refused_naming_both(tmp_path, clips):
+    # json.loads keeps the last of two equal keys: the first record's questions would vanish without a word
+    data = qa()
+    text = json.dumps(data, indent=2)
+    first = json.dumps({"rEJpeDVXqfI": data["rEJpeDVXqfI"]}, indent=2)[1:-1].strip("\n")
+    text = text[:-2] + ",\n" + first.replace('"task0"', '"task5"') + "\n}"
+    assert text.count('"rEJpeDVXqfI": {') == 2
+    lines = [n for n, line in enumerate(text.splitlines(), start=1) if line.startswith('  "rEJpeDVXqfI": {')]
+    release = write_release(tmp_path / "WorldSense", clips)
+    (release / "worldsense_qa.json").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "worldsense", str(release), "--out",
+                           str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"omnieval: error: file {str(release / 'worldsense_qa.json')!r}, item 'video rEJpeDVXqfI', field 'video': "
+        f"video key 'rEJpeDVXqfI' is written more than once (line {lines[0]} and line {lines[1]}): a JSON reader "
+        "keeps only the last record, dropping the others' questions"]
+    assert not (tmp_path / "bench").exists()
+
+
+def test_a_task_key_written_twice_is_refused(tmp_path, clips):
+    text = json.dumps(qa(), indent=2).replace('"task1": {', '"task0": {', 1)
+    release = write_release(tmp_path / "WorldSense", clips)
+    (release / "worldsense_qa.json").write_text(text)
+    with pytest.raises(InputError) as err:
+        convert_worldsense(release, tmp_path / "bench")
+    assert (err.value.item, err.value.field) == ("video rEJpeDVXqfI", "task0")
+    assert "task key 'task0' is written twice in the video's record (key 8 of its object and key 9 of its object)" \
+        in str(err.value)
 
 
 @pytest.mark.slow

@@ -1,9 +1,11 @@
 """WorldSense (real-world audio-visual questions) -> a ``spectrum`` benchmark whose items show each video with its
 own soundtrack.
 
-The release folder as the dataset ships it, its archives unpacked: ``worldsense_qa.json``, the videos
-(``worldsense_videos*.zip``) in ``videos/<video>.mp4`` and the subtitles (``worldsense_subtitles.zip``) in
-``subtitles/<video>.srt``, the folders VLMEvalKit and lmms-eval read. ``worldsense_qa.json`` is an object keyed by
+The release folder as the dataset ships it (``honglyhly/WorldSense``): ``worldsense_qa.json`` beside the videos,
+``worldsense_videos_0.zip`` ... (each holding ``<video>.mp4`` files at its top), and the subtitles,
+``worldsense_subtitles.zip``. The archives may be left packed (the members a question needs are extracted into the
+benchmark folder, module ``archives``) or unpacked into ``videos/<video>.mp4`` and ``subtitles/<video>.srt``, the
+folders VLMEvalKit unpacks them to (keeping each member's file name). ``worldsense_qa.json`` is an object keyed by
 video: per video ``duration``, ``domain``, ``sub_category``, ``audio_class``, ``video_caption`` and the questions
 ``task0``, ``task1``, ... each with ``question``, ``candidates`` (three or four texts written ``"A. ..."``),
 ``answer`` (a label), ``task_domain`` and ``task_type``.
@@ -12,14 +14,26 @@ The audio is only inside the mp4, so the mp4 is both the item's ``video`` and it
 never extracted). Item ids are ``<video>/<task key>``; ``category`` is ``task_type``, ``task`` the video's
 ``domain``. Where ``subtitles/<video>.srt`` exists its text (``subtitles.srt_text``) is the item's text stand-in for
 ``audio``. The release has no splits (``all``).
+
+The item's ``breakdowns`` are the axes WorldSense's evaluation (VLMEvalKit's ``get_dimension_rating``, which the
+authors point to, and lmms-eval's) scores along: the video's ``duration`` (``<1min`` ... ``>8min``), ``domain`` and
+``sub_category``, the question's ``task_domain`` and ``task_type``, and the video's audio classes. A video has
+several audio classes (``["Speech", "Event"]``) and its questions count in each class's score, so each class is a
+breakdown of its own, ``audio_class:<class>`` with the value ``yes``: that breakdown's one value scores exactly the
+questions the release scores for the class.
+
+A key written twice in ``worldsense_qa.json`` (a video, or a task within a video) is refused, naming the key and
+both places: a JSON reader keeps only the last, which would drop the first record's questions without a word.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from omnieval.core.schema import InputError
+from omnieval.datasets.omni.archives import ArchiveFolder, ReleaseArchives
 from omnieval.datasets.omni.common import (
     Converted,
     Entry,
@@ -27,19 +41,21 @@ from omnieval.datasets.omni.common import (
     Where,
     check_out,
     field_text,
-    find_file,
     given_answer,
     media_roots,
     option_texts,
-    read_json,
     release_sources,
     write_release,
 )
-from omnieval.datasets.omni.subtitles import srt_text
+from omnieval.datasets.omni.subtitles import subtitle_stand_in
+from omnieval.datasets.textfile import read_utf8
 
 CONVERTER = "worldsense"
 QA_FILE = "worldsense_qa.json"
 _TASK_KEY = re.compile(r"^task(\d+)$")
+ARCHIVES = (ArchiveFolder("videos", "worldsense_videos*.zip"), ArchiveFolder("subtitles", "worldsense_subtitles.zip"))
+VIDEO_BREAKDOWNS = ("duration", "domain", "sub_category")
+TASK_BREAKDOWNS = ("task_domain", "task_type")
 
 
 def read_worldsense(release: Path, media_root: str | Path | None = None) -> list[Entry]:
@@ -47,10 +63,11 @@ def read_worldsense(release: Path, media_root: str | Path | None = None) -> list
     qa = release / QA_FILE
     if not qa.is_file():
         raise InputError(f"no {QA_FILE} in the release folder", file=release)
-    data = read_json(qa)
+    data = read_qa(qa)
     if not isinstance(data, dict):
         raise InputError(f"expected an object keyed by video, got {type(data).__name__}", file=qa)
     roots = media_roots(release, media_root)
+    archives = ReleaseArchives(roots, ARCHIVES)
     entries = []
     for video, record in data.items():
         where = Where(qa, f"video {video}")
@@ -58,16 +75,18 @@ def read_worldsense(release: Path, media_root: str | Path | None = None) -> list
             raise where.error(f"expected an object, got {type(record).__name__}")
         if video in (".", "..") or "/" in video or "\\" in video:
             raise where.error(f"{video!r} is not a plain file name (keys name videos/<key>.mp4)", "video")
+        repeated = _repeated(record, None)
+        if repeated:
+            raise where.error(f"task key {repeated[0]!r} is written twice in the video's record ({repeated[1]}): a "
+                              "JSON reader keeps only the last, dropping the other's question", repeated[0])
         tasks = sorted((k for k in record if _TASK_KEY.match(str(k))), key=lambda k: int(_TASK_KEY.match(k)[1]))
         if not tasks:
             raise where.error("no questions (task0, task1, ...)", "task0")
-        clip = MediaRef("video", (f"videos/{video}.mp4",))
-        subtitle = find_file((f"subtitles/{video}.srt",), roots, where, "video", required=False)
-        try:
-            stand_in = srt_text(subtitle) if subtitle is not None else ""
-        except InputError as exc:
-            raise where.error(str(exc), "subtitles") from None
+        clip = MediaRef("video", (f"videos/{video}.mp4",), archives=archives or None)
+        stand_in = subtitle_stand_in(f"subtitles/{video}.srt", roots, archives, where, "subtitles")
         domain = field_text(record, "domain", where, required=False)
+        video_breakdowns = {**{axis: field_text(record, axis, where, required=False) or ""
+                               for axis in VIDEO_BREAKDOWNS}, **_audio_classes(record, where)}
         for key in tasks:
             task = record[key]
             at = Where(qa, f"{video}/{key}")
@@ -80,8 +99,83 @@ def read_worldsense(release: Path, media_root: str | Path | None = None) -> list
                 answer=given_answer(task, "answer", options, at, raw_options),
                 media={"video": clip, "audio": clip}, category=field_text(task, "task_type", at, required=False),
                 task=domain, text_alternatives={"audio": stand_in} if stand_in else {},
+                breakdowns={**video_breakdowns, **{axis: field_text(task, axis, at, required=False) or ""
+                                                   for axis in TASK_BREAKDOWNS}},
                 fields={"options": "candidates"}))
     return entries
+
+
+class _Pairs(dict):
+    """A JSON object as read, remembering each key written more than once with the positions (1, 2, ...) of its
+    occurrences among the object's keys."""
+
+    repeated: dict[str, list[int]]
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> _Pairs:
+    obj = _Pairs(pairs)
+    positions: dict[str, list[int]] = {}
+    for number, (key, _) in enumerate(pairs, start=1):
+        positions.setdefault(key, []).append(number)
+    obj.repeated = {k: p for k, p in positions.items() if len(p) > 1}
+    return obj
+
+
+def read_qa(path: Path) -> dict:
+    """``worldsense_qa.json``, a video key written twice refused (module doc) with the lines of both."""
+    text = read_utf8(path)
+    try:
+        data = json.loads(text, object_pairs_hook=_pairs)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", file=path) from None
+    repeated = _repeated(data, text)
+    if repeated:
+        raise InputError(f"video key {repeated[0]!r} is written more than once ({repeated[1]}): a JSON reader keeps "
+                         "only the last record, dropping the others' questions", file=path,
+                         item=f"video {repeated[0]}", field="video")
+    return data
+
+
+def _repeated(obj: object, text: str | None) -> tuple[str, str] | None:
+    """The first key ``obj`` (read by ``_pairs``) holds more than once and its places: the lines of the top-level
+    object's keys in ``text`` when given, else the keys' positions in the object."""
+    repeated = getattr(obj, "repeated", None)
+    if not repeated:
+        return None
+    key, positions = next(iter(repeated.items()))
+    lines = _key_lines(text).get(key, []) if text is not None else []
+    if len(lines) == len(positions):
+        return key, " and ".join(f"line {n}" for n in lines)
+    return key, " and ".join(f"key {n} of its object" for n in positions)
+
+
+def _key_lines(text: str) -> dict[str, list[int]]:
+    """The line of each key of the top-level object, in order (the document is already known to be valid JSON)."""
+    decoder, space = json.JSONDecoder(), re.compile(r"[ \t\n\r]*")
+    lines: dict[str, list[int]] = {}
+    i = space.match(text, 0).end() + 1  # past "{"
+    i = space.match(text, i).end()
+    while i < len(text) and text[i] == '"':
+        key, i = json.decoder.scanstring(text, i + 1)
+        lines.setdefault(key, []).append(text.count("\n", 0, i) + 1)
+        i = space.match(text, space.match(text, i).end() + 1).end()  # past ":"
+        _, i = decoder.raw_decode(text, i)
+        i = space.match(text, i).end()
+        if i < len(text) and text[i] == ",":
+            i = space.match(text, i + 1).end()
+    return lines
+
+
+def _audio_classes(record: dict, where: Where) -> dict[str, str]:
+    """``audio_class:<class>: yes`` per audio class of the video (module doc)."""
+    classes = record.get("audio_class")
+    if classes is None:
+        return {}
+    if isinstance(classes, str):
+        classes = [classes]
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise where.error(f"expected a list of audio classes, got {classes!r}", "audio_class")
+    return {f"audio_class:{c.strip()}": "yes" for c in classes if c.strip()}
 
 
 def convert_worldsense(release: str | Path, out: str | Path, *, name: str = "worldsense",
