@@ -207,6 +207,19 @@ def test_only_the_members_the_questions_need_are_extracted_once(tmp_path, clips,
     assert [p.name for p in (tmp_path / "bench" / "media" / "data").iterdir()] == ["q2Bd3xUkkbY.mp4"]
 
 
+def test_archives_under_the_media_root_are_read_too(tmp_path, clips):
+    archives = zip_release(tmp_path / "downloads", clips)
+    release = tmp_path / "Video-MME"  # the questions here, the archives downloaded elsewhere
+    release.mkdir()
+    (archives / "videomme").rename(release / "videomme")
+    convert_videomme(release, tmp_path / "bench", media_root=archives)
+    for row in rows():
+        member = f"data/{row['videoID']}.{'MP4' if row['videoID'] == UPPER else 'mp4'}"
+        assert items_of(tmp_path / "bench")[row["question_id"]]["media"]["video"] == f"media/{member}"
+        made = clips[[v[1] for v in VIDEOS].index(row["videoID"])]["soundtrack"]
+        assert (tmp_path / "bench" / "media" / member).read_bytes() == made.read_bytes()
+
+
 def test_vlmevalkit_video_folder_keeps_each_members_suffix(tmp_path, clips):
     # VLMEvalKit unpacks every member into video/<its file name>, so the .MP4 and an .mkv keep their suffixes
     release = tmp_path / "Video-MME"

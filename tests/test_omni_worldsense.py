@@ -189,6 +189,17 @@ def test_a_video_in_no_file_and_no_archive_names_the_archives(tmp_path, clips):
                                    f"{release / 'worldsense_videos_0.zip'}, {release / 'worldsense_videos_1.zip'}")
 
 
+def test_a_subtitle_member_that_is_not_utf8_is_named(tmp_path, clips):
+    release = zip_release(tmp_path / "WorldSense", clips)
+    with zipfile.ZipFile(release / "worldsense_subtitles.zip", "w") as zf:
+        zf.writestr("subtitles/rEJpeDVXqfI.srt", b"1\n00:00:00,000 --> 00:00:01,000\ncaf\xe9\n")
+    with pytest.raises(InputError) as err:
+        convert_worldsense(release, tmp_path / "bench")
+    assert (err.value.item, err.value.field) == ("video rEJpeDVXqfI", "subtitles")
+    assert str(err.value).endswith(f"member 'subtitles/rEJpeDVXqfI.srt' of {release / 'worldsense_subtitles.zip'}, "
+                                   "line 3: not UTF-8 text (byte 0xe9 at byte offset 35: invalid continuation byte)")
+
+
 def test_a_video_key_written_twice_is_refused_naming_both(tmp_path, clips):
     # json.loads keeps the last of two equal keys: the first record's questions would vanish without a word
     data = qa()

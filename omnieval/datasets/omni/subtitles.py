@@ -46,8 +46,9 @@ def subtitle_stand_in(rel: str, roots: Sequence[Path], archives: ReleaseArchives
     try:
         return cue_text(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise where.error(f"{member.describe()} is not UTF-8 (byte {exc.start}: {exc.reason})", field_name) \
-            from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise where.error(f"{member.describe()}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte "
+                          f"offset {exc.start}: {exc.reason})", field_name) from None
 
 
 def cue_text(text: str) -> str:
