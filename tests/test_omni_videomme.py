@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnieval.core.schema import InputError
+from omnieval.datasets.omni import archives
 from omnieval.datasets.omni.archives import ReleaseArchives
 from omnieval.datasets.omni.videomme import convert_videomme
 from tests.omni_release_run import items_of, make_clips, place, run_and_check
@@ -205,6 +206,31 @@ def test_only_the_members_the_questions_need_are_extracted_once(tmp_path, clips,
     assert converted.n_items == 3 and converted.n_media == 1
     assert extracted == ["data/q2Bd3xUkkbY.mp4"]
     assert [p.name for p in (tmp_path / "bench" / "media" / "data").iterdir()] == ["q2Bd3xUkkbY.mp4"]
+
+
+def test_a_replaced_output_keeps_the_members_it_already_extracted(tmp_path, clips, monkeypatch):
+    release = zip_release(tmp_path / "Video-MME", clips)
+    bench = tmp_path / "bench"
+    convert_videomme(release, bench)
+    media = sorted(p for p in (bench / "media").rglob("*") if p.is_file())
+    inodes = {p: p.stat().st_ino for p in media}
+    spoiled = bench / "media" / "data" / "fFjv93ACGo8.mp4"  # same size, one byte changed: its CRC-32 differs
+    data = bytearray(spoiled.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    spoiled.write_bytes(bytes(data))
+    opened = []
+    real_open = archives._opened
+    monkeypatch.setattr(archives, "_opened", lambda zf, member, *a: (opened.append(member.path),
+                                                                     real_open(zf, member, *a))[1])
+    convert_videomme(release, bench, overwrite=True)
+    # only the spoiled copy is extracted again (the subtitles, read into the items, are read each time)
+    assert [path for path in opened if path.startswith("data/")] == ["data/fFjv93ACGo8.mp4"]
+    assert {p: p.stat().st_ino for p in media if p != spoiled} == {p: i for p, i in inodes.items() if p != spoiled}
+    members = {}
+    for chunk in ("01", "02"):
+        with zipfile.ZipFile(release / f"videos_chunked_{chunk}.zip") as zf:
+            members.update({name: zf.read(name) for name in zf.namelist()})
+    assert {p.relative_to(bench / "media").as_posix(): p.read_bytes() for p in media} == members
 
 
 def test_archives_under_the_media_root_are_read_too(tmp_path, clips):

@@ -10,7 +10,9 @@ them when they unpack these archives.
 
 Nothing is ever written into the release: a member an item needs is extracted (streamed, never read whole into
 memory) into the benchmark folder being built, at the path the unpacked file would have had there
-(``media/data/<id>.mp4``), once per conversion. A damaged archive, a member whose data does not match its checksum
+(``media/data/<id>.mp4``), once: within a conversion, and across conversions, since a conversion that replaces
+its earlier output (``--overwrite``) links the earlier output's copy of a member when its size and CRC-32 match the
+member's, instead of extracting it again. A damaged archive, a member whose data does not match its checksum
 and a member found in two archives with different contents are one-line errors naming the archive and the member,
 as well as the item and field that need them.
 """
@@ -18,6 +20,7 @@ as well as the item and field that need them.
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -56,8 +59,9 @@ class ReleaseArchives:
     first use, so a release without archives costs nothing and a damaged archive is named with the item that
     needed it."""
 
-    def __init__(self, roots: Sequence[Path], folders: Sequence[ArchiveFolder]):
+    def __init__(self, roots: Sequence[Path], folders: Sequence[ArchiveFolder], previous: Path | None = None):
         self.roots = [Path(r) for r in roots]
+        self.previous = previous
         self.archives = {spec.folder: self._archives(spec) for spec in folders}
         self._index: dict[Path, dict[str, list[zipfile.ZipInfo]]] = {}
 
@@ -108,9 +112,11 @@ class ReleaseArchives:
 
     def extract(self, member: Member, target: Path, where, field_name: str) -> None:
         """Stream ``member`` to ``target`` a chunk at a time (through a temporary name, so a failure leaves no
-        partial file), its checksum checked as it is read. A failure to write (a full disk) is the output folder's
-        and is raised as it is."""
+        partial file), its checksum checked as it is read; or link the earlier output's copy (module doc). A failure
+        to write (a full disk) is the output folder's and is raised as it is."""
         target.parent.mkdir(parents=True, exist_ok=True)
+        if self._reuse(member, target):
+            return
         partial = target.with_name(f".{target.name}.part")
         try:
             with _zip(member, where, field_name) as zf, _opened(zf, member, where, field_name) as source, \
@@ -120,6 +126,25 @@ class ReleaseArchives:
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
+
+    def _reuse(self, member: Member, target: Path) -> bool:
+        """Whether the earlier output (``previous``) holds the member, same size and CRC-32, now linked (or copied)
+        to ``target``."""
+        if self.previous is None:
+            return False
+        earlier = self.previous / "media" / member.path
+        try:
+            if earlier.is_symlink() or not earlier.is_file() or earlier.stat().st_size != member.info.file_size:
+                return False
+            if _crc32(earlier) != member.info.CRC:
+                return False
+            try:
+                os.link(earlier, target)
+            except OSError:  # links not allowed there
+                shutil.copyfile(earlier, target)
+        except OSError:
+            return False
+        return True
 
     def read_bytes(self, member: Member, where, field_name: str) -> bytes:
         """A small member's bytes (a subtitle file), its checksum checked."""
@@ -135,6 +160,14 @@ _ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError
 """What reading a damaged archive raises: a bad header or checksum, truncated or undecompressable data, an
 unsupported compression or an encrypted member."""
 CHUNK = 1024 * 1024
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def _zip(member: Member, where, field_name: str) -> zipfile.ZipFile:

@@ -54,8 +54,9 @@ BREAKDOWNS = ("duration", "domain", "sub_category", "task_type")
 
 
 def read_videomme(release: Path, media_root: str | Path | None = None,
-                  durations: Sequence[str] | None = None) -> list[Entry]:
-    """One ``Entry`` per row of ``release/videomme/*.parquet`` of the ``durations`` given (module doc)."""
+                  durations: Sequence[str] | None = None, previous: Path | None = None) -> list[Entry]:
+    """One ``Entry`` per row of ``release/videomme/*.parquet`` of the ``durations`` given (module doc); ``previous``:
+    the earlier output being replaced, whose extracted members are reused (``archives``)."""
     folder = release / QUESTIONS
     if not folder.is_dir() or not any(folder.glob("*.parquet")):
         raise InputError(f"no {QUESTIONS}/*.parquet in the release folder (lmms-lab/Video-MME keeps its questions in "
@@ -65,7 +66,7 @@ def read_videomme(release: Path, media_root: str | Path | None = None,
         raise InputError(f"unknown duration {unknown[0]!r}; Video-MME's durations: {', '.join(DURATIONS)}",
                          field="--duration")
     roots = media_roots(release, media_root)
-    archives = ReleaseArchives(roots, ARCHIVES)
+    archives = ReleaseArchives(roots, ARCHIVES, previous)
     subtitles: dict[str, str] = {}
     entries = []
     for row in parquet_rows(folder, None):
@@ -101,6 +102,7 @@ def convert_videomme(release: str | Path, out: str | Path, *, name: str = "video
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     notes = [f"kept the {', '.join(durations)} videos' questions"] if durations else []
-    return write_release(read_videomme(release, media_root, durations), out, converter=CONVERTER, name=name,
+    entries = read_videomme(release, media_root, durations, Path(out) if overwrite else None)
+    return write_release(entries, out, converter=CONVERTER, name=name,
                          release=release, media_root=media_root, copy=copy, overwrite=overwrite,
                          meta={"durations": list(durations)} if durations else None, notes=notes)

@@ -58,8 +58,10 @@ VIDEO_BREAKDOWNS = ("duration", "domain", "sub_category")
 TASK_BREAKDOWNS = ("task_domain", "task_type")
 
 
-def read_worldsense(release: Path, media_root: str | Path | None = None) -> list[Entry]:
-    """One ``Entry`` per question of ``release/worldsense_qa.json`` (module doc)."""
+def read_worldsense(release: Path, media_root: str | Path | None = None,
+                    previous: Path | None = None) -> list[Entry]:
+    """One ``Entry`` per question of ``release/worldsense_qa.json`` (module doc); ``previous``: the earlier output
+    being replaced, whose extracted members are reused (``archives``)."""
     qa = release / QA_FILE
     if not qa.is_file():
         raise InputError(f"no {QA_FILE} in the release folder", file=release)
@@ -67,7 +69,7 @@ def read_worldsense(release: Path, media_root: str | Path | None = None) -> list
     if not isinstance(data, dict):
         raise InputError(f"expected an object keyed by video, got {type(data).__name__}", file=qa)
     roots = media_roots(release, media_root)
-    archives = ReleaseArchives(roots, ARCHIVES)
+    archives = ReleaseArchives(roots, ARCHIVES, previous)
     entries = []
     for video, record in data.items():
         where = Where(qa, f"video {video}")
@@ -185,5 +187,6 @@ def convert_worldsense(release: str | Path, out: str | Path, *, name: str = "wor
     read only under ``release`` and ``media_root`` (a folder holding ``videos/`` and ``subtitles/``)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    return write_release(read_worldsense(release, media_root), out, converter=CONVERTER, name=name, release=release,
+    entries = read_worldsense(release, media_root, Path(out) if overwrite else None)
+    return write_release(entries, out, converter=CONVERTER, name=name, release=release,
                          media_root=media_root, copy=copy, overwrite=overwrite)
