@@ -196,10 +196,12 @@ def test_item_checks_name_the_field():
     assert refs == [("i.png", "image", "media.image"), ("a.wav", "audio", "media.audio")]
 
 
-def test_mixed_modalities_and_lone_items_are_refused_naming_the_item():
-    items = make_items(4) + make_items(1, ("image", "audio"), prefix="z")
-    with pytest.raises(InputError) as err:
-        spectrum.validate_items(items, None, file="items.jsonl")
+def test_a_lone_modality_and_lone_items_are_refused_naming_the_item():
+    items = make_items(4) + make_items(1, ("image", "audio"), prefix="z")  # z000 alone shows a sound
+    spectrum.validate_items(items, None, file="items.jsonl")  # items may differ in their modalities
+    with pytest.raises(InputError, match="the only item of benchmark 'benchmark' split 'all' that shows an audio") \
+            as err:
+        spectrum.expand_all(items, type("Bench", (), {"items_file": "items.jsonl"})())
     assert err.value.item == "z000" and err.value.field == "media" and err.value.file == "items.jsonl"
     with pytest.raises(InputError) as err:
         spectrum.validate_items(make_items(4, split="a") + make_items(1, split="b", prefix="r"))
