@@ -16,6 +16,14 @@ M (text included, in the order image, video, audio, text):
   against ``normal`` is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``, with its interval from the
   same resamples): what the model loses, or gains, when the medium's content arrives as text.
 
+**Mixed benchmarks.** Items of one benchmark may differ in their modalities (image + audio beside video + audio):
+each item gets the conditions of its own modalities, the donors of a modality come from the items that show it
+(``spectrum_donors``), and each condition's accuracy is over the items that have it. The contrasts between
+conditions are then given per set of modalities only (``modality_sets``, keys ``modalities=<set>/...``): overall
+they would subtract an accuracy over some items from one over others. An item may show several files of one
+modality (``Item.media`` lists them, ``media_files``): they are shown in order, and a shuffle replaces the whole list
+with a donor's (of the same length where the donor group allows, ``spectrum_donors.size_groups``).
+
 **Evidence labels.** An item may carry the modality its answer's evidence comes from, as the benchmark labels it
 (``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
 given per label (keys ``evidence=<label>/<condition>``): the benchmark's own labels beside what the shuffles find.
@@ -371,8 +379,13 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # of its printed ``intra`` interval is above 0. Without resamples (``resamples=0``) there is no interval and no
 # ``dependency`` row.
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)))
-"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``)."""
+SET_KEY = "_modality_set"
+"""The column naming an item's set of modalities (``modalities=image+audio+text``), on a benchmark whose items
+differ in their modalities only (``modality_sets``)."""
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)),
+                                                   ("s", (SET_KEY,)))
+"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``), per set of
+modalities (``modalities=<set>``)."""
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -445,7 +458,10 @@ def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray |
     return "inter-only"
 
 
-def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
+def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = True):
+    """The metrics of one scope; without ``contrasts`` only those of one condition at a time (accuracy, circular
+    accuracy, chance): on a benchmark whose items differ in their modalities, two conditions of a scope other than
+    a set of modalities cover different items, and their difference would compare different questions."""
     label = "/".join(scope)
 
     def key(k: str) -> str:
@@ -461,6 +477,8 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
             yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
+    if not contrasts:
+        return
     gains = intra(acc)
     for m, values in gains.items():
         yield "intra", key(m), values, n[f"{m}_only"] + n["random"]
@@ -484,13 +502,17 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
 
 
 def metric_rows(cells):
-    """The protocol's metrics overall, then per category, then the invalid rate."""
+    """The protocol's metrics overall, then per category, per evidence label and per set of modalities (where the
+    items differ in their modalities: the contrasts are then given per set only, ``_scope_rows``), then the
+    invalid rate."""
+    mixed = bool(cells.keys("sacc"))
     for prefix, by in SCOPES:
+        contrasts = not mixed or prefix == "s"
         if not by:
-            yield from _scope_rows(cells, prefix, ())
+            yield from _scope_rows(cells, prefix, (), contrasts)
             continue
         for scope in sorted({k[: len(by)] for k in cells.keys(f"{prefix}acc")}):
-            yield from _scope_rows(cells, prefix, scope)
+            yield from _scope_rows(cells, prefix, scope, contrasts)
     if cells.has("invalid"):
         yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
@@ -597,11 +619,32 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
     if "evidence_modality" in frame.columns:
         frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
+    frame = modality_sets(frame)
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
     return circular_columns(frame)
+
+
+def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
+    """``SET_KEY`` per row where the items differ in their modalities: an item's set is read from its conditions
+    (``<m>_only`` for each modality it has, the run's ``conditions`` aside), ``modalities=image+audio+text``. A
+    frame whose items all have one set gets no column, and its metrics stay as they were."""
+    needed = {"condition", "item_id"}
+    if not needed <= set(frame.columns):
+        return frame
+    unit = [c for c in ("model", "prompt", "split", "item_id") if c in frame.columns]
+    only = frame.filter(pl.col("condition").str.ends_with("_only")).group_by(unit).agg(
+        _m=pl.col("condition").str.strip_suffix("_only").unique())
+    if only.is_empty():
+        return frame
+    names = pl.concat_str([pl.when(pl.col("_m").list.contains(m)).then(pl.lit(m)) for m in MODALITY_ORDER],
+                          separator="+", ignore_nulls=True)
+    sets = only.select(*unit, (pl.lit("modalities=") + names).alias(SET_KEY))
+    if sets[SET_KEY].n_unique() < 2:
+        return frame
+    return frame.join(sets, on=unit, how="left", nulls_equal=True, maintain_order="left")
 
 
 def _families():
