@@ -371,3 +371,17 @@ def test_a_mixed_benchmark_with_several_pictures_runs_through_ray(ray_session, t
         cell = rows.filter(pl.col("condition") == condition)
         value = table.filter((pl.col("metric") == "accuracy") & (pl.col("key") == condition))["value"][0]
         assert value == pytest.approx(float((cell["choice"] == cell["target"]).mean()), abs=1e-12)
+
+
+def test_two_sets_of_pictures_with_one_picture_in_common_never_lend_each_other(tmp_path, media):
+    """2_27's second picture is 2_26's third (same bytes): a shuffle of 2_26's pictures must not show it that
+    picture again, so neither lends the other its set."""
+    shared = {**media, "2_27": {**media["2_27"], "image": [media["2_27"]["image"][0], media["2_26"]["image"][2],
+                                                           *media["2_27"]["image"][2:]]}}
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", shared), out)
+    bench = load_benchmark(out)
+    donors = {(i.item_id, i.condition): i.donors["image"] for i in spectrum.expand_all(bench.items, bench, seed=0)
+              if i.donors and "image" in i.donors}
+    assert donors[("2_26", "random")] != "2_27" and donors[("2_27", "random")] != "2_26"
+    assert all({item, donor} != {"2_26", "2_27"} for (item, _), donor in donors.items())
