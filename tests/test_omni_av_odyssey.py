@@ -371,6 +371,16 @@ def test_a_mixed_benchmark_with_several_pictures_runs_through_ray(ray_session, t
         cell = rows.filter(pl.col("condition") == condition)
         value = table.filter((pl.col("metric") == "accuracy") & (pl.col("key") == condition))["value"][0]
         assert value == pytest.approx(float((cell["choice"] == cell["target"]).mean()), abs=1e-12)
+    # the contrasts per set of modalities: intra of the image over the image items alone
+    images = rows.filter(pl.col("item_id").is_in([q for q, v in QUESTIONS.items() if v[0] == "image"]))
+    gain = (float(images.filter(pl.col("condition") == "image_only").select(pl.col("choice") == pl.col("target"))
+                  .to_series().mean())
+            - float(images.filter(pl.col("condition") == "random").select(pl.col("choice") == pl.col("target"))
+                    .to_series().mean()))
+    intra = table.filter((pl.col("metric") == "intra") & (pl.col("key") == "modalities=image+audio+text/image"))
+    assert intra["value"][0] == pytest.approx(gain, abs=1e-12)
+    assert table.filter((pl.col("metric") == "intra") & ~pl.col("key").str.starts_with("modalities=")).is_empty()
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--resamples", "50"]) == 0
 
 
 def test_two_sets_of_pictures_with_one_picture_in_common_never_lend_each_other(tmp_path, media):
@@ -385,3 +395,14 @@ def test_two_sets_of_pictures_with_one_picture_in_common_never_lend_each_other(t
               if i.donors and "image" in i.donors}
     assert donors[("2_26", "random")] != "2_27" and donors[("2_27", "random")] != "2_26"
     assert all({item, donor} != {"2_26", "2_27"} for (item, _), donor in donors.items())
+
+
+def test_a_video_most_video_items_share_is_refused_naming_a_video_item(tmp_path, media):
+    same = {**media, **{q: {**media[q], "video": media["9_1"]["video"]} for q in ("9_2", "9_3")}}
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", same), out)
+    bench = load_benchmark(out)
+    with pytest.raises(InputError, match="3 of the 4 items of benchmark 'av-odyssey' split 'test' that show a video "
+                                         "show the same video content") as err:
+        spectrum.expand_all(bench.items, bench, seed=0)
+    assert err.value.item == "9_1"  # a video item, not the first item of the benchmark

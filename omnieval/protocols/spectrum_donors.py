@@ -67,18 +67,30 @@ def _why_not(items: Sequence, idx: Sequence[int], blocks: dict[str, Sequence[int
             return (f"item {items[shown[0]].item_id!r} is the only one of the {len(idx)} items{where} that shows "
                     f"{'an' if m[0] in 'aeiou' else 'a'} {m}, so no other item can lend it one")
         block, size = collections.Counter(b[i] for i in shown).most_common(1)[0]
+        article = "an" if m[0] in "aeiou" else "a"
+        showing = f" that show {article} {m}" if len(shown) < len(idx) else ""
         if 2 * size > len(shown):
             members = [items[i] for i in shown if b[i] == block]
             questions = sorted({it.question_id for it in members})
             files = sorted({" + ".join(item_files(it, m)) for it in members}) if m != "text" else []
             if len(questions) == 1 and len(files) <= 1:
-                return (f"{size} of the {len(shown)} items{where} are copies of question {questions[0]!r} (its "
-                        "group), and copies never lend to each other")
-            return (f"{size} of the {len(shown)} items{where} show the same {m} content ({', '.join(files[:3])}"
-                    f"{' ...' if len(files) > 3 else ''}) or are copies of one question, and an item never takes "
-                    f"{'an' if m[0] in 'aeiou' else 'a'} {m} equal to its own: such items may be at most half of "
+                return (f"{size} of the {len(shown)} items{where}{showing} are copies of question "
+                        f"{questions[0]!r} (its group), and copies never lend to each other")
+            return (f"{size} of the {len(shown)} items{where}{showing} show the same {m} content "
+                    f"({', '.join(files[:3])}{' ...' if len(files) > 3 else ''}) or are copies of one question, and "
+                    f"an item never takes {article} {m} equal to its own: such items may be at most half of "
                     "those that lend to each other (add other items to the split, or leave some of them out)")
     return f"the {len(idx)} items{where} cannot lend to each other"
+
+
+def _showing(items: Sequence, idx: Sequence[int], blocks: dict[str, Sequence[int | None]], first: int) -> int:
+    """The item to name for a group that cannot lend among itself: ``first``, unless the modality that stops it is
+    one ``first`` does not show (items differ in their modalities), then the first item of the group showing it."""
+    for b in blocks.values():
+        shown = _shown(idx, b)
+        if shown and not _feasible(shown, {"m": b}):
+            return first if b[first] is not None else min(shown, key=lambda i: items[i].item_id)
+    return first
 
 
 def media_blocks(items: Sequence, root: str | Path | None) -> dict[str, list[int | None]]:
@@ -129,6 +141,7 @@ def donor_groups(items: Sequence, options, *, file: str | Path | None = None,
     lone = [i for idx in members.values() if not _feasible(idx, blocks) for i in idx]
     if lone and options.singletons == "error":
         first = min(lone, key=lambda i: items[i].item_id)
+        first = _showing(items, members[groups[first]], blocks, first)
         it, idx = items[first], members[groups[first]]
         shared = [*(["option count"] if hard_options or "n_options" in options.donor_within else []),
                   *(["category"] if "category" in options.donor_within else [])]
