@@ -611,8 +611,9 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
              "withheld: skipped); the version is recorded", "a folder holding test-mini-audios/"),
     "mmar": ("MMAR: MMAR-meta.jsonl (or the first release's MMAR-meta.json) beside audio/",
              "a folder holding audio/"),
-    "av-odyssey": ("AV-Odyssey: av_odyssey.parquet (lmms-eval's copy) beside the media its rows name; --out gets one "
-                   "benchmark folder per set of modalities", "a folder holding the media folders"),
+    "av-odyssey": ("AV-Odyssey: the authors' av_odyssey_part<n>.parquet (media embedded), or lmms-eval's copy "
+                   "av_odyssey.parquet beside the media its rows name; one benchmark, items with several pictures or "
+                   "sounds kept", "a folder holding the media folders of lmms-eval's copy"),
     "omnivideobench": ("OmniVideoBench: data.json beside videos/<video>.mp4 (their soundtracks); each item carries "
                        "its evidence label", "a folder holding videos/"),
 }
@@ -622,16 +623,13 @@ may hold."""
 
 def _add_datasets_omni(sub) -> None:
     for release, (reads, media_root) in OMNI_RELEASES.items():
-        what = "spectrum benchmarks" if release == "av-odyssey" else "a spectrum benchmark"
+        what = "a spectrum benchmark"
         s = sub.add_parser(release, help=f"convert {reads.split(':')[0]} into {what}",
                            description=f"Convert a release folder into {what}. {reads}. "
                                        "Every field read: docs/benchmarks.md.")
         s.add_argument("release", help="the release folder, laid out as the release ships it")
-        suite = release == "av-odyssey"
-        s.add_argument("--out", required=True, help="the folder to write (new or empty): "
-                       + ("it gets one benchmark folder per set of modalities" if suite else "the benchmark folder"))
-        s.add_argument("--name", default=release, help="benchmark name (default: %(default)s)"
-                       + ("; each benchmark is <name>-<set>" if suite else ""))
+        s.add_argument("--out", required=True, help="the folder to write (new or empty): the benchmark folder")
+        s.add_argument("--name", default=release, help="benchmark name (default: %(default)s)")
         s.add_argument("--media-root", default=None,
                        help=f"{media_root}, if the media live outside the release folder (media are read only under "
                             "the release folder and this one)")

@@ -1,170 +1,408 @@
-"""AV-Odyssey as lmms-eval reads it (``av_odyssey.parquet`` beside the media its rows name; some files under a folder
-named after their path's first component), with the release's columns and quirks: ``[imgN]`` / ``[videoN]`` /
-``[audioN]`` tags in the question, labelled options, lists of paths per kind, ``data_type`` choosing images or
-videos. Converted to one benchmark per set of modalities (``image+audio/``, ``video+audio/``), the tags turned into
-markers and the media placed in the order the tags give, the items with several media of one kind refused one by one
-and listed; the suite replaced only whole and only with ``--overwrite``; refused rows named by file, entry and field;
-one of the benchmarks run through two simulated models, metrics and report."""
+"""AV-Odyssey in both layouts it is published in: the authors' ``av_odyssey_part<n>.parquet`` files with every
+picture, clip and sound embedded (Hugging Face ``Image`` / ``Audio`` structs, a video as bare bytes), and lmms-eval's
+``av_odyssey.parquet`` beside the media its path lists name. Each is converted into one benchmark with no question
+dropped: items with four pictures or two sounds keep them all, in the release's numbering, and the tags become
+numbered markers. Items are compared with what the release rows say (written here, independently of the
+converter), media with the bytes embedded or placed. Then the ``spectrum`` protocol on that mixed benchmark: each
+item's conditions are those of its own modalities, a shuffled modality shows a donor's whole set (of the same size),
+donors of a modality come only from the items showing it; and a run through local Ray with simulated models."""
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import struct
 import subprocess
 import sys
+import wave
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from omnieval.core.schema import InputError
+from omnieval.datasets.benchmark import load_benchmark
 from omnieval.datasets.omni.av_odyssey import convert_av_odyssey
-from tests.omni_release_run import items_of, make_clips, make_pictures, place, run_and_check
+from omnieval.protocols import spectrum
+from tests.omni_release_run import items_of
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = pa.schema([("question_id", pa.string()), ("question_type_id", pa.int64()), ("subfield", pa.string()),
-                    ("data_type", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
-                    ("answer", pa.string()), ("image_path", pa.list_(pa.string())),
-                    ("video_path", pa.list_(pa.string())), ("audio_path", pa.list_(pa.string()))])
-QUESTIONS = {  # image + audio items: their question texts
-    "1_1": "Which instrument in [img1] makes the sound in [audio1]?",
-    "1_2": "[audio1] Is this the sound of the animal in [img1]?",
-    "1_3": "Listen to [audio1]. Where is it, in [img1]?",
-    "1_4": "Which object in [img1] is heard in [audio1]?",
-    "1_5": "What do the picture and the sound have in common?",
+MEDIA_STRUCT = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+AUTHORS = pa.schema([("question_id", pa.string()), ("question_type_id", pa.int64()), ("subfield", pa.string()),
+                     ("data_type", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
+                     ("answer", pa.string()), *((f"image_{k}", MEDIA_STRUCT) for k in range(1, 5)),
+                     ("video_1", pa.binary()), *((f"audio_{k}", MEDIA_STRUCT) for k in range(1, 5))])
+LMMS = pa.schema([("question_id", pa.string()), ("question_type_id", pa.int64()), ("subfield", pa.string()),
+                  ("data_type", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
+                  ("answer", pa.string()), ("image_path", pa.list_(pa.string())),
+                  ("video_path", pa.list_(pa.string())), ("audio_path", pa.list_(pa.string()))])
+
+# question id -> (data type, question, number of pictures (images or a video), number of sounds)
+QUESTIONS = {
+    "1_1": ("image", "Which instrument in [img1] makes the sound in [audio1]?", 1, 1),
+    "1_2": ("image", "[audio1] Is this the sound of the animal in [img1]?", 1, 1),
+    "1_3": ("image", "Listen to [audio1]. Where is it, in [img1]?", 1, 1),
+    "1_4": ("image", "Which object in [img1] is heard in [audio1]?", 1, 1),
+    "1_5": ("image", "What do the picture and the sound have in common?", 1, 1),
+    "2_26": ("image", "Which of [img1] [img2] [img3] [img4] makes [audio1]?", 4, 1),
+    "2_27": ("image", "[audio1]: is it [img1], [img2], [img3] or [img4]?", 4, 1),
+    "2_28": ("image", "Pick the source of [audio1] among [img1] [img2] [img3] [img4].", 4, 1),
+    "31_6": ("image", "Is [audio1] louder than [audio2] in [img1]?", 1, 2),
+    "31_7": ("image", "Is [audio2] higher than [audio1] for [img1]?", 1, 2),
+    "9_1": ("video", "Does [video1] match [audio1]?", 1, 1),
+    "9_2": ("video", "Which moment of [video1] makes [audio1]?", 1, 1),
+    "9_3": ("video", "[audio1] then [video1]: which comes first?", 1, 1),
+    "9_4": ("video", "Is [audio1] the soundtrack of [video1]?", 1, 1),
 }
-VIDEO_QUESTIONS = {"9_1": "Does [video1] match [audio1]?", "9_2": "Which moment of [video1] makes [audio1]?",
-                   "9_3": "[audio1] then [video1]: which comes first?"}
 
 
-def rows() -> list[dict]:
-    out = []
-    for i, (qid, question) in enumerate(QUESTIONS.items()):
-        out.append(_row(qid, "image", question, images=[f"image/{qid}_1.png"], audios=[f"audio/{qid}_1.wav"], i=i))
-    for i, (qid, question) in enumerate(VIDEO_QUESTIONS.items()):
-        out.append(_row(qid, "video", question, videos=[f"video/{qid}_1.mp4"], audios=[f"audio/{qid}_1.wav"], i=i))
-    out.append(_row("2_26", "image", "Which of [img1] [img2] [img3] [img4] makes [audio1]?",
-                    images=[f"image/2_26_{k}.png" for k in range(1, 5)], audios=["audio/2_26_1.wav"], i=1))
-    out.append(_row("31_6", "image", "Is [audio1] louder than [audio2] in [img1]?", images=["image/31_6_1.png"],
-                    audios=["audio/31_6_1.wav", "audio/31_6_2.wav"], i=2))
-    return out
+def picture(i: int) -> bytes:
+    """A small PNG, different for every ``i``."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (8 + i, 6 + i % 5), ((37 * i) % 256, (91 * i) % 256, (53 * i + 80) % 256)).save(out, "PNG")
+    return out.getvalue()
 
 
-def _row(qid, kind, question, *, images=(), videos=(), audios=(), i=0) -> dict:
-    return {"question_id": qid, "question_type_id": int(qid.split("_")[0]), "subfield": ("Timbre", "Space")[i % 2],
-            "data_type": kind, "question": question, "options": [f"{label}. Choice {label} for {qid}" for label in
-                                                                  "ABCD"], "answer": "ABCD"[i % 4],
-            "image_path": list(images), "video_path": list(videos), "audio_path": list(audios)}
+def sound(i: int) -> bytes:
+    """A short 8 kHz mono PCM WAV tone, different for every ``i``."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(8000)
+        f.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (200 + 50 * i) * t / 8000)))
+                               for t in range(2000)))
+    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
-def media(tmp_path_factory) -> dict[str, Path]:
-    """A file per relative path the rows name (pictures, silent videos, sounds)."""
-    folder = tmp_path_factory.mktemp("av-odyssey-media")
-    paths = [p for r in rows() for key in ("image_path", "video_path", "audio_path") for p in r[key]]
-    pictures = iter(make_pictures(folder / "pictures", sum(p.endswith(".png") for p in paths)))
-    clips = iter(make_clips(folder / "clips", sum(not p.endswith(".png") for p in paths)))
-    return {p: next(pictures) if p.endswith(".png") else next(clips)["picture" if p.endswith(".mp4") else "sound"]
-            for p in paths}
+def media(tmp_path_factory) -> dict[str, dict[str, list[bytes]]]:
+    """question id -> modality -> the bytes of each of its files, in the release's numbering."""
+    from omnieval.media.synth import moving_box_video
+
+    folder = tmp_path_factory.mktemp("av-odyssey-clips")
+    out, pictures, sounds, videos = {}, 0, 0, 0
+    for qid, (kind, _, n_pictures, n_sounds) in QUESTIONS.items():
+        files = {}
+        if kind == "image":
+            files["image"] = [picture(pictures + k) for k in range(n_pictures)]
+            pictures += n_pictures
+        else:
+            clip = moving_box_video(folder / f"clip{videos}.mp4", colour=("red", "blue", "green", "white")[videos],
+                                    box=8, y=8, size=(32, 24), duration=1.0, fps=4, speed=8.0 + videos)
+            files["video"] = [clip.read_bytes()]
+            videos += 1
+        files["audio"] = [sound(sounds + k) for k in range(n_sounds)]
+        sounds += n_sounds
+        out[qid] = files
+    return out
 
 
-def release(folder: Path, media, data: list[dict] | None = None) -> Path:
+def row_fields(qid: str, i: int) -> dict:
+    kind, question, _, _ = QUESTIONS[qid]
+    return {"question_id": qid, "question_type_id": int(qid.split("_")[0]), "subfield": ("Timbre", "Space")[i % 2],
+            "data_type": kind, "question": question,
+            "options": [f"{label}. Choice {label} for {qid}" for label in "ABCD"], "answer": "ABCD"[i % 4]}
+
+
+def authors_release(folder: Path, media, edit=None) -> Path:
+    """The authors' layout: two part files, each medium in its own column (images and sounds as ``Image`` /
+    ``Audio`` structs, the video as bytes)."""
     folder.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(rows() if data is None else data, schema=SCHEMA),
-                   folder / "av_odyssey.parquet")
-    for rel, made in media.items():  # the pictures unpacked into a folder of their archive's name
-        place(made, folder / ("image/" + rel if rel.startswith("image/") else rel))
+    rows = []
+    for i, qid in enumerate(QUESTIONS):
+        row = row_fields(qid, i)
+        files = media[qid]
+        for k in range(4):
+            images = files.get("image", [])
+            row[f"image_{k + 1}"] = {"bytes": images[k], "path": f"{qid}_{k + 1}.png"} if k < len(images) else None
+            row[f"audio_{k + 1}"] = ({"bytes": files["audio"][k], "path": f"{qid}_{k + 1}.wav"}
+                                     if k < len(files["audio"]) else None)
+        row["video_1"] = files["video"][0] if "video" in files else None
+        rows.append(row)
+    if edit:
+        edit(rows)
+    for part, chunk in ((1, rows[:8]), (2, rows[8:])):
+        pq.write_table(pa.Table.from_pylist(chunk, schema=AUTHORS), folder / f"av_odyssey_part{part}.parquet")
     return folder
 
 
-def test_one_benchmark_per_set_of_modalities_and_the_refused_items_listed(tmp_path, media):
-    folder = release(tmp_path / "AV-Odyssey", media)
-    out = tmp_path / "benches"
+def lmms_release(folder: Path, media, edit=None) -> Path:
+    """lmms-eval's layout: ``av_odyssey.parquet`` with path lists, the media unpacked beside it (the images under a
+    folder of their archive's name)."""
+    folder.mkdir(parents=True)
+    rows = []
+    for i, qid in enumerate(QUESTIONS):
+        row = row_fields(qid, i)
+        for modality, suffix, column in (("image", "png", "image_path"), ("video", "mp4", "video_path"),
+                                         ("audio", "wav", "audio_path")):
+            paths = [f"{modality}/{qid}_{k + 1}.{suffix}" for k in range(len(media[qid].get(modality, [])))]
+            row[column] = paths
+            for rel, data in zip(paths, media[qid].get(modality, []), strict=True):
+                target = folder / (f"image/{rel}" if modality == "image" else rel)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        rows.append(row)
+    if edit:
+        edit(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=LMMS), folder / "av_odyssey.parquet")
+    return folder
+
+
+def expected_question(qid: str) -> str:
+    """The release's question with its tags as the numbered markers (one medium of a kind: no number)."""
+    _, question, n_pictures, n_sounds = QUESTIONS[qid]
+    visual = "video" if QUESTIONS[qid][0] == "video" else "image"
+    counts = {"img": n_pictures if visual == "image" else 0, "video": n_pictures if visual == "video" else 0,
+              "audio": n_sounds}
+    for tag, modality in (("img", "image"), ("video", "video"), ("audio", "audio")):
+        for k in range(1, 5):
+            question = question.replace(f"[{tag}{k}]", f"[{modality}]" if counts[tag] == 1 else f"[{modality} {k}]")
+    return question
+
+
+def check_items(out: Path, media) -> None:
+    items = items_of(out)
+    assert list(items) == list(QUESTIONS)  # every question, in the release's order
+    for i, (qid, (kind, _, _, _)) in enumerate(QUESTIONS.items()):
+        item = items[qid]
+        assert item["question"] == expected_question(qid) and "[img" not in item["question"]
+        assert item["options"] == [f"Choice {label} for {qid}" for label in "ABCD"]
+        subfield = ("Timbre", "Space")[i % 2]
+        task = qid.split("_")[0]
+        assert (item["answer"], item["category"], item["task"]) == ("ABCD"[i % 4], subfield, task)
+        assert item["breakdowns"] == {"subfield": subfield, "task": task, "modalities": f"{kind}+audio"}
+        assert set(item["media"]) == {kind, "audio"}
+        for modality, files in media[qid].items():
+            written = item["media"][modality]
+            written = [written] if len(files) == 1 else written  # one file: a path; several: a list
+            assert isinstance(written, list) and [(out / p).read_bytes() for p in written] == files
+
+
+def test_the_authors_release_with_embedded_media_is_one_benchmark_with_every_question(tmp_path, media):
+    folder = authors_release(tmp_path / "AV_Odyssey_Bench", media)
+    out = tmp_path / "bench"
     done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "av-odyssey", str(folder), "--out",
                            str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert (f"wrote 2 benchmarks to {out} (image+audio/: 5 items, 10 media files; video+audio/: 3 items, 6 media "
-            "files); refused 2 items with several media of one kind") in done.stdout
-    assert "2 audio clips: 1 (31_6)" in done.stdout and "4 images: 1 (2_26)" in done.stdout
-    index = json.loads((out / "benchmarks.json").read_text())
-    assert (index["benchmarks"], index["converter"], index["refused"]) == (["image+audio", "video+audio"],
-                                                                             "av-odyssey", 2)
-    skipped = [json.loads(line) for line in (out / "skipped.jsonl").read_text().splitlines()]
-    assert [(s["item_id"], s["reason"], s["row"]) for s in skipped] == [("2_26", "4 images", "row 8"),
-                                                                         ("31_6", "2 audio clips", "row 9")]
-    for key, questions in (("image+audio", QUESTIONS), ("video+audio", VIDEO_QUESTIONS)):
-        meta = json.loads((out / key / "benchmark.json").read_text())
-        assert (meta["name"], meta["converter"], meta["splits"]) == (f"av-odyssey-{key}", "av-odyssey",
-                                                                     {"test": len(questions)})
-        items = items_of(out / key)
-        assert list(items) == list(questions)
-        by_id = {r["question_id"]: r for r in rows()}
-        for qid, question in questions.items():
-            item, row = items[qid], by_id[qid]
-            for tag, marker in (("[img1]", "[image]"), ("[video1]", "[video]"), ("[audio1]", "[audio]")):
-                question = question.replace(tag, marker)
-            assert item["question"] == question and "[img" not in item["question"]
-            assert item["options"] == [f"Choice {label} for {qid}" for label in "ABCD"]
-            assert (item["answer"], item["category"], item["task"]) == (row["answer"], row["subfield"],
-                                                                        qid.split("_")[0])
-            visual = "image" if key == "image+audio" else "video"
-            tagged = [m for m in (visual, "audio") if f"[{m}]" in question]
-            order = sorted(tagged, key=question.index) + [m for m in (visual, "audio") if m not in tagged]
-            assert list(item["media"]) == order  # the order the tags give
-            for modality, column in ((visual, f"{visual}_path"), ("audio", "audio_path")):
-                rel = row[column][0]
-                want = f"media/image/{rel}" if rel.startswith("image/") else f"media/{rel}"
-                assert item["media"][modality] == want
-                assert (out / key / want).read_bytes() == media[rel].read_bytes()
+    n_files = sum(len(f) for files in media.values() for f in files.values())
+    assert f"wrote 14 items (test: 14) and {n_files} media files to {out}" in done.stdout
+    assert "read the authors' release (media embedded); items per set of modalities: image+audio 10, " \
+           "video+audio 4" in done.stderr
+    meta = json.loads((out / "benchmark.json").read_text())
+    assert (meta["name"], meta["converter"], meta["protocol"], meta["splits"]) == ("av-odyssey", "av-odyssey",
+                                                                                    "spectrum", {"test": 14})
+    check_items(out, media)
+    items = items_of(out)
+    assert items["9_1"]["media"]["video"].endswith(".mp4") and items["2_26"]["media"]["image"][0].endswith(".png")
+    assert sorted(p.name for p in out.iterdir()) == ["benchmark.json", "items.jsonl", "media"]
 
 
-def test_the_suite_is_replaced_whole_and_only_with_overwrite(tmp_path, media):
-    folder = release(tmp_path / "AV-Odyssey", media)
-    out = tmp_path / "benches"
+def test_lmms_evals_copy_reads_to_the_same_items(tmp_path, media):
+    out = tmp_path / "bench"
+    convert_av_odyssey(lmms_release(tmp_path / "AV_Odyssey_Bench_LMMs_Eval", media), out)
+    check_items(out, media)
+    items = items_of(out)
+    assert items["2_26"]["media"]["image"] == [f"media/image/image/2_26_{k}.png" for k in range(1, 5)]
+    assert items["31_6"]["media"]["audio"] == ["media/audio/31_6_1.wav", "media/audio/31_6_2.wav"]
+    assert list(items["1_2"]["media"]) == ["audio", "image"]  # the order the tags first name them
+
+
+def test_a_benchmark_is_replaced_only_with_overwrite(tmp_path, media):
+    folder = authors_release(tmp_path / "AV_Odyssey_Bench", media)
+    out = tmp_path / "bench"
     convert_av_odyssey(folder, out)
     with pytest.raises(InputError, match="pass --overwrite to replace it"):
         convert_av_odyssey(folder, out)
-    data = rows()[:5] + rows()[8:]  # the video items gone: their benchmark goes too
-    pq.write_table(pa.Table.from_pylist(data, schema=SCHEMA), folder / "av_odyssey.parquet")
-    converted = convert_av_odyssey(folder, out, overwrite=True)
-    assert list(converted.benchmarks) == ["image+audio"] and not (out / "video+audio").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["benchmarks.json", "image+audio", "skipped.jsonl"]
-    (out / "image+audio" / "my-notes.txt").write_text("mine")
-    with pytest.raises(InputError, match="'image\\+audio/my-notes.txt', which no converter writes"):
-        convert_av_odyssey(folder, out, overwrite=True)
-    assert (out / "image+audio" / "my-notes.txt").exists()
+    assert convert_av_odyssey(folder, out, overwrite=True).n_items == 14
+
+
+def _blank(rows, qid, column):
+    next(r for r in rows if r["question_id"] == qid)[column] = None
+
+
+@pytest.mark.parametrize("edit, part, item, field, message", [
+    (lambda r: r[0].update(question="Is [img2] the one in [audio1]?"), 1, "row 0 (question 1_1)", "question",
+     "tag [img2] but the row has 1 image"),
+    (lambda r: r[8].update(question="Is [audio3] louder?"), 2, "row 0 (question 31_6)", "question",
+     "tag [audio3] but the row has 2 audio clips"),
+    (lambda r: r[10].update(question="Does [img1] match [audio1]?"), 2, "row 2 (question 9_1)", "question",
+     "tag [img1] but the row has 0 images"),
+    (lambda r: r[1].update(answer="E"), 1, "row 1 (question 1_2)", "answer", "answer 'E' but the question has 4"),
+    (lambda r: _blank(r, "2_26", "image_2"), 1, "row 5 (question 2_26)", "image_3",
+     "image_3 holds a file but image_2 is empty"),
+    (lambda r: r[2].update(audio_1={"bytes": b"not a sound at all", "path": None}), 1, "row 2 (question 1_3)",
+     "audio_1", "the 18 bytes embedded are no image, audio or video format"),
+    (lambda r: r[3].update(image_1={"bytes": b"\x89PNG\r\n\x1a\ncut short", "path": "x.png"}), 1,
+     "row 3 (question 1_4)", "image_1", "does not decode"),
+])
+def test_refused_rows_of_the_authors_release_name_file_entry_and_field(tmp_path, media, edit, part, item, field,
+                                                                      message):
+    folder = authors_release(tmp_path / "AV_Odyssey_Bench", media, edit)
+    with pytest.raises(InputError) as err:
+        convert_av_odyssey(folder, tmp_path / "bench")
+    assert (err.value.file, err.value.item, err.value.field) == (str(folder / f"av_odyssey_part{part}.parquet"),
+                                                                 item, field)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "bench").exists()
 
 
 @pytest.mark.parametrize("edit, item, field, message", [
-    (lambda r: r[0].update(question="Is [img2] the one in [audio1]?"), "row 0 (question 1_1)", "question",
-     "tag [img2] but the row has 1 image"),
-    (lambda r: r[6].update(question="Does [img1] match [audio1]?"), "row 6 (question 9_2)", "question",
-     "tag [img1] but the row has 0 images"),
-    (lambda r: r[1].update(answer="E"), "row 1 (question 1_2)", "answer", "answer 'E' but the question has 4"),
     (lambda r: r[2].update(audio_path=["audio/missing.wav"]), "row 2 (question 1_3)", "audio_path",
      "no media file 'audio/missing.wav', 'audio/audio/missing.wav'"),
     (lambda r: r[3].update(image_path=[""]), "row 3 (question 1_4)", "image_path", "path 0 is ''"),
 ])
-def test_refused_rows_name_file_entry_and_field(tmp_path, media, edit, item, field, message):
-    data = rows()
-    edit(data)
-    folder = release(tmp_path / "AV-Odyssey", media, data)
+def test_refused_rows_of_lmms_evals_copy_name_file_entry_and_field(tmp_path, media, edit, item, field, message):
+    folder = lmms_release(tmp_path / "AV-Odyssey", media, edit)
     with pytest.raises(InputError) as err:
-        convert_av_odyssey(folder, tmp_path / "benches")
+        convert_av_odyssey(folder, tmp_path / "bench")
     assert (err.value.file, err.value.item, err.value.field) == (str(folder / "av_odyssey.parquet"), item, field)
     assert message in str(err.value) and "\n" not in str(err.value)
-    assert not (tmp_path / "benches").exists()
 
 
-def test_the_release_that_embeds_its_media_is_named(tmp_path):
+def test_a_folder_with_neither_layout_is_named(tmp_path):
     (tmp_path / "AV-Odyssey").mkdir()
-    (tmp_path / "AV-Odyssey" / "av_odyssey_part1.parquet").write_bytes(b"")
-    with pytest.raises(InputError, match="av_odyssey_part1.parquet and the like embed the media"):
-        convert_av_odyssey(tmp_path / "AV-Odyssey", tmp_path / "benches")
+    with pytest.raises(InputError, match="no av_odyssey.parquet .lmms-eval's copy. and no av_odyssey_part<n>.parquet"):
+        convert_av_odyssey(tmp_path / "AV-Odyssey", tmp_path / "bench")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The spectrum protocol on the mixed benchmark
+# ---------------------------------------------------------------------------------------------------------------
+
+CONDITIONS = {  # the conditions of a question with a picture (an image or a video), a sound and its text
+    kind: ["normal", f"{kind}_only", "audio_only", "text_only", "random", f"no_{kind}", "no_audio", "no_text"]
+    for kind in ("image", "video")}
+
+
+def test_each_item_gets_its_own_conditions_and_a_shuffle_shows_a_donors_whole_set(tmp_path, media):
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", media), out)
+    bench = load_benchmark(out)
+    items = {it.item_id: it for it in bench.items}
+    instances = spectrum.expand_all(bench.items, bench, seed=0)
+    by_item: dict[str, list] = {}
+    for inst in instances:
+        by_item.setdefault(inst.item_id, []).append(inst)
+    for qid, (kind, _, _, _) in QUESTIONS.items():
+        assert [i.condition for i in by_item[qid]] == CONDITIONS[kind]
+    raw = {qid: json.loads(line)["media"] for qid, line in
+           zip(items_of(out), (out / "items.jsonl").read_text().splitlines(), strict=True)}
+
+    def files(qid, modality):
+        value = raw[qid][modality]
+        return value if isinstance(value, list) else [value]
+
+    for inst in instances:
+        donors = inst.donors or {}
+        for modality in ("image", "video", "audio"):
+            shown = [s.path for s in inst.segments if s.kind == "media" and s.modality == modality]
+            if modality not in raw[inst.item_id]:
+                assert not shown
+                continue
+            source = donors.get(modality, inst.item_id)
+            assert shown == files(source, modality)  # the whole set, in its numbering
+            if modality in donors:
+                assert source != inst.item_id and modality in raw[source]  # from an item that shows it
+                assert len(files(source, modality)) == len(files(inst.item_id, modality))  # a set of its size
+        assert inst.media_unit == files(inst.item_id, "video" if "video" in raw[inst.item_id] else "image")[0]
+    four = [i for i in instances if i.item_id == "2_26" and i.condition == "audio_only"][0]
+    assert len([s for s in four.segments if s.modality == "image"]) == 4 and four.donors["image"] in ("2_27", "2_28")
+    assert items["2_26"].question == "Which of [image 1] [image 2] [image 3] [image 4] makes [audio]?"
+
+
+def test_a_set_size_too_rare_to_lend_among_itself_borrows_other_sizes(tmp_path, media):
+    """With one two-sound item left, no other item lends it two sounds: its donor's one sound replaces its pair
+    (and it lends its pair to an item with one)."""
+    keep = [q for q in QUESTIONS if q != "31_7"]
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", media,
+                                       lambda rows: rows.__setitem__(slice(None), [r for r in rows
+                                                                                   if r["question_id"] in keep])),
+                       out)
+    bench = load_benchmark(out)
+    instances = spectrum.expand_all(bench.items, bench, seed=0)
+    lone = [i for i in instances if i.item_id == "31_6" and i.condition == "no_audio"][0]
+    donor = {it.item_id: it for it in bench.items}[lone.donors["audio"]]
+    assert [s.path for s in lone.segments if s.modality == "audio"] == spectrum.media_files(donor, "audio")
+    lenders = [i for i in instances if i.condition == "no_audio" and i.donors["audio"] == "31_6"]
+    assert len(lenders) == 1 and len([s for s in lenders[0].segments if s.modality == "audio"]) == 2
 
 
 @pytest.mark.slow
-def test_a_converted_benchmark_runs_with_two_simulated_models(ray_session, tmp_path, media):
-    convert_av_odyssey(release(tmp_path / "AV-Odyssey", media), tmp_path / "benches")
-    conditions = ["normal", "image_only", "audio_only", "text_only", "random", "no_image", "no_audio", "no_text"]
-    run_and_check(tmp_path / "benches" / "image+audio", tmp_path, conditions)
+def test_a_mixed_benchmark_with_several_pictures_runs_through_ray(ray_session, tmp_path, media):
+    from omnieval.cli import main
+
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", media), out)
+    config = tmp_path / "run.yaml"
+    models = [{"name": "sim-sight", "engine": "simulated", "options": {"seed": 3, "reliance": {"image": 0.9,
+                                                                                               "video": 0.9}}}]
+    config.write_text(yaml.safe_dump({"benchmark": str(out), "output": str(tmp_path / "run"), "protocol": "spectrum",
+                                      "decode": {"num_frames": 2, "max_side": 32}, "models": models}))
+    assert main(["run", str(config)]) == 0
+    rows = pl.read_parquet(tmp_path / "run" / "predictions.parquet")
+    assert rows["error"].null_count() == rows.height
+    got = {qid: sorted(rows.filter(pl.col("item_id") == qid)["condition"].to_list()) for qid in QUESTIONS}
+    assert got == {qid: sorted(CONDITIONS[kind]) for qid, (kind, *_) in QUESTIONS.items()}
+    raw = items_of(out)
+    for row in rows.filter(pl.col("donors").is_not_null()).iter_rows(named=True):
+        for modality, source in json.loads(row["donors"]).items():
+            if modality == "text":
+                continue
+            mine, theirs = raw[row["item_id"]]["media"][modality], raw[source]["media"][modality]
+            assert source != row["item_id"] and type(mine) is type(theirs)
+            assert not isinstance(mine, list) or len(mine) == len(theirs)
+    # the simulated model sees its picture exactly where the item's own picture is shown
+    for kind in ("image", "video"):
+        own = rows.filter(pl.col("condition").is_in(["normal", f"{kind}_only"])
+                          & pl.col("item_id").is_in([q for q, v in QUESTIONS.items() if v[0] == kind]))
+        assert float((own["choice"] == own["target"]).mean()) > 0.6
+    assert main(["metrics", str(tmp_path / "run" / "predictions.parquet"), "--out", str(tmp_path / "metrics"),
+                 "--resamples", "50"]) == 0
+    table = pl.read_csv(tmp_path / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
+    for condition in ("video_only", "image_only", "normal"):
+        cell = rows.filter(pl.col("condition") == condition)
+        value = table.filter((pl.col("metric") == "accuracy") & (pl.col("key") == condition))["value"][0]
+        assert value == pytest.approx(float((cell["choice"] == cell["target"]).mean()), abs=1e-12)
+    # the contrasts per set of modalities: intra of the image over the image items alone
+    images = rows.filter(pl.col("item_id").is_in([q for q, v in QUESTIONS.items() if v[0] == "image"]))
+    gain = (float(images.filter(pl.col("condition") == "image_only").select(pl.col("choice") == pl.col("target"))
+                  .to_series().mean())
+            - float(images.filter(pl.col("condition") == "random").select(pl.col("choice") == pl.col("target"))
+                    .to_series().mean()))
+    intra = table.filter((pl.col("metric") == "intra") & (pl.col("key") == "modalities=image+audio+text/image"))
+    assert intra["value"][0] == pytest.approx(gain, abs=1e-12)
+    assert table.filter((pl.col("metric") == "intra") & ~pl.col("key").str.starts_with("modalities=")).is_empty()
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--resamples", "50"]) == 0
+
+
+def test_two_sets_of_pictures_with_one_picture_in_common_never_lend_each_other(tmp_path, media):
+    """2_27's second picture is 2_26's third (same bytes): a shuffle of 2_26's pictures must not show it that
+    picture again, so neither lends the other its set."""
+    shared = {**media, "2_27": {**media["2_27"], "image": [media["2_27"]["image"][0], media["2_26"]["image"][2],
+                                                           *media["2_27"]["image"][2:]]}}
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", shared), out)
+    bench = load_benchmark(out)
+    donors = {(i.item_id, i.condition): i.donors["image"] for i in spectrum.expand_all(bench.items, bench, seed=0)
+              if i.donors and "image" in i.donors}
+    assert donors[("2_26", "random")] != "2_27" and donors[("2_27", "random")] != "2_26"
+    assert all({item, donor} != {"2_26", "2_27"} for (item, _), donor in donors.items())
+
+
+def test_a_video_most_video_items_share_is_refused_naming_a_video_item(tmp_path, media):
+    same = {**media, **{q: {**media[q], "video": media["9_1"]["video"]} for q in ("9_2", "9_3")}}
+    out = tmp_path / "bench"
+    convert_av_odyssey(authors_release(tmp_path / "AV_Odyssey_Bench", same), out)
+    bench = load_benchmark(out)
+    with pytest.raises(InputError, match="3 of the 4 items of benchmark 'av-odyssey' split 'test' that show a video "
+                                         "show the same video content") as err:
+        spectrum.expand_all(bench.items, bench, seed=0)
+    assert err.value.item == "9_1"  # a video item, not the first item of the benchmark

@@ -196,10 +196,12 @@ def test_item_checks_name_the_field():
     assert refs == [("i.png", "image", "media.image"), ("a.wav", "audio", "media.audio")]
 
 
-def test_mixed_modalities_and_lone_items_are_refused_naming_the_item():
-    items = make_items(4) + make_items(1, ("image", "audio"), prefix="z")
-    with pytest.raises(InputError) as err:
-        spectrum.validate_items(items, None, file="items.jsonl")
+def test_a_lone_modality_and_lone_items_are_refused_naming_the_item():
+    items = make_items(4) + make_items(1, ("image", "audio"), prefix="z")  # z000 alone shows a sound
+    spectrum.validate_items(items, None, file="items.jsonl")  # items may differ in their modalities
+    with pytest.raises(InputError, match="the only item of benchmark 'benchmark' split 'all' that shows an audio") \
+            as err:
+        spectrum.expand_all(items, type("Bench", (), {"items_file": "items.jsonl"})())
     assert err.value.item == "z000" and err.value.field == "media" and err.value.file == "items.jsonl"
     with pytest.raises(InputError) as err:
         spectrum.validate_items(make_items(4, split="a") + make_items(1, split="b", prefix="r"))
@@ -476,3 +478,37 @@ def test_the_report_figure_shows_every_modality_and_keeps_each_models_colour(mon
     assert by_label["aud · zs"].style == 0 and by_label["aud · cot"].style == 1  # zs first, as every table
     audio = {s.label: dict((p[0], p[1:]) for p in s.points)["audio"] for s in series}
     assert audio["aud · zs"][1] > 0 and audio["vid · zs"][2] > -0.2 and audio["vid · zs"][1] < 0.1
+
+
+def test_a_benchmark_of_two_modality_sets_gives_its_contrasts_per_set():
+    """Image+audio items beside video+audio items: each condition's accuracy is over the items that have it, and
+    intra / perceptual_score compare conditions over one set's items (recounted here from the rows), never across
+    sets."""
+    items = make_items(120, ("image", "audio")) + make_items(120, ("video", "audio"), prefix="v")
+    instances = spectrum.expand_all(items, None, seed=0)
+    rows = frame(predictions("img", {"image": 0.9}, instances))
+    table = metrics_table(rows, resamples=50, seed=0)
+    got = {k: r["value"] for k, r in values(table, "img").items()}
+    correct = (pl.col("choice") == pl.col("target")).cast(pl.Float64)
+
+    def acc(condition: str, prefix: str | None = None) -> float:
+        cell = rows.filter((pl.col("condition") == condition)
+                           & (pl.col("item_id").str.starts_with(prefix) if prefix else pl.lit(True)))
+        return float(cell.select(correct.mean()).item())
+
+    assert got[("accuracy", "image_only")] == pytest.approx(acc("image_only"), abs=1e-12)
+    assert rows.filter(pl.col("condition") == "image_only")["item_id"].str.starts_with("q").all()
+    assert got[("accuracy", "random")] == pytest.approx(acc("random"), abs=1e-12)  # over all 240 items
+    image_set, video_set = "modalities=image+audio+text", "modalities=video+audio+text"
+    assert got[("intra", f"{image_set}/image")] == pytest.approx(acc("image_only", "q") - acc("random", "q"),
+                                                                 abs=1e-12)
+    assert got[("intra", f"{video_set}/video")] == pytest.approx(acc("video_only", "v") - acc("random", "v"),
+                                                                 abs=1e-12)
+    assert got[("perceptual_score", f"{image_set}/image")] == pytest.approx(acc("normal", "q") - acc("no_image", "q"),
+                                                                            abs=1e-12)
+    assert got[("intra", f"{image_set}/image")] > 0.4  # the model sees the images: a large, real contrast
+    across = [k for k in got if k[0] in ("intra", "inter", "perceptual_score", "dependency")
+              and not k[1].startswith("modalities=")]
+    assert across == []  # image_only (image items) minus random (all items) would compare different questions
+    single = values(metrics_table(frame(predictions("img", {"image": 0.9})), resamples=0, seed=0), "img")
+    assert not any(k.startswith("modalities=") for _, k in single)

@@ -10,7 +10,8 @@ beside ``--out`` and moves it into place when complete, so replacing an earlier 
   records the converter that wrote it (``"converter": "mcq"``; the benchmark loader reads only ``name`` and
   ``protocol`` and ignores it) and the folder holds nothing but what converters write (``OUTPUT_ENTRIES``).
 
-A converter that writes several benchmarks at once (``av-odyssey``: one per set of modalities) writes a **suite**:
+A converter that writes several benchmarks at once writes a **suite** (earlier versions of ``av-odyssey`` did, one
+benchmark per set of modalities; such an output is still recognised, and replaced whole by the one benchmark):
 ``--out`` holds ``benchmarks.json`` (``SUITE_INDEX``: the converter and the sub-folders), ``skipped.jsonl`` where
 items were left out, and one benchmark folder per name the index lists, each as above. It is replaced whole, under
 the same rules: the index names the converter, and neither the suite folder nor a listed benchmark holds anything

@@ -44,10 +44,11 @@ def content_keys(refs: Sequence[str], root: str | Path | None) -> dict[str, str]
     return {r: keys[media_file(r)] for r in refs}
 
 
-def lending_blocks(n: int, relations: Sequence[Callable[[int], str | None]]) -> list[int]:
+def lending_blocks(n: int, relations: Sequence[Callable[[int], str | Sequence[str] | None]]) -> list[int]:
     """Items ``0..n-1`` joined into blocks: ``i`` and ``j`` share a block when some relation gives both the same
-    (non-None) value, and transitively (union-find). Block ids are the smallest member's index, so they do not
-    depend on anything but the items and the relations."""
+    (non-None) value, and transitively (union-find). A relation may give an item several values (the content keys
+    of its several pictures): it then joins every item that has any of them. Block ids are the smallest member's
+    index, so they do not depend on anything but the items and the relations."""
     parent = list(range(n))
 
     def find(i: int) -> int:
@@ -60,11 +61,10 @@ def lending_blocks(n: int, relations: Sequence[Callable[[int], str | None]]) -> 
         first: dict[str, int] = {}
         for i in range(n):
             value = relation(i)
-            if value is None:
-                continue
-            j = first.setdefault(value, i)
-            if j != i:
-                a, b = find(i), find(j)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+            for one in [value] if isinstance(value, str) else value or ():
+                j = first.setdefault(one, i)
+                if j != i:
+                    a, b = find(i), find(j)
+                    if a != b:
+                        parent[max(a, b)] = min(a, b)
     return [find(i) for i in range(n)]

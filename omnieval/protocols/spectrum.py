@@ -16,6 +16,14 @@ M (text included, in the order image, video, audio, text):
   against ``normal`` is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``, with its interval from the
   same resamples): what the model loses, or gains, when the medium's content arrives as text.
 
+**Mixed benchmarks.** Items of one benchmark may differ in their modalities (image + audio beside video + audio):
+each item gets the conditions of its own modalities, the donors of a modality come from the items that show it
+(``spectrum_donors``), and each condition's accuracy is over the items that have it. The contrasts between
+conditions are then given per set of modalities only (``modality_sets``, keys ``modalities=<set>/...``): overall
+they would subtract an accuracy over some items from one over others. An item may show several files of one
+modality (``Item.media`` lists them, ``media_files``): they are shown in order, and a shuffle replaces the whole list
+with a donor's (of the same length where the donor group allows, ``spectrum_donors.size_groups``).
+
 **Evidence labels.** An item may carry the modality its answer's evidence comes from, as the benchmark labels it
 (``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
 given per label (keys ``evidence=<label>/<condition>``): the benchmark's own labels beside what the shuffles find.
@@ -87,7 +95,10 @@ class Item(Strict):
 
     ``answer`` is the correct option's **label**: ``"A"`` for the first of ``options``, ``"B"`` for the second, and
     so on (loaders of other formats convert indices and answer texts to labels). ``media`` maps each media modality
-    to a path relative to the benchmark folder; the question is the text modality.
+    to a path relative to the benchmark folder, or to a list of paths where the question shows several files of one
+    kind (AV-Odyssey's four pictures to choose from, two sounds to compare: ``media_files``); the question is the
+    text modality. Items of one benchmark may show different modalities (an image and a sound, a video and a
+    sound): each gets the conditions its own modalities allow (``conditions_for``).
 
     ``group``: the ``item_id`` of the question this item is a copy of (VLMEvalKit's circular copies: the same
     question with its options rotated). Items of one group (an item without one is its own) are one question: never
@@ -108,7 +119,7 @@ class Item(Strict):
     question: str = Field(min_length=1)
     options: list[str] = Field(min_length=2, max_length=26)
     answer: str
-    media: dict[Literal["image", "video", "audio"], str] = Field(min_length=1)
+    media: dict[Literal["image", "video", "audio"], str | list[str]] = Field(min_length=1)
     category: str | None = None
     task: str | None = None
     group: str | None = Field(default=None, min_length=1)
@@ -123,6 +134,18 @@ class Item(Strict):
             if not name.strip() or not value.strip():
                 raise ValueError(f"breakdown {name!r} has an empty name or value")
         return v or None
+
+    @field_validator("media")
+    @classmethod
+    def _media_listed(cls, v: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        for modality, paths in v.items():
+            if isinstance(paths, list):
+                if not paths:
+                    raise ValueError(f"the list of {modality} files is empty")
+                repeated = sorted({p for p in paths if paths.count(p) > 1})
+                if repeated:
+                    raise ValueError(f"{modality} file {repeated[0]!r} is listed twice")
+        return v
 
     @field_validator("text_alternatives")
     @classmethod
@@ -223,21 +246,27 @@ def instance_id(item_id: str, condition: str, seed: int) -> str:
     return f"{item_id}|{condition}|s{seed}"
 
 
+def media_files(item: Item, modality: str) -> list[str]:
+    """The files the item shows for a media modality, in the order its question numbers them (one path is a list
+    of one); [] for a modality the item does not show."""
+    paths = item.media.get(modality)
+    if paths is None:
+        return []
+    return list(paths) if isinstance(paths, list) else [paths]
+
+
 def media_refs(item: Item) -> list[tuple[str, str, str]]:
-    return [(item.media[m], m, f"media.{m}") for m in MEDIA if m in item.media]
+    """Every file the item shows, with the field naming it (``media.image``, or ``media.image[2]`` in a list)."""
+    return [(path, m, f"media.{m}[{k}]" if isinstance(item.media[m], list) else f"media.{m}")
+            for m in MEDIA if m in item.media for k, path in enumerate(media_files(item, m))]
 
 
 def validate_items(items: Sequence[Item], bench=None, file: str | Path | None = None) -> None:
-    """All items share one set of modalities (the conditions and every metric depend on it), and every benchmark
-    split has two or more items (a lone item has no donor under any ``donor_within``)."""
+    """Every benchmark split has two or more items (a lone item has no donor under any ``donor_within``). Items may
+    differ in their modalities (each gets its own conditions; donors of a modality come from the items showing it,
+    ``spectrum_donors``)."""
     if not items:
         return
-    first = items[0]
-    for item in items:
-        if set(item.media) != set(first.media):
-            raise InputError(f"item has media {sorted(item.media)} but item {first.item_id!r} has "
-                             f"{sorted(first.media)}: a spectrum benchmark has one set of modalities",
-                             file=file, item=item.item_id, field="media")
     sizes: dict[tuple[str, str], list[str]] = {}
     for item in items:
         sizes.setdefault((item.benchmark, item.split), []).append(item.item_id)
@@ -270,8 +299,8 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
     text_from = sources["text"]
     option_texts = list(text_from.options if options.text_unit == "question+options" else item.options)
     as_text = as_text_modality(condition)
-    segments = [Segment(kind="media", modality=m, path=sources[m].media[m])
-                for m in modalities if m not in ("text", as_text)]
+    segments = [Segment(kind="media", modality=m, path=path)
+                for m in modalities if m not in ("text", as_text) for path in media_files(sources[m], m)]
     clues = evidence(modalities, swapped, item.answer)
     if as_text:
         segments.append(Segment(kind="text", text=f"{AS_TEXT_LABELS[as_text]}: {item.text_alternatives[as_text]}"))
@@ -292,37 +321,45 @@ MEDIA_UNIT_ORDER = ("video", "image", "audio")
 def media_unit(item: Item) -> str:
     """The file an item's questions share (``Instance.media_unit``): its video, else its image, else its audio. The
     questions a benchmark asks about one clip share its video (its audio is most often that clip's soundtrack), so
-    the video names them together."""
-    return next(item.media[m] for m in MEDIA_UNIT_ORDER if m in item.media)
+    the video names them together. Of several files of that modality, the first (the one the question names first,
+    ``[img1]``): questions that reuse a set of pictures reuse it whole, so its first picture names the set."""
+    return next(media_files(item, m)[0] for m in MEDIA_UNIT_ORDER if m in item.media)
 
 
 def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Options | None = None) -> list[Instance]:
-    """Every instance of the items, item by item in ``item_id`` order, conditions in the reference's order."""
+    """Every instance of the items, item by item in ``item_id`` order, conditions in the reference's order. Each item
+    gets the conditions of its own modalities (``conditions_for``): on a benchmark whose items show different
+    modalities a condition runs on the items that have it, and ``conditions`` may name any condition some item
+    has."""
     options = options or Options()
     file = getattr(bench, "items_file", None) or None
     validate_items(items, bench, file=file)
     if not items:
         return []
     ordered = sorted(items, key=lambda it: it.item_id)
-    available = conditions_for(ordered[0].modalities, as_text_modalities(ordered))
+    as_text = as_text_modalities(ordered)
+    per_item = [conditions_for(it.modalities, as_text) for it in ordered]
+    available = [c for c in ALL_CONDITIONS if any(c in own for own in per_item)]
+    shown = [m for m in MODALITY_ORDER if any(m in it.modalities for it in ordered)]
+    wanted = None
     if options.conditions is not None:
         missing = [c for c in options.conditions if c not in available]
         lacking = as_text_modality(missing[0]) if missing else None
-        if lacking in ordered[0].modalities:  # some item has no stand-in for it: name the first
+        if lacking in shown:  # some item has no stand-in for it: name the first
             first = next(it for it in ordered if lacking not in (it.text_alternatives or {}))
             raise InputError(f"condition {missing[0]!r} needs a text alternative for {lacking} on every item; this "
                              f"item has none", file=file, item=first.item_id, field="text_alternatives")
         if missing:
             raise InputError(f"condition {missing[0]!r} does not apply to this benchmark's modalities "
-                             f"({', '.join(ordered[0].modalities)}); available: {', '.join(available)}",
+                             f"({', '.join(shown)}); available: {', '.join(available)}",
                              file=file, field="protocol_options.conditions")
-        run = [c for c in available if c in options.conditions]
-    else:
-        run = list(available)
+        wanted = set(options.conditions)
     donor = donors(ordered, seed, options, file=file, root=getattr(bench, "root", None))
     out: list[Instance] = []
     for i, item in enumerate(ordered):
-        for condition in run:
+        for condition in per_item[i]:
+            if wanted is not None and condition not in wanted:
+                continue
             swapped = replaced(condition, item.modalities)
             sources = {m: ordered[int(donor[m][i])] if m in swapped else item for m in item.modalities}
             out.append(expand(item, sources, condition, seed, options))
@@ -342,8 +379,13 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # of its printed ``intra`` interval is above 0. Without resamples (``resamples=0``) there is no interval and no
 # ``dependency`` row.
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)))
-"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``)."""
+SET_KEY = "_modality_set"
+"""The column naming an item's set of modalities (``modalities=image+audio+text``), on a benchmark whose items
+differ in their modalities only (``modality_sets``)."""
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)),
+                                                   ("s", (SET_KEY,)))
+"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``), per set of
+modalities (``modalities=<set>``)."""
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -416,7 +458,10 @@ def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray |
     return "inter-only"
 
 
-def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
+def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = True):
+    """The metrics of one scope; without ``contrasts`` only those of one condition at a time (accuracy, circular
+    accuracy, chance): on a benchmark whose items differ in their modalities, two conditions of a scope other than
+    a set of modalities cover different items, and their difference would compare different questions."""
     label = "/".join(scope)
 
     def key(k: str) -> str:
@@ -432,6 +477,8 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
             yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
+    if not contrasts:
+        return
     gains = intra(acc)
     for m, values in gains.items():
         yield "intra", key(m), values, n[f"{m}_only"] + n["random"]
@@ -455,13 +502,17 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
 
 
 def metric_rows(cells):
-    """The protocol's metrics overall, then per category, then the invalid rate."""
+    """The protocol's metrics overall, then per category, per evidence label and per set of modalities (where the
+    items differ in their modalities: the contrasts are then given per set only, ``_scope_rows``), then the
+    invalid rate."""
+    mixed = bool(cells.keys("sacc"))
     for prefix, by in SCOPES:
+        contrasts = not mixed or prefix == "s"
         if not by:
-            yield from _scope_rows(cells, prefix, ())
+            yield from _scope_rows(cells, prefix, (), contrasts)
             continue
         for scope in sorted({k[: len(by)] for k in cells.keys(f"{prefix}acc")}):
-            yield from _scope_rows(cells, prefix, scope)
+            yield from _scope_rows(cells, prefix, scope, contrasts)
     if cells.has("invalid"):
         yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
 
@@ -568,11 +619,32 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
     if "evidence_modality" in frame.columns:
         frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
+    frame = modality_sets(frame)
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
     return circular_columns(frame)
+
+
+def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
+    """``SET_KEY`` per row where the items differ in their modalities: an item's set is read from its conditions
+    (``<m>_only`` for each modality it has, the run's ``conditions`` aside), ``modalities=image+audio+text``. A
+    frame whose items all have one set gets no column, and its metrics stay as they were."""
+    needed = {"condition", "item_id"}
+    if not needed <= set(frame.columns):
+        return frame
+    unit = [c for c in ("model", "prompt", "split", "item_id") if c in frame.columns]
+    only = frame.filter(pl.col("condition").str.ends_with("_only")).group_by(unit).agg(
+        _m=pl.col("condition").str.strip_suffix("_only").unique())
+    if only.is_empty():
+        return frame
+    names = pl.concat_str([pl.when(pl.col("_m").list.contains(m)).then(pl.lit(m)) for m in MODALITY_ORDER],
+                          separator="+", ignore_nulls=True)
+    sets = only.select(*unit, (pl.lit("modalities=") + names).alias(SET_KEY))
+    if sets[SET_KEY].n_unique() < 2:
+        return frame
+    return frame.join(sets, on=unit, how="left", nulls_equal=True, maintain_order="left")
 
 
 def _families():

@@ -12,7 +12,7 @@ Video-MME (with audio)    ``videomme``                    one mp4 as video and a
 OmniBench                 ``omnibench``                   image and audio
 MMAU                      ``mmau``                        audio (the version read is recorded)
 MMAR                      ``mmar``                        audio
-AV-Odyssey                ``av_odyssey``                  image or video, and audio: one benchmark per set
+AV-Odyssey                ``av_odyssey``                  image(s) or video, and audio clip(s): one benchmark
 OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels
 ========================  ==============================  ===============================================
 
@@ -22,10 +22,9 @@ Adding a release: a module with a ``convert_<release>`` function that reads the 
 relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work), any text stand-in the
 release gives per modality (``Entry.text_alternatives``) and any label of where the answer's evidence lies
 (``Entry.evidence_modality``), and passes the entries to ``write_release``; then a name in
-``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). A ``spectrum`` item takes one file per
-modality, so a release whose questions show several media of one kind has those refused one by one (AV-Odyssey), and
-one whose questions differ in their modalities is written as a suite of benchmarks, one per set
-(``output_folder``, suites).
+``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). A ``spectrum`` item may show several
+files of one modality (a list of ``MediaRef``), and the items of one benchmark may differ in their modalities: each
+gets the conditions its own modalities allow (AV-Odyssey has both).
 """
 
 MMAU_VERSIONS: tuple[str, ...] = ("original", "v05.15.25")

@@ -1,37 +1,42 @@
-"""AV-Odyssey (questions on pictures or clips with sounds) -> one ``spectrum`` benchmark per set of modalities, the
-items that show several media of one kind refused one by one.
+"""AV-Odyssey (questions on pictures or clips with sounds) -> one ``spectrum`` benchmark, every question kept.
 
-The release folder as lmms-eval reads it (``AV-Odyssey/AV_Odyssey_Bench_LMMs_Eval``, its archives unpacked):
-``av_odyssey.parquet`` (the ``test`` split) beside the media its rows name. Columns: ``question_id``, ``question``
-(with tags ``[imgN]``, ``[videoN]``, ``[audioN]`` where the N-th medium of a kind belongs), ``options`` (four texts
-written ``"A. ..."``), ``answer`` (a label), ``subfield`` (Timbre, Tone, Melody, Space, Time, Hallucination,
-Intricacy), ``data_type`` (whether the pictures are images or videos: lmms-eval reads ``image_path`` where it
-names ``image``, else ``video_path`` where it names ``video``, and ``audio_path`` always), and the lists of relative
-paths ``image_path``, ``video_path``, ``audio_path``. A path is looked for as written, then under a folder of its
-first component's name (an archive unpacked into a folder of its own name, as lmms-eval's first reader had it).
-``question_type_id`` (the task number) is the item's ``task`` where the file has it; ``category`` is ``subfield``.
+Two layouts of the release are read:
 
-**One benchmark per set of modalities.** A ``spectrum`` benchmark has one set of modalities and one file per
-modality per item, so the items are grouped by the kinds of media they show and each group is written as its own
-benchmark folder, ``--out/<set>/`` (``image+audio``, ``video+audio``, ...; the modalities in the order image, video,
-audio), named ``<name>-<set>``. ``--out`` is a suite (``output_folder``): ``benchmarks.json`` lists the folders.
+* **The authors' release** (``AV-Odyssey/AV_Odyssey_Bench``): ``av_odyssey_part1.parquet`` ...
+  ``av_odyssey_part6.parquet``, the media embedded in the rows. Columns, as the release's own ``evaluation.py``
+  reads them: ``question_id``, ``question_type_id`` (the task, 1-26), ``subfield``, ``data_type``, ``question``,
+  ``options`` (four texts), ``answer`` (a label), and one column per medium: ``image_1`` .. ``image_4``,
+  ``video_1``, ``audio_1`` .. ``audio_4``. A medium's cell holds its bytes (a Hugging Face ``Image`` / ``Audio``
+  struct ``{"bytes", "path"}``, or the bytes alone); an empty cell is no medium. The bytes are written into the
+  benchmark folder (``media/embedded/<content hash><suffix>``, ``common.MediaLinker``), the suffix from the cell's
+  ``path`` or, without one, from the bytes' own signature (PNG, JPEG, WAV, MP4, ...).
+* **lmms-eval's copy** (``AV-Odyssey/AV_Odyssey_Bench_LMMs_Eval``, its archives unpacked): ``av_odyssey.parquet``
+  (the ``test`` split) beside the media its rows name, with the lists of relative paths ``image_path``,
+  ``video_path``, ``audio_path`` instead of the media columns. A path is looked for as written, then under a folder
+  of its first component's name (an archive unpacked into a folder of its own name, as lmms-eval's first reader had
+  it).
 
-**Items with several media of one kind** (four pictures to choose from, two sounds to compare) cannot be such an
-item: each is refused, not dropped silently: ``--out/skipped.jsonl`` lists it with the reason (``2 audio clips``)
-and the summary counts them by reason. A tag naming a medium the row does not have (``[img2]`` with one picture)
-is an error naming the row.
+In both, ``data_type`` says whether the pictures are images or videos (as both readers do: the image columns where
+it names ``image``, else the video column where it names ``video``); the sounds are always read.
 
-**Tags.** The ``spectrum`` prompt shows the media before the question in its own order (image, video, audio), so
-each tag becomes a short marker, ``[image]``, ``[video]`` or ``[audio]``: the sentence still reads whole and says
-which input it speaks of, and with one medium of a kind no number is needed. The item's ``media`` lists the media in
-the order the question's tags first name them (the rest after, in the order above).
+**One benchmark.** Items differ in their modalities (an image and a sound, a video and a sound) and some show
+several files of one kind (four pictures to choose from, two sounds to compare): a ``spectrum`` item's media may be
+a list (``spectrum.Item``), and each item gets the conditions its own modalities allow. ``category`` is
+``subfield`` and ``task`` is ``question_type_id``; ``breakdowns`` carries both (``subfield``, ``task``) and the
+item's set of modalities (``modalities``: ``image+audio``, ``video+audio``), the axes the release's results are
+reported along and the one the shuffles differ by.
+
+**Tags.** The ``spectrum`` prompt shows the media before the question: the modalities in the order image, video,
+audio, the files of one modality in the order of their numbers. Each tag becomes a short marker: ``[image]``,
+``[video]`` or ``[audio]`` where the item shows one medium of that kind, ``[image 1]`` .. ``[image 4]``,
+``[audio 1]``, ``[audio 2]`` where it shows several (the N-th file shown is number N, as in the release). A tag
+naming a medium the row does not have (``[img2]`` with one picture) is an error naming the row. The item's
+``media`` lists its modalities in the order the question's tags first name them (the rest after).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from omnieval.core.schema import InputError
@@ -49,98 +54,58 @@ from omnieval.datasets.omni.common import (
     release_sources,
     write_release,
 )
-from omnieval.datasets.output_folder import SUITE_INDEX, building_folder
 from omnieval.protocols.spectrum import MEDIA
 
 CONVERTER = "av-odyssey"
 QUESTIONS = "av_odyssey.parquet"
+PARTS = "av_odyssey_part*.parquet"
 SPLIT = "test"
 TAG_KINDS = {"img": "image", "video": "video", "audio": "audio"}
 """The tag words of the release and the modality each names."""
 PATH_COLUMNS = {"image": "image_path", "video": "video_path", "audio": "audio_path"}
-MARKERS = {m: f"[{m}]" for m in MEDIA}
+"""lmms-eval's copy: the column listing each modality's relative paths."""
+MEDIA_COLUMNS = {"image": ("image_1", "image_2", "image_3", "image_4"), "video": ("video_1",),
+                 "audio": ("audio_1", "audio_2", "audio_3", "audio_4")}
+"""The authors' release: the columns embedding each modality's files, in the order the question numbers them."""
 NOUNS = {"image": ("image", "images"), "video": ("video", "videos"), "audio": ("audio clip", "audio clips")}
+SIGNATURES = ((0, b"\x89PNG\r\n\x1a\n", ".png"), (0, b"\xff\xd8\xff", ".jpg"), (0, b"GIF8", ".gif"),
+              (0, b"BM", ".bmp"), (8, b"WEBP", ".webp"), (8, b"WAVE", ".wav"), (0, b"ID3", ".mp3"),
+              (0, b"\xff\xfb", ".mp3"), (0, b"\xff\xf3", ".mp3"), (0, b"fLaC", ".flac"), (0, b"OggS", ".ogg"),
+              (4, b"ftyp", ".mp4"), (0, b"\x1a\x45\xdf\xa3", ".mkv"), (8, b"AVI ", ".avi"))
+"""Where a file's bytes show its format (offset, bytes, suffix): the suffix of an embedded file whose cell names
+none."""
 _TAG = re.compile(r"\[(img|video|audio)(\d+)\]")
 
 
-@dataclass(frozen=True)
-class Refused:
-    """An item left out, and why (``skipped.jsonl``)."""
-
-    item_id: str
-    file: str
-    row: str
-    reason: str
-
-
-@dataclass
-class ConvertedSuite:
-    """What ``convert_av_odyssey`` wrote: one ``Converted`` per set of modalities, and the items refused."""
-
-    out: Path
-    benchmarks: dict[str, Converted]
-    refused: list[Refused] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def skipped_splits(self) -> dict[str, int]:
-        return {f"{name}/{split}": n for name, part in self.benchmarks.items()
-                for split, n in part.skipped_splits.items()}
-
-    def summary(self) -> str:
-        parts = "; ".join(f"{name}/: {part.n_items} items, {part.n_media} media files"
-                          for name, part in self.benchmarks.items())
-        text = f"wrote {len(self.benchmarks)} benchmark{'s' if len(self.benchmarks) != 1 else ''} to {self.out} " \
-               f"({parts})"
-        if self.refused:
-            by_reason: dict[str, list[str]] = {}
-            for r in self.refused:
-                by_reason.setdefault(r.reason, []).append(r.item_id)
-            reasons = "; ".join(f"{reason}: {len(ids)} ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''})"
-                                for reason, ids in sorted(by_reason.items()))
-            text += (f"; refused {len(self.refused)} items with several media of one kind, listed in "
-                     f"{self.out / 'skipped.jsonl'}: {reasons}")
-        return text
+def read_av_odyssey(release: Path) -> list[Entry]:
+    """The entries of the release folder, in either layout (module doc), in the files' order."""
+    if (release / QUESTIONS).is_file():
+        return [_entry(row.record, Where(row.file, f"row {row.number}"), _listed_media)
+                for row in parquet_rows(release / QUESTIONS, SPLIT)]
+    parts = sorted(release.glob(PARTS), key=_part_number)
+    if not parts:
+        raise InputError(f"no {QUESTIONS} (lmms-eval's copy) and no {PARTS.replace('*', '<n>')} (the authors' "
+                         "release) in the release folder", file=release)
+    return [_entry(row.record, Where(row.file, f"row {row.number}"), _embedded_media)
+            for part in parts for row in parquet_rows(part, SPLIT)]
 
 
-def read_av_odyssey(release: Path) -> tuple[dict[str, list[Entry]], list[Refused]]:
-    """The entries of ``release/av_odyssey.parquet`` grouped by their set of modalities (module doc), and the
-    items refused."""
-    path = release / QUESTIONS
-    if not path.is_file():
-        parts = sorted(release.glob("av_odyssey_part*.parquet"))
-        hint = (f" ({parts[0].name} and the like embed the media: that is the AV_Odyssey_Bench release; this reads "
-                "AV_Odyssey_Bench_LMMs_Eval, whose rows name their files)") if parts else ""
-        raise InputError(f"no {QUESTIONS} in the release folder{hint}", file=release)
-    groups: dict[str, list[Entry]] = {}
-    refused: list[Refused] = []
-    for row in parquet_rows(path, SPLIT):
-        where = Where(row.file, f"row {row.number}")
-        record = row.record
-        qid = field_text(record, "question_id", where)
-        where = Where(row.file, f"row {row.number} (question {qid})")
-        paths = _media_paths(record, where)
-        several = [f"{len(p)} {NOUNS[m][1]}" for m, p in paths.items() if len(p) > 1]
-        if several:
-            refused.append(Refused(qid, str(row.file), f"row {row.number}", ", ".join(several)))
-            continue
-        entry = _entry(record, where, qid, {m: p[0] for m, p in paths.items() if p})
-        groups.setdefault(modality_set(entry.media), []).append(entry)
-    return dict(sorted(groups.items(), key=lambda kv: [MEDIA.index(m) for m in kv[0].split("+")])), refused
+def _part_number(path: Path) -> tuple[int, str]:
+    """``av_odyssey_part10`` after ``av_odyssey_part9``."""
+    digits = re.sub(r"\D", "", path.stem)
+    return (int(digits) if digits else 0, path.name)
 
 
-def modality_set(media) -> str:
-    """The folder name of a set of modalities: ``image+audio``, in the order image, video, audio."""
-    return "+".join(m for m in MEDIA if m in media)
-
-
-def _media_paths(record: dict, where: Where) -> dict[str, list[str]]:
-    """The relative paths of each kind of medium the row shows (``data_type`` picks images or videos, as lmms-eval
-    reads it)."""
+def _visual(record: dict, where: Where) -> str | None:
+    """The modality of the row's pictures: ``data_type`` names ``image`` or ``video`` (module doc)."""
     data_type = field_text(record, "data_type", where, required=False) or ""
-    visual = "image" if "image" in data_type else "video" if "video" in data_type else None
+    return "image" if "image" in data_type else "video" if "video" in data_type else None
+
+
+def _listed_media(record: dict, where: Where, qid: str) -> dict[str, list[MediaRef]]:
+    """lmms-eval's copy: each modality's files from its list of relative paths."""
     out = {}
-    for modality in (visual, "audio"):
+    for modality in (_visual(record, where), "audio"):
         if modality is None:
             continue
         column = PATH_COLUMNS[modality]
@@ -154,39 +119,89 @@ def _media_paths(record: dict, where: Where) -> dict[str, list[str]]:
         for i, p in enumerate(value):
             if missing_cell(p) or not isinstance(p, str):
                 raise where.error(f"path {i} is {p!r}", column)
-        out[modality] = [p.strip() for p in value]
+        if value:
+            out[modality] = [MediaRef(column, _candidates(p.strip())) for p in value]
     return out
 
 
-def _entry(record: dict, where: Where, qid: str, media: dict[str, str]) -> Entry:
+def _embedded_media(record: dict, where: Where, qid: str) -> dict[str, list[MediaRef]]:
+    """The authors' release: each modality's files from its columns, in order; an empty cell is no file, and a
+    file after an empty cell is an error (its number would not be the one the question gives)."""
+    out = {}
+    for modality in (_visual(record, where), "audio"):
+        if modality is None:
+            continue
+        refs, gap = [], None
+        for column in MEDIA_COLUMNS[modality]:
+            ref = _embedded(record.get(column), where, column, qid)
+            if ref is None:
+                gap = gap or column
+            elif gap is not None:
+                raise where.error(f"{column} holds a file but {gap} is empty: the files of one kind are numbered "
+                                  "from 1 without gaps", column)
+            else:
+                refs.append(ref)
+        if refs:
+            out[modality] = refs
+    return out
+
+
+def _embedded(cell, where: Where, column: str, qid: str) -> MediaRef | None:
+    """The file a media cell embeds (module doc), None for an empty cell."""
+    name = None
+    if isinstance(cell, dict):
+        name = cell.get("path") if isinstance(cell.get("path"), str) and cell.get("path").strip() else None
+        cell = cell.get("bytes")
+    if cell is None or (isinstance(cell, bytes | bytearray | str) and not cell):
+        return None
+    if not isinstance(cell, bytes | bytearray):
+        raise where.error(f"expected the file's bytes, got {type(cell).__name__}", column)
+    data = bytes(cell)
+    if name is None or not PurePosixPath(name).suffix:
+        suffix = next((ext for offset, magic, ext in SIGNATURES if data[offset:offset + len(magic)] == magic), None)
+        if suffix is None:
+            raise where.error(f"the {len(data)} bytes embedded are no image, audio or video format this reads "
+                              f"(they start {data[:8]!r})", column)
+        name = f"{qid}_{column}{suffix}"
+    return MediaRef(column, data=data, name=PurePosixPath(name).name)
+
+
+def _entry(record: dict, where: Where, media_of) -> Entry:
+    qid = field_text(record, "question_id", where)
+    where = Where(where.file, f"{where.item} (question {qid})")
+    refs = media_of(record, where, qid)
     raw_options = record.get("options")
     if hasattr(raw_options, "tolist"):
         raw_options = raw_options.tolist()
     options = option_texts(raw_options, where, "options")
+    counts = {m: len(r) for m, r in refs.items()}
     named: list[str] = []
-    question = _markers(field_text(record, "question", where), media, named, where, "question")
-    options = [_markers(o, media, named, where, "options") for o in options]
-    order = named + [m for m in MEDIA if m in media and m not in named]
+    question = _markers(field_text(record, "question", where), counts, named, where, "question")
+    options = [_markers(o, counts, named, where, "options") for o in options]
+    order = named + [m for m in MEDIA if m in refs and m not in named]
+    subfield = field_text(record, "subfield", where, required=False)
+    task = field_text(record, "question_type_id", where, required=False)
+    modalities = "+".join(m for m in MEDIA if m in refs)
     return Entry(
         where=where, item_id=qid, question=question, options=options,
         answer=given_answer(record, "answer", options, where, raw_options), split=SPLIT,
-        media={m: MediaRef(PATH_COLUMNS[m], _candidates(media[m])) for m in order},
-        category=field_text(record, "subfield", where, required=False),
-        task=field_text(record, "question_type_id", where, required=False))
+        media={m: refs[m][0] if len(refs[m]) == 1 else refs[m] for m in order},
+        category=subfield, task=task,
+        breakdowns={k: v for k, v in (("subfield", subfield), ("task", task), ("modalities", modalities)) if v})
 
 
-def _markers(text: str, media: dict[str, str], named: list[str], where: Where, field_name: str) -> str:
+def _markers(text: str, counts: dict[str, int], named: list[str], where: Where, field_name: str) -> str:
     """``text`` with each tag replaced by its marker (module doc); ``named`` gathers the modalities in the order the
     tags first name them. A tag for a medium the row does not have is an error."""
     def marker(match: re.Match) -> str:
         modality, number = TAG_KINDS[match.group(1)], int(match.group(2))
-        if modality not in media or number != 1:
-            have = 1 if modality in media else 0
+        have = counts.get(modality, 0)
+        if not 1 <= number <= have:
             raise where.error(f"tag {match.group(0)} but the row has {have} {NOUNS[modality][have != 1]}",
                               field_name)
         if modality not in named:
             named.append(modality)
-        return MARKERS[modality]
+        return f"[{modality}]" if have == 1 else f"[{modality} {number}]"
 
     return _TAG.sub(marker, text)
 
@@ -200,27 +215,17 @@ def _candidates(path: str) -> tuple[str, ...]:
 
 def convert_av_odyssey(release: str | Path, out: str | Path, *, name: str = "av-odyssey",
                        media_root: str | Path | None = None, copy: bool = False,
-                       overwrite: bool = False) -> ConvertedSuite:
-    """Write the suite ``out`` (one benchmark folder per set of modalities, module doc) from the AV-Odyssey release
-    folder; media are read only under ``release`` and ``media_root`` (a folder holding the media folders)."""
+                       overwrite: bool = False) -> Converted:
+    """Write the benchmark folder ``out`` from the AV-Odyssey release folder, either layout (module doc); listed
+    media are read only under ``release`` and ``media_root`` (a folder holding the media folders)."""
     release = Path(release)
-    sources = release_sources(release, media_root)
-    check_out(out, CONVERTER, sources, overwrite)
-    groups, refused = read_av_odyssey(release)
-    if not groups:
-        raise InputError(f"every one of the {len(refused)} items shows several media of one kind: nothing to write",
-                         file=release / QUESTIONS)
-    written: dict[str, Converted] = {}
-    with building_folder(out, CONVERTER, overwrite=overwrite, sources=sources, prefix=f".{CONVERTER}-") as tmp:
-        for key, entries in groups.items():
-            part = write_release(entries, tmp / key, converter=CONVERTER, name=f"{name}-{key}", release=release,
-                                 media_root=media_root, copy=copy, meta={"modalities": key.split("+")})
-            written[key] = replace(part, out=Path(out) / key)  # where it ends up, not where it was built
-        if refused:
-            (tmp / "skipped.jsonl").write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n"
-                                                       for r in refused), encoding="utf-8")
-        index = {"name": name, "benchmarks": list(groups), "source": str(release),
-                 "generator": "omnieval.datasets.omni.av_odyssey",
-                 "items": {key: part.n_items for key, part in written.items()}, "refused": len(refused)}
-        (tmp / SUITE_INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return ConvertedSuite(out=Path(out), benchmarks=written, refused=refused)
+    check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
+    entries = read_av_odyssey(release)
+    sets: dict[str, int] = {}
+    for entry in entries:
+        key = entry.breakdowns.get("modalities", "none")
+        sets[key] = sets.get(key, 0) + 1
+    layout = "the authors' release (media embedded)" if not (release / QUESTIONS).is_file() else "lmms-eval's copy"
+    note = f"read {layout}; items per set of modalities: " + ", ".join(f"{k} {n}" for k, n in sorted(sets.items()))
+    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                         copy=copy, overwrite=overwrite, meta={"modalities": sets}, notes=[note])

@@ -12,11 +12,12 @@ folder (docs/benchmarks.md, "Omni benchmarks").
 * **Media** are named by relative paths tried in order under the release folder, then the media root
   (``MediaRef.paths``), and hard-linked (else copied; ``copy=True`` always copies) to ``media/<the same relative
   path>`` (``media/media-root/...`` for a file under the media root), or written from bytes a Parquet cell embeds
-  (``media/embedded/<content hash>``). A path found as no file may be a member of the release's zip archives
-  (``MediaRef.archives``, module ``archives``): the member is extracted to ``media/<that path>``, as if the release
-  had been unpacked. A path that leaves those folders, a symbolic link included, is never read. A
-  video file named as both an item's ``video`` and its ``audio`` is the video with its own soundtrack
-  (docs/benchmarks.md, "A video's own soundtrack"): the converters never extract a soundtrack.
+  (``media/embedded/<content hash><suffix>``: an image, a sound, or a video named ``.mp4``, ``.mkv``, ...). A path
+  found as no file may be a member of the release's zip archives (``MediaRef.archives``, module ``archives``): the
+  member is extracted to ``media/<that path>``, as if the release had been unpacked. An entry may show several files
+  of one modality (a list of ``MediaRef``: ``spectrum.Item.media``). A path that leaves those folders, a symbolic
+  link included, is never read. A video file named as both an item's ``video`` and its ``audio`` is the video with
+  its own soundtrack (docs/benchmarks.md, "A video's own soundtrack"): the converters never extract a soundtrack.
 * **Splits**: a split none of whose entries has an answer is skipped and reported (``Converted.skipped_splits``); an
   entry without an answer in a split that has answers is an error naming it.
 * **Text alternatives** (``Entry.text_alternatives``: modality -> a text stand-in the release gives, a transcript,
@@ -50,6 +51,9 @@ WRITE_TEXT_ALTERNATIVES = True
 conditions ``<m>_as_text`` show the stand-in instead of the medium (off: benchmarks without them, as before)."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
+VIDEO_MAGIC = ((4, b"ftyp", (".mp4", ".mov", ".m4v")), (0, b"\x1a\x45\xdf\xa3", (".mkv", ".webm")),
+               (8, b"AVI ", (".avi",)))
+"""The signature of each embedded video container (offset, bytes) and the suffixes that name it."""
 AUDIO_MAGIC = ((b"RIFF", ".wav"), (b"ID3", ".mp3"), (b"fLaC", ".flac"), (b"OggS", ".ogg"), (b"\xff\xfb", ".mp3"),
                (b"\xff\xf3", ".mp3"), (b"\xff\xf2", ".mp3"))
 _LABEL_PREFIX = re.compile(r"^\s*[(\[]?([A-Z])\s*(?:[.):\]]|\)\.)\s*(.*)$", re.DOTALL)
@@ -297,6 +301,11 @@ class MediaLinker:
                 check_decodes(data, suffix, ref.field)
             except CellError as exc:
                 raise where.error(str(exc), ref.field) from None
+        elif any(suffix in names for _, _, names in VIDEO_MAGIC):
+            if not any(data[offset:offset + len(magic)] == magic and suffix in names
+                       for offset, magic, names in VIDEO_MAGIC):
+                raise where.error(f"embedded video {ref.name!r} ({len(data)} bytes) is not the container its name "
+                                  "says", ref.field)
         else:
             known = next((ext for magic, ext in AUDIO_MAGIC if data.startswith(magic)), None)
             if known is None:
@@ -371,7 +380,7 @@ class Entry:
     question: str
     options: list[str]
     answer: str | None
-    media: dict[str, MediaRef]
+    media: dict[str, MediaRef | list[MediaRef]]
     split: str = "all"
     category: str | None = None
     task: str | None = None
@@ -482,7 +491,8 @@ def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str],
 
 def _item_line(entry: Entry, name: str, linker: MediaLinker) -> dict:
     """The item's ``items.jsonl`` line, validated as ``spectrum.Item``."""
-    media = {modality: linker.place(ref, entry.where) for modality, ref in entry.media.items()}
+    media = {modality: [linker.place(r, entry.where) for r in ref] if isinstance(ref, list)
+             else linker.place(ref, entry.where) for modality, ref in entry.media.items()}
     alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
     try:
         item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
