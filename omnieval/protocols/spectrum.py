@@ -10,11 +10,14 @@ M (text included, in the order image, video, audio, text):
 * ``random``: every modality replaced, each by its own donor;
 * ``no_<m>`` (three or more modalities): only m replaced. With two modalities ``no_<m>`` is the other's ``_only``
   and is not run twice;
-* ``<m>_as_text`` (where every item gives a text stand-in for media modality m, ``Item.text_alternatives``: a
+* ``<m>_as_text`` (on the items that give a text stand-in for media modality m, ``Item.text_alternatives``: a
   transcript for the audio, a caption for the image, a video's subtitles): every modality the item's own, m shown as
-  its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Its accuracy
-  against ``normal`` is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``, with its interval from the
-  same resamples): what the model loses, or gains, when the medium's content arrives as text.
+  its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Items without a
+  stand-in have no instance of it (``stand_in_coverage`` counts them; a run says how many it skipped). Its
+  accuracy against ``normal`` on the same items is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``,
+  normal restricted to the items with a stand-in, with its interval from the same resamples): what the model loses,
+  or gains, when the medium's content arrives as text. (Against normal on every item, the gap would mix in how the
+  items without a stand-in differ: Video-MME's videos without subtitles are not a random half.)
 
 **Evidence labels.** An item may carry the modality its answer's evidence comes from, as the benchmark labels it
 (``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
@@ -122,6 +125,8 @@ class Item(Strict):
         for name, value in (v or {}).items():
             if not name.strip() or not value.strip():
                 raise ValueError(f"breakdown {name!r} has an empty name or value")
+            if "=" in name or "/" in name:  # the metric keys are <name>=<value>/<condition>
+                raise ValueError(f"breakdown name {name!r} holds '=' or '/'")
         return v or None
 
     @field_validator("text_alternatives")
@@ -185,7 +190,7 @@ class Options(Strict):
 
 def conditions_for(modalities: Sequence[str], as_text: Sequence[str] = ()) -> tuple[str, ...]:
     """The conditions of docs/reference.md, Protocol `spectrum`, for a set of modalities (text included): ``no_<m>``
-    only with three or more; ``<m>_as_text`` for the media modalities ``as_text`` (those every item gives a text
+    only with three or more; ``<m>_as_text`` for the media modalities ``as_text`` (those some item gives a text
     stand-in for)."""
     ordered = [m for m in MODALITY_ORDER if m in modalities]
     out = ["normal", *(f"{m}_only" for m in ordered), "random"]
@@ -196,8 +201,26 @@ def conditions_for(modalities: Sequence[str], as_text: Sequence[str] = ()) -> tu
 
 
 def as_text_modalities(items: Sequence[Item]) -> tuple[str, ...]:
-    """The media modalities every item gives a text stand-in for (the ``<m>_as_text`` conditions that apply)."""
-    return tuple(m for m in MEDIA if items and all(m in (item.text_alternatives or {}) for item in items))
+    """The media modalities some item gives a text stand-in for (the ``<m>_as_text`` conditions that apply: each
+    runs on the items that have the stand-in)."""
+    return tuple(m for m in MEDIA if any(m in (item.text_alternatives or {}) for item in items))
+
+
+def has_stand_in(item: Item, condition: str) -> bool:
+    """Whether the item has an instance under ``condition``: every condition but ``<m>_as_text``, and that one where
+    the item gives a text stand-in for m."""
+    medium = as_text_modality(condition)
+    return medium is None or medium in (item.text_alternatives or {})
+
+
+def stand_in_coverage(items: Sequence[Item], options: Options | None = None) -> dict[str, tuple[int, int]]:
+    """Per ``<m>_as_text`` condition the run will hold (all that apply, or those ``options.conditions`` names):
+    ``(items with a stand-in for m, items)``, what a run reports of the items it skipped under the condition."""
+    if not items:
+        return {}
+    named = (options or Options()).conditions
+    return {f"{m}_as_text": (sum(has_stand_in(it, f"{m}_as_text") for it in items), len(items))
+            for m in as_text_modalities(items) if m in items[0].media and (named is None or f"{m}_as_text" in named)}
 
 
 def as_text_modality(condition: str) -> str | None:
@@ -282,7 +305,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
         target=item.answer, task=item.task, category=item.category, group=item.group, evidence=clues,
         donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
-        media_unit=media_unit(item),
+        media_unit=media_unit(item), breakdowns=item.breakdowns,
     )
 
 
@@ -308,10 +331,10 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
     if options.conditions is not None:
         missing = [c for c in options.conditions if c not in available]
         lacking = as_text_modality(missing[0]) if missing else None
-        if lacking in ordered[0].modalities:  # some item has no stand-in for it: name the first
-            first = next(it for it in ordered if lacking not in (it.text_alternatives or {}))
-            raise InputError(f"condition {missing[0]!r} needs a text alternative for {lacking} on every item; this "
-                             f"item has none", file=file, item=first.item_id, field="text_alternatives")
+        if lacking in ordered[0].modalities:  # no item has a stand-in for it
+            raise InputError(f"condition {missing[0]!r} shows a text stand-in for {lacking}, and no item gives one "
+                             f"(text_alternatives.{lacking}); the items' conditions: {', '.join(available)}",
+                             file=file, field="protocol_options.conditions")
         if missing:
             raise InputError(f"condition {missing[0]!r} does not apply to this benchmark's modalities "
                              f"({', '.join(ordered[0].modalities)}); available: {', '.join(available)}",
@@ -322,7 +345,7 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
     donor = donors(ordered, seed, options, file=file, root=getattr(bench, "root", None))
     out: list[Instance] = []
     for i, item in enumerate(ordered):
-        for condition in run:
+        for condition in (c for c in run if has_stand_in(item, c)):
             swapped = replaced(condition, item.modalities)
             sources = {m: ordered[int(donor[m][i])] if m in swapped else item for m in item.modalities}
             out.append(expand(item, sources, condition, seed, options))
@@ -342,8 +365,15 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # of its printed ``intra`` interval is above 0. Without resamples (``resamples=0``) there is no interval and no
 # ``dependency`` row.
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)))
-"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``)."""
+MAX_BREAKDOWNS = 8
+"""The most breakdown names a predictions frame may carry (each is a scope of its own: ``derive_columns`` gives
+breakdown ``i`` of the frame, by name, its own column ``_breakdown_<i>``). Video-MME, the release with the most,
+reports along four."""
+BREAKDOWN_SCOPES = tuple((f"b{i}", (f"_breakdown_{i}",)) for i in range(MAX_BREAKDOWNS))
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)),
+                                                   *BREAKDOWN_SCOPES)
+"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``), per value of
+each of the release's breakdowns (``<name>=<value>``). A family whose column the frame lacks has no cells."""
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -438,9 +468,11 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
     combined = inter(acc)
     if combined is not None:
         yield "inter", key(""), combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc))
-    for m in MEDIA:
-        if f"{m}_as_text" in acc and "normal" in acc:
-            yield "as_text_gap", key(m), acc[f"{m}_as_text"] - acc["normal"], n["normal"] + n[f"{m}_as_text"]
+    for m in MEDIA:  # normal on the same items as the stand-in (``_normal_with_<m>_text``)
+        same = f"{prefix}{STAND_IN_NORMAL}{m}"
+        if f"{m}_as_text" in acc and cells.has(same, *scope):
+            yield ("as_text_gap", key(m), acc[f"{m}_as_text"] - cells.mean(same, *scope),
+                   cells.support(same, *scope) + n[f"{m}_as_text"])
     for m, values in perceptual_score(acc).items():
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
         yield "perceptual_score", key(m), values, n["normal"] + n[other]
@@ -568,11 +600,46 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
     if "evidence_modality" in frame.columns:
         frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
+    frame = breakdown_columns(stand_in_columns(frame))
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
     return circular_columns(frame)
+
+
+STAND_IN_NORMAL = "normal_with_text_"
+"""Cell family prefix of the ``normal`` rows of the items with a stand-in for a medium (``stand_in_columns``)."""
+
+
+def stand_in_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per medium m with ``<m>_as_text`` rows, ``_normal_with_<m>_text``: the valid ``normal`` rows of the items that
+    have an ``<m>_as_text`` row (the same model, prompt, split and mode): ``as_text_gap`` compares the stand-in's
+    accuracy with normal on those items only. Every medium gets the column (false throughout without stand-ins):
+    a cell family's ``where`` column must exist."""
+    valid = pl.col("valid") if "valid" in frame.columns else pl.col("choice").is_not_null()
+    item = [c for c in ("model", "prompt", "split", "mode", "item_id") if c in frame.columns]
+    normal = (pl.col("condition") == "normal") & valid
+    return frame.with_columns(**{
+        f"_normal_with_{m}_text": normal & (pl.col("condition") == f"{m}_as_text").any().over(item) for m in MEDIA})
+
+
+def breakdown_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """One column ``_breakdown_<i>`` per breakdown name the rows carry (names sorted), holding ``<name>=<value>``
+    (null where the row's item has no value for it): the scope keys of ``BREAKDOWN_SCOPES``. A row holds a value of
+    every breakdown at once (a Video-MME question is ``long`` and ``Sports``), so each name needs a column of its
+    own; more than ``MAX_BREAKDOWNS`` names is an ``InputError``."""
+    if "breakdowns" not in frame.columns or frame["breakdowns"].null_count() == frame.height:
+        return frame
+    pairs = pl.col("breakdowns")
+    names = sorted(frame.select(pairs.explode().struct.field("name").drop_nulls().unique()).to_series().to_list())
+    if len(names) > MAX_BREAKDOWNS:
+        raise InputError(f"the predictions carry {len(names)} breakdowns ({', '.join(names)}); metrics are given "
+                         f"per value of at most {MAX_BREAKDOWNS}", field="breakdowns")
+    return frame.with_columns(**{
+        f"_breakdown_{i}": pl.lit(f"{name}=") + pairs.list.eval(
+            pl.element().filter(pl.element().struct.field("name") == name).struct.field("value")).list.first()
+        for i, name in enumerate(names)})
 
 
 def _families():
@@ -581,6 +648,7 @@ def _families():
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
         out.append(CellFamily(f"{prefix}circ", "_circ", "_circ_ok", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
+        out += [CellFamily(f"{prefix}{STAND_IN_NORMAL}{m}", "correct", f"_normal_with_{m}_text", by) for m in MEDIA]
     out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)
 
