@@ -23,6 +23,7 @@ from omnieval.stats.metrics import metrics_table
 from omnieval.stats.paired import paired_table
 from omnieval.stats.read import read_predictions
 from omnieval.stats.registry import register
+from tests.omni_release_run import NAMES, _Cells, make_clips, place, run_and_check
 
 register(spectrum.metrics_spec())
 
@@ -197,3 +198,71 @@ def test_instances_without_breakdowns_keep_their_stored_form():
     first = json.loads(labelled.blocks[0]["instance_json"][0].as_py())
     assert first["breakdowns"] == {"duration": "short"}
     assert labelled.digest != bare.digest
+
+
+DOMAINS = ("Sports", "Knowledge")
+
+
+def clip_benchmark(folder, clips) -> list[dict]:
+    """A video + audio spectrum benchmark of real mp4s (two questions a clip, both on its file), laid out as a
+    converter writes one: Video-MME's duration on every item, a domain on the even clips, subtitles on clips 0-3 of
+    6 (the others have none, as in the release)."""
+    items = []
+    for c, clip in enumerate(clips):
+        name = f"media/clip{c}.mp4"
+        place(clip["soundtrack"], folder / name)
+        for q in range(2):
+            items.append({"item_id": f"c{c}q{q}", "split": "test", "question": f"Question {q} on clip {c}?",
+                          "options": [f"{c + q + k} things" for k in range(4)], "answer": "ABCD"[(c + q) % 4],
+                          "media": {"video": name, "audio": name},
+                          "breakdowns": {"duration": DURATIONS[c % 3]} | ({"domain": DOMAINS[c % 4 // 2]}
+                                                                         if c % 2 == 0 else {})}
+                         | ({"text_alternatives": {"audio": f"subtitles of clip {c}"}} if c < 4 else {}))
+    (folder / "items.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items))
+    (folder / "benchmark.json").write_text(json.dumps({"name": "clips", "protocol": "spectrum"}))
+    return items
+
+
+@pytest.mark.slow
+def test_a_run_with_breakdowns_and_subtitles_on_some_videos(ray_session, tmp_path, capsys):
+    """Through ``omnieval run`` (local Ray, two simulated models), ``metrics`` and ``report``: the summary and
+    run.json count the items without subtitles as skipped for ``audio_as_text``, and the per-duration and per-domain
+    accuracy in metrics.csv and in the report equal a polars recount of predictions.parquet."""
+    bench = tmp_path / "bench"
+    items = clip_benchmark(bench, make_clips(tmp_path / "clips", 6))
+    conditions = ["normal", "video_only", "audio_only", "text_only", "random", "no_video", "no_audio", "no_text",
+                  "audio_as_text"]
+    rows = run_and_check(bench, tmp_path, conditions)  # accuracy and the restricted as_text_gap, recounted
+    out = capsys.readouterr().out
+    assert "audio_as_text: 8 of 12 items have a stand-in; 4 skipped" in out
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["skipped"]["conditions"] == {"audio_as_text": {"items": 8, "of": 12, "skipped": 4}}
+    assert record["skipped"]["count"] == 0  # no row was skipped: the four items have no such instance at all
+    assert sorted(rows.filter(pl.col("condition") == "audio_as_text")["item_id"].unique().to_list()) == sorted(
+        it["item_id"] for it in items if "text_alternatives" in it)
+
+    # the breakdowns column as written, against the items; then every value's accuracy recounted from it
+    written = {r["item_id"]: {p["name"]: p["value"] for p in r["breakdowns"]}
+               for r in rows.select("item_id", "breakdowns").unique("item_id").iter_rows(named=True)}
+    assert written == {it["item_id"]: it["breakdowns"] for it in items}
+    pairs = rows.filter(pl.col("choice").is_not_null()).explode("breakdowns").unnest("breakdowns")
+    want = {(r["model"], f"{r['name']}={r['value']}/{r['condition']}"): (r["acc"], r["n"]) for r in
+            pairs.group_by("model", "name", "value", "condition").agg(
+                acc=(pl.col("choice") == pl.col("target")).mean(), n=pl.len()).iter_rows(named=True)}
+    table = pl.read_csv(tmp_path / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
+    got = {(r["model"], r["key"]): (r["value"], r["n"]) for r in table.filter(
+        (pl.col("metric") == "accuracy") & pl.col("key").str.contains("=") & pl.col("model").is_in(NAMES)).iter_rows(
+        named=True)}
+    assert set(got) == set(want) and len(want) == 2 * (3 + 2) * len(conditions)
+    for key, (value, n) in want.items():
+        assert got[key][0] == pytest.approx(value, abs=1e-12) and got[key][1] == n
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    cells = _Cells()
+    cells.feed(page)
+    shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in cells.cells
+             if c["data-metric"] == "accuracy" and "=" in c["data-key"] and c.get("data-value")
+             and c["data-model"] in NAMES}
+    assert shown.keys() == want.keys()
+    for key, (value, _) in want.items():
+        assert shown[key] == pytest.approx(value, abs=1e-12)
+    assert "By duration" in page and "By domain" in page

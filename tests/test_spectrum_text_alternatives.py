@@ -68,8 +68,8 @@ def test_a_stand_in_missing_on_some_items_runs_on_the_others_and_asking_for_one_
     everyone = [f"q{i:03d}" for i in range(12)]
     assert by_condition["normal"] == everyone and "image_as_text" not in by_condition
     assert by_condition["audio_as_text"] == [i for i in everyone if i not in ("q005", "q008")]
-    assert spectrum.stand_in_coverage(items) == {"audio_as_text": (10, 12)}
-    assert spectrum.stand_in_coverage(items, Options(conditions=["normal"])) == {}
+    assert spectrum.condition_coverage(items) == {"audio_as_text": (10, 12)}
+    assert spectrum.condition_coverage(items, Options(conditions=["normal"])) == {}
     only = spectrum.expand_all(items, None, seed=0, options=Options(conditions=["normal", "audio_as_text"]))
     assert len(only) == 12 + 10
     with pytest.raises(InputError) as caught:  # no item gives a caption

@@ -13,7 +13,7 @@ M (text included, in the order image, video, audio, text):
 * ``<m>_as_text`` (on the items that give a text stand-in for media modality m, ``Item.text_alternatives``: a
   transcript for the audio, a caption for the image, a video's subtitles): every modality the item's own, m shown as
   its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Items without a
-  stand-in have no instance of it (``stand_in_coverage`` counts them; a run says how many it skipped). Its
+  stand-in have no instance of it (``condition_coverage`` counts them; a run says how many it skipped). Its
   accuracy against ``normal`` on the same items is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``,
   normal restricted to the items with a stand-in, with its interval from the same resamples): what the model loses,
   or gains, when the medium's content arrives as text. (Against normal on every item, the gap would mix in how the
@@ -213,7 +213,7 @@ def has_stand_in(item: Item, condition: str) -> bool:
     return medium is None or medium in (item.text_alternatives or {})
 
 
-def stand_in_coverage(items: Sequence[Item], options: Options | None = None) -> dict[str, tuple[int, int]]:
+def condition_coverage(items: Sequence[Item], options: Options | None = None) -> dict[str, tuple[int, int]]:
     """Per ``<m>_as_text`` condition the run will hold (all that apply, or those ``options.conditions`` names):
     ``(items with a stand-in for m, items)``, what a run reports of the items it skipped under the condition."""
     if not items:
