@@ -188,16 +188,19 @@ class _Bench:
 def test_instances_without_breakdowns_keep_their_stored_form():
     """An instance without breakdowns is stored, and hashed into the plan's identity, as before the field existed
     (no ``breakdowns`` key), so a run written then still resumes; one with breakdowns stores them."""
-    from omnieval.run.expansion import ExpansionSource, expand
+    from omnieval.run.expansion import ExpansionSource, expand_chunk
+
+    def expanded(items):  # in this process, whether or not Ray is up: the stored blocks, then the digest
+        *blocks, summary = expand_chunk(ExpansionSource("spectrum", _Bench(items), 0, spectrum.Options()), 0,
+                                        len(items))
+        return [json.loads(text) for block in blocks for text in block["instance_json"].to_pylist()], summary.digest
 
     labelled_items = video_items(6, subtitled=lambda i: False)
-    bare_items = [it.model_copy(update={"breakdowns": None}) for it in labelled_items]
-    bare = expand(ExpansionSource("spectrum", _Bench(bare_items), 0, spectrum.Options()))
-    assert all("breakdowns" not in json.loads(text) for text in bare.blocks[0]["instance_json"].to_pylist())
-    labelled = expand(ExpansionSource("spectrum", _Bench(labelled_items), 0, spectrum.Options()))
-    first = json.loads(labelled.blocks[0]["instance_json"][0].as_py())
-    assert first["breakdowns"] == {"duration": "short"}
-    assert labelled.digest != bare.digest
+    bare, bare_digest = expanded([it.model_copy(update={"breakdowns": None}) for it in labelled_items])
+    assert bare and all("breakdowns" not in stored for stored in bare)
+    labelled, labelled_digest = expanded(labelled_items)
+    assert labelled[0]["breakdowns"] == {"duration": "short"}
+    assert labelled_digest != bare_digest
 
 
 DOMAINS = ("Sports", "Knowledge")
