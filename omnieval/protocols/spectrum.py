@@ -23,6 +23,11 @@ M (text included, in the order image, video, audio, text):
 (``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
 given per label (keys ``evidence=<label>/<condition>``): the benchmark's own labels beside what the shuffles find.
 
+**Breakdowns.** An item may carry the release's own score breakdowns (``Item.breakdowns``: Video-MME's duration and
+domain). Every metric is then also given per value of each (keys ``<name>=<value>/<condition>``, ``duration=long/
+normal``), so a run shows the release's headline axes with intervals; the pairs travel in ``Instance.breakdowns`` and
+the predictions' ``breakdowns`` column.
+
 **Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
 on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
 every image (question, clip) is still shown exactly once per condition and each modality keeps its marginal
