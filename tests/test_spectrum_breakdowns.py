@@ -269,3 +269,22 @@ def test_a_run_with_breakdowns_and_subtitles_on_some_videos(ray_session, tmp_pat
     for key, (value, _) in want.items():
         assert shown[key] == pytest.approx(value, abs=1e-12)
     assert "By duration" in page and "By domain" in page
+
+
+def test_the_summary_and_a_sweep_line_say_which_items_a_condition_skipped():
+    from omnieval.run.pipeline import RunResult
+    from omnieval.sweep.runner import _skipped_note
+    from omnieval.sweep.status import RunOutcome
+
+    conditions = {"audio_as_text": {"items": 4, "of": 6, "skipped": 2}}
+    result = RunResult(output="out", predictions_path="out/predictions.parquet", n_instances=46, n_rows=46,
+                       n_skipped=0, n_errors=0, n_predictions=46, n_answers=46,
+                       skipped={"count": 0, "by_model": {}, "conditions": conditions})
+    lines = result.summary().splitlines()
+    assert [line for line in lines if "audio_as_text" in line] == [
+        "audio_as_text: 4 of 6 items have a stand-in; 2 skipped (no instance of the condition; its metrics are over "
+        "the others)"]
+    assert result.ok
+    outcome = RunOutcome(key="k", model="m", protocol="spectrum", benchmark="b", prompt="zs", output="o",
+                         fingerprint="f", predictions=46, skipped_conditions=conditions)
+    assert _skipped_note(outcome) == "; audio_as_text on 4 of 6 items (2 without a stand-in)"
