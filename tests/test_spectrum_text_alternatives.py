@@ -57,14 +57,25 @@ def test_the_as_text_conditions_show_the_stand_in_instead_of_the_medium():
     assert audio_text.evidence["audio_as_text"] == "D" and audio_text.evidence["image+text"] == "D"
 
 
-def test_a_stand_in_missing_on_one_item_drops_the_condition_and_asking_for_it_names_the_item():
+def test_a_stand_in_missing_on_some_items_runs_on_the_others_and_asking_for_one_no_item_has_is_refused():
     items = omni_items(alternatives=("audio",))
-    items[5] = items[5].model_copy(update={"text_alternatives": None})
-    conditions = {i.condition for i in spectrum.expand_all(items, None, seed=0)}
-    assert not conditions & {"audio_as_text", "image_as_text"} and "normal" in conditions
-    with pytest.raises(InputError) as caught:
-        spectrum.expand_all(items, None, seed=0, options=Options(conditions=["normal", "audio_as_text"]))
-    assert caught.value.item == "q005" and caught.value.field == "text_alternatives"
+    for i in (5, 8):
+        items[i] = items[i].model_copy(update={"text_alternatives": None})
+    instances = spectrum.expand_all(items, None, seed=0)
+    by_condition: dict[str, list[str]] = {}
+    for inst in instances:
+        by_condition.setdefault(inst.condition, []).append(inst.item_id)
+    everyone = [f"q{i:03d}" for i in range(12)]
+    assert by_condition["normal"] == everyone and "image_as_text" not in by_condition
+    assert by_condition["audio_as_text"] == [i for i in everyone if i not in ("q005", "q008")]
+    assert spectrum.condition_coverage(items) == {"audio_as_text": (10, 12)}
+    assert spectrum.condition_coverage(items, Options(conditions=["normal"])) == {}
+    only = spectrum.expand_all(items, None, seed=0, options=Options(conditions=["normal", "audio_as_text"]))
+    assert len(only) == 12 + 10
+    with pytest.raises(InputError) as caught:  # no item gives a caption
+        spectrum.expand_all(items, None, seed=0, options=Options(conditions=["normal", "image_as_text"]))
+    assert caught.value.field == "protocol_options.conditions" and "no item gives one" in str(caught.value)
+    assert "\n" not in str(caught.value)
     with pytest.raises(InputError, match="does not apply"):  # a medium the benchmark does not show
         spectrum.expand_all(items, None, seed=0, options=Options(conditions=["video_as_text"]))
 

@@ -233,6 +233,9 @@ class Instance(Strict):
     ``evidence_modality``: the modality the item's answer evidence comes from, as its benchmark labels it
     (``spectrum.Item.evidence_modality``); metrics are also given per label.
 
+    ``breakdowns``: the release's own score breakdowns of the item, name -> value (``spectrum.Item.breakdowns``:
+    Video-MME's ``{"duration": "long"}``); metrics are also given per value of each. None: the item has none.
+
     ``media_unit``: the media file the item's questions share (a video several questions ask about, the clip an
     entity is), named by its benchmark-relative path, the same in every instance of the item; set by the protocol
     from the item, never from what an instance shows (a shuffled condition shows another item's media). The default
@@ -271,6 +274,7 @@ class Instance(Strict):
     donors: dict[str, str] | None = None
     evidence_modality: str | None = None
     media_unit: str | None = None
+    breakdowns: dict[str, str] | None = None
 
     def media_segments(self) -> list[Segment]:
         """Every media segment the model is shown: the context's, then the options' (in label order)."""
@@ -280,6 +284,17 @@ class Instance(Strict):
 # ---------------------------------------------------------------------------------------------------------------
 # Predictions
 # ---------------------------------------------------------------------------------------------------------------
+
+BREAKDOWN_FIELDS = ("name", "value")
+BREAKDOWNS_TYPE = pa.list_(pa.struct([(f, pa.string()) for f in BREAKDOWN_FIELDS]))
+"""The ``breakdowns`` column: a list of ``{name, value}`` pairs, sorted by name (a list of structs rather than an
+Arrow map: polars reads it as it is, and a file without breakdowns needs no JSON parsing)."""
+
+
+def breakdown_pairs(breakdowns: dict[str, str] | None) -> list[dict[str, str]] | None:
+    """An instance's ``breakdowns`` as the column holds them: ``{name, value}`` pairs sorted by name; None for none."""
+    return [{"name": k, "value": v} for k, v in sorted(breakdowns.items())] if breakdowns else None
+
 
 PREDICTION_SCHEMA = pa.schema([
     ("model", pa.string()),
@@ -307,6 +322,7 @@ PREDICTION_SCHEMA = pa.schema([
     ("donors", pa.string()),
     ("evidence_modality", pa.string()),
     ("media_unit", pa.string()),
+    ("breakdowns", BREAKDOWNS_TYPE),
     ("option_logprobs", pa.list_(pa.float64())),
     ("raw_text", pa.string()),
     ("error", pa.string()),
@@ -344,6 +360,8 @@ is a copy of (``Instance.group``): where set, the bootstrap's resampling unit in
 (shuffled conditions) a JSON object modality -> the ``item_id`` that modality was taken from (``Instance.donors``);
 ``evidence_modality`` the modality an item's answer evidence comes from, as its benchmark labels it; ``media_unit``
 the media file the item's questions share (``Instance.media_unit``), the default resampling unit where it is set;
+``breakdowns`` the release's own score breakdowns of the item (``Instance.breakdowns``) as ``{name, value}`` pairs
+(``BREAKDOWNS_TYPE``), metrics being also given per value of each;
 ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
 out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
 

@@ -54,6 +54,11 @@ Optional (``OPTIONAL`` holds the defaults):
     for a section that needs code (the four built-in protocols'); it wins over ``REPORT``.
 ``VALUE_RANGES: dict[str, str] = {}``
     metric -> the clause the report's introduction adds when a metric of the run can leave [-1, 1].
+``condition_coverage(items, options) -> dict[str, tuple[int, int]]`` (default None: every condition runs on every
+    item)
+    the conditions that run on some items only (spectrum's ``<m>_as_text``, on the items with a text stand-in):
+    condition -> (items it runs on, items). A run reports the others as skipped for the condition (the run's summary,
+    ``run.json``'s ``skipped.conditions``).
 ``SYNTHETIC_BENCHMARK: str | None = None``
     ``"package.module:function"`` of the writer of a synthetic benchmark, ``(out, seed, options: SynthOptions,
     overwrite) -> Path`` (``omnieval.datasets.synthetic_registry``): what ``omnieval datasets synth --protocol``
@@ -89,6 +94,7 @@ OPTIONAL: dict[str, object] = {
     "REPORT_SECTION": None,
     "VALUE_RANGES": {},
     "SYNTHETIC_BENCHMARK": None,
+    "condition_coverage": None,
 }
 
 

@@ -10,11 +10,14 @@ M (text included, in the order image, video, audio, text):
 * ``random``: every modality replaced, each by its own donor;
 * ``no_<m>`` (three or more modalities): only m replaced. With two modalities ``no_<m>`` is the other's ``_only``
   and is not run twice;
-* ``<m>_as_text`` (where every item gives a text stand-in for media modality m, ``Item.text_alternatives``: a
+* ``<m>_as_text`` (on the items that give a text stand-in for media modality m, ``Item.text_alternatives``: a
   transcript for the audio, a caption for the image, a video's subtitles): every modality the item's own, m shown as
-  its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Its accuracy
-  against ``normal`` is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``, with its interval from the
-  same resamples): what the model loses, or gains, when the medium's content arrives as text.
+  its stand-in (a text part ``Audio transcript: ...`` before the question) instead of the medium. Items without a
+  stand-in have no instance of it (``condition_coverage`` counts them; a run says how many it skipped). Its
+  accuracy against ``normal`` on the same items is ``as_text_gap`` (``accuracy[<m>_as_text] - accuracy[normal]``,
+  normal restricted to the items with a stand-in, with its interval from the same resamples): what the model loses,
+  or gains, when the medium's content arrives as text. (Against normal on every item, the gap would mix in how the
+  items without a stand-in differ: Video-MME's videos without subtitles are not a random half.)
 
 **Mixed benchmarks.** Items of one benchmark may differ in their modalities (image + audio beside video + audio):
 each item gets the conditions of its own modalities, the donors of a modality come from the items that show it
@@ -27,6 +30,11 @@ with a donor's (of the same length where the donor group allows, ``spectrum_dono
 **Evidence labels.** An item may carry the modality its answer's evidence comes from, as the benchmark labels it
 (``Item.evidence_modality``: OmniVideoBench's ``vision`` / ``audio`` reasoning steps). Every metric is then also
 given per label (keys ``evidence=<label>/<condition>``): the benchmark's own labels beside what the shuffles find.
+
+**Breakdowns.** An item may carry the release's own score breakdowns (``Item.breakdowns``: Video-MME's duration and
+domain). Every metric is then also given per value of each (keys ``<name>=<value>/<condition>``, ``duration=long/
+normal``), so a run shows the release's headline axes with intervals; the pairs travel in ``Instance.breakdowns`` and
+the predictions' ``breakdowns`` column.
 
 **Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
 on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
@@ -133,6 +141,8 @@ class Item(Strict):
         for name, value in (v or {}).items():
             if not name.strip() or not value.strip():
                 raise ValueError(f"breakdown {name!r} has an empty name or value")
+            if "=" in name or "/" in name:  # the metric keys are <name>=<value>/<condition>
+                raise ValueError(f"breakdown name {name!r} holds '=' or '/'")
         return v or None
 
     @field_validator("media")
@@ -208,7 +218,7 @@ class Options(Strict):
 
 def conditions_for(modalities: Sequence[str], as_text: Sequence[str] = ()) -> tuple[str, ...]:
     """The conditions of docs/reference.md, Protocol `spectrum`, for a set of modalities (text included): ``no_<m>``
-    only with three or more; ``<m>_as_text`` for the media modalities ``as_text`` (those every item gives a text
+    only with three or more; ``<m>_as_text`` for the media modalities ``as_text`` (those some item gives a text
     stand-in for)."""
     ordered = [m for m in MODALITY_ORDER if m in modalities]
     out = ["normal", *(f"{m}_only" for m in ordered), "random"]
@@ -219,8 +229,30 @@ def conditions_for(modalities: Sequence[str], as_text: Sequence[str] = ()) -> tu
 
 
 def as_text_modalities(items: Sequence[Item]) -> tuple[str, ...]:
-    """The media modalities every item gives a text stand-in for (the ``<m>_as_text`` conditions that apply)."""
-    return tuple(m for m in MEDIA if items and all(m in (item.text_alternatives or {}) for item in items))
+    """The media modalities some item gives a text stand-in for (the ``<m>_as_text`` conditions that apply: each
+    runs on the items that have the stand-in)."""
+    return tuple(m for m in MEDIA if any(m in (item.text_alternatives or {}) for item in items))
+
+
+def has_stand_in(item: Item, condition: str) -> bool:
+    """Whether the item has an instance under ``condition``: every condition but ``<m>_as_text``, and that one where
+    the item gives a text stand-in for m."""
+    medium = as_text_modality(condition)
+    return medium is None or medium in (item.text_alternatives or {})
+
+
+def condition_coverage(items: Sequence[Item], options: Options | None = None) -> dict[str, tuple[int, int]]:
+    """Per ``<m>_as_text`` condition the run will hold (all that apply, or those ``options.conditions`` names):
+    ``(items with a stand-in for m, items)``, what a run reports of the items it skipped under the condition."""
+    if not items:
+        return {}
+    named = (options or Options()).conditions
+    coverage = {}
+    for m in as_text_modalities(items):
+        if named is None or f"{m}_as_text" in named:
+            showing = [it for it in items if m in it.media]  # a mixed benchmark: the items that show m at all
+            coverage[f"{m}_as_text"] = (sum(has_stand_in(it, f"{m}_as_text") for it in showing), len(showing))
+    return coverage
 
 
 def as_text_modality(condition: str) -> str | None:
@@ -311,7 +343,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
         target=item.answer, task=item.task, category=item.category, group=item.group, evidence=clues,
         donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
-        media_unit=media_unit(item),
+        media_unit=media_unit(item), breakdowns=item.breakdowns,
     )
 
 
@@ -338,17 +370,17 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
         return []
     ordered = sorted(items, key=lambda it: it.item_id)
     as_text = as_text_modalities(ordered)
-    per_item = [conditions_for(it.modalities, as_text) for it in ordered]
+    per_item = [tuple(c for c in conditions_for(it.modalities, as_text) if has_stand_in(it, c)) for it in ordered]
     available = [c for c in ALL_CONDITIONS if any(c in own for own in per_item)]
     shown = [m for m in MODALITY_ORDER if any(m in it.modalities for it in ordered)]
     wanted = None
     if options.conditions is not None:
         missing = [c for c in options.conditions if c not in available]
         lacking = as_text_modality(missing[0]) if missing else None
-        if lacking in shown:  # some item has no stand-in for it: name the first
-            first = next(it for it in ordered if lacking not in (it.text_alternatives or {}))
-            raise InputError(f"condition {missing[0]!r} needs a text alternative for {lacking} on every item; this "
-                             f"item has none", file=file, item=first.item_id, field="text_alternatives")
+        if lacking in shown:  # no item has a stand-in for it
+            raise InputError(f"condition {missing[0]!r} shows a text stand-in for {lacking}, and no item gives one "
+                             f"(text_alternatives.{lacking}); the items' conditions: {', '.join(available)}",
+                             file=file, field="protocol_options.conditions")
         if missing:
             raise InputError(f"condition {missing[0]!r} does not apply to this benchmark's modalities "
                              f"({', '.join(shown)}); available: {', '.join(available)}",
@@ -382,10 +414,16 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 SET_KEY = "_modality_set"
 """The column naming an item's set of modalities (``modalities=image+audio+text``), on a benchmark whose items
 differ in their modalities only (``modality_sets``)."""
+MAX_BREAKDOWNS = 16
+"""The most breakdown names a predictions frame may carry (each is a scope of its own: ``derive_columns`` gives
+breakdown ``i`` of the frame, by name, its own column ``_breakdown_<i>``). WorldSense, the release with the most,
+reports along eight (five axes and its three audio classes); a scope whose column the frame lacks costs nothing."""
+BREAKDOWN_SCOPES = tuple((f"b{i}", (f"_breakdown_{i}",)) for i in range(MAX_BREAKDOWNS))
 SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)),
-                                                   ("s", (SET_KEY,)))
+                                                   ("s", (SET_KEY,)), *BREAKDOWN_SCOPES)
 """Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``), per set of
-modalities (``modalities=<set>``)."""
+modalities (``modalities=<set>``), per value of each of the release's breakdowns (``<name>=<value>``). A family
+whose column the frame lacks has no cells."""
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -485,9 +523,11 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = Tr
     combined = inter(acc)
     if combined is not None:
         yield "inter", key(""), combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc))
-    for m in MEDIA:
-        if f"{m}_as_text" in acc and "normal" in acc:
-            yield "as_text_gap", key(m), acc[f"{m}_as_text"] - acc["normal"], n["normal"] + n[f"{m}_as_text"]
+    for m in MEDIA:  # normal on the same items as the stand-in (``_normal_with_<m>_text``)
+        same = f"{prefix}{STAND_IN_NORMAL}{m}"
+        if f"{m}_as_text" in acc and cells.has(same, *scope):
+            yield ("as_text_gap", key(m), acc[f"{m}_as_text"] - cells.mean(same, *scope),
+                   cells.support(same, *scope) + n[f"{m}_as_text"])
     for m, values in perceptual_score(acc).items():
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
         yield "perceptual_score", key(m), values, n["normal"] + n[other]
@@ -619,7 +659,7 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
     if "evidence_modality" in frame.columns:
         frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
-    frame = modality_sets(frame)
+    frame = breakdown_columns(stand_in_columns(modality_sets(frame)))
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
@@ -647,12 +687,47 @@ def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.join(sets, on=unit, how="left", nulls_equal=True, maintain_order="left")
 
 
+STAND_IN_NORMAL = "normal_with_text_"
+"""Cell family prefix of the ``normal`` rows of the items with a stand-in for a medium (``stand_in_columns``)."""
+
+
+def stand_in_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per medium m with ``<m>_as_text`` rows, ``_normal_with_<m>_text``: the valid ``normal`` rows of the items that
+    have an ``<m>_as_text`` row (the same model, prompt, split and mode): ``as_text_gap`` compares the stand-in's
+    accuracy with normal on those items only. Every medium gets the column (false throughout without stand-ins):
+    a cell family's ``where`` column must exist."""
+    valid = pl.col("valid") if "valid" in frame.columns else pl.col("choice").is_not_null()
+    item = [c for c in ("model", "prompt", "split", "mode", "item_id") if c in frame.columns]
+    normal = (pl.col("condition") == "normal") & valid
+    return frame.with_columns(**{
+        f"_normal_with_{m}_text": normal & (pl.col("condition") == f"{m}_as_text").any().over(item) for m in MEDIA})
+
+
+def breakdown_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """One column ``_breakdown_<i>`` per breakdown name the rows carry (names sorted), holding ``<name>=<value>``
+    (null where the row's item has no value for it): the scope keys of ``BREAKDOWN_SCOPES``. A row holds a value of
+    every breakdown at once (a Video-MME question is ``long`` and ``Sports``), so each name needs a column of its
+    own; more than ``MAX_BREAKDOWNS`` names is an ``InputError``."""
+    if "breakdowns" not in frame.columns or frame["breakdowns"].null_count() == frame.height:
+        return frame
+    pairs = pl.col("breakdowns")
+    names = sorted(frame.select(pairs.explode().struct.field("name").drop_nulls().unique()).to_series().to_list())
+    if len(names) > MAX_BREAKDOWNS:
+        raise InputError(f"the predictions carry {len(names)} breakdowns ({', '.join(names)}); metrics are given "
+                         f"per value of at most {MAX_BREAKDOWNS}", field="breakdowns")
+    return frame.with_columns(**{
+        f"_breakdown_{i}": pl.lit(f"{name}=") + pairs.list.eval(
+            pl.element().filter(pl.element().struct.field("name") == name).struct.field("value")).list.first()
+        for i, name in enumerate(names)})
+
+
 def _families():
     out = []
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
         out.append(CellFamily(f"{prefix}circ", "_circ", "_circ_ok", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
+        out += [CellFamily(f"{prefix}{STAND_IN_NORMAL}{m}", "correct", f"_normal_with_{m}_text", by) for m in MEDIA]
     out.append(CellFamily("invalid", "invalid", "answered"))
     return tuple(out)
 

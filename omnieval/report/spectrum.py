@@ -3,10 +3,13 @@ accuracy with every modality, with one modality only, with all shuffled (random)
 a benchmark holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the
 intra / inter gains, perceptual scores and the dependency label, overall and per category; where items give text
 stand-ins, accuracy with each medium shown as its text and the gap to normal; where items carry the benchmark's
-evidence labels, every column per label beside what the shuffles find; plot: what each modality alone buys over
-random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
+evidence labels, every column per label beside what the shuffles find; where items carry the release's own
+breakdowns (Video-MME's duration), every column per value, a table per breakdown; plot: what each modality alone
+buys over random (every modality of the benchmark, intervals, a model's colour kept across prompt styles)."""
 
 from __future__ import annotations
+
+import re
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, text_cell
@@ -59,7 +62,33 @@ def _columns(view: MetricView) -> list[Col]:
 
 
 def _is_category(scope: str) -> bool:
-    return scope != "" and not scope.startswith(EVIDENCE)
+    return scope != "" and not scope.startswith(EVIDENCE) and _breakdown_of(scope) is None
+
+
+def _breakdown_of(scope: str) -> str | None:
+    """The breakdown a scope ``<name>=<value>`` is a value of (names hold no ``=``); None for other scopes."""
+    name, sep, _ = scope.partition("=")
+    return name if sep and not scope.startswith(EVIDENCE) else None
+
+
+def _breakdown_sections(view: MetricView) -> list[Section]:
+    """Per breakdown of the release (its name), the section's columns per value, and the dependency label per
+    value: one table each, rows the values."""
+    names = sorted({b for r in view.records if (b := _breakdown_of(r["scope"])) is not None})
+    out = []
+    for name in names:
+        def scope(s: str, name: str = name) -> bool:
+            return _breakdown_of(s) == name
+
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
+        blocks = [view.table(f"Accuracy, gains and perceptual scores per {name} (the release's own breakdown)",
+                             _columns(view), rows=("run", "model", "prompt", "split", "scope"), scope=scope,
+                             scope_label=name, name=f"spectrum-breakdown-{slug}"),
+                  _dependency_table(view, scope, f"Dependency label per {name}", scoped=True, scope_label=name)]
+        blocks = [b for b in blocks if b is not None]
+        if blocks:
+            out.append(Section(f"{NAME}-breakdown-{slug}", f"By {name}", blocks=blocks))
+    return out
 
 
 def _is_evidence(scope: str) -> bool:
@@ -95,6 +124,7 @@ def section(data: ProtocolInput) -> Section | None:
     labelled = [b for b in (per_evidence, dep_evidence) if b is not None]
     if labelled:
         sec.subsections.append(Section(f"{NAME}-evidence", "By evidence label", blocks=labelled))
+    sec.subsections += _breakdown_sections(view)
     figure = _gains(view)
     if figure is not None:
         sec.blocks.append(figure)

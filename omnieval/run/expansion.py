@@ -37,6 +37,9 @@ DEFAULT_BLOCK_INSTANCES = 256
 NAMING_FIELDS = frozenset({"donors", "media_unit"})
 """Instance fields that name where content came from rather than what is shown: out of the digest, and out of an
 instance's stored JSON where unset."""
+LATER_FIELDS = frozenset({"breakdowns"})
+"""Instance fields added after outputs were written: out of the digest and the stored JSON where unset, so an
+instance without one has the digest it had before the field existed (a run written then still resumes)."""
 
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.string())])
@@ -134,8 +137,9 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
         for inst in instances[first:first + size]:
             # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
             # hashed), and are left out of the digest so that outputs written before the fields existed resume.
-            text = inst.model_dump_json(exclude={k for k in NAMING_FIELDS if getattr(inst, k) is None})
-            digest.update(inst.model_dump_json(exclude=set(NAMING_FIELDS)).encode())
+            unset = {k for k in NAMING_FIELDS | LATER_FIELDS if getattr(inst, k) is None}
+            text = inst.model_dump_json(exclude=unset)
+            digest.update(inst.model_dump_json(exclude=set(NAMING_FIELDS) | (unset & LATER_FIELDS)).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.run.pass_cache import PassCache, media_cache
-from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan
+from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan, skipped_conditions
 from omnieval.run.ray_start import ensure_ray
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class RunResult:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     error_examples: list[str] = field(default_factory=list)
     max_error_rate: float = 0.0
-    skipped: dict = field(default_factory=dict)  # media_policy.skipped_summary
+    skipped: dict = field(default_factory=dict)  # media_policy.skipped_summary; "conditions": plan.skipped_conditions
     n_answers: int = 0  # rows that neither ended in an error nor were skipped: what the metrics measure
 
     @property
@@ -88,13 +88,15 @@ class RunResult:
 
     def summary(self) -> str:
         from omnieval.run.media_policy import skipped_lines
+        from omnieval.run.plan import condition_lines
 
         lines = [f"predictions: {self.predictions_path}",
                  f"instances: {self.n_instances}  rows scored now: {self.n_rows}  resumed (skipped): "
                  f"{self.n_skipped}  errors: {self.n_errors}  distinct media decoded: {len(self.decode_counts)}"
                  + (f"  read from the decoded-media store: {self.store_hits}" if self.store_hits else "")
                  + (f"  store entries rejected: {self.store_rejected}" if self.store_rejected else ""),
-                 *skipped_lines(self.skipped, self.n_predictions)]
+                 *skipped_lines(self.skipped, self.n_predictions),
+                 *condition_lines(self.skipped.get("conditions", {}))]
         if self.n_errors:
             kinds = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors_by_kind.items()))
             lines += [f"{self.n_errors} of {self.n_predictions} rows ended in an error ({100 * self.error_rate:.1f}%; "
@@ -401,6 +403,9 @@ def finish_run(run: PreparedRun, started: float, answered: _Answered, kinds: dic
         summary = _write_predictions(store, attach_verdicts(config, store, predictions))
     else:
         summary = _consolidated(store, models)
+    conditions = skipped_conditions(plan)  # items with no instance of a condition: not rows, so counted here
+    if conditions:
+        summary["skipped"] = summary["skipped"] | {"conditions": conditions}
     decode_counts, hits, rejected = decode_tally(kinds)
     record = run_record(config, started, plan, summary, decode_counts, hits, rejected) | {"identity": run.identities}
     store.write_json("run.json", record)

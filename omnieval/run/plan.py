@@ -83,6 +83,26 @@ def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
     return plan
 
 
+def skipped_conditions(plan: Plan) -> dict[str, dict[str, int]]:
+    """The conditions the plan runs on some of its items only (the protocol's ``condition_coverage``: spectrum's
+    ``<m>_as_text`` on the items with a text stand-in): condition -> ``items`` it runs on, ``of`` the plan's items,
+    ``skipped`` the others. Conditions on every item are left out."""
+    from omnieval.protocols import protocol_attribute
+
+    coverage = protocol_attribute(plan.source.protocol, "condition_coverage")
+    if coverage is None:
+        return {}
+    return {condition: {"items": runs, "of": total, "skipped": total - runs}
+            for condition, (runs, total) in coverage(plan.source.bench.items, plan.source.options).items()
+            if runs < total}
+
+
+def condition_lines(conditions: dict[str, dict[str, int]]) -> list[str]:
+    """The run summary's line per condition run on some items only (``skipped_conditions``)."""
+    return [f"{condition}: {c['items']} of {c['of']} items have a stand-in; {c['skipped']} skipped (no instance "
+            "of the condition; its metrics are over the others)" for condition, c in conditions.items()]
+
+
 def sample_items(items: list, limit: int, seed: int) -> tuple[list, str]:
     """``limit`` items drawn across splits in proportion to their sizes (largest remainder; every split keeps at
     least one item where ``limit`` allows), each split's items in a seeded order keyed on the item id, returned in

@@ -21,6 +21,7 @@ from omnieval.core.schema import (
     OPEN_MODE,
     OTHER_ERROR,
     Instance,
+    breakdown_pairs,
 )
 
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
@@ -114,6 +115,7 @@ class Prediction:
             "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
             "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,
             "evidence_modality": inst.evidence_modality, "media_unit": inst.media_unit,
+            "breakdowns": breakdown_pairs(inst.breakdowns),
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "error_kind": self.error_kind, "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode,
             "answer_text": self.answer_text,

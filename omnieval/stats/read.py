@@ -80,6 +80,8 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
                 from exc
     frame = _with_error_kinds(frame)
+    if "breakdowns" in frame.columns:
+        frame = frame.with_columns(breakdowns=breakdowns_column(frame["breakdowns"], path))
     conf = frame["confidence"].drop_nulls()
     if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
         raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
@@ -92,6 +94,56 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
                              f"{', '.join(spec.conditions)})", file=path, field="condition")
     _check_rows(frame, path)
     return frame
+
+
+BREAKDOWN_DTYPE = pl.List(pl.Struct({"name": pl.Utf8, "value": pl.Utf8}))
+"""``breakdowns`` as every reader hands it on (``schema.BREAKDOWNS_TYPE``): ``{name, value}`` pairs."""
+
+
+def breakdowns_column(column: pl.Series, path: Path | StoredPath) -> pl.Series:
+    """A file's ``breakdowns`` as ``{name, value}`` pairs, from any of the forms a tool can write: the pairs
+    (omnieval's Parquet), a JSON object per row (``{"duration": "long"}``: JSONL, read as a struct), or that object
+    as JSON text (CSV). Blank values are left out (the item has no value for that breakdown); a name that is blank
+    or holds ``=`` or ``/`` (the metric keys are ``<name>=<value>/<condition>``) is refused with its row."""
+    rows = column.to_list()
+    if column.dtype == pl.Utf8:
+        rows = [_json_object(text, i, path) for i, text in enumerate(rows, start=1)]
+    elif isinstance(column.dtype, pl.List):
+        rows = [None if pairs is None else {p.get("name"): p.get("value") for p in pairs} for pairs in rows]
+    elif not isinstance(column.dtype, pl.Struct) and column.null_count() < len(column):
+        raise InputError(f"column 'breakdowns' is {column.dtype}; write a JSON object of name -> value per row",
+                         file=path, field="breakdowns")
+    return pl.Series("breakdowns", [_pairs(row, i, path) for i, row in enumerate(rows, start=1)],
+                     dtype=BREAKDOWN_DTYPE)
+
+
+def _json_object(text: str | None, row: int, path) -> dict | None:
+    import json
+
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"row {row}: breakdowns is not JSON ({exc.msg}); write an object of name -> value",
+                         file=path, item=f"row {row}", field="breakdowns") from None
+    if not isinstance(value, dict):
+        raise InputError(f"row {row}: breakdowns is {type(value).__name__}, not an object of name -> value",
+                         file=path, item=f"row {row}", field="breakdowns")
+    return value
+
+
+def _pairs(row: dict | None, number: int, path) -> list[dict] | None:
+    """One row's breakdowns as pairs sorted by name, blank values left out; None where none is left."""
+    pairs = []
+    for name, value in sorted((row or {}).items(), key=lambda kv: str(kv[0])):
+        if value is None or not str(value).strip():
+            continue
+        if not isinstance(name, str) or not name.strip() or "=" in name or "/" in name:
+            raise InputError(f"row {number}: breakdown name {name!r} is blank or holds '=' or '/' (metric keys are "
+                             "<name>=<value>/<condition>)", file=path, item=f"row {number}", field="breakdowns")
+        pairs.append({"name": name, "value": str(value)})
+    return pairs or None
 
 
 def _first_bad(frame: pl.DataFrame, bad: pl.Expr) -> dict | None:

@@ -124,6 +124,7 @@ class SweepRunner:
                 outcome.predictions = plan.n_instances
                 record = read_json(RunStore(spec.uri), "run.json") or {}
                 outcome.skipped_rows = int((record.get("skipped") or {}).get("count", 0))
+                outcome.skipped_conditions = (record.get("skipped") or {}).get("conditions", {})
             else:
                 todo.append(spec.index)
             result.runs.append(outcome)
@@ -310,6 +311,7 @@ class SweepRunner:
             outcome.skipped_rows = int(res.skipped.get("count", 0))
             outcome.skipped_media = dict(sum((Counter(entry.get("by_modality", {}))
                                               for entry in res.skipped.get("by_model", {}).values()), Counter()))
+            outcome.skipped_conditions = res.skipped.get("conditions", {})
             if outcome.predictions != outcome.expected:
                 raise RuntimeError(f"predictions hold {outcome.predictions} rows, expected {outcome.expected}")
             settings = self._metrics_settings()
@@ -396,7 +398,14 @@ def run_sweep(sweep: SweepConfig, address: str | None = None, *,
 
 
 def _skipped_note(outcome: RunOutcome) -> str:
-    """The end of a run's closing line: its rows not asked (media its model cannot take), loud when that is all."""
+    """The end of a run's closing line: the conditions it ran on some items only, and its rows not asked (media its
+    model cannot take), loud when that is all."""
+    partial = "".join(f"; {condition} on {c['items']} of {c['of']} items ({c['skipped']} without a stand-in)"
+                      for condition, c in outcome.skipped_conditions.items())
+    return partial + _skipped_rows_note(outcome)
+
+
+def _skipped_rows_note(outcome: RunOutcome) -> str:
     if not outcome.skipped_rows:
         return ""
     kinds = ", ".join(f"{m} {n}" for m, n in sorted(outcome.skipped_media.items()))

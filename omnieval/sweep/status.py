@@ -27,6 +27,7 @@ class RunOutcome:
     errors: int = 0
     skipped_rows: int = 0  # rows not asked: media the model cannot take (unsupported_media: skip)
     skipped_media: dict[str, int] = field(default_factory=dict)  # those rows by modality
+    skipped_conditions: dict[str, dict] = field(default_factory=dict)  # run.json's skipped.conditions
     metric_rows: int = 0
     attempts: int = 0
     started: float | None = None
