@@ -4,8 +4,9 @@ folder (docs/benchmarks.md, "Omni benchmarks").
 
 * **Errors** are ``InputError``s naming the file, the entry (``Where.item``) and the field, on one line.
 * **Options** are texts; a release that writes the labels into them (``"A. Apples."``, ``"(B) ..."``) has them
-  stripped, but only when every option of the question carries its own label in order, so an option that merely
-  starts with ``A`` (``"A man is talking"``) is kept whole.
+  stripped wherever it writes one, in order or not (``strip_option_labels``), but a label is a letter of the
+  question's with its punctuation, so an option that merely starts with ``A`` (``"A man is talking"``) is kept
+  whole, and a question writes labels only where most of its options carry one.
 * **Answers** become the correct option's label (``"A"``...), from a label, a labelled option text or the option
   text itself. A release that gives and scores the answer as the option's text (MMAU, MMAR: ``text_answered``) has a
   one-letter answer read as text, blank options left out and repeated ones merged (``merge_repeated_options``).
@@ -173,16 +174,33 @@ def file_name(record: dict, key: str, where: Where) -> str:
 # Options and answers
 # ---------------------------------------------------------------------------------------------------------------
 
-def strip_option_labels(options: Sequence[str]) -> list[str]:
-    """The option texts without their labels, when every option starts with its own label in order (``A. ``,
-    ``(B)``, ``C)``, ``D:``); otherwise the options unchanged."""
-    stripped = []
-    for label, option in zip(LABELS, options, strict=False):
+def written_labels(options: Sequence[str]) -> list[str | None]:
+    """The label each option is written with (``A. ``, ``(B)``, ``C)``, ``D:``, ``A.text``), None where it has none:
+    one of the question's own labels (``A`` to the n-th letter), followed by its punctuation and some text. A first
+    word without that punctuation (``"A man is talking"``) or a letter past the question's labels (``"U.S. Army"`` in
+    four options) is no label."""
+    labels = LABELS[: len(options)]
+    found = []
+    for option in options:
         match = _LABEL_PREFIX.match(option)
-        if match is None or match.group(1) != label or not match.group(2).strip():
-            return list(options)
-        stripped.append(match.group(2).strip())
-    return stripped
+        found.append(match.group(1) if match and match.group(1) in labels and match.group(2).strip() else None)
+    return found
+
+
+def writes_labels(written: Sequence[str | None]) -> bool:
+    """Whether a question writes labels into its options: more than half of them carry one (``written_labels``)."""
+    return 2 * sum(label is not None for label in written) > len(written)
+
+
+def strip_option_labels(options: Sequence[str]) -> list[str]:
+    """The option texts without the labels the release writes into them (``written_labels``), wherever it writes
+    one, in order or not (``A. x``, ``B. y``, ``A. z``, ``B. w``): a question writes labels when more than half of
+    its options carry one, so a lone option that happens to start so (``"C.S. Lewis"``) is kept whole. Which option
+    is the answer is left to the caller: a written label never moves it (``answer_label``)."""
+    written = written_labels(options)
+    if not writes_labels(written):
+        return list(options)
+    return [_LABEL_PREFIX.match(o).group(2).strip() if label else o for o, label in zip(options, written, strict=True)]
 
 
 def option_texts(value: Any, where: Where, field_name: str, *, drop_blank: bool = False) -> list[str]:
