@@ -26,8 +26,8 @@ the release) is merged into it (``common.merge_repeated_options``), the label fo
 ``A. an angry tone``, ``B. ...`` shows ``an angry tone`` as its third option, not ``C. A. an angry tone``. Such a
 label is a slip in the text, not a second name: ``correct_option`` names an option by its position (``C`` is the
 third, whatever letter it was written with), as the letters a model is asked for do; the questions so written are
-named in a note and in ``benchmark.json`` (``labels_out_of_order``) for review. A question whose every option is
-unsound in another way (an unknown step tag, an answer past its options, a missing video) is skipped and listed in
+named in a note and in ``benchmark.json`` (``labels_out_of_order``) for review. A question that cannot be
+converted (an unknown step tag, an answer past its options, a missing video) is skipped and listed in
 ``skipped.jsonl`` (``common``), the others converted.
 """
 
