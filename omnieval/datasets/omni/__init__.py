@@ -21,7 +21,9 @@ Adding a release: a module with a ``convert_<release>`` function that reads the 
 ``option_texts`` and ``answer_label`` (errors name file, entry and field through ``Where``), names its media by the
 relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work), any text stand-in the
 release gives per modality (``Entry.text_alternatives``) and any label of where the answer's evidence lies
-(``Entry.evidence_modality``), and passes the entries to ``write_release``; then a name in
+(``Entry.evidence_modality``) and the release's own score breakdowns (``Entry.breakdowns``), builds them with
+``sound_entries`` so that an entry that cannot be converted is skipped and listed rather than refusing the release,
+and passes the entries to ``write_release`` (``skip_unsound=True``); then a name in
 ``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). A ``spectrum`` item takes one file per
 modality, so a release whose questions show several media of one kind has those refused one by one (AV-Odyssey), and
 one whose questions differ in their modalities is written as a suite of benchmarks, one per set
