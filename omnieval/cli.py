@@ -608,7 +608,8 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
     "omnibench": ("OmniBench: dataset/*.jsonl beside mm_data/audio/ and mm_data/image/ (GitHub), or data/*.parquet "
                   "with embedded media (Hugging Face)", "a folder holding mm_data/"),
     "mmau": ("MMAU: mmau-test-mini.json beside test-mini-audios/ (and mmau-test.json beside test-audios/, its answers "
-             "withheld: skipped); the version is recorded", "a folder holding test-mini-audios/"),
+             "withheld: skipped), or lmms-eval's data/test_mini-*.parquet; the version is told and recorded",
+             "a folder holding test-mini-audios/"),
     "mmar": ("MMAR: MMAR-meta.jsonl (or the first release's MMAR-meta.json) beside audio/",
              "a folder holding audio/"),
     "av-odyssey": ("AV-Odyssey: the authors' av_odyssey_part<n>.parquet (media embedded), or lmms-eval's copy "
@@ -642,8 +643,8 @@ def _add_datasets_omni(sub) -> None:
             from omnieval.datasets.omni import MMAU_VERSIONS
 
             s.add_argument("--version", choices=MMAU_VERSIONS, default=None,
-                           help="the release version the files are; needed only where their content is none of the "
-                                "known revisions, and otherwise checked against them (default: from the files)")
+                           help="the release version the files are; needed only where their answers do not tell it, "
+                                "and otherwise checked against them (default: from the files)")
         _overwrite_flag(s, release)
         s.set_defaults(func=_datasets_omni, release_name=release)
 

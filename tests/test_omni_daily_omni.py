@@ -1,7 +1,8 @@
 """Daily-Omni as its README places it (``qa.json`` beside ``Videos/<id>/<id>_video.mp4`` and ``<id>_audio.wav``, the
 release's keys and quirks: labelled choices, optional ``content_*_category`` and ``Explaination`` keys, the clip
-segments ``_video_0.mp4`` beside the whole clip), converted to video + audio items, refused entries named by file,
-entry and field, and the benchmark run through two simulated models, metrics and report."""
+segments ``_video_0.mp4`` beside the whole clip), converted to video + audio items with the three breakdowns its test
+scripts print, unsound entries skipped and listed by file, entry and field (ids unchanged for the rest), and the
+benchmark run through two simulated models, metrics and report."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from omnieval.core.schema import InputError
 from omnieval.datasets.omni.daily_omni import convert_daily_omni
 from tests.omni_release_run import items_of, make_clips, place, run_and_check
 
@@ -72,6 +72,8 @@ def test_the_release_becomes_video_and_audio_items(tmp_path, clips):
         assert item["options"] == [c[3:] for c in entry["Choice"]]  # "A. " dropped
         assert item["answer"] == entry["Answer"] and item["split"] == "all"
         assert (item["category"], item["task"]) == (entry["Type"], entry["video_category"])
+        assert item["breakdowns"] == {"Type": entry["Type"], "video_category": entry["video_category"],
+                                      "video_duration": entry["video_duration"]}
         assert item["media"] == {"video": f"media/Videos/{video}/{video}_video.mp4",
                                  "audio": f"media/Videos/{video}/{video}_audio.wav"}
         assert "text_alternatives" not in item and item["benchmark"] == "daily-omni"
@@ -87,31 +89,49 @@ def test_the_release_becomes_video_and_audio_items(tmp_path, clips):
     assert cli(str(release), "--out", str(tmp_path / "bench"), "--overwrite").returncode == 0
 
 
-@pytest.mark.parametrize("edit, item, field, message", [
-    (lambda e: e[3].pop("Answer"), "entry 3 (video XUWxQYmiBQY)", "Answer", "no answer, though split 'all' has"),
-    (lambda e: e[2].update(Answer="E"), "entry 2 (video XUWxQYmiBQY)", "Answer",
+@pytest.mark.parametrize("edit, n, item, item_id, field, message", [
+    (lambda e: e[3].pop("Answer"), 3, "entry 3 (video XUWxQYmiBQY)", "XUWxQYmiBQY/1", "Answer",
+     "no answer, though split 'all' has"),
+    (lambda e: e[2].update(Answer="E"), 2, "entry 2 (video XUWxQYmiBQY)", "XUWxQYmiBQY/0", "Answer",
      "answer 'E' but the question has 4 options (A..D)"),
-    (lambda e: e[1].update(Choice="A. one B. two"), "entry 1 (video Ec_lQgZ9wlg)", "Choice",
+    (lambda e: e[1].update(Choice="A. one B. two"), 1, "entry 1 (video Ec_lQgZ9wlg)", "Ec_lQgZ9wlg/1", "Choice",
      "expected a list of options, got str"),
-    (lambda e: e[5].update(Choice=["A. x", "B. x ", "C. y", "D. z"]), "entry 5 (video -oC3FVOx62g)", "Choice",
-     "'x'"),
-    (lambda e: e[0].update(video_id="../Videos/rieb8cBb2z8"), "entry 0", "video_id", "is not a plain file name"),
-    (lambda e: e[6].update(video_id="missing123"), "entry 6 (video missing123)", "video_id",
+    (lambda e: e[5].update(Choice=["A. x", "B. x ", "C. y", "D. z"]), 5, "entry 5 (video -oC3FVOx62g)",
+     "-oC3FVOx62g/1", "Choice", "'x'"),
+    (lambda e: e[0].update(video_id="../Videos/rieb8cBb2z8"), 0, "entry 0", None, "video_id",
+     "is not a plain file name"),
+    (lambda e: e[6].update(video_id="missing123"), 6, "entry 6 (video missing123)", "missing123/0", "video_id",
      "no media file 'Videos/missing123/missing123_video.mp4'"),
-    (lambda e: e[4].update(Question=""), "entry 4 (video -oC3FVOx62g)", "Question", "missing or empty 'Question'"),
+    (lambda e: e[4].update(Question=""), 4, "entry 4 (video -oC3FVOx62g)", "-oC3FVOx62g/0", "Question",
+     "missing or empty 'Question'"),
 ])
-def test_refused_entries_name_file_entry_and_field(tmp_path, clips, edit, item, field, message):
+def test_an_unsound_entry_is_skipped_and_listed(tmp_path, clips, edit, n, item, item_id, field, message):
     entries = qa_entries()
     edit(entries)
     release = write_release(tmp_path / "Daily-Omni", clips, entries)
-    with pytest.raises(InputError) as err:
-        convert_daily_omni(release, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(release / "qa.json"), item, field)
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert not (tmp_path / "bench").exists()
-    done = cli(str(release), "--out", str(tmp_path / "bench"))  # the command: one line, exit 2
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "wrote 7 items (all: 7)" in done.stdout and "skipped 1 entry that could not be converted" in done.stdout
+    [line] = [json.loads(t) for t in (tmp_path / "bench" / "skipped.jsonl").read_text().splitlines()]
+    assert {k: line[k] for k in ("item_id", "file", "entry", "field")} == \
+        {"item_id": item_id, "file": str(release / "qa.json"), "entry": item, "field": field}
+    assert message in line["reason"] and "\n" not in line["reason"]
+    # the other questions keep their ids: a clip's n counts its questions in file order, the skipped one too
+    videos = [e["video_id"] for e in entries]
+    want = [f"{v}/{videos[:i].count(v)}" for i, v in enumerate(videos) if i != n]
+    assert list(items_of(tmp_path / "bench")) == want
+
+
+def test_a_release_with_no_sound_entry_is_refused_in_one_line(tmp_path, clips):
+    entries = qa_entries()
+    for entry in entries:
+        entry["Answer"] = "E"
+    release = write_release(tmp_path / "Daily-Omni", clips, entries)
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
-    assert f"item {item!r}" in done.stderr and f"field {field!r}" in done.stderr
+    assert "none of the 8 entries could be converted; the first: answer 'E'" in done.stderr
+    assert "item 'entry 0 (video Ec_lQgZ9wlg)'" in done.stderr and "field 'Answer'" in done.stderr
+    assert not (tmp_path / "bench").exists()
 
 
 def test_media_outside_the_release_are_never_read(tmp_path, clips):
@@ -120,9 +140,12 @@ def test_media_outside_the_release_are_never_read(tmp_path, clips):
     wav = release / "Videos" / VIDEOS[0] / f"{VIDEOS[0]}_audio.wav"
     wav.unlink()
     wav.symlink_to(private)
-    with pytest.raises(InputError, match="outside") as err:
-        convert_daily_omni(release, tmp_path / "bench")
-    assert (err.value.item, err.value.field) == (f"entry 0 (video {VIDEOS[0]})", "video_id")
+    converted = convert_daily_omni(release, tmp_path / "bench")
+    assert [(s.entry, s.field) for s in converted.skipped] == [(f"entry {i} (video {VIDEOS[0]})", "video_id")
+                                                               for i in (0, 1)]
+    assert all("outside" in s.reason for s in converted.skipped)
+    assert not any(p.name == "secret.wav" or p.resolve() == private.resolve()
+                   for p in (tmp_path / "bench").rglob("*") if p.is_file())
     # the same files under --media-root are found there, and only there
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -130,8 +153,8 @@ def test_media_outside_the_release_are_never_read(tmp_path, clips):
     wav = elsewhere / "Videos" / VIDEOS[0] / f"{VIDEOS[0]}_audio.wav"
     wav.unlink()
     place(clips[0]["sound"], wav)
-    converted = convert_daily_omni(release, tmp_path / "bench", media_root=elsewhere)
-    assert converted.n_items == 8
+    converted = convert_daily_omni(release, tmp_path / "bench", media_root=elsewhere, overwrite=True)
+    assert converted.n_items == 8 and not converted.skipped
     media = items_of(tmp_path / "bench")[f"{VIDEOS[0]}/0"]["media"]
     assert media["audio"] == f"media/media-root/Videos/{VIDEOS[0]}/{VIDEOS[0]}_audio.wav"
 

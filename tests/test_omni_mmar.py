@@ -1,8 +1,9 @@
-"""MMAR as its repository ships it (``MMAR-meta.jsonl`` with the rubric keys, or the first release's
-``MMAR-meta.json``, beside ``audio/``; the release's keys and quirks: answers as choice texts, a blank last choice, a
-null ``language``), converted to audio items whose ``category`` is the sound-type ``modality``; refused entries named
-by file, entry and field; the benchmark run through two simulated models, metrics and report, with the accuracy per
-sound type recomputed from the predictions."""
+"""MMAR as its repository ships it (``MMAR-meta.jsonl`` with the rubric keys, or the first release's ``MMAR-meta.json``,
+beside ``audio/``; the release's keys and quirks: answers as choice texts, a blank last choice, a null ``language``),
+converted to audio items whose ``category`` is the sound-type ``modality`` and whose ``breakdowns`` are the three the
+release's evaluation reports by; unsound entries (the first release's answers that are none of their choices, entry
+43's included) skipped and listed by file, entry and field, the rest converted; the benchmark run through two
+simulated models, metrics and report, with the accuracy per sound type recomputed from the predictions."""
 
 from __future__ import annotations
 
@@ -79,6 +80,8 @@ def test_the_current_release(tmp_path, sounds):
         assert item["options"] == [c for c in record["choices"] if c]
         assert item["answer"] == "ABCD"[i % len(item["options"])]
         assert (item["category"], item["task"]) == (record["modality"], record["category"])
+        assert item["breakdowns"] == {"modality": record["modality"], "category": record["category"],
+                                      "sub-category": record["sub-category"]}
         assert "evidence_modality" not in item and "text_alternatives" not in item
         assert item["media"] == {"audio": f"media/audio/{record['id']}.wav"}
         assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[i].read_bytes()
@@ -99,22 +102,75 @@ def test_the_first_release_and_which_file_is_read(tmp_path, sounds):
     assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["question_file"] == "MMAR-meta.jsonl"
 
 
-@pytest.mark.parametrize("edit, item, field, message", [
-    (lambda r: r[1].update(answer="American\nColombian"), f"line 2 (id {IDS[1]})", "answer",
-     "'American\\nColombian' is not exactly one of the options"),
-    (lambda r: r[5].update(choices=["Only one"]), f"line 6 (id {IDS[5]})", "choices", "1 options (2 to 26 needed)"),
-    (lambda r: r[7].update(audio_path="./audio/gone.wav"), f"line 8 (id {IDS[7]})", "audio_path",
+def skipped_lines(bench: Path) -> list[dict]:
+    return [json.loads(line) for line in (bench / "skipped.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("edit, n, item, field, message", [
+    (lambda r: r[1].update(answer="American\nColombian"), 1, f"line 2 (id {IDS[1]})", "answer",
+     "answer 'American\\nColombian' is not exactly one of the options"),
+    (lambda r: r[5].update(choices=["Only one"]), 5, f"line 6 (id {IDS[5]})", "choices",
+     "1 options (2 to 26 needed)"),
+    (lambda r: r[7].update(audio_path="./audio/gone.wav"), 7, f"line 8 (id {IDS[7]})", "audio_path",
      "no media file './audio/gone.wav'"),
-    (lambda r: r[4].update(question=""), f"line 5 (id {IDS[4]})", "question", "missing or empty 'question'"),
+    (lambda r: r[4].update(question=""), 4, f"line 5 (id {IDS[4]})", "question", "missing or empty 'question'"),
 ])
-def test_refused_entries_name_file_entry_and_field(tmp_path, sounds, edit, item, field, message):
+def test_an_unsound_entry_is_skipped_and_listed_the_rest_converted(tmp_path, sounds, capsys, edit, n, item, field,
+                                                                   message):
     data = records()
     edit(data)
     folder = release(tmp_path / "MMAR", sounds, data)
+    done = convert_mmar(folder, tmp_path / "bench")
+    assert list(items_of(tmp_path / "bench")) == IDS[:n] + IDS[n + 1:]
+    line = {"item_id": IDS[n], "file": str(folder / "MMAR-meta.jsonl"), "entry": item, "field": field}
+    [got] = skipped_lines(tmp_path / "bench")
+    assert {k: got[k] for k in line} == line and got["reason"].startswith(message)
+    assert "\n" not in got["reason"]
+    meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
+    assert meta["skipped_entries"] == 1 and meta["n_items"] == 7
+    assert done.summary().startswith(f"wrote 7 items (all: 7) and 7 media files to {tmp_path / 'bench'}; skipped 1 "
+                                     f"entry that could not be converted, each with its reason in "
+                                     f"{tmp_path / 'bench' / 'skipped.jsonl'} ({item}: {message}")
+
+
+FIRST_RELEASE_UNSOUND = [
+    # (index in IDS, choices, answer): shaped as the first release's five entries whose answer is no choice
+    (1, ["American", "Colombian"], "American\nColombian"),  # its entry 43: both choices joined by a newline
+    (3, ["Chromatic descent simulates steps", "Octave interval leap simulates bell"], "Octave interval leap"),
+    (6, ["Because he broke a vase", "Because verbal slip, 'terrierst' and 'terrorist' sound similar"],
+     "Verbal slip, 'terrierst' and 'terrorist' sound similar"),
+]
+
+
+def test_the_first_release_as_the_hub_ships_it_keeps_every_sound_entry(tmp_path, sounds):
+    data = records(rubrics=False)
+    for i, choices, answer in FIRST_RELEASE_UNSOUND:
+        data[i] |= {"choices": choices, "answer": answer}
+    folder = release(tmp_path / "MMAR", sounds, data, first=True)
+    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "mmar", str(folder), "--out",
+                           str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 5 items (all: 5) and 5 media files" in done.stdout
+    assert "skipped 3 entries that could not be converted" in done.stdout
+    bad = [i for i, _, _ in FIRST_RELEASE_UNSOUND]
+    assert list(items_of(tmp_path / "bench")) == [q for i, q in enumerate(IDS) if i not in bad]
+    want = [{"item_id": IDS[i], "file": str(folder / "MMAR-meta.json"), "entry": f"entry {i} (id {IDS[i]})",
+             "field": "answer", "reason": f"answer {answer!r} is not exactly one of the options"}
+            for i, _, answer in FIRST_RELEASE_UNSOUND]
+    assert skipped_lines(tmp_path / "bench") == want
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_entries"] == 3
+
+
+def test_a_release_with_no_sound_entry_is_refused_naming_the_first(tmp_path, sounds):
+    data = records()
+    for record in data:
+        record["answer"] = "None of these"
+    folder = release(tmp_path / "MMAR", sounds, data)
     with pytest.raises(InputError) as err:
         convert_mmar(folder, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(folder / "MMAR-meta.jsonl"), item, field)
-    assert message in str(err.value) and "\n" not in str(err.value).replace("\\n", "")
+    assert (err.value.file, err.value.item, err.value.field) == (str(folder / "MMAR-meta.jsonl"),
+                                                                 f"line 1 (id {IDS[0]})", "answer")
+    assert "none of the 8 entries could be converted; the first: answer 'None of these'" in str(err.value)
     assert not (tmp_path / "bench").exists()
 
 

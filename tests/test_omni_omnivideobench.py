@@ -93,6 +93,7 @@ def test_each_question_shows_its_video_with_its_soundtrack_and_its_evidence_labe
         else:
             assert item["options"] == texts and item["answer"] == question["correct_option"]
         assert (item["category"], item["task"]) == (question["question_type"], video["video_type"])
+        assert item["breakdowns"] == {"audio_type": "Speech", "question_type": question["question_type"]}
         sub = "video" if video["video"] == IN_EXAMPLE_FOLDER else "videos"
         path = f"media/{sub}/{video['video']}.mp4"
         assert item["media"] == {"video": path, "audio": path}
@@ -100,26 +101,70 @@ def test_each_question_shows_its_video_with_its_soundtrack_and_its_evidence_labe
         assert (tmp_path / "bench" / path).read_bytes() == made.read_bytes()
 
 
-@pytest.mark.parametrize("edit, item, field, message", [
-    (lambda d: d[0]["questions"][1]["reasoning_steps"][0].update(modality="smell"), "video_1/1",
+@pytest.mark.parametrize("edit, skipped, field, message", [
+    (lambda d: d[0]["questions"][1]["reasoning_steps"][0].update(modality="smell"), {"video_1/1": "video_1/1"},
      "reasoning_steps[0].modality", "step tag 'smell' is neither vision nor audio"),
-    (lambda d: d[2]["questions"][0].update(correct_option="E"), "video_10/0", "correct_option",
+    (lambda d: d[2]["questions"][0].update(correct_option="E"), {"video_10/0": "video_10/0"}, "correct_option",
      "answer 'E' but the question has 4 options (A..D)"),
-    (lambda d: d[1]["questions"][0].update(options=["A. one"]), "video_2/0", "options", "1 options"),
-    (lambda d: d[3].update(video="../outside"), "entry 3", "video", "not a plain file name"),
-    (lambda d: d[3].update(video="video_99"), "video_99/0", "video", "no media file 'videos/video_99.mp4'"),
-    (lambda d: d[1]["questions"][1].update(reasoning_steps={"modality": "audio"}), "video_2/1", "reasoning_steps",
-     "expected a list of steps, got dict"),
+    (lambda d: d[1]["questions"][0].update(options=["A. one"]), {"video_2/0": "video_2/0"}, "options", "1 options"),
+    (lambda d: d[3].update(video="../outside"), {"entry 3": None}, "video", "not a plain file name"),
+    (lambda d: d[3].update(video="video_99"), {"video_99/0": "video_99/0", "video_99/1": "video_99/1"}, "video",
+     "no media file 'videos/video_99.mp4'"),
+    (lambda d: d[1]["questions"][1].update(reasoning_steps={"modality": "audio"}), {"video_2/1": "video_2/1"},
+     "reasoning_steps", "expected a list of steps, got dict"),
 ])
-def test_refused_entries_name_file_entry_and_field(tmp_path, clips, edit, item, field, message):
+def test_an_unsound_question_or_video_is_skipped_and_listed(tmp_path, clips, edit, skipped, field, message):
     qa = data()
     edit(qa)
     folder = release(tmp_path / "OmniVideoBench", clips, qa)
-    with pytest.raises(InputError) as err:
+    done = convert_omnivideobench(folder, tmp_path / "bench")
+    lines = [json.loads(t) for t in (tmp_path / "bench" / "skipped.jsonl").read_text().splitlines()]
+    assert [(ln["entry"], ln["item_id"], ln["file"], ln["field"]) for ln in lines] == \
+        [(entry, item_id, str(folder / "data.json"), field) for entry, item_id in skipped.items()]
+    assert all(message in ln["reason"] and "\n" not in ln["reason"] for ln in lines)
+    kept = 10 - (2 if "entry 3" in skipped else len(skipped))
+    assert done.n_items == kept == len(items_of(tmp_path / "bench"))
+    assert not set(skipped) & set(items_of(tmp_path / "bench"))
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_entries"] == len(skipped)
+
+
+def test_a_release_with_no_sound_question_is_refused(tmp_path, clips):
+    qa = data()
+    for video in qa:
+        video["video"] = "gone"
+    folder = release(tmp_path / "OmniVideoBench", clips, qa)
+    with pytest.raises(InputError, match="none of the 10 entries could be converted; the first: no media file") as err:
         convert_omnivideobench(folder, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(folder / "data.json"), item, field)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert (err.value.item, err.value.field) == ("gone/0", "video")
     assert not (tmp_path / "bench").exists()
+
+
+@pytest.mark.parametrize("written, correct, options, answer", [
+    # labels written A B A B: every one stripped; correct_option is the position (C: the third option)
+    (["A. a calm tone", "B. a sad tone", "A. an angry tone", "B. a happy tone"], "C",
+     ["a calm tone", "a sad tone", "an angry tone", "a happy tone"], "C"),
+    # one option without its label, the rest with theirs
+    (["A.Two", "B.Three", "Four", "D.Five"], "D", ["Two", "Three", "Four", "Five"], "D"),
+    # real first words, never labels: no punctuation after the letter
+    (["A man is talking", "A woman is singing", "I think so", "Nobody"], "A",
+     ["A man is talking", "A woman is singing", "I think so", "Nobody"], "A"),
+    # a lone option that starts like a label, in a question that writes none
+    (["C.S. Lewis", "Tolkien", "Orwell", "Austen"], "A", ["C.S. Lewis", "Tolkien", "Orwell", "Austen"], "A"),
+    # a letter past the question's labels is no label
+    (["U.S. Army", "E. coli", "B. the navy", "A. nobody"], "B", ["U.S. Army", "E. coli", "B. the navy", "A. nobody"],
+     "B"),
+])
+def test_written_labels_are_stripped_wherever_written(tmp_path, clips, written, correct, options, answer):
+    qa = data()
+    qa[0]["questions"][0] |= {"options": written, "correct_option": correct}
+    folder = release(tmp_path / "OmniVideoBench", clips, qa)
+    done = convert_omnivideobench(folder, tmp_path / "bench")
+    item = items_of(tmp_path / "bench")["video_1/0"]
+    assert (item["options"], item["answer"]) == (options, answer)
+    out_of_order = written[0].startswith("A. a calm")
+    assert any("write option labels out of order (video_1/0)" in n for n in done.notes) == out_of_order
+    meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
+    assert meta.get("labels_out_of_order") == (["video_1/0"] if out_of_order else None)
 
 
 class _Sections(HTMLParser):

@@ -21,7 +21,9 @@ Adding a release: a module with a ``convert_<release>`` function that reads the 
 ``option_texts`` and ``answer_label`` (errors name file, entry and field through ``Where``), names its media by the
 relative paths the release uses (``MediaRef``; bytes embedded in a Parquet cell also work), any text stand-in the
 release gives per modality (``Entry.text_alternatives``) and any label of where the answer's evidence lies
-(``Entry.evidence_modality``), and passes the entries to ``write_release``; then a name in
+(``Entry.evidence_modality``) and the release's own score breakdowns (``Entry.breakdowns``), builds them with
+``sound_entries`` so that an entry that cannot be converted is skipped and listed rather than refusing the release,
+and passes the entries to ``write_release`` (``skip_unsound=True``); then a name in
 ``output_folder.CONVERTERS`` and a command in ``cli.py`` (``OMNI_RELEASES``). A ``spectrum`` item may show several
 files of one modality (a list of ``MediaRef``), and the items of one benchmark may differ in their modalities: each
 gets the conditions its own modalities allow (AV-Odyssey has both).

@@ -4,8 +4,9 @@ folder (docs/benchmarks.md, "Omni benchmarks").
 
 * **Errors** are ``InputError``s naming the file, the entry (``Where.item``) and the field, on one line.
 * **Options** are texts; a release that writes the labels into them (``"A. Apples."``, ``"(B) ..."``) has them
-  stripped, but only when every option of the question carries its own label in order, so an option that merely
-  starts with ``A`` (``"A man is talking"``) is kept whole.
+  stripped wherever it writes one, in order or not (``strip_option_labels``), but a label is a letter of the
+  question's with its punctuation, so an option that merely starts with ``A`` (``"A man is talking"``) is kept
+  whole, and a question writes labels only where most of its options carry one.
 * **Answers** become the correct option's label (``"A"``...), from a label, a labelled option text or the option
   text itself. A release that gives and scores the answer as the option's text (MMAU, MMAR: ``text_answered``) has a
   one-letter answer read as text, blank options left out and repeated ones merged (``merge_repeated_options``).
@@ -19,7 +20,14 @@ folder (docs/benchmarks.md, "Omni benchmarks").
   link included, is never read. A video file named as both an item's ``video`` and its ``audio`` is the video with
   its own soundtrack (docs/benchmarks.md, "A video's own soundtrack"): the converters never extract a soundtrack.
 * **Splits**: a split none of whose entries has an answer is skipped and reported (``Converted.skipped_splits``); an
-  entry without an answer in a split that has answers is an error naming it.
+  entry without an answer in a split that has answers is an error, or skipped as below.
+* **Skipped entries**: one unsound entry (an answer that is none of its options, a missing clip) never refuses the
+  release. A converter builds each entry with ``sound_entries``, which keeps the ``EntryError`` (an ``InputError``
+  raised through ``Where.error``) of an entry it cannot build as a ``Skipped``; ``write_release`` (``skip_unsound``)
+  adds those whose answer, media, item or id fail there, writes them to ``<out>/skipped.jsonl`` (one line each:
+  ``item_id``, ``file``, ``entry``, ``field``, ``reason``), counts them in the summary and in ``benchmark.json``
+  (``skipped_entries``) and refuses, with the first one's error, a release none of whose entries is sound. Errors
+  about the release as a whole (no question file, not a list) still refuse it.
 * **Text alternatives** (``Entry.text_alternatives``: modality -> a text stand-in the release gives, a transcript,
   a caption, subtitles) are written as the item field ``text_alternatives`` when ``WRITE_TEXT_ALTERNATIVES`` is on.
 """
@@ -31,10 +39,10 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -56,6 +64,8 @@ VIDEO_MAGIC = ((4, b"ftyp", (".mp4", ".mov", ".m4v")), (0, b"\x1a\x45\xdf\xa3", 
 """The signature of each embedded video container (offset, bytes) and the suffixes that name it."""
 AUDIO_MAGIC = ((b"RIFF", ".wav"), (b"ID3", ".mp3"), (b"fLaC", ".flac"), (b"OggS", ".ogg"), (b"\xff\xfb", ".mp3"),
                (b"\xff\xf3", ".mp3"), (b"\xff\xf2", ".mp3"))
+SKIPPED_FILE = "skipped.jsonl"
+"""The entries a converter left out, one JSON object a line (``Skipped``), beside ``items.jsonl``."""
 _LABEL_PREFIX = re.compile(r"^\s*[(\[]?([A-Z])\s*(?:[.):\]]|\)\.)\s*(.*)$", re.DOTALL)
 
 
@@ -63,15 +73,65 @@ _LABEL_PREFIX = re.compile(r"^\s*[(\[]?([A-Z])\s*(?:[.):\]]|\)\.)\s*(.*)$", re.D
 # Where an entry is, and reading the release's files
 # ---------------------------------------------------------------------------------------------------------------
 
+class EntryError(InputError):
+    """An ``InputError`` about one entry of a release (``Where.error``): that entry can be skipped, the rest kept
+    (``sound_entries``). ``reason`` is the message without the file, entry and field it is prefixed with."""
+
+    def __init__(self, message: str, *, file: Path, item: str, field: str | None, item_id: str | None):
+        super().__init__(message, file=file, item=item, field=field)
+        self.reason, self.item_id = message, item_id
+
+
 @dataclass(frozen=True)
 class Where:
-    """An entry of a release file, for errors: ``item`` as the user would find it (``entry 3 (video abc)``)."""
+    """An entry of a release file, for errors: ``item`` as the user would find it (``entry 3 (video abc)``), and its
+    item id once read (for ``skipped.jsonl``)."""
 
     file: Path
     item: str
+    item_id: str | None = None
 
-    def error(self, message: str, field_name: str | None = None) -> InputError:
-        return InputError(message, file=self.file, item=self.item, field=field_name)
+    def error(self, message: str, field_name: str | None = None) -> EntryError:
+        return EntryError(message, file=self.file, item=self.item, field=field_name, item_id=self.item_id)
+
+    def named(self, label: str, item_id: str) -> Where:
+        """This entry once its id is read: ``entry 3`` becomes ``entry 3 (<label> <item_id>)``."""
+        return Where(self.file, f"{self.item} ({label} {item_id})", item_id)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An entry left out of the benchmark and why: one line of ``skipped.jsonl`` (``item_id`` is None where the
+    entry's id could not be read)."""
+
+    item_id: str | None
+    file: str | None
+    entry: str | None
+    field: str | None
+    reason: str
+
+    @classmethod
+    def of(cls, error: EntryError) -> Skipped:
+        return cls(error.item_id, error.file, error.item, error.field, error.reason)
+
+    def error(self) -> InputError:
+        return InputError(self.reason, file=self.file, item=self.entry, field=self.field)
+
+
+Built = TypeVar("Built")
+
+
+def sound_entries(records: Iterable[tuple[Where, Any]],
+                  build: Callable[[Any, Where], Built]) -> tuple[list[Built], list[Skipped]]:
+    """``build(record, where)`` of each record, and a ``Skipped`` for each whose build raised an ``EntryError``: one
+    unsound entry is listed, never a reason to refuse the release (module doc)."""
+    kept, skipped = [], []
+    for where, record in records:
+        try:
+            kept.append(build(record, where))
+        except EntryError as exc:
+            skipped.append(Skipped.of(exc))
+    return kept, skipped
 
 
 def read_json(path: Path) -> Any:
@@ -121,16 +181,33 @@ def file_name(record: dict, key: str, where: Where) -> str:
 # Options and answers
 # ---------------------------------------------------------------------------------------------------------------
 
-def strip_option_labels(options: Sequence[str]) -> list[str]:
-    """The option texts without their labels, when every option starts with its own label in order (``A. ``,
-    ``(B)``, ``C)``, ``D:``); otherwise the options unchanged."""
-    stripped = []
-    for label, option in zip(LABELS, options, strict=False):
+def written_labels(options: Sequence[str]) -> list[str | None]:
+    """The label each option is written with (``A. ``, ``(B)``, ``C)``, ``D:``, ``A.text``), None where it has none:
+    one of the question's own labels (``A`` to the n-th letter), followed by its punctuation and some text. A first
+    word without that punctuation (``"A man is talking"``) or a letter past the question's labels (``"U.S. Army"`` in
+    four options) is no label."""
+    labels = LABELS[: len(options)]
+    found = []
+    for option in options:
         match = _LABEL_PREFIX.match(option)
-        if match is None or match.group(1) != label or not match.group(2).strip():
-            return list(options)
-        stripped.append(match.group(2).strip())
-    return stripped
+        found.append(match.group(1) if match and match.group(1) in labels and match.group(2).strip() else None)
+    return found
+
+
+def writes_labels(written: Sequence[str | None]) -> bool:
+    """Whether a question writes labels into its options: more than half of them carry one (``written_labels``)."""
+    return 2 * sum(label is not None for label in written) > len(written)
+
+
+def strip_option_labels(options: Sequence[str]) -> list[str]:
+    """The option texts without the labels the release writes into them (``written_labels``), wherever it writes
+    one, in order or not (``A. x``, ``B. y``, ``A. z``, ``B. w``): a question writes labels when more than half of
+    its options carry one, so a lone option that happens to start so (``"C.S. Lewis"``) is kept whole. Which option
+    is the answer is left to the caller: a written label never moves it (``answer_label``)."""
+    written = written_labels(options)
+    if not writes_labels(written):
+        return list(options)
+    return [_LABEL_PREFIX.match(o).group(2).strip() if label else o for o, label in zip(options, written, strict=True)]
 
 
 def option_texts(value: Any, where: Where, field_name: str, *, drop_blank: bool = False) -> list[str]:
@@ -262,6 +339,15 @@ class MediaLinker:
 
     def find(self, paths: Sequence[str], where: Where, field_name: str) -> Path:
         return find_file(paths, self.roots, where, field_name)
+
+    def check(self, ref: MediaRef, where: Where) -> None:
+        """Refuse (``where.error``) a medium that is neither a file under the roots nor a member of the release's
+        archives, without placing anything; bytes a cell embeds are checked when they are written."""
+        if ref.data is not None:
+            return
+        if find_file(ref.paths, self.roots, where, ref.field, required=not ref.archives) is None \
+                and ref.archives.find(ref.paths, where, ref.field) is None:
+            raise where.error(missing_media(ref.paths, self.roots, ref.archives.looked_in(ref.paths)), ref.field)
 
     def place(self, ref: MediaRef, where: Where) -> str:
         """The benchmark-relative path of the medium, linked (or copied, or written) into ``out/media`` once."""
@@ -398,7 +484,8 @@ class Entry:
 @dataclass
 class Converted:
     """What a converter wrote: items per split, distinct media files, the answerless splits skipped (their entry
-    counts), the items with a text stand-in per modality, and what the converter has to say (filters applied)."""
+    counts), the items with a text stand-in per modality, the entries skipped (``skipped.jsonl``) and what the
+    converter has to say (filters applied)."""
 
     out: Path
     splits: dict[str, int]
@@ -406,6 +493,7 @@ class Converted:
     skipped_splits: dict[str, int] = field(default_factory=dict)
     text_alternatives: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     @property
     def n_items(self) -> int:
@@ -416,7 +504,19 @@ class Converted:
         order = sorted(self.text_alternatives, key=lambda m: MEDIA.index(m) if m in MEDIA else len(MEDIA))
         alternatives = "".join(f"; a text stand-in for {m} on {self.text_alternatives[m]} of {self.n_items} items"
                                for m in order)
-        return f"wrote {self.n_items} items ({parts}) and {self.n_media} media files to {self.out}{alternatives}"
+        return (f"wrote {self.n_items} items ({parts}) and {self.n_media} media files to {self.out}{alternatives}"
+                f"{skipped_summary(self.skipped, self.out)}")
+
+
+def skipped_summary(skipped: Sequence[Skipped], out: Path) -> str:
+    """The summary's clause on the skipped entries: how many, the first few with their reasons, and where all are
+    listed; empty when none was."""
+    if not skipped:
+        return ""
+    shown = "; ".join(f"{s.entry}: {s.reason}" for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
+    n = len(skipped)
+    return (f"; skipped {n} entr{'y' if n == 1 else 'ies'} that could not be converted, each with its reason in "
+            f"{Path(out) / SKIPPED_FILE} ({shown})")
 
 
 def check_out(out: str | Path, converter: str, sources: Sequence[Source], overwrite: bool) -> None:
@@ -431,12 +531,15 @@ def release_sources(release: Path, media_root: str | Path | None) -> list[Source
 
 def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, name: str, release: Path,
                   media_root: str | Path | None = None, copy: bool = False, overwrite: bool = False,
-                  meta: dict | None = None, notes: Sequence[str] = ()) -> Converted:
+                  meta: dict | None = None, notes: Sequence[str] = (), skipped: Sequence[Skipped] = (),
+                  skip_unsound: bool = False) -> Converted:
     """Write the ``spectrum`` benchmark folder ``out`` from ``entries`` (module doc): built beside ``out`` and moved
-    into place when complete (``output_folder``), media only from under ``release`` and ``media_root``."""
+    into place when complete (``output_folder``), media only from under ``release`` and ``media_root``. ``skipped``:
+    the entries the converter could not build, written to ``skipped.jsonl``; with ``skip_unsound``, those whose
+    answer, media, item or id fail here are added to them, else such an entry refuses the release."""
     sources = release_sources(release, media_root)
     entries = list(entries)
-    chosen, skipped = _answered_splits(entries, release)
+    chosen, skipped_splits, skipped = _answered_splits(entries, list(skipped), release, skip_unsound)
     with building_folder(out, converter, overwrite=overwrite, sources=sources, prefix=f".{converter}-") as tmp:
         linker = MediaLinker(media_roots(release, media_root), tmp, copy)
         seen: dict[str, Where] = {}
@@ -444,39 +547,62 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
         stand_ins: dict[str, int] = {}
         with open(tmp / "items.jsonl", "w", encoding="utf-8") as f:
             for entry in entries:
-                if entry.split not in chosen:
+                if entry.split not in chosen or entry.answer is None:
                     continue
-                if entry.item_id in seen:
-                    first = seen[entry.item_id]
-                    raise entry.where.error(f"duplicate item id {entry.item_id!r} (first: {first.item} of "
-                                            f"{first.file})", "item_id")
+                try:
+                    line = _item_line(entry, name, linker, seen)
+                except EntryError as exc:
+                    if not skip_unsound:
+                        raise
+                    skipped.append(Skipped.of(exc))
+                    continue
                 seen[entry.item_id] = entry.where
-                line = _item_line(entry, name, linker)
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
                 counts[entry.split] = counts.get(entry.split, 0) + 1
                 for modality in line.get("text_alternatives", {}):
                     stand_ins[modality] = stand_ins.get(modality, 0) + 1
+        if not counts:
+            raise _none_sound(skipped)
         info = {"name": name, "protocol": "spectrum", "source": str(release), "n_items": sum(counts.values()),
                 "splits": counts, "generator": f"omnieval.datasets.omni.{converter.replace('-', '_')}",
                 **(meta or {})}
-        if skipped:
-            info["skipped_splits"] = skipped
+        if skipped_splits:
+            info["skipped_splits"] = skipped_splits
         if stand_ins:
             info["text_alternatives"] = stand_ins
+        if skipped:
+            info["skipped_entries"] = len(skipped)
+            write_skipped(tmp, skipped)
         (tmp / "benchmark.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return Converted(out=Path(out), splits=counts, n_media=len(linker.placed), skipped_splits=skipped,
-                     text_alternatives=stand_ins, notes=list(notes))
+    return Converted(out=Path(out), splits=counts, n_media=len(linker.placed), skipped_splits=skipped_splits,
+                     text_alternatives=stand_ins, notes=list(notes), skipped=skipped)
 
 
-def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str], dict[str, int]]:
-    """The splits to write and the answerless ones skipped (their entry counts); an entry without an answer in a
-    split that has answers is an error."""
+def write_skipped(folder: Path, skipped: Sequence[Skipped]) -> None:
+    """``folder/skipped.jsonl``: one JSON object a line per skipped entry (``Skipped``'s fields)."""
+    (folder / SKIPPED_FILE).write_text("".join(json.dumps(asdict(s), ensure_ascii=False) + "\n" for s in skipped),
+                                       encoding="utf-8")
+
+
+def _none_sound(skipped: Sequence[Skipped]) -> InputError:
+    """The error for a release none of whose entries could be converted: the first one's, with the count."""
+    first = skipped[0]
+    return InputError(f"none of the {len(skipped)} entries could be converted; the first: {first.reason}",
+                      file=first.file, item=first.entry, field=first.field)
+
+
+def _answered_splits(entries: Sequence[Entry], skipped: list[Skipped], release: Path,
+                     skip_unsound: bool) -> tuple[set[str], dict[str, int], list[Skipped]]:
+    """The splits to write, the answerless ones skipped (their entry counts), and ``skipped`` with each entry that
+    has no answer in a split that has answers added (``skip_unsound``; else such an entry is an error)."""
     totals: dict[str, int] = {}
     answered: dict[str, int] = {}
     for entry in entries:
         totals[entry.split] = totals.get(entry.split, 0) + 1
         answered[entry.split] = answered.get(entry.split, 0) + (entry.answer is not None)
     if not entries:
+        if skipped:
+            raise _none_sound(skipped)
         raise InputError("the release has no questions (after the filters given)", file=release)
     chosen = {s for s, n in answered.items() if n}
     if not chosen:
@@ -484,25 +610,38 @@ def _answered_splits(entries: Sequence[Entry], release: Path) -> tuple[set[str],
         raise first.where.error("no split has answers: nothing can be scored", first.release_field("answer"))
     for entry in entries:
         if entry.split in chosen and entry.answer is None:
-            raise entry.where.error(f"no answer, though split {entry.split!r} has answers",
-                                    entry.release_field("answer"))
-    return chosen, {s: n for s, n in totals.items() if s not in chosen}
+            error = entry.where.error(f"no answer, though split {entry.split!r} has answers",
+                                      entry.release_field("answer"))
+            if not skip_unsound:
+                raise error
+            skipped.append(Skipped.of(error))
+    return chosen, {s: n for s, n in totals.items() if s not in chosen}, skipped
 
 
-def _item_line(entry: Entry, name: str, linker: MediaLinker) -> dict:
-    """The item's ``items.jsonl`` line, validated as ``spectrum.Item``."""
-    media = {modality: [linker.place(r, entry.where) for r in ref] if isinstance(ref, list)
-             else linker.place(ref, entry.where) for modality, ref in entry.media.items()}
+def _item_line(entry: Entry, name: str, linker: MediaLinker, seen: dict[str, Where]) -> dict:
+    """The item's ``items.jsonl`` line, validated as ``spectrum.Item`` and its media found before any is placed, so
+    a skipped entry leaves no file behind; a second entry with an id already written is an error."""
+    where = Where(entry.where.file, entry.where.item, entry.item_id)
+    if entry.item_id in seen:
+        first = seen[entry.item_id]
+        raise where.error(f"duplicate item id {entry.item_id!r} (first: {first.item} of {first.file})", "item_id")
+    for ref in entry.media.values():
+        for one in ref if isinstance(ref, list) else [ref]:
+            linker.check(one, where)
     alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
     try:
         item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
-                    options=entry.options, answer=entry.answer, media=media, category=entry.category,
-                    task=entry.task, text_alternatives=alternatives or None,
+                    options=entry.options, answer=entry.answer, media={
+                        m: [f"{i}" for i in range(len(ref))] if isinstance(ref, list) else "."
+                        for m, ref in entry.media.items()},
+                    category=entry.category, task=entry.task, text_alternatives=alternatives or None,
                     evidence_modality=entry.evidence_modality,
                     breakdowns={k: v for k, v in entry.breakdowns.items() if v and v.strip()} or None)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"]]
         loc[:1] = [entry.release_field(loc[0])] if loc else []
-        raise entry.where.error(pydantic_message(err), ".".join(loc) or None) from None
-    return item.model_dump(mode="json", exclude_none=True)
+        raise where.error(pydantic_message(err), ".".join(loc) or None) from None
+    media = {modality: [linker.place(r, where) for r in ref] if isinstance(ref, list) else linker.place(ref, where)
+             for modality, ref in entry.media.items()}
+    return item.model_copy(update={"media": media}).model_dump(mode="json", exclude_none=True)

@@ -19,7 +19,14 @@ every metric, and ``donor_within: [category]`` draws a clip's donors from clips 
 Item ids are ``id``; the release has no splits (``all``) and no text stand-ins. As for MMAU (MMAR's
 ``evaluation.py`` scores as MMAU's does), the answer is always a choice's text, and blank choices (four questions
 end with one) are left out and repeated ones merged (``common.text_answered``), the questions so changed named in a
-note and in ``benchmark.json``.
+note and in ``benchmark.json``. ``breakdowns`` holds ``modality``, ``category`` and ``sub-category`` under those
+names: the three tables ``evaluation.py`` prints.
+
+**Unsound entries.** The first release's ``MMAR-meta.json`` (the one the Hugging Face copy ships) has five
+questions whose ``answer`` is none of their choices (entry 43's is ``"American\nColombian"``, both choices joined;
+others are a shortened choice); the current ``.jsonl`` corrects them. Each such entry, like any entry that cannot
+be converted (a missing clip), is skipped and listed with its reason in ``skipped.jsonl`` (``common``), the others
+converted.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     changed_options_note,
     check_out,
@@ -38,6 +46,7 @@ from omnieval.datasets.omni.common import (
     read_json,
     read_jsonl,
     release_sources,
+    sound_entries,
     text_answered,
     write_release,
 )
@@ -45,10 +54,13 @@ from omnieval.datasets.omni.common import (
 CONVERTER = "mmar"
 QUESTION_FILES = ("MMAR-meta.jsonl", "MMAR-meta.json")
 """The question file of the current release, then that of the first; the first found is read."""
+BREAKDOWNS = ("modality", "category", "sub-category")
+"""The fields MMAR's ``evaluation.py`` reports accuracy by, kept as the item's ``breakdowns`` under these names."""
 
 
-def read_mmar(release: Path) -> tuple[Path, list[Entry], list[str]]:
-    """The question file read, one ``Entry`` per question (module doc), and the ids whose choices were changed."""
+def read_mmar(release: Path) -> tuple[Path, list[Entry], list[str], list[Skipped]]:
+    """The question file read, one ``Entry`` per sound question (module doc), the ids whose choices were changed, and
+    the entries skipped (``common.sound_entries``)."""
     path = next((release / name for name in QUESTION_FILES if (release / name).is_file()), None)
     if path is None:
         raise InputError(f"neither {' nor '.join(QUESTION_FILES)} in the release folder", file=release)
@@ -59,20 +71,15 @@ def read_mmar(release: Path) -> tuple[Path, list[Entry], list[str]]:
         if not isinstance(data, list):
             raise InputError(f"expected a list of questions, got {type(data).__name__}", file=path)
         records = [(Where(path, f"entry {i}"), record) for i, record in enumerate(data)]
-    entries, changed = [], []
-    for where, record in records:
-        entry, was_changed = _entry(record, where)
-        entries.append(entry)
-        if was_changed:
-            changed.append(entry.item_id)
-    return path, entries, changed
+    built, skipped = sound_entries(records, _entry)
+    return path, [entry for entry, _ in built], [entry.item_id for entry, changed in built if changed], skipped
 
 
 def _entry(record, where: Where) -> tuple[Entry, bool]:
     if not isinstance(record, dict):
         raise where.error(f"expected an object, got {type(record).__name__}")
     item_id = field_text(record, "id", where)
-    where = Where(where.file, f"{where.item} (id {item_id})")
+    where = where.named("id", item_id)
     options, answer, changed = text_answered(record, "choices", "answer", where)
     return Entry(
         where=where, item_id=item_id, question=field_text(record, "question", where), options=options,
@@ -80,6 +87,7 @@ def _entry(record, where: Where) -> tuple[Entry, bool]:
         media={"audio": MediaRef("audio_path", (field_text(record, "audio_path", where),))},
         category=field_text(record, "modality", where, required=False),
         task=field_text(record, "category", where, required=False),
+        breakdowns={name: text for name in BREAKDOWNS if (text := field_text(record, name, where, required=False))},
         fields={"options": "choices", "media": "audio_path"}), changed
 
 
@@ -89,10 +97,11 @@ def convert_mmar(release: str | Path, out: str | Path, *, name: str = "mmar", me
     ``release`` and ``media_root`` (a folder holding ``audio/``)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    path, entries, changed = read_mmar(release)
+    path, entries, changed, skipped = read_mmar(release)
     meta: dict = {"question_file": path.name}
     notes = [changed_options_note(changed)] if changed else []
     if changed:
         meta["changed_options"] = changed
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, meta=meta, notes=notes)
+                         copy=copy, overwrite=overwrite, meta=meta, notes=notes, skipped=skipped,
+                         skip_unsound=True)

@@ -14,7 +14,10 @@ Fields: ``index``, ``task type`` (7 task types), ``audio type`` (speech, sound e
 audio) and ``image content`` (a model-written caption of the image). Item ids are the ``index``; ``category`` is
 ``task type``, ``task`` is ``audio type``; the text stand-ins are ``audio content`` for ``audio`` and ``image
 content`` for ``image`` (the release's text-alternative experiments). The split is the shard's for Parquet (the Hub
-calls the whole benchmark ``train``), else ``all``.
+calls the whole benchmark ``train``), else ``all``. ``breakdowns`` holds ``audio type`` in lower case (the table
+the release's ``calculate_metrics.py`` prints) and ``task type`` (its paper's). A question that cannot be converted
+(an answer that is none of its options, a missing file) is skipped and listed in ``skipped.jsonl`` (``common``), the
+others converted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     check_out,
     field_text,
@@ -36,6 +40,7 @@ from omnieval.datasets.omni.common import (
     option_texts,
     read_jsonl,
     release_sources,
+    sound_entries,
     write_release,
 )
 
@@ -43,14 +48,16 @@ CONVERTER = "omnibench"
 STAND_INS = {"audio": "audio content", "image": "image content"}
 
 
-def read_omnibench(release: Path) -> list[Entry]:
-    """One ``Entry`` per question of either layout (module doc)."""
+def read_omnibench(release: Path) -> tuple[list[Entry], list[Skipped]]:
+    """One ``Entry`` per sound question of either layout (module doc), and the questions skipped."""
     parquet = sorted((release / "data").glob("*.parquet")) if (release / "data").is_dir() else []
     jsonl = sorted((release / "dataset").glob("*.jsonl")) if (release / "dataset").is_dir() else []
     if parquet:
-        return [_entry(record, where, split) for record, where, split in _parquet_records(release / "data")]
+        return sound_entries(((where, (record, split)) for record, where, split in _parquet_records(release / "data")),
+                             lambda pair, where: _entry(pair[0], where, pair[1]))
     if len(jsonl) == 1:
-        return [_entry(record, Where(jsonl[0], f"line {n}"), "all") for n, record in read_jsonl(jsonl[0])]
+        return sound_entries(((Where(jsonl[0], f"line {n}"), record) for n, record in read_jsonl(jsonl[0])),
+                             lambda record, where: _entry(record, where, "all"))
     if len(jsonl) > 1:
         raise InputError(f"{len(jsonl)} question files under dataset/ ({', '.join(p.name for p in jsonl)}); give a "
                          "release folder with one", file=release / "dataset")
@@ -67,7 +74,7 @@ def _entry(record, where: Where, split: str) -> Entry:
     if not isinstance(record, dict):
         raise where.error(f"expected an object, got {type(record).__name__}")
     index = field_text(record, "index", where)
-    where = Where(where.file, f"{where.item} (index {index})")
+    where = where.named("index", index)
     raw_options = record.get("options")
     options = option_texts(raw_options, where, "options")
     return Entry(
@@ -76,8 +83,16 @@ def _entry(record, where: Where, split: str) -> Entry:
         media={"image": _medium(record, "image", where), "audio": _medium(record, "audio", where)},
         category=field_text(record, "task type", where, required=False),
         task=field_text(record, "audio type", where, required=False),
+        breakdowns=_breakdowns(record, where),
         text_alternatives={m: text for m, key in STAND_INS.items()
                            if (text := field_text(record, key, where, required=False))})
+
+
+def _breakdowns(record: dict, where: Where) -> dict[str, str]:
+    """``audio type`` as the release's ``calculate_metrics.py`` reports it (lower case), and ``task type``."""
+    audio = field_text(record, "audio type", where, required=False)
+    task = field_text(record, "task type", where, required=False)
+    return {k: v for k, v in (("audio type", audio and audio.lower()), ("task type", task)) if v}
 
 
 def _medium(record: dict, modality: str, where: Where) -> MediaRef:
@@ -96,5 +111,6 @@ def convert_omnibench(release: str | Path, out: str | Path, *, name: str = "omni
     under ``release`` and ``media_root`` (a folder holding ``mm_data/``)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    return write_release(read_omnibench(release), out, converter=CONVERTER, name=name, release=release,
-                         media_root=media_root, copy=copy, overwrite=overwrite)
+    entries, skipped = read_omnibench(release)
+    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)

@@ -17,13 +17,25 @@ whose steps does has no label, and the summary counts those.
 
 The mp4 is both the item's ``video`` and its ``audio`` (its own soundtrack, never extracted). Item ids are
 ``<video>/<n>``, n counting the video's questions from 0; ``category`` is ``question_type``, ``task`` is
-``video_type``. The release has no splits (``all``) and no text stand-ins. An option repeating an earlier one's text
-(one question of the release) is merged into it (``common.merge_repeated_options``), the label following.
+``video_type``; ``breakdowns`` holds ``audio_type`` and ``question_type``, the breakdowns the release's paper reports.
+The release has no splits (``all``) and no text stand-ins. An option repeating an earlier one's text (one question of
+the release) is merged into it (``common.merge_repeated_options``), the label following.
+
+**Written labels.** The labels the options are written with are stripped wherever written
+(``common.strip_option_labels``), also where they are out of order: a question written ``A. ...``, ``B. ...``,
+``A. an angry tone``, ``B. ...`` shows ``an angry tone`` as its third option, not ``C. A. an angry tone``. Such a
+label is a slip in the text, not a second name: ``correct_option`` names an option by its position (``C`` is the
+third, whatever letter it was written with), as the letters a model is asked for do; the questions so written are
+named in a note and in ``benchmark.json`` (``labels_out_of_order``) for review. A question that cannot be
+converted (an unknown step tag, an answer past its options, a missing video) is skipped and listed in
+``skipped.jsonl`` (``common``), the others converted.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from omnieval.core.schema import LABELS, InputError
@@ -32,6 +44,7 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     answer_label,
     changed_options_note,
@@ -43,7 +56,10 @@ from omnieval.datasets.omni.common import (
     option_texts,
     read_json,
     release_sources,
+    sound_entries,
     write_release,
+    writes_labels,
+    written_labels,
 )
 
 CONVERTER = "omnivideobench"
@@ -53,12 +69,26 @@ TAGS = ("vision", "audio")
 MISSPELLED = {"vison": "vision", "viison": "vision", "vsion": "vision",
               "aduio": "audio", "auido": "audio", "aodio": "audio"}
 """Step tags as the release misspells them (in ten of its 3,500-odd steps), and the tag each means."""
+BREAKDOWNS = ("audio_type", "question_type")
+"""The question fields OmniVideoBench's paper reports accuracy by, kept as the item's ``breakdowns``."""
 _BARE_LABEL = re.compile(r"^([A-Z]) (.+)$", re.DOTALL)
 
 
-def read_omnivideobench(release: Path) -> tuple[list[Entry], int, list[str]]:
-    """One ``Entry`` per question of ``release/data.json`` (module doc), how many have no evidence label, and the
-    questions whose repeated options were merged."""
+@dataclass
+class Read:
+    """What ``read_omnivideobench`` found: the entries, the entries skipped, how many questions have no evidence
+    label, the questions whose repeated options were merged and those whose written labels are out of order."""
+
+    entries: list[Entry] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    unlabelled: int = 0
+    merged: list[str] = field(default_factory=list)
+    relabelled: list[str] = field(default_factory=list)
+
+
+def read_omnivideobench(release: Path) -> Read:
+    """One ``Entry`` per sound question of ``release/data.json`` (module doc), each unsound question, or video, skipped
+    (``common.sound_entries``)."""
     qa = release / QA_FILE
     if not qa.is_file():
         raise InputError(f"no {QA_FILE} in the release folder (the release's README places data.json beside "
@@ -66,35 +96,51 @@ def read_omnivideobench(release: Path) -> tuple[list[Entry], int, list[str]]:
     data = read_json(qa)
     if not isinstance(data, list):
         raise InputError(f"expected a list of videos, got {type(data).__name__}", file=qa)
-    entries, unlabelled, merged = [], 0, []
-    for i, record in enumerate(data):
-        where = Where(qa, f"entry {i}")
-        if not isinstance(record, dict):
-            raise where.error(f"expected an object, got {type(record).__name__}")
-        video = file_name(record, "video", where)
-        questions = record.get("questions")
-        if not isinstance(questions, list) or not questions:
-            raise Where(qa, f"entry {i} (video {video})").error("expected a non-empty list of questions",
-                                                                "questions")
+    read = Read()
+    videos, read.skipped = sound_entries(((Where(qa, f"entry {i}"), r) for i, r in enumerate(data)), _video)
+    for video, video_type, questions in videos:
         clip = MediaRef("video", tuple(name.format(video) for name in VIDEO_NAMES))
-        video_type = field_text(record, "video_type", where, required=False)
-        for n, question in enumerate(questions):
-            at = Where(qa, f"{video}/{n}")
-            if not isinstance(question, dict):
-                raise at.error(f"expected an object, got {type(question).__name__}", f"questions[{n}]")
-            written = _without_bare_labels(option_texts(question.get("options"), at, "options"))
-            answer = answer_label(question.get("correct_option"), written, at, "correct_option")
-            options = merge_repeated_options(written)
-            if len(options) < len(written):
-                merged.append(f"{video}/{n}")
-            label = evidence_label(question.get("reasoning_steps"), at)
-            unlabelled += label is None
-            entries.append(Entry(
-                where=at, item_id=f"{video}/{n}", question=field_text(question, "question", at), options=options,
-                answer=merged_label(answer, written, options), media={"video": clip, "audio": clip},
-                category=field_text(question, "question_type", at, required=False), task=video_type,
-                evidence_modality=label, fields={"answer": "correct_option"}))
-    return entries, unlabelled, merged
+        records = ((Where(qa, f"{video}/{n}", f"{video}/{n}"), q) for n, q in enumerate(questions))
+        built, skipped = sound_entries(records, partial(_question, clip=clip, video_type=video_type))
+        read.skipped += skipped
+        for entry, merged, relabelled in built:
+            read.entries.append(entry)
+            read.unlabelled += entry.evidence_modality is None
+            read.merged += [entry.item_id] if merged else []
+            read.relabelled += [entry.item_id] if relabelled else []
+    return read
+
+
+def _video(record, where: Where) -> tuple[str, str | None, list]:
+    """A video's name, type and questions."""
+    if not isinstance(record, dict):
+        raise where.error(f"expected an object, got {type(record).__name__}")
+    video = file_name(record, "video", where)
+    questions = record.get("questions")
+    if not isinstance(questions, list) or not questions:
+        raise where.named("video", video).error("expected a non-empty list of questions", "questions")
+    return video, field_text(record, "video_type", where, required=False), questions
+
+
+def _question(question, at: Where, *, clip: MediaRef, video_type: str | None) -> tuple[Entry, bool, bool]:
+    """The question's entry, whether repeated options were merged, and whether its written labels are out of
+    order (module doc: the answer is ``correct_option``'s position all the same)."""
+    if not isinstance(question, dict):
+        raise at.error(f"expected an object, got {type(question).__name__}", "questions")
+    raw = question.get("options")
+    written = _without_bare_labels(option_texts(raw, at, "options"))
+    labels = written_labels([o.strip() for o in raw])
+    relabelled = writes_labels(labels) and any(label not in (None, LABELS[i]) for i, label in enumerate(labels))
+    answer = answer_label(question.get("correct_option"), written, at, "correct_option")
+    options = merge_repeated_options(written)
+    entry = Entry(
+        where=at, item_id=at.item_id, question=field_text(question, "question", at), options=options,
+        answer=merged_label(answer, written, options), media={"video": clip, "audio": clip},
+        category=field_text(question, "question_type", at, required=False), task=video_type,
+        evidence_modality=evidence_label(question.get("reasoning_steps"), at),
+        breakdowns={name: text for name in BREAKDOWNS if (text := field_text(question, name, at, required=False))},
+        fields={"answer": "correct_option"})
+    return entry, len(options) < len(written), relabelled
 
 
 def _without_bare_labels(options: list[str]) -> list[str]:
@@ -135,9 +181,15 @@ def convert_omnivideobench(release: str | Path, out: str | Path, *, name: str = 
     under ``release`` and ``media_root`` (a folder holding ``videos/``)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    entries, unlabelled, merged = read_omnivideobench(release)
-    notes = [f"{unlabelled} questions have no tagged reasoning step: no evidence label"] if unlabelled else []
-    notes += [changed_options_note(merged)] if merged else []
-    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, notes=notes,
-                         meta={"changed_options": merged} if merged else None)
+    read = read_omnivideobench(release)
+    notes = [f"{read.unlabelled} questions have no tagged reasoning step: no evidence label"] if read.unlabelled else []
+    notes += [changed_options_note(read.merged)] if read.merged else []
+    meta: dict = {"changed_options": read.merged} if read.merged else {}
+    if read.relabelled:
+        shown = ", ".join(read.relabelled[:5]) + (", ..." if len(read.relabelled) > 5 else "")
+        notes.append(f"{len(read.relabelled)} questions write option labels out of order ({shown}): the labels are "
+                     "stripped and correct_option read as the option's position")
+        meta["labels_out_of_order"] = read.relabelled
+    return write_release(read.entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                         copy=copy, overwrite=overwrite, notes=notes, meta=meta or None, skipped=read.skipped,
+                         skip_unsound=True)
