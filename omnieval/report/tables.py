@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from omnieval.report.blocks import Cell, Table, fmt, text_cell
+from omnieval.report.blocks import Cell, Table, excludes_zero, fmt, text_cell
 
 IDENTITY = ("run", "model", "prompt", "split", "scope")
 ROW_LABELS = {"run": "run", "model": "model", "prompt": "prompt", "split": "split", "scope": "scope"}
@@ -146,7 +146,7 @@ class MetricView:
         if has_ci and few_clusters(n_clusters):
             ci = f"{ci} {FEW_MARK}"
             title += f" ({FEW_MARK} fewer than {FEW_CLUSTERS} clusters: the interval is unreliable)"
-        strong = scale == "div" and has_ci and (low > 0 or high < 0)
+        strong = scale == "div" and excludes_zero(low, high)
         return Cell(text=fmt(value), ci=ci, title=title, sort=float(value), shade=shade(value, scale, vmax),
                     strong=strong, data=data)
 
