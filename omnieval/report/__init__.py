@@ -184,8 +184,7 @@ def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
         text += (" Paired differences (Comparisons, Significance), whose range is twice their metric's width: "
                  f"{_grouped(differences)}.")
     if notes:
-        joined = "; ".join(notes[metric] for metric in sorted(notes))
-        text += f" {joined[0].upper()}{joined[1:]}."
+        text += " In particular, " + "; ".join(notes[metric] for metric in sorted(notes)) + "."
     return text
 
 
