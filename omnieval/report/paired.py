@@ -112,7 +112,7 @@ def matrices(paired: pl.DataFrame, protocol: str, where=lambda split: f"split {s
                 cells += [pair_cell(index.get((a, b, model, prompt, m, k)), vmax) for m, k in mcols]
                 rows.append(cells)
             out.append(Table(
-                caption=f"Paired differences: {COMPARISONS[comparison]}, {where(split)}; each column one metric",
+                caption=f"Paired differences: {COMPARISONS[comparison]}, {where(split)}",
                 header=header + [_label(m, k) for m, k in mcols], rows=rows, name=f"paired-{comparison}",
                 note=None if out else MATRIX_NOTE))
     return out
