@@ -4,6 +4,7 @@ hand-made metrics tables of the protocols the demo does not run."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from html.parser import HTMLParser
@@ -288,7 +289,9 @@ def test_report_comparisons_equal_the_paired_and_power_tables(demo, demo_page):
         assert float(a["data-paired-value"]) == row["estimate"] and _close(cell["v"], row["estimate"])
         low, high, p = re.match(r"\[(\S+), (\S+)\] p=(\S+)", cell["ci"]).groups()
         assert _close(low, row["ci_low"]) and _close(high, row["ci_high"])
-        assert float(p) == pytest.approx(row["p_adjusted"], rel=5e-3, abs=1e-12)
+        assert float(p.removesuffix("*")) == pytest.approx(row["p_adjusted"], rel=5e-3, abs=1e-12)
+        assert p.endswith("*") == (row["p_adjusted"] < 0.05)  # the p's own mark, apart from bold
+        assert ("strong" in a["class"]) == (row["ci_low"] > 0 or row["ci_high"] < 0)  # bold: the interval
         assert cell["ci"].endswith("‡") == (row["n_clusters"] < FEW_CLUSTERS)
     assert len(seen) == len(paired) and {"models", "modes"} <= set(paired["comparison"])
     tests = [t for t in demo_page.tables if t["attrs"].get("data-table") == "tests"]
@@ -360,27 +363,37 @@ def test_legends_lie_inside_their_figures_and_bar_plots_name_their_x_axis(demo_r
 
 
 def test_header_states_the_range_of_every_value_shown(demo, demo_page, demo_report):
-    """The header's ranges hold for every value: fractions and differences in [-1, 1], disparity (a sum of two
-    differences) in [-2, 2], reliance (a ratio of a difference to an accuracy) at most 1 with no lower bound."""
-    text = (demo_report / "report.html").read_text()
+    """The header gives every metric shown the range its protocol declares (``ProtocolMetrics.bounds_of``) and every
+    value lies in it: fractions in [0, 1], differences in [-1, 1], disparity (a sum of two differences) in [-2, 2],
+    reliance (a ratio of a difference to an accuracy) at most 1 with no lower bound; the protocols' notes follow."""
+    from omnieval.stats.registry import REGISTRY
+
+    text = html.unescape((demo_report / "report.html").read_text())
     header = re.search(r"<header>(.*?)</header>", text, flags=re.S).group(1)
-    assert "differences of two fractions lie in [-1, 1]" in header
     assert "disparity, a sum of two differences, lies in [-2, 2]" in header
     assert "reliance" in header and "is at most 1 and has no lower bound" in header
-    bounds = {"disparity": (-2.0, 2.0), "reliance": (-np.inf, 1.0)}
+    sentence = re.search(r"Each metric's values lie in the range its protocol declares: (.*?)\.", header).group(1)
+    stated = {}
+    for group in sentence.split("; "):
+        names, where = re.match(r"(.*?) ((?:in|at most|at least) .*)$", group).groups()
+        stated.update(dict.fromkeys(names.split(", "), where))
+    expected = {"accuracy": "in [0, 1]", "shapley": "in [-1, 1]", "disparity": "in [-2, 2]",
+                "reliance": "at most 1"}
+    assert {m: stated[m] for m in expected} == expected
+    metrics = _demo_metrics(demo)
     for cell in demo_page.cells():
         a = cell["attrs"]
         if a.get("data-value"):
-            low, high = bounds.get(a["data-metric"], (-1.0, 1.0))
+            low, high = REGISTRY[a["data-protocol"]].bounds_of(a["data-metric"])
             assert low <= float(a["data-value"]) <= high, a
+            assert a["data-metric"] in stated, a
     # the header names only the metrics the runs have: a metrics folder without crossmodal has no disparity
-    metrics = _demo_metrics(demo)
     assert {"disparity", "reliance"} <= set(metrics["metric"].to_list())
     from omnieval.report import value_ranges
     from omnieval.report.build import load_runs
 
     alone = value_ranges(load_runs([str(demo / "spectrum" / "metrics")], resamples=50, seed=0, permutations=50))
-    assert "disparity" not in alone and "reliance" not in alone and "[-1, 1]" in alone
+    assert "disparity" not in alone and "reliance" not in alone and "intra" in alone and "in [-1, 1]" in alone
 
 
 def test_captions_mention_only_what_their_table_shows(demo_page):
@@ -541,7 +554,7 @@ def test_report_takes_a_stats_folder_beside_the_run(demo, tmp_path):
     assert report_command([str(root)], str(tmp_path / "out")) == 0
     page = ReportPage((tmp_path / "out" / "report.html").read_text())
     shown = [c for c in page.cells("data-field") if c["attrs"]["data-field"] == "p_adjusted"]
-    assert len(shown) == len(tests) and sum(c["v"] == "0.0123" for c in shown) == 1
+    assert len(shown) == len(tests) and sum(c["v"] == "0.0123*" for c in shown) == 1
 
 
 def test_report_from_predictions_computes_metrics_and_compares_runs(demo, tmp_path):

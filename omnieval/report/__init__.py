@@ -10,6 +10,7 @@ significance section when tests are found or can be computed from predictions.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from omnieval.core.store import local_folder
-from omnieval.report.blocks import Report, Section, Table, text_cell
+from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
 
 __all__ = ["build_report", "write_report", "report_command"]
@@ -119,11 +120,58 @@ def skipped_text(predictions) -> str:
     return "; ".join(out)
 
 
-def value_ranges(runs: list[Run]) -> str:
-    """The sentence on what values can be: fractions and their differences, plus the metrics of the runs that reach
-    beyond [-1, 1] (each protocol's ``VALUE_RANGES``; their definitions in docs/reference.md), by metric name."""
+def _range_text(bounds: tuple[float, float]) -> str:
+    low, high = bounds
+    if math.isfinite(low) and math.isfinite(high):
+        return f"in [{low:g}, {high:g}]"
+    if math.isfinite(high):
+        return f"at most {high:g}"
+    return f"at least {low:g}" if math.isfinite(low) else "unbounded"
+
+
+def _grouped(ranges: dict[str, tuple[float, float]]) -> str:
+    """``accuracy, chance in [0, 1]; intra, inter in [-1, 1]``: metrics grouped by their range, in order."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for metric, bounds in ranges.items():
+        groups.setdefault(bounds, []).append(metric)
+    return "; ".join(f"{', '.join(metrics)} {_range_text(bounds)}" for bounds, metrics in groups.items())
+
+
+def metric_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> tuple[dict, dict]:
+    """The range of every metric with a value in the runs (its protocol's ``ProtocolMetrics.bounds_of``), and of
+    every paired difference in ``inputs`` (``stats.intervals.difference_bounds`` of its metric's range): what the
+    header states, and what every value shown must lie in."""
+    from omnieval.stats.intervals import difference_bounds
+    from omnieval.stats.registry import REGISTRY, load_protocols
+
+    load_protocols()
+
+    def bounds(protocol: str, metric: str) -> tuple[float, float]:
+        spec = REGISTRY.get(protocol)
+        return spec.bounds_of(metric) if spec is not None else (-math.inf, math.inf)
+
+    values: dict[str, tuple[float, float]] = {}
+    for run in runs:
+        shown = run.metrics.filter(pl.col("value").is_not_null()).select("protocol", "metric").unique(
+            maintain_order=True)
+        for protocol, metric in shown.iter_rows():
+            values.setdefault(metric, bounds(protocol, metric))
+    differences: dict[str, tuple[float, float]] = {}
+    for data in inputs:
+        if data.paired is not None and not data.paired.is_empty():
+            for protocol, metric in data.paired.select("protocol", "metric").unique(maintain_order=True).iter_rows():
+                differences.setdefault(metric, difference_bounds(bounds(protocol, metric)))
+    return values, differences
+
+
+def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
+    """The sentence on what values can be, built from each protocol's declared bounds (``metric_ranges``): every
+    metric shown with its range, every paired difference with its own (a difference of two gains in [-1, 1] can
+    reach 2), then the protocols' notes on the metrics whose range needs a word (``VALUE_RANGES``; their
+    definitions in docs/reference.md)."""
     from omnieval.protocols import protocol_attribute
 
+    values, differences = metric_ranges(runs, inputs)
     notes: dict[str, str] = {}
     for run in runs:
         for protocol, metrics in run.metrics.group_by("protocol", maintain_order=True).agg(pl.col("metric").unique()) \
@@ -131,9 +179,13 @@ def value_ranges(runs: list[Run]) -> str:
             for metric, note in protocol_attribute(protocol, "VALUE_RANGES").items():
                 if metric in metrics:
                     notes.setdefault(metric, note)
-    beyond = [notes[metric] for metric in sorted(notes)]
-    return ("Values are fractions in [0, 1] and differences of two fractions lie in [-1, 1]"
-            + "".join(f"; {b}" for b in beyond) + ".")
+    text = f"Each metric's values lie in the range its protocol declares: {_grouped(values)}."
+    if differences:
+        text += (" Paired differences (Comparisons, Significance), whose range is twice their metric's width: "
+                 f"{_grouped(differences)}.")
+    if notes:
+        text += " In particular, " + "; ".join(notes[metric] for metric in sorted(notes)) + "."
+    return text
 
 
 def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
@@ -174,10 +226,11 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         sections.append(tests)
     levels = sorted({f'{float(r.info.get("metrics", {}).get("confidence_level", 0.95)) * 100:g}%' for r in runs})
     intro = [
-        f"{value_ranges(runs)} Beneath each value: its {_join(levels)} clustered bootstrap interval over the "
-        "resampling unit of the runs table; hover a value for its exact value, interval, n and clusters. Click a "
-        "column header to sort.",
+        f"{value_ranges(runs, per_protocol)} Beneath each value: its {_join(levels)} clustered bootstrap interval "
+        "over the resampling unit of the runs table; hover a value for its exact value, interval, n and clusters. "
+        "Click a column header to sort.",
         "Colour: cividis for accuracies and rates, purple-orange around 0 for signed differences.",
+        MARKS,
     ]
     if any(((r.metrics["n_clusters"] > 0) & (r.metrics["n_clusters"] < FEW_CLUSTERS)).any() for r in runs):
         intro.append(f"{FEW_MARK} after an interval: it rests on fewer than {FEW_CLUSTERS} clusters (the resampling "

@@ -108,5 +108,24 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2e}" if p < 1e-3 else f"{p:.3g}"
 
 
+ALPHA = 0.05
+P_MARK = "*"
+MARKS = (f"One rule marks differences throughout: bold when the 95% interval excludes 0. A p-value is a separate "
+         f"test (permutation or bootstrap, Benjamini-Hochberg adjusted) and carries {P_MARK} when below {ALPHA}; "
+         "with few clusters the two can disagree (a permutation test over c clusters cannot go below 2 / 2^c).")
+"""The report's one rule for what stands out, stated in its header and followed by every table."""
+
+
+def excludes_zero(low: float | None, high: float | None) -> bool:
+    """The marking rule: an interval that lies wholly above or below 0."""
+    return low is not None and high is not None and math.isfinite(low) and math.isfinite(high) \
+        and (low > 0 or high < 0)
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as ``fmt_p`` writes it, ``P_MARK`` after it when below ``ALPHA``."""
+    return fmt_p(p) + (P_MARK if p is not None and math.isfinite(p) and p < ALPHA else "")
+
+
 def text_cell(text: str, *, header: bool = False, title: str | None = None, sort: str | float | None = None) -> Cell:
     return Cell(text=text, header=header, title=title, sort=text if sort is None else sort)

@@ -63,6 +63,18 @@ class ProtocolInput:
     runs: list[str]
     paired: pl.DataFrame | None = None
     power: pl.DataFrame | None = None
+    benchmarks: dict[str, str] = field(default_factory=dict)  # run label -> its benchmark's name (``benchmark_name``)
+
+    def where(self, split: str) -> str:
+        """A split named with its benchmark: ``mmau, split test-mini``; the split alone when no run of it names
+        its benchmark. Several benchmarks of one split are all named."""
+        names = self.benchmarks_of(split)
+        return f"{', '.join(names)}, split {split}" if names else f"split {split}"
+
+    def benchmarks_of(self, split: str) -> list[str]:
+        """The benchmarks of the runs whose metrics hold ``split``, in order of first appearance."""
+        runs = self.metrics.filter(pl.col("split") == split)["run"].unique(maintain_order=True).to_list()
+        return list(dict.fromkeys(self.benchmarks[r] for r in runs if self.benchmarks.get(r)))
 
 
 def _walk(folder: Path | StoredPath, depth: int = 0):
@@ -264,8 +276,25 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
         info = dict(record)
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
+        info["benchmark_name"] = benchmark_name(record)
         runs.append(Run(label, source, metrics, predictions, tests, info, paired))
     return runs
+
+
+def benchmark_name(record: dict) -> str | None:
+    """The name of the benchmark a run used: ``name`` in the ``benchmark.json`` of the folder its config names
+    (what a converter or ``datasets synth`` writes), else that folder's name; None for a run without a record.
+    The report names benchmarks by it, not by split: two releases can share a split name (``all``)."""
+    config = record.get("config")
+    folder = config.get("benchmark") if isinstance(config, dict) else None
+    if not isinstance(folder, str) or not folder:
+        return None
+    try:
+        doc = stored_path(folder) / "benchmark.json"
+        name = json.loads(doc.read_text()).get("name") if doc.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, ValueError, AttributeError):
+        name = None
+    return str(name) if isinstance(name, str) and name else folder.rstrip("/").rsplit("/", 1)[-1] or None
 
 
 def run_cluster(minfo: dict, cluster=None):
@@ -277,10 +306,12 @@ def run_cluster(minfo: dict, cluster=None):
 
 def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
     """Several runs' predictions as one table for the tests and paired differences, each run's models kept apart
-    (``<run>:<model>``) except across prompt styles: a sweep writes each model's prompts to sibling runs
-    (``<entry>/<model>/zs``, ``.../cot``), and those are one model whose ``cot - zs`` pairs the report must form,
-    so a run holding one prompt whose label ends with it is named by the rest of its label. Where that would put
-    two rows of one (model, prompt, mode, instance) together, every run keeps its full label."""
+    (``<run>:<model>``, or the run alone where its label already ends with the model's name, as a sweep's
+    ``<entry>/<model>`` does: the pair labels stay short enough to read) except across prompt styles: a sweep
+    writes each model's prompts to sibling runs (``<entry>/<model>/zs``, ``.../cot``), and those are one model
+    whose ``cot - zs`` pairs the report must form, so a run holding one prompt whose label ends with it is named by
+    the rest of its label. Where that would put two rows of one (model, prompt, mode, instance) together, every run
+    keeps its full label."""
     prompts = predictions.group_by("run").agg(pl.col("prompt").unique())
     base = {}
     for run, ps in prompts.iter_rows():
@@ -289,8 +320,10 @@ def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
 
     def named(labels: dict[str, str]) -> pl.DataFrame:
         prefix = pl.col("run").replace_strict(labels, return_dtype=pl.Utf8)
+        names_model = (prefix == pl.col("model")) | prefix.str.ends_with(pl.lit("/") + pl.col("model"))
         return predictions.with_columns(
-            model=pl.when(prefix == "").then(pl.col("model")).otherwise(prefix + pl.lit(":") + pl.col("model")))
+            model=pl.when(prefix == "").then(pl.col("model")).when(names_model).then(prefix)
+            .otherwise(prefix + pl.lit(":") + pl.col("model")))
 
     pooled = named(base)
     key = [c for c in ("model", "prompt", "mode", "instance_id") if c in pooled.columns]
@@ -342,5 +375,29 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             tests = stats_table(renamed, permutations=permutations, seed=seed, cluster=unit)
             paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations, cluster=unit)
             power = power_table(renamed, cluster=unit)
-        out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power))
+            tests, paired = without_unshown_ensemble(metrics, tests, paired)
+        benchmarks = {r.label: r.info.get("benchmark_name") for r in members if r.info.get("benchmark_name")}
+        out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power,
+                                 benchmarks))
     return out
+
+
+def without_unshown_ensemble(metrics: pl.DataFrame, tests: pl.DataFrame | None,
+                             paired: pl.DataFrame | None) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The tests and paired differences without the rows of a majority-vote ``ensemble`` the metrics do not show,
+    their p-values adjusted again among the rows kept. Pooling several runs' predictions (one model each, as a
+    sweep writes them) makes a protocol that votes (spectrum) add an ensemble of the runs' models that no run
+    computed: its differences would stand under a heading whose accuracy table has no ensemble row."""
+    from omnieval.stats import paired as stats_paired
+    from omnieval.stats import significance
+
+    ensemble = "ensemble"
+    if ensemble in metrics["model"].to_list():
+        return tests, paired
+    if tests is not None and not tests.is_empty():
+        names = pl.col("model").str.split(" vs ")
+        tests = significance.adjust_p(tests.filter(~names.list.contains(ensemble)))
+    if paired is not None and not paired.is_empty():
+        shown = ~pl.any_horizontal(pl.col(c) == ensemble for c in ("a", "b", "model"))
+        paired = stats_paired.adjust_p(paired.filter(shown))
+    return tests, paired

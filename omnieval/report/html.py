@@ -46,7 +46,7 @@ thead tr:last-child th { cursor: pointer; user-select: none; }
 thead tr:last-child th:hover { background: #e6e6e2; }
 thead th[aria-sort="ascending"]::after { content: " \\25B2"; font-size: .7em; }
 thead th[aria-sort="descending"]::after { content: " \\25BC"; font-size: .7em; }
-tbody th { text-align: left; font-weight: 600; white-space: nowrap; }
+tbody th { text-align: left; font-weight: 600; max-width: 22em; overflow-wrap: break-word; }
 td.num { text-align: right; white-space: nowrap; }
 td.text { text-align: left; }
 td .ci { display: block; font-size: .74em; color: #333; }

@@ -9,15 +9,16 @@ import math
 import polars as pl
 
 from omnieval.protocols import protocol_attribute
-from omnieval.report.blocks import Cell, Note, Section, Table, fmt, fmt_p, text_cell
+from omnieval.report.blocks import Cell, Note, Section, Table, excludes_zero, fmt, fmt_p, p_text, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, clusters_of, few_clusters, shade
 
-ALPHA = 0.05
-MATRIX_NOTE = ("Each cell: a minus b on the items both answered, its 95% clustered bootstrap interval from the "
-               "metrics' own resamples, and the Benjamini-Hochberg adjusted p (permutation test for accuracy of one "
-               f"condition, bootstrap otherwise); bold: adjusted p < {ALPHA}. Hover for the raw p, the per-item "
-               "correlation of the two sides and the item count.")
+MATRIX_NOTE = ("Each cell: a minus b of the column's metric on the items both answered (accuracy <condition>: that "
+               "condition's accuracy alone, not pooled over conditions as the Significance section's model pairs "
+               "are), its 95% clustered bootstrap interval from the metrics' own resamples, and the "
+               "Benjamini-Hochberg adjusted p (permutation test for accuracy of one condition, bootstrap otherwise); "
+               "bold: the interval excludes 0; *: adjusted p < 0.05. Hover for the raw p, the per-item correlation "
+               "of the two sides and the item count.")
 COMPARISONS = {"models": "model pairs", "prompts": "prompt styles", "modes": "multiple-choice vs open-ended"}
 
 
@@ -53,12 +54,13 @@ def _mode_columns(g: pl.DataFrame) -> list[tuple[str, str]]:
 
 
 def pair_cell(row: dict | None, vmax: float) -> Cell:
-    """The difference, its interval and BH-adjusted p beneath it; bold where the adjusted p < ALPHA."""
+    """The difference, its interval and BH-adjusted p beneath it; bold where the interval excludes 0 (the report's
+    one rule, ``blocks.MARKS``), the p marked apart."""
     if row is None or row["estimate"] is None:
         return Cell(text="—")
     est, low, high, padj = row["estimate"], row["ci_low"], row["ci_high"], row["p_adjusted"]
-    ci = f"[{fmt(low)}, {fmt(high)}] p={fmt_p(padj)}" if low is not None and high is not None else \
-        f"p={fmt_p(padj)}"
+    ci = f"[{fmt(low)}, {fmt(high)}] p={p_text(padj)}" if low is not None and high is not None else \
+        f"p={p_text(padj)}"
     few = few_clusters(clusters_of(row))
     if few:
         ci = f"{ci} {FEW_MARK}"
@@ -71,10 +73,12 @@ def pair_cell(row: dict | None, vmax: float) -> Cell:
              f"correlation {corr}; {row['n_items']} items" + _in_clusters(row)
              + (f" ({FEW_MARK} fewer than {FEW_CLUSTERS} clusters: the interval is unreliable)" if few else ""))
     return Cell(text=fmt(est), ci=ci, title=title, sort=float(est), shade=shade(est, "div", vmax),
-                strong=padj is not None and padj < ALPHA, data=data)
+                strong=excludes_zero(low, high), data=data)
 
 
-def matrices(paired: pl.DataFrame, protocol: str) -> list[Table]:
+def matrices(paired: pl.DataFrame, protocol: str, where=lambda split: f"split {split}") -> list[Table]:
+    """Per comparison and split, a matrix of pairs x headline metrics; ``where`` names a split (with its
+    benchmark: ``ProtocolInput.where``)."""
     cols = _columns(paired, protocol)
     if not cols:
         return []
@@ -108,7 +112,7 @@ def matrices(paired: pl.DataFrame, protocol: str) -> list[Table]:
                 cells += [pair_cell(index.get((a, b, model, prompt, m, k)), vmax) for m, k in mcols]
                 rows.append(cells)
             out.append(Table(
-                caption=f"Paired differences: {COMPARISONS[comparison]}, split {split}",
+                caption=f"Paired differences: {COMPARISONS[comparison]}, {where(split)}",
                 header=header + [_label(m, k) for m, k in mcols], rows=rows, name=f"paired-{comparison}",
                 note=None if out else MATRIX_NOTE))
     return out
@@ -173,7 +177,7 @@ def section(inputs: list[ProtocolInput]) -> Section | None:
     for data in inputs:
         blocks: list = []
         if data.paired is not None and not data.paired.is_empty():
-            blocks += matrices(data.paired, data.protocol)
+            blocks += matrices(data.paired, data.protocol, data.where)
             blocks.append(long_table(data.paired, data.protocol))
         table = power_table(data.power)
         if table is not None:

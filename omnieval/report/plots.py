@@ -75,9 +75,14 @@ def _errors(points) -> tuple[list[float], list[list[float]]]:
 
 
 def _legend(fig, axes, n: int) -> None:
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        _fit_legend(fig, handles, labels, min(4, max(1, n)))
+    """One legend for every panel: each label once, from whichever panel draws it (panels of different
+    benchmarks hold different runs; the first panel's labels alone would name its runs under every panel)."""
+    found: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    if found:
+        _fit_legend(fig, list(found.values()), list(found), min(4, max(1, n, len(found))))
 
 
 def _fit_legend(fig, handles, labels, ncols: int) -> None:

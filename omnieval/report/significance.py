@@ -9,11 +9,10 @@ import math
 import polars as pl
 
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
-from omnieval.report.blocks import Cell, Section, Table, fmt, fmt_p, text_cell
+from omnieval.report.blocks import Cell, Section, Table, excludes_zero, fmt, fmt_p, p_text, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import shade
 
-ALPHA = 0.05
 TEST_NAMES = {
     "wilcoxon": "Wilcoxon signed-rank over anchors (accuracy drops of two modalities)",
     "friedman": "Friedman across models, anchors as blocks",
@@ -62,35 +61,40 @@ def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, 
 
 
 def tests_table(tests: pl.DataFrame, protocol: str, paired: pl.DataFrame | None = None) -> Table:
+    """Every test, with the paired difference's interval where the test compares one accuracy. The estimate is
+    bold where that interval excludes 0 (the report's one rule, ``blocks.MARKS``); the adjusted p is marked apart."""
     header = ["test", "comparison", "model", "prompt", "split", "statistic", "estimate", "95% CI", "p", "p (BH)",
               "n"]
     intervals = _intervals(tests, paired)
     rows = []
     for row in tests.iter_rows(named=True):
-        significant = row["p_adjusted"] is not None and row["p_adjusted"] < ALPHA
         ci = intervals.get((row["test"], row["comparison"], row["model"], row["prompt"], row["split"]))
         rows.append([
             text_cell(row["test"], header=True, title=TEST_NAMES.get(row["test"], row["test"])),
             text_cell(str(row["comparison"])), text_cell(str(row["model"])), text_cell(str(row["prompt"])),
             text_cell(str(row["split"])),
             _num_cell(row, "statistic", fmt(row["statistic"])),
-            _num_cell(row, "estimate", fmt(row["estimate"])),
+            _num_cell(row, "estimate", fmt(row["estimate"]), strong=bool(ci) and excludes_zero(*ci)),
             Cell(text=f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "—", sort=ci[0] if ci else None,
                  title="95% clustered bootstrap interval of the paired difference (stats.paired)" if ci else None),
             _num_cell(row, "p_value", fmt_p(row["p_value"])),
-            _num_cell(row, "p_adjusted", fmt_p(row["p_adjusted"]), strong=significant),
+            _num_cell(row, "p_adjusted", p_text(row["p_adjusted"])),
             Cell(text=str(row["n"]), sort=float(row["n"])),
         ])
     return Table(caption=f"Significance tests ({protocol}); 95% CI: the paired difference's interval where the test "
                          "compares one accuracy; p (BH): Benjamini-Hochberg adjusted within each test "
-                         f"family; bold: adjusted p < {ALPHA}", header=header, rows=rows, name="tests",
+                         "family; bold: the interval excludes 0; *: adjusted p < 0.05", header=header, rows=rows,
+                 name="tests",
                  collapsed=len(rows) > 40)
 
 
-def pair_matrices(tests: pl.DataFrame) -> list[Table]:
-    """Per prompt x split, the models' paired differences over all conditions: cell (a, b) = accuracy of a minus b,
-    with the adjusted p beneath it."""
-    pairs = tests.filter((pl.col("test") == "permutation_models") & (pl.col("comparison") == "all"))
+def pair_matrices(tests: pl.DataFrame, where=lambda split: f"split {split}") -> list[Table]:
+    """Per prompt x split (``where`` names it with its benchmark), the models' paired differences pooled over all
+    conditions: cell (a, b) = accuracy of a minus b over every instance, with the adjusted p beneath it. Not the
+    Comparisons section's per-condition accuracy: the caption says so, as the two differ. No interval exists for
+    the pooled difference, so no cell is bold (the report's one rule); the p carries its own mark."""
+    models_tests = tests.filter(pl.col("test") == "permutation_models")
+    pairs = models_tests.filter(pl.col("comparison") == "all")
     out = []
     for (prompt, split), g in sorted(pairs.partition_by(["prompt", "split"], as_dict=True).items()):
         models: list[str] = []
@@ -115,20 +119,23 @@ def pair_matrices(tests: pl.DataFrame) -> list[Table]:
                     continue
                 est = sign * row["estimate"]
                 padj = row["p_adjusted"]
-                cell = _num_cell(row, "estimate", fmt(est), strong=padj is not None and padj < ALPHA, scale="div",
-                                 vmax=vmax, value=est)
+                cell = _num_cell(row, "estimate", fmt(est), scale="div", vmax=vmax, value=est)
                 cell.data["orientation"] = f"{a} - {b}"
-                cell.ci = f"p={fmt_p(padj)}"
+                cell.ci = f"p={p_text(padj)}"
                 cell.title = (f"{a} minus {b}: {est:+.4f} mean per-item accuracy difference over all conditions, "
                               f"paired sign-flip permutation test p = {fmt_p(row['p_value'])}, BH-adjusted "
                               f"p = {fmt_p(padj)}, n = {row['n']} items")
                 cells.append(cell)
             rows.append(cells)
-        out.append(Table(caption=f"Model pairs, prompt {prompt}, split {split}", header=["model", *models],
-                         rows=rows, name="pairs",
-                         note="Row minus column: mean per-item accuracy difference over all conditions, with the "
-                              "BH-adjusted p of the paired sign-flip permutation test beneath; bold: adjusted "
-                              f"p < {ALPHA}."))
+        conditions = sorted(set(models_tests.filter((pl.col("prompt") == prompt) & (pl.col("split") == split)
+                                                    & (pl.col("comparison") != "all"))["comparison"].to_list()))
+        pooled = f"all {len(conditions)} conditions" if conditions else "all conditions"
+        out.append(Table(caption=f"Model pairs, prompt {prompt}, {where(split)}: accuracy pooled over {pooled}",
+                         header=["model", *models], rows=rows, name="pairs",
+                         note=f"Row minus column: mean per-item accuracy difference pooled over {pooled} "
+                              f"({', '.join(conditions)}), not one condition's accuracy as in Comparisons, with the "
+                              "BH-adjusted p of the paired sign-flip permutation test beneath (*: below 0.05); no "
+                              "interval, so nothing is bold."))
     return out
 
 
@@ -144,7 +151,7 @@ def section(inputs: list[ProtocolInput]) -> Section | None:
 
             blocks.append(Note(f"Runs compared: {', '.join(data.runs)}. Models are named run:model; the paired tests "
                                "match instances across runs by item and condition."))
-        blocks.extend(pair_matrices(tests))
+        blocks.extend(pair_matrices(tests, data.where))
         blocks.append(tests_table(tests, data.protocol, data.paired))
         subs.append(Section(f"significance-{data.protocol}", f"Significance: {data.protocol}", blocks=blocks))
     if not subs:

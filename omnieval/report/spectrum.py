@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from omnieval.report import plots
-from omnieval.report.blocks import Figure, Section, Table, text_cell
+from omnieval.report.blocks import Figure, Section, Table, fmt, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, Col, MetricView, error_cols, plot_series
 
@@ -125,7 +125,7 @@ def section(data: ProtocolInput) -> Section | None:
     if labelled:
         sec.subsections.append(Section(f"{NAME}-evidence", "By evidence label", blocks=labelled))
     sec.subsections += _breakdown_sections(view)
-    figure = _gains(view)
+    figure = _gains(view, data)
     if figure is not None:
         sec.blocks.append(figure)
     rest = view.leftover_table()
@@ -141,7 +141,7 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
     if not recs:
         return None
     ident = [c for c in ("run", "model", "prompt", "split") if c == "model" or len(view.order[c]) > 1]
-    header = ident + ([scope_label] if scoped else []) + ["dependency"]
+    header = ident + ([scope_label] if scoped else []) + ["dependency", "why"]
     rows = []
     for r in sorted(recs, key=lambda r: tuple(view.order[c][r[c]] for c in ("run", "model", "prompt", "split",
                                                                             "scope"))):
@@ -149,32 +149,79 @@ def _dependency_table(view: MetricView, scope, caption: str, scoped: bool = Fals
         if scoped:
             cells.append(text_cell(r["scope"], header=True))
         cells.append(view.cell(r, None, label=r["leaf"]))
+        cells.append(text_cell(dependency_reason(view, r)))
         rows.append(cells)
     return Table(caption=caption, header=header, rows=rows, name="dependency" + (f"-{scope_label}" if scoped else ""),
                  note=None if scoped else "<m>-intra: the 95% interval of intra[m] lies above 0 (joined by +); "
                                           "at-chance: no modality's does and accuracy with every modality is not "
                                           "above chance either; inter-only: no modality's does, but the model is "
-                                          "above chance. Each modality is one uncorrected 95% interval: with k "
+                                          "above chance (also what a model answering from what no shuffle "
+                                          "replaces gets); 'why' lists the intervals the label rests on. Each "
+                                          "modality is one uncorrected 95% interval: with k "
                                           f"modalities a model relying on none gets some <m>-intra up to k x 2.5% of "
                                           f"the time. {FEW_MARK}: fewer than {FEW_CLUSTERS} clusters.")
 
 
-def _gains(view: MetricView) -> Figure | None:
+def dependency_reason(view: MetricView, rec: dict) -> str:
+    """Why a label was given, from the rows beside it: each modality's ``intra`` interval, those above 0 first,
+    and for ``at-chance`` / ``inter-only`` the accuracy with every modality against chance. A label whose
+    modalities differ from the shown intervals above 0 says so: the label reads the percentile interval of the
+    resamples (docs/reference.md), the table the run's interval method."""
+    ident = {c: rec[c] for c in ("run", "model", "prompt", "split", "scope")}
+    intervals = {}
+    for leaf in _modalities(view, "intra"):
+        row = view.get(ident, "intra", leaf)
+        if row is not None and row["ci_low"] is not None and row["ci_high"] is not None:
+            intervals[leaf] = (row["ci_low"], row["ci_high"])
+    above = [m for m, (low, _) in intervals.items() if low > 0]
+    text = "; ".join(f"{m} [{fmt(lo)}, {fmt(hi)}]" for m, (lo, hi) in intervals.items())
+    label = rec["leaf"]
+    if label in ("at-chance", "inter-only"):
+        normal, chance = view.get(ident, "accuracy", "normal"), view.get(ident, "chance", "")
+        against = (f"; accuracy normal {fmt(normal['value'])} [{fmt(normal['ci_low'])}, {fmt(normal['ci_high'])}] vs "
+                   f"chance {fmt(chance['value'])}") if normal is not None and chance is not None else ""
+        why = f"no intra interval above 0 ({text}){against}"
+    else:
+        why = f"intra intervals: {text}"
+    labelled = [] if label in ("at-chance", "inter-only") else [p.removesuffix("-intra") for p in label.split("+")]
+    if intervals and sorted(labelled) != sorted(above):
+        why += (f"; the shown intervals above 0 are {', '.join(above) or 'none'}: the label reads the percentile "
+                "interval of the resamples")
+    return why
+
+
+def _gains(view: MetricView, data: ProtocolInput) -> Figure | None:
     """What each modality alone buys over random (``intra``, with its interval), every modality of the benchmark
-    side by side (image, video, audio, text): one panel per split, one bar per model and prompt style, a model's
-    colour kept across its prompt styles (the hatch tells them apart). An audio-reliant model stands out on audio,
+    side by side (image, video, audio, text; those it has): one panel per benchmark and split (named by the
+    benchmark, so two releases' runs never share a panel), one bar per model and prompt style, a model's colour kept
+    across prompt styles and panels (the hatch tells prompts apart). An audio-reliant model stands out on audio,
     where a single x-y scatter of one medium against text would have put it at the origin beside a random one."""
     modalities = _modalities(view, "intra")
     if not modalities:
         return None
     panels = []
+    several = len(view.order["split"]) > 1 or len(set(data.benchmarks.values())) > 1
     for split in view.distinct("split"):
-        series = plot_series(view, "intra", modalities, split=split)
-        if series:
-            panels.append((f"split {split}" if len(view.order["split"]) > 1 else "", "m only - random", series,
-                           "modality m"))
+        for name, runs in _runs_by_benchmark(view, data, split):
+            present = {rec["leaf"] for rec in view.records if rec["metric"] == "intra" and rec["split"] == split
+                       and rec["scope"] == "" and rec["run"] in runs}
+            series = plot_series(view, "intra", [m for m in modalities if m in present], split=split, runs=runs)
+            if series:
+                title = (f"{name}, split {split}" if name else f"split {split}") if several else ""
+                panels.append((title, "m only - random", series, "modality m"))
     if not panels:
         return None
     return Figure("spectrum-gains", "What each modality alone buys: accuracy with only m kept minus accuracy with "
-                                    "every modality shuffled (intra), per modality, with 95% intervals",
+                                    "every modality shuffled (intra), per modality, with 95% intervals; one panel "
+                                    "per benchmark and split",
                   plots.bar_panels(panels, ncols=min(3, len(panels))), alt="spectrum intra gains per modality")
+
+
+def _runs_by_benchmark(view: MetricView, data: ProtocolInput, split: str) -> list[tuple[str | None, list[str]]]:
+    """The runs of ``split`` grouped by the benchmark they ran (None: not recorded), in the report's run order."""
+    runs = [r for r in view.distinct("run") if any(rec["run"] == r and rec["split"] == split
+                                                   for rec in view.records)]
+    groups: dict[str | None, list[str]] = {}
+    for run in runs:
+        groups.setdefault(data.benchmarks.get(run), []).append(run)
+    return list(groups.items())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from omnieval.report.blocks import Cell, Table, fmt, text_cell
+from omnieval.report.blocks import Cell, Table, excludes_zero, fmt, text_cell
 
 IDENTITY = ("run", "model", "prompt", "split", "scope")
 ROW_LABELS = {"run": "run", "model": "model", "prompt": "prompt", "split": "split", "scope": "scope"}
@@ -146,7 +146,7 @@ class MetricView:
         if has_ci and few_clusters(n_clusters):
             ci = f"{ci} {FEW_MARK}"
             title += f" ({FEW_MARK} fewer than {FEW_CLUSTERS} clusters: the interval is unreliable)"
-        strong = scale == "div" and has_ci and (low > 0 or high < 0)
+        strong = scale == "div" and excludes_zero(low, high)
         return Cell(text=fmt(value), ci=ci, title=title, sort=float(value), shade=shade(value, scale, vmax),
                     strong=strong, data=data)
 
@@ -232,26 +232,31 @@ def error_cols(view: MetricView, *, group: str | None = None, split: str | None 
     return cols
 
 
-def series_label(view: MetricView, rec: dict) -> str:
-    """A model's name in plots: with its prompt and run when the report holds several."""
+def series_label(view: MetricView, rec: dict, with_run: bool | None = None) -> str:
+    """A model's name in plots: with its prompt and run when the report holds several (``with_run`` False: a panel
+    that already names its runs' benchmark, where each model and prompt is one run)."""
     parts = [str(rec["model"])]
     if len(view.order["prompt"]) > 1:
         parts.append(str(rec["prompt"]))
-    if len(view.order["run"]) > 1:
+    if with_run if with_run is not None else len(view.order["run"]) > 1:
         parts.append(str(rec["run"]))
     return " · ".join(parts)
 
 
 def plot_series(view: MetricView, metric: str, leaves: Sequence[str], *, split: str, scope: str = "",
-                xlabels: Sequence[str] | None = None):
-    """One ``plots.Series`` per run x model x prompt of ``split``: the metric's value and interval per leaf."""
+                xlabels: Sequence[str] | None = None, runs: Sequence[str] | None = None):
+    """One ``plots.Series`` per run x model x prompt of ``split`` (of ``runs`` only, when given): the metric's value
+    and interval per leaf. Labels name the run only where two series of one model and prompt need it."""
     from omnieval.report.plots import Series
 
     xlabels = list(xlabels or leaves)
     seen: dict[tuple, dict] = {}
     for rec in view.records:
-        if rec["metric"] == metric and rec["split"] == split and rec["scope"] == scope and rec["leaf"] in leaves:
+        if rec["metric"] == metric and rec["split"] == split and rec["scope"] == scope and rec["leaf"] in leaves \
+                and (runs is None or rec["run"] in runs):
             seen.setdefault((rec["run"], rec["model"], rec["prompt"]), rec)
+    models_prompts = [(model, prompt) for _, model, prompt in seen]
+    with_run = None if runs is None else len(set(models_prompts)) < len(models_prompts)
     ordered = sorted(seen.items(), key=lambda kv: (view.order["run"][kv[0][0]], view.order["model"][kv[0][1]],
                                                    view.order["prompt"][kv[0][2]]))
     out = []
@@ -262,6 +267,6 @@ def plot_series(view: MetricView, metric: str, leaves: Sequence[str], *, split: 
             values = (None, None, None) if r is None else (r["value"], r["ci_low"], r["ci_high"])
             points.append((x, *values))
         prompts = view.distinct("prompt")
-        out.append(Series(series_label(view, rec), points, colour=view.order["model"][model],
+        out.append(Series(series_label(view, rec, with_run), points, colour=view.order["model"][model],
                           style=prompts.index(prompt) if len(prompts) > 1 else None))
     return out

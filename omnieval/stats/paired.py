@@ -266,7 +266,7 @@ class _Intervals:
         return self.done
 
 
-def _bh(table: pl.DataFrame) -> pl.DataFrame:
+def adjust_p(table: pl.DataFrame) -> pl.DataFrame:
     """``p_adjusted`` within a family: protocol x comparison x model x prompt x split (the module docstring)."""
     family = pl.concat_str([pl.col(c) for c in ("protocol", "comparison", "model", "prompt", "split")],
                            separator="|")
@@ -322,7 +322,7 @@ def table_of(rows: Iterable[dict]) -> pl.DataFrame:
     schema = {c: pl.Float64 if c in floats else pl.Int64 if c in ("n_items", "n_clusters") else pl.Utf8
               for c in PAIRED_COLUMNS}
     frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
-    return _bh(frame)
+    return adjust_p(frame)
 
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,

@@ -244,7 +244,7 @@ def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
     return rows
 
 
-def _bh(table: pl.DataFrame) -> pl.DataFrame:
+def adjust_p(table: pl.DataFrame) -> pl.DataFrame:
     """``p_adjusted`` within a family: test x protocol x prompt x split (permutation: test x protocol)."""
     family = [pl.col("test"), pl.col("protocol"),
               pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("prompt")),
@@ -278,7 +278,7 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
     rows = rows + last + open_tests(frame, permutations, seed)
     schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
-    return _bh(table)
+    return adjust_p(table)
 
 
 def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0,
