@@ -545,8 +545,10 @@ def metric_rows(cells):
     """The protocol's metrics overall, then per category, per evidence label and per set of modalities (where the
     items differ in their modalities: the contrasts are then given per set only, ``_scope_rows``), then the
     invalid rate."""
-    mixed = bool(cells.keys("sacc"))
+    mixed = len({k[0] for k in cells.keys("sacc")}) > 1  # a frame may pool benchmarks each with one set
     for prefix, by in SCOPES:
+        if prefix == "s" and not mixed:
+            continue
         contrasts = not mixed or prefix == "s"
         if not by:
             yield from _scope_rows(cells, prefix, (), contrasts)
