@@ -1,11 +1,12 @@
 """AV-Odyssey in both layouts it is published in: the authors' ``av_odyssey_part<n>.parquet`` files with every
 picture, clip and sound embedded (Hugging Face ``Image`` / ``Audio`` structs, a video as bare bytes), and lmms-eval's
-``av_odyssey.parquet`` beside the media its path lists name. Each is converted into one benchmark with no question
-dropped: items with four pictures or two sounds keep them all, in the release's numbering, and the tags become
-numbered markers. Items are compared with what the release rows say (written here, independently of the
-converter), media with the bytes embedded or placed. Then the ``spectrum`` protocol on that mixed benchmark: each
-item's conditions are those of its own modalities, a shuffled modality shows a donor's whole set (of the same size),
-donors of a modality come only from the items showing it; and a run through local Ray with simulated models."""
+``av_odyssey.parquet`` beside the media its path lists name. Each is converted into one benchmark with no sound
+question dropped (an unsound row is skipped and listed in ``skipped.jsonl``, the rest converted): items with four
+pictures or two sounds keep them all, in the release's numbering, and the tags become numbered markers. Items are
+compared with what the release rows say (written here, independently of the converter), media with the bytes
+embedded or placed. Then the ``spectrum`` protocol on that mixed benchmark: each item's conditions are those of its
+own modalities, a shuffled modality shows a donor's whole set (of the same size), donors of a modality come only
+from the items showing it; and a run through local Ray with simulated models."""
 
 from __future__ import annotations
 
@@ -167,10 +168,13 @@ def expected_question(qid: str) -> str:
     return question
 
 
-def check_items(out: Path, media) -> None:
+def check_items(out: Path, media, left_out=()) -> None:
+    """The items written are the release's rows (``QUESTIONS``, ``row_fields``) but ``left_out``, in its order."""
     items = items_of(out)
-    assert list(items) == list(QUESTIONS)  # every question, in the release's order
+    assert list(items) == [qid for qid in QUESTIONS if qid not in left_out]  # every sound question, in order
     for i, (qid, (kind, _, _, _)) in enumerate(QUESTIONS.items()):
+        if qid in left_out:
+            continue
         item = items[qid]
         assert item["question"] == expected_question(qid) and "[img" not in item["question"]
         assert item["options"] == [f"Choice {label} for {qid}" for label in "ABCD"]
@@ -227,43 +231,77 @@ def _blank(rows, qid, column):
     next(r for r in rows if r["question_id"] == qid)[column] = None
 
 
-@pytest.mark.parametrize("edit, part, item, field, message", [
-    (lambda r: r[0].update(question="Is [img2] the one in [audio1]?"), 1, "row 0 (question 1_1)", "question",
+def skipped_lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "skipped.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("edit, part, row, qid, field, reason", [
+    (lambda r: r[0].update(question="Is [img2] the one in [audio1]?"), 1, 0, "1_1", "question",
      "tag [img2] but the row has 1 image"),
-    (lambda r: r[8].update(question="Is [audio3] louder?"), 2, "row 0 (question 31_6)", "question",
+    (lambda r: r[8].update(question="Is [audio3] louder?"), 2, 0, "31_6", "question",
      "tag [audio3] but the row has 2 audio clips"),
-    (lambda r: r[10].update(question="Does [img1] match [audio1]?"), 2, "row 2 (question 9_1)", "question",
+    (lambda r: r[10].update(question="Does [img1] match [audio1]?"), 2, 2, "9_1", "question",
      "tag [img1] but the row has 0 images"),
-    (lambda r: r[1].update(answer="E"), 1, "row 1 (question 1_2)", "answer", "answer 'E' but the question has 4"),
-    (lambda r: _blank(r, "2_26", "image_2"), 1, "row 5 (question 2_26)", "image_3",
-     "image_3 holds a file but image_2 is empty"),
-    (lambda r: r[2].update(audio_1={"bytes": b"not a sound at all", "path": None}), 1, "row 2 (question 1_3)",
-     "audio_1", "the 18 bytes embedded are no image, audio or video format"),
-    (lambda r: r[3].update(image_1={"bytes": b"\x89PNG\r\n\x1a\ncut short", "path": "x.png"}), 1,
-     "row 3 (question 1_4)", "image_1", "does not decode"),
+    (lambda r: r[1].update(answer="E"), 1, 1, "1_2", "answer", "answer 'E' but the question has 4 options (A..D)"),
+    (lambda r: _blank(r, "2_26", "image_2"), 1, 5, "2_26", "image_3",
+     "image_3 holds a file but image_2 is empty: the files of one kind are numbered from 1 without gaps"),
+    (lambda r: r[2].update(audio_1={"bytes": b"not a sound at all", "path": None}), 1, 2, "1_3", "audio_1",
+     "the 18 bytes embedded are no image, audio or video format this reads (they start b'not a so')"),
+    (lambda r: r[3].update(image_1={"bytes": b"\x89PNG\r\n\x1a\ncut short", "path": "x.png"}), 1, 3, "1_4", "image_1",
+     "image data (PNG, 17 bytes) does not decode: Truncated File Read (a cell cut short, e.g. a truncated base64 "
+     "string?)"),
 ])
-def test_refused_rows_of_the_authors_release_name_file_entry_and_field(tmp_path, media, edit, part, item, field,
-                                                                      message):
+def test_an_unsound_row_of_the_authors_release_is_skipped_naming_file_entry_and_field(tmp_path, media, edit, part,
+                                                                                      row, qid, field, reason):
     folder = authors_release(tmp_path / "AV_Odyssey_Bench", media, edit)
-    with pytest.raises(InputError) as err:
-        convert_av_odyssey(folder, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(folder / f"av_odyssey_part{part}.parquet"),
-                                                                 item, field)
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert not (tmp_path / "bench").exists()
+    convert_av_odyssey(folder, tmp_path / "bench")
+    check_items(tmp_path / "bench", media, left_out=[qid])
+    assert skipped_lines(tmp_path / "bench") == [
+        {"item_id": qid, "file": str(folder / f"av_odyssey_part{part}.parquet"), "entry": f"row {row} (question {qid})",
+         "field": field, "reason": reason}]
 
 
-@pytest.mark.parametrize("edit, item, field, message", [
-    (lambda r: r[2].update(audio_path=["audio/missing.wav"]), "row 2 (question 1_3)", "audio_path",
-     "no media file 'audio/missing.wav', 'audio/audio/missing.wav'"),
-    (lambda r: r[3].update(image_path=[""]), "row 3 (question 1_4)", "image_path", "path 0 is ''"),
+@pytest.mark.parametrize("edit, row, qid, field, reason", [
+    (lambda r: r[2].update(audio_path=["audio/missing.wav"]), 2, "1_3", "audio_path",
+     "no media file 'audio/missing.wav', 'audio/audio/missing.wav' under {folder}"),
+    (lambda r: r[3].update(image_path=[""]), 3, "1_4", "image_path", "path 0 is ''"),
 ])
-def test_refused_rows_of_lmms_evals_copy_name_file_entry_and_field(tmp_path, media, edit, item, field, message):
+def test_an_unsound_row_of_lmms_evals_copy_is_skipped_naming_file_entry_and_field(tmp_path, media, edit, row, qid,
+                                                                                  field, reason):
     folder = lmms_release(tmp_path / "AV-Odyssey", media, edit)
-    with pytest.raises(InputError) as err:
-        convert_av_odyssey(folder, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(folder / "av_odyssey.parquet"), item, field)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    convert_av_odyssey(folder, tmp_path / "bench")
+    check_items(tmp_path / "bench", media, left_out=[qid])
+    assert skipped_lines(tmp_path / "bench") == [
+        {"item_id": qid, "file": str(folder / "av_odyssey.parquet"), "entry": f"row {row} (question {qid})",
+         "field": field, "reason": reason.format(folder=folder)}]
+
+
+def test_the_authors_part_files_with_unsound_rows_convert_the_rest(tmp_path, media):
+    # one answer no label in part 1 (refused as the row is read), one embedded sound that is no sound in part 2
+    # (refused as it is written): both listed, the other twelve rows converted, the count per set of modalities
+    # only of the items written
+    def edit(rows):
+        rows[1]["answer"] = "E"
+        rows[8]["audio_1"] = {"bytes": b"not a wav", "path": "31_6_1.wav"}
+
+    folder = authors_release(tmp_path / "AV_Odyssey_Bench", media, edit)
+    out = tmp_path / "bench"
+    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "av-odyssey", str(folder), "--out",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 12 items (test: 12)" in done.stdout and "skipped 2 entries that could not be converted" in done.stdout
+    assert "items per set of modalities: image+audio 8, video+audio 4" in done.stderr
+    check_items(out, media, left_out=["1_2", "31_6"])
+    assert skipped_lines(out) == [
+        {"item_id": "1_2", "file": str(folder / "av_odyssey_part1.parquet"), "entry": "row 1 (question 1_2)",
+         "field": "answer", "reason": "answer 'E' but the question has 4 options (A..D)"},
+        {"item_id": "31_6", "file": str(folder / "av_odyssey_part2.parquet"), "entry": "row 0 (question 31_6)",
+         "field": "audio_1", "reason": "embedded audio '31_6_1.wav' (9 bytes) is not WAV, MP3, FLAC or Ogg"}]
+    assert json.loads((out / "benchmark.json").read_text())["skipped_entries"] == 2
+    # a row skipped as it was written leaves none of its files behind (its picture would be media/embedded/...)
+    written = {p for item in items_of(out).values() for m in item["media"].values()
+               for p in (m if isinstance(m, list) else [m])}
+    assert {p.relative_to(out).as_posix() for p in (out / "media").rglob("*") if p.is_file()} == written
 
 
 def test_a_folder_with_neither_layout_is_named(tmp_path):

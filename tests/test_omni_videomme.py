@@ -3,9 +3,11 @@
 (one ``.MP4``, a name lmms-eval also tries), ``subtitle/<videoID>.srt`` in Video-MME's ``<font>`` markup for some
 videos; converted to items whose video and audio are the one file and whose subtitles are the audio's text
 stand-in, each item carrying Video-MME's own score breakdowns, ``--duration`` filtering, answerless shards skipped
-with a note, refused rows named by file, row and field; the release as downloaded (``videos_chunked_*.zip`` with
-``data/`` members, ``subtitle.zip`` with ``subtitle/`` members, never unpacked) and VLMEvalKit's unpacked ``video/``
-folder; the benchmark run through two simulated models, metrics and report."""
+with a note, an unsound row skipped and listed in ``skipped.jsonl`` by file, row and field; the release as
+downloaded (``videos_chunked_*.zip`` with ``data/`` members, ``subtitle.zip`` with ``subtitle/`` members, never
+unpacked), unsound rows skipped there too (a member failing its CRC-32, a video in no archive) and an archive whose
+central directory is damaged refusing the release; VLMEvalKit's unpacked ``video/`` folder; the benchmark run
+through two simulated models, metrics and report."""
 
 from __future__ import annotations
 
@@ -123,26 +125,34 @@ def test_a_shard_without_answers_is_skipped_with_a_note(tmp_path, clips):
     assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_splits"] == {"private": 3}
 
 
-@pytest.mark.parametrize("edit, row, field, message", [
+@pytest.mark.parametrize("edit, row, field, reason", [
     (lambda r: r[4].update(answer=None), 4, "answer", "no answer, though split 'test' has answers"),
     (lambda r: r[5].update(answer="F"), 5, "answer", "answer 'F' but the question has 4 options (A..D)"),
     (lambda r: r[6].update(answer="17 things."), 6, "answer",
-     "'17 things.' is neither a label A..D nor exactly one of the options"),
+     "answer '17 things.' is neither a label A..D nor exactly one of the options"),
     (lambda r: r[1].update(options=["A. one"]), 1, "options", "1 options (2 to 26 needed)"),
-    (lambda r: r[7].update(videoID="nOtThErE"), 7, "videoID", "no media file 'data/nOtThErE.mp4', 'data/nOtThErE.MP4'"),
+    (lambda r: r[7].update(videoID="nOtThErE"), 7, "videoID",
+     "no media file 'data/nOtThErE.mp4', 'data/nOtThErE.MP4', 'data/nOtThErE.mkv', 'video/nOtThErE.mp4', "
+     "'video/nOtThErE.MP4', 'video/nOtThErE.mkv' under {release}"),
     (lambda r: r[2].update(question=" "), 2, "question", "missing or empty 'question'"),
 ])
-def test_refused_rows_name_file_row_and_field(tmp_path, clips, edit, row, field, message):
+def test_an_unsound_row_is_skipped_and_listed_naming_file_row_and_field(tmp_path, clips, edit, row, field, reason):
     records = rows()
     edit(records)
     release = write_release(tmp_path / "Video-MME", clips, records)
-    with pytest.raises(InputError) as err:
-        convert_videomme(release, tmp_path / "bench")
+    converted = convert_videomme(release, tmp_path / "bench")
+    assert list(items_of(tmp_path / "bench")) == [r["question_id"] for i, r in enumerate(records) if i != row]
     shard = release / "videomme" / "test-00000-of-00001.parquet"
-    assert (err.value.file, err.value.item, err.value.field) == (
-        str(shard), f"row {row} (question {records[row]['question_id']})", field)
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert not (tmp_path / "bench").exists()
+    qid = records[row]["question_id"]
+    assert skipped_lines(tmp_path / "bench") == [
+        {"item_id": qid, "file": str(shard), "entry": f"row {row} (question {qid})", "field": field,
+         "reason": reason.format(release=release)}]
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_entries"] == 1
+    assert "skipped 1 entry that could not be converted" in converted.summary()
+
+
+def skipped_lines(bench: Path) -> list[dict]:
+    return [json.loads(line) for line in (bench / "skipped.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def zip_release(folder: Path, clips, records: list[dict] | None = None) -> Path:
@@ -272,32 +282,61 @@ def damage_member(archive: Path, member: str) -> None:
     archive.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage, row, message", [
-    (lambda release: (release / "videos_chunked_02.zip").write_bytes(
-        (release / "videos_chunked_02.zip").read_bytes()[:100]), 0,  # the first lookup reads every video archive
-     "cannot read the zip archive {release}/videos_chunked_02.zip (looking for 'data/fFjv93ACGo8.mp4' in it): "
-     "File is not a zip file"),
-    (lambda release: damage_member(release / "videos_chunked_02.zip", "data/q2Bd3xUkkbY.mp4"), 6,
-     "cannot read member 'data/q2Bd3xUkkbY.mp4' of {release}/videos_chunked_02.zip: Bad CRC-32 for file "
-     "'data/q2Bd3xUkkbY.mp4'"),
-    (lambda release: (release / "videos_chunked_01.zip").write_bytes(
-        (release / "videos_chunked_02.zip").read_bytes()), 0,
-     "no media file 'data/fFjv93ACGo8.mp4', 'data/fFjv93ACGo8.MP4', 'data/fFjv93ACGo8.mkv', 'video/fFjv93ACGo8.mp4', "
-     "'video/fFjv93ACGo8.MP4', 'video/fFjv93ACGo8.mkv' under {release}, nor as a member of "
-     "{release}/videos_chunked_01.zip, {release}/videos_chunked_02.zip"),
-])
-def test_a_damaged_archive_or_missing_member_is_named(tmp_path, clips, damage, row, message):
+def test_an_archive_whose_central_directory_is_damaged_refuses_the_release(tmp_path, clips):
+    # every video in it is lost: the release's error, not one row's
     release = zip_release(tmp_path / "Video-MME", clips)
-    damage(release)
+    archive = release / "videos_chunked_02.zip"
+    archive.write_bytes(archive.read_bytes()[:100])
     done = cli(str(release), "--out", str(tmp_path / "bench"))
     assert done.returncode == 2
     shard = release / "videomme" / "test-00000-of-00001.parquet"
-    record = rows()[row]
-    assert done.stderr.strip().splitlines() == [
-        f"omnieval: error: file {str(shard)!r}, item 'row {row} (question {record['question_id']})', field 'videoID': "
-        + message.format(release=release)]
+    assert done.stderr.strip().splitlines() == [  # the first lookup reads every video archive
+        f"omnieval: error: file {str(shard)!r}, item 'row 0 (question 001-1)', field 'videoID': cannot read the zip "
+        f"archive {archive} (looking for 'data/fFjv93ACGo8.mp4' in it): File is not a zip file"]
     assert not (tmp_path / "bench").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".videomme-")]  # no half-built folder left
+
+
+def test_the_packed_release_with_unsound_rows_converts_the_rest(tmp_path, clips):
+    # as downloaded: one answer no label, one member failing its CRC-32 (its video's three questions), one video
+    # in no archive; each listed with its reason, every other row converted from the archives
+    records = rows()
+    records[1]["answer"] = "F"
+    records[10]["videoID"] = "nOtThErE"
+    release = zip_release(tmp_path / "Video-MME", clips, records)
+    damage_member(release / "videos_chunked_02.zip", "data/q2Bd3xUkkbY.mp4")
+    done = cli(str(release), "--out", str(tmp_path / "bench"))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 7 items (test: 7) and 3 media files" in done.stdout
+    assert f"skipped 5 entries that could not be converted, each with its reason in {tmp_path / 'bench'}" \
+        in done.stdout
+    bad = {1, 6, 7, 8, 10}
+    items = items_of(tmp_path / "bench")
+    assert list(items) == [r["question_id"] for i, r in enumerate(records) if i not in bad]
+    with zipfile.ZipFile(release / "videos_chunked_01.zip") as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    made = {youtube: clip["soundtrack"].read_bytes() for (_, youtube, _, _), clip in zip(VIDEOS, clips, strict=True)}
+    for row in (r for i, r in enumerate(records) if i not in bad):
+        item = items[row["question_id"]]
+        assert (item["question"], item["answer"]) == (row["question"], row["answer"])
+        assert item["options"] == [o.split(". ", 1)[1] for o in row["options"]]
+        member = f"data/{row['videoID']}.{'MP4' if row['videoID'] == UPPER else 'mp4'}"
+        assert item["media"] == {"video": f"media/{member}", "audio": f"media/{member}"}
+        assert (tmp_path / "bench" / "media" / member).read_bytes() == made[row["videoID"]]
+        assert member not in members or members[member] == made[row["videoID"]]
+    shard = str(release / "videomme" / "test-00000-of-00001.parquet")
+    crc = (f"cannot read member 'data/q2Bd3xUkkbY.mp4' of {release / 'videos_chunked_02.zip'}: Bad CRC-32 for file "
+           "'data/q2Bd3xUkkbY.mp4'")
+    missing = ("no media file 'data/nOtThErE.mp4', 'data/nOtThErE.MP4', 'data/nOtThErE.mkv', 'video/nOtThErE.mp4', "
+               f"'video/nOtThErE.MP4', 'video/nOtThErE.mkv' under {release}, nor as a member of "
+               f"{release / 'videos_chunked_01.zip'}, {release / 'videos_chunked_02.zip'}")
+    expected = [(1, "answer", "answer 'F' but the question has 4 options (A..D)"), (6, "videoID", crc),
+                (7, "videoID", crc), (8, "videoID", crc), (10, "videoID", missing)]
+    assert skipped_lines(tmp_path / "bench") == [
+        {"item_id": (qid := records[i]["question_id"]), "file": shard, "entry": f"row {i} (question {qid})",
+         "field": field, "reason": reason} for i, field, reason in expected]
+    assert not list((tmp_path / "bench" / "media" / "data").glob("*q2Bd3xUkkbY*"))  # no partial file left
+    assert not list((tmp_path / "bench" / "media" / "data").glob(".*"))
 
 
 def test_a_damaged_subtitle_archive_is_named(tmp_path, clips):

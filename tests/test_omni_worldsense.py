@@ -3,8 +3,9 @@ three or four labelled candidates, ``videos/<video>.mp4`` carrying their own sou
 some videos), converted to items whose video and audio are the one mp4, the subtitles kept as the audio's text
 stand-in and WorldSense's own score breakdowns on each item; the snapshot as downloaded (``worldsense_videos_*.zip``
 holding the mp4s at their top, ``worldsense_subtitles.zip``, never unpacked); a key written twice refused naming both
-places; refused entries named by file, entry and field; the benchmark run through two simulated models, metrics and
-report."""
+places; an unsound entry skipped and listed in ``skipped.jsonl`` by file, entry and field, in the packed snapshot too
+(a member failing its CRC-32, a video in no archive, a subtitle member not UTF-8); the benchmark run through two
+simulated models, metrics and report."""
 
 from __future__ import annotations
 
@@ -97,41 +98,58 @@ def test_the_switch_leaves_the_stand_ins_out(tmp_path, clips, monkeypatch):
     assert all("text_alternatives" not in item for item in items_of(tmp_path / "bench").values())
 
 
-@pytest.mark.parametrize("edit, item, field, message", [
-    (lambda d: d["rEJpeDVXqfI"]["task0"].update(answer="D"), "rEJpeDVXqfI/task0", "answer",
+def question_ids(data: dict) -> list[str]:
+    """The item ids of a ``worldsense_qa.json`` as the test wrote it, in file order."""
+    return [f"{video}/{key}" for video, record in data.items() for key in record if key.startswith("task")]
+
+
+def skipped_lines(bench: Path) -> list[dict]:
+    return [json.loads(line) for line in (bench / "skipped.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("edit, item_id, entry, field, reason", [
+    (lambda d: d["rEJpeDVXqfI"]["task0"].update(answer="D"), "rEJpeDVXqfI/task0", "rEJpeDVXqfI/task0", "answer",
      "answer 'D' but the question has 3 options (A..C)"),
-    (lambda d: d["Zk8Jx2k9wLc"]["task1"].update(candidates=None), "Zk8Jx2k9wLc/task1", "candidates",
-     "expected a list of options, got NoneType"),
-    (lambda d: d["hFh5Zj5aQ0o"]["task2"].pop("question"), "hFh5Zj5aQ0o/task2", "question", "missing or empty"),
-    (lambda d: d["0aQ4bmX6C1s"].update(task0="What?"), "0aQ4bmX6C1s/task0", "task0", "expected an object"),
-    (lambda d: d.update({"gone1234": d.pop("0aQ4bmX6C1s")}), "gone1234/task0", "video",
-     "no media file 'videos/gone1234.mp4'"),
-    (lambda d: d.update({"../videos/x": {"task0": {}}}), "video ../videos/x", "video", "not a plain file name"),
+    (lambda d: d["Zk8Jx2k9wLc"]["task1"].update(candidates=None), "Zk8Jx2k9wLc/task1", "Zk8Jx2k9wLc/task1",
+     "candidates", "expected a list of options, got NoneType"),
+    (lambda d: d["hFh5Zj5aQ0o"]["task2"].pop("question"), "hFh5Zj5aQ0o/task2", "hFh5Zj5aQ0o/task2", "question",
+     "missing or empty 'question'"),
+    (lambda d: d["0aQ4bmX6C1s"].update(task0="What?"), "0aQ4bmX6C1s/task0", "0aQ4bmX6C1s/task0", "task0",
+     "expected an object, got str"),
+    (lambda d: d.update({"gone1234": d.pop("0aQ4bmX6C1s")}), "gone1234/task0", "gone1234/task0", "video",
+     "no media file 'videos/gone1234.mp4' under {release}"),
+    (lambda d: d.update({"../videos/x": {"task0": {}}}), None, "video ../videos/x", "video",
+     "'../videos/x' is not a plain file name (keys name videos/<key>.mp4)"),
 ])
-def test_refused_entries_name_file_entry_and_field(tmp_path, clips, edit, item, field, message):
+def test_an_unsound_entry_is_skipped_and_listed_naming_file_entry_and_field(tmp_path, clips, edit, item_id, entry,
+                                                                            field, reason):
     data = qa()
     edit(data)
     release = write_release(tmp_path / "WorldSense", clips, data)
-    with pytest.raises(InputError) as err:
-        convert_worldsense(release, tmp_path / "bench")
-    assert (err.value.file, err.value.item, err.value.field) == (str(release / "worldsense_qa.json"), item, field)
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert not (tmp_path / "bench").exists()
+    convert_worldsense(release, tmp_path / "bench")
+    dropped = [i for i in question_ids(data) if i == item_id or i.startswith("../")]
+    assert list(items_of(tmp_path / "bench")) == [i for i in question_ids(data) if i not in dropped]
+    assert skipped_lines(tmp_path / "bench") == [{"item_id": item_id, "file": str(release / "worldsense_qa.json"),
+                                                  "entry": entry, "field": field,
+                                                  "reason": reason.format(release=release)}]
 
 
-def test_a_subtitle_file_that_is_not_utf8_is_named(tmp_path, clips):
+def test_a_subtitle_file_that_is_not_utf8_skips_its_video(tmp_path, clips):
     release = write_release(tmp_path / "WorldSense", clips)
-    (release / "subtitles" / "hFh5Zj5aQ0o.srt").write_bytes(b"1\n00:00:00,000 --> 00:00:01,000\ncaf\xe9\n")
-    with pytest.raises(InputError, match="not UTF-8") as err:
-        convert_worldsense(release, tmp_path / "bench")
-    assert err.value.item == "video hFh5Zj5aQ0o" and "hFh5Zj5aQ0o.srt" in str(err.value)
+    srt = release / "subtitles" / "hFh5Zj5aQ0o.srt"
+    srt.write_bytes(b"1\n00:00:00,000 --> 00:00:01,000\ncaf\xe9\n")
+    convert_worldsense(release, tmp_path / "bench")
+    assert list(items_of(tmp_path / "bench")) == [i for i in question_ids(qa()) if not i.startswith("hFh5Zj5aQ0o/")]
+    [line] = skipped_lines(tmp_path / "bench")
+    assert (line["item_id"], line["entry"], line["field"]) == (None, "video hFh5Zj5aQ0o", "subtitles")
+    assert str(srt) in line["reason"] and "not UTF-8" in line["reason"] and "\n" not in line["reason"]
 
 
-def zip_release(folder: Path, clips) -> Path:
+def zip_release(folder: Path, clips, data: dict | None = None) -> Path:
     """The snapshot as downloaded from honglyhly/WorldSense: ``worldsense_qa.json`` beside two video archives holding
     ``<video>.mp4`` at their top (one deflated, one stored) and ``worldsense_subtitles.zip``, none unpacked."""
     folder.mkdir(parents=True)
-    (folder / "worldsense_qa.json").write_text(json.dumps(qa(), indent=2))
+    (folder / "worldsense_qa.json").write_text(json.dumps(qa() if data is None else data, indent=2))
     for number, method in ((0, zipfile.ZIP_DEFLATED), (1, zipfile.ZIP_STORED)):
         with zipfile.ZipFile(folder / f"worldsense_videos_{number}.zip", "w", method) as zf:
             for video, clip in list(zip(VIDEOS, clips, strict=True))[2 * number: 2 * number + 2]:
@@ -177,27 +195,50 @@ def test_the_snapshot_as_downloaded_is_read_inside_its_archives(tmp_path, clips)
         assert listing(release) == before
 
 
-def test_a_video_in_no_file_and_no_archive_names_the_archives(tmp_path, clips):
-    release = zip_release(tmp_path / "WorldSense", clips)
+def damage_member(archive: Path, member: str) -> None:
+    """Flip one byte inside ``member``'s data in a stored (uncompressed) archive, leaving the headers intact."""
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(archive.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+
+
+def test_the_packed_snapshot_with_unsound_entries_converts_the_rest(tmp_path, clips):
+    # as downloaded: one answer no label, one video in no archive, one member failing its CRC-32 (its video's three
+    # questions), one subtitle member not UTF-8 (its video's two questions, one line); the rest converted
     data = qa()
+    data["Zk8Jx2k9wLc"]["task1"]["answer"] = "E"
     data["gone1234"] = data.pop("0aQ4bmX6C1s")
-    (release / "worldsense_qa.json").write_text(json.dumps(data, indent=2))
-    with pytest.raises(InputError) as err:
-        convert_worldsense(release, tmp_path / "bench")
-    assert (err.value.item, err.value.field) == ("gone1234/task0", "video")
-    assert str(err.value).endswith(f"no media file 'videos/gone1234.mp4' under {release}, nor as a member of "
-                                   f"{release / 'worldsense_videos_0.zip'}, {release / 'worldsense_videos_1.zip'}")
-
-
-def test_a_subtitle_member_that_is_not_utf8_is_named(tmp_path, clips):
-    release = zip_release(tmp_path / "WorldSense", clips)
+    release = zip_release(tmp_path / "WorldSense", clips, data)
+    damage_member(release / "worldsense_videos_1.zip", "hFh5Zj5aQ0o.mp4")
     with zipfile.ZipFile(release / "worldsense_subtitles.zip", "w") as zf:
         zf.writestr("subtitles/rEJpeDVXqfI.srt", b"1\n00:00:00,000 --> 00:00:01,000\ncaf\xe9\n")
-    with pytest.raises(InputError) as err:
-        convert_worldsense(release, tmp_path / "bench")
-    assert (err.value.item, err.value.field) == ("video rEJpeDVXqfI", "subtitles")
-    assert str(err.value).endswith(f"member 'subtitles/rEJpeDVXqfI.srt' of {release / 'worldsense_subtitles.zip'}, "
-                                   "line 3: not UTF-8 text (byte 0xe9 at byte offset 35: invalid continuation byte)")
+    converted = convert_worldsense(release, tmp_path / "bench")
+    assert converted.n_items == 1 and converted.n_media == 1
+    items = items_of(tmp_path / "bench")
+    assert list(items) == ["Zk8Jx2k9wLc/task0"]
+    task = data["Zk8Jx2k9wLc"]["task0"]
+    item = items["Zk8Jx2k9wLc/task0"]
+    assert (item["question"], item["answer"]) == (task["question"], task["answer"])
+    assert item["options"] == [c.split(". ", 1)[1] for c in task["candidates"]]
+    assert (tmp_path / "bench" / item["media"]["video"]).read_bytes() == clips[1]["soundtrack"].read_bytes()
+    qa_file = str(release / "worldsense_qa.json")
+    crc = (f"cannot read member 'hFh5Zj5aQ0o.mp4' of {release / 'worldsense_videos_1.zip'}: Bad CRC-32 for file "
+           "'hFh5Zj5aQ0o.mp4'")
+    missing = (f"no media file 'videos/gone1234.mp4' under {release}, nor as a member of "
+               f"{release / 'worldsense_videos_0.zip'}, {release / 'worldsense_videos_1.zip'}")
+    not_utf8 = (f"member 'subtitles/rEJpeDVXqfI.srt' of {release / 'worldsense_subtitles.zip'}, line 3: not UTF-8 "
+                "text (byte 0xe9 at byte offset 35: invalid continuation byte)")
+    assert skipped_lines(tmp_path / "bench") == [
+        {"item_id": None, "file": qa_file, "entry": "video rEJpeDVXqfI", "field": "subtitles", "reason": not_utf8},
+        {"item_id": "Zk8Jx2k9wLc/task1", "file": qa_file, "entry": "Zk8Jx2k9wLc/task1", "field": "answer",
+         "reason": "answer 'E' but the question has 4 options (A..D)"},
+        *({"item_id": f"hFh5Zj5aQ0o/task{t}", "file": qa_file, "entry": f"hFh5Zj5aQ0o/task{t}", "field": "video",
+           "reason": crc} for t in range(3)),
+        {"item_id": "gone1234/task0", "file": qa_file, "entry": "gone1234/task0", "field": "video",
+         "reason": missing}]
 
 
 def test_a_video_key_written_twice_is_refused_naming_both(tmp_path, clips):

@@ -12,9 +12,11 @@ Nothing is ever written into the release: a member an item needs is extracted (s
 memory) into the benchmark folder being built, at the path the unpacked file would have had there
 (``media/data/<id>.mp4``), once: within a conversion, and across conversions, since a conversion that replaces
 its earlier output (``--overwrite``) links the earlier output's copy of a member when its size and CRC-32 match the
-member's, instead of extracting it again. A damaged archive, a member whose data does not match its checksum
-and a member found in two archives with different contents are one-line errors naming the archive and the member,
-as well as the item and field that need them.
+member's, instead of extracting it again. Errors are one line naming the archive and the member, as well as the
+entry and field that need them. An archive whose central directory cannot be read loses every member it holds, so
+that refuses the release (a plain ``InputError``); a member whose data does not match its checksum, or a member
+found in two archives with different contents, concerns one video: an ``EntryError`` (``common.Where.error``), so
+the entries needing it are skipped and listed (``common``, "Skipped entries").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from omnieval.core.schema import InputError
 from omnieval.datasets.release_media import is_inside
 
 SUBTITLE_LIMIT = 64 * 1024 * 1024
@@ -100,9 +103,9 @@ class ReleaseArchives:
             try:
                 with zipfile.ZipFile(archive) as zf:
                     infos = zf.infolist()
-            except _ARCHIVE_ERRORS as exc:
-                raise where.error(f"cannot read the zip archive {archive} (looking for {rel!r} in it): "
-                                  f"{_reason(exc)}", field_name) from None
+            except _ARCHIVE_ERRORS as exc:  # every member is unreadable: the release's error, not the entry's
+                raise InputError(f"cannot read the zip archive {archive} (looking for {rel!r} in it): "
+                                 f"{_reason(exc)}", file=where.file, item=where.item, field=field_name) from None
             index: dict[str, list[zipfile.ZipInfo]] = {}
             for info in infos:
                 if not info.is_dir():

@@ -1,4 +1,4 @@
-"""AV-Odyssey (questions on pictures or clips with sounds) -> one ``spectrum`` benchmark, every question kept.
+"""AV-Odyssey (questions on pictures or clips with sounds) -> one ``spectrum`` benchmark, every sound question kept.
 
 Two layouts of the release are read:
 
@@ -32,11 +32,18 @@ audio, the files of one modality in the order of their numbers. Each tag becomes
 ``[audio 1]``, ``[audio 2]`` where it shows several (the N-th file shown is number N, as in the release). A tag
 naming a medium the row does not have (``[img2]`` with one picture) is an error naming the row. The item's
 ``media`` lists its modalities in the order the question's tags first name them (the rest after).
+
+**Unsound rows.** A row that cannot be converted (such a tag, an answer that is no label, a file after an empty
+cell, embedded bytes of no format read here, a listed file that is missing) is skipped and listed with its reason in
+``skipped.jsonl`` (``common``: the same fields as every omni converter's), the other rows converted; the summary's
+count per set of modalities counts the items written. A folder with neither layout still refuses the release.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from omnieval.core.schema import InputError
@@ -46,12 +53,14 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     check_out,
     field_text,
     given_answer,
     option_texts,
     release_sources,
+    sound_entries,
     write_release,
 )
 from omnieval.protocols.spectrum import MEDIA
@@ -77,17 +86,18 @@ none."""
 _TAG = re.compile(r"\[(img|video|audio)(\d+)\]")
 
 
-def read_av_odyssey(release: Path) -> list[Entry]:
-    """The entries of the release folder, in either layout (module doc), in the files' order."""
+def read_av_odyssey(release: Path) -> tuple[list[Entry], list[Skipped]]:
+    """The entries of the release folder, in either layout (module doc), in the files' order, and the rows skipped
+    (``common.sound_entries``)."""
     if (release / QUESTIONS).is_file():
-        return [_entry(row.record, Where(row.file, f"row {row.number}"), _listed_media)
-                for row in parquet_rows(release / QUESTIONS, SPLIT)]
+        rows = ((Where(row.file, f"row {row.number}"), row.record) for row in parquet_rows(release / QUESTIONS, SPLIT))
+        return sound_entries(rows, partial(_entry, media_of=_listed_media))
     parts = sorted(release.glob(PARTS), key=_part_number)
     if not parts:
         raise InputError(f"no {QUESTIONS} (lmms-eval's copy) and no {PARTS.replace('*', '<n>')} (the authors' "
                          "release) in the release folder", file=release)
-    return [_entry(row.record, Where(row.file, f"row {row.number}"), _embedded_media)
-            for part in parts for row in parquet_rows(part, SPLIT)]
+    rows = ((Where(row.file, f"row {row.number}"), row.record) for part in parts for row in parquet_rows(part, SPLIT))
+    return sound_entries(rows, partial(_entry, media_of=_embedded_media))
 
 
 def _part_number(path: Path) -> tuple[int, str]:
@@ -166,9 +176,9 @@ def _embedded(cell, where: Where, column: str, qid: str) -> MediaRef | None:
     return MediaRef(column, data=data, name=PurePosixPath(name).name)
 
 
-def _entry(record: dict, where: Where, media_of) -> Entry:
+def _entry(record: dict, where: Where, *, media_of) -> Entry:
     qid = field_text(record, "question_id", where)
-    where = Where(where.file, f"{where.item} (question {qid})")
+    where = where.named("question", qid)
     refs = media_of(record, where, qid)
     raw_options = record.get("options")
     if hasattr(raw_options, "tolist"):
@@ -220,12 +230,19 @@ def convert_av_odyssey(release: str | Path, out: str | Path, *, name: str = "av-
     media are read only under ``release`` and ``media_root`` (a folder holding the media folders)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    entries = read_av_odyssey(release)
-    sets: dict[str, int] = {}
-    for entry in entries:
-        key = entry.breakdowns.get("modalities", "none")
-        sets[key] = sets.get(key, 0) + 1
+    entries, skipped = read_av_odyssey(release)
     layout = "the authors' release (media embedded)" if not (release / QUESTIONS).is_file() else "lmms-eval's copy"
-    note = f"read {layout}; items per set of modalities: " + ", ".join(f"{k} {n}" for k, n in sorted(sets.items()))
-    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, meta={"modalities": sets}, notes=[note])
+    converted = write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                              copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
+    converted.notes.append(f"read {layout}; items per set of modalities: {_modality_sets(converted.out)}")
+    return converted
+
+
+def _modality_sets(out: Path) -> str:
+    """The items written per set of modalities (``image+audio 10, video+audio 4``), counted in ``items.jsonl`` so
+    the rows skipped while writing are left out."""
+    sets: dict[str, int] = {}
+    for line in (out / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        key = json.loads(line).get("breakdowns", {}).get("modalities", "none")
+        sets[key] = sets.get(key, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(sets.items()))

@@ -19,11 +19,18 @@ the subtitle file exists its text (``subtitles.srt_text``) is the item's text st
 and lmms-eval's ratings): ``duration`` (its headline: short, medium, long), ``domain``, ``sub_category`` and
 ``task_type``.
 ``durations`` keeps only the questions of those durations (Video-MME reports short, medium and long apart).
+
+**Unsound rows.** A row that cannot be converted (an answer that is no label of its options, a bad option list, a
+video found neither as a file nor as an archive member, a member whose data fails its CRC-32 check, which names the
+archive and the member) is skipped and listed with its reason in ``skipped.jsonl`` (``common``), the other rows
+converted. What concerns the release as a whole still refuses it: no question shard, and a zip archive whose central
+directory cannot be read (every video in it would be lost; module ``archives``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from omnieval.core.schema import InputError
@@ -33,6 +40,7 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     check_out,
     field_text,
@@ -41,6 +49,7 @@ from omnieval.datasets.omni.common import (
     media_roots,
     option_texts,
     release_sources,
+    sound_entries,
     write_release,
 )
 from omnieval.datasets.omni.subtitles import subtitle_stand_in
@@ -53,10 +62,11 @@ ARCHIVES = (ArchiveFolder("data", "videos_chunked_*.zip"), ArchiveFolder("subtit
 BREAKDOWNS = ("duration", "domain", "sub_category", "task_type")
 
 
-def read_videomme(release: Path, media_root: str | Path | None = None,
-                  durations: Sequence[str] | None = None, previous: Path | None = None) -> list[Entry]:
-    """One ``Entry`` per row of ``release/videomme/*.parquet`` of the ``durations`` given (module doc); ``previous``:
-    the earlier output being replaced, whose extracted members are reused (``archives``)."""
+def read_videomme(release: Path, media_root: str | Path | None = None, durations: Sequence[str] | None = None,
+                  previous: Path | None = None) -> tuple[list[Entry], list[Skipped]]:
+    """One ``Entry`` per sound row of ``release/videomme/*.parquet`` of the ``durations`` given (module doc), and the
+    rows skipped (``common.sound_entries``); ``previous``: the earlier output being replaced, whose extracted members
+    are reused (``archives``)."""
     folder = release / QUESTIONS
     if not folder.is_dir() or not any(folder.glob("*.parquet")):
         raise InputError(f"no {QUESTIONS}/*.parquet in the release folder (lmms-lab/Video-MME keeps its questions in "
@@ -67,31 +77,36 @@ def read_videomme(release: Path, media_root: str | Path | None = None,
                          field="--duration")
     roots = media_roots(release, media_root)
     archives = ReleaseArchives(roots, ARCHIVES, previous)
-    subtitles: dict[str, str] = {}
-    entries = []
-    for row in parquet_rows(folder, None):
-        record = row.record
-        where = Where(row.file, f"row {row.number}")
-        qid = field_text(record, "question_id", where)
-        where = Where(row.file, f"row {row.number} (question {qid})")
-        duration = field_text(record, "duration", where, required=False)
-        if durations and duration not in durations:
-            continue
-        video = file_name(record, "videoID", where)
-        if video not in subtitles:
-            subtitles[video] = subtitle_stand_in(f"subtitle/{video}.srt", roots, archives, where, "videoID")
-        raw_options = record.get("options")
-        options = option_texts(raw_options, where, "options")
-        clip = MediaRef("videoID", tuple(name.format(video) for name in VIDEO_NAMES), archives=archives or None)
-        entries.append(Entry(
-            where=where, item_id=qid, question=field_text(record, "question", where), options=options,
-            answer=given_answer(record, "answer", options, where, list(raw_options)),
-            media={"video": clip, "audio": clip}, split=row.split or "all",
-            category=field_text(record, "task_type", where, required=False),
-            task=field_text(record, "domain", where, required=False),
-            text_alternatives={"audio": subtitles[video]} if subtitles[video] else {},
-            breakdowns={axis: field_text(record, axis, where, required=False) or "" for axis in BREAKDOWNS}))
-    return entries
+    rows = ((Where(row.file, f"row {row.number}"), row) for row in parquet_rows(folder, None))
+    built, skipped = sound_entries(rows, partial(_entry, durations=durations, roots=roots, archives=archives,
+                                                 subtitles={}))
+    return [entry for entry in built if entry is not None], skipped
+
+
+def _entry(row, where: Where, *, durations: Sequence[str] | None, roots: Sequence[Path],
+           archives: ReleaseArchives, subtitles: dict[str, str]) -> Entry | None:
+    """The row's entry, None for a row of a duration not kept (read first, so a row filtered out is never listed as
+    skipped); ``subtitles`` caches each video's stand-in text."""
+    record = row.record
+    duration = field_text(record, "duration", where, required=False)
+    if durations and duration not in durations:
+        return None
+    qid = field_text(record, "question_id", where)
+    where = where.named("question", qid)
+    video = file_name(record, "videoID", where)
+    if video not in subtitles:
+        subtitles[video] = subtitle_stand_in(f"subtitle/{video}.srt", roots, archives, where, "videoID")
+    raw_options = record.get("options")
+    options = option_texts(raw_options, where, "options")
+    clip = MediaRef("videoID", tuple(name.format(video) for name in VIDEO_NAMES), archives=archives or None)
+    return Entry(
+        where=where, item_id=qid, question=field_text(record, "question", where), options=options,
+        answer=given_answer(record, "answer", options, where, list(raw_options)),
+        media={"video": clip, "audio": clip}, split=row.split or "all",
+        category=field_text(record, "task_type", where, required=False),
+        task=field_text(record, "domain", where, required=False),
+        text_alternatives={"audio": subtitles[video]} if subtitles[video] else {},
+        breakdowns={axis: field_text(record, axis, where, required=False) or "" for axis in BREAKDOWNS})
 
 
 def convert_videomme(release: str | Path, out: str | Path, *, name: str = "videomme",
@@ -102,7 +117,8 @@ def convert_videomme(release: str | Path, out: str | Path, *, name: str = "video
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     notes = [f"kept the {', '.join(durations)} videos' questions"] if durations else []
-    entries = read_videomme(release, media_root, durations, Path(out) if overwrite else None)
+    entries, skipped = read_videomme(release, media_root, durations, Path(out) if overwrite else None)
     return write_release(entries, out, converter=CONVERTER, name=name,
                          release=release, media_root=media_root, copy=copy, overwrite=overwrite,
-                         meta={"durations": list(durations)} if durations else None, notes=notes)
+                         meta={"durations": list(durations)} if durations else None, notes=notes,
+                         skipped=skipped, skip_unsound=True)

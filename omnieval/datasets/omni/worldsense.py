@@ -24,12 +24,21 @@ questions the release scores for the class.
 
 A key written twice in ``worldsense_qa.json`` (a video, or a task within a video) is refused, naming the key and
 both places: a JSON reader keeps only the last, which would drop the first record's questions without a word.
+
+**Unsound entries.** A question that cannot be converted (an answer that is no label of its candidates, a bad
+candidate list, a video found neither as ``videos/<video>.mp4`` nor as an archive member, a member whose data fails
+its CRC-32 check, which names the archive and the member) is skipped and listed with its reason in
+``skipped.jsonl`` (``common``), the other questions converted; a video whose own record cannot be read (its key no
+plain file name, no questions, unreadable subtitles) is one line there, its questions skipped with it. What concerns
+the file as a whole still refuses the release: no ``worldsense_qa.json``, not valid JSON, a key written twice, and a
+zip archive whose central directory cannot be read (module ``archives``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 from omnieval.core.schema import InputError
@@ -38,6 +47,7 @@ from omnieval.datasets.omni.common import (
     Converted,
     Entry,
     MediaRef,
+    Skipped,
     Where,
     check_out,
     field_text,
@@ -45,6 +55,7 @@ from omnieval.datasets.omni.common import (
     media_roots,
     option_texts,
     release_sources,
+    sound_entries,
     write_release,
 )
 from omnieval.datasets.omni.subtitles import subtitle_stand_in
@@ -59,9 +70,10 @@ TASK_BREAKDOWNS = ("task_domain", "task_type")
 
 
 def read_worldsense(release: Path, media_root: str | Path | None = None,
-                    previous: Path | None = None) -> list[Entry]:
-    """One ``Entry`` per question of ``release/worldsense_qa.json`` (module doc); ``previous``: the earlier output
-    being replaced, whose extracted members are reused (``archives``)."""
+                    previous: Path | None = None) -> tuple[list[Entry], list[Skipped]]:
+    """One ``Entry`` per sound question of ``release/worldsense_qa.json`` (module doc), and the entries skipped: a
+    video whose record cannot be read (all its questions, one line), a question that cannot be converted;
+    ``previous``: the earlier output being replaced, whose extracted members are reused (``archives``)."""
     qa = release / QA_FILE
     if not qa.is_file():
         raise InputError(f"no {QA_FILE} in the release folder", file=release)
@@ -70,41 +82,54 @@ def read_worldsense(release: Path, media_root: str | Path | None = None,
         raise InputError(f"expected an object keyed by video, got {type(data).__name__}", file=qa)
     roots = media_roots(release, media_root)
     archives = ReleaseArchives(roots, ARCHIVES, previous)
-    entries = []
-    for video, record in data.items():
-        where = Where(qa, f"video {video}")
-        if not isinstance(record, dict):
-            raise where.error(f"expected an object, got {type(record).__name__}")
-        if video in (".", "..") or "/" in video or "\\" in video:
-            raise where.error(f"{video!r} is not a plain file name (keys name videos/<key>.mp4)", "video")
-        repeated = _repeated(record, None)
-        if repeated:
-            raise where.error(f"task key {repeated[0]!r} is written twice in the video's record ({repeated[1]}): a "
-                              "JSON reader keeps only the last, dropping the other's question", repeated[0])
-        tasks = sorted((k for k in record if _TASK_KEY.match(str(k))), key=lambda k: int(_TASK_KEY.match(k)[1]))
-        if not tasks:
-            raise where.error("no questions (task0, task1, ...)", "task0")
-        clip = MediaRef("video", (f"videos/{video}.mp4",), archives=archives or None)
-        stand_in = subtitle_stand_in(f"subtitles/{video}.srt", roots, archives, where, "subtitles")
-        domain = field_text(record, "domain", where, required=False)
-        video_breakdowns = {**{axis: field_text(record, axis, where, required=False) or ""
-                               for axis in VIDEO_BREAKDOWNS}, **_audio_classes(record, where)}
-        for key in tasks:
-            task = record[key]
-            at = Where(qa, f"{video}/{key}")
-            if not isinstance(task, dict):
-                raise at.error(f"expected an object, got {type(task).__name__}", key)
-            raw_options = task.get("candidates")
-            options = option_texts(raw_options, at, "candidates")
-            entries.append(Entry(
-                where=at, item_id=f"{video}/{key}", question=field_text(task, "question", at), options=options,
-                answer=given_answer(task, "answer", options, at, raw_options),
-                media={"video": clip, "audio": clip}, category=field_text(task, "task_type", at, required=False),
-                task=domain, text_alternatives={"audio": stand_in} if stand_in else {},
-                breakdowns={**video_breakdowns, **{axis: field_text(task, axis, at, required=False) or ""
-                                                   for axis in TASK_BREAKDOWNS}},
-                fields={"options": "candidates"}))
-    return entries
+    videos = ((Where(qa, f"video {video}"), (video, record)) for video, record in data.items())
+    built, skipped = sound_entries(videos, partial(_video_entries, roots=roots, archives=archives))
+    entries = [entry for kept, _ in built for entry in kept]
+    return entries, skipped + [one for _, lost in built for one in lost]
+
+
+def _video_entries(keyed: tuple[str, object], where: Where, *, roots: list[Path],
+                   archives: ReleaseArchives) -> tuple[list[Entry], list[Skipped]]:
+    """The entries of one video's questions and those skipped; an error about the video itself (its key, its
+    record, its subtitles) skips them all. A task key written twice refuses the release (module doc)."""
+    video, record = keyed
+    if not isinstance(record, dict):
+        raise where.error(f"expected an object, got {type(record).__name__}")
+    repeated = _repeated(record, None)
+    if repeated:
+        raise InputError(f"task key {repeated[0]!r} is written twice in the video's record ({repeated[1]}): a JSON "
+                         "reader keeps only the last, dropping the other's question", file=where.file,
+                         item=where.item, field=repeated[0])
+    if video in (".", "..") or "/" in video or "\\" in video:
+        raise where.error(f"{video!r} is not a plain file name (keys name videos/<key>.mp4)", "video")
+    tasks = sorted((k for k in record if _TASK_KEY.match(str(k))), key=lambda k: int(_TASK_KEY.match(k)[1]))
+    if not tasks:
+        raise where.error("no questions (task0, task1, ...)", "task0")
+    clip = MediaRef("video", (f"videos/{video}.mp4",), archives=archives or None)
+    stand_in = subtitle_stand_in(f"subtitles/{video}.srt", roots, archives, where, "subtitles")
+    shared = {"clip": clip, "stand_in": stand_in, "domain": field_text(record, "domain", where, required=False),
+              "breakdowns": {**{axis: field_text(record, axis, where, required=False) or ""
+                                for axis in VIDEO_BREAKDOWNS}, **_audio_classes(record, where)}}
+    questions = ((Where(where.file, f"{video}/{key}", f"{video}/{key}"), (key, record[key])) for key in tasks)
+    return sound_entries(questions, partial(_task_entry, **shared))
+
+
+def _task_entry(keyed: tuple[str, object], at: Where, *, clip: MediaRef, stand_in: str, domain: str | None,
+                breakdowns: dict[str, str]) -> Entry:
+    """One question's entry; ``clip``, ``stand_in``, ``domain`` and ``breakdowns`` are its video's."""
+    key, task = keyed
+    if not isinstance(task, dict):
+        raise at.error(f"expected an object, got {type(task).__name__}", key)
+    raw_options = task.get("candidates")
+    options = option_texts(raw_options, at, "candidates")
+    return Entry(
+        where=at, item_id=at.item_id, question=field_text(task, "question", at), options=options,
+        answer=given_answer(task, "answer", options, at, raw_options),
+        media={"video": clip, "audio": clip}, category=field_text(task, "task_type", at, required=False),
+        task=domain, text_alternatives={"audio": stand_in} if stand_in else {},
+        breakdowns={**breakdowns, **{axis: field_text(task, axis, at, required=False) or ""
+                                     for axis in TASK_BREAKDOWNS}},
+        fields={"options": "candidates"})
 
 
 class _Pairs(dict):
@@ -187,6 +212,6 @@ def convert_worldsense(release: str | Path, out: str | Path, *, name: str = "wor
     read only under ``release`` and ``media_root`` (a folder holding ``videos/`` and ``subtitles/``)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
-    entries = read_worldsense(release, media_root, Path(out) if overwrite else None)
-    return write_release(entries, out, converter=CONVERTER, name=name, release=release,
-                         media_root=media_root, copy=copy, overwrite=overwrite)
+    entries, skipped = read_worldsense(release, media_root, Path(out) if overwrite else None)
+    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
