@@ -12,10 +12,11 @@ holds it until it ends; a second writer is refused at once with who holds it.
   (``store.next_part``), so even then no row is lost or replaced.
 
 The holder rewrites its heartbeat every ``heartbeat_s`` seconds. A lease is stale when its process is gone (same
-host: the pid is not running, or runs another program) or its heartbeat is older than ``ttl_s`` (any host: a
-killed node's driver). A stale lease is taken over with a message. Every write through the store first checks that
-this writer still holds the lease (``check``): a writer that lost it (a paused process whose lease was taken over)
-stops instead of writing beside the new holder.
+host: no process has the pid, or the one that has it started at another time than the holder did; both read
+without psutil) or its heartbeat is older than ``ttl_s`` (any host: a killed node's driver). A stale lease is
+taken over with a message. Every write through the store first checks that this writer still holds the lease
+(``check``): a writer that lost it (a paused process whose lease was taken over) stops instead of writing beside
+the new holder.
 """
 
 from __future__ import annotations
@@ -42,13 +43,50 @@ class LeaseLost(RuntimeError):
     """This writer's lease was taken over by another (its heartbeat had stopped for longer than the time-to-live)."""
 
 
-def _process_start(pid: int) -> float | None:
+def _boot_time() -> float | None:
+    """The host's boot time (seconds since the epoch), from ``/proc/stat`` (Linux); None elsewhere."""
     try:
-        import psutil
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
 
-        return psutil.Process(pid).create_time()
-    except Exception:  # no such process, or no permission: treat as unknown
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None where it cannot be read.
+
+    Read from ``/proc/<pid>/stat`` (field 22: clock ticks after boot), not through psutil: psutil is importable
+    here only after Ray has put its own copy on the path, and a lease must judge its holder before any Ray import.
+    The value is the one psutil reports on Linux (boot time + ticks / ticks per second), so records written by
+    either agree within the 1 s tolerance ``stale_reason`` allows."""
+    boot = _boot_time()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
         return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (command) ": the command may hold spaces
+    try:
+        ticks = int(fields[19])  # field 22 counted from 1 with pid and command: index 19 after them
+    except (IndexError, ValueError):
+        return None
+    return None if boot is None else boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (signal 0 checks existence and sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    except OSError:
+        return False
+    return True
 
 
 class OutputLease:
@@ -83,9 +121,12 @@ class OutputLease:
     def stale_reason(self, held: dict) -> str | None:
         """Why a lease record no longer holds (None: it holds)."""
         if held.get("host") == socket.gethostname() and held.get("pid"):
-            started = _process_start(int(held["pid"]))
-            if started is None or (held.get("pid_started") and abs(started - held["pid_started"]) > 1.0):
-                return f"its process {held['pid']} on this host has ended"
+            pid = int(held["pid"])
+            if not _process_alive(pid):
+                return f"its process {pid} on this host has ended"
+            started = _process_start(pid)
+            if started is not None and held.get("pid_started") and abs(started - held["pid_started"]) > 1.0:
+                return f"its process {pid} on this host has ended (the pid now runs another program)"
         age = time.time() - float(held.get("heartbeat") or 0.0)
         if age > self.ttl_s:
             return f"no heartbeat for {age:.0f} s (time-to-live {self.ttl_s:g} s)"

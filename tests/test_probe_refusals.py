@@ -1,0 +1,106 @@
+"""What a hostile new user hit: each case reproduced as the user met it (the command line in a real subprocess, a
+real signal, a real full disk), and each must end in one line naming the file, item or field, or a correct
+result, never a traceback or a silent wrong number.
+
+The expectations come from outside the code under test: the pid of a process this test started, the bytes of a
+file this test cut, the names the test itself wrote, what the kernel reports about a process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _omnieval(*args: str, **kw) -> subprocess.CompletedProcess:
+    """The command line as a user runs it, in its own process."""
+    return subprocess.run([sys.executable, "-m", "omnieval.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=kw.pop("timeout", 300), **kw)
+
+
+def _one_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A live lease holder is seen as live without psutil
+# ---------------------------------------------------------------------------------------------------------------
+
+HOLD_LEASE = """
+import sys, time
+from omnieval.core.store import RunStore
+from omnieval.run.lease import OutputLease
+lease = OutputLease(RunStore(sys.argv[1])).acquire()
+assert "psutil" not in sys.modules and "ray" not in sys.modules
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def _proc_start_time(pid: int) -> float:
+    """The kernel's start time of ``pid`` in seconds since the epoch, computed here from /proc on its own."""
+    btime = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    stat = open(f"/proc/{pid}/stat").read()
+    return btime + int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process start times from /proc")
+def test_a_second_sweep_on_a_held_output_is_refused_naming_the_live_holder(small_bench, tmp_path):
+    from omnieval.core.store import RunStore
+    from omnieval.run.lease import LEASE_FILE, OutputBusy, OutputLease
+
+    out = tmp_path / "sweep"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, str(out)], stdout=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        held = json.loads((out / LEASE_FILE).read_text())
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(yaml.safe_dump({
+            "output": str(out), "prompts": ["zs"], "decode": {"num_frames": 2, "max_side": 32},
+            "protocols": [{"protocol": "dissonance", "benchmark": str(small_bench)}],
+            "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]}))
+        done = _omnieval("sweep", str(sweep), env=env)
+        assert done.returncode == 2, done.stderr
+        line = _one_line(done.stderr)
+        assert "another omnieval process is writing here" in line and f"pid {holder.pid} " in line
+        assert holder.poll() is None  # the holder lives on, still holding its own lease
+        assert json.loads((out / LEASE_FILE).read_text())["token"] == held["token"]
+        assert "taking over" not in done.stderr
+        assert held["pid"] == holder.pid and abs(held["pid_started"] - _proc_start_time(holder.pid)) < 1.0
+
+        # the same pid with another start time is another program (the pid was reused): the lease is stale
+        (out / LEASE_FILE).write_text(json.dumps(dict(held, pid_started=held["pid_started"] - 3600)))
+        said: list[str] = []
+        OutputLease(RunStore(str(out)), log=said.append).acquire().release()
+        assert said and "pid now runs another program" in said[0]
+        (out / LEASE_FILE).write_text(json.dumps(dict(held, heartbeat=time.time())))
+        with pytest.raises(OutputBusy):
+            OutputLease(RunStore(str(out))).acquire()
+    finally:
+        holder.kill()
+        holder.wait(30)
+    said = []  # killed: its lease is taken over at once, by any process
+    OutputLease(RunStore(str(out)), log=said.append).acquire().release()
+    assert said and f"its process {holder.pid} on this host has ended" in said[0]
