@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -104,3 +105,61 @@ def test_a_second_sweep_on_a_held_output_is_refused_naming_the_live_holder(small
     said = []  # killed: its lease is taken over at once, by any process
     OutputLease(RunStore(str(out)), log=said.append).acquire().release()
     assert said and f"its process {holder.pid} on this host has ended" in said[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An MP4 cut in half is a decode error naming the file, even when its last frame still decodes
+# ---------------------------------------------------------------------------------------------------------------
+
+def _ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cut_clip(tmp_path_factory) -> tuple[Path, Path]:
+    """A 1 s clip of 4 frames with its sound, index first (as releases are written), and the same file's first
+    half. x264 stores the frames as I P B B: the cut keeps the frames shown at 0, 0.25 and 0.75 s and loses the one
+    at 0.5 s, so the frames that still decode reach the end of the clip."""
+    d = tmp_path_factory.mktemp("cut")
+    full = d / "clip.mp4"
+    _ffmpeg("-f", "lavfi", "-i", "testsrc=size=320x240:rate=4:duration=1", "-f", "lavfi", "-i",
+            "sine=frequency=440:duration=1", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest",
+            "-movflags", "+faststart", str(full))
+    data = full.read_bytes()
+    half = d / "half.mp4"
+    half.write_bytes(data[: len(data) // 2])
+    return full, half
+
+
+def _presented_times(path: Path) -> list[float]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        return sorted(float(f.pts * f.time_base) for f in container.decode(stream))
+
+
+def test_an_mp4_cut_in_half_is_refused_by_decode_and_by_datasets_check(cut_clip, tmp_path):
+    from omnieval.datasets.synthetic import make_dissonance_benchmark
+    from omnieval.media import decode
+    from omnieval.media.mp4_index import declared_end
+
+    full, half = cut_clip
+    assert _presented_times(full) == [0.0, 0.25, 0.5, 0.75]
+    assert _presented_times(half) == [0.0, 0.25, 0.75]  # the frame at 0.5 s is gone, the last one is not
+    assert decode.decode_video(full, num_frames=4).data.shape[0] == 4
+    assert declared_end(full) == full.stat().st_size  # index first: the last sample ends the file
+    for check in (lambda p: decode.decode_video(p, num_frames=4), decode.decode_audio,
+                  lambda p: decode.probe_media(p, "video")):
+        with pytest.raises(decode.MediaError, match=r"half\.mp4: truncated media: .* the file holds"):
+            check(half)
+
+    bench = make_dissonance_benchmark(tmp_path / "bench", n_anchors=2, n_questions=1, splits=("real",))
+    item = json.loads((bench / "items.jsonl").read_text().splitlines()[0])
+    shutil.copy(full, bench / item["media"]["video"])
+    assert _omnieval("datasets", "check", str(bench)).returncode == 0
+    shutil.copy(half, bench / item["media"]["video"])
+    done = _omnieval("datasets", "check", str(bench))
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert item["media"]["video"] in line and "truncated media" in line
