@@ -163,3 +163,39 @@ def test_an_mp4_cut_in_half_is_refused_by_decode_and_by_datasets_check(cut_clip,
     assert done.returncode == 2
     line = _one_line(done.stderr)
     assert item["media"]["video"] in line and "truncated media" in line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --cluster naming nothing real is refused, not replaced by the default
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory) -> Path:
+    """Two models' predictions on 12 dissonance questions in 4 anchors."""
+    from omnieval.dev.bench_stats import synthetic_dissonance
+
+    path = tmp_path_factory.mktemp("cluster") / "predictions.parquet"
+    synthetic_dissonance(n_models=2, prompts=("zs",), splits=("s",), n_items=12, n_anchors=4, seed=0) \
+        .write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["metrics", "report"])
+@pytest.mark.parametrize("value, said", [
+    ("bogus=anchor", "no protocol 'bogus'; known protocols: "),
+    ("disonance=item", "no protocol 'disonance'; known protocols: "),
+    ("", "give a column (anchor) or protocol=column"),
+    ("anchr", "the column is absent; units these predictions hold: item, group, item_id, anchor"),
+])
+def test_a_cluster_option_naming_nothing_real_is_refused(predictions, tmp_path, command, value, said):
+    from omnieval.protocols import known_protocols
+
+    out = tmp_path / "out"
+    done = _omnieval(command, str(predictions), "--out", str(out), "--resamples", "50", "--permutations", "50",
+                     "--cluster", value)
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert "--cluster" in line and said in line
+    if "known protocols" in said:
+        assert "dissonance" in known_protocols() and all(p in line for p in known_protocols())
+    assert not out.exists() or not any(out.iterdir())  # nothing computed, no default recorded
