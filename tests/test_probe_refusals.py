@@ -199,3 +199,65 @@ def test_a_cluster_option_naming_nothing_real_is_refused(predictions, tmp_path, 
     if "known protocols" in said:
         assert "dissonance" in known_protocols() and all(p in line for p in known_protocols())
     assert not out.exists() or not any(out.iterdir())  # nothing computed, no default recorded
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A full output disk: one line, no temporary left, and a rerun removes the ones a killed writer left
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), mounted for the test; skipped where this process may not mount one."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """Fill ``disk`` until ``leave`` bytes remain free (as statvfs counts them)."""
+    filler = disk / "filler"
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    filler.write_bytes(b"\0" * (free - leave))
+    assert os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize == leave
+    return filler
+
+
+def _temporaries(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if ".tmp-" in p.name]
+
+
+def test_a_full_output_disk_is_one_line_and_a_rerun_clears_what_a_killed_writer_left(small_bench, small_disk,
+                                                                                      tmp_path):
+    import polars as pl
+
+    out = small_disk / "run"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "benchmark": str(small_bench), "output": str(out), "prompts": ["zs"], "ray": {"num_cpus": 4},
+        "decode": {"num_frames": 2, "max_side": 32},
+        "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]}))
+    filler = _fill(small_disk, leave=3 * 4096)  # the lease and the identity fit; the first part does not
+    done = _omnieval("run", str(cfg), timeout=600)
+    assert done.returncode == 2, done.stderr
+    errors = [s[s.index("omnieval: error:"):] for s in done.stderr.splitlines() if "omnieval: error:" in s]
+    assert "Traceback" not in done.stderr and len(errors) == 1, done.stderr
+    assert "No space left on device" in errors[0] and str(out) in errors[0] and "rerun" in errors[0]
+    assert _temporaries(out) == []
+
+    filler.unlink()  # space is back; a writer killed while writing a part had left its temporary
+    stale = out / "parts" / "sim" / "part-000000-0123456789ab.parquet.tmp-89abcdef"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(b"PAR1 half a part")
+    again = _omnieval("run", str(cfg), timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "removed 1 half-written file(s)" in again.stderr and "part-000000-0123456789ab" in again.stderr
+    assert _temporaries(out) == []
+    table = pl.read_parquet(out / "predictions.parquet")
+    n_items = sum(1 for _ in open(small_bench / "items.jsonl"))
+    assert table.height == table["instance_id"].n_unique() == n_items * 8

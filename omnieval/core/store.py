@@ -15,6 +15,7 @@ without error, and the pipeline skips them. Folder names come from ``folder_name
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -35,6 +36,10 @@ from omnieval.core.names import folder_name
 from omnieval.core.schema import DEFAULT_MODE, PREDICTION_SCHEMA, InputError, conform, mode_or_default
 
 _PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
+_TEMPORARY = re.compile(r"\.(?:parquet|json)\.tmp-[0-9a-f]{8}$")
+"""A temporary of ``write_bytes`` (the lease's own, ``.tmp-<writer token>``, is 12 digits and not matched)."""
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+"""A full device, a quota reached, a file-size limit: the write cannot succeed until someone frees space."""
 
 
 STORAGE_TIMEOUT_ENV = "OMNIEVAL_STORAGE_TIMEOUT_S"
@@ -112,11 +117,35 @@ class RunStore:
         if self.lease is not None:
             self.lease.check()  # a writer whose lease was taken over writes nothing more
         final = self.path(rel)
-        self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
         tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(data)
-        self.fs.move(tmp, final)
+        try:
+            self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, final)
+        except BaseException as exc:  # a full disk, Ctrl-C: no half-written temporary is left behind
+            self._discard(tmp)
+            if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+                raise InputError(f"no space left for {rel} ({os.strerror(exc.errno)}): free space or give another "
+                                 "output, then rerun the same command: the parts already written are kept and "
+                                 "resumed", file=self.uri, field="output") from None
+            raise
+
+    def _discard(self, path: str) -> None:
+        try:
+            self.fs.delete_file(path)
+        except (OSError, FileNotFoundError):
+            pass
+
+    def remove_temporaries(self) -> list[str]:
+        """Delete the temporaries (``<name>.parquet.tmp-<hex>``, ``<name>.json.tmp-<hex>``) that a writer killed
+        in the middle of ``write_bytes`` left; the relative paths removed. Only for the holder of the output's
+        lease: no other writer of this output can be in the middle of a write then."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True, allow_not_found=True))
+        stale = [i.path for i in infos if i.type == pafs.FileType.File and _TEMPORARY.search(i.path)]
+        for path in stale:
+            self._discard(path)
+        return [PurePosixPath(path).relative_to(self.root).as_posix() for path in stale]
 
     def write_table(self, rel: str, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()

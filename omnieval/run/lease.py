@@ -148,7 +148,16 @@ class OutputLease:
             self._acquire_remote()
         self._thread = threading.Thread(target=self._beat, name="omnieval-lease", daemon=True)
         self._thread.start()
+        self._remove_temporaries()
         return self
+
+    def _remove_temporaries(self) -> None:
+        """Half-written files a stopped writer left (a full disk, a kill): removed now that this writer alone may
+        write here, so that they neither pile up nor look like output."""
+        removed = self.store.remove_temporaries()
+        if removed:
+            self.log(f"omnieval: removed {len(removed)} half-written file(s) a stopped writer left in "
+                     f"{self.store.uri} ({removed[0]}{', ...' if len(removed) > 1 else ''})")
 
     def _take_over_check(self, held: dict | None) -> None:
         if held is None:
