@@ -30,6 +30,7 @@ import time
 
 import pyarrow.fs as pafs
 
+from omnieval.core.processes import process_alive, process_start
 from omnieval.core.schema import InputError
 
 LEASE_FILE = ".omnieval-lease.json"
@@ -41,52 +42,6 @@ class OutputBusy(InputError):
 
 class LeaseLost(RuntimeError):
     """This writer's lease was taken over by another (its heartbeat had stopped for longer than the time-to-live)."""
-
-
-def _boot_time() -> float | None:
-    """The host's boot time (seconds since the epoch), from ``/proc/stat`` (Linux); None elsewhere."""
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _process_start(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), or None where it cannot be read.
-
-    Read from ``/proc/<pid>/stat`` (field 22: clock ticks after boot), not through psutil: psutil is importable
-    here only after Ray has put its own copy on the path, and a lease must judge its holder before any Ray import.
-    The value is the one psutil reports on Linux (boot time + ticks / ticks per second), so records written by
-    either agree within the 1 s tolerance ``stale_reason`` allows."""
-    boot = _boot_time()
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (command) ": the command may hold spaces
-    try:
-        ticks = int(fields[19])  # field 22 counted from 1 with pid and command: index 19 after them
-    except (IndexError, ValueError):
-        return None
-    return None if boot is None else boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this host (signal 0 checks existence and sends nothing)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    except OSError:
-        return False
-    return True
 
 
 class OutputLease:
@@ -106,7 +61,7 @@ class OutputLease:
     def _record(self) -> dict:
         now = time.time()
         return {"token": self.token, "host": socket.gethostname(), "pid": os.getpid(),
-                "pid_started": _process_start(os.getpid()), "acquired": getattr(self, "_acquired", now),
+                "pid_started": process_start(os.getpid()), "acquired": getattr(self, "_acquired", now),
                 "heartbeat": now, "command": " ".join(sys.argv)[:300]}
 
     def _read(self) -> dict | None:
@@ -122,9 +77,9 @@ class OutputLease:
         """Why a lease record no longer holds (None: it holds)."""
         if held.get("host") == socket.gethostname() and held.get("pid"):
             pid = int(held["pid"])
-            if not _process_alive(pid):
+            if not process_alive(pid):
                 return f"its process {pid} on this host has ended"
-            started = _process_start(pid)
+            started = process_start(pid)
             if started is not None and held.get("pid_started") and abs(started - held["pid_started"]) > 1.0:
                 return f"its process {pid} on this host has ended (the pid now runs another program)"
         age = time.time() - float(held.get("heartbeat") or 0.0)
