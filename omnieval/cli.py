@@ -746,18 +746,21 @@ def _add_bench_gpu(sub) -> None:
 
 STOPPABLE = ("run", "sweep")
 """Commands that end with one line and the resume command on Ctrl-C or SIGTERM (``omnieval.run.stopping``)."""
+UNDONE_ON_STOP = ("datasets",)
+"""Commands that write a folder only when complete (``omnieval.datasets.output_folder``): on Ctrl-C or SIGTERM the
+half-built folder is removed on the way out and one line says so."""
 
 
 def main(argv: list[str] | None = None) -> int:
     import signal
 
     from omnieval.run.ray_start import RayStartFailed
-    from omnieval.run.stopping import Terminated, exit_status, stoppable, stopped_line
+    from omnieval.run.stopping import Terminated, exit_status, stoppable, stopped_line, undone_line
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        if args.command not in STOPPABLE:
+        if args.command not in STOPPABLE + UNDONE_ON_STOP:
             return int(args.func(args) or 0)
         with stoppable():
             return int(args.func(args) or 0)
@@ -768,10 +771,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omnieval: error: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, Terminated) as exc:
-        if args.command not in STOPPABLE:
+        if args.command not in STOPPABLE + UNDONE_ON_STOP:
             raise
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        print(f"\n{stopped_line(signum, args.command, argv)}", file=sys.stderr, flush=True)
+        line = stopped_line(signum, args.command, argv) if args.command in STOPPABLE else undone_line(signum, argv)
+        print(f"\n{line}", file=sys.stderr, flush=True)
         return exit_status(signum)
 
 

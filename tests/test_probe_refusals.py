@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -261,3 +263,79 @@ def test_a_full_output_disk_is_one_line_and_a_rerun_clears_what_a_killed_writer_
     table = pl.read_parquet(out / "predictions.parquet")
     n_items = sum(1 for _ in open(small_bench / "items.jsonl"))
     assert table.height == table["instance_id"].n_unique() == n_items * 8
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A conversion stopped by Ctrl-C, SIGTERM or SIGKILL leaves nothing behind, or nothing the next one keeps
+# ---------------------------------------------------------------------------------------------------------------
+
+SLOW_COPY = """
+import shutil, time
+_copy2 = shutil.copy2
+def copy2(*args, **kwargs):  # a slow disk: each copied file takes a quarter of a second
+    done = _copy2(*args, **kwargs)
+    time.sleep(0.25)
+    return done
+shutil.copy2 = copy2
+"""
+
+
+@pytest.fixture
+def mmar_release(tmp_path):
+    from omnieval.media.synth import beep_audio
+    from tests.test_omni_mmar import IDS, release
+
+    sounds = [beep_audio(tmp_path / "sounds" / f"s{i}.wav", frequency=250 + 90 * i, beeps=1, duration=0.5,
+                         sample_rate=8000) for i in range(len(IDS))]
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_COPY)
+    return release(tmp_path / "MMAR", sounds), slow
+
+
+def _builds(folder: Path) -> list[Path]:
+    return sorted(folder.glob(".mmar-*"))
+
+
+def _convert_until_copying(release: Path, out: Path, slow: Path) -> subprocess.Popen:
+    """``datasets mmar --copy`` on a slow disk, returned once two media files are in its build folder."""
+    env = dict(os.environ, PYTHONPATH=f"{slow}{os.pathsep}{ROOT}")
+    proc = subprocess.Popen([sys.executable, "-m", "omnieval.cli", "datasets", "mmar", str(release), "--out",
+                             str(out), "--copy"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    _wait_for(lambda: any(len(list(b.rglob("*.wav"))) >= 2 for b in _builds(out.parent)), 120, "the copy")
+    assert proc.poll() is None
+    return proc
+
+
+@pytest.mark.parametrize("signum, said", [(signal.SIGINT, "Ctrl-C (SIGINT)"), (signal.SIGTERM, "SIGTERM")])
+def test_a_conversion_stopped_by_a_signal_removes_its_folder_and_says_so(mmar_release, tmp_path, signum, said):
+    release, slow = mmar_release
+    out = tmp_path / "bench"
+    proc = _convert_until_copying(release, out, slow)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum
+    line = _one_line(err)
+    assert f"omnieval: datasets mmar stopped by {said}; its unfinished folder was removed" in line
+    assert _builds(tmp_path) == [] and not out.exists()
+
+
+def test_a_later_conversion_removes_the_folder_a_killed_one_left(mmar_release, tmp_path):
+    release, slow = mmar_release
+    out = tmp_path / "bench"
+    proc = _convert_until_copying(release, out, slow)
+    proc.kill()  # SIGKILL: no clean-up can run
+    proc.wait(30)
+    left = _builds(tmp_path)
+    assert [b.name.split("@")[0] for b in left] == [f".mmar-{proc.pid}"] and not out.exists()
+    live = tmp_path / f".mmar-{os.getpid()}@{socket.gethostname()}.abcd1234"  # this test's own live pid
+    elsewhere = tmp_path / ".mmar-1@another-host.abcd1234"  # a build on another machine sharing the folder
+    for kept in (live, elsewhere):
+        kept.mkdir()
+    done = _omnieval("datasets", "mmar", str(release), "--out", str(out), "--copy")
+    assert done.returncode == 0, done.stderr
+    assert f"removed {left[0]}, left by a conversion that stopped before it finished (its process {proc.pid} is " \
+           "gone)" in done.stderr
+    assert _builds(tmp_path) == sorted([live, elsewhere])
+    assert len(list((out / "media").rglob("*.wav"))) == len(list((release / "audio").iterdir()))

@@ -23,14 +23,20 @@ or source and every ``--media-root`` (``Source``).
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from omnieval.core.processes import process_alive
 from omnieval.core.schema import InputError
 
 CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-omni", "worldsense", "videomme",
@@ -170,11 +176,14 @@ def building_folder(out: str | Path, converter: str, *, overwrite: bool = False,
     When the block ends without an error, ``converter`` is recorded in the built ``benchmark.json`` and the folder
     takes ``out``'s place: one rename when ``out`` is new; when it is an existing (empty, or previous output)
     folder, its entries are swapped for the new ones and the folder itself stays (it may be the working folder).
-    On an error the temporary folder is removed and ``out`` is as it was."""
+    On an error, Ctrl-C or SIGTERM (``omnieval.cli`` turns it into an exception) the temporary folder is removed
+    and ``out`` is as it was. The folder's name carries this process's pid and host, so that a later conversion
+    can remove one a killed process left (``remove_dead_builds``)."""
     target = check_output_folder(out, converter, overwrite=overwrite, sources=sources)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+        remove_dead_builds(target.parent, prefix)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{socket.gethostname()}.", dir=target.parent))
     except OSError as exc:
         raise InputError(f"cannot write in the folder that holds --out: {exc.strerror}", file=target.parent,
                          field="--out") from None
@@ -185,6 +194,26 @@ def building_folder(out: str | Path, converter: str, *, overwrite: bool = False,
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def remove_dead_builds(parent: Path, prefix: str) -> list[Path]:
+    """Remove the build folders (``<prefix><pid>@<host>.<random>``) in ``parent`` whose writer, a process on this
+    host, is gone: a conversion killed outright (SIGKILL, a crash of the machine) cannot remove its own, and a
+    release copied with ``--copy`` can leave gigabytes. A folder of a live process, of another host (a shared
+    filesystem) or named otherwise is left alone: nothing proves it dead."""
+    pattern = re.compile(rf"{re.escape(prefix)}(\d+)@(.+)\.[^.]+")
+    removed = []
+    for entry in sorted(parent.glob(f"{glob.escape(prefix)}*")):
+        match = pattern.fullmatch(entry.name)
+        if not match or not entry.is_dir() or match.group(2) != socket.gethostname():
+            continue
+        if process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        print(f"omnieval: note: removed {entry}, left by a conversion that stopped before it finished (its process "
+              f"{match.group(1)} is gone)", file=sys.stderr)
+        removed.append(entry)
+    return removed
 
 
 def _record_converter(folder: Path, converter: str) -> None:
