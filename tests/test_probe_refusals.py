@@ -339,3 +339,33 @@ def test_a_later_conversion_removes_the_folder_a_killed_one_left(mmar_release, t
            "gone)" in done.stderr
     assert _builds(tmp_path) == sorted([live, elsewhere])
     assert len(list((out / "media").rglob("*.wav"))) == len(list((release / "audio").iterdir()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An s3:// location on a machine with no network: one line naming it and its field
+# ---------------------------------------------------------------------------------------------------------------
+
+def _no_network() -> list[str]:
+    """A prefix that runs a command in a network namespace of its own (no interface but a down loopback)."""
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -rn (a user and network namespace) is not allowed here")
+    return ["unshare", "-rn"]
+
+
+@pytest.mark.parametrize("field", ["output", "decode.store"])
+def test_an_s3_location_without_network_is_one_line(small_bench, tmp_path, field):
+    uri = "s3://omnieval-no-such-bucket/run"  # no region given: pyarrow asks the network for it
+    config = {"benchmark": str(small_bench), "output": str(tmp_path / "out"), "prompts": ["zs"],
+              "decode": {"num_frames": 2, "max_side": 32},
+              "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]}
+    if field == "output":
+        config["output"] = uri
+    else:
+        config["decode"]["store"] = uri
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    done = subprocess.run([*_no_network(), sys.executable, "-m", "omnieval.cli", "run", str(cfg)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert line.startswith(f"omnieval: error: file '{uri}', field '{field}': cannot ")

@@ -46,16 +46,22 @@ STORAGE_TIMEOUT_ENV = "OMNIEVAL_STORAGE_TIMEOUT_S"
 STORAGE_TIMEOUT_S = 30.0
 
 
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem(uri: str, field: str = "output") -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and path of a local path or a ``scheme://`` URI (s3, gs, file, ...); a URI pyarrow
-    cannot open (an unknown scheme or query option) is an ``InputError`` naming it."""
+    cannot open (an unknown scheme or query option, an s3 bucket whose region cannot be asked: no network) is an
+    ``InputError`` naming it and the config ``field`` that gave it."""
     if "://" in uri:
-        try:
-            return pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowException, ValueError) as exc:
-            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
-                             field="output") from None
+        try:  # s3 asks the network for the bucket's region here, unless the URI gives ``region=``
+            return bounded(lambda: pafs.FileSystem.from_uri(uri), f"opening the {field}", uri, field)
+        except (pa.ArrowException, ValueError, OSError) as exc:
+            raise InputError(f"cannot open this location: {_one_line(exc)}", file=uri.split("?", 1)[0],
+                             field=field) from None
     return pafs.LocalFileSystem(), str(uri)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A storage client's message on one line (AWS errors run over several)."""
+    return " ".join(str(exc).split())
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -71,7 +77,7 @@ def storage_timeout() -> float:
     return env_seconds(STORAGE_TIMEOUT_ENV, STORAGE_TIMEOUT_S)
 
 
-def bounded(call, what: str, uri: str):
+def bounded(call, what: str, uri: str, field: str = "output"):
     """``call()`` on a remote filesystem, given up after ``OMNIEVAL_STORAGE_TIMEOUT_S`` seconds (default 30) with
     an ``InputError``: without a network, pyarrow's GCS client retries for many minutes, and a run would sit there
     before any model work. The call goes on in a daemon thread that the process does not wait for."""
@@ -91,7 +97,7 @@ def bounded(call, what: str, uri: str):
     if thread.is_alive():
         raise InputError(f"no answer from the storage within {timeout:g} s while {what} (no network, no "
                          f"credentials it can reach, or an endpoint that does not respond; set {STORAGE_TIMEOUT_ENV} "
-                         "to wait longer)", file=uri.split("?", 1)[0], field="output")
+                         "to wait longer)", file=uri.split("?", 1)[0], field=field)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
@@ -360,7 +366,7 @@ def stored_path(where: str | Path | StoredPath) -> Path | StoredPath:
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0]) from exc
+        raise InputError(f"cannot open this location: {_one_line(exc)}", file=uri.split("?", 1)[0]) from None
     scheme, query = uri.split("://", 1)[0], urlsplit(uri).query
     return StoredPath(scheme=scheme, path=path.rstrip("/"), query=query, fs=fs)
 

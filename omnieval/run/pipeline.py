@@ -169,17 +169,11 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
 def check_media_store(config: RunConfig) -> None:
     """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option) fails here, naming the
     field, before any model work (a decode task that cannot open it would decode without it)."""
-    import pyarrow.fs as pafs
-
-    from omnieval.core.schema import InputError
+    from omnieval.core.store import filesystem
 
     uri = config.decode.store
     if uri and "://" in uri:
-        try:
-            pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowException, ValueError) as exc:
-            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
-                             field="decode.store") from None
+        filesystem(uri, field="decode.store")
 
 
 def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
