@@ -369,3 +369,29 @@ def test_an_s3_location_without_network_is_one_line(small_bench, tmp_path, field
     assert done.returncode == 2, done.stderr
     line = _one_line(done.stderr)
     assert line.startswith(f"omnieval: error: file '{uri}', field '{field}': cannot ")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A refusal found inside Ray's expansion tasks is the same one line as datasets check's
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_a_spectrum_benchmark_with_one_image_for_most_items_is_the_same_one_line_in_a_run(tmp_path):
+    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
+
+    bench = make_spectrum_benchmark(tmp_path / "bench", seed=0, n_items=8)
+    items = [json.loads(line) for line in (bench / "items.jsonl").read_text().splitlines()]
+    shared = items[0]["media"]["image"]
+    for item in items[:6]:  # 6 of 8 items show one picture: no donor arrangement keeps an item off its own
+        item["media"]["image"] = shared
+    (bench / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    checked = _omnieval("datasets", "check", str(bench))
+    assert checked.returncode == 2
+    refusal = _one_line(checked.stderr)
+    assert "no donor for this item" in refusal and shared in refusal
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "benchmark": str(bench), "output": str(tmp_path / "out"), "prompts": ["zs"], "ray": {"num_cpus": 4},
+        "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}]}))
+    done = _omnieval("run", str(cfg), timeout=600)
+    assert done.returncode == 2, done.stderr
+    assert _one_line(done.stderr) == refusal
