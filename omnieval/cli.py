@@ -234,7 +234,16 @@ def _datasets_check(args: argparse.Namespace) -> int:
 
     from omnieval.datasets.check import check_benchmark
 
-    options = json.loads(args.protocol_options) if args.protocol_options else None
+    options = None
+    if args.protocol_options:
+        try:
+            options = json.loads(args.protocol_options)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON ({exc}): give an object, e.g. '{{\"donor_within\": [\"category\"]}}'",
+                             field="--protocol-options") from None
+        if not isinstance(options, dict):
+            raise InputError(f"expected a JSON object of the run's protocol_options, got {args.protocol_options!r}",
+                             field="--protocol-options")
     print(check_benchmark(args.folder, item=args.item, seed=args.seed, media_check=args.media_check,
                           protocol_options=options))
     return 0

@@ -395,3 +395,23 @@ def test_a_spectrum_benchmark_with_one_image_for_most_items_is_the_same_one_line
     done = _omnieval("run", str(cfg), timeout=600)
     assert done.returncode == 2, done.stderr
     assert _one_line(done.stderr) == refusal
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# datasets check --protocol-options: bad JSON, or options the protocol does not take, in one line
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given, field, said", [
+    ("{bad", "--protocol-options", "not valid JSON (Expecting property name enclosed in double quotes"),
+    ("[1]", "--protocol-options", "expected a JSON object"),
+    ('{"donor_within": 3}', "protocol_options.donor_within", "valid list (got 3)"),
+    ('{"donr_within": []}', "protocol_options.donr_within", "Extra inputs are not permitted"),
+])
+def test_bad_protocol_options_of_datasets_check_are_one_line(tmp_path, given, field, said):
+    from omnieval.datasets.synthetic_spectrum import make_spectrum_benchmark
+
+    bench = make_spectrum_benchmark(tmp_path / "bench", seed=0, n_items=8)
+    done = _omnieval("datasets", "check", str(bench), "--media-check", "off", "--protocol-options", given)
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert line.startswith(f"omnieval: error: field '{field}': ") and said in line
