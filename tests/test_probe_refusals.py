@@ -415,3 +415,35 @@ def test_bad_protocol_options_of_datasets_check_are_one_line(tmp_path, given, fi
     assert done.returncode == 2
     line = _one_line(done.stderr)
     assert line.startswith(f"omnieval: error: field '{field}': ") and said in line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An hf model folder whose config.json names a model_type transformers does not know: refused at pre-flight
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_an_hf_model_of_an_unknown_model_type_is_refused_before_ray(small_bench, tmp_path):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen9_omni", "architectures": ["Qwen9Omni"]}))
+    assert "qwen9_omni" not in CONFIG_MAPPING_NAMES and "qwen2" in CONFIG_MAPPING_NAMES
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "benchmark": str(small_bench), "output": str(tmp_path / "out"), "prompts": ["zs"], "ray": {"num_cpus": 4},
+        "models": [{"name": "sim", "engine": "simulated"}, {"name": "q9", "engine": "hf",
+                                                             "options": {"path": str(folder)}}]}))
+    done = _omnieval("run", str(cfg), timeout=600)
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert line.startswith(f"omnieval: error: file '{folder / 'config.json'}', field 'models[1].options.path': q9: ")
+    assert "'model_type' is 'qwen9_omni'" in line
+    assert not (tmp_path / "out").exists()  # before the output, the lease and Ray
+
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))  # a type transformers knows: no word
+    from omnieval.config import parse_run_config
+    from omnieval.run.pipeline import engine_models
+    from omnieval.run.preflight import check_engines
+
+    config = parse_run_config(yaml.safe_load(cfg.read_text()))
+    check_engines(config, engine_models(config))
