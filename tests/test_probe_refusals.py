@@ -447,3 +447,22 @@ def test_an_hf_model_of_an_unknown_model_type_is_refused_before_ray(small_bench,
 
     config = parse_run_config(yaml.safe_load(cfg.read_text()))
     check_engines(config, engine_models(config))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --media-root naming no folder is refused, not accepted without a word
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, said", [("missing", "does not exist"), ("file", "is a file, not a folder")])
+def test_a_media_root_naming_no_folder_is_refused(mmar_release, tmp_path, kind, said):
+    release, _ = mmar_release
+    root = tmp_path / "media-rot"  # a typo of the media folder's name
+    if kind == "file":
+        root.write_text("not a folder")
+    out = tmp_path / "bench"
+    done = _omnieval("datasets", "mmar", str(release), "--out", str(out), "--media-root", str(root))
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert line == (f"omnieval: error: file '{root}', field '--media-root': the --media-root folder {said}; "
+                    "nothing was changed: give the folder that holds the media")
+    assert not out.exists() and _builds(tmp_path) == []

@@ -18,7 +18,7 @@ else.
 
 Any other non-empty folder (the working folder, a home folder, another converter's benchmark) is refused in one
 line, with nothing touched. So is an ``--out`` equal to, inside or containing what the converter reads: the release
-or source and every ``--media-root`` (``Source``).
+or source and every ``--media-root`` (``Source``), and a ``--media-root`` that names no folder.
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = Fa
         raise ValueError(f"unknown converter {converter!r}; known: {', '.join(CONVERTERS)}")
     target = Path(out).expanduser().resolve()
     for source in sources:
+        _present(source)
         _apart(target, source)
     if not target.exists():
         return target
@@ -133,6 +134,16 @@ def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = Fa
         raise InputError(f"--out is not empty: it holds a benchmark written by {command}; pass --overwrite to "
                          "replace it", file=target, field="--out")
     return target
+
+
+def _present(source: Source) -> None:
+    """A ``--media-root`` must name a folder: one that names nothing (a typo) or a file would otherwise be accepted
+    without a word, and every medium outside the release reported missing one by one, or never looked for."""
+    if "--media-root" not in source.what or source.path.is_dir():
+        return
+    state = "is a file, not a folder" if source.path.exists() else "does not exist"
+    raise InputError(f"{source.what} {state}; nothing was changed: give the folder that holds the media",
+                     file=source.path, field="--media-root")
 
 
 def _foreign_entries(folder: Path, converter: str) -> list[str]:
