@@ -466,3 +466,45 @@ def test_a_media_root_naming_no_folder_is_refused(mmar_release, tmp_path, kind, 
     assert line == (f"omnieval: error: file '{root}', field '--media-root': the --media-root folder {said}; "
                     "nothing was changed: give the folder that holds the media")
     assert not out.exists() and _builds(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# decode.store that cannot be written (a regular file, a read-only filesystem): refused at pre-flight
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def read_only_disk(tmp_path):
+    """A real read-only filesystem (a tmpfs mounted ro), holding one folder; skipped where mounting is not allowed."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+    try:
+        (where / "media").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+@pytest.mark.parametrize("kind", ["file", "read-only"])
+def test_a_decode_store_that_cannot_be_written_is_refused_naming_it(small_bench, tmp_path, kind, request):
+    if kind == "file":
+        store = tmp_path / "store"
+        store.write_text("a regular file")
+        said = "the decoded-media store is a file, not a folder"
+    else:
+        store = request.getfixturevalue("read_only_disk") / "media"
+        said = "the decoded-media store cannot be written (Read-only file system)"
+        with pytest.raises(OSError):  # as the kernel sees it: root too may not write there
+            (store / "x").write_bytes(b"")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "benchmark": str(small_bench), "output": str(tmp_path / "out"), "prompts": ["zs"],
+        "decode": {"num_frames": 2, "max_side": 32, "store": str(store)},
+        "models": [{"name": "sim", "engine": "simulated"}]}))
+    done = _omnieval("run", str(cfg))
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert line.startswith(f"omnieval: error: file '{store}', field 'decode.store': {said}")

@@ -167,13 +167,17 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
 
 
 def check_media_store(config: RunConfig) -> None:
-    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option) fails here, naming the
-    field, before any model work (a decode task that cannot open it would decode without it)."""
+    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option, no network) or a local
+    store that cannot be written (a regular file, a read-only filesystem) fails here, naming the field, before any
+    model work (a decode task that cannot use it would decode without it, and store nothing, without a word)."""
     from omnieval.core.store import filesystem
+    from omnieval.media.store import DecodedStore
 
     uri = config.decode.store
     if uri and "://" in uri:
         filesystem(uri, field="decode.store")
+    elif uri:
+        DecodedStore(uri).check_writable()
 
 
 def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,
