@@ -508,3 +508,18 @@ def test_a_decode_store_that_cannot_be_written_is_refused_naming_it(small_bench,
     assert done.returncode == 2, done.stderr
     line = _one_line(done.stderr)
     assert line.startswith(f"omnieval: error: file '{store}', field 'decode.store': {said}")
+
+
+def test_a_sweep_whose_decode_store_is_a_file_is_refused_before_its_lease(small_bench, tmp_path):
+    store = tmp_path / "store"
+    store.write_text("a regular file")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "output": str(tmp_path / "sweep"), "prompts": ["zs"], "decode": {"num_frames": 2, "store": str(store)},
+        "protocols": [{"protocol": "dissonance", "benchmark": str(small_bench)}],
+        "models": [{"name": "sim", "engine": "simulated"}]}))
+    done = _omnieval("sweep", str(sweep))
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert line.startswith(f"omnieval: error: file '{store}', field 'decode.store': the decoded-media store is a "
+                           "file, not a folder")

@@ -170,10 +170,14 @@ def check_media_store(config: RunConfig) -> None:
     """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option, no network) or a local
     store that cannot be written (a regular file, a read-only filesystem) fails here, naming the field, before any
     model work (a decode task that cannot use it would decode without it, and store nothing, without a word)."""
+    check_decode_store(config.decode.store)
+
+
+def check_decode_store(uri: str | None) -> None:
+    """``check_media_store`` for the store at ``uri`` (a run's, or the one a sweep gives its runs)."""
     from omnieval.core.store import filesystem
     from omnieval.media.store import DecodedStore
 
-    uri = config.decode.store
     if uri and "://" in uri:
         filesystem(uri, field="decode.store")
     elif uri:
