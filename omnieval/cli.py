@@ -234,7 +234,16 @@ def _datasets_check(args: argparse.Namespace) -> int:
 
     from omnieval.datasets.check import check_benchmark
 
-    options = json.loads(args.protocol_options) if args.protocol_options else None
+    options = None
+    if args.protocol_options:
+        try:
+            options = json.loads(args.protocol_options)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON ({exc}): give an object, e.g. '{{\"donor_within\": [\"category\"]}}'",
+                             field="--protocol-options") from None
+        if not isinstance(options, dict):
+            raise InputError(f"expected a JSON object of the run's protocol_options, got {args.protocol_options!r}",
+                             field="--protocol-options")
     print(check_benchmark(args.folder, item=args.item, seed=args.seed, media_check=args.media_check,
                           protocol_options=options))
     return 0
@@ -747,18 +756,21 @@ def _add_bench_gpu(sub) -> None:
 
 STOPPABLE = ("run", "sweep")
 """Commands that end with one line and the resume command on Ctrl-C or SIGTERM (``omnieval.run.stopping``)."""
+UNDONE_ON_STOP = ("datasets",)
+"""Commands that write a folder only when complete (``omnieval.datasets.output_folder``): on Ctrl-C or SIGTERM the
+half-built folder is removed on the way out and one line says so."""
 
 
 def main(argv: list[str] | None = None) -> int:
     import signal
 
     from omnieval.run.ray_start import RayStartFailed
-    from omnieval.run.stopping import Terminated, exit_status, stoppable, stopped_line
+    from omnieval.run.stopping import Terminated, exit_status, stoppable, stopped_line, undone_line
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        if args.command not in STOPPABLE:
+        if args.command not in STOPPABLE + UNDONE_ON_STOP:
             return int(args.func(args) or 0)
         with stoppable():
             return int(args.func(args) or 0)
@@ -769,10 +781,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omnieval: error: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, Terminated) as exc:
-        if args.command not in STOPPABLE:
+        if args.command not in STOPPABLE + UNDONE_ON_STOP:
             raise
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        print(f"\n{stopped_line(signum, args.command, argv)}", file=sys.stderr, flush=True)
+        line = stopped_line(signum, args.command, argv) if args.command in STOPPABLE else undone_line(signum, argv)
+        print(f"\n{line}", file=sys.stderr, flush=True)
         return exit_status(signum)
 
 

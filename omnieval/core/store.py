@@ -15,6 +15,7 @@ without error, and the pipeline skips them. Folder names come from ``folder_name
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -35,22 +36,32 @@ from omnieval.core.names import folder_name
 from omnieval.core.schema import DEFAULT_MODE, PREDICTION_SCHEMA, InputError, conform, mode_or_default
 
 _PART = re.compile(r"part-(\d{6})(?:-[0-9A-Za-z]+)?\.parquet$")
+_TEMPORARY = re.compile(r"\.(?:parquet|json)\.tmp-[0-9a-f]{8}$")
+"""A temporary of ``write_bytes`` (the lease's own, ``.tmp-<writer token>``, is 12 digits and not matched)."""
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+"""A full device, a quota reached, a file-size limit: the write cannot succeed until someone frees space."""
 
 
 STORAGE_TIMEOUT_ENV = "OMNIEVAL_STORAGE_TIMEOUT_S"
 STORAGE_TIMEOUT_S = 30.0
 
 
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem(uri: str, field: str = "output") -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and path of a local path or a ``scheme://`` URI (s3, gs, file, ...); a URI pyarrow
-    cannot open (an unknown scheme or query option) is an ``InputError`` naming it."""
+    cannot open (an unknown scheme or query option, an s3 bucket whose region cannot be asked: no network) is an
+    ``InputError`` naming it and the config ``field`` that gave it."""
     if "://" in uri:
-        try:
-            return pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowException, ValueError) as exc:
-            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
-                             field="output") from None
+        try:  # s3 asks the network for the bucket's region here, unless the URI gives ``region=``
+            return bounded(lambda: pafs.FileSystem.from_uri(uri), f"opening the {field}", uri, field)
+        except (pa.ArrowException, ValueError, OSError) as exc:
+            raise InputError(f"cannot open this location: {_one_line(exc)}", file=uri.split("?", 1)[0],
+                             field=field) from None
     return pafs.LocalFileSystem(), str(uri)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A storage client's message on one line (AWS errors run over several)."""
+    return " ".join(str(exc).split())
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -66,7 +77,7 @@ def storage_timeout() -> float:
     return env_seconds(STORAGE_TIMEOUT_ENV, STORAGE_TIMEOUT_S)
 
 
-def bounded(call, what: str, uri: str):
+def bounded(call, what: str, uri: str, field: str = "output"):
     """``call()`` on a remote filesystem, given up after ``OMNIEVAL_STORAGE_TIMEOUT_S`` seconds (default 30) with
     an ``InputError``: without a network, pyarrow's GCS client retries for many minutes, and a run would sit there
     before any model work. The call goes on in a daemon thread that the process does not wait for."""
@@ -86,7 +97,7 @@ def bounded(call, what: str, uri: str):
     if thread.is_alive():
         raise InputError(f"no answer from the storage within {timeout:g} s while {what} (no network, no "
                          f"credentials it can reach, or an endpoint that does not respond; set {STORAGE_TIMEOUT_ENV} "
-                         "to wait longer)", file=uri.split("?", 1)[0], field="output")
+                         "to wait longer)", file=uri.split("?", 1)[0], field=field)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
@@ -112,11 +123,35 @@ class RunStore:
         if self.lease is not None:
             self.lease.check()  # a writer whose lease was taken over writes nothing more
         final = self.path(rel)
-        self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
         tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(data)
-        self.fs.move(tmp, final)
+        try:
+            self.fs.create_dir(str(PurePosixPath(final).parent), recursive=True)
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, final)
+        except BaseException as exc:  # a full disk, Ctrl-C: no half-written temporary is left behind
+            self._discard(tmp)
+            if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+                raise InputError(f"no space left for {rel} ({os.strerror(exc.errno)}): free space or give another "
+                                 "output, then rerun the same command: the parts already written are kept and "
+                                 "resumed", file=self.uri, field="output") from None
+            raise
+
+    def _discard(self, path: str) -> None:
+        try:
+            self.fs.delete_file(path)
+        except (OSError, FileNotFoundError):
+            pass
+
+    def remove_temporaries(self) -> list[str]:
+        """Delete the temporaries (``<name>.parquet.tmp-<hex>``, ``<name>.json.tmp-<hex>``) that a writer killed
+        in the middle of ``write_bytes`` left; the relative paths removed. Only for the holder of the output's
+        lease: no other writer of this output can be in the middle of a write then."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True, allow_not_found=True))
+        stale = [i.path for i in infos if i.type == pafs.FileType.File and _TEMPORARY.search(i.path)]
+        for path in stale:
+            self._discard(path)
+        return [PurePosixPath(path).relative_to(self.root).as_posix() for path in stale]
 
     def write_table(self, rel: str, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()
@@ -331,7 +366,7 @@ def stored_path(where: str | Path | StoredPath) -> Path | StoredPath:
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0]) from exc
+        raise InputError(f"cannot open this location: {_one_line(exc)}", file=uri.split("?", 1)[0]) from None
     scheme, query = uri.split("://", 1)[0], urlsplit(uri).query
     return StoredPath(scheme=scheme, path=path.rstrip("/"), query=query, fs=fs)
 

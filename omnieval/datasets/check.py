@@ -11,6 +11,8 @@ from pathlib import Path
 def check_benchmark(folder: str | Path, *, item: str | None = None, seed: int = 0, media_check: str = "probe",
                     protocol_options: dict | None = None) -> str:
     """The report ``datasets check`` prints; ``InputError`` for anything a run would refuse."""
+    from pydantic import ValidationError
+
     from omnieval.core.schema import InputError
     from omnieval.datasets.benchmark import check_media, load_benchmark
     from omnieval.protocols import get_protocol
@@ -19,8 +21,11 @@ def check_benchmark(folder: str | Path, *, item: str | None = None, seed: int = 
     protocol = get_protocol(bench.protocol)
     try:
         options = protocol.Options.model_validate(protocol_options or {})
-    except Exception as exc:  # noqa: BLE001 - pydantic's message, one line
-        raise InputError(f"protocol options: {exc}".splitlines()[0], field="protocol_options") from None
+    except ValidationError as exc:  # the first error, on one line, naming the option as a run config would
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"{first['msg']} (got {first.get('input')!r})",
+                         field=f"protocol_options.{where}" if where else "protocol_options") from None
     n_media = check_media(bench, mode=media_check)
     instances = protocol.expand_all(bench.items, bench, seed, options)
     ids = sorted({inst.item_id for inst in instances})

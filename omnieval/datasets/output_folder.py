@@ -19,19 +19,25 @@ else.
 
 Any other non-empty folder (the working folder, a home folder, another converter's benchmark) is refused in one
 line, with nothing touched. So is an ``--out`` equal to, inside or containing what the converter reads: the release
-or source and every ``--media-root`` (``Source``).
+or source and every ``--media-root`` (``Source``), and a ``--media-root`` that names no folder.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from omnieval.core.processes import process_alive
 from omnieval.core.schema import InputError
 
 CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-omni", "worldsense", "videomme",
@@ -100,6 +106,7 @@ def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = Fa
         raise ValueError(f"unknown converter {converter!r}; known: {', '.join(CONVERTERS)}")
     target = Path(out).expanduser().resolve()
     for source in sources:
+        _present(source)
         _apart(target, source)
     if not target.exists():
         return target
@@ -128,6 +135,16 @@ def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = Fa
         raise InputError(f"--out is not empty: it holds a benchmark written by {command}; pass --overwrite to "
                          "replace it", file=target, field="--out")
     return target
+
+
+def _present(source: Source) -> None:
+    """A ``--media-root`` must name a folder: one that names nothing (a typo) or a file would otherwise be accepted
+    without a word, and every medium outside the release reported missing one by one, or never looked for."""
+    if "--media-root" not in source.what or source.path.is_dir():
+        return
+    state = "is a file, not a folder" if source.path.exists() else "does not exist"
+    raise InputError(f"{source.what} {state}; nothing was changed: give the folder that holds the media",
+                     file=source.path, field="--media-root")
 
 
 def _foreign_entries(folder: Path, converter: str) -> list[str]:
@@ -171,11 +188,14 @@ def building_folder(out: str | Path, converter: str, *, overwrite: bool = False,
     When the block ends without an error, ``converter`` is recorded in the built ``benchmark.json`` and the folder
     takes ``out``'s place: one rename when ``out`` is new; when it is an existing (empty, or previous output)
     folder, its entries are swapped for the new ones and the folder itself stays (it may be the working folder).
-    On an error the temporary folder is removed and ``out`` is as it was."""
+    On an error, Ctrl-C or SIGTERM (``omnieval.cli`` turns it into an exception) the temporary folder is removed
+    and ``out`` is as it was. The folder's name carries this process's pid and host, so that a later conversion
+    can remove one a killed process left (``remove_dead_builds``)."""
     target = check_output_folder(out, converter, overwrite=overwrite, sources=sources)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+        remove_dead_builds(target.parent, prefix)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{socket.gethostname()}.", dir=target.parent))
     except OSError as exc:
         raise InputError(f"cannot write in the folder that holds --out: {exc.strerror}", file=target.parent,
                          field="--out") from None
@@ -186,6 +206,26 @@ def building_folder(out: str | Path, converter: str, *, overwrite: bool = False,
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def remove_dead_builds(parent: Path, prefix: str) -> list[Path]:
+    """Remove the build folders (``<prefix><pid>@<host>.<random>``) in ``parent`` whose writer, a process on this
+    host, is gone: a conversion killed outright (SIGKILL, a crash of the machine) cannot remove its own, and a
+    release copied with ``--copy`` can leave gigabytes. A folder of a live process, of another host (a shared
+    filesystem) or named otherwise is left alone: nothing proves it dead."""
+    pattern = re.compile(rf"{re.escape(prefix)}(\d+)@(.+)\.[^.]+")
+    removed = []
+    for entry in sorted(parent.glob(f"{glob.escape(prefix)}*")):
+        match = pattern.fullmatch(entry.name)
+        if not match or not entry.is_dir() or match.group(2) != socket.gethostname():
+            continue
+        if process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        print(f"omnieval: note: removed {entry}, left by a conversion that stopped before it finished (its process "
+              f"{match.group(1)} is gone)", file=sys.stderr)
+        removed.append(entry)
+    return removed
 
 
 def _record_converter(folder: Path, converter: str) -> None:

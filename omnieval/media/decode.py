@@ -14,7 +14,10 @@ Audio is trimmed to the stream's declared duration: AAC decoders emit a few hund
 A decode that ends short of the declared duration by more than ``allowed_shortfall`` (the larger of 0.1 s and 5%)
 is a truncated file and raises. The declared duration is the header's, never one estimated from the file size:
 for WAV, FFmpeg derives the stream duration from the bytes present, so a WAV cut in half would decode as a shorter,
-complete-looking clip; its RIFF header's data size is read instead (``wav_declared``). Every bad file raises
+complete-looking clip; its RIFF header's data size is read instead (``wav_declared``). Likewise an MP4 whose index
+comes first opens when cut, and a cut that drops a B-frame from the middle of the presentation order leaves the
+last frame near the end: its index's sample offsets and sizes are compared with the file's size
+(``mp4_index.declared_end``) before any decoding. Every bad file raises
 ``MediaError`` naming the file, never a raw library exception.
 """
 
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash, file_state
+from omnieval.media.mp4_index import declared_end
 from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
 SHORTFALL_S = 0.1
@@ -63,6 +67,7 @@ def _open(path: str | Path):
 
     if not Path(path).is_file():
         raise MediaError(f"{path}: file does not exist")
+    _check_mp4_bytes(path)
     try:
         return av.open(str(path), options=_OPEN_OPTIONS if _is_riff_wave(path) else None)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
@@ -158,6 +163,16 @@ def _check_wav_bytes(path) -> None:
     if seconds - have > allowed_shortfall(seconds):
         raise MediaError(f"{path}: truncated audio: the WAV header declares {seconds:.2f} s ({size} data bytes), "
                          f"the file holds {have:.2f} s ({present} bytes)")
+
+
+def _check_mp4_bytes(path) -> None:
+    """An MP4 whose index declares sample bytes past the end of the file (``mp4_index.declared_end``): cut short,
+    whether or not the frames that still decode reach the declared duration."""
+    end = declared_end(path)
+    size = Path(path).stat().st_size
+    if end is not None and end > size:
+        raise MediaError(f"{path}: truncated media: its MP4 index places samples up to byte {end}, the file holds "
+                         f"{size} bytes ({size / end:.0%})")
 
 
 def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None) -> DecodedMedia:
@@ -309,7 +324,8 @@ _PROBED: set[tuple] = set()
 
 def probe_media(path: str | Path, modality: str) -> None:
     """Cheap pre-flight check: the container opens and has a stream of that kind whose first frame decodes, and a
-    WAV holds the data its header declares (``wav_declared``: no decoding needed). Any other file cut short after
+    WAV or MP4 holds the data its header or index declares (``wav_declared``, ``mp4_index``: no decoding needed). Any
+other file (a Matroska/WebM, a fragmented MP4) cut short after
     its first frames passes here; the full decode reports it (``truncated ...``) for its instances only, which
     become errored predictions (``media decode failed``, counted in ``error_rate``).
 

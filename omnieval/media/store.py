@@ -125,6 +125,26 @@ class DecodedStore:
         self.root = root.rstrip("/")
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
 
+    def check_writable(self, field: str = "decode.store") -> None:
+        """A local store must be a folder this process can write: a store that cannot be written (a regular file, a
+        read-only filesystem) would store nothing, entry by entry, without a word, and every later run decode
+        again. A probe file is written and removed; the folder is made if absent. Object stores are checked by the
+        first write (their permissions cannot be asked without one)."""
+        from omnieval.core.schema import InputError
+
+        if not self.local:
+            return
+        probe = os.path.join(self.root, f".write-probe-{uuid.uuid4().hex[:8]}")
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            with open(probe, "wb"):
+                pass
+            os.remove(probe)
+        except OSError as exc:
+            reason = "is a file, not a folder" if os.path.isfile(self.root) else f"cannot be written ({exc.strerror})"
+            raise InputError(f"the decoded-media store {reason}: give a folder this process can write, or leave "
+                             "decode.store out", file=self.uri, field=field) from None
+
     def entry_path(self, key: str) -> str:
         return str(PurePosixPath(self.root, key[:2], key + SUFFIX))
 

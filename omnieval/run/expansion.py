@@ -20,9 +20,12 @@ import json
 import pickle
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+
+from omnieval.core.schema import InputError
 
 CHUNK_ITEMS = 64
 BLOCK_INSTANCES = 512
@@ -207,10 +210,27 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
         while pending and len(running) < window:
             start, stop = pending.pop(0)
             running.append(_TASK.remote(shared, _pack_items(items[start:stop]), source.block_size, module))
-        refs = list(running.pop(0))  # in chunk order: the blocks keep the plan's order
-        blocks += refs[:-1]
-        summaries.append(ray.get(refs[-1]))
+        with _refusal_unwrapped():
+            refs = list(running.pop(0))  # in chunk order: the blocks keep the plan's order
+            blocks += refs[:-1]
+            summaries.append(ray.get(refs[-1]))
     return _combine(summaries, blocks)
+
+
+@contextmanager
+def _refusal_unwrapped() -> Iterator[None]:
+    """A refusal raised inside an expansion task (a protocol finding no donor, an item it cannot expand) reaches
+    the driver as Ray's task error, whose message carries the worker's whole stack; the user gets the refusal
+    itself, one line naming the file, item and field, as the same check gives in this process."""
+    import ray.exceptions
+
+    try:
+        yield
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, InputError):
+            raise cause from None
+        raise
 
 
 def _pack_items(items: list) -> bytes:

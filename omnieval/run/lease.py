@@ -12,10 +12,11 @@ holds it until it ends; a second writer is refused at once with who holds it.
   (``store.next_part``), so even then no row is lost or replaced.
 
 The holder rewrites its heartbeat every ``heartbeat_s`` seconds. A lease is stale when its process is gone (same
-host: the pid is not running, or runs another program) or its heartbeat is older than ``ttl_s`` (any host: a
-killed node's driver). A stale lease is taken over with a message. Every write through the store first checks that
-this writer still holds the lease (``check``): a writer that lost it (a paused process whose lease was taken over)
-stops instead of writing beside the new holder.
+host: no process has the pid, or the one that has it started at another time than the holder did; both read
+without psutil) or its heartbeat is older than ``ttl_s`` (any host: a killed node's driver). A stale lease is
+taken over with a message. Every write through the store first checks that this writer still holds the lease
+(``check``): a writer that lost it (a paused process whose lease was taken over) stops instead of writing beside
+the new holder.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 
 import pyarrow.fs as pafs
 
+from omnieval.core.processes import process_alive, process_start
 from omnieval.core.schema import InputError
 
 LEASE_FILE = ".omnieval-lease.json"
@@ -40,15 +42,6 @@ class OutputBusy(InputError):
 
 class LeaseLost(RuntimeError):
     """This writer's lease was taken over by another (its heartbeat had stopped for longer than the time-to-live)."""
-
-
-def _process_start(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except Exception:  # no such process, or no permission: treat as unknown
-        return None
 
 
 class OutputLease:
@@ -68,7 +61,7 @@ class OutputLease:
     def _record(self) -> dict:
         now = time.time()
         return {"token": self.token, "host": socket.gethostname(), "pid": os.getpid(),
-                "pid_started": _process_start(os.getpid()), "acquired": getattr(self, "_acquired", now),
+                "pid_started": process_start(os.getpid()), "acquired": getattr(self, "_acquired", now),
                 "heartbeat": now, "command": " ".join(sys.argv)[:300]}
 
     def _read(self) -> dict | None:
@@ -83,9 +76,12 @@ class OutputLease:
     def stale_reason(self, held: dict) -> str | None:
         """Why a lease record no longer holds (None: it holds)."""
         if held.get("host") == socket.gethostname() and held.get("pid"):
-            started = _process_start(int(held["pid"]))
-            if started is None or (held.get("pid_started") and abs(started - held["pid_started"]) > 1.0):
-                return f"its process {held['pid']} on this host has ended"
+            pid = int(held["pid"])
+            if not process_alive(pid):
+                return f"its process {pid} on this host has ended"
+            started = process_start(pid)
+            if started is not None and held.get("pid_started") and abs(started - held["pid_started"]) > 1.0:
+                return f"its process {pid} on this host has ended (the pid now runs another program)"
         age = time.time() - float(held.get("heartbeat") or 0.0)
         if age > self.ttl_s:
             return f"no heartbeat for {age:.0f} s (time-to-live {self.ttl_s:g} s)"
@@ -107,7 +103,16 @@ class OutputLease:
             self._acquire_remote()
         self._thread = threading.Thread(target=self._beat, name="omnieval-lease", daemon=True)
         self._thread.start()
+        self._remove_temporaries()
         return self
+
+    def _remove_temporaries(self) -> None:
+        """Half-written files a stopped writer left (a full disk, a kill): removed now that this writer alone may
+        write here, so that they neither pile up nor look like output."""
+        removed = self.store.remove_temporaries()
+        if removed:
+            self.log(f"omnieval: removed {len(removed)} half-written file(s) a stopped writer left in "
+                     f"{self.store.uri} ({removed[0]}{', ...' if len(removed) > 1 else ''})")
 
     def _take_over_check(self, held: dict | None) -> None:
         if held is None:

@@ -169,19 +169,21 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
 
 
 def check_media_store(config: RunConfig) -> None:
-    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option) fails here, naming the
-    field, before any model work (a decode task that cannot open it would decode without it)."""
-    import pyarrow.fs as pafs
+    """A ``decode.store`` URI that pyarrow cannot open (an unknown scheme or query option, no network) or a local
+    store that cannot be written (a regular file, a read-only filesystem) fails here, naming the field, before any
+    model work (a decode task that cannot use it would decode without it, and store nothing, without a word)."""
+    check_decode_store(config.decode.store)
 
-    from omnieval.core.schema import InputError
 
-    uri = config.decode.store
+def check_decode_store(uri: str | None) -> None:
+    """``check_media_store`` for the store at ``uri`` (a run's, or the one a sweep gives its runs)."""
+    from omnieval.core.store import filesystem
+    from omnieval.media.store import DecodedStore
+
     if uri and "://" in uri:
-        try:
-            pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowException, ValueError) as exc:
-            raise InputError(f"cannot open this location: {exc}", file=uri.split("?", 1)[0],
-                             field="decode.store") from None
+        filesystem(uri, field="decode.store")
+    elif uri:
+        DecodedStore(uri).check_writable()
 
 
 def run_evaluation(config: RunConfig, address: str | None = None, *, progress: bool = True,

@@ -1,7 +1,7 @@
 """What a run checks before any model work, so that nothing fails inside Ray after other models already ran.
 
 * ``check_engines``: every model's, judge's and describer's engine options on the driver; remote code only with
-  ``allow_remote_code: true``.
+  ``allow_remote_code: true``; an ``hf`` model folder whose ``model_type`` transformers does not know.
 * ``claim_folders``: each folder of rows in the output holds rows of this config (``omnieval.run.identity``), or is
   refused with what changed.
 * ``check_resources``: the actors of every stage fit the Ray cluster (a pool that cannot be placed waits forever).
@@ -58,6 +58,36 @@ def check_engines(config, models: list[tuple[str, object]]) -> None:
             install = f"pip install 'omnieval[{cls.extra}]'" if cls.extra else f"pip install {missing}"
             raise InputError(f"{model.name}: engine {model.engine!r} needs the {missing!r} package, which is not "
                              f"installed in this Python ({sys.executable}): {install}", field=f"{where}.engine")
+        if model.engine == "hf" and config.check_model_paths and not remote_code_flags(model.options):
+            check_model_type(model, where)
+
+
+def check_model_type(model, where: str) -> None:
+    """An ``hf`` model folder's ``config.json`` must name a ``model_type`` the installed transformers knows:
+    transformers' ``AutoConfig`` refuses any other inside the engine actor, after Ray started and other models
+    may have run. A folder with its own code (``auto_map``, run under ``trust_remote_code``) is not checked here."""
+    import json
+    from pathlib import Path
+
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    path = Path(model.options["path"]) / "config.json"
+    try:
+        held = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{model.name}: the model's config.json cannot be read ({exc})", file=path,
+                         field=f"{where}.options.path") from None
+    if not isinstance(held, dict):
+        raise InputError(f"{model.name}: the model's config.json is not a JSON object", file=path,
+                         field=f"{where}.options.path")
+    if "auto_map" in held:
+        return
+    model_type = held.get("model_type")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise InputError(f"{model.name}: config.json field 'model_type' is {model_type!r}, which the installed "
+                         f"transformers {transformers.__version__} does not know (a newer transformers may; or "
+                         "the folder is not a transformers model)", file=path, field=f"{where}.options.path")
 
 
 def check_tensor_parallel(model, where: str) -> None:

@@ -61,6 +61,13 @@ def stopped_line(signum: int, command: str, argv: list[str]) -> str:
             f"{command_prefix()} {shlex.join(argv)}")
 
 
+def undone_line(signum: int, argv: list[str]) -> str:
+    """The one line a stopped converter (``omnieval datasets ...``) prints: nothing of it was kept."""
+    command = " ".join(argv[:2])
+    return (f"omnieval: {command} stopped by {NAMES.get(signum, f'signal {signum}')}; its unfinished folder was "
+            "removed and --out is as it was; run the same command again to convert")
+
+
 def exit_status(signum: int) -> int:
     """128 + the signal's number, as a shell reports a process ended by it (130 for SIGINT, 143 for SIGTERM)."""
     return 128 + int(signum)

@@ -40,8 +40,16 @@ _FALLBACK = "\x00"
 
 
 def parse_cluster_option(values: Iterable[str] | None) -> ClusterChoice:
-    """``--cluster`` values: ``COLUMN`` (every protocol) and/or ``PROTOCOL=COLUMN`` (repeatable)."""
-    values = [v.strip() for v in values or [] if v and v.strip()]
+    """``--cluster`` values: ``COLUMN`` (every protocol) and/or ``PROTOCOL=COLUMN`` (repeatable).
+
+    An empty value and a protocol no module registers (a typo such as ``disonance``) are refused here, before any
+    computing: either would otherwise leave every protocol on its default unit while the user believes otherwise,
+    and ``metrics.json`` would record the default as if chosen."""
+    from omnieval.protocols import known_protocols
+
+    if values is None:
+        return None
+    values = [v.strip() for v in values]
     if not values:
         return None
     choice: dict[str, str] = {}
@@ -50,6 +58,10 @@ def parse_cluster_option(values: Iterable[str] | None) -> ClusterChoice:
         key, name = (protocol.strip(), column.strip()) if sep else ("*", protocol)
         if not key or not name:
             raise InputError(f"--cluster {value!r}: give a column (anchor) or protocol=column (dissonance=anchor)",
+                             field="--cluster")
+        if key != "*" and key not in known_protocols():
+            raise InputError(f"--cluster {value!r}: no protocol {key!r}; known protocols: "
+                             f"{', '.join(known_protocols())} (or give a column alone for every protocol)",
                              field="--cluster")
         if key in choice and choice[key] != name:
             raise InputError(f"--cluster names two units for {'every protocol' if key == '*' else key}: "
@@ -93,6 +105,18 @@ def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     return pl.when(value.is_null()).then(pl.lit(_FALLBACK) + pl.col(QUESTION)).otherwise(value)
 
 
+def unit_candidates(part: pl.DataFrame) -> list[str]:
+    """The units a user could name for these rows: the question's names, then every text column with at least two
+    values that holds whole questions (one value per question), as ``_check`` requires."""
+    question = part.with_columns(question_of(part)) if QUESTION not in part.columns else part
+    texts = [c for c, t in part.schema.items() if t in (pl.Utf8, pl.Categorical) and c not in (QUESTION, CLUSTER)
+             and part[c].drop_nulls().n_unique() > 1]
+    if not texts:
+        return list(QUESTION_UNITS)
+    spread = question.group_by(QUESTION).agg(pl.col(c).drop_nulls().n_unique() for c in texts)
+    return [*QUESTION_UNITS, *(c for c in texts if spread[c].max() <= 1)]
+
+
 def _check(part: pl.DataFrame, protocol: str, column: str) -> None:
     """Refuse a unit column that is absent, empty, or varies within a question (the unit must hold whole
     questions, so that an item's conditions stay paired)."""
@@ -100,8 +124,9 @@ def _check(part: pl.DataFrame, protocol: str, column: str) -> None:
         return
     if column not in part.columns or part[column].null_count() == len(part):
         raise InputError(f"cannot resample {protocol} predictions by {column!r}: the column is "
-                         f"{'absent' if column not in part.columns else 'empty'} (give the unit per protocol, "
-                         f"e.g. --cluster {protocol}=item)", field="--cluster")
+                         f"{'absent' if column not in part.columns else 'empty'}; units these predictions hold: "
+                         f"{', '.join(unit_candidates(part))} (give the unit per protocol, e.g. --cluster "
+                         f"{protocol}=item)", field="--cluster")
     split = ["split"] if "split" in part.columns else []
     spread = part.group_by([*split, QUESTION]).agg(pl.col(CLUSTER).n_unique().alias("units"),
                                                    pl.col(CLUSTER).unique().sort().head(2).alias("seen")) \

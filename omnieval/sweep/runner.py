@@ -22,6 +22,7 @@ from omnieval.sweep.expand import (
     fingerprint,
     join_uri,
     plan_benchmarks,
+    sweep_decode,
 )
 from omnieval.sweep.schedule import Demand, model_demand, next_to_start, start_order
 from omnieval.sweep.state import (
@@ -94,11 +95,13 @@ class SweepRunner:
         """Check the whole sweep, take the output's lease (one sweep per output), run what is incomplete."""
         from omnieval.core.store import RunStore
         from omnieval.run.lease import OutputLease
+        from omnieval.run.pipeline import check_decode_store
 
         plans = plan_benchmarks(self.sweep)
         check_sweep_engines(self.sweep)
         root = RunStore(self.sweep.output)
         root.check_writable()
+        check_decode_store(sweep_decode(self.sweep).store)
         with OutputLease(root) as lease:
             root.lease = lease
             return self._run(plans, root)
