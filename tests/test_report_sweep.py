@@ -102,6 +102,19 @@ def test_benchmarks_are_named_by_name_beside_their_split(page):
     for name, split, _ in BENCHMARKS.values():
         _table(page, f"Paired differences: model pairs, {name}, split {split}")
         _table(page, f"Model pairs, prompt zs, {name}, split {split}")
+    power = next(t for t in page.tables if t["attrs"].get("data-table") == "power")
+    named = {r[1]["text"].strip() for r in power["rows"][1:]}
+    assert named == {f"{name}, split {split}" for name, split, _ in BENCHMARKS.values()}
+
+
+def test_a_benchmark_matrix_shows_only_the_metrics_its_pairs_have(page):
+    """The audio-only benchmark has no video: its matrix has no ``intra video`` column of dashes, the video one has."""
+    audio = _table(page, "Paired differences: model pairs, mmau-like, split test-mini")
+    both = _table(page, "Paired differences: model pairs, omnivideobench-like, split all")
+    audio_header = [c["text"].strip() for c in audio["rows"][0]]
+    both_header = [c["text"].strip() for c in both["rows"][0]]
+    assert "intra audio" in audio_header and "intra video" not in audio_header
+    assert {"intra audio", "intra video"} <= set(both_header)
 
 
 def test_gains_figure_has_one_panel_per_benchmark_with_its_own_runs(sweep, spectrum, monkeypatch):

@@ -102,6 +102,8 @@ def matrices(paired: pl.DataFrame, protocol: str, where=lambda split: f"split {s
             show_prompt = comparison != "prompts"
             header = ["a − b"] + (["model"] if show_model else []) + (["prompt"] if show_prompt else [])
             mcols = cols if comparison != "modes" else _mode_columns(g)
+            # a column no pair of this benchmark has (intra video on an audio benchmark pooled in a sweep) is left out
+            mcols = [(m, k) for m, k in mcols if any((*ident, m, k) in index for ident in idents)]
             rows = []
             for a, b, model, prompt in idents:
                 cells = [text_cell(f"{a} − {b}", header=True)]
@@ -137,8 +139,9 @@ def long_table(paired: pl.DataFrame, protocol: str) -> Table:
                  collapsed=True)
 
 
-def power_table(power: pl.DataFrame) -> Table | None:
-    """Rows prompt x split, columns the cells (``all`` first): the MDE at 80% power, items and correlation beneath."""
+def power_table(power: pl.DataFrame, where=lambda split: split) -> Table | None:
+    """Rows prompt x split, columns the cells (``all`` first): the MDE at 80% power, items and correlation beneath;
+    ``where`` names a split with its benchmark (``ProtocolInput.where``)."""
     if power is None or power.is_empty():
         return None
     keys = list(dict.fromkeys(power["key"].to_list()))
@@ -146,7 +149,7 @@ def power_table(power: pl.DataFrame) -> Table | None:
     index = {(r["prompt"], r["split"], r["key"]): r for r in power.iter_rows(named=True)}
     rows = []
     for prompt, split in idents:
-        cells = [text_cell(prompt, header=True), text_cell(split)]
+        cells = [text_cell(prompt, header=True), text_cell(where(split))]
         for key in keys:
             r = index.get((prompt, split, key))
             if r is None or r["mde"] is None:
@@ -164,7 +167,7 @@ def power_table(power: pl.DataFrame) -> Table | None:
         rows.append(cells)
     return Table(caption="Minimum detectable difference (80% power, alpha 0.05, paired, clustered by the resampling "
                          "unit)",
-                 header=["prompt", "split", *keys], rows=rows, name="power",
+                 header=["prompt", "benchmark, split", *keys], rows=rows, name="power",
                  note="The smallest difference in accuracy between two models that this benchmark detects in 80% of "
                       "studies (two-sided, alpha 0.05), from the per-cluster variance of these predictions; beneath, "
                       "the items (and the clusters they fall in, where the unit holds several) and the models' "
@@ -179,7 +182,7 @@ def section(inputs: list[ProtocolInput]) -> Section | None:
         if data.paired is not None and not data.paired.is_empty():
             blocks += matrices(data.paired, data.protocol, data.where)
             blocks.append(long_table(data.paired, data.protocol))
-        table = power_table(data.power)
+        table = power_table(data.power, data.where)
         if table is not None:
             blocks.append(table)
         if not blocks:
