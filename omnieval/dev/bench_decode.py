@@ -19,10 +19,10 @@ frame of
 
 and the peak memory of one decode: for the in-process decoders the growth of this process's peak RSS (Linux
 ``VmHWM``, reset before each decode) over its RSS before; for ffmpeg the peak RSS of its largest process, whole
-(its libraries included). Every decoder runs with 2 threads (``frames.decode_threads()`` outside Ray). Timings
-are the best of ``repeats`` after one untimed warm-up decode (the machine may be shared; other load only adds
-time). The frames are checked, untimed: the seek path's arrays equal the full decode's, and its frames' YUV planes
-equal ffmpeg's bytes.
+(its libraries included), read from ``/proc`` while it runs. Every decoder runs with 2 threads
+(``frames.decode_threads()`` outside Ray). Timings are the best of ``repeats`` after one untimed warm-up decode
+(the machine may be shared; other load only adds time). The frames are checked, untimed: the seek path's arrays
+equal the full decode's, and its frames' YUV planes equal ffmpeg's bytes.
 
 Targets, each marked met or MISSED: the long clip's 8 frames cost at most 2x the short clip's (per codec and size);
 per sampled frame, ``seek`` within 1.25x of the best reference; the memory of one seek decode at most the sampled
@@ -148,17 +148,39 @@ def _picked_times(path: Path, n: int) -> tuple[list, list[float]]:
 
 
 def _ffmpeg_frame(path: Path, at: float) -> tuple[bytes, int]:
-    """One frame by ffmpeg's input seeking (raw YUV 4:2:0) and the peak RSS of its process in bytes."""
+    """One frame by ffmpeg's input seeking (raw YUV 4:2:0) and the peak RSS of its process in bytes.
+
+    The peak is read from the process's own ``VmHWM`` while it runs (the last reading before it exits): the
+    ``ru_maxrss`` that ``wait4`` reports would include this Python process's RSS at the fork before ``exec``."""
+    import threading
+
     proc = subprocess.Popen(["ffmpeg", "-nostdin", "-loglevel", "error", "-threads", str(THREADS), "-ss",
                              f"{at:.6f}", "-i", str(path), "-frames:v", "1", "-f", "rawvideo", "-pix_fmt",
                              "yuv420p", "pipe:"], stdout=subprocess.PIPE)
-    out = proc.stdout.read()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))
+    reader.start()
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _status_of(proc.pid, "VmHWM") or 0)
+        time.sleep(0.001)
+    reader.join()
     proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"ffmpeg failed on {path} at {at:.3f} s")
-    return out, usage.ru_maxrss * 1024
+    return b"".join(chunks), peak
+
+
+def _status_of(pid: int, field: str) -> int | None:
+    """A ``/proc/<pid>/status`` field in bytes; None once the process is gone (or off Linux)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def _ffmpeg_frames(path: Path, times: list[float], rate: float) -> tuple[list[bytes], int]:
