@@ -350,6 +350,12 @@ def _bench_gpu(args: argparse.Namespace) -> int:
                      decode_seconds=args.decode_seconds, skip=tuple(args.skip or ()))
 
 
+def _bench_decode(args: argparse.Namespace) -> int:
+    from omnieval.dev.bench_decode import bench_decode
+
+    return bench_decode(quick=args.quick, long=args.long, workdir=args.workdir)
+
+
 def _bench_stats(args: argparse.Namespace) -> int:
     from omnieval.dev.bench_stats import bench_stats
 
@@ -694,6 +700,12 @@ def _add_bench(sub) -> None:
     s.set_defaults(func=_bench_pipeline)
     _add_bench_engine(bsub)
     _add_bench_gpu(bsub)
+    s = bsub.add_parser("decode", help="sampling 8-128 frames of 1- and 10-minute clips: the seeking decoder vs a full "
+                        "decode and ffmpeg's own -ss seeking, seconds, ms per frame, peak memory")
+    s.add_argument("--quick", action="store_true", help="clips of seconds at 160x90 (smoke test)")
+    s.add_argument("--long", action="store_true", help="also 30 minutes, 1080p, HEVC, VP9 and MKV (long to encode)")
+    s.add_argument("--workdir", default=None, help="keep the generated clips here and reuse them next time")
+    s.set_defaults(func=_bench_decode)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     s.set_defaults(func=_bench_stats)

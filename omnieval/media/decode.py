@@ -6,9 +6,13 @@ process per clip, which is what the ``*_ffmpeg`` functions do (kept for the pipe
 Frame sampling rule (both decoders): the clip's duration D comes from the stream header (stream duration, else
 frame count / frame rate, else the container's duration); it is cut into N equal bins and, for the centre
 ``c_i = (i + 0.5) * D / N`` of each bin (measured from the first frame's timestamp), the frame *on screen* at
-``c_i`` is taken: the last frame whose presentation time is <= ``c_i``. Frames are decoded in one pass and only the
-N picked frames are converted to RGB, so memory stays at N frames whatever the clip's length. A stream with no
-header duration (a raw .h264 file) is buffered and D is taken from its decoded timestamps (or frame indexes).
+``c_i`` is taken: the last frame whose presentation time is <= ``c_i``. Only the frames needed are decoded: the
+decoder seeks to the keyframe before each sampled frame and decodes forward, or decodes straight through where the
+sampled frames are dense (``media.frames``: the rule, and the checks that make it pick the frames a full decode
+would); only the N picked frames are converted to RGB, so memory stays at N frames whatever the clip's length.
+Every video decode runs with a bounded number of FFmpeg threads (``frames.bound_threads``). A stream with no
+header duration (a raw .h264 file) is decoded whole and buffered, and D is taken from its decoded timestamps (or
+frame indexes).
 
 Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it.
 A decode that ends short of the declared duration by more than ``allowed_shortfall`` (the larger of 0.1 s and 5%)
@@ -28,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash, file_state
+from omnieval.media.frames import bound_threads, pick_by_seeking
 from omnieval.media.mp4_index import declared_end
 from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
@@ -175,16 +180,24 @@ def _check_mp4_bytes(path) -> None:
                          f"{size} bytes ({size / end:.0%})")
 
 
-def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None) -> DecodedMedia:
-    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled by the module's rule, longer side <= ``max_side``."""
+def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None, *,
+                 strategy: str = "seek") -> DecodedMedia:
+    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled by the module's rule, longer side <= ``max_side``.
+
+    ``strategy``: ``"seek"`` reaches the sampled frames from the keyframes before them (``media.frames``, falling
+    back to the full decode where it cannot vouch for a frame); ``"full"`` decodes every frame up to the last one
+    sampled, the reference the seeking path is tested and benchmarked against. Both give the same frames."""
     import av
     from av.video.reformatter import VideoReformatter
 
+    if strategy not in ("seek", "full"):
+        raise MediaError(f"{path}: unknown video decode strategy {strategy!r} (seek or full)")
     container = _open(path)
     try:
         if not container.streams.video:
             raise MediaError(f"{path}: no video stream")
         stream = container.streams.video[0]
+        bound_threads(stream)
         duration = _stream_duration(stream, container)
         rate = float(stream.average_rate or stream.guessed_rate or 25)
         timed = _timed(container.decode(stream), rate)
@@ -198,7 +211,11 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
             picked = [frames[i][1] for i in _pick(times - times[0], sample_times(duration, num_frames))]
             n_decoded = len(frames)
         else:
-            picked, n_decoded = _stream_pick(path, timed, duration, num_frames)
+            found = None
+            if strategy == "seek":
+                found = pick_by_seeking(lambda: _open(path), sample_times(duration, num_frames), duration,
+                                        allowed_shortfall(duration))
+            picked, n_decoded = found or _stream_pick(path, timed, duration, num_frames)
         width, height = _resize_to(max_side, stream.codec_context.width, stream.codec_context.height)
         # One reformatter (one scaler context) for every frame of the clip: ``to_ndarray(width=...)`` builds a new
         # one per frame, ~2/3 of the conversion's time at 8 small frames; the pixels are the same.

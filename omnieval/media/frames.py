@@ -1,0 +1,212 @@
+"""Decode only the frames a clip is sampled at: seek to the keyframe before each sampled time, decode forward.
+
+``decode.decode_video`` samples N frames of a clip; decoding the whole clip to keep them costs the clip's length (a
+10-minute 720p clip decoded whole for 8 frames takes minutes), decoding from the keyframe before each one costs the
+frames sampled. This module picks the same frames as the full decode (``decode._stream_pick``), frame for frame:
+
+1. **The index.** The video packets are demuxed without decoding (cheap: no pixels) into the presentation times of
+   the frames a full decode returns (packets marked *discard* by an edit list decode to no frame and are left out)
+   and the keyframes' times (discarded ones kept: the first shown frames of a cut clip decode from them).
+2. **The start.** The first frame is decoded as the full decode does; its time is the origin of the sampled times.
+   The picked frame for a sampled time ``c`` is the index's last frame at or before ``c`` (the on-screen rule).
+3. **Seek or decode on** (one rule, from the sampled times and the index): for the next sampled frame, its keyframe
+   is the index's last keyframe at or before it. When that keyframe lies beyond the last frame decoded with at
+   least ``SEEK_MIN_SKIP`` frames between them, the decoder seeks to it (backward, keyframes only) and decodes
+   forward; otherwise it decodes on. Sampled frames dense in time (several per keyframe interval) are thus decoded
+   straight through, sparse ones cost a keyframe interval each at most.
+4. **The check.** Each decoded pick must be the frame the index expects (same time), and a seek must land at or
+   before the frame sought (a container whose seek lands later is retried from the keyframe before, twice). Where
+   either fails, where a packet has no timestamp, or where the index ends short of the declared duration (a
+   truncated file: the full decode says so, as before), this path gives up and ``decode_video`` decodes the whole
+   clip: a slow answer, never a different one.
+
+The same frames give the same pixels: the decoders are bit-exact from a keyframe, and FFmpeg drops the leading
+frames of an open GOP after a seek (they would show references from before it); ``tests/test_frame_seek.py``
+compares every pick against the full decode on H.264 (B-frames, open GOPs), HEVC, VP9 and AV1 in MP4, MKV, WebM
+and MOV. Decode parameters (and so cache and store keys) do not change: only how the frames are reached.
+
+Threads: every video decode runs with ``decode_threads()`` FFmpeg frame threads (``bound_threads``): the CPUs Ray
+assigned to the decode task, else at most 2. An unbounded thread count starts a thread per core in every decode
+running at once, and unbounded slice threads are known to deadlock PyAV under concurrency.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The least number of frames a seek must skip to be taken: a seek costs a demuxer index lookup and a decoder
+#: flush, about a frame's decode; below this the decoder goes on through the frames in between.
+SEEK_MIN_SKIP = 2
+#: Seeks retried from an earlier keyframe when one lands past the frame sought, before the full decode is used.
+SEEK_RETRIES = 2
+#: Threads of a decode outside Ray (a command-line decode, a test, the driver).
+DEFAULT_THREADS = 2
+EPS = 1e-9  # the on-screen rule's tolerance, as in decode._pick and decode._stream_pick
+
+
+class _Unsure(Exception):
+    """The seek path cannot vouch for a pick: the caller decodes the whole clip instead."""
+
+
+@dataclass(frozen=True)
+class PacketIndex:
+    """What the demuxer says without decoding: the presentation times (s) of the frames a full decode returns,
+    sorted, and the keyframes' times (s) with their timestamps in the stream's time base, sorted."""
+
+    times: np.ndarray
+    key_times: np.ndarray
+    key_pts: np.ndarray
+
+
+def decode_threads() -> int:
+    """FFmpeg threads for one decode: the CPUs Ray assigned to the task running it (a decode task holds 1 by
+    default, ``media.cache.decode_task``), else ``DEFAULT_THREADS`` (never more than the machine's cores)."""
+    if "ray" in sys.modules:  # never import Ray just to ask: a command-line decode has none
+        ray = sys.modules["ray"]
+        try:
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU") if ray.is_initialized() else None
+        except Exception:  # the driver, or a Ray too old to say: the default
+            cpus = None
+        if cpus:
+            return max(1, int(cpus))
+    return max(1, min(DEFAULT_THREADS, os.cpu_count() or 1))
+
+
+def bound_threads(stream, threads: int | None = None) -> None:
+    """Set a video stream's decoder to ``threads`` (default ``decode_threads()``) frame threads, before it opens."""
+    n = threads or decode_threads()
+    stream.codec_context.thread_count = n
+    stream.codec_context.thread_type = "FRAME" if n > 1 else "NONE"
+
+
+def packet_index(container, stream) -> PacketIndex | None:
+    """Demux every packet of ``stream`` (no decoding); None when a packet carries no timestamp (a raw stream)."""
+    tb = stream.time_base
+    times, key_times, key_pts = [], [], []
+    for packet in container.demux(stream):
+        if packet.size == 0 and packet.pts is None:  # the demuxer's end-of-stream marker
+            continue
+        if packet.pts is None or tb is None:
+            return None
+        t = float(packet.pts * tb)
+        if not packet.is_discard:
+            times.append(t)
+        if packet.is_keyframe:
+            key_times.append(t)
+            key_pts.append(packet.pts)
+    if not times or not key_times:
+        return None
+    order = np.argsort(key_times, kind="stable")
+    return PacketIndex(np.unique(np.array(times)), np.array(key_times)[order], np.array(key_pts)[order])
+
+
+def _frame_time(frame) -> float:
+    if frame.pts is None:
+        raise _Unsure("a decoded frame without a timestamp")
+    return float(frame.pts * frame.time_base)
+
+
+def index_is_complete(index: PacketIndex, duration: float, shortfall: float) -> bool:
+    """Whether the index reaches the declared ``duration`` as the full decode's truncation check asks (its last
+    frame plus one frame interval, within ``shortfall``)."""
+    times = index.times - index.times[0]
+    gap = float(times[-1] - times[-2]) if len(times) > 1 else 0.0
+    return duration - (float(times[-1]) + gap) <= shortfall
+
+
+class _Cursor:
+    """The decoder's position in one container: frames come out in presentation order, one held back (``ahead``)
+    once it is past the sampled time asked for, so the next sampled time can still take it."""
+
+    def __init__(self, container, stream):
+        self.container, self.stream = container, stream
+        self.frames = container.decode(stream)
+        self.prev = self.ahead = None  # the last frame at or before the time asked for; the frame after it
+        self.decoded = 0
+
+    def next_frame(self):
+        frame = next(self.frames, None)
+        self.decoded += frame is not None
+        return frame
+
+    def seek(self, pts: int) -> None:
+        self.container.seek(int(pts), stream=self.stream, backward=True, any_frame=False)
+        self.frames = self.container.decode(self.stream)
+        self.prev = self.ahead = None
+
+    def on_screen(self, start: float, c: float):
+        """Decode forward to the last frame whose time (from ``start``) is <= ``c``; None when the first frame
+        decoded is already past ``c`` (a seek that landed too late)."""
+        while True:
+            if self.ahead is None:
+                self.ahead = self.next_frame()
+            if self.ahead is None or _frame_time(self.ahead) - start > c + EPS:
+                return self.prev
+            self.prev, self.ahead = self.ahead, None
+
+    @property
+    def position(self) -> float | None:
+        """Time of the last frame decoded (None right after a seek)."""
+        frame = self.ahead if self.ahead is not None else self.prev
+        return None if frame is None else _frame_time(frame)
+
+
+def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: float) -> tuple[list, int] | None:
+    """The frame on screen at each of ``targets`` (seconds from the first frame, increasing) and the number of frames
+    decoded, reached by the module's rule; None where the whole clip must be decoded instead (module docstring).
+
+    ``open_clip()`` opens the clip (a PyAV container); two are opened, one for the index, one for decoding."""
+    import av
+
+    with open_clip() as container:
+        index = packet_index(container, container.streams.video[0])
+    if index is None or not index_is_complete(index, duration, shortfall):
+        return None
+    with open_clip() as container:
+        stream = container.streams.video[0]
+        bound_threads(stream)
+        try:
+            return _seek_pick(_Cursor(container, stream), index, targets)
+        except (_Unsure, av.error.FFmpegError):  # a decode error on the way: the full decode reports it as before
+            return None
+
+
+def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray) -> tuple[list, int]:
+    first = cursor.next_frame()
+    if first is None or _frame_time(first) != index.times[0]:
+        raise _Unsure("the first decoded frame is not the index's first frame")
+    start = _frame_time(first)
+    cursor.prev = first
+    rel_times, rel_keys = index.times - start, index.key_times - start
+    picked = []
+    for c in targets:
+        expected = rel_times[max(0, np.searchsorted(rel_times, c + EPS, side="right") - 1)]
+        frame = _reach(cursor, rel_times, rel_keys, index.key_pts, start, c, expected)
+        if _frame_time(frame) - start != expected:
+            raise _Unsure(f"decoded frame at {_frame_time(frame) - start} s where the index has {expected} s")
+        picked.append(frame)
+    return picked, cursor.decoded
+
+
+def _reach(cursor: _Cursor, rel_times, rel_keys, key_pts, start: float, c: float, expected: float):
+    """The frame on screen at ``c``, seeking first where the rule says so (and again, earlier, where a seek landed
+    past it)."""
+    k = int(np.searchsorted(rel_keys, expected + EPS, side="right")) - 1
+    position = cursor.position
+    here = position - start if position is not None else None
+    skipped = np.count_nonzero((rel_times > here) & (rel_times < rel_keys[k])) if here is not None else 0
+    if k >= 0 and here is not None and rel_keys[k] > here and skipped >= SEEK_MIN_SKIP:
+        for attempt in range(SEEK_RETRIES + 1):
+            cursor.seek(key_pts[max(0, k - attempt)])
+            frame = cursor.on_screen(start, c)
+            if frame is not None:
+                return frame
+        raise _Unsure("every seek landed past the frame sought")
+    frame = cursor.on_screen(start, c)
+    if frame is None:
+        raise _Unsure("no frame at or before the sampled time")
+    return frame
