@@ -118,9 +118,19 @@ def _tag_seconds(stream) -> float | None:
         return None
 
 
+def _tag_end_seconds(stream) -> float | None:
+    """The stream's length from its ``DURATION`` tag, which Matroska muxers write as the time its last frame ends,
+    counted from 0: a stream that starts late (its first timestamp 0.7 s) lasts the tag less its start."""
+    end = _tag_seconds(stream)
+    if end is None or not stream.start_time or not stream.time_base:
+        return end
+    start = float(stream.start_time * stream.time_base)
+    return end - start if 0 < start < end else end
+
+
 def _stream_duration(stream, container) -> float | None:
     rate = stream.average_rate or stream.guessed_rate
-    own = float(stream.duration * stream.time_base) if stream.duration else _tag_seconds(stream)
+    own = float(stream.duration * stream.time_base) if stream.duration else _tag_end_seconds(stream)
     return _header_duration(own, stream.frames, float(rate) if rate else None,
                             container.duration / 1e6 if container.duration else None)
 
