@@ -145,3 +145,9 @@ def accuracy(rows: pl.DataFrame, model: str, condition: str, with_rows_in: str |
         cell = cell.filter(pl.col("item_id").is_in(rows.filter(pl.col("condition") == with_rows_in)["item_id"]
                                                    .unique().to_list()))
     return float((cell["choice"] == cell["target"]).mean())
+
+
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time, to show a conversion left it untouched."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}

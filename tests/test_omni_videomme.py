@@ -25,7 +25,7 @@ from omnieval.core.schema import InputError
 from omnieval.datasets.omni import archives
 from omnieval.datasets.omni.archives import ReleaseArchives
 from omnieval.datasets.omni.videomme import convert_videomme
-from tests.omni_release_run import items_of, make_clips, place, run_and_check
+from tests.omni_release_run import items_of, listing, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEOS = [("001", "fFjv93ACGo8", "short", "Knowledge"), ("002", "AYSYelOQtQI", "short", "Film & Television"),
@@ -169,12 +169,6 @@ def zip_release(folder: Path, clips, records: list[dict] | None = None) -> Path:
         for youtube in SUBTITLED:
             zf.writestr(f"subtitle/{youtube}.srt", SRT)
     return folder
-
-
-def listing(folder: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``folder`` with its size and modification time, to show a conversion left it untouched."""
-    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
 
 
 def test_the_release_as_downloaded_is_read_inside_its_archives(tmp_path, clips):

@@ -20,7 +20,7 @@ import pytest
 from omnieval.core.schema import InputError
 from omnieval.datasets.omni import common
 from omnieval.datasets.omni.worldsense import convert_worldsense
-from tests.omni_release_run import items_of, make_clips, place, run_and_check
+from tests.omni_release_run import items_of, listing, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEOS = {"rEJpeDVXqfI": 2, "Zk8Jx2k9wLc": 2, "0aQ4bmX6C1s": 1, "hFh5Zj5aQ0o": 3}  # video -> questions
@@ -158,11 +158,6 @@ def zip_release(folder: Path, clips, data: dict | None = None) -> Path:
         for video in SUBTITLED:
             zf.writestr(f"subtitles/{video}.srt", SRT)
     return folder
-
-
-def listing(folder: Path) -> dict[str, tuple[int, int]]:
-    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
 
 
 def test_the_snapshot_as_downloaded_is_read_inside_its_archives(tmp_path, clips):

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnieval.dev.bench_pipeline import _proc_status, _reset_peak_rss, bench_folder
+from omnieval.dev.bench_pipeline import _proc_status, _reset_peak_rss, bench_folder, status_field
 
 THREADS = 2
 MAX_SIDE = 320
@@ -162,7 +162,7 @@ def _ffmpeg_frame(path: Path, at: float) -> tuple[bytes, int]:
     reader.start()
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, _status_of(proc.pid, "VmHWM") or 0)
+        peak = max(peak, status_field(proc.pid, "VmHWM") or 0)
         time.sleep(0.001)
     reader.join()
     proc.stdout.close()
@@ -171,15 +171,6 @@ def _ffmpeg_frame(path: Path, at: float) -> tuple[bytes, int]:
     return b"".join(chunks), peak
 
 
-def _status_of(pid: int, field: str) -> int | None:
-    """A ``/proc/<pid>/status`` field in bytes; None once the process is gone (or off Linux)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
     return None
 
 

@@ -171,16 +171,21 @@ def _bench_pipeline(size: dict, tmp: Path, runs: Path) -> int:
 # The measurements (each in its own process)
 # ---------------------------------------------------------------------------------------------------------------
 
-def _proc_status(field: str) -> int | None:
-    """A ``/proc/self/status`` field in bytes (Linux), else None."""
+def status_field(pid: int | str, field: str) -> int | None:
+    """A ``/proc/<pid>/status`` field in bytes (``pid`` ``"self"`` for this process); None once the process is gone
+    (or off Linux)."""
     try:
-        with open("/proc/self/status") as fh:
+        with open(f"/proc/{pid}/status") as fh:
             for line in fh:
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
-    return None
+
+
+def _proc_status(field: str) -> int | None:
+    """A ``/proc/self/status`` field in bytes (Linux), else None."""
+    return status_field("self", field)
 
 
 def _reset_peak_rss() -> bool:
