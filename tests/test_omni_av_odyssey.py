@@ -208,6 +208,35 @@ def test_the_authors_release_with_embedded_media_is_one_benchmark_with_every_que
     assert sorted(p.name for p in out.iterdir()) == ["benchmark.json", "items.jsonl", "media"]
 
 
+def test_the_authors_part_files_naming_their_media_by_path_read_the_files_beside_them(tmp_path, media):
+    """Part files whose media cells hold a path and no bytes (a text, or an ``Image`` struct without bytes), the
+    files beside them: the same items, each file's bytes those of the file the cell names."""
+    folder = tmp_path / "AV_Odyssey_Bench"
+    folder.mkdir()
+    rows = []
+    for i, qid in enumerate(QUESTIONS):
+        row = row_fields(qid, i)
+        for modality, suffix, columns in (("image", "png", [f"image_{k}" for k in range(1, 5)]),
+                                          ("video", "mp4", ["video_1"]),
+                                          ("audio", "wav", [f"audio_{k}" for k in range(1, 5)])):
+            files = media[qid].get(modality, [])
+            for k, column in enumerate(columns):
+                if k >= len(files):
+                    row[column] = None
+                    continue
+                rel = f"{modality}/{qid}_{k + 1}.{suffix}"
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(files[k])
+                row[column] = {"bytes": None, "path": rel} if modality == "image" else rel
+        rows.append(row)
+    schema = pa.schema([(f.name, f.type) if not f.name.startswith(("video_", "audio_")) else (f.name, pa.string())
+                        for f in AUTHORS])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "av_odyssey_part1.parquet")
+    out = tmp_path / "bench"
+    convert_av_odyssey(folder, out)
+    check_items(out, media)
+
+
 def test_lmms_evals_copy_reads_to_the_same_items(tmp_path, media):
     out = tmp_path / "bench"
     convert_av_odyssey(lmms_release(tmp_path / "AV_Odyssey_Bench_LMMs_Eval", media), out)

@@ -9,7 +9,9 @@ Two layouts of the release are read:
   ``video_1``, ``audio_1`` .. ``audio_4``. A medium's cell holds its bytes (a Hugging Face ``Image`` / ``Audio``
   struct ``{"bytes", "path"}``, or the bytes alone); an empty cell is no medium. The bytes are written into the
   benchmark folder (``media/embedded/<content hash><suffix>``, ``common.MediaLinker``), the suffix from the cell's
-  ``path`` or, without one, from the bytes' own signature (PNG, JPEG, WAV, MP4, ...).
+  ``path`` or, without one, from the bytes' own signature (PNG, JPEG, WAV, MP4, ...). A cell that holds a path and
+  no bytes (a text, or a struct whose ``bytes`` is empty: ``evaluation.py`` hands the cell to loaders that open a
+  file) names a file under the release folder, looked for as lmms-eval's paths are.
 * **lmms-eval's copy** (``AV-Odyssey/AV_Odyssey_Bench_LMMs_Eval``, its archives unpacked): ``av_odyssey.parquet``
   (the ``test`` split) beside the media its rows name, with the lists of relative paths ``image_path``,
   ``video_path``, ``audio_path`` instead of the media columns. A path is looked for as written, then under a folder
@@ -162,6 +164,10 @@ def _embedded(cell, where: Where, column: str, qid: str) -> MediaRef | None:
     if isinstance(cell, dict):
         name = cell.get("path") if isinstance(cell.get("path"), str) and cell.get("path").strip() else None
         cell = cell.get("bytes")
+        if not cell and name is not None:  # a path, no bytes: a file beside the part files
+            return MediaRef(column, _candidates(name.strip()))
+    if isinstance(cell, str) and cell.strip():
+        return MediaRef(column, _candidates(cell.strip()))
     if cell is None or (isinstance(cell, bytes | bytearray | str) and not cell):
         return None
     if not isinstance(cell, bytes | bytearray):
