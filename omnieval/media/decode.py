@@ -27,12 +27,14 @@ last frame near the end: its index's sample offsets and sizes are compared with 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from omnieval.media import sampling
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash, file_state
-from omnieval.media.frames import bound_threads, pick_by_seeking
+from omnieval.media.frames import bound_threads, packet_index, pick_by_seeking
 from omnieval.media.mp4_index import declared_end
 from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
@@ -190,9 +192,16 @@ def _check_mp4_bytes(path) -> None:
                          f"{size} bytes ({size / end:.0%})")
 
 
-def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None, *,
+def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | None = None, *,
+                 fps: float | None = None, min_frames: int = sampling.FPS_MIN_FRAMES,
+                 max_frames: int = sampling.FPS_MAX_FRAMES, frame_factor: int = sampling.FRAME_FACTOR,
+                 index_rule: str = "centres", min_pixels: int | None = None, max_pixels: int | None = None,
+                 size_factor: int = sampling.SIZE_FACTOR, total_pixels: int | None = None,
                  strategy: str = "seek") -> DecodedMedia:
-    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled by the module's rule, longer side <= ``max_side``.
+    """RGB uint8 frames (T, H, W, 3): ``num_frames`` of them, or as many as sampling at ``fps`` gives; picked at bin
+    centres or by ``linspace`` frame indices; the longer side <= ``max_side``, or sized by the pixel budget
+    ``min_pixels`` / ``max_pixels`` / ``total_pixels`` (``media.sampling``: the rules, and which reference each
+    follows). The defaults are the module's rule.
 
     ``strategy``: ``"seek"`` reaches the sampled frames from the keyframes before them (``media.frames``, falling
     back to the full decode where it cannot vouch for a frame); ``"full"`` decodes every frame up to the last one
@@ -202,6 +211,9 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
 
     if strategy not in ("seek", "full"):
         raise MediaError(f"{path}: unknown video decode strategy {strategy!r} (seek or full)")
+    if index_rule not in sampling.INDEX_RULES:
+        raise MediaError(f"{path}: unknown frame index rule {index_rule!r} ({' or '.join(sampling.INDEX_RULES)})")
+    rule = _Rule(num_frames, fps, min_frames, max_frames, frame_factor, index_rule)
     container = _open(path)
     try:
         if not container.streams.video:
@@ -211,22 +223,26 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
         duration = _stream_duration(stream, container)
         rate = float(stream.average_rate or stream.guessed_rate or 25)
         timed = _timed(container.decode(stream), rate)
-        if duration is None:  # no header duration (e.g. a raw .h264 stream): buffer the frames, then pick
+        times = _frame_times(path) if duration is not None and rule.needs_frame_times else None
+        if duration is None or (rule.needs_frame_times and times is None):
+            # no header duration (e.g. a raw .h264 stream) or no packet timestamps: buffer the frames, then pick
             frames = list(timed)
             if not frames:
                 raise MediaError(f"{path}: no decodable video frames")
-            times = np.array([t for t, _ in frames])
+            times = np.array([t for t, _ in frames]) - frames[0][0]
             step = float(np.median(np.diff(times))) if len(times) > 1 else 1 / rate
-            duration = float(times[-1] - times[0] + step)
-            picked = [frames[i][1] for i in _pick(times - times[0], sample_times(duration, num_frames))]
+            duration = duration or float(times[-1] + step)
+            targets = rule.targets(path, duration, times, rate)
+            picked = [frames[i][1] for i in _pick(times, targets)]
             n_decoded = len(frames)
         else:
+            targets = rule.targets(path, duration, times, rate)
             found = None
             if strategy == "seek":
-                found = pick_by_seeking(lambda: _open(path), sample_times(duration, num_frames), duration,
-                                        allowed_shortfall(duration))
-            picked, n_decoded = found or _stream_pick(path, timed, duration, num_frames)
-        width, height = _resize_to(max_side, stream.codec_context.width, stream.codec_context.height)
+                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration))
+            picked, n_decoded = found or _stream_pick(path, timed, duration, targets)
+        width, height = _output_size(path, stream.codec_context.width, stream.codec_context.height, len(picked),
+                                     max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor)
         # One reformatter (one scaler context) for every frame of the clip: ``to_ndarray(width=...)`` builds a new
         # one per frame, ~2/3 of the conversion's time at 8 small frames; the pixels are the same.
         scaler = VideoReformatter()
@@ -239,8 +255,62 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
         raise MediaError(f"{path}: video decoding failed: {exc}") from None
     finally:
         container.close()
-    return DecodedMedia("video", data, content_hash="", path=str(path), fps=num_frames / duration,
+    return DecodedMedia("video", data, content_hash="", path=str(path), fps=len(picked) / duration,
                         meta={"duration": duration, "decoded_frames": n_decoded})
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How many frames, and where: ``num_frames`` or ``fps`` (with its bounds), by ``index_rule``."""
+
+    num_frames: int | None
+    fps: float | None
+    min_frames: int
+    max_frames: int
+    frame_factor: int
+    index_rule: str
+
+    @property
+    def needs_frame_times(self) -> bool:
+        """Counting by rate and indexing by frame both need the clip's frames (their count, their times)."""
+        return self.fps is not None or self.index_rule == "linspace"
+
+    def targets(self, path, duration: float, times: np.ndarray | None, rate: float) -> np.ndarray:
+        """The sampled times (s from the first frame); ``times`` are the clip's frame times from its first."""
+        try:
+            n = self.num_frames if self.fps is None else sampling.frame_count_by_rate(
+                len(times), rate, self.fps, self.min_frames, self.max_frames, self.frame_factor)
+        except sampling.SamplingError as exc:
+            raise MediaError(f"{path}: {exc}") from None
+        if not n:
+            raise MediaError(f"{path}: neither num_frames nor fps says how many frames to sample")
+        if self.index_rule == "linspace":
+            return times[sampling.linspace_indices(len(times), n)]
+        return sample_times(duration, n)
+
+
+def _frame_times(path) -> np.ndarray | None:
+    """The presentation times of the clip's frames from its first, from the demuxer alone (``frames.packet_index``:
+    the frames a full decode returns); None for a stream whose packets carry no timestamps."""
+    with _open(path) as container:
+        index = packet_index(container, container.streams.video[0])
+    return None if index is None else index.times - index.times[0]
+
+
+def _output_size(path, width: int, height: int, n_frames: int, max_side: int | None, min_pixels: int | None,
+                 max_pixels: int | None, size_factor: int, total_pixels: int | None,
+                 frame_factor: int) -> tuple[int, int]:
+    """(width, height) of the frames returned: by the pixel budget where ``max_pixels`` is given, else by
+    ``max_side``."""
+    if max_pixels is None:
+        return _resize_to(max_side, width, height)
+    low = min_pixels if min_pixels is not None else size_factor * size_factor
+    try:
+        budget = sampling.frame_pixel_budget(low, max_pixels, total_pixels, n_frames, frame_factor)
+        h, w = sampling.pixel_size(height, width, size_factor, low, budget)
+    except sampling.SamplingError as exc:
+        raise MediaError(f"{path}: {exc}") from None
+    return w, h
 
 
 def _timed(frames, rate: float):
@@ -249,10 +319,11 @@ def _timed(frames, rate: float):
         yield (float(frame.pts * frame.time_base) if frame.pts is not None else i / rate), frame
 
 
-def _stream_pick(path, timed, duration: float, num_frames: int) -> tuple[list, int]:
-    """One pass over the decoded frames keeping only the frame on screen at each bin centre; stops early once the
-    last centre is passed. Raises MediaError when the stream ends far short of ``duration``."""
-    targets = sample_times(duration, num_frames)
+def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[list, int]:
+    """One pass over the decoded frames keeping only the frame on screen at each sampled time (``targets``, s from
+    the first frame, increasing); stops early once the last is passed. Raises MediaError when the stream ends far
+    short of ``duration``."""
+    num_frames = len(targets)
     picked, prev, start, n, t, gap = [], None, None, 0, 0.0, 0.0
     for when, frame in timed:
         t, last = when, t
