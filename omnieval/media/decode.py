@@ -3,7 +3,8 @@
 PyAV (FFmpeg's libraries in-process) is the hot path: measured here ~10x faster than spawning an ``ffmpeg``
 process per clip, which is what the ``*_ffmpeg`` functions do (kept for the pipeline benchmark's comparison).
 
-Frame sampling rule (both decoders): the clip's duration D comes from the stream header (stream duration, else
+Frame sampling rule (both decoders; ``decode_video`` also samples by rate, by frame index and by a pixel budget,
+``media.sampling``): the clip's duration D comes from the stream header (stream duration, else
 frame count / frame rate, else the container's duration); it is cut into N equal bins and, for the centre
 ``c_i = (i + 0.5) * D / N`` of each bin (measured from the first frame's timestamp), the frame *on screen* at
 ``c_i`` is taken: the last frame whose presentation time is <= ``c_i``. Only the frames needed are decoded: the
