@@ -125,7 +125,7 @@ DEFAULT_DESCRIBE_PROMPTS = {
 
 #: ``decode:`` options beyond today's ``num_frames`` / ``max_side`` (``media.sampling``).
 SAMPLING_OPTIONS = ("fps", "min_frames", "max_frames", "frame_factor", "index_rule", "min_pixels", "max_pixels",
-                    "size_factor", "total_pixels")
+                    "size_factor", "total_pixels", "max_audio_seconds")
 
 
 class DecodeConfig(_Config):
@@ -156,6 +156,9 @@ class DecodeConfig(_Config):
         default=None, ge=1, description="with max_pixels: the pixels of all a clip's frames together (each frame's "
                                         "budget is total_pixels / frames * frame_factor, as Qwen-Omni's utilities)")
     sample_rate: int = Field(default=16_000, ge=1000)
+    max_audio_seconds: float | None = Field(
+        default=None, gt=0, description="decode audio up to this many seconds (for models or benchmarks that take no "
+                                        "more); a file shorter than that is decoded whole")
     media_check: Literal["probe", "exists", "off"] = Field(
         default="probe", description="pre-flight check of every distinct media file before model work")
     store: str | None = Field(

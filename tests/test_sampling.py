@@ -186,3 +186,35 @@ def test_conflicting_sampling_options_are_refused_naming_the_file(tmp_path, deco
         load_run_config(path)
     assert str(path) in str(err.value) and words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def tone(tmp_path_factory) -> Path:
+    """3 s of a 440 Hz tone, mono at 16 kHz (the decode's own rate: no resampling between it and the reference)."""
+    out = tmp_path_factory.mktemp("sampling") / "tone.wav"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=3",
+                    "-ac", "1", "-ar", "16000", str(out)], check=True, timeout=60)
+    return out
+
+
+def ffmpeg_samples(path: Path) -> np.ndarray:
+    out = subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(path), "-ac", "1", "-ar", "16000", "-f", "f32le",
+                          "pipe:"], capture_output=True, check=True, timeout=60).stdout
+    return np.frombuffer(out, np.float32)
+
+
+@pytest.mark.parametrize("seconds, expected_s", [(1.25, 1.25), (10.0, 3.0)])
+def test_max_audio_seconds_keeps_the_first_seconds(tone, seconds, expected_s):
+    reference = ffmpeg_samples(tone)
+    got = decode.decode_audio(tone, 16_000, max_audio_seconds=seconds).data
+    assert len(got) == round(expected_s * 16_000)
+    np.testing.assert_array_equal(got, reference[:len(got)])
+
+
+def test_max_audio_seconds_enters_the_audio_key_only_when_set():
+    from omnieval.media.spec import audio_params
+
+    assert audio_params(DecodeConfig()) == (("sample_rate", 16_000),)
+    assert audio_params(DecodeConfig(max_audio_seconds=30)) == (("max_audio_seconds", 30.0), ("sample_rate", 16_000))
+    with pytest.raises(ValueError, match="greater than 0"):
+        DecodeConfig(max_audio_seconds=0)

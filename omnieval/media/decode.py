@@ -15,7 +15,8 @@ Every video decode runs with a bounded number of FFmpeg threads (``frames.bound_
 header duration (a raw .h264 file) is decoded whole and buffered, and D is taken from its decoded timestamps (or
 frame indexes).
 
-Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it.
+Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it. A
+run's ``max_audio_seconds`` cuts it to its first seconds, and nothing past them is decoded.
 A decode that ends short of the declared duration by more than ``allowed_shortfall`` (the larger of 0.1 s and 5%)
 is a truncated file and raises. The declared duration is the header's, never one estimated from the file size:
 for WAV, FFmpeg derives the stream duration from the bytes present, so a WAV cut in half would decode as a shorter,
@@ -28,6 +29,7 @@ last frame near the end: its index's sample offsets and sizes are compared with 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -343,9 +345,12 @@ def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[lis
     return picked, n
 
 
-def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> DecodedMedia:
+def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE,
+                 max_audio_seconds: float | None = None) -> DecodedMedia:
     """Mono float32 in [-1, 1] at ``sample_rate`` Hz (PyAV's resampler), from an audio file or the audio stream of a
-    video, trimmed to the stream's declared duration."""
+    video, trimmed to the stream's declared duration, and to its first ``max_audio_seconds`` where given (for a
+    model that takes no more: the decode stops there, and a file cut short is refused only where it ends before
+    that)."""
     import av
 
     container = _open(path)
@@ -358,9 +363,14 @@ def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> Deco
         if wav is not None:  # FFmpeg's WAV duration is estimated from the bytes present: the header's is declared
             declared = wav[0]
         resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
-        chunks = []
+        wanted = math.ceil(max_audio_seconds * sample_rate) if max_audio_seconds else None
+        chunks, have = [], 0
         for frame in container.decode(stream):
-            chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(frame))
+            for out in resampler.resample(frame):
+                chunks.append(out.to_ndarray().reshape(-1))
+                have += len(chunks[-1])
+            if wanted is not None and have >= wanted:
+                break
         chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(None))
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: audio decoding failed: {exc}") from None
@@ -368,7 +378,11 @@ def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> Deco
         container.close()
     if not chunks:
         raise MediaError(f"{path}: no decodable audio samples")
+    if max_audio_seconds and declared:
+        declared = min(declared, max_audio_seconds)
     data = _trim(path, np.concatenate(chunks).astype(np.float32, copy=False), declared, sample_rate)
+    if max_audio_seconds:
+        data = data[:round(max_audio_seconds * sample_rate)]
     return DecodedMedia("audio", data, content_hash="", path=str(path), sample_rate=sample_rate,
                         meta={"duration": len(data) / sample_rate})
 

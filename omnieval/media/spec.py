@@ -40,3 +40,12 @@ def video_params(decode) -> tuple[tuple[str, object], ...]:
             params.update(total_pixels=decode.total_pixels,
                           frame_factor=decode.frame_factor or sampling.FRAME_FACTOR)
     return tuple(sorted(params.items()))
+
+
+def audio_params(decode) -> tuple[tuple[str, object], ...]:
+    """The keyword arguments of ``decode.decode_audio`` a run's ``decode:`` section gives, sorted by name:
+    ``sample_rate``, and ``max_audio_seconds`` only where set (today's keys unchanged)."""
+    params: dict[str, object] = {"sample_rate": decode.sample_rate}
+    if decode.max_audio_seconds is not None:
+        params["max_audio_seconds"] = decode.max_audio_seconds
+    return tuple(sorted(params.items()))

@@ -188,12 +188,12 @@ def protocol_options(config: RunConfig, protocol):
 
 
 def _decode_params(decode, modality: str) -> tuple[tuple[str, object], ...]:
-    from omnieval.media.spec import video_params
+    from omnieval.media.spec import audio_params, video_params
 
     if modality == "video":
         return video_params(decode)
     if modality == "audio":
-        return (("sample_rate", decode.sample_rate),)
+        return audio_params(decode)
     return ()
 
 
