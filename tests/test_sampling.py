@@ -218,3 +218,12 @@ def test_max_audio_seconds_enters_the_audio_key_only_when_set():
     assert audio_params(DecodeConfig(max_audio_seconds=30)) == (("max_audio_seconds", 30.0), ("sample_rate", 16_000))
     with pytest.raises(ValueError, match="greater than 0"):
         DecodeConfig(max_audio_seconds=0)
+
+
+def test_total_pixels_shares_the_budget_over_a_clips_frames(clip):
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    # 4 frames sharing 8000 px: each frame's budget is max(min(6000, 8000 / 4 * 2), int(784 * 1.05)) = 4000
+    h, w = smart_resize(90, 160, 28, 28 * 28, 4000)
+    got = decode.decode_video(clip, 4, None, max_pixels=6000, size_factor=28, total_pixels=8000)
+    assert got.data.shape == (4, h, w, 3) and (h, w) != smart_resize(90, 160, 28, 28 * 28, 6000)
