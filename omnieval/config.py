@@ -17,6 +17,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -122,10 +123,42 @@ DEFAULT_DESCRIBE_PROMPTS = {
 }
 
 
+#: ``decode:`` options beyond today's ``num_frames`` / ``max_side`` (``media.sampling``).
+SAMPLING_OPTIONS = ("fps", "min_frames", "max_frames", "frame_factor", "index_rule", "min_pixels", "max_pixels",
+                    "size_factor", "total_pixels", "max_audio_seconds")
+
+
 class DecodeConfig(_Config):
+    """How media are decoded. The sampling options (``fps`` and its bounds, ``index_rule``, the pixel budget,
+    ``SAMPLING_OPTIONS``) are left out of the config's dump while unset, so a config that sets none of them has the
+    run identity and the decode keys it had before they existed (``media.sampling``: the rules)."""
+
     num_frames: int = Field(default=8, ge=1, description="video frames sampled uniformly per clip")
     max_side: int | None = Field(default=320, ge=16, description="downscale frames so the longer side fits")
+    fps: float | None = Field(
+        default=None, gt=0, description="sample video by rate instead of num_frames: duration * fps frames, within "
+                                        "[min_frames, max_frames], a multiple of frame_factor (Qwen-Omni's rule)")
+    min_frames: int | None = Field(default=None, ge=1, description="with fps: the fewest frames (default 4)")
+    max_frames: int | None = Field(default=None, ge=1, description="with fps: the most frames (default 768)")
+    frame_factor: int | None = Field(default=None, ge=1, description="with fps: frame counts are multiples of it "
+                                                                      "(default 2)")
+    index_rule: Literal["centres", "linspace"] | None = Field(
+        default=None, description="which frames: centres (the frame on screen at each of N equal bins' centre, the "
+                                  "default) or linspace (frame indices round(linspace(0, frames - 1, N)))")
+    min_pixels: int | None = Field(default=None, ge=1, description="with max_pixels: the fewest pixels a frame has "
+                                                                    "(default size_factor squared)")
+    max_pixels: int | None = Field(
+        default=None, ge=1, description="size frames by a pixel budget instead of max_side: sides multiples of "
+                                        "size_factor, h * w within [min_pixels, max_pixels], aspect kept")
+    size_factor: int | None = Field(default=None, ge=1, description="with max_pixels: the sides' factor (28 for "
+                                                                     "Qwen2.5-Omni, 32 for Qwen3-Omni; default 28)")
+    total_pixels: int | None = Field(
+        default=None, ge=1, description="with max_pixels: the pixels of all a clip's frames together (each frame's "
+                                        "budget is total_pixels / frames * frame_factor, as Qwen-Omni's utilities)")
     sample_rate: int = Field(default=16_000, ge=1000)
+    max_audio_seconds: float | None = Field(
+        default=None, gt=0, description="decode audio up to this many seconds (for models or benchmarks that take no "
+                                        "more); a file shorter than that is decoded whole")
     media_check: Literal["probe", "exists", "off"] = Field(
         default="probe", description="pre-flight check of every distinct media file before model work")
     store: str | None = Field(
@@ -133,6 +166,32 @@ class DecodeConfig(_Config):
         description="a decoded-media store (local folder, relative to the config file, or s3:// / gs:// prefix): "
                     "media found there are read instead of decoded, media decoded are added; a sweep's runs use "
                     "<sweep output>/media unless it names one. Not part of a run's identity")
+
+    @model_validator(mode="after")
+    def _sampling_options_agree(self) -> DecodeConfig:
+        """Options that would contradict each other, or that have no effect without the option they qualify."""
+        given = self.model_fields_set
+        if self.fps is not None and "num_frames" in given:
+            raise ValueError("num_frames and fps both say how many frames to sample: give one of them")
+        for option in ("min_frames", "max_frames", "frame_factor"):
+            if getattr(self, option) is not None and self.fps is None:
+                raise ValueError(f"{option} bounds sampling by rate: it needs fps")
+        if self.min_frames and self.max_frames and self.min_frames > self.max_frames:
+            raise ValueError(f"min_frames {self.min_frames} is above max_frames {self.max_frames}")
+        for option in ("min_pixels", "size_factor", "total_pixels"):
+            if getattr(self, option) is not None and self.max_pixels is None:
+                raise ValueError(f"{option} qualifies a pixel budget: it needs max_pixels")
+        if self.max_pixels is not None and "max_side" in given and self.max_side is not None:
+            raise ValueError("max_side and max_pixels both size the frames: give one of them")
+        if self.min_pixels and self.max_pixels and self.min_pixels > self.max_pixels:
+            raise ValueError(f"min_pixels {self.min_pixels} is above max_pixels {self.max_pixels}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _unset_sampling_left_out(self, handler) -> dict[str, Any]:
+        """The sampling options appear in the dump (run.json's config, the run identity) only when set."""
+        data = handler(self)
+        return {k: v for k, v in data.items() if not (k in SAMPLING_OPTIONS and v is None)}
 
     @field_validator("media_check", mode="before")
     @classmethod

@@ -115,13 +115,13 @@ WARM_START_BYTES = 256 * 2**20
 
 def decoded_bound(spec: MediaSpec) -> int:
     """A generous bound on the bytes a spec decodes to, from its decode settings alone (no file is opened): video
-    ``num_frames`` RGB frames of ``max_side`` squared (1080p frames without a ``max_side``), 30 s of float32 audio,
-    one RGB image; a point cloud's rendered views as a few images."""
+    ``num_frames`` (by rate: ``max_frames``) RGB frames of ``max_side`` squared or ``max_pixels`` (1080p frames
+    without either), 30 s of float32 audio, one RGB image; a point cloud's rendered views as a few images."""
     params = dict(spec.params)
     side = params.get("max_side")
-    frame = 3 * (side * side if side else 1920 * 1080)
+    frame = 3 * (side * side if side else params.get("max_pixels") or 1920 * 1080)
     if spec.modality == "video":
-        return int(params.get("num_frames", 8)) * frame
+        return int(params.get("num_frames") or params.get("max_frames") or 8) * frame
     if spec.modality == "audio":
         return 30 * int(params.get("sample_rate", 16_000)) * 4
     return 4 * frame if spec.modality == "pointcloud" else frame

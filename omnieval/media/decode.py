@@ -3,7 +3,8 @@
 PyAV (FFmpeg's libraries in-process) is the hot path: measured here ~10x faster than spawning an ``ffmpeg``
 process per clip, which is what the ``*_ffmpeg`` functions do (kept for the pipeline benchmark's comparison).
 
-Frame sampling rule (both decoders): the clip's duration D comes from the stream header (stream duration, else
+Frame sampling rule (both decoders; ``decode_video`` also samples by rate, by frame index and by a pixel budget,
+``media.sampling``): the clip's duration D comes from the stream header (stream duration, else
 frame count / frame rate, else the container's duration); it is cut into N equal bins and, for the centre
 ``c_i = (i + 0.5) * D / N`` of each bin (measured from the first frame's timestamp), the frame *on screen* at
 ``c_i`` is taken: the last frame whose presentation time is <= ``c_i``. Only the frames needed are decoded: the
@@ -14,7 +15,8 @@ Every video decode runs with a bounded number of FFmpeg threads (``frames.bound_
 header duration (a raw .h264 file) is decoded whole and buffered, and D is taken from its decoded timestamps (or
 frame indexes).
 
-Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it.
+Audio is trimmed to the stream's declared duration: AAC decoders emit a few hundred padding samples past it. A
+run's ``max_audio_seconds`` cuts it to its first seconds, and nothing past them is decoded.
 A decode that ends short of the declared duration by more than ``allowed_shortfall`` (the larger of 0.1 s and 5%)
 is a truncated file and raises. The declared duration is the header's, never one estimated from the file size:
 for WAV, FFmpeg derives the stream duration from the bytes present, so a WAV cut in half would decode as a shorter,
@@ -27,12 +29,15 @@ last frame near the end: its index's sample offsets and sizes are compared with 
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from omnieval.media import sampling
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia, MediaError, content_hash, file_state
-from omnieval.media.frames import bound_threads, pick_by_seeking
+from omnieval.media.frames import bound_threads, packet_index, pick_by_seeking
 from omnieval.media.mp4_index import declared_end
 from omnieval.media.pointcloud import decode_pointcloud, decode_pointcloud_views, is_pointcloud_file, probe_pointcloud
 
@@ -190,9 +195,16 @@ def _check_mp4_bytes(path) -> None:
                          f"{size} bytes ({size / end:.0%})")
 
 
-def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = None, *,
+def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | None = None, *,
+                 fps: float | None = None, min_frames: int = sampling.FPS_MIN_FRAMES,
+                 max_frames: int = sampling.FPS_MAX_FRAMES, frame_factor: int = sampling.FRAME_FACTOR,
+                 index_rule: str = "centres", min_pixels: int | None = None, max_pixels: int | None = None,
+                 size_factor: int = sampling.SIZE_FACTOR, total_pixels: int | None = None,
                  strategy: str = "seek") -> DecodedMedia:
-    """``num_frames`` RGB uint8 frames (T, H, W, 3) sampled by the module's rule, longer side <= ``max_side``.
+    """RGB uint8 frames (T, H, W, 3): ``num_frames`` of them, or as many as sampling at ``fps`` gives; picked at bin
+    centres or by ``linspace`` frame indices; the longer side <= ``max_side``, or sized by the pixel budget
+    ``min_pixels`` / ``max_pixels`` / ``total_pixels`` (``media.sampling``: the rules, and which reference each
+    follows). The defaults are the module's rule.
 
     ``strategy``: ``"seek"`` reaches the sampled frames from the keyframes before them (``media.frames``, falling
     back to the full decode where it cannot vouch for a frame); ``"full"`` decodes every frame up to the last one
@@ -202,6 +214,9 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
 
     if strategy not in ("seek", "full"):
         raise MediaError(f"{path}: unknown video decode strategy {strategy!r} (seek or full)")
+    if index_rule not in sampling.INDEX_RULES:
+        raise MediaError(f"{path}: unknown frame index rule {index_rule!r} ({' or '.join(sampling.INDEX_RULES)})")
+    rule = _Rule(num_frames, fps, min_frames, max_frames, frame_factor, index_rule)
     container = _open(path)
     try:
         if not container.streams.video:
@@ -211,22 +226,26 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
         duration = _stream_duration(stream, container)
         rate = float(stream.average_rate or stream.guessed_rate or 25)
         timed = _timed(container.decode(stream), rate)
-        if duration is None:  # no header duration (e.g. a raw .h264 stream): buffer the frames, then pick
+        times = _frame_times(path) if duration is not None and rule.needs_frame_times else None
+        if duration is None or (rule.needs_frame_times and times is None):
+            # no header duration (e.g. a raw .h264 stream) or no packet timestamps: buffer the frames, then pick
             frames = list(timed)
             if not frames:
                 raise MediaError(f"{path}: no decodable video frames")
-            times = np.array([t for t, _ in frames])
+            times = np.array([t for t, _ in frames]) - frames[0][0]
             step = float(np.median(np.diff(times))) if len(times) > 1 else 1 / rate
-            duration = float(times[-1] - times[0] + step)
-            picked = [frames[i][1] for i in _pick(times - times[0], sample_times(duration, num_frames))]
+            duration = duration or float(times[-1] + step)
+            targets = rule.targets(path, duration, times, rate)
+            picked = [frames[i][1] for i in _pick(times, targets)]
             n_decoded = len(frames)
         else:
+            targets = rule.targets(path, duration, times, rate)
             found = None
             if strategy == "seek":
-                found = pick_by_seeking(lambda: _open(path), sample_times(duration, num_frames), duration,
-                                        allowed_shortfall(duration))
-            picked, n_decoded = found or _stream_pick(path, timed, duration, num_frames)
-        width, height = _resize_to(max_side, stream.codec_context.width, stream.codec_context.height)
+                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration))
+            picked, n_decoded = found or _stream_pick(path, timed, duration, targets)
+        width, height = _output_size(path, stream.codec_context.width, stream.codec_context.height, len(picked),
+                                     max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor)
         # One reformatter (one scaler context) for every frame of the clip: ``to_ndarray(width=...)`` builds a new
         # one per frame, ~2/3 of the conversion's time at 8 small frames; the pixels are the same.
         scaler = VideoReformatter()
@@ -239,8 +258,62 @@ def decode_video(path: str | Path, num_frames: int = 8, max_side: int | None = N
         raise MediaError(f"{path}: video decoding failed: {exc}") from None
     finally:
         container.close()
-    return DecodedMedia("video", data, content_hash="", path=str(path), fps=num_frames / duration,
+    return DecodedMedia("video", data, content_hash="", path=str(path), fps=len(picked) / duration,
                         meta={"duration": duration, "decoded_frames": n_decoded})
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How many frames, and where: ``num_frames`` or ``fps`` (with its bounds), by ``index_rule``."""
+
+    num_frames: int | None
+    fps: float | None
+    min_frames: int
+    max_frames: int
+    frame_factor: int
+    index_rule: str
+
+    @property
+    def needs_frame_times(self) -> bool:
+        """Counting by rate and indexing by frame both need the clip's frames (their count, their times)."""
+        return self.fps is not None or self.index_rule == "linspace"
+
+    def targets(self, path, duration: float, times: np.ndarray | None, rate: float) -> np.ndarray:
+        """The sampled times (s from the first frame); ``times`` are the clip's frame times from its first."""
+        try:
+            n = self.num_frames if self.fps is None else sampling.frame_count_by_rate(
+                len(times), rate, self.fps, self.min_frames, self.max_frames, self.frame_factor)
+        except sampling.SamplingError as exc:
+            raise MediaError(f"{path}: {exc}") from None
+        if not n:
+            raise MediaError(f"{path}: neither num_frames nor fps says how many frames to sample")
+        if self.index_rule == "linspace":
+            return times[sampling.linspace_indices(len(times), n)]
+        return sample_times(duration, n)
+
+
+def _frame_times(path) -> np.ndarray | None:
+    """The presentation times of the clip's frames from its first, from the demuxer alone (``frames.packet_index``:
+    the frames a full decode returns); None for a stream whose packets carry no timestamps."""
+    with _open(path) as container:
+        index = packet_index(container, container.streams.video[0])
+    return None if index is None else index.times - index.times[0]
+
+
+def _output_size(path, width: int, height: int, n_frames: int, max_side: int | None, min_pixels: int | None,
+                 max_pixels: int | None, size_factor: int, total_pixels: int | None,
+                 frame_factor: int) -> tuple[int, int]:
+    """(width, height) of the frames returned: by the pixel budget where ``max_pixels`` is given, else by
+    ``max_side``."""
+    if max_pixels is None:
+        return _resize_to(max_side, width, height)
+    low = min_pixels if min_pixels is not None else size_factor * size_factor
+    try:
+        budget = sampling.frame_pixel_budget(low, max_pixels, total_pixels, n_frames, frame_factor)
+        h, w = sampling.pixel_size(height, width, size_factor, low, budget)
+    except sampling.SamplingError as exc:
+        raise MediaError(f"{path}: {exc}") from None
+    return w, h
 
 
 def _timed(frames, rate: float):
@@ -249,10 +322,11 @@ def _timed(frames, rate: float):
         yield (float(frame.pts * frame.time_base) if frame.pts is not None else i / rate), frame
 
 
-def _stream_pick(path, timed, duration: float, num_frames: int) -> tuple[list, int]:
-    """One pass over the decoded frames keeping only the frame on screen at each bin centre; stops early once the
-    last centre is passed. Raises MediaError when the stream ends far short of ``duration``."""
-    targets = sample_times(duration, num_frames)
+def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[list, int]:
+    """One pass over the decoded frames keeping only the frame on screen at each sampled time (``targets``, s from
+    the first frame, increasing); stops early once the last is passed. Raises MediaError when the stream ends far
+    short of ``duration``."""
+    num_frames = len(targets)
     picked, prev, start, n, t, gap = [], None, None, 0, 0.0, 0.0
     for when, frame in timed:
         t, last = when, t
@@ -271,9 +345,12 @@ def _stream_pick(path, timed, duration: float, num_frames: int) -> tuple[list, i
     return picked, n
 
 
-def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> DecodedMedia:
+def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE,
+                 max_audio_seconds: float | None = None) -> DecodedMedia:
     """Mono float32 in [-1, 1] at ``sample_rate`` Hz (PyAV's resampler), from an audio file or the audio stream of a
-    video, trimmed to the stream's declared duration."""
+    video, trimmed to the stream's declared duration, and to its first ``max_audio_seconds`` where given (for a
+    model that takes no more: the decode stops there, and a file cut short is refused only where it ends before
+    that)."""
     import av
 
     container = _open(path)
@@ -286,9 +363,14 @@ def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> Deco
         if wav is not None:  # FFmpeg's WAV duration is estimated from the bytes present: the header's is declared
             declared = wav[0]
         resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
-        chunks = []
+        wanted = math.ceil(max_audio_seconds * sample_rate) if max_audio_seconds else None
+        chunks, have = [], 0
         for frame in container.decode(stream):
-            chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(frame))
+            for out in resampler.resample(frame):
+                chunks.append(out.to_ndarray().reshape(-1))
+                have += len(chunks[-1])
+            if wanted is not None and have >= wanted:
+                break
         chunks.extend(out.to_ndarray().reshape(-1) for out in resampler.resample(None))
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: audio decoding failed: {exc}") from None
@@ -296,7 +378,11 @@ def decode_audio(path: str | Path, sample_rate: int = AUDIO_SAMPLE_RATE) -> Deco
         container.close()
     if not chunks:
         raise MediaError(f"{path}: no decodable audio samples")
+    if max_audio_seconds and declared:
+        declared = min(declared, max_audio_seconds)
     data = _trim(path, np.concatenate(chunks).astype(np.float32, copy=False), declared, sample_rate)
+    if max_audio_seconds:
+        data = data[:round(max_audio_seconds * sample_rate)]
     return DecodedMedia("audio", data, content_hash="", path=str(path), sample_rate=sample_rate,
                         meta={"duration": len(data) / sample_rate})
 

@@ -188,11 +188,12 @@ def protocol_options(config: RunConfig, protocol):
 
 
 def _decode_params(decode, modality: str) -> tuple[tuple[str, object], ...]:
-    d = decode
+    from omnieval.media.spec import audio_params, video_params
+
     if modality == "video":
-        return (("max_side", d.max_side), ("num_frames", d.num_frames))
+        return video_params(decode)
     if modality == "audio":
-        return (("sample_rate", d.sample_rate),)
+        return audio_params(decode)
     return ()
 
 
