@@ -189,9 +189,13 @@ class DecodeConfig(_Config):
 
     @model_serializer(mode="wrap")
     def _unset_sampling_left_out(self, handler) -> dict[str, Any]:
-        """The sampling options appear in the dump (run.json's config, the run identity) only when set."""
+        """The sampling options appear in the dump (run.json's config, the run identity) only when set, and the
+        defaults they replace (``num_frames`` under ``fps``, ``max_side`` under ``max_pixels``) do not: run.json
+        records the rule the frames were taken by, never one that was not used."""
         data = handler(self)
-        return {k: v for k, v in data.items() if not (k in SAMPLING_OPTIONS and v is None)}
+        replaced = {"num_frames"} if self.fps is not None else set()
+        replaced |= {"max_side"} if self.max_pixels is not None else set()
+        return {k: v for k, v in data.items() if not (k in SAMPLING_OPTIONS and v is None) and k not in replaced}
 
     @field_validator("media_check", mode="before")
     @classmethod
