@@ -6,6 +6,7 @@ the report's cells."""
 from __future__ import annotations
 
 import json
+import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -151,3 +152,13 @@ def listing(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``folder`` with its size and modification time, to show a conversion left it untouched."""
     return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
             for p in sorted(folder.rglob("*"))}
+
+
+def damage_member(archive: Path, member: str) -> None:
+    """Flip one byte inside ``member``'s data in a stored (uncompressed) archive, leaving the headers intact."""
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(archive.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))

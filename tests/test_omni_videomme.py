@@ -25,7 +25,7 @@ from omnieval.core.schema import InputError
 from omnieval.datasets.omni import archives
 from omnieval.datasets.omni.archives import ReleaseArchives
 from omnieval.datasets.omni.videomme import convert_videomme
-from tests.omni_release_run import items_of, listing, make_clips, place, run_and_check
+from tests.omni_release_run import damage_member, items_of, listing, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEOS = [("001", "fFjv93ACGo8", "short", "Knowledge"), ("002", "AYSYelOQtQI", "short", "Film & Television"),
@@ -264,16 +264,6 @@ def test_vlmevalkit_video_folder_keeps_each_members_suffix(tmp_path, clips):
         assert items_of(tmp_path / "bench")[row["question_id"]]["media"] == {"video": name, "audio": name}
         made = clips[[v[1] for v in VIDEOS].index(row["videoID"])]["soundtrack"]
         assert (tmp_path / "bench" / name).read_bytes() == made.read_bytes()
-
-
-def damage_member(archive: Path, member: str) -> None:
-    """Flip one byte inside ``member``'s data in a stored (uncompressed) archive, leaving the headers intact."""
-    with zipfile.ZipFile(archive) as zf:
-        info = zf.getinfo(member)
-    data = bytearray(archive.read_bytes())
-    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
-    data[start + info.compress_size // 2] ^= 0xFF
-    archive.write_bytes(bytes(data))
 
 
 def test_an_archive_whose_central_directory_is_damaged_refuses_the_release(tmp_path, clips):

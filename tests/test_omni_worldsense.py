@@ -20,7 +20,7 @@ import pytest
 from omnieval.core.schema import InputError
 from omnieval.datasets.omni import common
 from omnieval.datasets.omni.worldsense import convert_worldsense
-from tests.omni_release_run import items_of, listing, make_clips, place, run_and_check
+from tests.omni_release_run import damage_member, items_of, listing, make_clips, place, run_and_check
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEOS = {"rEJpeDVXqfI": 2, "Zk8Jx2k9wLc": 2, "0aQ4bmX6C1s": 1, "hFh5Zj5aQ0o": 3}  # video -> questions
@@ -188,16 +188,6 @@ def test_the_snapshot_as_downloaded_is_read_inside_its_archives(tmp_path, clips)
                       if p.is_file()) == sorted(["benchmark.json", "items.jsonl"] + [f"media/videos/{m}"
                                                                                      for m in members])
         assert listing(release) == before
-
-
-def damage_member(archive: Path, member: str) -> None:
-    """Flip one byte inside ``member``'s data in a stored (uncompressed) archive, leaving the headers intact."""
-    with zipfile.ZipFile(archive) as zf:
-        info = zf.getinfo(member)
-    data = bytearray(archive.read_bytes())
-    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
-    data[start + info.compress_size // 2] ^= 0xFF
-    archive.write_bytes(bytes(data))
 
 
 def test_the_packed_snapshot_with_unsound_entries_converts_the_rest(tmp_path, clips):

@@ -207,14 +207,20 @@ def test_a_cluster_option_naming_nothing_real_is_refused(predictions, tmp_path, 
 # A full output disk: one line, no temporary left, and a rerun removes the ones a killed writer left
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 1 MiB filesystem (tmpfs), mounted for the test; skipped where this process may not mount one."""
-    where = tmp_path / "disk"
+def mount_tmpfs(where: Path) -> Path:
+    """``where``, a new folder with a real 1 MiB tmpfs mounted on it; the test is skipped where this process may not
+    mount one (it needs root, CAP_SYS_ADMIN)."""
     where.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
                                            capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+    return where
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), mounted for the test; skipped where this process may not mount one."""
+    where = mount_tmpfs(tmp_path / "disk")
     try:
         yield where
     finally:
@@ -475,11 +481,7 @@ def test_a_media_root_naming_no_folder_is_refused(mmar_release, tmp_path, kind, 
 @pytest.fixture
 def read_only_disk(tmp_path):
     """A real read-only filesystem (a tmpfs mounted ro), holding one folder; skipped where mounting is not allowed."""
-    where = tmp_path / "ro"
-    where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+    where = mount_tmpfs(tmp_path / "ro")
     try:
         (where / "media").mkdir()
         subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
