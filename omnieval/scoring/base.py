@@ -60,7 +60,13 @@ class Scorer(Protocol):
 
 _REGISTRY: dict[str, Callable[[], Scorer]] = {}
 # Modules that register scorers on import; a name resolves by importing them all once.
-_MODULES: tuple[str, ...] = ("omnieval.scoring.robust",)
+_MODULES: tuple[str, ...] = (
+    "omnieval.scoring.robust",
+    "omnieval.scoring.videomme",
+    "omnieval.scoring.worldsense",
+    "omnieval.scoring.daily_omni",
+    "omnieval.scoring.omnivideobench",
+)
 
 
 def register_scorer(name: str) -> Callable:
