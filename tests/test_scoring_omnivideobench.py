@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from omnieval.datasets.omni import omnivideobench as converter
 from omnieval.scoring import ScoreItem, get_scorer
 from tests.released_verdicts import disagreements, released_rows
 
@@ -34,3 +35,7 @@ def test_every_answer_gets_the_released_codes_verdict():
 def test_worked_examples(text, choice, correct):
     verdict = get_scorer("omnivideobench").score(text, ITEM)
     assert (verdict.choice, verdict.correct) == (choice, correct)
+
+
+def test_the_converter_names_this_scorer():
+    assert get_scorer(converter.SCORER).name == "omnivideobench"

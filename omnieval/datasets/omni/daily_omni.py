@@ -37,6 +37,9 @@ from omnieval.datasets.omni.common import (
 )
 
 CONVERTER = "daily-omni"
+# The answer scorer reproducing the benchmark's released evaluation code (omnieval/scoring/daily_omni.py), which
+# benchmark.json is to record as its "scorer".
+SCORER = "daily-omni"
 QA_FILE = "qa.json"
 BREAKDOWNS = ("Type", "video_category", "video_duration")
 """The fields the release's test scripts report accuracy by, kept as the item's ``breakdowns`` under these names."""

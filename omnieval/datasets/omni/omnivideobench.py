@@ -63,6 +63,9 @@ from omnieval.datasets.omni.common import (
 )
 
 CONVERTER = "omnivideobench"
+# The answer scorer reproducing the benchmark's released evaluation code (omnieval/scoring/omnivideobench.py), which
+# benchmark.json is to record as its "scorer".
+SCORER = "omnivideobench"
 QA_FILE = "data.json"
 VIDEO_NAMES = ("videos/{}.mp4", "video/{}.mp4")
 TAGS = ("vision", "audio")

@@ -55,6 +55,9 @@ from omnieval.datasets.omni.common import (
 from omnieval.datasets.omni.subtitles import subtitle_stand_in
 
 CONVERTER = "videomme"
+# The answer scorer reproducing the benchmark's released evaluation code (omnieval/scoring/videomme.py), which
+# benchmark.json is to record as its "scorer".
+SCORER = "videomme"
 QUESTIONS = "videomme"
 DURATIONS = ("short", "medium", "long")
 VIDEO_NAMES = ("data/{}.mp4", "data/{}.MP4", "data/{}.mkv", "video/{}.mp4", "video/{}.MP4", "video/{}.mkv")

@@ -62,6 +62,9 @@ from omnieval.datasets.omni.subtitles import subtitle_stand_in
 from omnieval.datasets.textfile import read_utf8
 
 CONVERTER = "worldsense"
+# The answer scorer reproducing the benchmark's released evaluation code (omnieval/scoring/worldsense.py), which
+# benchmark.json is to record as its "scorer".
+SCORER = "worldsense"
 QA_FILE = "worldsense_qa.json"
 _TASK_KEY = re.compile(r"^task(\d+)$")
 ARCHIVES = (ArchiveFolder("videos", "worldsense_videos*.zip"), ArchiveFolder("subtitles", "worldsense_subtitles.zip"))
