@@ -60,7 +60,8 @@ class Scorer(Protocol):
 
 _REGISTRY: dict[str, Callable[[], Scorer]] = {}
 # Modules that register scorers on import; a name resolves by importing them all once.
-_MODULES: tuple[str, ...] = ("omnieval.scoring.robust",)
+_MODULES: tuple[str, ...] = ("omnieval.scoring.robust", "omnieval.scoring.mmau", "omnieval.scoring.mmar",
+                             "omnieval.scoring.omnibench", "omnieval.scoring.av_odyssey")
 
 
 def register_scorer(name: str) -> Callable:
