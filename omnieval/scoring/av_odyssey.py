@@ -4,8 +4,9 @@ Source: github.com/AV-Odyssey/AV-Odyssey, commit 830759eaa60b86f2508de6908220738
 (``parse_multi_choice_response``, adapted from MMMU's parser; the prediction is then compared with the gold letter).
 Its quirks, each kept:
 
-- the answer's ends are stripped of ``, . ! ? ; : '`` one kind after the other, in that order (so "dog,." keeps
-  its comma), which only matters to the option-text pass: an option text ending in "." is not found at the end;
+- the answer's ends are stripped of ``, . ! ? ; : '`` one kind after the other, in that order, which matters to
+  the option-text pass: "i hear it clearly: the bell never rings." no longer holds the option "the bell never
+  rings." and is taken as A;
 - the first pass takes every label that occurs *anywhere* as a bare capital letter (MMMU looks for ``(B)``; this
   release dropped the parentheses), so "Based on the video, D." finds B and D;
 - several letters are resolved by their last ``(X)``; an answer with no ``(X)`` at all gets the first label found,

@@ -9,7 +9,7 @@ Unicode word characters (``\\b\\w+\\b``). Its quirks, each kept:
   "b" (and an answer naming the gold letter and text, "(B) dog barking", is read by its words alone);
 - words shared with the gold text never count against it, so an answer may add any words that no other option has
   ("I think it is a dog barking" is correct where "i", "think", ... are in no option);
-- a wrong option whose word set equals the gold text's is ignored (it cannot make an answer wrong);
+- options with the same words (in another order or case) cannot be told apart: an answer is correct for both;
 - an answer with no word at all (empty, only punctuation) is wrong;
 - a row without an output is skipped: it leaves the denominator (``correct=None`` here, for a ``None`` text);
 - reasoning blocks are not removed: the words of a ``<think>`` block count like any others.
@@ -34,16 +34,12 @@ def words(text: str) -> set[str]:
 
 
 def words_match(answer_words: set[str], target: str, options: Sequence[str]) -> bool:
-    """True when ``answer_words`` hold all of ``target``'s words and none of the words that another option (one
-    whose word set differs from ``target``'s) has and ``target`` lacks."""
+    """True when ``answer_words`` hold all of ``target``'s words and none of the words another option has and
+    ``target`` lacks."""
     if not answer_words:
         return False
     target_words = words(target)
-    foreign = set()
-    for option in options:
-        option_words = words(option)
-        if option_words != target_words:
-            foreign |= option_words - target_words
+    foreign = set().union(*(words(option) - target_words for option in options))
     return target_words <= answer_words and answer_words.isdisjoint(foreign)
 
 
