@@ -30,7 +30,8 @@ def test_rows_keep_their_fields_and_gain_a_verdict(tmp_path, capsys):
              "text": ""},
             {"id": "q3", "options": OPTIONS, "answer": "D", "text": "(D)"}]
     _write(tmp_path / "in.jsonl", rows)
-    assert main(["parse", "--scorer", "av-odyssey", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.jsonl")]) == 0
+    assert main(["parse", "--scorer", "av-odyssey", str(tmp_path / "in.jsonl"),
+                 "--out", str(tmp_path / "o.jsonl")]) == 0
     out = _read(tmp_path / "o.jsonl")
     assert [{k: r[k] for k in ("choice", "correct", "source")} for r in out] == [
         {"choice": "B", "correct": True, "source": "parsed"}, {"choice": "A", "correct": True, "source": "forced"},
