@@ -86,3 +86,9 @@ def test_a_scorer_that_refuses_an_item_and_an_unknown_scorer(tmp_path, capsys):
     assert "unknown scorer 'nope'; known scorers: av-odyssey, mmar, mmau" in capsys.readouterr().err
     assert main(["parse", "--scorer", "mmau", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert main(["parse", "--scorer", "mmau", str(tmp_path / "in.jsonl"), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["parse", "--scorer", "mmau", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "file" / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "field '--out'" in err and len(err.strip().splitlines()) == 1

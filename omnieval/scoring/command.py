@@ -28,6 +28,8 @@ def parse_command(scorer_name: str, input_path: str | Path, out: str | Path, rob
         raise InputError(f"unknown scorer {scorer_name!r}; known scorers: {', '.join(scorer_names())}",
                          field="--scorer")
     name = "robust" if robust else scorer_name
+    if Path(out).is_dir():
+        raise InputError("is a folder: give the file to write", file=out, field="--out")
     rows = read_rows(Path(input_path))
     verdicts = score_rows(name, rows, Path(input_path))
     write_rows(Path(out), rows, verdicts)
@@ -100,13 +102,18 @@ def score_rows(name: str, rows: list[tuple[str, dict, ScoreItem]], path: Path) -
 
 def write_rows(out: Path, rows: list[tuple[str, dict, ScoreItem]], verdicts: list[Verdict]) -> None:
     """The rows with their verdicts, written beside ``out`` and moved into place once complete."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.partial")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for (_, row, _), verdict in zip(rows, verdicts, strict=True):
-            scored = {**row, "choice": verdict.choice, "correct": verdict.correct, "source": verdict.source}
-            f.write(json.dumps(scored, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            for (_, row, _), verdict in zip(rows, verdicts, strict=True):
+                scored = {**row, "choice": verdict.choice, "correct": verdict.correct, "source": verdict.source}
+                f.write(json.dumps(scored, ensure_ascii=False) + "\n")
+        os.replace(tmp, out)
+    except OSError as exc:
+        if tmp.is_file():
+            tmp.unlink()
+        raise InputError(f"cannot write: {exc.strerror}", file=out, field="--out") from None
 
 
 def summary(name: str, verdicts: list[Verdict], out: str | Path) -> str:
