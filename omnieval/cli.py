@@ -1,4 +1,5 @@
-"""The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | filter | datasets | models | bench.
+"""The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | parse | filter | datasets |
+models | bench.
 
 Each subcommand parses its arguments and makes one library call; heavy modules (dev tooling included) are imported
 inside the handlers so ``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line
@@ -409,8 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="omnieval", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"omnieval {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_filter, _add_datasets,
-                _add_models, _add_bench):
+    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_parse, _add_filter,
+                _add_datasets, _add_models, _add_bench):
         add(sub)
     return parser
 
@@ -496,6 +497,25 @@ def _add_report(sub) -> None:
     p.add_argument("--title", default=None)
     _cluster_flag(p)
     p.set_defaults(func=_report)
+
+
+def _add_parse(sub) -> None:
+    p = sub.add_parser("parse", help="score answer texts by a benchmark's released rule (or omnieval's own): rows "
+                       "{id, options, answer, text} in, the same with choice, correct, source out (docs/scoring.md)")
+    p.add_argument("input", help="JSON Lines: id, options (list, labelled A, B, ..., or object label -> text), "
+                                 "answer (the gold label), text (the answer; null for none)")
+    p.add_argument("--scorer", required=True, help="the benchmark's scorer: mmau, mmar, omnibench, av-odyssey, ... "
+                                                   "(docs/scoring.md lists them)")
+    p.add_argument("--out", required=True, help="JSON Lines: the input rows with choice, correct and source")
+    p.add_argument("--robust", action="store_true",
+                   help="score by omnieval's own rule instead of the benchmark's (the other verdict)")
+    p.set_defaults(func=_parse)
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from omnieval.scoring.command import parse_command
+
+    return parse_command(args.scorer, args.input, args.out, robust=args.robust)
 
 
 def _cluster_flag(p) -> None:

@@ -126,6 +126,20 @@ def test_two_anchors_with_the_same_video_content_are_refused(bench):
     assert "field 'media.video'" in msg and "has the same content as anchor" in msg
 
 
+@pytest.mark.parametrize("scorer", ["mmua", 3])
+def test_benchmark_json_names_a_known_scorer_or_none(bench, scorer):
+    """``scorer`` is optional; a name no scorer is registered under is refused, naming the known ones."""
+    assert load_benchmark(bench).scorer is None
+    meta = json.loads((bench / "benchmark.json").read_text())
+    (bench / "benchmark.json").write_text(json.dumps({**meta, "scorer": "mmau"}))
+    assert load_benchmark(bench).scorer == "mmau"
+    (bench / "benchmark.json").write_text(json.dumps({**meta, "scorer": scorer}))
+    msg = _error(lambda: load_benchmark(bench))
+    assert (f"unknown scorer {scorer!r}; known scorers: av-odyssey, daily-omni, mmar, mmau, omnibench, omnivideobench, "
+            "robust, videomme, worldsense") in msg
+    assert str(bench / "benchmark.json") in msg and "field 'scorer'" in msg
+
+
 def test_a_benchmark_without_a_protocol_says_how_its_items_were_read(bench, capsys):
     (bench / "benchmark.json").unlink()
     assert load_benchmark(bench).protocol == "dissonance"

@@ -93,6 +93,7 @@ COMMANDS = {
         "phi4-multimodal,videollama3,nemotron-h-omni} (required)",
         "--out (required)", "--seed=0",
     ],
+    "omnieval parse": ["-h/--help", "input", "--scorer (required)", "--out (required)", "--robust"],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
         "--effect", "--alpha=0.05", "--power=0.8", "--cluster",

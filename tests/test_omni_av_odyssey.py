@@ -202,6 +202,7 @@ def test_the_authors_release_with_embedded_media_is_one_benchmark_with_every_que
     meta = json.loads((out / "benchmark.json").read_text())
     assert (meta["name"], meta["converter"], meta["protocol"], meta["splits"]) == ("av-odyssey", "av-odyssey",
                                                                                     "spectrum", {"test": 14})
+    assert meta["scorer"] == "av-odyssey"
     check_items(out, media)
     items = items_of(out)
     assert items["9_1"]["media"]["video"].endswith(".mp4") and items["2_26"]["media"]["image"][0].endswith(".png")

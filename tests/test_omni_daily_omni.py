@@ -82,6 +82,7 @@ def test_the_release_becomes_video_and_audio_items(tmp_path, clips):
             assert (tmp_path / "bench" / item["media"][modality]).read_bytes() == made.read_bytes()
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
     assert (meta["protocol"], meta["converter"], meta["n_items"]) == ("spectrum", "daily-omni", 8)
+    assert meta["scorer"] == "daily-omni"
     assert os.stat(release / "qa.json").st_nlink == 1  # nothing of the release was replaced
     # a second conversion into the same folder needs --overwrite, and then replaces it
     again = cli(str(release), "--out", str(tmp_path / "bench"))

@@ -87,6 +87,7 @@ def test_the_current_release(tmp_path, sounds):
         assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[i].read_bytes()
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
     assert meta["question_file"] == "MMAR-meta.jsonl" and meta["changed_options"] == [IDS[2]]
+    assert meta["scorer"] == "mmar"
 
 
 def test_the_first_release_and_which_file_is_read(tmp_path, sounds):

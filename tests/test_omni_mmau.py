@@ -104,7 +104,7 @@ def test_the_release_with_its_version_given(tmp_path, sounds):
     assert (items[IDS[2]]["options"], items[IDS[2]]["answer"]) == (["G", "A#", "D", "E"], "C")
     assert (items[IDS[5]]["options"], items[IDS[5]]["answer"]) == (["one", "ten", "fifteen"], "C")
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
-    assert meta["version"] == "v05.15.25" and meta["changed_options"] == [IDS[5]]
+    assert meta["version"] == "v05.15.25" and meta["changed_options"] == [IDS[5]] and meta["scorer"] == "mmau"
     assert meta["skipped_splits"] == {"test": 3}
     mini = folder / "mmau-test-mini.json"
     assert meta["question_files"]["mmau-test-mini.json"] == {

@@ -126,6 +126,7 @@ def test_the_github_release(tmp_path, media):
 def test_the_hugging_face_release(tmp_path, media):
     convert_omnibench(hf_release(tmp_path / "OmniBench", media), tmp_path / "bench")
     check_items(tmp_path / "bench", media, "train", embedded=True)
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["scorer"] == "omnibench"
 
 
 def skipped_lines(bench: Path) -> list[dict]:

@@ -165,6 +165,7 @@ def test_written_labels_are_stripped_wherever_written(tmp_path, clips, written, 
     assert any("write option labels out of order (video_1/0)" in n for n in done.notes) == out_of_order
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
     assert meta.get("labels_out_of_order") == (["video_1/0"] if out_of_order else None)
+    assert meta["scorer"] == "omnivideobench"
 
 
 class _Sections(HTMLParser):

@@ -123,6 +123,7 @@ def test_a_shard_without_answers_is_skipped_with_a_note(tmp_path, clips):
     assert "note: skipped split 'private' (3 questions): none of its questions has an answer" in done.stderr
     assert {item["split"] for item in items_of(tmp_path / "bench").values()} == {"test"}
     assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["skipped_splits"] == {"private": 3}
+    assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["scorer"] == "videomme"
 
 
 @pytest.mark.parametrize("edit, row, field, reason", [

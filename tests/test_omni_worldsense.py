@@ -188,6 +188,7 @@ def test_the_snapshot_as_downloaded_is_read_inside_its_archives(tmp_path, clips)
                       if p.is_file()) == sorted(["benchmark.json", "items.jsonl"] + [f"media/videos/{m}"
                                                                                      for m in members])
         assert listing(release) == before
+        assert json.loads((tmp_path / "bench" / "benchmark.json").read_text())["scorer"] == "worldsense"
 
 
 def test_the_packed_snapshot_with_unsound_entries_converts_the_rest(tmp_path, clips):

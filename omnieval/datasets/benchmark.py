@@ -1,7 +1,8 @@
 """Load a benchmark folder in omnieval's own format and check it before any model work.
 
 A folder holds ``benchmark.json`` (name, protocol; without it, or without its ``protocol``, the items are read as
-``dissonance`` items, and a first item that is not one is refused as a benchmark of unknown protocol), ``items.jsonl``
+``dissonance`` items, and a first item that is not one is refused as a benchmark of unknown protocol; optionally
+``scorer``, the benchmark's released answer-scoring rule, one of ``omnieval.scoring``'s names), ``items.jsonl``
 (or ``items.parquet``) in the protocol's ``Item`` format and, for the dissonance protocol, ``anchors.jsonl`` (the
 anchor library). Every problem raises ``InputError`` naming the file,
 the item (or line) and the field.
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from omnieval.core.schema import Anchor, InputError, media_ref, pydantic_message, resolve_media_path
 from omnieval.datasets.textfile import read_utf8, utf8_lines
+from omnieval.scoring import scorer_names
 
 DEFAULT_PROTOCOL = "dissonance"
 """A benchmark whose ``benchmark.json`` names no protocol (or that has none) is read as this protocol's."""
@@ -34,6 +36,9 @@ class Benchmark:
     items: list = field(default_factory=list)
     anchors: list[Anchor] = field(default_factory=list)
     items_file: str = ""
+    scorer: str | None = None
+    """The benchmark's released answer-scoring rule (``benchmark.json``'s ``scorer``; docs/scoring.md): the
+    ``official`` verdict of every generated answer. None: the benchmark has none, only omnieval's own rule applies."""
 
 
 def _field(err: dict) -> str:
@@ -101,6 +106,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise InputError(f"unknown protocol {protocol_name!r}; known protocols: {', '.join(known_protocols())}",
                          file=meta_path, field="protocol")
     protocol = get_protocol(protocol_name)
+    scorer = _scorer(meta, meta_path)
     items_path = next((p for p in (root / "items.jsonl", root / "items.parquet") if p.exists()), None)
     if items_path is None:
         raise InputError("no items.jsonl or items.parquet", file=root)
@@ -125,7 +131,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not items:
         raise InputError("no items: the file holds no records", file=items_path)
     bench = Benchmark(root=str(root), name=meta.get("name", root.name), protocol=protocol_name, items=items,
-                      items_file=str(items_path.resolve()))
+                      items_file=str(items_path.resolve()), scorer=scorer)
     if protocol_name == "dissonance":  # our own format keeps the anchor library beside the items
         bench.anchors = _load_anchors(root)
     protocol.validate_items(items, bench, file=items_path)
@@ -146,6 +152,15 @@ def _read_meta(meta_path: Path) -> dict:
         raise InputError(f"expected a JSON object such as {{\"name\": \"my-bench\", \"protocol\": \"spectrum\"}}, "
                          f"got a JSON {type(meta).__name__}", file=meta_path)
     return meta
+
+
+def _scorer(meta: dict, meta_path: Path) -> str | None:
+    """``benchmark.json``'s optional ``scorer``: one of the registered scorers, refused by name otherwise."""
+    scorer = meta.get("scorer")
+    if scorer is not None and (not isinstance(scorer, str) or scorer not in scorer_names()):
+        raise InputError(f"unknown scorer {scorer!r}; known scorers: {', '.join(scorer_names())} (docs/scoring.md)",
+                         file=meta_path, field="scorer")
+    return scorer
 
 
 _NOTED: set[str] = set()

@@ -62,6 +62,10 @@ _REGISTRY: dict[str, Callable[[], Scorer]] = {}
 # Modules that register scorers on import; a name resolves by importing them all once.
 _MODULES: tuple[str, ...] = (
     "omnieval.scoring.robust",
+    "omnieval.scoring.mmau",
+    "omnieval.scoring.mmar",
+    "omnieval.scoring.omnibench",
+    "omnieval.scoring.av_odyssey",
     "omnieval.scoring.videomme",
     "omnieval.scoring.worldsense",
     "omnieval.scoring.daily_omni",

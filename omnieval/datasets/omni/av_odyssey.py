@@ -68,6 +68,8 @@ from omnieval.datasets.omni.common import (
 from omnieval.protocols.spectrum import MEDIA
 
 CONVERTER = "av-odyssey"
+SCORER = "av-odyssey"
+"""The benchmark's released answer-scoring rule (``omnieval.scoring.av_odyssey``), recorded in ``benchmark.json``."""
 QUESTIONS = "av_odyssey.parquet"
 PARTS = "av_odyssey_part*.parquet"
 SPLIT = "test"
@@ -239,7 +241,7 @@ def convert_av_odyssey(release: str | Path, out: str | Path, *, name: str = "av-
     entries, skipped = read_av_odyssey(release)
     layout = "the authors' release (media embedded)" if not (release / QUESTIONS).is_file() else "lmms-eval's copy"
     converted = write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                              copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
+                              copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True, scorer=SCORER)
     converted.notes.append(f"read {layout}; items per set of modalities: {_modality_sets(converted.out)}")
     return converted
 

@@ -53,6 +53,7 @@ from omnieval.datasets.output_folder import Source, building_folder, check_outpu
 from omnieval.datasets.release_media import is_inside
 from omnieval.datasets.textfile import read_utf8, utf8_lines
 from omnieval.protocols.spectrum import MEDIA, Item
+from omnieval.scoring import scorer_names
 
 WRITE_TEXT_ALTERNATIVES = True
 """Write each item's ``text_alternatives`` (modality -> text stand-in) into ``items.jsonl``, where the ``spectrum``
@@ -532,11 +533,14 @@ def release_sources(release: Path, media_root: str | Path | None) -> list[Source
 def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, name: str, release: Path,
                   media_root: str | Path | None = None, copy: bool = False, overwrite: bool = False,
                   meta: dict | None = None, notes: Sequence[str] = (), skipped: Sequence[Skipped] = (),
-                  skip_unsound: bool = False) -> Converted:
+                  skip_unsound: bool = False, scorer: str | None = None) -> Converted:
     """Write the ``spectrum`` benchmark folder ``out`` from ``entries`` (module doc): built beside ``out`` and moved
     into place when complete (``output_folder``), media only from under ``release`` and ``media_root``. ``skipped``:
     the entries the converter could not build, written to ``skipped.jsonl``; with ``skip_unsound``, those whose
-    answer, media, item or id fail here are added to them, else such an entry refuses the release."""
+    answer, media, item or id fail here are added to them, else such an entry refuses the release. ``scorer``: the
+    name of the benchmark's released answer-scoring rule (``omnieval.scoring``), recorded as ``"scorer"``."""
+    if scorer is not None and scorer not in scorer_names():
+        raise ValueError(f"{converter}: unknown scorer {scorer!r}; known scorers: {', '.join(scorer_names())}")
     sources = release_sources(release, media_root)
     entries = list(entries)
     chosen, skipped_splits, skipped = _answered_splits(entries, list(skipped), release, skip_unsound)
@@ -566,6 +570,8 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
         info = {"name": name, "protocol": "spectrum", "source": str(release), "n_items": sum(counts.values()),
                 "splits": counts, "generator": f"omnieval.datasets.omni.{converter.replace('-', '_')}",
                 **(meta or {})}
+        if scorer is not None:
+            info["scorer"] = scorer
         if skipped_splits:
             info["skipped_splits"] = skipped_splits
         if stand_ins:

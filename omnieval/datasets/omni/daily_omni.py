@@ -91,4 +91,4 @@ def convert_daily_omni(release: str | Path, out: str | Path, *, name: str = "dai
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     entries, skipped = read_daily_omni(release)
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
+                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True, scorer=SCORER)

@@ -52,6 +52,8 @@ from omnieval.datasets.omni.common import (
 )
 
 CONVERTER = "mmar"
+SCORER = "mmar"
+"""The benchmark's released answer-scoring rule (``omnieval.scoring.mmar``), recorded in ``benchmark.json``."""
 QUESTION_FILES = ("MMAR-meta.jsonl", "MMAR-meta.json")
 """The question file of the current release, then that of the first; the first found is read."""
 BREAKDOWNS = ("modality", "category", "sub-category")
@@ -104,4 +106,4 @@ def convert_mmar(release: str | Path, out: str | Path, *, name: str = "mmar", me
         meta["changed_options"] = changed
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
                          copy=copy, overwrite=overwrite, meta=meta, notes=notes, skipped=skipped,
-                         skip_unsound=True)
+                         skip_unsound=True, scorer=SCORER)

@@ -67,6 +67,8 @@ from omnieval.datasets.omni.common import (
 from omnieval.datasets.omni.mmau_versions import ORIGINAL_ONLY, V05_15_25_ONLY, answer_digest
 
 CONVERTER = "mmau"
+SCORER = "mmau"
+"""The benchmark's released answer-scoring rule (``omnieval.scoring.mmau``), recorded in ``benchmark.json``."""
 FILES = {"mmau-test-mini.json": "test-mini", "mmau-test.json": "test"}
 """The question files the release ships, each with its split."""
 PARQUET_FOLDER = "data"
@@ -296,4 +298,5 @@ def convert_mmau(release: str | Path, out: str | Path, *, name: str = "mmau", ve
         meta["changed_options"] = changed
     return write_release([e for qfile in files for e in qfile.entries], out, converter=CONVERTER, name=name,
                          release=release, media_root=media_root, copy=copy, overwrite=overwrite, meta=meta,
-                         notes=notes, skipped=[s for qfile in files for s in qfile.skipped], skip_unsound=True)
+                         notes=notes, skipped=[s for qfile in files for s in qfile.skipped], skip_unsound=True,
+                         scorer=SCORER)

@@ -45,6 +45,8 @@ from omnieval.datasets.omni.common import (
 )
 
 CONVERTER = "omnibench"
+SCORER = "omnibench"
+"""The benchmark's released answer-scoring rule (``omnieval.scoring.omnibench``), recorded in ``benchmark.json``."""
 STAND_INS = {"audio": "audio content", "image": "image content"}
 
 
@@ -113,4 +115,4 @@ def convert_omnibench(release: str | Path, out: str | Path, *, name: str = "omni
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     entries, skipped = read_omnibench(release)
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
+                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True, scorer=SCORER)

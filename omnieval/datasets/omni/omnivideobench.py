@@ -195,4 +195,4 @@ def convert_omnivideobench(release: str | Path, out: str | Path, *, name: str = 
         meta["labels_out_of_order"] = read.relabelled
     return write_release(read.entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
                          copy=copy, overwrite=overwrite, notes=notes, meta=meta or None, skipped=read.skipped,
-                         skip_unsound=True)
+                         skip_unsound=True, scorer=SCORER)

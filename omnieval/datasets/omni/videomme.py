@@ -124,4 +124,4 @@ def convert_videomme(release: str | Path, out: str | Path, *, name: str = "video
     return write_release(entries, out, converter=CONVERTER, name=name,
                          release=release, media_root=media_root, copy=copy, overwrite=overwrite,
                          meta={"durations": list(durations)} if durations else None, notes=notes,
-                         skipped=skipped, skip_unsound=True)
+                         skipped=skipped, skip_unsound=True, scorer=SCORER)

@@ -217,4 +217,4 @@ def convert_worldsense(release: str | Path, out: str | Path, *, name: str = "wor
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     entries, skipped = read_worldsense(release, media_root, Path(out) if overwrite else None)
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
-                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True)
+                         copy=copy, overwrite=overwrite, skipped=skipped, skip_unsound=True, scorer=SCORER)
