@@ -252,7 +252,8 @@ def published_rows(runs, cards: list[CardRow]) -> tuple[list[Published], list[st
                     unmatched.append(f"{run.label}: model {entry.get('name')}: {match.how}")
                 continue
             rows = [c for c in cards if c.model == match.card and c.benchmark == benchmark]
-            mine = cells.filter(pl.col("model") == entry.get("name")).sort("prompt", "split")
+            mine = cells.filter(pl.col("model") == entry.get("name")).sort(
+                pl.col("prompt") != "zs", pl.col("prompt") != "cot", "prompt", "split")  # zs, cot, the others
             for rec in mine.iter_rows(named=True):
                 recipe = recipe_text(config, rec["prompt"])
                 out += [Published(run.label, rec["model"], rec["prompt"], rec["split"], card, match.how,
