@@ -162,6 +162,8 @@ def test_card_is_a_label_not_part_of_the_run_identity():
     assert model_identity(plain) == model_identity(named)
     assert named.model_dump()["card"] == CARD
     assert SweepModel(name="m", engine="simulated", card=CARD).as_model_config().card == CARD
+    swept = SweepModel(name="m", engine="hf", path="/weights/Qwen2.5-Omni-7B").as_model_config()  # run.json's entry
+    assert cards.match_model(swept.model_dump(mode="json"), NAMES).card == "Qwen2.5-Omni-7B"
 
 
 # --- the report -----------------------------------------------------------------------------------------------------
