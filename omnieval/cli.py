@@ -160,6 +160,12 @@ def _report(args: argparse.Namespace) -> int:
                           seed=args.seed, title=args.title, cluster=_cluster(args))
 
 
+def _cards(args: argparse.Namespace) -> int:
+    from omnieval.report.cards import cards_command
+
+    return cards_command(model=args.model, benchmark=args.benchmark)
+
+
 def _filter_rtc(args: argparse.Namespace) -> int:
     from omnieval.stats.contrastive_filter import filter_command
 
@@ -410,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="omnieval", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"omnieval {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_parse, _add_filter,
+    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_parse, _add_cards,
+                _add_filter,
                 _add_datasets, _add_models, _add_bench):
         add(sub)
     return parser
@@ -516,6 +523,13 @@ def _parse(args: argparse.Namespace) -> int:
     from omnieval.scoring.command import parse_command
 
     return parse_command(args.scorer, args.input, args.out, robust=args.robust)
+
+
+def _add_cards(sub) -> None:
+    p = sub.add_parser("cards", help="the published numbers shipped with omnieval (model cards, technical reports)")
+    p.add_argument("--model", default=None, help="one model's rows (its published name, case aside)")
+    p.add_argument("--benchmark", default=None, help="one benchmark's rows (a converter name: mmau, videomme, ...)")
+    p.set_defaults(func=_cards)
 
 
 def _cluster_flag(p) -> None:

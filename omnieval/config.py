@@ -49,6 +49,11 @@ class ModelConfig(_Config):
                                     "(the row is marked skipped, not asked, and left out of every metric), note (a "
                                     "one-line text note in its place, recorded on the row) or describe (the "
                                     "describer of ``describe`` turns it into text)")
+    card: str | None = Field(
+        default=None, min_length=1,
+        description="the model's name in the published-numbers table (omnieval cards), when its weights folder is "
+                    "not named so: the report sets the card's numbers beside this model's. A label only: not part "
+                    "of the run's identity")
 
     @field_validator("unsupported_media")
     @classmethod

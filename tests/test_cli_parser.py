@@ -77,6 +77,7 @@ COMMANDS = {
         "-h/--help", "release", "--out (required)", "--copy", "--name='xmodbench'", "--media-root", "--overwrite",
     ],
     "omnieval demo": ["-h/--help", "--out='./omnieval-demo'", "--no-hf", "--anchors=4", "--questions=2", "--seed=0"],
+    "omnieval cards": ["-h/--help", "--model", "--benchmark"],
     "omnieval filter": ["-h/--help"],
     "omnieval filter rtc": [
         "-h/--help", "predictions+", "--items (required)", "--out (required)", "--models", "--prompt",

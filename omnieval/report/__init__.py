@@ -5,7 +5,8 @@ holding several (the demo's output); see ``build.py``. Each protocol's section a
 in the order of the protocol registry: the builder its module names (``REPORT_SECTION``: ``dissonance.py``,
 ``crossmodal.py``, ``spectrum.py``, ``contrastive.py``), else ``generic.py`` drawing the layout its module states
 (``REPORT``), with an open-ended subsection (``open_ended.py``) when judges graded free answers, and the
-significance section when tests are found or can be computed from predictions.
+significance section when tests are found or can be computed from predictions. A run whose model has published
+numbers for its benchmark (``cards.py``) gets the "Published numbers" section after the runs table.
 """
 
 from __future__ import annotations
@@ -193,13 +194,16 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
     computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
     from omnieval.protocols import known_protocols
-    from omnieval.report import open_ended, paired, significance
+    from omnieval.report import cards, open_ended, paired, significance
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples,
                                    cluster=cluster)
     sections = [runs_section(runs)]
+    published = cards.section(runs)
+    if published is not None:
+        sections.append(published)
     canonical = list(known_protocols())
     per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
     for data in per_protocol:

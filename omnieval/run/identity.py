@@ -42,8 +42,9 @@ def benchmark_digest(plan) -> str:
 
 
 def model_identity(model) -> dict[str, Any]:
-    """A model's (judge's, describer's) config as it decides rows: scaling fields and options left out."""
-    data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes"})
+    """A model's (judge's, describer's) config as it decides rows: scaling fields and options left out, and the
+    ``card`` label (which published numbers the report shows beside it)."""
+    data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes", "card"})
     data["options"] = {k: v for k, v in data["options"].items() if k not in SCALING_OPTIONS}
     if data.get("describe"):
         data["describe"]["model"] = model_identity(model.describe.model)
