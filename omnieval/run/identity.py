@@ -54,7 +54,8 @@ def _shared(config, digest: str) -> dict[str, Any]:
     return {"seed": config.seed, "protocol": config.protocol, "protocol_options": config.protocol_options,
             "decode": config.decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
             "limit_items": config.limit_items, "benchmark": digest,
-            "allow_remote_code": config.allow_remote_code}
+            "allow_remote_code": config.allow_remote_code,
+            **({"scorer": config.scorer} if config.scorer else {})}  # absent when unset: older identities hold
 
 
 def predictions_identity(config, model, digest: str) -> dict[str, Any]:
