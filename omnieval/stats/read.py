@@ -326,7 +326,31 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         conf_method=pl.col("confidence_method").fill_null("unknown"),
         mode=_mode(frame),
         **{QUESTION: question_of(frame), CLUSTER: cluster_of(frame)},
-    )
+    ).with_columns(**verdict_flags(frame))
+
+
+def verdict_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """The rows of ``metric_types.VERDICT_METRICS`` (answers read from generated text, ``scoring.verdicts``):
+    ``_scored`` an answered row the robust rule read; ``_unparsed`` one it found no option in; ``_official_read``
+    one the official rule read too, ``_disagree`` where the two rules took different options (none counts as an
+    option), ``_official_forced`` where the official rule chose an option the text does not name (a default for an
+    empty or unparseable answer); ``_official_counted`` an answered row the official rule counts (a verdict that is
+    not null) and ``_official_correct`` one it counts correct. A file without the columns (an older run, another
+    tool) has no such rows."""
+    def text(name: str) -> pl.Expr:
+        return pl.col(name).cast(pl.Utf8) if name in frame.columns else pl.lit(None, pl.Utf8)
+
+    official = (pl.col("official_correct").cast(pl.Boolean) if "official_correct" in frame.columns
+                else pl.lit(None, pl.Boolean))
+    answered = ~pl.col("errored")
+    scored = (answered & text("robust_source").is_not_null()).fill_null(False)
+    read = (scored & text("official_source").is_not_null()).fill_null(False)
+    return {"_scored": scored, "_unparsed": (scored & (text("robust_source") == "unparsed")).fill_null(False),
+            "_official_read": read,
+            "_disagree": (read & text("robust_choice").ne_missing(text("official_choice"))).fill_null(False),
+            "_official_forced": (read & (text("official_source") == "forced")).fill_null(False),
+            "_official_counted": (answered & official.is_not_null()).fill_null(False),
+            "_official_correct": (answered & official).fill_null(False)}
 
 
 def without_skipped(frame: pl.DataFrame) -> pl.DataFrame:

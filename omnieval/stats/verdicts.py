@@ -1,0 +1,66 @@
+"""Answer verdicts at a glance: per accuracy cell of answers read from generated text, both accuracies, the
+disagreement count, the unparsed and forced shares, and the flags (``metric_types.VERDICT_METRICS``). What
+``omnieval metrics`` prints after its headline tables, and what the report's and the sweep summary's verdict columns
+read."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
+
+NO_SCORER = "no official scorer"
+UNPARSED_TEXT = f"unparsed > {UNPARSED_FLAG:.0%}"
+CREDITS_TEXT = "official rule credits unparseable answers"
+CELL = ("protocol", "model", "prompt", "split", "key")
+
+
+def cell_flags(unparsed_share: float | None, official_forced_share: float | None, has_official: bool) -> list[str]:
+    """The flags of one accuracy cell: more than ``UNPARSED_FLAG`` of its answers unparsed; an official rule that
+    gives answers naming no option an option (so may count them correct); no official scorer."""
+    flags = []
+    if unparsed_share is not None and unparsed_share > UNPARSED_FLAG:
+        flags.append(UNPARSED_TEXT)
+    if official_forced_share is not None and official_forced_share > 0:
+        flags.append(CREDITS_TEXT)
+    if not has_official:
+        flags.append(NO_SCORER)
+    return flags
+
+
+def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
+    """One row per accuracy cell that has verdict metrics: ``accuracy``, ``official_accuracy`` (null: no official
+    scorer), ``disagree``, ``n`` (the accuracy cell's answers), the three shares and ``flags`` (``cell_flags``)."""
+    wanted = ["accuracy", *VERDICT_METRICS]
+    rows = metrics.filter(pl.col("metric").is_in(wanted))
+    if rows.is_empty() or not rows["metric"].is_in(list(VERDICT_METRICS)).any():
+        return pl.DataFrame()
+    wide = rows.pivot(on="metric", index=list(CELL), values="value", aggregate_function="first")
+    for metric in wanted:
+        if metric not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, pl.Float64).alias(metric))
+    wide = wide.filter(pl.col("unparsed_share").is_not_null())
+    flags = [cell_flags(u, f, o is not None) for u, f, o in
+             wide.select("unparsed_share", "official_forced_share", "official_accuracy").iter_rows()]
+    return wide.select(*CELL, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
+
+
+def render_verdicts(metrics: pl.DataFrame) -> str:
+    """``verdict_table`` as plain text lines ('' when no answer was read from generated text)."""
+    table = verdict_table(metrics)
+    if table.is_empty():
+        return ""
+
+    def pct(value) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    lines = ["Answer verdicts (answers read from generated text; docs/reference.md, Answer verdicts):",
+             "model | prompt | split | cell | accuracy | official | disagree | unparsed | forced | official forced | "
+             "flags"]
+    for r in table.iter_rows(named=True):
+        official = NO_SCORER if r["official_accuracy"] is None else pct(r["official_accuracy"])
+        disagree = "—" if r["disagree"] is None else str(round(r["disagree"]))
+        lines.append(" | ".join([r["model"], r["prompt"], r["split"], r["key"] or "all", pct(r["accuracy"]),
+                                 official, disagree, pct(r["unparsed_share"]), pct(r["forced_share"]),
+                                 pct(r["official_forced_share"]), r["flags"] or "-"]))
+    return "\n".join(lines)
