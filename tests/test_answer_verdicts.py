@@ -252,3 +252,29 @@ def test_files_without_verdict_columns_get_no_verdict_metrics():
     rows = [{k: v for k, v in r.items() if not re.match(r"(robust|official)_", k)} for r in built_rows(None)]
     table = metrics_table(pl.DataFrame(rows).with_columns(protocol=pl.lit("spectrum")), resamples=50)
     assert not set(table["metric"]) & {"official_accuracy", "disagree", "unparsed_share", "official_forced_share"}
+
+
+@pytest.mark.slow
+def test_a_ray_run_scores_its_cot_answers_by_the_configured_scorer(ray_session, bench, tmp_path):
+    """Through the Ray pipeline: the run's scorer (here ``robust`` named as the official one, registered in every
+    worker) reaches the row builder with the run's tag; the simulated engine's cot answers end in ``Answer: X``, so
+    both readings are that letter, read here by a regular expression; zero-shot rows carry no verdict."""
+    import json
+
+    from omnieval.config import parse_run_config
+    from omnieval.run.pipeline import run_evaluation
+
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "run"), "prompts": ["zs", "cot"],
+                               "models": [{"name": "sim", "engine": "simulated", "options": {"seed": 1}}],
+                               "decode": {"num_frames": 4, "max_side": 96}, "scorer": "robust", "limit_items": 4})
+    result = run_evaluation(config, progress=False)
+    rows = pl.read_parquet(result.predictions_path)
+    cot, zs = rows.filter(pl.col("prompt") == "cot"), rows.filter(pl.col("prompt") == "zs")
+    letters = [m.group(1) if (m := re.search(r"Answer: ([A-Z])", t or "")) else None for t in cot["raw_text"]]
+    assert cot.height and None not in letters
+    assert cot["official_choice"].to_list() == letters == cot["robust_choice"].to_list()
+    assert cot["official_correct"].to_list() == [a == t for a, t in zip(letters, cot["target"], strict=True)]
+    assert set(cot["official_source"]) == {"parsed"}
+    assert zs.filter(pl.col("confidence_method").is_not_null())["robust_choice"].null_count() == zs.filter(
+        pl.col("confidence_method").is_not_null()).height
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["scorer"] == "robust"
