@@ -12,7 +12,7 @@ from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 from omnieval.report.blocks import Section, Table, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import IDENTITY, MetricView
-from omnieval.stats.verdicts import NO_SCORER, cell_flags
+from omnieval.stats.verdicts import NO_SCORER, cell_flags, official_text
 
 SHARES = (("unparsed", "unparsed_share", "answers omnieval's rule found no option in"),
           ("forced", "forced_share", "answers whose option the label logits made after a reasoning that named none"),
@@ -62,10 +62,10 @@ def _row(view: MetricView, rec: dict, shown: list[str]) -> list:
         view.used.add(disagree["_rid"])
     shares = {metric: view.get(ident, metric, rec["leaf"]) for _, metric, _ in SHARES}
     values = {metric: (r["value"] if r is not None else None) for metric, r in shares.items()}
-    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], official is not None)
+    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], disagree is not None)
     return [*(text_cell(str(rec[c]), header=True) for c in shown), text_cell(str(rec["model"]), header=True),
             text_cell(rec["leaf"] or "all"), view.cell(rec),
-            view.cell(official) if official is not None else text_cell(NO_SCORER),
+            view.cell(official) if official is not None else text_cell(official_text(None, disagree is not None, str)),
             text_cell(str(round(disagree["value"])) if disagree is not None else "—",
                       sort=disagree["value"] if disagree is not None else None),
             *(view.cell(shares[metric], scale=None) for _, metric, _ in SHARES),

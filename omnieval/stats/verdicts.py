@@ -12,6 +12,7 @@ from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 NO_SCORER = "no official scorer"
 UNPARSED_TEXT = f"unparsed > {UNPARSED_FLAG:.0%}"
 CREDITS_TEXT = "official rule credits unparseable answers"
+DROPPED_TEXT = "every answer dropped by the official rule"
 CELL = ("protocol", "model", "prompt", "split", "key")
 
 
@@ -28,6 +29,14 @@ def cell_flags(unparsed_share: float | None, official_forced_share: float | None
     return flags
 
 
+def official_text(official_accuracy: float | None, read: bool, number) -> str:
+    """The official accuracy as shown: ``number(value)``; where there is none, ``NO_SCORER``, or ``DROPPED_TEXT``
+    where the official rule ``read`` the answers but counted none."""
+    if official_accuracy is not None:
+        return number(official_accuracy)
+    return DROPPED_TEXT if read else NO_SCORER
+
+
 def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
     """One row per accuracy cell that has verdict metrics: ``accuracy``, ``official_accuracy`` (null: no official
     scorer), ``disagree``, ``n`` (the accuracy cell's answers), the three shares and ``flags`` (``cell_flags``)."""
@@ -40,8 +49,10 @@ def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
         if metric not in wide.columns:
             wide = wide.with_columns(pl.lit(None, pl.Float64).alias(metric))
     wide = wide.filter(pl.col("unparsed_share").is_not_null())
-    flags = [cell_flags(u, f, o is not None) for u, f, o in
-             wide.select("unparsed_share", "official_forced_share", "official_accuracy").iter_rows()]
+    # the official rule read the cell's answers where ``disagree`` exists (its accuracy may still be missing: a rule
+    # that drops every answer of the cell counts none)
+    flags = [cell_flags(u, f, d is not None) for u, f, d in
+             wide.select("unparsed_share", "official_forced_share", "disagree").iter_rows()]
     return wide.select(*CELL, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
 
 
@@ -58,7 +69,7 @@ def render_verdicts(metrics: pl.DataFrame) -> str:
              "model | prompt | split | cell | accuracy | official | disagree | unparsed | forced | official forced | "
              "flags"]
     for r in table.iter_rows(named=True):
-        official = NO_SCORER if r["official_accuracy"] is None else pct(r["official_accuracy"])
+        official = official_text(r["official_accuracy"], r["disagree"] is not None, pct)
         disagree = "—" if r["disagree"] is None else str(round(r["disagree"]))
         lines.append(" | ".join([r["model"], r["prompt"], r["split"], r["key"] or "all", pct(r["accuracy"]),
                                  official, disagree, pct(r["unparsed_share"]), pct(r["forced_share"]),

@@ -79,13 +79,15 @@ class SweepResult:
     def verdict_lines(self) -> list[str]:
         """Per run and overall accuracy cell of answers read from generated text: both accuracies, the answers the
         rules read differently, the unparsed and forced shares, and the flags (``stats.verdicts.cell_flags``)."""
+        from omnieval.stats.verdicts import NO_SCORER, official_text
+
         cells = [(r.key, cell) for r in self.runs for cell in r.verdicts]
         if not cells:
             return []
         lines = ["answer verdicts (accuracy / official, disagree, unparsed, forced, official forced):"]
         for key, c in cells:
-            official = "no official scorer" if c["official_accuracy"] is None else f"{c['official_accuracy']:.3f}"
-            flags = f"  FLAG: {c['flags']}" if c["flags"] and c["flags"] != "no official scorer" else ""
+            official = official_text(c["official_accuracy"], c["disagree"] is not None, _share)
+            flags = f"  FLAG: {c['flags']}" if c["flags"] and c["flags"] != NO_SCORER else ""
             lines.append(f"  {key} {c['key'] or 'all'}: {_share(c['accuracy'])} / {official}, "
                          f"disagree {_count(c['disagree'])}, unparsed {_share(c['unparsed_share'])}, "
                          f"forced {_share(c['forced_share'])}, official forced {_share(c['official_forced_share'])}"
