@@ -278,3 +278,19 @@ def test_a_ray_run_scores_its_cot_answers_by_the_configured_scorer(ray_session, 
     assert zs.filter(pl.col("confidence_method").is_not_null())["robust_choice"].null_count() == zs.filter(
         pl.col("confidence_method").is_not_null()).height
     assert json.loads((tmp_path / "run" / "run.json").read_text())["scorer"] == "robust"
+
+
+def test_csv_verdicts_read_as_written_and_a_bad_one_is_refused(test_scorers, tmp_path):
+    from omnieval.stats.read import read_predictions
+
+    frame = predictions(FIRST_CAPITAL).drop("option_logprobs", "breakdowns", "verdicts")
+    path = tmp_path / "p.csv"
+    frame.write_csv(path)
+    got = normal_row(metrics_table(read_predictions([path]), resamples=50), "official_accuracy")
+    assert got["value"] == pytest.approx(expected(FIRST_CAPITAL)["official_accuracy"])
+    bad = frame.with_columns(official_correct=pl.when(pl.int_range(pl.len()) == 2).then(pl.lit("yes"))
+                             .otherwise(pl.col("official_correct").cast(pl.Utf8)))
+    bad.write_csv(path)
+    with pytest.raises(InputError, match=r"row 3: official_correct 'yes' is not true, false or empty") as err:
+        read_predictions([path])
+    assert err.value.field == "official_correct"

@@ -80,6 +80,8 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
                 from exc
     frame = _with_error_kinds(frame)
+    if "official_correct" in frame.columns:
+        frame = frame.with_columns(official_correct=boolean_column(frame["official_correct"], path))
     if "breakdowns" in frame.columns:
         frame = frame.with_columns(breakdowns=breakdowns_column(frame["breakdowns"], path))
     conf = frame["confidence"].drop_nulls()
@@ -94,6 +96,23 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
                              f"{', '.join(spec.conditions)})", file=path, field="condition")
     _check_rows(frame, path)
     return frame
+
+
+def boolean_column(column: pl.Series, path: Path | StoredPath) -> pl.Series:
+    """A verdict column (``official_correct``) as booleans, from what a tool can write: booleans (Parquet, JSONL),
+    ``true`` / ``false`` / ``1`` / ``0`` text (CSV; blank: null, dropped by the rule), or 0/1 numbers. Anything else
+    is refused with its row: read as false it would change an accuracy silently."""
+    if column.dtype == pl.Boolean or column.dtype == pl.Null:
+        return column.cast(pl.Boolean)
+    words = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False, "": None}
+    values = []
+    for row, value in enumerate(column.cast(pl.Utf8).to_list(), start=1):
+        text = None if value is None else value.strip().lower()
+        if text is not None and text not in words:
+            raise InputError(f"row {row}: {column.name} {value!r} is not true, false or empty", file=path,
+                             item=f"row {row}", field=column.name)
+        values.append(None if text is None else words[text])
+    return pl.Series(column.name, values, dtype=pl.Boolean)
 
 
 BREAKDOWN_DTYPE = pl.List(pl.Struct({"name": pl.Utf8, "value": pl.Utf8}))
