@@ -294,3 +294,22 @@ def test_csv_verdicts_read_as_written_and_a_bad_one_is_refused(test_scorers, tmp
     with pytest.raises(InputError, match=r"row 3: official_correct 'yes' is not true, false or empty") as err:
         read_predictions([path])
     assert err.value.field == "official_correct"
+
+
+def test_a_cell_with_no_parsed_answer_still_shows_what_the_official_rule_credits(test_scorers):
+    """Only answers omnieval reads no option in (no accuracy to give): the official rule still counts them, and the
+    report shows its accuracy beside an empty one, flagged."""
+    from omnieval.report import verdicts as report_verdicts
+    from omnieval.report.build import ProtocolInput
+
+    unread = [(text, gold) for text, gold, robust in CASES if robust is None and text != FORCED]
+    frame = predictions(FIRST_CAPITAL).filter(pl.col("raw_text").is_in([t for t, _ in unread]))
+    table = metrics_table(frame, resamples=50, seed=0)
+    official = sum((first_capital(t) or "A") == gold for t, gold in unread) / len(unread)
+    assert normal_row(table, "official_accuracy")["value"] == pytest.approx(official)
+    data = ProtocolInput("spectrum", table.with_columns(run=pl.lit("r"), _rid=pl.int_range(pl.len())), None, None,
+                         ["r"])
+    shown = report_verdicts.section(report_verdicts.split_metrics(data)[1]).blocks[0]
+    row = {h: c.text for h, c in zip(shown.header, shown.rows[0], strict=True)}
+    assert row["accuracy"] == "—" and row["official"] == f"{official:.3f}" and row["unparsed"] == "1.000"
+    assert row["flag"] == "unparsed > 5%; official rule credits unparseable answers"

@@ -36,8 +36,11 @@ def split_metrics(data: ProtocolInput) -> tuple[ProtocolInput, ProtocolInput]:
 def section(data: ProtocolInput) -> Section | None:
     """The subsection, or None where no answer was read from generated text."""
     view = MetricView(data.metrics)
-    cells = [rec for rec in view.records if rec["metric"] == "accuracy"
-             and view.get(rec, "unparsed_share", rec["leaf"]) is not None]
+    cells: dict[tuple, dict] = {}  # every cell with a verdict metric, with or without an accuracy (none parsed)
+    for rec in view.records:
+        if rec["metric"] in VERDICT_METRICS:
+            cells.setdefault((*(rec[c] for c in IDENTITY), rec["leaf"]), rec)
+    cells = list(cells.values())
     if not cells:
         return None
     shown = [c for c in ("run", "prompt", "split") if len({rec[c] for rec in cells}) > 1]
@@ -54,18 +57,21 @@ def section(data: ProtocolInput) -> Section | None:
 
 
 def _row(view: MetricView, rec: dict, shown: list[str]) -> list:
-    """One accuracy cell's row: identity, both accuracies with intervals, the count and shares, the flags."""
+    """One accuracy cell's row (``rec``: any of its verdict metrics): identity, both accuracies with intervals
+    (``—`` for an accuracy with no answer to average), the count and shares, the flags."""
     ident = {c: rec[c] for c in IDENTITY}
+    accuracy = view.get(ident, "accuracy", rec["leaf"])
     official = view.get(ident, "official_accuracy", rec["leaf"])
     disagree = view.get(ident, "disagree", rec["leaf"])
     if disagree is not None:
         view.used.add(disagree["_rid"])
     shares = {metric: view.get(ident, metric, rec["leaf"]) for _, metric, _ in SHARES}
     values = {metric: (r["value"] if r is not None else None) for metric, r in shares.items()}
-    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], disagree is not None)
+    read = official is not None or disagree is not None  # the official rule read the cell's answers
+    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], read)
     return [*(text_cell(str(rec[c]), header=True) for c in shown), text_cell(str(rec["model"]), header=True),
-            text_cell(rec["leaf"] or "all"), view.cell(rec),
-            view.cell(official) if official is not None else text_cell(official_text(None, disagree is not None, str)),
+            text_cell(rec["leaf"] or "all"), view.cell(accuracy),
+            view.cell(official) if official is not None else text_cell(official_text(None, read, str)),
             text_cell(str(round(disagree["value"])) if disagree is not None else "—",
                       sort=disagree["value"] if disagree is not None else None),
             *(view.cell(shares[metric], scale=None) for _, metric, _ in SHARES),

@@ -63,7 +63,7 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
         spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
-        if mcq["_scored"].any():  # answers read from generated text: both verdicts beside each accuracy
+        if (mcq["_scored"] | mcq["_official_counted"]).any():  # answers read from text: verdicts beside accuracy
             spec = with_answer_verdicts(spec)
         rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit, interval))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))

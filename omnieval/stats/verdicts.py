@@ -48,11 +48,11 @@ def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
     for metric in wanted:
         if metric not in wide.columns:
             wide = wide.with_columns(pl.lit(None, pl.Float64).alias(metric))
-    wide = wide.filter(pl.col("unparsed_share").is_not_null())
+    wide = wide.filter(pl.any_horizontal(pl.col(list(VERDICT_METRICS)).is_not_null()))
     # the official rule read the cell's answers where ``disagree`` exists (its accuracy may still be missing: a rule
-    # that drops every answer of the cell counts none)
-    flags = [cell_flags(u, f, d is not None) for u, f, d in
-             wide.select("unparsed_share", "official_forced_share", "disagree").iter_rows()]
+    # that drops every answer of the cell counts none), or where its accuracy does (a file with no robust columns)
+    flags = [cell_flags(u, f, d is not None or o is not None) for u, f, d, o in
+             wide.select("unparsed_share", "official_forced_share", "disagree", "official_accuracy").iter_rows()]
     return wide.select(*CELL, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
 
 
