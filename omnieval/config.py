@@ -238,6 +238,9 @@ class RunConfig(_Config):
     protocol_options: dict[str, Any] = Field(
         default_factory=dict, description="the protocol's knobs (its ``Options`` model), checked before model work")
     benchmark: str
+    scorer: str | None = Field(
+        default=None, description="the official scorer of generated answers (omnieval.scoring; from the "
+                                  "benchmark.json's scorer when not given; none: no official verdicts)")
     output: str = Field(min_length=1, description="a local folder (relative to the config file), or an s3:// or "
                                                   "gs:// prefix")
     seed: int = 0

@@ -269,3 +269,27 @@ def test_published_section_in_headless_chromium(published, tmp_path):
     assert result.returncode == 0 and result.console == [], result.console
     dom = ReportPage(result.dom)
     assert len(_body(_published_table(dom))) == 1
+
+
+def test_a_cot_run_read_by_the_official_rule_is_compared_by_it():
+    """A card's number was counted by the benchmark's own rule, so where a run has the official accuracy of a cell
+    (generated answers read by the benchmark's scorer), that cell, its interval and its n are the ones compared,
+    and the row says so; a zero-shot cell (no official twin) keeps omnieval's accuracy."""
+    from types import SimpleNamespace
+
+    card = cards.CardRow("Qwen3-Omni-30B-A3B-Instruct", "Instruct", "mmau", "test-mini", "", 77.5, "https://x", "d")
+    rows = [("spectrum", "accuracy", "normal", "m", "cot", "test", 0.70, 0.60, 0.80, 50),
+            ("spectrum", "official_accuracy", "normal", "m", "cot", "test", 0.50, 0.40, 0.60, 46),
+            ("spectrum", "accuracy", "normal", "m", "zs", "test", 0.65, 0.55, 0.75, 50)]
+    metrics = pl.DataFrame(rows, schema=["protocol", "metric", "key", "model", "prompt", "split", "value", "ci_low",
+                                         "ci_high", "n"], orient="row")
+    info = {"benchmark_name": "mmau", "scorer": "mmau",
+            "config": {"models": [{"name": "m", "card": "Qwen3-Omni-30B-A3B-Instruct"}]}}
+    run = SimpleNamespace(label="r", info=info, metrics=metrics)
+    published, unmatched = cards.published_rows([run], [card])
+    assert not unmatched
+    by_prompt = {p.prompt: p for p in published}
+    assert by_prompt["cot"].scored_by == "official (mmau)"
+    assert (by_prompt["cot"].ours, by_prompt["cot"].n) == (0.50, 46)
+    assert by_prompt["cot"].gap == pytest.approx(77.5 - 50.0) and by_prompt["cot"].inside is False
+    assert by_prompt["zs"].scored_by.startswith("omnieval") and by_prompt["zs"].ours == 0.65

@@ -22,9 +22,11 @@ DIFFERENCE = (-1.0, 1.0)
 SHARED_BOUNDS: dict[str, tuple[float, float]] = {
     "error_rate": UNIT, "open_error_rate": UNIT, "invalid_rate": UNIT, "forced_rate": UNIT, "ece": UNIT,
     "rc_auc": UNIT, "open_accuracy": UNIT, "open_abstention": UNIT, "judge_agreement": UNIT,
-    "open_invalid_verdicts": UNIT, "mcq_open_gap": DIFFERENCE, "judge_kappa": DIFFERENCE}
-"""The metrics shared code adds to every protocol (``with_error_rates``, ``with_forced_rate``, calibration, the
-open-ended metrics of ``stats.open_metrics``)."""
+    "open_invalid_verdicts": UNIT, "mcq_open_gap": DIFFERENCE, "judge_kappa": DIFFERENCE,
+    "official_accuracy": UNIT, "unparsed_share": UNIT, "forced_share": UNIT, "official_forced_share": UNIT,
+    "disagree": (0.0, np.inf)}
+"""The metrics shared code adds to every protocol (``with_error_rates``, ``with_forced_rate``,
+``with_answer_verdicts``, calibration, the open-ended metrics of ``stats.open_metrics``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,3 +225,55 @@ def with_forced_rate(spec: ProtocolMetrics) -> ProtocolMetrics:
 
     return replace(spec, families=spec.families + (family,), metrics=metrics)
 
+
+
+VERDICT_METRICS: dict[str, tuple[str, str]] = {
+    "official_accuracy": ("_official_correct", "_official_counted"),
+    "disagree": ("_disagree", "_official_read"),
+    "unparsed_share": ("_unparsed", "_scored"),
+    "forced_share": ("forced", "_scored"),
+    "official_forced_share": ("_official_forced", "_official_read"),
+}
+"""The metrics beside every accuracy cell of answers read from generated text (``with_answer_verdicts``): metric ->
+(the row column it averages, the rows it averages over; ``stats.read.prepare`` derives both). ``disagree`` is a
+count (the share times the cell's answers)."""
+UNPARSED_FLAG = 0.05
+"""An accuracy cell whose ``unparsed_share`` is above this is flagged (metrics, report, sweep summary)."""
+
+
+def with_answer_verdicts(spec: ProtocolMetrics) -> ProtocolMetrics:
+    """``spec`` plus, beside each of its ``accuracy`` rows, the ``VERDICT_METRICS`` of the same cell.
+
+    Each accuracy family (``correct`` over ``valid`` rows) gets a twin per metric, over the same ``by`` columns, and
+    the protocol's own metric function is run again on a view of the cells where the accuracy family reads its
+    twin: its ``accuracy`` rows are then the twin metric under the very keys the protocol gives accuracy, with the
+    same resamples and so the same kind of interval. ``official_accuracy`` counts the answers the benchmark's rule
+    counts (``official_correct`` not null: a rule that drops an unextracted answer drops it from the denominator)."""
+    accuracy = tuple(f for f in spec.families if f.value == "correct" and f.where == "valid")
+    if not accuracy:
+        return spec
+    twins = tuple(CellFamily(f"{metric}:{f.name}", value, where, f.by)
+                  for metric, (value, where) in VERDICT_METRICS.items() for f in accuracy)
+    names = {f.name for f in accuracy}
+
+    def metrics(cells: Cells) -> Iterable[MetricRow]:
+        yield from spec.metrics(cells)
+        for metric in VERDICT_METRICS:
+            view = _twin_view(cells, metric, names)
+            if view is None:
+                continue
+            for name, key, values, support in spec.metrics(view):
+                if name == "accuracy":
+                    n = support.n if isinstance(support, Support) else support
+                    yield metric, key, values * n if metric == "disagree" else values, support
+
+    return replace(spec, families=spec.families + twins, metrics=metrics)
+
+
+def _twin_view(cells: Cells, metric: str, names: set[str]) -> Cells | None:
+    """``cells`` with every accuracy family (``names``) reading its ``metric`` twin instead; None where the unit has
+    no cell of the twin (no answer read from generated text)."""
+    index = {key: i for key, i in cells.index.items() if key[0] not in names}
+    twin = {(key[0].split(":", 1)[1], *key[1:]): i for key, i in cells.index.items()
+            if key[0].startswith(f"{metric}:") and key[0].split(":", 1)[1] in names}
+    return replace(cells, index=index | twin) if twin else None

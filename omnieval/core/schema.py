@@ -296,6 +296,14 @@ def breakdown_pairs(breakdowns: dict[str, str] | None) -> list[dict[str, str]] |
     return [{"name": k, "value": v} for k, v in sorted(breakdowns.items())] if breakdowns else None
 
 
+VERDICT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("robust_choice", pa.string()), ("robust_source", pa.string()),
+    ("official_choice", pa.string()), ("official_correct", pa.bool_()), ("official_source", pa.string()),
+    ("official_how", pa.string()),
+)
+"""The verdict columns of ``PREDICTION_SCHEMA`` (``scoring.verdicts``), in order, with their Arrow types."""
+VERDICT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in VERDICT_FIELDS)
+
 PREDICTION_SCHEMA = pa.schema([
     ("model", pa.string()),
     ("prompt", pa.string()),
@@ -346,6 +354,11 @@ PREDICTION_SCHEMA = pa.schema([
     # How a chain-of-thought choice was made: ``parsed`` from the text, or ``forced`` from the label logits read
     # after a reasoning that named no answer (``engines.base.cot_result``); null for zero-shot.
     ("answer_source", pa.string()),
+    # Both verdicts of an answer read from generated text (``scoring.verdicts``): omnieval's own rule's option and
+    # how it was found (``parsed`` / ``unparsed``), and the benchmark's released rule's option, verdict (null:
+    # dropped from its denominator), how it was found (``parsed`` / ``forced`` / ``unparsed``) and the branch that
+    # decided; null on rows scored from logits, and the official ones where the run has no official scorer.
+    *VERDICT_FIELDS,
 ])
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.

@@ -194,7 +194,7 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
     computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
     from omnieval.protocols import known_protocols
-    from omnieval.report import cards, open_ended, paired, significance
+    from omnieval.report import cards, open_ended, paired, significance, verdicts
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
@@ -208,7 +208,10 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     per_protocol.sort(key=lambda d: canonical.index(d.protocol) if d.protocol in canonical else len(canonical))
     for data in per_protocol:
         own, opened = open_ended.split_metrics(data)
+        own, read = verdicts.split_metrics(own)
         section = section_builder(data.protocol)(own) if len(own.metrics) else None
+        if section is not None and (verdict_section := verdicts.section(read)) is not None:
+            section.subsections.append(verdict_section)
         open_section = open_ended.section(opened)
         if open_section is not None:
             section = section or Section(data.protocol, f"Protocol {data.protocol}")

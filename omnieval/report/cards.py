@@ -196,6 +196,7 @@ class Published:
     high: float | None
     n: int | None
     recipe: str
+    scored_by: str = "robust"
 
     @property
     def gap(self) -> float | None:
@@ -245,6 +246,10 @@ def published_rows(runs, cards: list[CardRow]) -> tuple[list[Published], list[st
             continue
         cells = run.metrics.filter((pl.col("protocol") == protocol) & (pl.col("metric") == metric)
                                    & (pl.col("key") == key))
+        official = {(r["model"], r["prompt"], r["split"]): r for r in run.metrics.filter(
+            (pl.col("protocol") == protocol) & (pl.col("metric") == "official_accuracy")
+            & (pl.col("key") == key)).iter_rows(named=True) if r["value"] is not None}
+        scorer = (run.info or {}).get("scorer")
         for entry in config.get("models") or []:
             match = match_model(entry, names)
             if match.card is None:
@@ -256,9 +261,21 @@ def published_rows(runs, cards: list[CardRow]) -> tuple[list[Published], list[st
                 pl.col("prompt") != "zs", pl.col("prompt") != "cot", "prompt", "split")  # zs, cot, the others
             for rec in mine.iter_rows(named=True):
                 recipe = recipe_text(config, rec["prompt"])
+                rec, scored_by = _comparable(rec, official, scorer)
                 out += [Published(run.label, rec["model"], rec["prompt"], rec["split"], card, match.how,
-                                  rec["value"], rec["ci_low"], rec["ci_high"], rec["n"], recipe) for card in rows]
+                                  rec["value"], rec["ci_low"], rec["ci_high"], rec["n"], recipe, scored_by)
+                        for card in rows]
     return out, unmatched
+
+
+def _comparable(rec: dict, official: dict, scorer: str | None) -> tuple[dict, str]:
+    """The cell a card's number is compared with: the benchmark's official rule's accuracy where the run read
+    generated answers with it (the rule the card's number was counted by), else the accuracy as omnieval reads it
+    (option log-probabilities, or the robust parser), said in the "scored by" column."""
+    twin = official.get((rec["model"], rec["prompt"], rec["split"]))
+    if twin is not None:
+        return twin, f"official ({scorer})" if scorer else "official"
+    return rec, "omnieval (log-probabilities)" if rec["prompt"] == "zs" else "omnieval (robust parser)"
 
 
 def _pct(x: float | None) -> str:
@@ -270,19 +287,21 @@ def _row_cells(p: Published) -> list[Cell]:
     ours = Cell(text=_pct(p.ours), ci=f"[{_pct(p.low)}, {_pct(p.high)}]" if p.inside is not None else None,
                 title=f"{fmt(p.ours, 4)} [{fmt(p.low, 4)}, {fmt(p.high, 4)}], n={p.n}",
                 sort=-1.0 if p.ours is None else 100 * p.ours,
-                data={"run": p.run, "model": p.model, "prompt": p.prompt, "split": p.split, "metric": OURS[1],
+                data={"run": p.run, "model": p.model, "prompt": p.prompt, "split": p.split,
+                      "metric": "official_accuracy" if p.scored_by.startswith("official") else OURS[1],
                       "key": OURS[2], "protocol": OURS[0]})
     gap = Cell(text="—" if p.gap is None else f"{p.gap:+.1f}", sort=p.gap if p.gap is not None else 0.0,
                strong=p.inside is False, title="card minus ours, in percentage points")
     inside = {True: "inside", False: "outside", None: "—"}[p.inside]
     return [text_cell(p.run, header=True), text_cell(p.model), text_cell(card.model, title=p.how),
             text_cell(card.variant or "—"), text_cell(card.benchmark), text_cell(p.split), text_cell(card.version),
-            text_cell(p.prompt), Cell(text=f"{card.number:g}", sort=card.number), ours, gap, text_cell(inside),
+            text_cell(p.prompt), text_cell(p.scored_by), Cell(text=f"{card.number:g}", sort=card.number), ours, gap,
+            text_cell(inside),
             text_cell(p.recipe), text_cell(card.setting), text_cell(card.date, title=card.source)]
 
 
-HEADER = ["run", "model", "card model", "variant", "benchmark", "our split", "card version", "prompt", "card %",
-          "ours %", "gap (pp)", "card in our interval", "our settings", "card's setting", "read on"]
+HEADER = ["run", "model", "card model", "variant", "benchmark", "our split", "card version", "prompt", "scored by",
+          "card %", "ours %", "gap (pp)", "card in our interval", "our settings", "card's setting", "read on"]
 
 
 def section(runs, cards: list[CardRow] | None = None) -> Section | None:

@@ -23,6 +23,7 @@ from omnieval.core.store import predictions_table
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction
 from omnieval.run.stages import INSTANCE_COLUMN
+from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts
 
 
 def open_generation(inst: Instance, style: str) -> dict:
@@ -119,7 +120,8 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
 class PredictionRows:
     """Result columns -> prediction rows (``PREDICTION_SCHEMA``); a Ray Data map after the model stage. ``carry``
     names request columns passed on beside the prediction columns (the run a row belongs to, where one pipeline
-    answers several runs)."""
+    answers several runs). An answer read from generated text gets both verdicts here, for every engine
+    (``generated_answer``, ``scoring.verdicts``), by the scorer its run's ``SCORER_COLUMN`` names."""
 
     def __init__(self, model: str, engine: str, carry: tuple[str, ...] = ()):
         self.model, self.engine, self.carry = model, engine, tuple(carry)
@@ -151,12 +153,22 @@ class PredictionRows:
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
-                    cascade=cascade,
-                    media_noted=noted, answer_source=r.get("answer_source")))
+                    cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"),
+                    answer_verdicts=answer_verdicts(inst, r["text"], _scorer(batch, i)) if generated_answer(r)
+                    else None))
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
         return table
+
+
+def generated_answer(result: dict) -> bool:
+    """Whether an engine result's option was read from generated text: a reply without an error whose choice was
+    parsed or forced after a reasoning (``answer_source``), or read from the text with no confidence method (a
+    generate-and-parse endpoint). Zero-shot options scored from the label logits are not: no rule reads them."""
+    if result.get("text") is None or result.get("error") is not None:
+        return False
+    return result.get("answer_source") is not None or result.get("confidence_method") is None
 
 
 def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],
@@ -166,6 +178,11 @@ def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: s
     return predictions_table(Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR).row()
                              for inst, message in failed for mode in modes for prompt in prompts
                              if (mode, prompt, inst.instance_id) not in done)
+
+
+def _scorer(batch: dict, i: int) -> str | None:
+    """Row ``i``'s official scorer (its run's ``SCORER_COLUMN`` tag: blank or absent, none)."""
+    return (_value(batch[SCORER_COLUMN][i]) or None) if SCORER_COLUMN in batch else None
 
 
 def _logprob(x) -> float | None:

@@ -2,11 +2,11 @@
 
 Every folder of rows in a run's output (``parts/<model>``, ``judgements/<judge>``, ``descriptions/<describer>``)
 holds an ``_identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
-the seed, the protocol and its options, the decode settings, and the benchmark's digest: its expanded instances and
-the content hash of every media file) and its SHA-256. A rerun whose identity is the same resumes from the parts;
-one whose identity differs is refused before any model work, with the fields that changed, unless the caller asks
-to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fingerprint is the hash of the same
-data (``run_fingerprint``): one definition.
+the seed, the protocol and its options, the decode settings, the official scorer where the config names one, and
+the benchmark's digest: its expanded instances and the content hash of every media file) and its SHA-256. A rerun
+whose identity is the same resumes from the parts; one whose identity differs is refused before any model work,
+with the fields that changed, unless the caller asks to clear the stale folder (``omnieval run --overwrite``). A
+sweep's per-run fingerprint is the hash of the same data (``run_fingerprint``): one definition.
 
 Left out on purpose, because they do not change a prediction (docs/architecture.md, decision 1): where rows go
 (``output``), the run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV
@@ -59,8 +59,10 @@ def _shared(config, digest: str) -> dict[str, Any]:
 
 
 def predictions_identity(config, model, digest: str) -> dict[str, Any]:
-    """What decides the rows of ``parts/<model>``."""
-    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest)}
+    """What decides the rows of ``parts/<model>``: a ``scorer`` set in the config too (the rows' official verdicts;
+    absent when unset, so the identities written before it existed still hold)."""
+    scorer = {"scorer": config.scorer} if config.scorer else {}
+    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest), **scorer}
 
 
 def judgements_identity(config, judge, digest: str) -> dict[str, Any]:

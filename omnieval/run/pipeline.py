@@ -42,6 +42,7 @@ from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.run.pass_cache import PassCache, media_cache
 from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan, skipped_conditions
 from omnieval.run.ray_start import ensure_ray
+from omnieval.scoring.verdicts import SCORER_COLUMN
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -263,7 +264,7 @@ class _RunShare:
 
     @property
     def tags(self) -> dict:
-        return {RUN_COLUMN: self.index, "media_scope": str(self.index)}
+        return {RUN_COLUMN: self.index, "media_scope": str(self.index), SCORER_COLUMN: self.run.plan.scorer or ""}
 
     def answered(self) -> _Answered:
         return _Answered(n_rows=self.n_rows, n_skipped=max(0, self.planned - self.n_rows - self.n_failed))
@@ -549,7 +550,7 @@ def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, dec
         "config": config.model_dump(), "seed": config.seed, "started": started, "finished": time.time(),
         "git_commit": git_commit(),
         "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
-        "skipped": summary["skipped"],
+        "skipped": summary["skipped"], "scorer": plan.scorer,
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,

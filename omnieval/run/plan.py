@@ -25,6 +25,7 @@ class Plan:
     decode: object  # the config's DecodeConfig
     expansion: Expansion | None = None
     media_specs: dict[str, object] = field(default_factory=dict)  # media_ref -> MediaSpec
+    scorer: str | None = None  # the official scorer of generated answers (``scoring.verdicts.benchmark_scorer``)
 
     @property
     def n_instances(self) -> int:
@@ -45,6 +46,7 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
     """Everything that can fail on input fails here, before Ray or any engine starts; with ``expand``, the items
     are expanded too (``expand_plan``: with Ray tasks when Ray is up)."""
     from omnieval.datasets.benchmark import check_media, load_benchmark
+    from omnieval.scoring.verdicts import benchmark_scorer
 
     bench = load_benchmark(config.benchmark)
     protocol = protocol_of(config, bench)
@@ -59,7 +61,8 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
     check_generation(config)
     source = ExpansionSource(protocol=bench.protocol, bench=replace(bench, items=list(items)), seed=config.seed,
                              options=options, max_block=block_instances([m.batch_size for m in config.models]))
-    plan = Plan(root=Path(bench.root), source=source, decode=config.decode)
+    plan = Plan(root=Path(bench.root), source=source, decode=config.decode,
+                scorer=benchmark_scorer(bench, config.scorer))
     return expand_plan(plan, keep_blocks=keep_blocks) if expand else plan
 
 

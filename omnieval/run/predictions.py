@@ -20,6 +20,7 @@ from omnieval.core.schema import (
     ERROR_KINDS,
     OPEN_MODE,
     OTHER_ERROR,
+    VERDICT_COLUMNS,
     Instance,
     breakdown_pairs,
 )
@@ -55,6 +56,7 @@ class Prediction:
     skipped: str | None = None  # the modalities the model cannot take, when the row was not asked for them
     media_noted: str | None = None  # the modalities a text note stood in for
     answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
+    answer_verdicts: dict | None = None  # an answer read from generated text: its robust and official verdict columns
 
     def __post_init__(self):
         if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
@@ -66,14 +68,16 @@ class Prediction:
                confidence: float | None = None, confidence_method: str | None = None,
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
                error_kind: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
-               media_noted: str | None = None, answer_source: str | None = None) -> Prediction:
+               media_noted: str | None = None, answer_source: str | None = None,
+               answer_verdicts: dict | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
-        an answer without a choice carries no confidence."""
+        an answer without a choice carries no confidence. ``answer_verdicts``: the verdict columns of an answer read
+        from generated text (``scoring.verdicts.answer_verdicts``); ``choice`` stays the engine's reading."""
         choice = choice if choice in inst.option_labels else None
         return cls(inst, model, engine, prompt, DEFAULT_MODE, choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
                    option_logprobs, raw_text, None, error, error_kind, latency_s, cascade, media_noted=media_noted,
-                   answer_source=answer_source if choice is not None else None)
+                   answer_source=answer_source if choice is not None else None, answer_verdicts=answer_verdicts)
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
@@ -121,5 +125,5 @@ class Prediction:
             "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == OPEN_MODE else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
-            "answer_source": self.answer_source,
+            "answer_source": self.answer_source, **(self.answer_verdicts or dict.fromkeys(VERDICT_COLUMNS)),
         }

@@ -90,8 +90,11 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     for name, data in made.files.items():
         (folder / name).write_bytes(data)
     from omnieval.stats.headlines import headline_tables, render
+    from omnieval.stats.verdicts import render_verdicts
 
     print(render(headline_tables(made.metrics)))
+    if verdicts := render_verdicts(made.metrics):
+        print(f"\n{verdicts}")
     print(f"\nomnieval metrics: {len(made.metrics)} rows and {len(made.paired)} paired differences from "
           f"{made.n_predictions} predictions in {time.perf_counter() - start:.1f} s -> {folder} (every metric: "
           f"{folder / 'metrics.csv'}; definitions: docs/reference.md)")

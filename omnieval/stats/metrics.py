@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.core.metric_types import with_error_rates, with_forced_rate
+from omnieval.core.metric_types import with_answer_verdicts, with_error_rates, with_forced_rate
 from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
@@ -63,6 +63,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
         spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
+        if (mcq["_scored"] | mcq["_official_counted"]).any():  # answers read from text: verdicts beside accuracy
+            spec = with_answer_verdicts(spec)
         rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit, interval))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,

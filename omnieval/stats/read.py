@@ -80,6 +80,8 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
             raise InputError(f"column {column!r} cannot be read as {dtype}: {exc}", file=path, field=column) \
                 from exc
     frame = _with_error_kinds(frame)
+    if "official_correct" in frame.columns:
+        frame = frame.with_columns(official_correct=boolean_column(frame["official_correct"], path))
     if "breakdowns" in frame.columns:
         frame = frame.with_columns(breakdowns=breakdowns_column(frame["breakdowns"], path))
     conf = frame["confidence"].drop_nulls()
@@ -94,6 +96,23 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
                              f"{', '.join(spec.conditions)})", file=path, field="condition")
     _check_rows(frame, path)
     return frame
+
+
+def boolean_column(column: pl.Series, path: Path | StoredPath) -> pl.Series:
+    """A verdict column (``official_correct``) as booleans, from what a tool can write: booleans (Parquet, JSONL),
+    ``true`` / ``false`` / ``1`` / ``0`` text (CSV; blank: null, dropped by the rule), or 0/1 numbers. Anything else
+    is refused with its row: read as false it would change an accuracy silently."""
+    if column.dtype == pl.Boolean or column.dtype == pl.Null:
+        return column.cast(pl.Boolean)
+    words = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False, "": None}
+    values = []
+    for row, value in enumerate(column.cast(pl.Utf8).to_list(), start=1):
+        text = None if value is None else value.strip().lower()
+        if text is not None and text not in words:
+            raise InputError(f"row {row}: {column.name} {value!r} is not true, false or empty", file=path,
+                             item=f"row {row}", field=column.name)
+        values.append(None if text is None else words[text])
+    return pl.Series(column.name, values, dtype=pl.Boolean)
 
 
 BREAKDOWN_DTYPE = pl.List(pl.Struct({"name": pl.Utf8, "value": pl.Utf8}))
@@ -326,7 +345,31 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
         conf_method=pl.col("confidence_method").fill_null("unknown"),
         mode=_mode(frame),
         **{QUESTION: question_of(frame), CLUSTER: cluster_of(frame)},
-    )
+    ).with_columns(**verdict_flags(frame))
+
+
+def verdict_flags(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """The rows of ``metric_types.VERDICT_METRICS`` (answers read from generated text, ``scoring.verdicts``):
+    ``_scored`` an answered row the robust rule read; ``_unparsed`` one it found no option in; ``_official_read``
+    one the official rule read too, ``_disagree`` where the two rules took different options (none counts as an
+    option), ``_official_forced`` where the official rule chose an option the text does not name (a default for an
+    empty or unparseable answer); ``_official_counted`` an answered row the official rule counts (a verdict that is
+    not null) and ``_official_correct`` one it counts correct. A file without the columns (an older run, another
+    tool) has no such rows."""
+    def text(name: str) -> pl.Expr:
+        return pl.col(name).cast(pl.Utf8) if name in frame.columns else pl.lit(None, pl.Utf8)
+
+    official = (pl.col("official_correct").cast(pl.Boolean) if "official_correct" in frame.columns
+                else pl.lit(None, pl.Boolean))
+    answered = ~pl.col("errored")
+    scored = (answered & text("robust_source").is_not_null()).fill_null(False)
+    read = (scored & text("official_source").is_not_null()).fill_null(False)
+    return {"_scored": scored, "_unparsed": (scored & (text("robust_source") == "unparsed")).fill_null(False),
+            "_official_read": read,
+            "_disagree": (read & text("robust_choice").ne_missing(text("official_choice"))).fill_null(False),
+            "_official_forced": (read & (text("official_source") == "forced")).fill_null(False),
+            "_official_counted": (answered & official.is_not_null()).fill_null(False),
+            "_official_correct": (answered & official).fill_null(False)}
 
 
 def without_skipped(frame: pl.DataFrame) -> pl.DataFrame:

@@ -27,6 +27,7 @@ class ProtocolEntry(_Config):
     benchmark: str
     name: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     options: dict[str, Any] = Field(default_factory=dict, description="the runs' protocol_options")
+    scorer: str | None = Field(default=None, description="the runs' official scorer (default: the benchmark's)")
     limit_items: int | None = Field(default=None, ge=1)
 
     @field_validator("protocol")

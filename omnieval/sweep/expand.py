@@ -61,7 +61,7 @@ def sweep_decode(sweep: SweepConfig):
 def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt: str) -> RunConfig:
     """The ``RunConfig`` of one (model, protocol entry, prompt style)."""
     return RunConfig(name=f"{sweep.name}/{entry.label}/{model.name}/{prompt}", protocol=entry.protocol,
-                     protocol_options=entry.options, benchmark=entry.benchmark,
+                     protocol_options=entry.options, benchmark=entry.benchmark, scorer=entry.scorer,
                      output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
                      models=[model.as_model_config()], decode=sweep_decode(sweep), ray=sweep.ray,
                      limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,

@@ -32,6 +32,7 @@ from omnieval.sweep.state import (
     num_rows,
     read_json,
     resolved_units,
+    run_verdicts,
     write_metrics,
 )
 from omnieval.sweep.status import RunOutcome, RunProgress, SweepResult, log_line
@@ -321,6 +322,7 @@ class SweepRunner:
             if settings is not None:
                 self.log(f"{label}: {outcome.predictions} predictions written, computing metrics")
                 outcome.metric_rows = write_metrics(store, settings)
+                outcome.verdicts = run_verdicts(store)
             outcome.status, outcome.failure = "done", None
         except InputError as exc:  # the input changed since the check: retrying will not help
             outcome.status, outcome.failure = "failed", f"InputError: {exc}"

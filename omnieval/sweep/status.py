@@ -28,6 +28,7 @@ class RunOutcome:
     skipped_rows: int = 0  # rows not asked: media the model cannot take (unsupported_media: skip)
     skipped_media: dict[str, int] = field(default_factory=dict)  # those rows by modality
     skipped_conditions: dict[str, dict] = field(default_factory=dict)  # run.json's skipped.conditions
+    verdicts: list[dict] = field(default_factory=list)  # overall accuracy cells with both verdicts (state.run_verdicts)
     metric_rows: int = 0
     attempts: int = 0
     started: float | None = None
@@ -67,12 +68,31 @@ class SweepResult:
         lines.append(f"{len(self.runs)} runs: {counts['done']} done, {counts['skipped']} skipped (complete), "
                      f"{counts['failed']} failed; media decoded {self.decodes}, read from the decoded-media store "
                      f"{self.decoded_store_hits}")
+        lines += self.verdict_lines()
         if nothing := self.measured_nothing():
             lines.append(f"WARNING: {len(nothing)} run(s) measured nothing, every row skipped (media the model cannot "
                          f"take; unsupported_media: note gives a text-only baseline): {', '.join(nothing)}")
         if counts["done"] + counts["skipped"]:
             lines += ["", "next:", f"  {self.report_command()}"]
         return "\n".join(lines)
+
+    def verdict_lines(self) -> list[str]:
+        """Per run and overall accuracy cell of answers read from generated text: both accuracies, the answers the
+        rules read differently, the unparsed and forced shares, and the flags (``stats.verdicts.cell_flags``)."""
+        from omnieval.stats.verdicts import NO_SCORER, official_text
+
+        cells = [(r.key, cell) for r in self.runs for cell in r.verdicts]
+        if not cells:
+            return []
+        lines = ["answer verdicts (accuracy / official, disagree, unparsed, forced, official forced):"]
+        for key, c in cells:
+            official = official_text(c["official_accuracy"], c["disagree"] is not None, _share)
+            flags = f"  FLAG: {c['flags']}" if c["flags"] and c["flags"] != NO_SCORER else ""
+            lines.append(f"  {key} {c['key'] or 'all'}: {_share(c['accuracy'])} / {official}, "
+                         f"disagree {_count(c['disagree'])}, unparsed {_share(c['unparsed_share'])}, "
+                         f"forced {_share(c['forced_share'])}, official forced {_share(c['official_forced_share'])}"
+                         f"{flags}")
+        return lines
 
     def measured_nothing(self) -> list[str]:
         """The complete runs whose every row was skipped (``skipped_rows``): no metric, nothing in the report."""
@@ -89,6 +109,14 @@ class SweepResult:
         out = self.output.rstrip("/")
         base = out if "://" not in out else f"./{out.rsplit('/', 1)[-1]}"
         return f"{command_prefix()} report {shlex.quote(self.output)} --out {shlex.quote(base + '-report')}"
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _count(value: float | None) -> str:
+    return "—" if value is None else str(round(value))
 
 
 class RunProgress:

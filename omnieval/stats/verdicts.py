@@ -1,0 +1,77 @@
+"""Answer verdicts at a glance: per accuracy cell of answers read from generated text, both accuracies, the
+disagreement count, the unparsed and forced shares, and the flags (``metric_types.VERDICT_METRICS``). What
+``omnieval metrics`` prints after its headline tables, and what the report's and the sweep summary's verdict columns
+read."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
+
+NO_SCORER = "no official scorer"
+UNPARSED_TEXT = f"unparsed > {UNPARSED_FLAG:.0%}"
+CREDITS_TEXT = "official rule credits unparseable answers"
+DROPPED_TEXT = "every answer dropped by the official rule"
+CELL = ("protocol", "model", "prompt", "split", "key")
+
+
+def cell_flags(unparsed_share: float | None, official_forced_share: float | None, has_official: bool) -> list[str]:
+    """The flags of one accuracy cell: more than ``UNPARSED_FLAG`` of its answers unparsed; an official rule that
+    gives answers naming no option an option (so may count them correct); no official scorer."""
+    flags = []
+    if unparsed_share is not None and unparsed_share > UNPARSED_FLAG:
+        flags.append(UNPARSED_TEXT)
+    if official_forced_share is not None and official_forced_share > 0:
+        flags.append(CREDITS_TEXT)
+    if not has_official:
+        flags.append(NO_SCORER)
+    return flags
+
+
+def official_text(official_accuracy: float | None, read: bool, number) -> str:
+    """The official accuracy as shown: ``number(value)``; where there is none, ``NO_SCORER``, or ``DROPPED_TEXT``
+    where the official rule ``read`` the answers but counted none."""
+    if official_accuracy is not None:
+        return number(official_accuracy)
+    return DROPPED_TEXT if read else NO_SCORER
+
+
+def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
+    """One row per accuracy cell that has verdict metrics: ``accuracy``, ``official_accuracy`` (null: no official
+    scorer), ``disagree``, ``n`` (the accuracy cell's answers), the three shares and ``flags`` (``cell_flags``)."""
+    wanted = ["accuracy", *VERDICT_METRICS]
+    rows = metrics.filter(pl.col("metric").is_in(wanted))
+    if rows.is_empty() or not rows["metric"].is_in(list(VERDICT_METRICS)).any():
+        return pl.DataFrame()
+    wide = rows.pivot(on="metric", index=list(CELL), values="value", aggregate_function="first")
+    for metric in wanted:
+        if metric not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, pl.Float64).alias(metric))
+    wide = wide.filter(pl.any_horizontal(pl.col(list(VERDICT_METRICS)).is_not_null()))
+    # the official rule read the cell's answers where ``disagree`` exists (its accuracy may still be missing: a rule
+    # that drops every answer of the cell counts none), or where its accuracy does (a file with no robust columns)
+    flags = [cell_flags(u, f, d is not None or o is not None) for u, f, d, o in
+             wide.select("unparsed_share", "official_forced_share", "disagree", "official_accuracy").iter_rows()]
+    return wide.select(*CELL, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
+
+
+def render_verdicts(metrics: pl.DataFrame) -> str:
+    """``verdict_table`` as plain text lines ('' when no answer was read from generated text)."""
+    table = verdict_table(metrics)
+    if table.is_empty():
+        return ""
+
+    def pct(value) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    lines = ["Answer verdicts (answers read from generated text; docs/reference.md, Answer verdicts):",
+             "model | prompt | split | cell | accuracy | official | disagree | unparsed | forced | official forced | "
+             "flags"]
+    for r in table.iter_rows(named=True):
+        official = official_text(r["official_accuracy"], r["disagree"] is not None, pct)
+        disagree = "—" if r["disagree"] is None else str(round(r["disagree"]))
+        lines.append(" | ".join([r["model"], r["prompt"], r["split"], r["key"] or "all", pct(r["accuracy"]),
+                                 official, disagree, pct(r["unparsed_share"]), pct(r["forced_share"]),
+                                 pct(r["official_forced_share"]), r["flags"] or "-"]))
+    return "\n".join(lines)
