@@ -132,7 +132,8 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_error_kind", "r_latency_s", "r_answer_source") if name in batch}
+                  "r_error_kind", "r_latency_s", "r_answer_source", "r_shown") if name in batch}
+            shown = json.loads(r["shown"]) if r.get("shown") else None
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
             if skipped:
@@ -143,7 +144,8 @@ class PredictionRows:
             if str(batch["mode"][i]) == "open":
                 out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
                                                 error=r["error"], error_kind=r["error_kind"],
-                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted))
+                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted,
+                                                shown=shown))
             else:
                 logprobs = r["option_logprobs"]
                 out.append(Prediction.scored(
@@ -152,7 +154,7 @@ class PredictionRows:
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
                     cascade=cascade,
-                    media_noted=noted, answer_source=r.get("answer_source")))
+                    media_noted=noted, answer_source=r.get("answer_source"), shown=shown))
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
