@@ -43,6 +43,10 @@ confidence).
 
 A request that cannot be scored (missing or wrong media, a label that is not one token, a failing forward pass)
 gets an ``EngineResult`` with ``error`` set; ``score`` never raises for one request.
+
+Each result says what the model was shown (``shown``: frames, their size and the seconds heard as the processor took
+them, placeholder tokens per modality and the input length, ``engines/shown.py``), and a request whose input ids
+hold no placeholder of a medium it shows (a soundtrack the processor dropped) is an error of kind ``media``.
 """
 
 from __future__ import annotations
