@@ -240,3 +240,24 @@ def test_the_report_table_gives_median_and_range_per_run_and_model():
     prompt = np.array([r["prompt_tokens"] for r in said])
     assert cells["prompt tokens"] == f"{np.median(prompt):g} ({prompt.min()}–{prompt.max()})"
     assert json.dumps(cells)  # plain text cells
+
+
+def test_a_family_filling_video_frames_into_image_tokens_counts_them_as_video(tiny_models):
+    """InternVL lays each frame out as image-context tokens (its ``<video>`` text never reaches the ids): the row
+    counts those under video, none under image, and is answered, not refused; the count equals the processor's
+    own ids, counted here with numpy."""
+    from transformers import AutoProcessor
+
+    from omnieval.engines import EngineRequest, create_engine
+
+    path = tiny_models("internvl")
+    engine = create_engine("hf", model="internvl", path=str(path))
+    inst, clip = instance(("video",)), video(4, 64, 96)
+    (result,) = engine.score([EngineRequest(inst, {"video0": clip}, "zs")])
+    assert result.error is None and result.choice in LABELS
+    processor = AutoProcessor.from_pretrained(path)
+    text = engine.prompt_text(render_prompt(inst, "zs"))
+    ids = processor(text=[text], videos=[clip.data], return_tensors="pt")["input_ids"][0].numpy()
+    context = int((ids == processor.tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>")).sum())
+    assert context > 0 and result.shown["media_tokens"] == {"video": context, "image": 0}
+    assert result.shown["prompt_tokens"] == ids.size and result.shown["video_frames"] == 4
