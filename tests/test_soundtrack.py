@@ -250,6 +250,10 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
         row = rows[inst.instance_id]
         assert w.error is None and row["error"] is None and row["choice"] == w.choice
         np.testing.assert_allclose(row["option_logprobs"], w.option_logprobs, atol=1e-4)
+        # what the model was shown reaches the row through the model stage: the engine's own figures, the 2 s
+        # soundtrack heard and its 50 audio tokens (Whisper frames through two stride-2 stages) where it is shown
+        assert {k: row[k] for k in w.shown} == {**w.shown, "media_tokens": {"image": None, **w.shown["media_tokens"]}}
+        assert row["audio_seconds"] == SECONDS and row["media_tokens"]["audio"] == AUDIO_TOKENS
 
 
 def clip(seed: int, seconds: float, frames: int = 8):
