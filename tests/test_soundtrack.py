@@ -122,6 +122,9 @@ def test_simulated_run_decodes_each_stream_once_and_its_metrics_match_pandas(ray
     # four clips, each decoded once as a picture and once as a soundtrack, whatever the instances sharing them
     assert len(result.decode_counts) == 8 and set(result.decode_counts.values()) == {1}
     pred = pd.read_parquet(result.predictions_path)
+    # what each row showed the model: the 4 decoded frames and the whole 2 s soundtrack (no tokens: no input ids)
+    assert (pred["video_frames"] == 4).all() and (pred["audio_seconds"] == SECONDS).all()
+    assert pred["media_tokens"].isna().all() and pred["prompt_tokens"].isna().all()
     table = metrics_table(pl.read_parquet(result.predictions_path), resamples=50)
     rows = [r for r in table.iter_rows(named=True) if r["model"] == "sim"]
     splits = {r["split"] for r in rows}
@@ -214,7 +217,7 @@ def test_hf_engine_refuses_a_request_whose_ids_lost_the_soundtrack(omni_engine, 
     real = eng.processor
     monkeypatch.setattr(eng, "processor", Forgetful())
     (result,) = eng.score([EngineRequest(inst, media, "zs")])
-    assert result.choice is None
+    assert result.choice is None and result.error_kind == "media"
     assert "audio not in the model input: 0 audio tokens where 50 were expected" in result.error
     assert inst.segments[1].path in result.error
 
@@ -247,6 +250,10 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
         row = rows[inst.instance_id]
         assert w.error is None and row["error"] is None and row["choice"] == w.choice
         np.testing.assert_allclose(row["option_logprobs"], w.option_logprobs, atol=1e-4)
+        # what the model was shown reaches the row through the model stage: the engine's own figures, the 2 s
+        # soundtrack heard and its 50 audio tokens (Whisper frames through two stride-2 stages) where it is shown
+        assert {k: row[k] for k in w.shown} == {**w.shown, "media_tokens": {"image": None, **w.shown["media_tokens"]}}
+        assert row["audio_seconds"] == SECONDS and row["media_tokens"]["audio"] == AUDIO_TOKENS
 
 
 def clip(seed: int, seconds: float, frames: int = 8):

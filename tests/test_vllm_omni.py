@@ -41,6 +41,13 @@ def test_omni_model_on_video_and_audio_equals_the_transformers_engine(tiny_model
         assert g.error is None and r.error is None
         assert np.allclose(g.option_logprobs, r.option_logprobs, atol=1e-3), (g.option_logprobs, r.option_logprobs)
         assert g.choice == r.choice
+        # what each showed the model: placeholders counted in vLLM's own prompt ids equal the transformers
+        # processor's (tests/test_shown.py checks those against the processor called directly); a 2 s waveform is
+        # 200 Whisper frames, 50 audio tokens after two stride-2 stages; vLLM's frames as decoded
+        for key in ("media_tokens", "prompt_tokens"):
+            assert g.shown[key] == r.shown[key], key
+        assert g.shown["media_tokens"]["audio"] == 50 and g.shown["media_tokens"]["video"] > 0
+        assert (g.shown["video_frames"], g.shown["video_size"], g.shown["audio_seconds"]) == (8, "120x160", 2.0)
     assert got[0].option_logprobs != got[1].option_logprobs  # the video reaches the model
 
 

@@ -303,6 +303,18 @@ VERDICT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
 )
 """The verdict columns of ``PREDICTION_SCHEMA`` (``scoring.verdicts``), in order, with their Arrow types."""
 VERDICT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in VERDICT_FIELDS)
+MEDIA_TOKENS_TYPE = pa.struct([(m, pa.int32()) for m in ("video", "audio", "image")])
+"""The ``media_tokens`` column: the media placeholder tokens of each modality in the model's input ids (null for a
+modality whose placeholder the engine does not know)."""
+SHOWN_COLUMNS = ("video_frames", "video_size", "audio_seconds", "media_tokens", "prompt_tokens")
+"""What the model was shown (``engines.shown.Shown``): one column each, null where the engine cannot say."""
+
+
+def shown_columns(shown: dict | None) -> dict:
+    """A result's ``shown`` (``Shown.to_dict``) as the prediction row's ``SHOWN_COLUMNS``: nulls without one."""
+    shown = shown or {}
+    return {name: shown.get(name) for name in SHOWN_COLUMNS}
+
 
 PREDICTION_SCHEMA = pa.schema([
     ("model", pa.string()),
@@ -359,6 +371,14 @@ PREDICTION_SCHEMA = pa.schema([
     # dropped from its denominator), how it was found (``parsed`` / ``forced`` / ``unparsed``) and the branch that
     # decided; null on rows scored from logits, and the official ones where the run has no official scorer.
     *VERDICT_FIELDS,
+    # What the model was shown (``engines.shown``): frames given to its processor, their size as it resized them
+    # (``HxW``), seconds of audio heard (a video's soundtrack included, after any cap), placeholder tokens per
+    # modality and the input length in tokens; null where the engine cannot say (tokens: simulated, endpoint).
+    ("video_frames", pa.int32()),
+    ("video_size", pa.string()),
+    ("audio_seconds", pa.float64()),
+    ("media_tokens", MEDIA_TOKENS_TYPE),
+    ("prompt_tokens", pa.int32()),
 ])
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.
@@ -376,7 +396,8 @@ the media file the item's questions share (``Instance.media_unit``), the default
 ``breakdowns`` the release's own score breakdowns of the item (``Instance.breakdowns``) as ``{name, value}`` pairs
 (``BREAKDOWNS_TYPE``), metrics being also given per value of each;
 ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
-out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``)."""
+out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``); ``SHOWN_COLUMNS`` what
+the model was shown (``engines.shown``)."""
 
 VERDICTS: tuple[str, ...] = ("correct", "incorrect", "abstained")
 DEFAULT_MODE, OPEN_MODE = "mcq", "open"

@@ -45,6 +45,8 @@ class EngineResult:
     raw_text: str | None = None
     error: str | None = None
     answer_source: str | None = None  # chain-of-thought: "parsed" (from its text) or "forced" (text had none)
+    shown: dict | None = None  # what the model was shown (``shown.Shown.to_dict``); None where the engine cannot say
+    error_kind: str | None = None  # the kind of ``error`` where the engine knows it (``media``: a medium was dropped)
 
 
 @dataclass
@@ -70,6 +72,8 @@ class GenerationRequest:
 class GenerationResult:
     text: str | None
     error: str | None = None
+    shown: dict | None = None  # as ``EngineResult.shown``
+    error_kind: str | None = None  # as ``EngineResult.error_kind``
 
 
 class Engine(ABC):

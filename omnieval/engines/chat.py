@@ -25,6 +25,7 @@ from omnieval.engines.families import (
 )
 from omnieval.engines.families import accepted_modalities as family_modalities
 from omnieval.engines.omni_inputs import OMNI_MODALITIES
+from omnieval.engines.shown import MediaDropped
 
 
 def is_omni_model(folder) -> bool:
@@ -104,13 +105,13 @@ def check_audio_tokens(input_ids: Sequence[int], audio_token_id: int, audios: Se
     """Refuse a request whose final input ids do not carry the audio it was given: as many audio placeholder tokens
     as its waveforms make (``expected``), naming the files. A soundtrack or audio part dropped on the way (a
     template without audio placeholders, a processor that ignored ``use_audio_in_video``) would otherwise score
-    the model as if it had heard the audio."""
+    the model as if it had heard the audio (``MediaDropped``: the row's ``error_kind`` is ``media``)."""
     if not audios:
         return
     found = sum(1 for t in input_ids if t == audio_token_id)
     if found != expected:
         files = ", ".join(sorted({getattr(a, "path", "") or "?" for a in audios}))
-        raise ValueError(f"audio not in the model input: {found} audio tokens where {expected} were expected for "
+        raise MediaDropped(f"audio not in the model input: {found} audio tokens where {expected} were expected for "
                          f"{files}")
 
 

@@ -76,7 +76,8 @@ class FamilyAdapter:
     """One model family: see the module doc. ``processor_kwargs`` go to every processor call (both engines);
     ``packages`` are the Python packages its model code imports beyond transformers (checked before loading);
     ``refusals`` maps an engine that does not carry the family (``vllm``) to the one-line reason, given on the
-    driver before any model work (``refusal``)."""
+    driver before any model work (``refusal``). ``placeholder_tokens``: modality -> the token its features fill in
+    the input ids, where that is not the processor's own ``<modality>_token`` (``shown.placeholder_ids``)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -85,6 +86,7 @@ class FamilyAdapter:
     processor_kwargs: dict = field(default_factory=dict)
     packages: tuple[str, ...] = ()
     refusals: dict[str, str] = field(default_factory=dict)
+    placeholder_tokens: dict[str, str] = field(default_factory=dict)
 
     def refusal(self, engine: str) -> str | None:
         """Why ``engine`` does not carry this family (one line naming the family), or None where it does."""
@@ -754,14 +756,15 @@ register_family(Phi4MultimodalFamily(
     refusals={"vllm": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}))
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
-                              model_class="InternVLForConditionalGeneration"))
+                              model_class="InternVLForConditionalGeneration",
+                              placeholder_tokens={"video": "<IMG_CONTEXT>"}))  # each frame a tile of image tokens
 register_family(TimestampedVideoFamily(
     name="videollama3", model_types=("video_llama_3",), modalities=("image", "video"),
     model_class="VideoLlama3ForConditionalGeneration",
     refusals={"vllm": "vLLM 0.32 has no VideoLLaMA3 model (no VideoLlama3ForConditionalGeneration in its registry)"}))
 register_family(NemotronOmniFamily(
     name="nemotron-h-omni", model_types=("nemotron_h_omni",), modalities=("image", "audio", "video"),
-    model_class="NemotronH_Omni_Reasoning_V3", packages=("librosa",),
+    model_class="NemotronH_Omni_Reasoning_V3", packages=("librosa",), placeholder_tokens={"video": "<image>"},
     refusals={"vllm": "vLLM 0.32 maps NemotronH_Omni_Reasoning_V3 to NemotronH_Nano_VL_V2, whose processor reads "
                       "the remote-code config and fails on the transformers-native one (no attribute 'patch_size')"}))
 

@@ -43,6 +43,10 @@ confidence).
 
 A request that cannot be scored (missing or wrong media, a label that is not one token, a failing forward pass)
 gets an ``EngineResult`` with ``error`` set; ``score`` never raises for one request.
+
+Each result says what the model was shown (``shown``: frames, their size and the seconds heard as the processor took
+them, placeholder tokens per modality and the input length, ``engines/shown.py``), and a request whose input ids
+hold no placeholder of a medium it shows (a soundtrack the processor dropped) is an error of kind ``media``.
 """
 
 from __future__ import annotations
@@ -79,6 +83,14 @@ from omnieval.engines.chat import (
 from omnieval.engines.families import family_for, load_processor
 from omnieval.engines.grouped_attention import use_grouped_block_attention
 from omnieval.engines.omni_inputs import Encoded, collate
+from omnieval.engines.shown import (
+    Shown,
+    check_media_tokens,
+    error_kind_of,
+    placeholder_ids,
+    processed_shown,
+    shown_of,
+)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -150,6 +162,9 @@ class HFEngine(Engine):
             self.family.prepare_hf_model(self.net, self.path)
         self.grouped_towers = use_grouped_block_attention(self.net)
         self.media_token_ids = media_token_ids(self.path, self.tokenizer, self.processor)
+        self.placeholders = (placeholder_ids(self.processor, self.tokenizer,
+                                             getattr(self.family, "placeholder_tokens", None))
+                             if self.family is not None else {})
 
     def _build_net(self, model_class):
         """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker
@@ -169,6 +184,24 @@ class HFEngine(Engine):
         """``text`` (``prompt_text(parts)``, maybe with a suffix) as the model's inputs: a family model's processor
         output; an omni request's ``Encoded`` from its processor (refused where its ids do not carry all of its
         audio, ``chat.check_audio_tokens``); a text model's ids."""
+        return self.encode_shown(media_by_path, parts, text)[0]
+
+    def encode_shown(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> tuple[Encoded, Shown]:
+        """``encode``, and what the inputs show the model (``shown.processed_shown``: frames, sizes and seconds as
+        the processor took them, placeholder tokens counted in the ids). A request whose ids hold no placeholder
+        of a medium it shows is refused (``shown.MediaDropped``)."""
+        if self.family is None:  # a text model: media were text notes
+            enc = self._encode(media_by_path, parts, text)[0]
+            return enc, Shown(prompt_tokens=len(enc.input_ids))
+        enc, items = self._encode(media_by_path, parts, text)
+        ids = enc.input_ids if isinstance(enc, Encoded) else enc["input_ids"][0].tolist()
+        tensors = enc.tensors if isinstance(enc, Encoded) else enc
+        shown = processed_shown(items, tensors, self.processor, ids, self.placeholders)
+        check_media_tokens(items, shown)
+        return enc, shown
+
+    def _encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> tuple[Encoded, list]:
+        """The inputs and the decoded media given to the processor with them (a video's soundtrack included)."""
         if self.omni:
             layout = omni_layout(parts)
             # the media shown in prompt order, then each video's soundtrack: the order the processor consumes audio
@@ -177,10 +210,11 @@ class HFEngine(Engine):
             audios = [item for item in items if item.modality == "audio"]
             check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
                                sum(self.family.audio_tokens(len(a.data)) for a in audios))
-            return enc
+            return enc, items
         if self.family is not None:  # the processor's own tensors (a BatchFeature of one prompt)
-            return self.family.hf_inputs(self.processor, text, self.family.media_items(parts, media_by_path))
-        return Encoded(self.tokenizer.encode(text, add_special_tokens=False))
+            items = self.family.media_items(parts, media_by_path)
+            return self.family.hf_inputs(self.processor, text, items), items
+        return Encoded(self.tokenizer.encode(text, add_special_tokens=False)), []
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
         return label_token_ids(self.tokenizer, labels, prefix)
@@ -243,12 +277,14 @@ class HFEngine(Engine):
         that fails is retried one request at a time so only the bad request carries the error."""
         results: list[EngineResult | None] = [None] * len(requests)
         ready: list[tuple[int, Encoded, list[int]]] = []
+        shown: dict[int, Shown] = {}
         for i, req in enumerate(requests):
             try:
                 parts, text = self._prepare(req)
-                ready.append((i, self.encode(req.media, parts, text), self.label_ids(req.instance.option_labels)))
+                enc, shown[i] = self.encode_shown(req.media, parts, text)
+                ready.append((i, enc, self.label_ids(req.instance.option_labels)))
             except Exception as exc:
-                results[i] = _error(exc)
+                results[i] = _error(exc, shown.get(i))
         # requests whose videos carry their soundtracks go in forward passes of their own (one flag per pass)
         chunks = []
         for flag in (False, True):
@@ -264,19 +300,23 @@ class HFEngine(Engine):
                     try:
                         rows.append((item, self.next_token_logprobs([item[1]])[0]))
                     except Exception as exc:
-                        results[item[0]] = _error(exc)
+                        results[item[0]] = _error(exc, shown[item[0]])
             for (i, _, ids), lp in rows:
                 labels = requests[i].instance.option_labels
                 results[i] = result_from_option_logprobs(labels, [float(lp[t]) for t in ids])
+                results[i].shown = shown[i].to_dict()
         return results  # type: ignore[return-value]
 
     def _score_cot(self, request: EngineRequest) -> EngineResult:
         inst = request.instance
         parts, text = self._prepare(request)
-        generated = self.greedy(self.encode(request.media, parts, text))
+        enc, shown = self.encode_shown(request.media, parts, text)  # what the question showed, before reasoning
+        generated = self.greedy(enc)
         reasoning, ids = cot_answer_position(self.tokenizer, generated, inst.option_labels)
         logprobs = self.next_token_logprobs([self.encode(request.media, parts, text + reasoning)])[0]
-        return cot_result(inst, [float(logprobs[t]) for t in ids], generated)
+        result = cot_result(inst, [float(logprobs[t]) for t in ids], generated)
+        result.shown = shown.to_dict()
+        return result
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         results: list[EngineResult | None] = [None] * len(requests)
@@ -296,10 +336,11 @@ class HFEngine(Engine):
         out = []
         for req in requests:
             try:
-                text = self.prompt_text(req.parts)
-                out.append(GenerationResult(self.greedy(self.encode(req.media, req.parts, text), req.max_new_tokens)))
+                enc, shown = self.encode_shown(req.media, req.parts, self.prompt_text(req.parts))
+                out.append(GenerationResult(self.greedy(enc, req.max_new_tokens), shown=shown.to_dict()))
             except Exception as exc:
-                out.append(GenerationResult(None, error=f"hf engine: {type(exc).__name__}: {exc}"))
+                out.append(GenerationResult(None, error=f"hf engine: {type(exc).__name__}: {exc}",
+                                            error_kind=error_kind_of(exc), shown=shown_of(exc)))
         return out
 
     def close(self) -> None:
@@ -350,5 +391,8 @@ def _soundtrack_flag(enc) -> bool:
     return bool(enc.use_audio_in_video) if isinstance(enc, Encoded) else False
 
 
-def _error(exc: Exception) -> EngineResult:
-    return EngineResult(choice=None, error=f"hf engine: {type(exc).__name__}: {exc}")
+def _error(exc: Exception, shown: Shown | None = None) -> EngineResult:
+    """The result of a request that could not be scored (of kind ``media`` where a medium was dropped), with what
+    it showed where that is known."""
+    return EngineResult(choice=None, error=f"hf engine: {type(exc).__name__}: {exc}", error_kind=error_kind_of(exc),
+                        shown=shown.to_dict() if shown is not None else shown_of(exc))

@@ -1,7 +1,9 @@
 """A simulated model with a configurable modality-reliance profile: the known-answer instrument.
 
-It reads no media. It reads the instance's ``evidence`` (which option each modality's content supports, recorded by
-the protocol that built the instance) and behaves like a model that perceives each modality with a set probability:
+It reads no media (it reports only what a model taking its ``modalities`` would have been shown: frames, their
+size, seconds of audio, ``engines.shown``). It reads the instance's ``evidence`` (which option each modality's
+content supports, recorded by the protocol that built the instance) and behaves like a model that perceives each
+modality with a set probability:
 
 1. Each percept in the instance's ``evidence`` is perceived with probability ``reliance[percept]``. A percept is a
    modality (``video``), a joint percept (``image+text``: the image and the question together) or a directed one
@@ -63,6 +65,8 @@ from omnieval.engines.base import (
     register_engine,
     result_from_option_logprobs,
 )
+from omnieval.engines.shown import decoded_shown
+from omnieval.media.decoded import DecodedMedia
 
 
 @register_engine("simulated")
@@ -159,11 +163,21 @@ class SimulatedEngine(Engine):
         text = f"Answer: {inst.option_labels[int(np.argmax(logprobs))]} (simulated)"
         if rng.random() < self.invalid_rate:
             return EngineResult(choice=None, option_logprobs=[float(x) for x in logprobs],
-                                raw_text="(simulated) I am not sure what you are asking.")
+                                raw_text="(simulated) I am not sure what you are asking.", shown=self.shown(request))
         res = result_from_option_logprobs(inst.option_labels, logprobs.tolist(), raw_text=text)
         if request.prompt_style == "cot":  # its reasoning always ends in "Answer: X" (no forced answers)
             res.answer_source = "parsed"
+        res.shown = self.shown(request)
         return res
+
+    def shown(self, request: EngineRequest) -> dict | None:
+        """What a model taking ``modalities`` would have been shown: the frames, their size and the seconds of
+        audio of the request's decoded media (``shown.decoded_shown``); no tokens (it has no input ids). None
+        where the request carries no decoded media (tests that call it without decoding)."""
+        items = [request.media.get(seg.ref) for seg in request.instance.media_segments()
+                 if seg.modality in self.modalities]
+        decoded = [item for item in items if isinstance(item, DecodedMedia)]
+        return decoded_shown(decoded).to_dict() if decoded else None
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         out = []

@@ -12,6 +12,9 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   parsing.
 * Chain-of-thought: greedy generation, then a second one-token pass at the answer position (``engines/chat.py``'s
   rule), same choice rule as the transformers engine.
+* What the model was shown (``engines/shown.py``): placeholder tokens per modality and the input length counted in
+  each request output's ``prompt_token_ids`` (vLLM's own processing), frames, their size and seconds from the arrays
+  vLLM was given; a prompt whose ids hold no placeholder of a medium it shows is an error of kind ``media``.
 * Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n, Gemma 4):
   the prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries
   the decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
@@ -67,10 +70,23 @@ from omnieval.engines.chat import (
     media_token_ids,
     omni_layout,
     omni_media_fields,
+    omni_media_items,
 )
 from omnieval.engines.families import family_for, load_processor
+from omnieval.engines.shown import (
+    Shown,
+    check_media_tokens,
+    decoded_shown,
+    error_kind_of,
+    placeholder_ids,
+    shown_of,
+    with_tokens,
+)
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
+_MEDIA = "_omnieval_media"  # a prompt's decoded media as given to vLLM (never sent to vLLM)
+_SHOWN = "_omnieval_shown"  # set by ``_run``: what the prompt showed the model (``shown.Shown``), read by ``score``
+_PRIVATE = (_AUDIO_CHECK, _MEDIA, _SHOWN)
 VISION_ATTENTION_REFUSAL = ("this model's image and video tokens attend to each other in both directions "
                             "(use_bidirectional_attention: vision), which vLLM's CPU attention ignores: its scores "
                             "for an image or video prompt would not be the model's")
@@ -132,6 +148,10 @@ class VLLMEngine(Engine):
         # overcomes in practice)
         self.no_media_bias = {t: -100.0 for t in media_token_ids(self.path, self.tokenizer, self.processor)} or None
         self.vision_refusal = VISION_ATTENTION_REFUSAL if _drops_vision_attention(self.llm) else None
+        # the placeholders counted in vLLM's prompt_token_ids (an omni model's tokenizer names them: no processor)
+        self.placeholders = (placeholder_ids(self.processor or self.tokenizer, self.tokenizer,
+                                             getattr(self.family, "placeholder_tokens", None))
+                             if self.family is not None else {})
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
@@ -187,9 +207,10 @@ class VLLMEngine(Engine):
             if self.vision_refusal and any(p.kind == "media" and p.modality in ("image", "video")
                                            and p.modality in self.family.modalities for p in parts):
                 raise ValueError(self.vision_refusal)
-            return self.family.vllm_prompt(self.processor, parts, self.family.media_items(parts, media), suffix)
+            items = self.family.media_items(parts, media)
+            return {**self.family.vllm_prompt(self.processor, parts, items, suffix), _MEDIA: items}
         prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
-                                              self.omni) + suffix}
+                                              self.omni) + suffix, _MEDIA: []}
         if not self.omni:
             return prompt
         layout = omni_layout(parts)
@@ -200,25 +221,39 @@ class VLLMEngine(Engine):
             prompt["mm_processor_kwargs"] = kwargs
         audios = [m for p in parts if p.kind == "media" and p.modality == "audio" for m in [media.get(p.ref)]]
         prompt[_AUDIO_CHECK] = audios
+        prompt[_MEDIA] = omni_media_items(parts, media)  # a video's soundtrack is among its audio parts
         return prompt
 
     def _run(self, prompts: list[dict], params: list) -> list:
-        """``LLM.generate`` on the prompts; each output, or the error of a prompt whose ids lack its audio."""
-        clean = [{k: v for k, v in p.items() if k != _AUDIO_CHECK} for p in prompts]
+        """``LLM.generate`` on the prompts; each output, or the error of a prompt whose ids lack its audio or any
+        placeholder of a medium it shows. Each prompt dict gets what it showed the model (``_SHOWN``)."""
+        clean = [{k: v for k, v in p.items() if k not in _PRIVATE} for p in prompts]
         outs = self.llm.generate(clean, params, use_tqdm=False)
-        if self.omni and any(p.get(_AUDIO_CHECK) for p in prompts):
+        checked = []
+        for prompt, out in zip(prompts, outs, strict=True):
+            try:
+                self._check(prompt, out)
+                checked.append(out)
+            except ValueError as exc:
+                checked.append(exc)
+        return checked
+
+    def _check(self, prompt: dict, out) -> None:
+        """Record what ``prompt`` showed the model (``_SHOWN``): its decoded media (vLLM runs the processor itself,
+        so frames, their size and seconds are those of the arrays vLLM was given) and the placeholder tokens of
+        vLLM's own ``prompt_token_ids``. Then refuse it where the ids lost media: an omni prompt's audio tokens
+        short of its waveforms' (``chat.check_audio_tokens``), or no placeholder of a medium it shows
+        (``shown.check_media_tokens``)."""
+        items = prompt.get(_MEDIA) or []
+        shown = with_tokens(decoded_shown(items) if items else Shown(), out.prompt_token_ids, self.placeholders,
+                            {item.modality for item in items})
+        prompt[_SHOWN] = shown
+        audios = prompt.get(_AUDIO_CHECK) or []
+        if self.omni and audios:
             audio_id = self.tokenizer.convert_tokens_to_ids(getattr(self.tokenizer, "audio_token", "<|AUDIO|>"))
-            checked = []
-            for prompt, out in zip(prompts, outs, strict=True):
-                audios = prompt.get(_AUDIO_CHECK) or []
-                try:
-                    check_audio_tokens(out.prompt_token_ids, audio_id, audios,
-                                       sum(self.family.audio_tokens(len(a.data)) for a in audios))
-                    checked.append(out)
-                except ValueError as exc:
-                    checked.append(exc)
-            outs = checked
-        return outs
+            check_audio_tokens(out.prompt_token_ids, audio_id, audios,
+                               sum(self.family.audio_tokens(len(a.data)) for a in audios))
+        check_media_tokens(items, shown)
 
     def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list:
         """Full-vocabulary logprobs of the given token ids at the next position, one list per prompt (or the
@@ -255,25 +290,25 @@ class VLLMEngine(Engine):
                 results[i] = _error(exc)
         if zs:
             scored = self._batched(lambda e: self._one_token([p for _, p, _ in e], [ids for _, _, ids in e]), zs)
-            for (i, _, _), lp in zip(zs, scored, strict=True):
+            for (i, prompt, _), lp in zip(zs, scored, strict=True):
                 labels = requests[i].instance.option_labels
                 results[i] = _error(lp) if isinstance(lp, Exception) else result_from_option_logprobs(labels, lp)
+                results[i].shown = _shown_dict(prompt)
         if cot:
             texts = self._batched(self._generate, [p for _, p, _ in cot])
             second = []
-            for (i, _, _), text in zip(cot, texts, strict=True):
+            for (i, prompt, _), text in zip(cot, texts, strict=True):
                 if isinstance(text, Exception):
                     results[i] = _error(text)
+                    results[i].shown = _shown_dict(prompt)
                     continue
                 labels = requests[i].instance.option_labels
                 reasoning, ids = cot_answer_position(self.tokenizer, text, labels)
-                second.append((i, text, self._prompt(requests[i], suffix=reasoning), ids))
-            scored = self._batched(lambda e: self._one_token([p for _, _, p, _ in e], [d for *_, d in e]), second)
-            for (i, text, _, _), lp in zip(second, scored, strict=True):
-                if isinstance(lp, Exception):
-                    results[i] = _error(lp)
-                    continue
-                results[i] = cot_result(requests[i].instance, lp, text)
+                second.append((i, text, self._prompt(requests[i], suffix=reasoning), ids, _shown_dict(prompt)))
+            scored = self._batched(lambda e: self._one_token([x[2] for x in e], [x[3] for x in e]), second)
+            for (i, text, _, _, shown), lp in zip(second, scored, strict=True):
+                results[i] = _error(lp) if isinstance(lp, Exception) else cot_result(requests[i].instance, lp, text)
+                results[i].shown = shown  # what the question showed, before the reasoning
         return results  # type: ignore[return-value]
 
     def _generate(self, prompts: list[dict], max_tokens: list[int] | None = None) -> list[str]:
@@ -293,9 +328,11 @@ class VLLMEngine(Engine):
             except Exception as exc:
                 results[i] = GenerationResult(None, error=_error(exc).error)
         texts = self._batched(lambda e: self._generate([p for _, p, _ in e], [m for *_, m in e]), ready)
-        for (i, _, _), text in zip(ready, texts, strict=True):
-            results[i] = (GenerationResult(None, error=_error(text).error) if isinstance(text, Exception)
-                          else GenerationResult(text))
+        for (i, prompt, _), text in zip(ready, texts, strict=True):
+            failed = _error(text) if isinstance(text, Exception) else None
+            results[i] = (GenerationResult(None, error=failed.error, error_kind=failed.error_kind)
+                          if failed is not None else GenerationResult(text))
+            results[i].shown = _shown_dict(prompt)
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
@@ -303,4 +340,11 @@ class VLLMEngine(Engine):
 
 
 def _error(exc: Exception) -> EngineResult:
-    return EngineResult(choice=None, error=f"vllm engine: {type(exc).__name__}: {exc}")
+    return EngineResult(choice=None, error=f"vllm engine: {type(exc).__name__}: {exc}", error_kind=error_kind_of(exc),
+                        shown=shown_of(exc))
+
+
+def _shown_dict(prompt: dict) -> dict | None:
+    """What a prompt that went through ``_run`` showed the model (None for one that never reached vLLM)."""
+    shown = prompt.get(_SHOWN)
+    return shown.to_dict() if shown is not None else None

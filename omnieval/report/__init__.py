@@ -22,6 +22,7 @@ import polars as pl
 from omnieval.core.store import local_folder
 from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
 from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
+from omnieval.report.shown import shown_table
 
 __all__ = ["build_report", "write_report", "report_command"]
 
@@ -41,7 +42,8 @@ def _join(values) -> str:
 
 
 def runs_section(runs: list[Run]) -> Section:
-    """Where every number comes from: per run its protocols, models, splits, counts, seeds and versions."""
+    """Where every number comes from: per run its protocols, models, splits, counts, seeds and versions; then what
+    each run's models were shown (``shown.py``), where its predictions say."""
     header = ["run", "protocol", "models", "prompts", "splits", "predictions", "skipped", "metrics", "seed",
               "resamples", "resampling unit", "omnieval", "git commit", "started (UTC)"]
     rows = []
@@ -73,7 +75,8 @@ def runs_section(runs: list[Run]) -> Section:
             text_cell(started),
         ])
     table = Table(caption="Runs in this report", header=header, rows=rows, name="runs")
-    return Section("runs", "Runs", blocks=[table])
+    shown = shown_table(runs)  # what each model was shown: frames, size, seconds heard, tokens
+    return Section("runs", "Runs", blocks=[table] if shown is None else [table, shown])
 
 
 def _values(run: Run, column: str) -> list:

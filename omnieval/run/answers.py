@@ -134,7 +134,8 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_error_kind", "r_latency_s", "r_answer_source") if name in batch}
+                  "r_error_kind", "r_latency_s", "r_answer_source", "r_shown") if name in batch}
+            shown = json.loads(r["shown"]) if r.get("shown") else None
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
             if skipped:
@@ -145,7 +146,8 @@ class PredictionRows:
             if str(batch["mode"][i]) == "open":
                 out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
                                                 error=r["error"], error_kind=r["error_kind"],
-                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted))
+                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted,
+                                                shown=shown))
             else:
                 logprobs = r["option_logprobs"]
                 out.append(Prediction.scored(
@@ -153,7 +155,7 @@ class PredictionRows:
                     confidence_method=r["confidence_method"],
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
-                    cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"),
+                    cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"), shown=shown,
                     answer_verdicts=answer_verdicts(inst, r["text"], _scorer(batch, i)) if generated_answer(r)
                     else None))
         table = predictions_table(p.row() for p in out)

@@ -23,6 +23,7 @@ from omnieval.core.schema import (
     VERDICT_COLUMNS,
     Instance,
     breakdown_pairs,
+    shown_columns,
 )
 
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
@@ -57,6 +58,7 @@ class Prediction:
     media_noted: str | None = None  # the modalities a text note stood in for
     answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
     answer_verdicts: dict | None = None  # an answer read from generated text: its robust and official verdict columns
+    shown: dict | None = None  # what the model was shown (``engines.shown.Shown.to_dict``); None where unknown
 
     def __post_init__(self):
         if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
@@ -69,7 +71,7 @@ class Prediction:
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
                error_kind: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
                media_noted: str | None = None, answer_source: str | None = None,
-               answer_verdicts: dict | None = None) -> Prediction:
+               answer_verdicts: dict | None = None, shown: dict | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
         an answer without a choice carries no confidence. ``answer_verdicts``: the verdict columns of an answer read
         from generated text (``scoring.verdicts.answer_verdicts``); ``choice`` stays the engine's reading."""
@@ -77,19 +79,21 @@ class Prediction:
         return cls(inst, model, engine, prompt, DEFAULT_MODE, choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
                    option_logprobs, raw_text, None, error, error_kind, latency_s, cascade, media_noted=media_noted,
-                   answer_source=answer_source if choice is not None else None, answer_verdicts=answer_verdicts)
+                   answer_source=answer_source if choice is not None else None, answer_verdicts=answer_verdicts,
+                   shown=shown)
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
                   error: str | None = None, error_kind: str | None = None, latency_s: float | None = None,
-                  cascade: dict | None = None, media_noted: str | None = None) -> Prediction:
+                  cascade: dict | None = None, media_noted: str | None = None,
+                  shown: dict | None = None) -> Prediction:
         """An open-ended answer: the full reply in ``raw_text``, the part a judge grades in ``answer_text``. A reply
         with no answer in it is an error (of kind ``other``), not an empty answer."""
         answer = final_answer(text) if error is None else None
         if error is None and not answer:
             error, error_kind = "open answer: the model returned no text", OTHER_ERROR
         return cls(inst, model, engine, prompt, OPEN_MODE, raw_text=text, answer_text=answer, error=error,
-                   error_kind=error_kind, latency_s=latency_s, cascade=cascade, media_noted=media_noted)
+                   error_kind=error_kind, latency_s=latency_s, cascade=cascade, media_noted=media_noted, shown=shown)
 
     @classmethod
     def failed(cls, inst: Instance, model: str, engine: str, prompt: str, mode: str, error: str, error_kind: str,
@@ -126,4 +130,5 @@ class Prediction:
             "reference": reference_text(inst) if self.mode == OPEN_MODE else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source, **(self.answer_verdicts or dict.fromkeys(VERDICT_COLUMNS)),
+            **shown_columns(self.shown),
         }

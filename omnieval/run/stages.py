@@ -41,7 +41,7 @@ INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source")
+                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source", "r_shown")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -126,6 +126,7 @@ class _Result:
     latency_s: float | None = None
     attempts: int | None = None
     answer_source: str | None = None
+    shown: str | None = None  # what the model was shown (``engines.shown.Shown``), as JSON: one plain column
 
 
 class ModelCalls:
@@ -136,8 +137,9 @@ class ModelCalls:
     failed to decode gets that error without a model call, and a row marked ``skipped`` (media its model cannot
     take: ``media_policy``) passes by without one and with no result; an engine exception marks every request of
     its sub-batch (``engine error: ...``) and the run goes on. Each error gets its kind here (``r_error_kind``,
-    ``schema.ERROR_KINDS``): ``media`` for a decode, ``engine`` for an exception, ``other`` for an engine's own
-    error result."""
+    ``schema.ERROR_KINDS``): ``media`` for a decode, ``engine`` for an exception and for an engine's own error
+    result, unless the engine gives the kind (``media``: a medium it shows was dropped from the model's input,
+    ``engines.shown``)."""
 
     def __init__(self, engine, fetch: Callable[[set[str]], dict] | None = None):
         self.engine = engine
@@ -187,7 +189,8 @@ class ModelCalls:
             return [_engine_error(exc) for _ in ids]
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
                         option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                        error_kind=_own_error_kind(r.error), answer_source=getattr(r, "answer_source", None))
+                        error_kind=_own_error_kind(r), answer_source=getattr(r, "answer_source", None),
+                        shown=_shown_json(r))
                 for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
@@ -225,7 +228,8 @@ class ModelCalls:
             out = self.engine.generate(requests)
         except Exception as exc:
             return [_engine_error(exc) for _ in requests]
-        return [_Result(text=r.text, error=r.error, error_kind=_own_error_kind(r.error)) for r in out]
+        return [_Result(text=r.text, error=r.error, error_kind=_own_error_kind(r), shown=_shown_json(r))
+                for r in out]
 
 
 class ModelStage(ModelCalls):
@@ -337,11 +341,20 @@ def _engine_error(exc: Exception) -> _Result:
     return _Result(error=f"engine error: {type(exc).__name__}: {exc}", error_kind=ENGINE_ERROR)
 
 
-def _own_error_kind(error: str | None) -> str | None:
+def _own_error_kind(result) -> str | None:
     """The kind of an error an engine returned for one request (it did not raise: a request it could not score, a
-    forward pass that failed for that request alone): ``engine``, the stage that failed. Files written before the
-    column existed count these as ``other`` (their messages carry no ``engine error:`` prefix)."""
-    return ENGINE_ERROR if error else None
+    forward pass that failed for that request alone): the engine's own where it gives one (``media``: a medium
+    dropped from the model's input), else ``engine``, the stage that failed. Files written before the column
+    existed count these as ``other`` (their messages carry no ``engine error:`` prefix)."""
+    if not result.error:
+        return None
+    return getattr(result, "error_kind", None) or ENGINE_ERROR
+
+
+def _shown_json(result) -> str | None:
+    """An engine result's ``shown`` as the JSON text the result column carries (None where it has none)."""
+    shown = getattr(result, "shown", None)
+    return json.dumps(shown, sort_keys=True) if shown else None
 
 
 def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):
