@@ -44,22 +44,28 @@ def benchmark_digest(plan) -> str:
 def model_identity(model) -> dict[str, Any]:
     """A model's (judge's, describer's) config as it decides rows: scaling fields and options left out."""
     data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes"})
+    if data.get("recipe") is None:  # unset: the identities of configs written before recipes existed stay
+        data.pop("recipe", None)
     data["options"] = {k: v for k, v in data["options"].items() if k not in SCALING_OPTIONS}
     if data.get("describe"):
         data["describe"]["model"] = model_identity(model.describe.model)
     return data
 
 
-def _shared(config, digest: str) -> dict[str, Any]:
+def _shared(config, digest: str, decode=None) -> dict[str, Any]:
+    """``decode``: the folder's model's resolved decode settings (``run.recipe``); the config's where None."""
+    decode = decode if decode is not None else config.decode
     return {"seed": config.seed, "protocol": config.protocol, "protocol_options": config.protocol_options,
-            "decode": config.decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
+            "decode": decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
             "limit_items": config.limit_items, "benchmark": digest,
             "allow_remote_code": config.allow_remote_code}
 
 
-def predictions_identity(config, model, digest: str) -> dict[str, Any]:
-    """What decides the rows of ``parts/<model>``."""
-    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest)}
+def predictions_identity(config, model, digest: str, decode=None) -> dict[str, Any]:
+    """What decides the rows of ``parts/<model>``: ``decode`` is the model's resolved decode settings (its recipe
+    with the benchmark's and the config's settings over it, ``run.recipe.model_decode``), so a recipe's value
+    changes the identity of its family's models only."""
+    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest, decode)}
 
 
 def judgements_identity(config, judge, digest: str) -> dict[str, Any]:
@@ -80,10 +86,13 @@ def fingerprint(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_fingerprint(config, digest: str) -> str:
+def run_fingerprint(config, digest: str, pinned: dict | None = None) -> str:
     """One hash over every folder identity of a run config (a sweep's per-run fingerprint), plus its prompt styles
-    and modes, which decide which rows a complete run holds."""
-    folders = {f"parts/{m.name}": predictions_identity(config, m, digest) for m in config.models}
+    and modes, which decide which rows a complete run holds; ``pinned``: the benchmark's pinned decode options."""
+    from omnieval.run.recipe import model_decode
+
+    folders = {f"parts/{m.name}": predictions_identity(config, m, digest, model_decode(config, m, pinned).decode)
+               for m in config.models}
     folders |= {f"judgements/{j.name}": judgements_identity(config, j, digest) for j in config.judges}
     return fingerprint({"folders": folders, "prompts": config.prompts, "modes": config.modes})
 

@@ -3,12 +3,13 @@ protocol entry's benchmark planned once (no Ray) for its size and content digest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from omnieval.config import RunConfig
 from omnieval.core.schema import InputError
 from omnieval.run.identity import benchmark_digest, run_fingerprint
+from omnieval.run.recipe import pinned_decode
 from omnieval.sweep.config import ProtocolEntry, SweepConfig, SweepModel
 
 
@@ -84,6 +85,7 @@ class BenchmarkPlan:
 
     n_instances: int
     digest: str
+    pinned: dict = field(default_factory=dict)  # the benchmark's pinned decode options (run.recipe)
 
 
 def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
@@ -104,7 +106,8 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
             else:
                 where = f"protocols[{i}].benchmark"
             raise InputError(str(exc), field=where) from None
-        plans[entry.label] = BenchmarkPlan(n_instances=plan.n_instances, digest=benchmark_digest(plan))
+        plans[entry.label] = BenchmarkPlan(n_instances=plan.n_instances, digest=benchmark_digest(plan),
+                                           pinned=pinned_decode(plan.source.bench))
     return plans
 
 
@@ -120,5 +123,5 @@ def check_sweep_engines(sweep: SweepConfig) -> None:
 def fingerprint(config: RunConfig, plan: BenchmarkPlan) -> str:
     """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them): the same
     definition a run checks its own folders against (``omnieval.run.identity``)."""
-    return run_fingerprint(config, plan.digest)
+    return run_fingerprint(config, plan.digest, plan.pinned)
 
