@@ -130,7 +130,7 @@ class SweepModel(ModelConfig):
             replicas = 1 if self.replicas == "auto" else self.replicas
         return ModelConfig(name=self.name, engine=self.engine, options=options, replicas=replicas,
                            batch_size=self.batch_size, num_gpus=num_gpus, num_cpus=self.num_cpus,
-                           unsupported_media=self.unsupported_media)
+                           unsupported_media=self.unsupported_media, recipe=self.recipe)
 
 
 class MetricsSettings(_Config):
