@@ -2,7 +2,8 @@
 
 Every folder of rows in a run's output (``parts/<model>``, ``judgements/<judge>``, ``descriptions/<describer>``)
 holds an ``_identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
-the seed, the protocol and its options, the decode settings, and the benchmark's digest: its expanded instances and
+the seed, the protocol and its options, the decode settings (for a model's rows, its own resolved ones:
+``run.recipe``), and the benchmark's digest: its expanded instances and
 the content hash of every media file) and its SHA-256. A rerun whose identity is the same resumes from the parts;
 one whose identity differs is refused before any model work, with the fields that changed, unless the caller asks
 to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fingerprint is the hash of the same

@@ -2,8 +2,10 @@
 
 load + validate the benchmark -> every engine's options checked (``make_plan``) -> the items expanded into
 instances by Ray tasks, kept in the object store as blocks (``expand_plan``, ``expansion.py``) -> the media spec
-(decode parameters and content key) of every distinct media file the instances show. How the plan runs is
-``pipeline.py``.
+(decode parameters and content key) of every distinct media file the instances show, by the run's ``decode:``
+options (``media_specs``: describers, the benchmark's digest) and by each answering model's resolved settings
+(``specs_for``: its family's recipe under the benchmark's pinned settings and the config's, ``run.recipe``).
+How the plan runs is ``pipeline.py``.
 """
 
 from __future__ import annotations

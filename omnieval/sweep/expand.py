@@ -64,7 +64,8 @@ def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prom
     return RunConfig(name=f"{sweep.name}/{entry.label}/{model.name}/{prompt}", protocol=entry.protocol,
                      protocol_options=entry.options, benchmark=entry.benchmark,
                      output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
-                     models=[model.as_model_config()], decode=sweep_decode(sweep), ray=sweep.ray,
+                     models=[model.as_model_config()], decode=sweep_decode(sweep), recipes=sweep.recipes,
+                     ray=sweep.ray,
                      limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,
                      max_error_rate=sweep.max_error_rate, check_model_paths=sweep.check_model_paths)
 
