@@ -12,6 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from omnieval.config import DecodeConfig, parse_run_config
@@ -179,3 +180,34 @@ def test_every_recipe_value_names_its_source():
         for name, value in recipe.values().items():
             assert value.source.strip(), f"{family}: {name}"
         assert recipe.published, family
+
+
+def test_the_qwen_vl_recipes_equal_their_processors_defaults():
+    """The values the Qwen-VL video processors of the installed transformers default to (per-frame budgets for
+    Qwen2-VL's; the rate and bounds for Qwen3-VL's), against the recipes read from the reference utilities."""
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    qwen25 = {k: v.value for k, v in RECIPES["qwen2.5-vl"].decode.items()}
+    assert (qwen25["min_pixels"], qwen25["max_pixels"]) == (Qwen2VLVideoProcessor.size["shortest_edge"],
+                                                            Qwen2VLVideoProcessor.size["longest_edge"])
+    assert qwen25["size_factor"] == Qwen2VLVideoProcessor.patch_size * Qwen2VLVideoProcessor.merge_size
+    qwen3 = {k: v.value for k, v in RECIPES["qwen3-vl"].decode.items()}
+    assert qwen3["size_factor"] == Qwen3VLVideoProcessor.patch_size * Qwen3VLVideoProcessor.merge_size
+    assert (qwen3["fps"], qwen3["min_frames"], qwen3["max_frames"]) == (
+        Qwen3VLVideoProcessor.fps, Qwen3VLVideoProcessor.min_frames, Qwen3VLVideoProcessor.max_frames)
+
+
+@pytest.mark.parametrize("total, video_fps", [(30, 10.0), (35, 10.0), (75, 25.0), (611, 10.0), (3, 30.0), (20_000, 24.0)])
+def test_qwen35_frames_equal_its_video_processors_own_sampling(total, video_fps):
+    """Qwen3.5's recipe through the decoder's count and index rules gives the frame indices its video processor
+    (Qwen3VLVideoProcessor.sample_frames) picks from the same clip."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    from omnieval.media import sampling
+
+    expected = Qwen3VLVideoProcessor().sample_frames(VideoMetadata(total_num_frames=total, fps=video_fps))
+    r = {k: v.value for k, v in RECIPES["qwen3.5"].decode.items()}
+    n = sampling.frame_count_by_rate(total, video_fps, r["fps"], r["min_frames"], r["max_frames"], r["frame_factor"])
+    np.testing.assert_array_equal(sampling.linspace_indices(total, n), expected)

@@ -31,6 +31,9 @@ QWEN3_OMNI_CARD = "https://huggingface.co/Qwen/Qwen3-Omni-30B-A3B-Instruct (mode
 QWEN3_VL_CARD = ("https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct (model card: "
                  "process_vision_info(image_patch_size=16))")
 OMNIEVAL_DEFAULT = "omnieval default, no published recipe"
+TRANSFORMERS = "transformers 5.19.0"
+QWEN3_VL_PROCESSOR = f"{TRANSFORMERS}, Qwen3VLVideoProcessor.sample_frames (the processor's own default)"
+GEMMA4_PROCESSOR = f"{TRANSFORMERS}, Gemma4VideoProcessor.num_frames (the processor's own default)"
 
 #: The system prompt the Qwen2.5-Omni model card requires (its audio output and its instruction following assume it).
 QWEN25_OMNI_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
@@ -146,6 +149,16 @@ register_recipe(qwen_omni_recipe("qwen3-omni", 16, QWEN3_OMNI_CARD, Sourced(None
 register_recipe(qwen_vl_recipe("qwen2.5-vl", 14, ""))
 register_recipe(qwen_vl_recipe("qwen3-vl", 16, QWEN3_VL_CARD))
 register_recipe(qwen_vl_recipe("qwen3-vl-moe", 16, QWEN3_VL_CARD))
+# Qwen3.5 goes through Qwen3VLVideoProcessor: its frame count by rate is the utilities' without the rounding to pairs
+# (frame_factor 1), its indices linspace; its pixel budget bounds a whole clip (t x h x w), which the per-frame
+# budget of the decoder cannot state, so its frames keep omnieval's size.
+register_recipe(Recipe("qwen3.5", decode={
+    "fps": Sourced(2.0, QWEN3_VL_PROCESSOR), "min_frames": Sourced(4, QWEN3_VL_PROCESSOR),
+    "max_frames": Sourced(768, QWEN3_VL_PROCESSOR), "frame_factor": Sourced(1, QWEN3_VL_PROCESSOR),
+    "index_rule": Sourced("linspace", QWEN3_VL_PROCESSOR)}))
+# Gemma 4's video processor samples 32 frames, the first of each of 32 equal runs of frames
+# (transformers' default_sample_indices_fn): the count is its own; its index rule has no match here (bin centres).
+register_recipe(Recipe("gemma4", decode={"num_frames": Sourced(32, GEMMA4_PROCESSOR)}))
 
 
 def recipe_for(family: str) -> Recipe:
