@@ -198,7 +198,8 @@ def test_the_qwen_vl_recipes_equal_their_processors_defaults():
         Qwen3VLVideoProcessor.fps, Qwen3VLVideoProcessor.min_frames, Qwen3VLVideoProcessor.max_frames)
 
 
-@pytest.mark.parametrize("total, video_fps", [(30, 10.0), (35, 10.0), (75, 25.0), (611, 10.0), (3, 30.0), (20_000, 24.0)])
+@pytest.mark.parametrize("total, video_fps",
+                         [(30, 10.0), (35, 10.0), (75, 25.0), (611, 10.0), (3, 30.0), (20_000, 24.0)])
 def test_qwen35_frames_equal_its_video_processors_own_sampling(total, video_fps):
     """Qwen3.5's recipe through the decoder's count and index rules gives the frame indices its video processor
     (Qwen3VLVideoProcessor.sample_frames) picks from the same clip."""
