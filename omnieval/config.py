@@ -39,6 +39,12 @@ class ModelConfig(_Config):
     batch_size: int = Field(default=16, ge=1)
     num_gpus: float = Field(default=0.0, ge=0.0, description="GPUs per replica (0 on CPU machines)")
     num_cpus: float = Field(default=1.0, ge=0.0, description="CPUs per replica")
+    recipe: bool | str | None = Field(
+        default=None, description="whose settings decode this model's media: unset or true, its family's recipe "
+                                  "(omnieval.engines.recipes, read from the model folder's config.json); a family "
+                                  "name, that family's recipe (an endpoint or simulated model standing for one); "
+                                  "false or omnieval-default, omnieval's own defaults. A run's decode: options and "
+                                  "a benchmark's pinned settings win over it (docs/runs.md)")
     describe: DescribeConfig | None = Field(
         default=None, description="cascade: a describer turns these modalities into text before this model answers")
     modes: list[Literal["mcq", "open"]] | None = Field(
@@ -247,6 +253,10 @@ class RunConfig(_Config):
     prompts: list[str] = Field(default_factory=lambda: ["zs"])
     models: list[ModelConfig] = Field(min_length=1)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
+    recipes: bool = Field(
+        default=True, description="decode each model's media by its family's recipe where its own decode: options "
+                                  "and the benchmark's pinned settings leave a value open (false: omnieval's own "
+                                  "defaults for every model but one that names a recipe)")
     ray: RayConfig = Field(default_factory=RayConfig)
     limit_items: int | None = Field(
         default=None, ge=1, description="evaluate N items drawn across splits in proportion (seeded by the run's "

@@ -283,8 +283,10 @@ def test_a_cot_run_read_by_the_official_rule_is_compared_by_it():
             ("spectrum", "accuracy", "normal", "m", "zs", "test", 0.65, 0.55, 0.75, 50)]
     metrics = pl.DataFrame(rows, schema=["protocol", "metric", "key", "model", "prompt", "split", "value", "ci_low",
                                          "ci_high", "n"], orient="row")
-    info = {"benchmark_name": "mmau", "scorer": "mmau",
-            "config": {"models": [{"name": "m", "card": "Qwen3-Omni-30B-A3B-Instruct"}]}}
+    info = {"benchmark_name": "mmau", "scorer": "mmau", "recipes": {"m": {"decode": {
+                "fps": {"value": 2.0, "level": "recipe"}, "max_frames": {"value": 768, "level": "recipe"},
+                "num_frames": {"value": None, "level": "default"}}}},
+            "config": {"models": [{"name": "m", "card": "Qwen3-Omni-30B-A3B-Instruct"}], "decode": {"num_frames": 8}}}
     run = SimpleNamespace(label="r", info=info, metrics=metrics)
     published, unmatched = cards.published_rows([run], [card])
     assert not unmatched
@@ -293,3 +295,4 @@ def test_a_cot_run_read_by_the_official_rule_is_compared_by_it():
     assert (by_prompt["cot"].ours, by_prompt["cot"].n) == (0.50, 46)
     assert by_prompt["cot"].gap == pytest.approx(77.5 - 50.0) and by_prompt["cot"].inside is False
     assert by_prompt["zs"].scored_by.startswith("omnieval") and by_prompt["zs"].ours == 0.65
+    assert by_prompt["cot"].recipe == "prompt cot, fps 2 (max_frames 768)"  # the model's resolved settings

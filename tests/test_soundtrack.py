@@ -240,8 +240,9 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
     result = run_evaluation(cfg, progress=False)
     assert result.ok and result.n_errors == 0
     rows = {r["instance_id"]: r for r in pl.read_parquet(result.predictions_path).to_dicts()}
-    plan = make_plan(cfg)
-    media = {ref: decode_media(s.path, s.modality, **dict(s.params)) for ref, s in plan.media_specs.items()}
+    plan = make_plan(cfg)  # the media as the run decoded them for this model (its recipe's index rule included)
+    media = {ref: decode_media(s.path, s.modality, **dict(s.params))
+             for ref, s in plan.specs_for("tiny-omni").items()}
     instances = plan.load_instances()
     assert len(rows) == len(instances) == 32
     want = omni_engine.score([EngineRequest(i, {s.ref: media[s.ref] for s in i.media_segments()}, "zs")

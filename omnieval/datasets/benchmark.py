@@ -39,6 +39,9 @@ class Benchmark:
     scorer: str | None = None
     """The benchmark's released answer-scoring rule (``benchmark.json``'s ``scorer``; docs/scoring.md): the
     ``official`` verdict of every generated answer. None: the benchmark has none, only omnieval's own rule applies."""
+    #: ``benchmark.json``'s ``"pinned": {"decode": {...}}``: the protocol's own decode settings (a paper's 32
+    #: frames), over a model's recipe and under a run's ``decode:`` options (``run.recipe``, which checks them).
+    pinned_decode: dict = field(default_factory=dict)
 
 
 def _field(err: dict) -> str:
@@ -92,6 +95,20 @@ def _parse(model, path: Path, where: str, record: dict, id_key: str):
         raise InputError(f"{pydantic_message(err)} ({where})", file=path, item=item, field=_field(err)) from None
 
 
+def _pinned_decode(meta: dict, meta_path: Path) -> dict:
+    """``"pinned": {"decode": {...}}`` of ``benchmark.json`` (an object of objects; its options are checked where
+    the run resolves them, ``run.recipe.pinned_decode``)."""
+    pinned = meta.get("pinned", {})
+    if not isinstance(pinned, dict) or not isinstance(pinned.get("decode", {}), dict):
+        raise InputError("pinned must be an object whose decode is an object of decode options",
+                         file=meta_path, field="pinned")
+    unknown = sorted(set(pinned) - {"decode"})
+    if unknown:
+        raise InputError(f"pinned holds decode settings only; not {', '.join(unknown)}", file=meta_path,
+                         field=f"pinned.{unknown[0]}")
+    return dict(pinned.get("decode", {}))
+
+
 def load_benchmark(path: str | Path) -> Benchmark:
     """Read and validate a benchmark folder (no media file is opened: ``check_media`` does that)."""
     from omnieval.protocols import get_protocol, known_protocols
@@ -131,7 +148,8 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not items:
         raise InputError("no items: the file holds no records", file=items_path)
     bench = Benchmark(root=str(root), name=meta.get("name", root.name), protocol=protocol_name, items=items,
-                      items_file=str(items_path.resolve()), scorer=scorer)
+                      items_file=str(items_path.resolve()), scorer=scorer,
+                      pinned_decode=_pinned_decode(meta, meta_path))
     if protocol_name == "dissonance":  # our own format keeps the anchor library beside the items
         bench.anchors = _load_anchors(root)
     protocol.validate_items(items, bench, file=items_path)

@@ -211,10 +211,14 @@ class Published:
         return 100 * self.low <= self.card.number <= 100 * self.high
 
 
-def recipe_text(config: dict, prompt: str) -> str:
+def recipe_text(config: dict, prompt: str, resolved: dict | None = None) -> str:
     """Our run's settings as the card's ``setting`` is compared with: prompt style, frames (a count or a rate with
-    its bounds), frame size (longest side or pixel budget), audio cut."""
+    its bounds), frame size (longest side or pixel budget), audio cut. ``resolved``: the model's entry of
+    ``run.json``'s ``recipes`` (its recipe with the benchmark's and the config's settings over it), else the
+    config's ``decode:`` (runs written before recipes)."""
     decode = config.get("decode") if isinstance(config.get("decode"), dict) else {}
+    if isinstance(resolved, dict) and isinstance(resolved.get("decode"), dict):
+        decode = {k: v.get("value") if isinstance(v, dict) else v for k, v in resolved["decode"].items()}
     parts = [f"prompt {prompt}" if prompt else "prompt —"]
     if decode.get("fps") is not None:
         bounds = ", ".join(f"{k} {decode[k]}" for k in ("min_frames", "max_frames") if decode.get(k) is not None)
@@ -260,7 +264,8 @@ def published_rows(runs, cards: list[CardRow]) -> tuple[list[Published], list[st
             mine = cells.filter(pl.col("model") == entry.get("name")).sort(
                 pl.col("prompt") != "zs", pl.col("prompt") != "cot", "prompt", "split")  # zs, cot, the others
             for rec in mine.iter_rows(named=True):
-                recipe = recipe_text(config, rec["prompt"])
+                recipe = recipe_text(config, rec["prompt"],
+                                     ((run.info or {}).get("recipes") or {}).get(entry.get("name")))
                 rec, scored_by = _comparable(rec, official, scorer)
                 out += [Published(run.label, rec["model"], rec["prompt"], rec["split"], card, match.how,
                                   rec["value"], rec["ci_low"], rec["ci_high"], rec["n"], recipe, scored_by)

@@ -2,11 +2,12 @@
 
 Every folder of rows in a run's output (``parts/<model>``, ``judgements/<judge>``, ``descriptions/<describer>``)
 holds an ``_identity.json``: the plain data that decided those rows (the model's config without its scaling fields,
-the seed, the protocol and its options, the decode settings, the official scorer where the config names one, and
-the benchmark's digest: its expanded instances and the content hash of every media file) and its SHA-256. A rerun
-whose identity is the same resumes from the parts; one whose identity differs is refused before any model work,
-with the fields that changed, unless the caller asks to clear the stale folder (``omnieval run --overwrite``). A
-sweep's per-run fingerprint is the hash of the same data (``run_fingerprint``): one definition.
+the seed, the protocol and its options, the decode settings (for a model's rows, its own resolved ones:
+``run.recipe``), the official scorer where the config names one, and the benchmark's digest: its expanded instances
+and the content hash of every media file) and its SHA-256. A rerun whose identity is the same resumes from the parts;
+one whose identity differs is refused before any model work, with the fields that changed, unless the caller asks
+to clear the stale folder (``omnieval run --overwrite``). A sweep's per-run fingerprint is the hash of the same
+data (``run_fingerprint``): one definition.
 
 Left out on purpose, because they do not change a prediction (docs/architecture.md, decision 1): where rows go
 (``output``), the run's ``name``, Ray settings, scaling (replicas, batch sizes, GPUs, CPUs, memory shares, vLLM's KV
@@ -45,24 +46,30 @@ def model_identity(model) -> dict[str, Any]:
     """A model's (judge's, describer's) config as it decides rows: scaling fields and options left out, and the
     ``card`` label (which published numbers the report shows beside it)."""
     data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes", "card"})
+    if data.get("recipe") is None:  # unset: the identities of configs written before recipes existed stay
+        data.pop("recipe", None)
     data["options"] = {k: v for k, v in data["options"].items() if k not in SCALING_OPTIONS}
     if data.get("describe"):
         data["describe"]["model"] = model_identity(model.describe.model)
     return data
 
 
-def _shared(config, digest: str) -> dict[str, Any]:
+def _shared(config, digest: str, decode=None) -> dict[str, Any]:
+    """``decode``: the folder's model's resolved decode settings (``run.recipe``); the config's where None."""
+    decode = decode if decode is not None else config.decode
     return {"seed": config.seed, "protocol": config.protocol, "protocol_options": config.protocol_options,
-            "decode": config.decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
+            "decode": decode.model_dump(mode="json", exclude=set(DECODE_SCALING)),
             "limit_items": config.limit_items, "benchmark": digest,
             "allow_remote_code": config.allow_remote_code}
 
 
-def predictions_identity(config, model, digest: str) -> dict[str, Any]:
-    """What decides the rows of ``parts/<model>``: a ``scorer`` set in the config too (the rows' official verdicts;
-    absent when unset, so the identities written before it existed still hold)."""
+def predictions_identity(config, model, digest: str, decode=None) -> dict[str, Any]:
+    """What decides the rows of ``parts/<model>``: ``decode`` is the model's resolved decode settings (its recipe
+    with the benchmark's and the config's settings over it, ``run.recipe.model_decode``), so a recipe's value
+    changes the identity of its family's models only; a ``scorer`` set in the config too (the rows' official
+    verdicts; absent when unset, so the identities written before it existed still hold)."""
     scorer = {"scorer": config.scorer} if config.scorer else {}
-    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest), **scorer}
+    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest, decode), **scorer}
 
 
 def judgements_identity(config, judge, digest: str) -> dict[str, Any]:
@@ -83,10 +90,13 @@ def fingerprint(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_fingerprint(config, digest: str) -> str:
+def run_fingerprint(config, digest: str, pinned: dict | None = None) -> str:
     """One hash over every folder identity of a run config (a sweep's per-run fingerprint), plus its prompt styles
-    and modes, which decide which rows a complete run holds."""
-    folders = {f"parts/{m.name}": predictions_identity(config, m, digest) for m in config.models}
+    and modes, which decide which rows a complete run holds; ``pinned``: the benchmark's pinned decode options."""
+    from omnieval.run.recipe import model_decode
+
+    folders = {f"parts/{m.name}": predictions_identity(config, m, digest, model_decode(config, m, pinned).decode)
+               for m in config.models}
     folders |= {f"judgements/{j.name}": judgements_identity(config, j, digest) for j in config.judges}
     return fingerprint({"folders": folders, "prompts": config.prompts, "modes": config.modes})
 

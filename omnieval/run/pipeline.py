@@ -242,6 +242,7 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
             return results
         for (i, run), one in zip(ready, answered, strict=True):
             keys = {spec.key for spec in run.plan.media_specs.values()}
+            keys |= {spec.key for spec in run.plan.specs_for(model.name).values()}
             try:
                 results[i] = finish_run(run, started, one, {k: v for k, v in kinds.items() if k in keys}, progress)
             except Exception as exc:
@@ -297,7 +298,7 @@ def _requests_of(model: ModelConfig, index: int, run: PreparedRun, cache: PassCa
     if answering.describe is not None:
         _described_requests(share, model, answering, modes, done, policy, cache, progress)
     elif len(done) < share.planned:  # a run whose rows are all done (same identity) starts no engine pool
-        _block_requests(share, modes, done, policy)
+        _block_requests(share, model.name, modes, done, policy)
     return share
 
 
@@ -326,7 +327,7 @@ def _described_requests(share: _RunShare, model: ModelConfig, answering: ModelCo
         share.n_requests = len(rows)
 
 
-def _block_requests(share: _RunShare, modes: list[str], done: set, policy) -> None:
+def _block_requests(share: _RunShare, model: str, modes: list[str], done: set, policy) -> None:
     """Request rows made from the run's instance blocks by Ray tasks (``answers.block_requests``); the media the
     model takes are decoded ahead."""
     import ray
@@ -341,7 +342,7 @@ def _block_requests(share: _RunShare, modes: list[str], done: set, policy) -> No
                                    "done": ray.put(list(done)) if done else None, "policy": policy},
         batch_size=None, batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks())
     share.n_requests = max(0, share.planned - len(done))
-    share.warm = [spec for path, spec in plan.media_specs.items() if path not in policy.unsupported]
+    share.warm = [spec for path, spec in plan.specs_for(model).items() if path not in policy.unsupported]
 
 
 def _through_engine(model: ModelConfig, shares: list[_RunShare], cache: PassCache, progress: bool) -> None:
@@ -356,7 +357,7 @@ def _through_engine(model: ModelConfig, shares: list[_RunShare], cache: PassCach
     if not todo:
         return
     specs = {media_key(str(share.index), path): spec for share in shares
-             for path, spec in share.run.plan.media_specs.items()}
+             for path, spec in share.run.plan.specs_for(model.name).items()}
 
     def write(table: pa.Table) -> None:
         for index in sorted(set(table[RUN_COLUMN].to_pylist())):
@@ -551,6 +552,7 @@ def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, dec
         "git_commit": git_commit(),
         "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
         "skipped": summary["skipped"], "scorer": plan.scorer,
+        "recipes": {name: resolved.record() for name, resolved in plan.decodes.items()},
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,

@@ -2,8 +2,10 @@
 
 load + validate the benchmark -> every engine's options checked (``make_plan``) -> the items expanded into
 instances by Ray tasks, kept in the object store as blocks (``expand_plan``, ``expansion.py``) -> the media spec
-(decode parameters and content key) of every distinct media file the instances show. How the plan runs is
-``pipeline.py``.
+(decode parameters and content key) of every distinct media file the instances show, by the run's ``decode:``
+options (``media_specs``: describers, the benchmark's digest) and by each answering model's resolved settings
+(``specs_for``: its family's recipe under the benchmark's pinned settings and the config's, ``run.recipe``).
+How the plan runs is ``pipeline.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.run.expansion import Expansion, ExpansionSource, block_instances
 from omnieval.run.media_policy import check_media_policies
 from omnieval.run.preflight import check_engines
+from omnieval.run.recipe import model_decode, pinned_decode
 
 
 @dataclass
@@ -24,8 +27,15 @@ class Plan:
     source: ExpansionSource
     decode: object  # the config's DecodeConfig
     expansion: Expansion | None = None
-    media_specs: dict[str, object] = field(default_factory=dict)  # media_ref -> MediaSpec
+    media_specs: dict[str, object] = field(default_factory=dict)  # media_ref -> MediaSpec, by the config's decode
     scorer: str | None = None  # the official scorer of generated answers (``scoring.verdicts.benchmark_scorer``)
+    decodes: dict[str, object] = field(default_factory=dict)  # answering model -> its ResolvedDecode (run.recipe)
+    model_specs: dict[str, dict[str, object]] = field(default_factory=dict)  # model -> media_ref -> MediaSpec
+
+    def specs_for(self, model: str) -> dict[str, object]:
+        """The media specs an answering model's requests read: by its resolved decode settings (its recipe, the
+        benchmark's pinned settings, the config's ``decode:``); describers read ``media_specs``."""
+        return self.model_specs.get(model, self.media_specs)
 
     @property
     def n_instances(self) -> int:
@@ -61,7 +71,9 @@ def make_plan(config: RunConfig, *, expand: bool = True, keep_blocks: bool = Tru
     check_generation(config)
     source = ExpansionSource(protocol=bench.protocol, bench=replace(bench, items=list(items)), seed=config.seed,
                              options=options, max_block=block_instances([m.batch_size for m in config.models]))
-    plan = Plan(root=Path(bench.root), source=source, decode=config.decode,
+    pinned = pinned_decode(bench)
+    decodes = {m.name: model_decode(config, m, pinned) for m in config.models}
+    plan = Plan(root=Path(bench.root), source=source, decode=config.decode, decodes=decodes,
                 scorer=benchmark_scorer(bench, config.scorer))
     return expand_plan(plan, keep_blocks=keep_blocks) if expand else plan
 
@@ -76,13 +88,21 @@ def expand_plan(plan: Plan, *, keep_blocks: bool = True) -> Plan:
     expansion = expand(plan.source, keep_blocks=keep_blocks)
     if not expansion.n_instances:
         raise InputError("the benchmark expands to no instances: nothing to evaluate", file=plan.source.bench.root)
-    specs: dict[str, MediaSpec] = {}
-    for ref, modality in expansion.media.items():  # a video's soundtrack: its own spec, key and decode
-        params = _decode_params(plan.decode, modality)
-        full = str(plan.root / media_file(ref))
-        specs[ref] = MediaSpec(key=content_hash(full, modality=modality, **dict(params)), path=full,
-                                modality=modality, params=params)
-    plan.expansion, plan.media_specs = expansion, specs
+    made: dict[tuple, MediaSpec] = {}  # (ref, params) -> spec: models with the same settings share the specs
+
+    def specs_by(decode) -> dict[str, MediaSpec]:
+        specs = {}
+        for ref, modality in expansion.media.items():  # a video's soundtrack: its own spec, key and decode
+            params = _decode_params(decode, modality)
+            if (ref, params) not in made:
+                full = str(plan.root / media_file(ref))
+                made[ref, params] = MediaSpec(key=content_hash(full, modality=modality, **dict(params)), path=full,
+                                              modality=modality, params=params)
+            specs[ref] = made[ref, params]
+        return specs
+
+    plan.expansion, plan.media_specs = expansion, specs_by(plan.decode)
+    plan.model_specs = {name: specs_by(resolved.decode) for name, resolved in plan.decodes.items()}
     return plan
 
 

@@ -118,6 +118,12 @@ class StaleOutput(InputError):
     """The output holds rows made under another config."""
 
 
+def _resolved(plan, model: str):
+    """A model's resolved decode settings in the plan (``run.recipe``), or None (the config's)."""
+    resolved = plan.decodes.get(model)
+    return resolved.decode if resolved is not None else None
+
+
 def folder_identities(config, plan) -> dict[str, dict]:
     """Folder (relative to the output) -> the identity of the rows it must hold."""
     from omnieval.config import modes_of
@@ -129,7 +135,8 @@ def folder_identities(config, plan) -> dict[str, dict]:
     config = config.model_copy(update={"protocol": plan.source.protocol,
                                        "protocol_options": canonical_options(plan.source.protocol,
                                                                              config.protocol_options)})
-    out = {RunStore.parts_folder(m.name): predictions_identity(config, m, digest) for m in config.models}
+    out = {RunStore.parts_folder(m.name): predictions_identity(config, m, digest, _resolved(plan, m.name))
+           for m in config.models}
     if any("open" in modes_of(config, m) for m in config.models):
         out |= {judge_folder(j.name): judgements_identity(config, j, digest) for j in config.judges}
     for m in config.models:

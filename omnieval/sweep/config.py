@@ -131,7 +131,7 @@ class SweepModel(ModelConfig):
             replicas = 1 if self.replicas == "auto" else self.replicas
         return ModelConfig(name=self.name, engine=self.engine, options=options, replicas=replicas,
                            batch_size=self.batch_size, num_gpus=num_gpus, num_cpus=self.num_cpus,
-                           unsupported_media=self.unsupported_media, card=self.card)
+                           unsupported_media=self.unsupported_media, card=self.card, recipe=self.recipe)
 
 
 class MetricsSettings(_Config):
@@ -168,6 +168,8 @@ class SweepConfig(_Config):
     protocols: list[ProtocolEntry] = Field(min_length=1)
     models: list[SweepModel] = Field(min_length=1)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
+    recipes: bool = Field(default=True, description="as a run's recipes: each model decoded by its family's recipe "
+                                                    "where decode: and the benchmark leave an option open")
     ray: RayConfig = Field(default_factory=RayConfig)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     max_attempts: int = Field(default=2, ge=1, description="tries per run (a retry resumes the run)")

@@ -3,12 +3,13 @@ protocol entry's benchmark planned once (no Ray) for its size and content digest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from omnieval.config import RunConfig
 from omnieval.core.schema import InputError
 from omnieval.run.identity import benchmark_digest, run_fingerprint
+from omnieval.run.recipe import pinned_decode
 from omnieval.sweep.config import ProtocolEntry, SweepConfig, SweepModel
 
 
@@ -63,7 +64,8 @@ def run_config(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prom
     return RunConfig(name=f"{sweep.name}/{entry.label}/{model.name}/{prompt}", protocol=entry.protocol,
                      protocol_options=entry.options, benchmark=entry.benchmark, scorer=entry.scorer,
                      output=run_uri(sweep, model, entry, prompt), seed=sweep.seed, prompts=[prompt],
-                     models=[model.as_model_config()], decode=sweep_decode(sweep), ray=sweep.ray,
+                     models=[model.as_model_config()], decode=sweep_decode(sweep), recipes=sweep.recipes,
+                     ray=sweep.ray,
                      limit_items=entry.limit_items, allow_remote_code=sweep.allow_remote_code,
                      max_error_rate=sweep.max_error_rate, check_model_paths=sweep.check_model_paths)
 
@@ -84,6 +86,7 @@ class BenchmarkPlan:
 
     n_instances: int
     digest: str
+    pinned: dict = field(default_factory=dict)  # the benchmark's pinned decode options (run.recipe)
 
 
 def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
@@ -104,7 +107,8 @@ def plan_benchmarks(sweep: SweepConfig) -> dict[str, BenchmarkPlan]:
             else:
                 where = f"protocols[{i}].benchmark"
             raise InputError(str(exc), field=where) from None
-        plans[entry.label] = BenchmarkPlan(n_instances=plan.n_instances, digest=benchmark_digest(plan))
+        plans[entry.label] = BenchmarkPlan(n_instances=plan.n_instances, digest=benchmark_digest(plan),
+                                           pinned=pinned_decode(plan.source.bench))
     return plans
 
 
@@ -120,5 +124,5 @@ def check_sweep_engines(sweep: SweepConfig) -> None:
 def fingerprint(config: RunConfig, plan: BenchmarkPlan) -> str:
     """SHA-256 of what decides a run's predictions (not where they go, nor how many workers make them): the same
     definition a run checks its own folders against (``omnieval.run.identity``)."""
-    return run_fingerprint(config, plan.digest)
+    return run_fingerprint(config, plan.digest, plan.pinned)
 
