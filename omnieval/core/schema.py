@@ -346,6 +346,11 @@ PREDICTION_SCHEMA = pa.schema([
     # How a chain-of-thought choice was made: ``parsed`` from the text, or ``forced`` from the label logits read
     # after a reasoning that named no answer (``engines.base.cot_result``); null for zero-shot.
     ("answer_source", pa.string()),
+    # The thinking style (``engines/thinking.py``): the reasoning block, split off ``raw_text`` (which keeps only
+    # the text after it, the answer a scorer reads), and its length in tokens (the thinking budget where the block
+    # was closed by force); null for every other style.
+    ("reasoning", pa.string()),
+    ("reasoning_tokens", pa.int32()),
 ])
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.

@@ -26,7 +26,7 @@ from omnieval.media.decoded import DecodedMedia
 @dataclass
 class EngineRequest:
     """One model call: the instance, the decoded media of its media segments (keyed by segment ``path``) and the
-    prompt style (``zs`` or ``cot``)."""
+    prompt style (``zs``, ``cot`` or ``thinking``)."""
 
     instance: Instance
     media: dict[str, DecodedMedia] = field(default_factory=dict)
@@ -45,6 +45,8 @@ class EngineResult:
     raw_text: str | None = None
     error: str | None = None
     answer_source: str | None = None  # chain-of-thought: "parsed" (from its text) or "forced" (text had none)
+    reasoning: str | None = None  # thinking style: the reasoning block, split off ``raw_text`` (engines/thinking.py)
+    reasoning_tokens: int | None = None  # tokens the reasoning took (the thinking budget where closed by force)
 
 
 @dataclass

@@ -132,7 +132,8 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_error_kind", "r_latency_s", "r_answer_source") if name in batch}
+                  "r_error_kind", "r_latency_s", "r_answer_source", "r_reasoning", "r_reasoning_tokens")
+                 if name in batch}
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
             if skipped:
@@ -152,7 +153,8 @@ class PredictionRows:
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
                     cascade=cascade,
-                    media_noted=noted, answer_source=r.get("answer_source")))
+                    media_noted=noted, answer_source=r.get("answer_source"), reasoning=r.get("reasoning"),
+                    reasoning_tokens=r.get("reasoning_tokens")))
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))

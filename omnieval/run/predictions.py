@@ -55,6 +55,8 @@ class Prediction:
     skipped: str | None = None  # the modalities the model cannot take, when the row was not asked for them
     media_noted: str | None = None  # the modalities a text note stood in for
     answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
+    reasoning: str | None = None  # thinking style: the reasoning block, kept apart from ``raw_text`` (the answer)
+    reasoning_tokens: int | None = None
 
     def __post_init__(self):
         if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
@@ -66,14 +68,17 @@ class Prediction:
                confidence: float | None = None, confidence_method: str | None = None,
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
                error_kind: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
-               media_noted: str | None = None, answer_source: str | None = None) -> Prediction:
+               media_noted: str | None = None, answer_source: str | None = None, reasoning: str | None = None,
+               reasoning_tokens: int | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
-        an answer without a choice carries no confidence."""
+        an answer without a choice carries no confidence. A thinking answer's ``raw_text`` is the text after its
+        reasoning block, the only text a scorer reads; the block is ``reasoning`` (``engines/thinking.py``)."""
         choice = choice if choice in inst.option_labels else None
         return cls(inst, model, engine, prompt, DEFAULT_MODE, choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
                    option_logprobs, raw_text, None, error, error_kind, latency_s, cascade, media_noted=media_noted,
-                   answer_source=answer_source if choice is not None else None)
+                   answer_source=answer_source if choice is not None else None, reasoning=reasoning,
+                   reasoning_tokens=None if reasoning_tokens is None else int(reasoning_tokens))
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
@@ -121,5 +126,6 @@ class Prediction:
             "answer_text": self.answer_text,
             "reference": reference_text(inst) if self.mode == OPEN_MODE else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
-            "answer_source": self.answer_source,
+            "answer_source": self.answer_source, "reasoning": self.reasoning,
+            "reasoning_tokens": self.reasoning_tokens,
         }

@@ -41,7 +41,7 @@ INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source")
+                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source", "r_reasoning", "r_reasoning_tokens")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -126,6 +126,8 @@ class _Result:
     latency_s: float | None = None
     attempts: int | None = None
     answer_source: str | None = None
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
 
 class ModelCalls:
@@ -187,7 +189,8 @@ class ModelCalls:
             return [_engine_error(exc) for _ in ids]
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
                         option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                        error_kind=_own_error_kind(r.error), answer_source=getattr(r, "answer_source", None))
+                        error_kind=_own_error_kind(r.error), answer_source=getattr(r, "answer_source", None),
+                        reasoning=getattr(r, "reasoning", None), reasoning_tokens=getattr(r, "reasoning_tokens", None))
                 for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
