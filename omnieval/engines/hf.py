@@ -91,15 +91,13 @@ from omnieval.engines.families import family_for, load_processor
 from omnieval.engines.grouped_attention import use_grouped_block_attention
 from omnieval.engines.omni_inputs import Encoded, collate
 from omnieval.engines.thinking import (
-    ANSWER_GAP,
     DEFAULT_THINKING_BUDGET,
-    FORCED_CLOSE,
     THINKING_STYLE,
     TemplateSwitches,
     close_token_id,
     ends_inside_block,
     generation_settings,
-    split_reasoning,
+    read_thought,
     style_refusal,
     switches_for,
     template_mode,
@@ -347,20 +345,17 @@ class HFEngine(Engine):
         seed = keyed_seed(self.seed, self.model, inst.instance_id, THINKING_STYLE)
         ids = self.sample_ids(self.encode(request.media, parts, text), self.thinking_budget, seed, stop=[close])
         generated = self.tokenizer.decode(ids, skip_special_tokens=True)
-        split = split_reasoning(generated, opened=ends_inside_block(text))
-        if split.reasoning is None:  # no block opened: the text is the answer, the logits read where it starts
-            context, answer, n_reasoning = text, split.answer, 0
-        else:
-            specials = set(self.tokenizer.all_special_ids)
-            n_reasoning = ids.index(close) if close in ids else sum(1 for t in ids if t not in specials)
-            context = text + (generated + ANSWER_GAP if split.closed else generated + FORCED_CLOSE)
+        thought = read_thought(ids, generated, ends_inside_block(text), close, set(self.tokenizer.all_special_ids))
+        context, answer = text, thought.split.answer  # no block opened: the text is the answer, read where it starts
+        if thought.suffix is not None:
+            context = text + thought.suffix
             answer_ids = self.sample_ids(self.encode(request.media, parts, context), self.max_new_tokens,
                                          keyed_seed(seed, "answer"))
             answer = self.tokenizer.decode(answer_ids, skip_special_tokens=True).strip()
         labels = self.label_ids(inst.option_labels)
         logprobs = self.next_token_logprobs([self.encode(request.media, parts, context)])[0]
         res = cot_result(inst, [float(logprobs[t]) for t in labels], answer)
-        res.reasoning, res.reasoning_tokens = split.reasoning or "", n_reasoning  # "": the model wrote no block
+        res.reasoning, res.reasoning_tokens = thought.split.reasoning or "", thought.tokens  # "": no block written
         return res
 
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:

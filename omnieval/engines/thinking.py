@@ -115,6 +115,29 @@ def split_reasoning(text: str, opened: bool = False) -> Split:
     return Split(text[start:end].strip(), text[end + len(THINK_CLOSE):].strip(), True)
 
 
+@dataclass(frozen=True)
+class Thought:
+    """What a thinking generation's first phase (reasoning up to the budget or the closing marker) came to:
+    its ``split``, the reasoning's length in ``tokens``, and the ``suffix`` that closes the block after the generated
+    text, before the answer (None where no block was opened: the text is the answer itself)."""
+
+    split: Split
+    tokens: int
+    suffix: str | None
+
+
+def read_thought(ids: list[int], text: str, opened: bool, close: int, specials: set[int]) -> Thought:
+    """The ``Thought`` of a first phase that generated ``ids`` (decoded: ``text``, special tokens dropped) after a
+    prompt that ``opened`` the block or not; ``close`` is the closing marker's id, where generation stopped if the
+    model closed the block. The reasoning's tokens are those before the marker, or every generated one but end of
+    turn where the block was left open (then the budget, when it ran out)."""
+    split = split_reasoning(text, opened)
+    if split.reasoning is None:
+        return Thought(split, 0, None)
+    tokens = ids.index(close) if close in ids else sum(1 for t in ids if t not in specials)
+    return Thought(split, tokens, text + (ANSWER_GAP if split.closed else FORCED_CLOSE))
+
+
 def close_token_id(tokenizer) -> int:
     """The id of the closing marker, which a thinking generation stops at; a tokenizer that splits it into several
     tokens cannot stop there, and the thinking style is refused for it in one line."""
