@@ -44,7 +44,8 @@ def test_vllm_zero_shot_and_thinking_read_after_the_block(opening, monkeypatch):
         return real(prompts, label_ids)
 
     monkeypatch.setattr(engine, "_one_token", spy)
-    zs, thinking = engine.score([EngineRequest(instance(0), {}, "zs"), EngineRequest(instance(2), {}, "thinking")])
+    zs = engine.score([EngineRequest(instance(0), {}, "zs")])[0]
+    thinking = engine.score([EngineRequest(instance(2), {}, "thinking")])[0]
     assert zs.error is None and thinking.error is None
     text, ref = reference(path, instance(0), "zs", thinking=False)
     assert seen[0] == text and text.endswith("<think>\n\n</think>\n\n")
