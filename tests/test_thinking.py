@@ -238,3 +238,36 @@ def test_thinking_rows_carry_the_reasoning_columns(opening):
         assert isinstance(r["reasoning"], str) and 0 <= r["reasoning_tokens"] <= 6
         assert "</think>" not in (r["raw_text"] or "") and r["answer_source"] in ("parsed", "forced")
     assert all(r["reasoning"] is None and r["reasoning_tokens"] is None for r in out if r["prompt"] == "zs")
+
+
+@pytest.mark.slow
+def test_a_thinking_run_through_the_pipeline(ray_session, bench, builds, tmp_path):
+    """``omnieval run`` with prompts zs and thinking on the tiny thinking build, inside Ray: every thinking row keeps
+    its reasoning (a string, an int32 token count within the budget) apart from its answer text; the zero-shot rows
+    have none; run.json records the sampling settings of each style: the folder's generation_config.json values for
+    thinking, greedy for zs."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from omnieval.config import parse_run_config
+    from omnieval.run.pipeline import run_evaluation
+
+    model = {"name": "tiny-opening", "engine": "hf", "unsupported_media": "note",  # a text model: media as notes
+             "options": {"path": str(builds["opening"]), "thinking_budget": 6, "max_new_tokens": 4}}
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "run"), "models": [model],
+                               "prompts": ["zs", "thinking"], "limit_items": 1,
+                               "decode": {"num_frames": 4, "max_side": 96}})
+    result = run_evaluation(config, progress=False)
+    table = pq.read_table(result.predictions_path)
+    assert table.schema.field("reasoning_tokens").type == "int32"
+    df = pl.from_arrow(table)
+    thinking, zs = df.filter(pl.col("prompt") == "thinking"), df.filter(pl.col("prompt") == "zs")
+    assert thinking.height == zs.height == 8 and df["error"].null_count() == df.height
+    assert df["skipped"].null_count() == df.height and df["media_noted"].null_count() == 0
+    assert thinking["reasoning"].null_count() == 0 and thinking["reasoning_tokens"].is_between(0, 6).all()
+    assert not thinking["raw_text"].str.contains("</think>").any()
+    assert zs["reasoning"].null_count() == zs.height == zs["reasoning_tokens"].null_count()
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["generation"]["tiny-opening"] == {
+        "thinking": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "source": "generation_config.json"},
+        "zs": {"temperature": 0.0, "top_p": None, "top_k": None, "source": "greedy"}}
