@@ -271,3 +271,12 @@ def test_a_thinking_run_through_the_pipeline(ray_session, bench, builds, tmp_pat
     assert record["generation"]["tiny-opening"] == {
         "thinking": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "source": "generation_config.json"},
         "zs": {"temperature": 0.0, "top_p": None, "top_k": None, "source": "greedy"}}
+
+
+def test_an_open_ended_run_refuses_the_thinking_style(tmp_path):
+    from omnieval.config import parse_run_config
+
+    sim = {"name": "sim", "engine": "simulated"}
+    with pytest.raises(ValueError, match="prompt style 'thinking' answers multiple-choice questions"):
+        parse_run_config({"benchmark": str(tmp_path), "output": str(tmp_path / "out"), "models": [sim],
+                          "prompts": ["zs", "thinking"], "modes": ["mcq", "open"], "judges": [dict(sim, name="j")]})
