@@ -280,3 +280,29 @@ def test_an_open_ended_run_refuses_the_thinking_style(tmp_path):
     with pytest.raises(ValueError, match="prompt style 'thinking' answers multiple-choice questions"):
         parse_run_config({"benchmark": str(tmp_path), "output": str(tmp_path / "out"), "models": [sim],
                           "prompts": ["zs", "thinking"], "modes": ["mcq", "open"], "judges": [dict(sim, name="j")]})
+
+
+def test_the_simulated_engine_keeps_a_reasoning_that_names_another_option():
+    """The simulated thinking model's block names another option than its answer: the row's choice is the letter of
+    ``raw_text`` (parsed here), never the one inside ``reasoning``."""
+    from omnieval.run.answers import PredictionRows, answer_requests
+    from omnieval.run.stages import call_rows
+
+    engine = create_engine("simulated", model="sim", seed=3)
+    rows = list(answer_requests([instance(n) for n in range(6)], ["mcq"], ["thinking"], set(), {}))
+    for r in PredictionRows("sim", "simulated")(call_rows(engine, rows)).to_pylist():
+        inside = parse_answer(r["reasoning"], LABELS)
+        assert r["choice"] == parse_answer(r["raw_text"], LABELS) != inside and inside is not None
+        assert r["reasoning_tokens"] == len(r["reasoning"].split()) and r["answer_source"] == "parsed"
+
+
+def test_an_engine_without_the_thinking_style_is_refused_before_model_work(bench, tmp_path):
+    from omnieval.config import parse_run_config
+    from omnieval.core.schema import InputError
+    from omnieval.run.plan import make_plan
+
+    model = {"name": "api", "engine": "openai", "options": {"base_url": "http://127.0.0.1:9", "served_model": "m"}}
+    config = parse_run_config({"benchmark": str(bench), "output": str(tmp_path / "out"), "models": [model],
+                               "prompts": ["zs", "thinking"]})
+    with pytest.raises(InputError, match="engine 'openai' of 'api' does not run prompt style 'thinking'"):
+        make_plan(config, expand=False)

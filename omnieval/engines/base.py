@@ -90,6 +90,9 @@ class Engine(ABC):
     replica that cannot import them would fail only after Ray and the other models started)."""
     extra: str | None = None
     """The ``omnieval[extra]`` that installs ``packages`` (named in the refusal)."""
+    prompt_styles: tuple[str, ...] = ("zs", "cot")
+    """The prompt styles ``score`` runs as such; a run asking another one of this engine is refused before model
+    work (``plan.check_generation``): ``thinking`` needs an engine that splits a reasoning block off."""
 
     def __init__(self, model: str, **options):
         self.model = model

@@ -124,6 +124,7 @@ class HFEngine(Engine):
             self._load()
 
     model_folder_option = "path"
+    prompt_styles = ("zs", "cot", THINKING_STYLE)
     packages = ("torch", "transformers")
     extra = "hf"
 

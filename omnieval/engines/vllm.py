@@ -157,6 +157,7 @@ class VLLMEngine(Engine):
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
+    prompt_styles = ("zs", "cot", THINKING_STYLE)
     packages = ("vllm",)
     extra = "vllm"
 
