@@ -200,7 +200,10 @@ class HFEngine(Engine):
         from one probe prompt rendered with the switch off and on; once per engine)."""
         if self._template_mode is None:
             probe = [PromptPart("text", text="Question?")]
-            self._template_mode = template_mode(self.prompt_text(probe), self.prompt_text(probe, THINKING_STYLE))
+            try:
+                self._template_mode = template_mode(self.prompt_text(probe), self.prompt_text(probe, THINKING_STYLE))
+            except Exception:  # a family that cannot render a text-only prompt: no thinking, zs and cot as before
+                self._template_mode = "none"
         return self._template_mode
 
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:

@@ -216,8 +216,12 @@ class VLLMEngine(Engine):
         off and on; once per engine)."""
         if self._template_mode is None:
             probe = [PromptPart("text", text="Question?")]
-            off, on = (self._prompt_text(self._parts_prompt(probe, {}, "", style)) for style in ("zs", THINKING_STYLE))
-            self._template_mode = template_mode(off, on)
+            try:
+                off, on = (self._prompt_text(self._parts_prompt(probe, {}, "", style))
+                           for style in ("zs", THINKING_STYLE))
+                self._template_mode = template_mode(off, on)
+            except Exception:  # a family that cannot render a text-only prompt: no thinking, zs and cot as before
+                self._template_mode = "none"
         return self._template_mode
 
     def _prompt_text(self, prompt: dict) -> str:
