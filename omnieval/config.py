@@ -307,6 +307,9 @@ class RunConfig(_Config):
             raise ValueError(f"modes must be distinct and not empty, got {self.modes}")
         if "open" in self.modes and not self.judges:
             raise ValueError("open-ended mode needs at least one judge (judges: [...])")
+        if "open" in self.modes and "thinking" in self.prompts:
+            raise ValueError("prompt style 'thinking' answers multiple-choice questions (modes: [mcq]); an open-ended "
+                             "run takes zs or cot")
         for m in self.models:
             if m.modes is not None and (not m.modes or len(set(m.modes)) != len(m.modes)
                                         or not set(m.modes) <= set(self.modes)):

@@ -23,6 +23,8 @@ INSTRUCTIONS: dict[str, str] = {
     "zs": "Answer with the option's letter from the given choices directly.",
     "cot": ("Think step by step about the question and the inputs. Then give your final answer on the last line "
             "in the form 'Answer: <letter>'."),
+    # a thinking model reasons in its own block first (engines/thinking.py); the answer after it is asked for as in zs
+    "thinking": "Answer with the option's letter from the given choices directly.",
 }
 PROMPT_STYLES = tuple(INSTRUCTIONS)
 OPEN_INSTRUCTIONS: dict[str, str] = {

@@ -379,6 +379,11 @@ PREDICTION_SCHEMA = pa.schema([
     ("audio_seconds", pa.float64()),
     ("media_tokens", MEDIA_TOKENS_TYPE),
     ("prompt_tokens", pa.int32()),
+    # The thinking style (``engines/thinking.py``): the reasoning block, split off ``raw_text`` (which keeps only
+    # the text after it, the answer a scorer reads), and its length in tokens (the thinking budget where the block
+    # was closed by force); null for every other style.
+    ("reasoning", pa.string()),
+    ("reasoning_tokens", pa.int32()),
 ])
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.

@@ -26,7 +26,7 @@ from omnieval.media.decoded import DecodedMedia
 @dataclass
 class EngineRequest:
     """One model call: the instance, the decoded media of its media segments (keyed by segment ``path``) and the
-    prompt style (``zs`` or ``cot``)."""
+    prompt style (``zs``, ``cot`` or ``thinking``)."""
 
     instance: Instance
     media: dict[str, DecodedMedia] = field(default_factory=dict)
@@ -47,6 +47,8 @@ class EngineResult:
     answer_source: str | None = None  # chain-of-thought: "parsed" (from its text) or "forced" (text had none)
     shown: dict | None = None  # what the model was shown (``shown.Shown.to_dict``); None where the engine cannot say
     error_kind: str | None = None  # the kind of ``error`` where the engine knows it (``media``: a medium was dropped)
+    reasoning: str | None = None  # thinking style: the reasoning block, split off ``raw_text`` (engines/thinking.py)
+    reasoning_tokens: int | None = None  # tokens the reasoning took (the thinking budget where closed by force)
 
 
 @dataclass
@@ -92,6 +94,9 @@ class Engine(ABC):
     replica that cannot import them would fail only after Ray and the other models started)."""
     extra: str | None = None
     """The ``omnieval[extra]`` that installs ``packages`` (named in the refusal)."""
+    prompt_styles: tuple[str, ...] = ("zs", "cot")
+    """The prompt styles ``score`` runs as such; a run asking another one of this engine is refused before model
+    work (``plan.check_generation``): ``thinking`` needs an engine that splits a reasoning block off."""
 
     def __init__(self, model: str, **options):
         self.model = model

@@ -2,8 +2,9 @@
 (docs/reference.md, Prompting and parsing).
 
 Options (the run config's ``options``): ``path`` (model folder, required), ``dtype`` (``float32``), ``device``
-(``cpu``; ``cuda`` where configured), ``max_new_tokens`` for ``cot`` (64), ``batch_size`` (8: zero-shot requests are
-padded on the left and scored together).
+(``cpu``; ``cuda`` where configured), ``max_new_tokens`` for ``cot`` and a thinking answer (64), ``batch_size`` (8:
+zero-shot requests are padded on the left and scored together), ``thinking_budget`` (reasoning tokens of the
+``thinking`` style, 4096) and ``seed`` (0: a thinking generation samples, seeded by the instance).
 
 Two families, detected from the folder's ``config.json``:
 
@@ -47,6 +48,15 @@ gets an ``EngineResult`` with ``error`` set; ``score`` never raises for one requ
 Each result says what the model was shown (``shown``: frames, their size and the seconds heard as the processor took
 them, placeholder tokens per modality and the input length, ``engines/shown.py``), and a request whose input ids
 hold no placeholder of a medium it shows (a soundtrack the processor dropped) is an error of kind ``media``.
+
+Thinking (``engines/thinking.py``): every prompt is rendered with the chat template's thinking switch, off for
+``zs``, ``cot`` and free generation (a Qwen3 template then writes an empty ``<think>`` block before the answer, so
+the label logits are read after it), on for ``thinking``; a template that always opens a block refuses ``zs`` and
+``cot`` in one line, and one without a block refuses ``thinking``. A ``thinking`` request samples with the model
+folder's ``generation_config.json`` settings up to ``thinking_budget`` tokens or the closing ``</think>``, closes a
+block left open by force, generates the answer after it (``max_new_tokens``) and reads the label logits at the
+first position after the block: choice and confidence as for ``cot``, from the answer text alone (``raw_text``);
+the block goes to ``reasoning`` with its token count.
 """
 
 from __future__ import annotations
@@ -57,6 +67,7 @@ from pathlib import Path
 
 import torch
 
+from omnieval.core.keyed import keyed_seed
 from omnieval.core.prompts import PromptPart, render_prompt
 from omnieval.engines.base import (
     Engine,
@@ -91,6 +102,18 @@ from omnieval.engines.shown import (
     processed_shown,
     shown_of,
 )
+from omnieval.engines.thinking import (
+    DEFAULT_THINKING_BUDGET,
+    THINKING_STYLE,
+    TemplateSwitches,
+    close_token_id,
+    ends_inside_block,
+    generation_settings,
+    read_thought,
+    style_refusal,
+    switches_for,
+    template_mode,
+)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -98,18 +121,22 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 @register_engine("hf")
 class HFEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "float32", device: str = "cpu",
-                 max_new_tokens: int = 64, batch_size: int = 8):
+                 max_new_tokens: int = 64, batch_size: int = 8, thinking_budget: int = DEFAULT_THINKING_BUDGET,
+                 seed: int = 0):
         super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
-                         batch_size=batch_size)
+                         batch_size=batch_size, thinking_budget=thinking_budget, seed=seed)
         self.validate_options(self.options)
         check_model_folder("hf", path)
         self.path = Path(path)
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+        self.thinking_budget, self.seed = thinking_budget, seed
+        self._template_mode: str | None = None
         with _quiet_default_talker_config():
             self._load()
 
     model_folder_option = "path"
+    prompt_styles = ("zs", "cot", THINKING_STYLE)
     packages = ("torch", "transformers")
     extra = "hf"
 
@@ -128,7 +155,7 @@ class HFEngine(Engine):
         if not isinstance(device, str) or not device:
             raise OptionError("device", f"hf engine: device must be a device name such as cpu, cuda or cuda:0, "
                                         f"got {device!r}")
-        for name in ("max_new_tokens", "batch_size"):
+        for name in ("max_new_tokens", "batch_size", "thinking_budget"):
             value = options.get(name, 1)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise OptionError(name, f"hf engine: {name} must be an integer >= 1, got {value!r}")
@@ -173,12 +200,26 @@ class HFEngine(Engine):
         return model_class.from_pretrained(self.path, dtype=self.dtype)
 
     # -- prompts ----------------------------------------------------------------------------------------------
-    def prompt_text(self, parts: Sequence[PromptPart]) -> str:
+    def prompt_text(self, parts: Sequence[PromptPart], style: str = "zs") -> str:
         """The chat-formatted prompt: media parts as placeholders (omni, with a video's own soundtrack inside its
-        video placeholder, ``chat.omni_layout``; families through their processor) or as text notes (text models)."""
+        video placeholder, ``chat.omni_layout``; families through their processor) or as text notes (text models);
+        the template's thinking switch on for the ``thinking`` style only (``thinking.switches_for``)."""
+        switches = switches_for(style)
         if self.family is not None:
-            return self.family.prompt(self.processor, omni_layout(parts).parts if self.omni else parts)
-        return chat_prompt(self.tokenizer, parts, False)
+            return self.family.prompt(TemplateSwitches(self.processor, **switches),
+                                      omni_layout(parts).parts if self.omni else parts)
+        return chat_prompt(TemplateSwitches(self.tokenizer, **switches), parts, False)
+
+    def template_mode(self) -> str:
+        """``switch``, ``always`` or ``none``: how the chat template treats thinking (``thinking.template_mode``,
+        from one probe prompt rendered with the switch off and on; once per engine)."""
+        if self._template_mode is None:
+            probe = [PromptPart("text", text="Question?")]
+            try:
+                self._template_mode = template_mode(self.prompt_text(probe), self.prompt_text(probe, THINKING_STYLE))
+            except Exception:  # a family that cannot render a text-only prompt: no thinking, zs and cot as before
+                self._template_mode = "none"
+        return self._template_mode
 
     def encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> Encoded:
         """``text`` (``prompt_text(parts)``, maybe with a suffix) as the model's inputs: a family model's processor
@@ -269,8 +310,11 @@ class HFEngine(Engine):
         missing = [s.ref for s in inst.media_segments() if s.ref not in request.media]
         if missing:
             raise ValueError(f"media not decoded for this request: {', '.join(map(str, missing))}")
+        refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
+        if refusal:
+            raise ValueError(refusal)
         parts = render_prompt(inst, request.prompt_style)
-        return parts, self.prompt_text(parts)
+        return parts, self.prompt_text(parts, request.prompt_style)
 
     def _score_zs(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         """Encode each request (errors stay per request), then one forward pass per ``batch_size`` chunk; a chunk
@@ -318,15 +362,56 @@ class HFEngine(Engine):
         result.shown = shown.to_dict()
         return result
 
+    @torch.no_grad()
+    def sample_ids(self, enc: Encoded, max_new_tokens: int, seed: int, stop: Sequence[int] = ()) -> list[int]:
+        """The token ids one thinking generation adds to an encoded prompt, sampled with the model's own settings
+        (``thinking.generation_settings``; greedy where its folder sets none), seeded by ``seed``; it stops at an
+        end of turn or a ``stop`` id (kept as the last id). Media placeholder tokens are never generated."""
+        inputs = self._inputs([enc])
+        settings = generation_settings(self.path, THINKING_STYLE)
+        eos = [i for i in {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>"), *stop}
+               if isinstance(i, int) and i >= 0]
+        sampled = bool(settings["temperature"])
+        torch.manual_seed(seed)
+        out = self.net.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=sampled,
+                                temperature=settings["temperature"] if sampled else None,
+                                top_p=settings["top_p"] if sampled else None,
+                                top_k=settings["top_k"] if sampled else None, pad_token_id=self.pad_id,
+                                eos_token_id=eos or None, suppress_tokens=self.media_token_ids or None)
+        return out[0, inputs["input_ids"].shape[1]:].tolist()
+
+    def _score_thinking(self, request: EngineRequest) -> EngineResult:
+        """Reasoning up to the budget or its closing marker, the block closed by force where left open, the answer
+        generated after it, the label logits read at the first position after the block (module doc)."""
+        inst = request.instance
+        parts, text = self._prepare(request)
+        close = close_token_id(self.tokenizer)
+        seed = keyed_seed(self.seed, self.model, inst.instance_id, THINKING_STYLE)
+        ids = self.sample_ids(self.encode(request.media, parts, text), self.thinking_budget, seed, stop=[close])
+        generated = self.tokenizer.decode(ids, skip_special_tokens=True)
+        thought = read_thought(ids, generated, ends_inside_block(text), close, set(self.tokenizer.all_special_ids))
+        context, answer = text, thought.split.answer  # no block opened: the text is the answer, read where it starts
+        if thought.suffix is not None:
+            context = text + thought.suffix
+            answer_ids = self.sample_ids(self.encode(request.media, parts, context), self.max_new_tokens,
+                                         keyed_seed(seed, "answer"))
+            answer = self.tokenizer.decode(answer_ids, skip_special_tokens=True).strip()
+        labels = self.label_ids(inst.option_labels)
+        logprobs = self.next_token_logprobs([self.encode(request.media, parts, context)])[0]
+        res = cot_result(inst, [float(logprobs[t]) for t in labels], answer)
+        res.reasoning, res.reasoning_tokens = thought.split.reasoning or "", thought.tokens  # "": no block written
+        return res
+
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         results: list[EngineResult | None] = [None] * len(requests)
-        zs = [i for i, r in enumerate(requests) if r.prompt_style != "cot"]
+        one_by_one = {"cot": self._score_cot, THINKING_STYLE: self._score_thinking}
+        zs = [i for i, r in enumerate(requests) if r.prompt_style not in one_by_one]
         for i, res in zip(zs, self._score_zs([requests[i] for i in zs]), strict=True):
             results[i] = res
         for i, req in enumerate(requests):
-            if req.prompt_style == "cot":
+            if req.prompt_style in one_by_one:
                 try:
-                    results[i] = self._score_cot(req)
+                    results[i] = one_by_one[req.prompt_style](req)
                 except Exception as exc:
                     results[i] = _error(exc)
         return results  # type: ignore[return-value]

@@ -28,6 +28,8 @@ modality with a set probability:
    ``batch_s``: sleep that long per batch (a ``score`` or ``generate`` call), whatever its size: a GPU's time for
    one forward pass. ``load_s``: sleep that long when the engine is built (a replica loading its weights), so a
    sweep bench pays model loads as a real sweep does; the driver's option check builds one without it.
+7. ``thinking`` style: the same decision, with a reasoning block (``reasoning``, its word count as
+   ``reasoning_tokens``) that names another option than the answer, which ``raw_text`` holds after it.
 
 Free text (``generate``), read from the request's structured ``meta`` (and, for an answer, its ``instance``):
 
@@ -165,10 +167,15 @@ class SimulatedEngine(Engine):
             return EngineResult(choice=None, option_logprobs=[float(x) for x in logprobs],
                                 raw_text="(simulated) I am not sure what you are asking.", shown=self.shown(request))
         res = result_from_option_logprobs(inst.option_labels, logprobs.tolist(), raw_text=text)
-        if request.prompt_style == "cot":  # its reasoning always ends in "Answer: X" (no forced answers)
+        if request.prompt_style in ("cot", "thinking"):  # its reasoning always ends in "Answer: X" (no forced answers)
             res.answer_source = "parsed"
+        if request.prompt_style == "thinking":
+            res.reasoning = thought(inst.option_labels, res.choice)
+            res.reasoning_tokens = len(res.reasoning.split())
         res.shown = self.shown(request)
         return res
+
+    prompt_styles = ("zs", "cot", "thinking")
 
     def shown(self, request: EngineRequest) -> dict | None:
         """What a model taking ``modalities`` would have been shown: the frames, their size and the seconds of
@@ -282,3 +289,10 @@ REFUSAL = re.compile(r"cannot answer|can't answer|unable to answer|not possible 
 
 def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", str(text).lower()).strip()
+
+
+def thought(labels: Sequence[str], choice: str | None) -> str:
+    """A simulated thinking model's reasoning block (``thinking`` style): it names another option than the one it
+    answers, so a reader that took an option from inside the block would be seen taking the wrong one."""
+    other = next((lab for lab in labels if lab != choice), labels[0])
+    return f"(simulated) Option {other} looked likely at first; the inputs say otherwise. Answer: {other}"

@@ -33,6 +33,13 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   requests are errored rows). The prompt ids vLLM returns are checked to carry every audio the request was given
   (``chat.check_audio_tokens``; else an errored row naming the file).
 
+* Thinking (``engines/thinking.py``), as the transformers engine does it: prompts rendered with the chat template's
+  thinking switch off, on for the ``thinking`` style (vLLM's ``chat_template_kwargs``, given here to the template
+  this engine renders itself); a ``thinking`` request samples with the model folder's ``generation_config.json``
+  settings (a per-request ``seed`` from the instance) up to ``thinking_budget`` tokens or ``</think>``
+  (``stop_token_ids``), a block left open is closed by force, then the answer is generated after the block
+  and the labels read there in a one-token pass.
+
 In a Ray actor the engine must run in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported.
 
 ``kv_cache_memory_bytes`` fixes the KV cache's size. Without it vLLM sizes the cache from
@@ -47,7 +54,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from omnieval.core.prompts import render_prompt
+from omnieval.core.keyed import keyed_seed
+from omnieval.core.prompts import PromptPart, render_prompt
 from omnieval.engines.base import (
     Engine,
     EngineRequest,
@@ -82,6 +90,18 @@ from omnieval.engines.shown import (
     shown_of,
     with_tokens,
 )
+from omnieval.engines.thinking import (
+    DEFAULT_THINKING_BUDGET,
+    THINKING_STYLE,
+    TemplateSwitches,
+    close_token_id,
+    ends_inside_block,
+    generation_settings,
+    read_thought,
+    style_refusal,
+    switches_for,
+    template_mode,
+)
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
 _MEDIA = "_omnieval_media"  # a prompt's decoded media as given to vLLM (never sent to vLLM)
@@ -113,7 +133,8 @@ class VLLMEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "auto", max_model_len: int = 8192,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
-                 kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None):
+                 kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None,
+                 thinking_budget: int = DEFAULT_THINKING_BUDGET):
         super().__init__(model, path=path)
         check_model_folder("vllm", path)
         self.path = Path(path)
@@ -143,7 +164,8 @@ class VLLMEngine(Engine):
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens, self.thinking_budget, self.seed = max_new_tokens, thinking_budget, seed
+        self._template_mode: str | None = None
         # never generated (as the hf engine's suppress_tokens; vLLM bounds a bias to -100, which no greedy step
         # overcomes in practice)
         self.no_media_bias = {t: -100.0 for t in media_token_ids(self.path, self.tokenizer, self.processor)} or None
@@ -155,6 +177,7 @@ class VLLMEngine(Engine):
 
     # -- requests -----------------------------------------------------------------------------------------------
     model_folder_option = "path"
+    prompt_styles = ("zs", "cot", THINKING_STYLE)
     packages = ("vllm",)
     extra = "vllm"
 
@@ -170,7 +193,7 @@ class VLLMEngine(Engine):
         kwargs = options.get("engine_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise OptionError("engine_kwargs", f"vllm engine: engine_kwargs must be a mapping, got {kwargs!r}")
-        for name in ("max_model_len", "tensor_parallel_size", "max_new_tokens"):
+        for name in ("max_model_len", "tensor_parallel_size", "max_new_tokens", "thinking_budget"):
             value = options.get(name, 1)
             if value is None and name == "max_model_len":  # vLLM's own default: the model's context length
                 continue
@@ -200,17 +223,43 @@ class VLLMEngine(Engine):
                                                        "option and in engine_kwargs; keep one")
 
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
-        return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix)
+        """The request's prompt in its style; a style its chat template cannot take is refused in one line
+        (``thinking.style_refusal``)."""
+        refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
+        if refusal:
+            raise ValueError(refusal)
+        return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix,
+                                  request.prompt_style)
 
-    def _parts_prompt(self, parts, media: dict, suffix: str = "") -> dict:
+    def template_mode(self) -> str:
+        """How the chat template treats thinking (``thinking.template_mode``: one probe rendered with the switch
+        off and on; once per engine)."""
+        if self._template_mode is None:
+            probe = [PromptPart("text", text="Question?")]
+            try:
+                off, on = (self._prompt_text(self._parts_prompt(probe, {}, "", style))
+                           for style in ("zs", THINKING_STYLE))
+                self._template_mode = template_mode(off, on)
+            except Exception:  # a family that cannot render a text-only prompt: no thinking, zs and cot as before
+                self._template_mode = "none"
+        return self._template_mode
+
+    def _prompt_text(self, prompt: dict) -> str:
+        """A vLLM prompt's text (a family that gives token ids, Voxtral's, decoded)."""
+        return prompt["prompt"] if "prompt" in prompt else self.tokenizer.decode(prompt["prompt_token_ids"])
+
+    def _parts_prompt(self, parts, media: dict, suffix: str = "", style: str = "zs") -> dict:
+        switches = switches_for(style)  # vLLM's chat_template_kwargs, for the template rendered here
         if self.family is not None and not self.omni:
             if self.vision_refusal and any(p.kind == "media" and p.modality in ("image", "video")
                                            and p.modality in self.family.modalities for p in parts):
                 raise ValueError(self.vision_refusal)
             items = self.family.media_items(parts, media)
-            return {**self.family.vllm_prompt(self.processor, parts, items, suffix), _MEDIA: items}
-        prompt: dict = {"prompt": chat_prompt(self.tokenizer, omni_layout(parts).parts if self.omni else parts,
-                                              self.omni) + suffix, _MEDIA: []}
+            return {**self.family.vllm_prompt(TemplateSwitches(self.processor, **switches), parts, items, suffix),
+                    _MEDIA: items}
+        prompt: dict = {"prompt": chat_prompt(TemplateSwitches(self.tokenizer, **switches),
+                                              omni_layout(parts).parts if self.omni else parts, self.omni) + suffix,
+                        _MEDIA: []}
         if not self.omni:
             return prompt
         layout = omni_layout(parts)
@@ -281,13 +330,16 @@ class VLLMEngine(Engine):
     # -- scoring ------------------------------------------------------------------------------------------------
     def score(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
         results: list[EngineResult | None] = [None] * len(requests)
-        zs, cot = [], []
+        zs, cot, thinking = [], [], []
         for i, req in enumerate(requests):
             try:
                 entry = (i, self._prompt(req), label_token_ids(self.tokenizer, req.instance.option_labels))
-                (cot if req.prompt_style == "cot" else zs).append(entry)
+                {"cot": cot, THINKING_STYLE: thinking}.get(req.prompt_style, zs).append(entry)
             except Exception as exc:
                 results[i] = _error(exc)
+        if thinking:
+            for (i, _, _), res in zip(thinking, self._score_thinking(requests, thinking), strict=True):
+                results[i] = res
         if zs:
             scored = self._batched(lambda e: self._one_token([p for _, p, _ in e], [ids for _, _, ids in e]), zs)
             for (i, prompt, _), lp in zip(zs, scored, strict=True):
@@ -310,6 +362,60 @@ class VLLMEngine(Engine):
                 results[i] = _error(lp) if isinstance(lp, Exception) else cot_result(requests[i].instance, lp, text)
                 results[i].shown = shown  # what the question showed, before the reasoning
         return results  # type: ignore[return-value]
+
+    def _sample_ids(self, prompts: list[dict], max_tokens: int, seeds: list[int], stop: Sequence[int] = ()) -> list:
+        """The token ids each prompt's thinking generation adds (or the prompt's error): the model's own sampling
+        settings (``thinking.generation_settings``), one seed a prompt, stopping at end of turn or a ``stop`` id."""
+        from vllm import SamplingParams
+
+        settings = generation_settings(self.path, THINKING_STYLE)
+        sampling = {k: settings[k] for k in ("temperature", "top_p", "top_k") if settings[k] is not None}
+        params = [SamplingParams(max_tokens=max_tokens, seed=seed % 2**31, stop_token_ids=list(stop) or None,
+                                 logit_bias=self.no_media_bias, **sampling) for seed in seeds]
+        return [o if isinstance(o, Exception) else list(o.outputs[0].token_ids) for o in self._run(prompts, params)]
+
+    def _score_thinking(self, requests: Sequence[EngineRequest], entries: list) -> list[EngineResult]:
+        """The transformers engine's rule: the reasoning of every thinking request in one batched call, then for
+        each the block closed (by force where left open), the answer after it and the label logprobs there."""
+        try:
+            close = close_token_id(self.tokenizer)
+        except ValueError as exc:
+            return [_error(exc) for _ in entries]
+        seeds = [keyed_seed(self.seed, self.model, requests[i].instance.instance_id, THINKING_STYLE)
+                 for i, _, _ in entries]
+        first = self._batched(lambda e: self._sample_ids([p for _, p, _ in e], self.thinking_budget,
+                                                         [s for *_, s in e], [close]),
+                              [(*entry[:2], seed) for entry, seed in zip(entries, seeds, strict=True)])
+        specials = set(self.tokenizer.all_special_ids)
+        results: list[EngineResult] = []
+        for (i, prompt, ids), seed, out in zip(entries, seeds, first, strict=True):
+            try:
+                if isinstance(out, Exception):
+                    raise out
+                text = self._prompt_text(prompt)
+                thought = read_thought(out, self.tokenizer.decode(out, skip_special_tokens=True),
+                                       ends_inside_block(text), close, specials)
+                results.append(self._thinking_answer(requests[i], ids, thought, keyed_seed(seed, "answer")))
+            except Exception as exc:
+                results.append(_error(exc))
+        return results
+
+    def _thinking_answer(self, request: EngineRequest, label_ids: list[int], thought, seed: int) -> EngineResult:
+        """The answer after a thought's closed block (or its own text where no block was opened) and the label
+        logprobs read where the answer starts."""
+        answer = thought.split.answer
+        context = self._prompt(request, suffix=thought.suffix or "")
+        if thought.suffix is not None:
+            out = self._sample_ids([context], self.max_new_tokens, [seed])[0]
+            if isinstance(out, Exception):
+                raise out
+            answer = self.tokenizer.decode(out, skip_special_tokens=True).strip()
+        logprobs = self._one_token([context], [label_ids])[0]
+        if isinstance(logprobs, Exception):
+            raise logprobs
+        res = cot_result(request.instance, logprobs, answer)
+        res.reasoning, res.reasoning_tokens = thought.split.reasoning or "", thought.tokens
+        return res
 
     def _generate(self, prompts: list[dict], max_tokens: list[int] | None = None) -> list[str]:
         from vllm import SamplingParams

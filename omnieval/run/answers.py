@@ -134,7 +134,8 @@ class PredictionRows:
             cascade = _cascade(batch["cascade_json"][i])
             r = {name[2:]: _value(batch[name][i]) for name in
                  ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_error_kind", "r_latency_s", "r_answer_source", "r_shown") if name in batch}
+                  "r_error_kind", "r_latency_s", "r_answer_source", "r_shown", "r_reasoning", "r_reasoning_tokens")
+                 if name in batch}
             shown = json.loads(r["shown"]) if r.get("shown") else None
             style = str(batch["prompt"][i])
             skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
@@ -157,7 +158,7 @@ class PredictionRows:
                     raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
                     cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"), shown=shown,
                     answer_verdicts=answer_verdicts(inst, r["text"], _scorer(batch, i)) if generated_answer(r)
-                    else None))
+                    else None, reasoning=r.get("reasoning"), reasoning_tokens=r.get("reasoning_tokens")))
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))

@@ -536,6 +536,15 @@ def git_commit(root: Path | None = None) -> str | None:
         return None
 
 
+def generation_record(config: RunConfig) -> dict:
+    """The sampling settings each model generated with, per prompt style (``thinking.generation_settings``: the
+    model folder's ``generation_config.json`` for ``thinking``, greedy otherwise), as run.json records them."""
+    from omnieval.engines.thinking import generation_settings
+
+    return {m.name: {style: generation_settings(m.options.get("path"), style) for style in config.prompts}
+            for m in config.models}
+
+
 def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, decode_counts: dict[str, int],
                store_hits: int = 0, store_rejected: int = 0) -> dict:
     import importlib.metadata as md
@@ -553,6 +562,7 @@ def run_record(config: RunConfig, started: float, plan: Plan, summary: dict, dec
         "errors": {"count": n_errors, "by_kind": summary["errors_by_kind"], "examples": summary["error_examples"]},
         "skipped": summary["skipped"], "scorer": plan.scorer,
         "recipes": {name: resolved.record() for name, resolved in plan.decodes.items()},
+        "generation": generation_record(config),
         "versions": {p: version(p) for p in ("omnieval", "ray", "vllm", "transformers", "torch", "numba", "av")}
         | {"python": platform.python_version()},
         "counts": {"instances": plan.n_instances, "predictions": summary["n_predictions"], "errors": n_errors,

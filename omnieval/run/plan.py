@@ -163,8 +163,8 @@ def engine_models(config: RunConfig) -> list[tuple[str, ModelConfig]]:
 
 
 def check_generation(config: RunConfig) -> None:
-    """Open-ended answers, judges and describers need engines that generate free text: say so before any model
-    work."""
+    """Open-ended answers, judges and describers need engines that generate free text, and every prompt style an
+    engine that runs it (``Engine.prompt_styles``): say so before any model work."""
     from omnieval.core.schema import InputError
     from omnieval.engines.base import engine_class
 
@@ -177,6 +177,11 @@ def check_generation(config: RunConfig) -> None:
         if not engine_class(model.engine).can_generate():
             raise InputError(f"engine {model.engine!r} of {model.name!r} does not generate free text (needed for "
                              "open-ended answers, judges and describers)", field=f"{where}.engine")
+    for i, model in enumerate(config.models):
+        missing = [p for p in config.prompts if p not in engine_class(model.engine).prompt_styles]
+        if missing and "mcq" in modes_of(config, model):
+            raise InputError(f"engine {model.engine!r} of {model.name!r} does not run prompt style {missing[0]!r}",
+                             field=f"models[{i}].engine")
 
 
 def protocol_of(config: RunConfig, bench):

@@ -59,6 +59,8 @@ class Prediction:
     answer_source: str | None = None  # chain-of-thought: "parsed" from its text, or "forced" from the logits
     answer_verdicts: dict | None = None  # an answer read from generated text: its robust and official verdict columns
     shown: dict | None = None  # what the model was shown (``engines.shown.Shown.to_dict``); None where unknown
+    reasoning: str | None = None  # thinking style: the reasoning block, kept apart from ``raw_text`` (the answer)
+    reasoning_tokens: int | None = None
 
     def __post_init__(self):
         if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
@@ -71,16 +73,20 @@ class Prediction:
                option_logprobs: list[float] | None = None, raw_text: str | None = None, error: str | None = None,
                error_kind: str | None = None, latency_s: float | None = None, cascade: dict | None = None,
                media_noted: str | None = None, answer_source: str | None = None,
-               answer_verdicts: dict | None = None, shown: dict | None = None) -> Prediction:
+               answer_verdicts: dict | None = None, shown: dict | None = None, reasoning: str | None = None,
+               reasoning_tokens: int | None = None) -> Prediction:
         """A multiple-choice answer. A choice that is not one of the instance's labels is no answer (invalid), and
         an answer without a choice carries no confidence. ``answer_verdicts``: the verdict columns of an answer read
-        from generated text (``scoring.verdicts.answer_verdicts``); ``choice`` stays the engine's reading."""
+        from generated text (``scoring.verdicts.answer_verdicts``); ``choice`` stays the engine's reading. A
+        thinking answer's ``raw_text`` is the text after its reasoning block, the only text a scorer reads; the
+        block is ``reasoning`` (``engines/thinking.py``)."""
         choice = choice if choice in inst.option_labels else None
         return cls(inst, model, engine, prompt, DEFAULT_MODE, choice,
                    confidence if choice is not None else None, confidence_method if choice is not None else None,
                    option_logprobs, raw_text, None, error, error_kind, latency_s, cascade, media_noted=media_noted,
                    answer_source=answer_source if choice is not None else None, answer_verdicts=answer_verdicts,
-                   shown=shown)
+                   shown=shown, reasoning=reasoning,
+                   reasoning_tokens=None if reasoning_tokens is None else int(reasoning_tokens))
 
     @classmethod
     def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
@@ -130,5 +136,5 @@ class Prediction:
             "reference": reference_text(inst) if self.mode == OPEN_MODE else None, "verdicts": None,
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source, **(self.answer_verdicts or dict.fromkeys(VERDICT_COLUMNS)),
-            **shown_columns(self.shown),
+            **shown_columns(self.shown), "reasoning": self.reasoning, "reasoning_tokens": self.reasoning_tokens,
         }

@@ -41,7 +41,8 @@ INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source", "r_shown")
+                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source", "r_shown", "r_reasoning",
+                 "r_reasoning_tokens")
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -127,6 +128,8 @@ class _Result:
     attempts: int | None = None
     answer_source: str | None = None
     shown: str | None = None  # what the model was shown (``engines.shown.Shown``), as JSON: one plain column
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
 
 class ModelCalls:
@@ -190,7 +193,8 @@ class ModelCalls:
         return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
                         option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
                         error_kind=_own_error_kind(r), answer_source=getattr(r, "answer_source", None),
-                        shown=_shown_json(r))
+                        shown=_shown_json(r), reasoning=getattr(r, "reasoning", None),
+                        reasoning_tokens=getattr(r, "reasoning_tokens", None))
                 for r in out]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
