@@ -106,6 +106,7 @@ from omnieval.engines.thinking import (
     DEFAULT_THINKING_BUDGET,
     THINKING_STYLE,
     TemplateSwitches,
+    check_system_prompt,
     close_token_id,
     ends_inside_block,
     generation_settings,
@@ -122,9 +123,11 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class HFEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "float32", device: str = "cpu",
                  max_new_tokens: int = 64, batch_size: int = 8, thinking_budget: int = DEFAULT_THINKING_BUDGET,
-                 seed: int = 0):
+                 seed: int = 0, system_prompt: str | None = None):
         super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
-                         batch_size=batch_size, thinking_budget=thinking_budget, seed=seed)
+                         batch_size=batch_size, thinking_budget=thinking_budget, seed=seed,
+                         system_prompt=system_prompt)
+        self.system_prompt = system_prompt
         self.validate_options(self.options)
         check_model_folder("hf", path)
         self.path = Path(path)
@@ -206,9 +209,11 @@ class HFEngine(Engine):
         the template's thinking switch on for the ``thinking`` style only (``thinking.switches_for``)."""
         switches = switches_for(style)
         if self.family is not None:
-            return self.family.prompt(TemplateSwitches(self.processor, **switches),
+            text = self.family.prompt(TemplateSwitches(self.processor, self.system_prompt, **switches),
                                       omni_layout(parts).parts if self.omni else parts)
-        return chat_prompt(TemplateSwitches(self.tokenizer, **switches), parts, False)
+        else:
+            text = chat_prompt(TemplateSwitches(self.tokenizer, self.system_prompt, **switches), parts, False)
+        return check_system_prompt(text, self.system_prompt, self.model)
 
     def template_mode(self) -> str:
         """``switch``, ``always`` or ``none``: how the chat template treats thinking (``thinking.template_mode``,

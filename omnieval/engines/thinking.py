@@ -42,22 +42,37 @@ class TemplateSwitches:
     """A tokenizer or processor whose ``apply_chat_template`` gets the chat-template ``switches``
     (``{"enable_thinking": False}``) in every call, and passes them on to its ``tokenizer``; every other attribute
     is the wrapped object's. A switch the template never names is not passed (a processor would take it for one of
-    its own arguments)."""
+    its own arguments). ``system``: a system message put first in every conversation that has none (a family's
+    required system prompt, from its recipe or the model's ``system_prompt`` option)."""
 
-    def __init__(self, target, **switches):
-        self._target, self._switches = target, switches
+    def __init__(self, target, system: str | None = None, **switches):
+        self._target, self._system, self._switches = target, system, switches
 
     def __getattr__(self, name):
         return getattr(self._target, name)
 
     @property
     def tokenizer(self):
-        return TemplateSwitches(self._target.tokenizer, **self._switches)
+        return TemplateSwitches(self._target.tokenizer, self._system, **self._switches)
 
-    def apply_chat_template(self, *args, **kwargs):
+    def apply_chat_template(self, conversation, *args, **kwargs):
         source = str(getattr(self._target, "chat_template", "") or "")
         named = {k: v for k, v in self._switches.items() if k in source}
-        return self._target.apply_chat_template(*args, **{**named, **kwargs})
+        if self._system and conversation and isinstance(conversation[0], dict) \
+                and conversation[0].get("role") != "system":
+            first = conversation[0].get("content")  # a template that takes text content gets text, else parts
+            system = self._system if isinstance(first, str) else [{"type": "text", "text": self._system}]
+            conversation = [{"role": "system", "content": system}, *conversation]
+        return self._target.apply_chat_template(conversation, *args, **{**named, **kwargs})
+
+
+def check_system_prompt(text: str, system: str | None, model: str) -> str:
+    """``text`` (a rendered prompt) when it holds ``system`` (or none was asked for); a family whose prompt is not
+    rendered from a conversation (its own message builder) would drop it silently: refused in one line instead."""
+    if system and system not in text:
+        raise ValueError(f"model {model}: its prompt is not rendered by a chat template that takes a system message, "
+                         "so option system_prompt cannot be applied (remove it, or set recipe: false)")
+    return text
 
 
 def switches_for(style: str) -> dict:

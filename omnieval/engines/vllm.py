@@ -94,6 +94,7 @@ from omnieval.engines.thinking import (
     DEFAULT_THINKING_BUDGET,
     THINKING_STYLE,
     TemplateSwitches,
+    check_system_prompt,
     close_token_id,
     ends_inside_block,
     generation_settings,
@@ -134,8 +135,9 @@ class VLLMEngine(Engine):
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
                  kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None,
-                 thinking_budget: int = DEFAULT_THINKING_BUDGET):
+                 thinking_budget: int = DEFAULT_THINKING_BUDGET, system_prompt: str | None = None):
         super().__init__(model, path=path)
+        self.system_prompt = system_prompt
         check_model_folder("vllm", path)
         self.path = Path(path)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -255,11 +257,13 @@ class VLLMEngine(Engine):
                                            and p.modality in self.family.modalities for p in parts):
                 raise ValueError(self.vision_refusal)
             items = self.family.media_items(parts, media)
-            return {**self.family.vllm_prompt(TemplateSwitches(self.processor, **switches), parts, items, suffix),
-                    _MEDIA: items}
-        prompt: dict = {"prompt": chat_prompt(TemplateSwitches(self.tokenizer, **switches),
-                                              omni_layout(parts).parts if self.omni else parts, self.omni) + suffix,
-                        _MEDIA: []}
+            family_prompt = self.family.vllm_prompt(TemplateSwitches(self.processor, self.system_prompt, **switches),
+                                                    parts, items, suffix)
+            check_system_prompt(self._prompt_text(family_prompt), self.system_prompt, self.model)
+            return {**family_prompt, _MEDIA: items}
+        text = chat_prompt(TemplateSwitches(self.tokenizer, self.system_prompt, **switches),
+                           omni_layout(parts).parts if self.omni else parts, self.omni)
+        prompt: dict = {"prompt": check_system_prompt(text, self.system_prompt, self.model) + suffix, _MEDIA: []}
         if not self.omni:
             return prompt
         layout = omni_layout(parts)

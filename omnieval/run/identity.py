@@ -66,10 +66,16 @@ def _shared(config, digest: str, decode=None) -> dict[str, Any]:
 def predictions_identity(config, model, digest: str, decode=None) -> dict[str, Any]:
     """What decides the rows of ``parts/<model>``: ``decode`` is the model's resolved decode settings (its recipe
     with the benchmark's and the config's settings over it, ``run.recipe.model_decode``), so a recipe's value
-    changes the identity of its family's models only; a ``scorer`` set in the config too (the rows' official
+    changes the identity of its family's models only; the engine options its recipe adds (a system prompt); a
+    ``scorer`` set in the config too (the rows' official
     verdicts; absent when unset, so the identities written before it existed still hold)."""
+    from omnieval.run.recipe import recipe_options
+
     scorer = {"scorer": config.scorer} if config.scorer else {}
-    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest, decode), **scorer}
+    # the options a recipe adds to the engine (its system prompt): absent where none, as before recipes
+    added = {"recipe_options": extra} if (extra := recipe_options(config, model)) else {}
+    return {"kind": "predictions", "model": model_identity(model), **_shared(config, digest, decode), **scorer,
+            **added}
 
 
 def judgements_identity(config, judge, digest: str) -> dict[str, Any]:

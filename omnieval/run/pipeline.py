@@ -42,6 +42,7 @@ from omnieval.config import ModelConfig, RunConfig, modes_of
 from omnieval.run.pass_cache import PassCache, media_cache
 from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan, skipped_conditions
 from omnieval.run.ray_start import ensure_ray
+from omnieval.run.recipe import with_recipe_options
 from omnieval.scoring.verdicts import SCORER_COLUMN
 
 if TYPE_CHECKING:
@@ -195,8 +196,8 @@ def run_evaluation(config: RunConfig, address: str | None = None, *, progress: b
         started = time.time()
         answered = _Answered()
         with media_cache(config.decode.store) as cache:
-            for model in config.models:
-                (one,) = _answer(model, [run], cache, progress)
+            for model in config.models:  # each engine built with the options its recipe adds (a system prompt)
+                (one,) = _answer(with_recipe_options(config, model), [run], cache, progress)
                 answered.n_rows += one.n_rows
                 answered.n_skipped += one.n_skipped
             kinds = cache.decode_kinds()
@@ -220,6 +221,11 @@ def evaluate_runs(configs: list[RunConfig], address: str | None = None, *, progr
     for config in configs:
         if len(config.models) != 1 or config.models[0] != model:
             raise ValueError("evaluate_runs takes runs of one and the same answering model")
+    if model is not None:  # the engine is built with the options its recipe adds (a system prompt)
+        built = [with_recipe_options(config, model) for config in configs]
+        if any(other != built[0] for other in built):
+            raise ValueError(f"model {model.name}: its recipe's engine options differ between the runs sharing it")
+        model = built[0]
     results: list[RunResult | Exception | None] = [None] * len(configs)
     with ExitStack() as stack:
         ready: list[tuple[int, PreparedRun]] = []

@@ -152,3 +152,26 @@ def pinned_decode(bench) -> dict[str, Any]:
         raise InputError(pydantic_message(err), file=where,
                          field=f"pinned.decode.{option}" if option else "pinned.decode") from None
     return dict(pinned)
+
+
+#: Engines that render the chat template themselves and so can put a recipe's system prompt first.
+SYSTEM_PROMPT_ENGINES = ("hf", "vllm")
+
+
+def recipe_options(config: RunConfig, model: ModelConfig) -> dict[str, Any]:
+    """The engine options a model's recipe adds (``system_prompt``: the system message its family's card
+    requires, e.g. Qwen2.5-Omni's) where the model's own ``options`` leave them unset; empty for a model with no
+    recipe, an engine that does not render the template (``SYSTEM_PROMPT_ENGINES``), or a recipe without one."""
+    from omnieval.engines.recipes import recipe_for
+
+    name = recipe_name(config, model)
+    if name is None or model.engine not in SYSTEM_PROMPT_ENGINES or "system_prompt" in model.options:
+        return {}
+    system = recipe_for(name).system_prompt.value
+    return {"system_prompt": system} if system else {}
+
+
+def with_recipe_options(config: RunConfig, model: ModelConfig) -> ModelConfig:
+    """``model`` as its engine is built: its recipe's options (``recipe_options``) under its own."""
+    extra = recipe_options(config, model)
+    return model.model_copy(update={"options": {**extra, **model.options}}) if extra else model
