@@ -28,11 +28,13 @@ Bounded by bytes, not by the run's length. A run over long clips decodes far mor
 
 * A prefetched key (``request``: the stream's decode-ahead) is queued and launched, in the order first asked, only
   while the bytes the cache holds are under its ``budget`` (a share of the object store: ``media_budget``); counted
-  by ``decoded_bound`` while decoding, by the payload's real size after. A key a reader waits for (``statuses``,
+  while decoding as the largest payload of its modality so far (``decoded_bound`` before the first), by the
+  payload's real size after. A key a reader waits for (``statuses``,
   ``payloads``) is launched at once, budget or not, so a reader never waits on room that only it could free.
 * Once a reader has asked for a key, its rows have reached a model stage and the key may be dropped: when room is
-  needed, the cache drops the least recently asked of those keys (never one of the lookup making room), and the
-  object is freed once no reader holds it. A key asked again after that is decoded again (or read from the store).
+  needed, the cache drops the least recently asked of those keys (never one of the latest readers' lookups,
+  ``RECENT_LOOKUPS``, which their readers hold anyway), and the object is freed once no reader holds it. A key
+  asked again after that is decoded again (or read from the store).
 
 So the stream applies backpressure (decodes wait for answers) instead of filling and spilling the object store, and
 in a healthy run whose rows of a key come together (as ``answers.block_requests`` makes them) every key is still
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
@@ -57,8 +59,25 @@ LOOKUP_ATTEMPTS = 8
 
 
 #: Files decoded by one task: a decode takes milliseconds, about what Ray spends scheduling a task, so a lookup of
-#: many new files launches tasks of up to this many files (each file still has its own objects).
+#: many new files launches tasks of up to this many files (each file still has its own objects), and of up to
+#: ``TASK_BYTES`` by their ``decoded_bound`` (a task's returns land in the object store together when it ends, so
+#: long clips, whose payloads are large and whose decodes are not short, go one to a task).
 DECODES_PER_TASK = 8
+TASK_BYTES = 32 * 2**20
+
+
+def task_groups(specs: list[MediaSpec]) -> list[list[MediaSpec]]:
+    """``specs`` in order, cut into the groups one decode task each takes (``DECODES_PER_TASK``, ``TASK_BYTES``)."""
+    groups: list[list[MediaSpec]] = []
+    used = 0
+    for spec in specs:
+        size = decoded_bound(spec)
+        if not groups or len(groups[-1]) == DECODES_PER_TASK or used + size > TASK_BYTES:
+            groups.append([])
+            used = 0
+        groups[-1].append(spec)
+        used += size
+    return groups
 
 
 #: What one decode task returns per spec, in order: the status readers wait on, the payload engines fetch, and
@@ -66,6 +85,10 @@ DECODES_PER_TASK = 8
 #: or failed to), ``"hit"`` (read from the decoded-media store, no decode) or ``"rejected"`` (the store's entry was
 #: cut short or corrupt: decoded again), and the payload's array bytes, which count against the cache's budget.
 RETURNS_PER_SPEC = 3
+
+#: Readers' lookups whose keys are never dropped to make room: the batches being answered now (a status lookup and
+#: a payload lookup per batch, a few replicas), which their readers hold in the object store whatever the cache does.
+RECENT_LOOKUPS = 4
 
 #: The share of the object store that decoded media the cache holds may fill (``media_budget``); Ray Data's blocks
 #: get another share (``ray_start.DATA_STORE_SHARE``), and the rest is room for readers' copies in use.
@@ -198,6 +221,8 @@ class MediaCache:
         self._queue: OrderedDict[str, MediaSpec] = OrderedDict()  # prefetched keys waiting for room, in order
         self._sizes: dict[str, int] = {}  # key held -> its bytes (the bound while decoding, then the real size)
         self._asked: OrderedDict[str, None] = OrderedDict()  # held keys a reader asked for: droppable, oldest first
+        self._largest: dict[str, int] = {}  # modality -> the largest payload decoded in this pass (``_estimate``)
+        self._recent: deque[set[str]] = deque(maxlen=RECENT_LOOKUPS)  # the keys of the latest readers' lookups
         self._pumping = False
 
     def reset(self, store: str | None = None, claims: str | None = None) -> None:
@@ -208,7 +233,8 @@ class MediaCache:
         for event in self._launched.values():
             event.set()
         self._refs, self._launched, self._decodes, self._kinds = {}, {}, {}, {}
-        self._queue, self._sizes, self._asked = OrderedDict(), {}, OrderedDict()
+        self._queue, self._sizes, self._asked, self._largest = OrderedDict(), {}, OrderedDict(), {}
+        self._recent.clear()
         self._store, self._claims = store, claims
 
     async def lookup(self, specs: list[MediaSpec], prefetch: bool = False) -> list[list[ray.ObjectRef]]:
@@ -232,8 +258,8 @@ class MediaCache:
             for spec in new:
                 self._queue.pop(spec.key, None)
                 self._launched[spec.key] = asyncio.Event()
-            for start in range(0, len(new), DECODES_PER_TASK):
-                if not await self._launch(new[start:start + DECODES_PER_TASK], generation, keep):
+            for group in task_groups(new):
+                if not await self._launch(group, generation, keep):
                     return []
             for spec in missing:
                 event = self._launched.get(spec.key)
@@ -241,6 +267,7 @@ class MediaCache:
                     await event.wait()
             if self._generation != generation:
                 return []
+        self._recent.append(keep)  # a reader holds these while it answers their rows: not dropped yet
         for key in keep:  # their rows have reached a reader: droppable from now on, the latest asked last
             if key in self._sizes:
                 self._asked[key] = None
@@ -264,7 +291,7 @@ class MediaCache:
             self._refs[spec.key] = [refs[n * i], refs[n * i + 1]]
             self._kinds.setdefault(spec.key, []).append(refs[n * i + 2])
             self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
-            self._sizes[spec.key] = decoded_bound(spec)
+            self._sizes[spec.key] = self._estimate(spec)
             self._launched[spec.key].set()
         self._make_room(keep)
         asyncio.ensure_future(self._finished(group, refs, generation))  # a task's returns are ready together
@@ -289,10 +316,12 @@ class MediaCache:
             still_held = spec.key in self._sizes and self._kinds.get(spec.key, [None])[-1] == info
             if self._generation == generation and still_held:  # not dropped, nor launched again, meanwhile
                 self._sizes[spec.key] = size
+            if self._generation == generation:
+                self._largest[spec.modality] = max(size, self._largest.get(spec.modality, 0))
         await self._pump(generation)
 
     async def _pump(self, generation: int) -> None:
-        """Launch queued keys, in order and in tasks of up to ``DECODES_PER_TASK``, while the held bytes are under
+        """Launch queued keys, in order and in tasks as ``task_groups`` cuts them, while the held bytes are under
         the budget (after dropping what may be dropped)."""
         if self._pumping:  # one pump at a time keeps the launch order; the running one sees the new keys
             return
@@ -300,10 +329,16 @@ class MediaCache:
         try:
             while self._queue and self._generation == generation:
                 self._make_room()
-                if self._budget and sum(self._sizes.values()) >= self._budget:
+                held = sum(self._sizes.values())
+                if self._budget and held >= self._budget:
                     return  # backpressure: readers' asks make keys droppable, and finished decodes pump again
-                group = [self._queue.popitem(last=False)[1]
-                         for _ in range(min(DECODES_PER_TASK, len(self._queue)))]
+                group = task_groups(list(self._queue.values())[:DECODES_PER_TASK])[0]
+                if self._budget:  # as many as fit in the room left (at least one)
+                    fits = [sum(self._estimate(s) for s in group[:n + 1]) <= self._budget - held
+                            for n in range(len(group))]
+                    group = group[:max(1, sum(fits))]
+                for spec in group:
+                    del self._queue[spec.key]
                 for spec in group:
                     self._launched[spec.key] = asyncio.Event()
                 if not await self._launch(group, generation):
@@ -311,15 +346,22 @@ class MediaCache:
         finally:
             self._pumping = False
 
+    def _estimate(self, spec: MediaSpec) -> int:
+        """The bytes a decode still running is counted at: the largest payload of its modality decoded in this
+        pass, else ``decoded_bound`` (which knows no clip's length: generous for frames sampled by rate, short for
+        audio longer than 30 s)."""
+        return self._largest.get(spec.modality) or decoded_bound(spec)
+
     def _make_room(self, keep: set[str] = frozenset()) -> None:
         """Drop the least recently asked droppable keys (not those in ``keep``) while the budget is exceeded."""
         if not self._budget:
             return
         held = sum(self._sizes.values())
+        in_use = set(keep).union(*self._recent)
         for key in list(self._asked):
             if held <= self._budget:
                 break
-            if key not in keep:
+            if key not in in_use:
                 held -= self._drop(key)
 
     def _drop(self, key: str) -> int:

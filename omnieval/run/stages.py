@@ -274,6 +274,8 @@ class ModelStage(ModelCalls):
         return np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
 
     def _media(self, keys: set[str]) -> dict[str, object]:
+        while self._over_bytes() and next(iter(self.local)) not in keys:  # room first: what is kept stays pinned
+            self.local.popitem(last=False)
         missing = sorted(k for k in keys if k not in self.local)
         if missing:
             for key, payload in zip(missing, self.cache.payloads([self.specs[k] for k in missing]), strict=True):
