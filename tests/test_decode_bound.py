@@ -1,6 +1,6 @@
 """How much decoding a pass starts, and how much at once: the media cache's bound on decode tasks in flight (seen in
-Ray's own task timeline), the warm start's budget (hand arithmetic from the decode settings), the bound's default,
-and the retired ``decode.batch_size``."""
+Ray's own task timeline), its byte budget (payload sizes from a decode outside Ray), the warm start's budget (hand
+arithmetic from the decode settings), the bound's default, and the retired ``decode.batch_size``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,35 @@ def test_warm_start_takes_the_first_specs_within_the_budget():
     assert warm_start(specs, budget=614_400 + 1_920_000) == [video, audio]  # the next video would pass it
     assert warm_start(specs, budget=614_400 - 1) == []
     assert warm_start(specs, budget=10**9) == specs
+
+
+def test_a_byte_budget_bounds_decoding_ahead_and_drops_what_readers_asked_for(ray_session, many_specs):
+    """Room for two payloads: the stream's decode-ahead launches the first two files and waits; a reader asking for
+    each file in turn gets every one decoded once, the cache then holds no more than its budget plus the latest
+    lookups' payloads, and a file asked for again after it was dropped is decoded again."""
+    import ray
+
+    from omnieval.media.cache import RECENT_LOOKUPS, CacheClient, MediaCache
+    from omnieval.media.decode import decode_media
+
+    videos = [s for s in many_specs if s.modality == "video"][:10]
+    sizes = {decode_media(s.path, "video", **dict(s.params)).data.nbytes for s in videos}
+    assert len(sizes) == 1  # every clip of the benchmark has one size: room for exactly two
+    size = sizes.pop()
+    cache = MediaCache.options(name="budget-test", namespace="omnieval-test").remote(0, 2 * size)
+    try:
+        client = CacheClient("budget-test", "omnieval-test")
+        client.request(videos)
+        time.sleep(3)  # the two decodes end; nothing more starts
+        assert ray.get(cache.decode_counts.remote()) == {s.key: 1 for s in videos[:2]}
+        for spec in videos:
+            assert client.statuses([spec]) == [""]
+        assert ray.get(cache.decode_counts.remote()) == {s.key: 1 for s in videos}
+        assert ray.get(cache.held_bytes.remote()) <= 2 * size + RECENT_LOOKUPS * size
+        assert client.statuses(videos[:1]) == [""]
+        assert ray.get(cache.decode_counts.remote())[videos[0].key] == 2
+    finally:
+        ray.kill(cache)
 
 
 def test_the_bound_on_one_machine_is_its_cores(ray_session):

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +118,58 @@ def test_a_killed_writer_leaves_no_entry_and_two_writers_agree(files, tmp_path):
     # the header and checksum as documented: SHA-256 of everything before the last 32 bytes
     blob = entry.read_bytes()
     assert hashlib.sha256(blob[:-32]).digest() == blob[-32:]
+
+
+def _parts(blob: bytes) -> tuple[bytes, dict, bytes]:
+    """The magic, header and stored array of an entry, read by the layout the module documents."""
+    (n,) = struct.unpack_from("<Q", blob, 8)
+    return blob[:8], json.loads(blob[16:16 + n]), blob[16 + n:-32]
+
+
+def _entry(magic: bytes, header: dict, array: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    body = magic + struct.pack("<Q", len(text)) + text + array
+    return body + hashlib.sha256(body).digest()
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="the zstd command-line tool is not installed")
+def test_a_video_entry_holds_its_frames_as_one_standard_zstd_frame(files, tmp_path):
+    store = DecodedStore(str(tmp_path / "store"))
+    spec = _spec(files["video"], "video")
+    media = decode_media(files["video"], "video", **PARAMS["video"])
+    assert store.write(spec.key, media)
+    magic, header, array = _parts(Path(store.entry_path(spec.key)).read_bytes())
+    assert magic == b"OMDM\x00\x00\x00\x02" and header["codec"] == "zstd"
+    assert header["shape"] == list(media.data.shape) and header["dtype"] == "|u1"
+    raw = subprocess.run(["zstd", "-d", "-c"], input=array, capture_output=True, check=True).stdout
+    assert raw == media.data.tobytes()  # lossless, by the reference decoder
+    assert len(array) < len(raw) / 2  # the moving box on a flat ground compresses well
+
+
+def test_an_entry_written_before_compression_is_still_read(files, tmp_path):
+    store = DecodedStore(str(tmp_path / "store"))
+    spec = _spec(files["video"], "video")
+    media = decode_media(files["video"], "video", **PARAMS["video"])
+    header = {"key": spec.key, "modality": "video", "content_hash": media.content_hash, "fps": media.fps,
+              "sample_rate": media.sample_rate, "meta": media.meta, "dtype": "|u1", "shape": list(media.data.shape)}
+    entry = Path(store.entry_path(spec.key))
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(_entry(b"OMDM\x00\x00\x00\x01", header, media.data.tobytes()))
+    _assert_identical(store.read(spec.key, spec.path).media, media)
+
+
+def test_an_array_that_does_not_decompress_to_its_shape_is_rejected(files, tmp_path):
+    store = DecodedStore(str(tmp_path / "store"))
+    spec = _spec(files["video"], "video")
+    assert store.write(spec.key, decode_media(files["video"], "video", **PARAMS["video"]))
+    entry = Path(store.entry_path(spec.key))
+    magic, header, array = _parts(entry.read_bytes())
+    header["shape"][0] -= 1  # one frame fewer than the array holds, under a valid checksum
+    entry.write_bytes(_entry(magic, header, array))
+    found = store.read(spec.key, spec.path)
+    assert found.status == "rejected" and "decompress" in found.reason and not entry.exists()
+    entry.write_bytes(_entry(magic, header | {"shape": [1]}, b"not zstd at all"))
+    assert store.read(spec.key, spec.path).status == "rejected"
 
 
 def test_media_whose_fields_json_would_change_are_not_stored(files, tmp_path):

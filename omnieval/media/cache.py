@@ -22,12 +22,30 @@ refs owned by the driver (decoding everything up front, before the stream needs 
 lookups) or a decode per reader (no sharing between replicas); the actor keeps decoding lazy and shared. An actor
 killed with ``ray.kill`` and its default ``no_restart=True`` is asked never to come back: readers then fail with a
 message that says so.
+
+Bounded by bytes, not by the run's length. A run over long clips decodes far more than the object store holds (a
+768-frame clip at 448 px is ~460 MB), so the cache does not keep every ref for the whole pass. The rule:
+
+* A prefetched key (``request``: the stream's decode-ahead) is queued and launched, in the order first asked, only
+  while the bytes the cache holds are under its ``budget`` (a share of the object store: ``media_budget``); counted
+  while decoding as the largest payload of its modality so far (``decoded_bound`` before the first), by the
+  payload's real size after. A key a reader waits for (``statuses``,
+  ``payloads``) is launched at once, budget or not, so a reader never waits on room that only it could free.
+* Once a reader has asked for a key, its rows have reached a model stage and the key may be dropped: when room is
+  needed, the cache drops the least recently asked of those keys (never one of the latest readers' lookups,
+  ``RECENT_LOOKUPS``, which their readers hold anyway), and the object is freed once no reader holds it. A key
+  asked again after that is decoded again (or read from the store).
+
+So the stream applies backpressure (decodes wait for answers) instead of filling and spilling the object store, and
+in a healthy run whose rows of a key come together (as ``answers.block_requests`` makes them) every key is still
+decoded once: it is dropped only after its rows have been asked for, and only when the budget is full.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict, deque
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
@@ -41,14 +59,40 @@ LOOKUP_ATTEMPTS = 8
 
 
 #: Files decoded by one task: a decode takes milliseconds, about what Ray spends scheduling a task, so a lookup of
-#: many new files launches tasks of up to this many files (each file still has its own objects).
+#: many new files launches tasks of up to this many files (each file still has its own objects), and of up to
+#: ``TASK_BYTES`` by their ``decoded_bound`` (a task's returns land in the object store together when it ends, so
+#: long clips, whose payloads are large and whose decodes are not short, go one to a task).
 DECODES_PER_TASK = 8
+TASK_BYTES = 32 * 2**20
 
 
-#: What one decode task returns per spec, in order: the status readers wait on, the payload engines fetch, and the
-#: kind the cache tallies (``decode_kinds``): ``"decoded"`` (decoded here, or failed to), ``"hit"`` (read from the
-#: decoded-media store, no decode) or ``"rejected"`` (the store's entry was cut short or corrupt: decoded again).
+def task_groups(specs: list[MediaSpec]) -> list[list[MediaSpec]]:
+    """``specs`` in order, cut into the groups one decode task each takes (``DECODES_PER_TASK``, ``TASK_BYTES``)."""
+    groups: list[list[MediaSpec]] = []
+    used = 0
+    for spec in specs:
+        size = decoded_bound(spec)
+        if not groups or len(groups[-1]) == DECODES_PER_TASK or used + size > TASK_BYTES:
+            groups.append([])
+            used = 0
+        groups[-1].append(spec)
+        used += size
+    return groups
+
+
+#: What one decode task returns per spec, in order: the status readers wait on, the payload engines fetch, and
+#: ``(kind, bytes)`` that only the cache reads: the kind it tallies (``decode_kinds``): ``"decoded"`` (decoded here,
+#: or failed to), ``"hit"`` (read from the decoded-media store, no decode) or ``"rejected"`` (the store's entry was
+#: cut short or corrupt: decoded again), and the payload's array bytes, which count against the cache's budget.
 RETURNS_PER_SPEC = 3
+
+#: Readers' lookups whose keys are never dropped to make room: the batches being answered now (a status lookup and
+#: a payload lookup per batch, a few replicas), which their readers hold in the object store whatever the cache does.
+RECENT_LOOKUPS = 4
+
+#: The share of the object store that decoded media the cache holds may fill (``media_budget``); Ray Data's blocks
+#: get another share (``ray_start.DATA_STORE_SHARE``), and the rest is room for readers' copies in use.
+MEDIA_STORE_SHARE = 0.3
 
 
 @ray.remote(num_cpus=1, max_retries=2)
@@ -64,8 +108,14 @@ def decode_task(store: str | None, claims: str | None, *specs: MediaSpec):
     holder = claims_of(claims) if kept is not None else None
     out: list = []
     for spec in specs:
-        out += decode_through(spec, kept, holder)
+        status, media, kind = decode_through(spec, kept, holder)
+        out += [status, media, (kind, _nbytes(media))]
     return tuple(out)
+
+
+def _nbytes(media) -> int:
+    data = getattr(media, "data", None)
+    return int(data.nbytes) if data is not None else 0
 
 
 def decode_through(spec: MediaSpec, store, claims=None) -> list:
@@ -127,6 +177,12 @@ def decoded_bound(spec: MediaSpec) -> int:
     return 4 * frame if spec.modality == "pointcloud" else frame
 
 
+def media_budget(share: float = MEDIA_STORE_SHARE) -> int:
+    """The bytes of decoded media a pass's cache holds at most (beyond what readers are waiting for): ``share`` of
+    the cluster's object store."""
+    return int(share * ray.cluster_resources().get("object_store_memory", 0))
+
+
 def warm_start(specs: list[MediaSpec], budget: int = WARM_START_BYTES) -> list[MediaSpec]:
     """The first ``specs`` (in the order the stream will need them) whose decoded bounds fit in ``budget``: what a
     pass decodes while its engines load, so the first batches find their media ready. Bounded, so a large benchmark
@@ -149,17 +205,25 @@ class MediaCache:
     At most ``parallel`` decode tasks run at once (0: no bound of ours; ``parallelism.cpu_parallelism`` says why
     a run bounds them): a lookup of keys not yet launched waits (an async actor: other lookups go on meanwhile)
     until a slot frees, and keys are launched in the order they were first asked for, which is the order the
-    stream needs them."""
+    stream needs them. ``budget``: the bytes of decoded media held (0: no bound; the module docstring has the
+    rule)."""
 
-    def __init__(self, parallel: int = 0):
+    def __init__(self, parallel: int = 0, budget: int = 0):
         self._refs: dict[str, list[ray.ObjectRef]] = {}
         self._launched: dict[str, asyncio.Event] = {}  # keys asked for; the event is set once their task exists
         self._decodes: dict[str, int] = {}
-        self._kinds: dict[str, list[ray.ObjectRef]] = {}  # key -> the kind ref of each launch (``decode_kinds``)
+        self._kinds: dict[str, list[ray.ObjectRef]] = {}  # key -> the (kind, bytes) ref of each launch
         self._store: str | None = None  # the decoded-media store of this pass, and its claims actor's name
         self._claims: str | None = None
         self._slots = asyncio.Semaphore(parallel) if parallel > 0 else None
         self._generation = 0  # one per pass (``reset``): a lookup of an ended pass launches nothing more
+        self._budget = budget
+        self._queue: OrderedDict[str, MediaSpec] = OrderedDict()  # prefetched keys waiting for room, in order
+        self._sizes: dict[str, int] = {}  # key held -> its bytes (the bound while decoding, then the real size)
+        self._asked: OrderedDict[str, None] = OrderedDict()  # held keys a reader asked for: droppable, oldest first
+        self._largest: dict[str, int] = {}  # modality -> the largest payload decoded in this pass (``_estimate``)
+        self._recent: deque[set[str]] = deque(maxlen=RECENT_LOOKUPS)  # the keys of the latest readers' lookups
+        self._pumping = False
 
     def reset(self, store: str | None = None, claims: str | None = None) -> None:
         """Start a new pass: forget every key and count (the decoded objects are freed once no reader holds them);
@@ -169,52 +233,154 @@ class MediaCache:
         for event in self._launched.values():
             event.set()
         self._refs, self._launched, self._decodes, self._kinds = {}, {}, {}, {}
+        self._queue, self._sizes, self._asked, self._largest = OrderedDict(), {}, OrderedDict(), {}
+        self._recent.clear()
         self._store, self._claims = store, claims
 
-    async def lookup(self, specs: list[MediaSpec]) -> list[list[ray.ObjectRef]]:
+    async def lookup(self, specs: list[MediaSpec], prefetch: bool = False) -> list[list[ray.ObjectRef]]:
+        """The refs of each spec, launching the decodes of keys not held. ``prefetch``: the stream's decode-ahead
+        (``CacheClient.request``): its keys are queued for room in the budget, and nothing is returned."""
         generation = self._generation
-        new = list({spec.key: spec for spec in specs
-                    if spec.key not in self._refs and spec.key not in self._launched}.values())
-        for spec in new:
-            self._launched[spec.key] = asyncio.Event()
-        for start in range(0, len(new), DECODES_PER_TASK):
-            group = new[start:start + DECODES_PER_TASK]
-            if self._slots is not None:
-                await self._slots.acquire()
-            if self._generation != generation:  # the pass ended while this waited
-                self._slots.release()
-                return []
-            n = RETURNS_PER_SPEC
-            refs = decode_task.options(num_returns=n * len(group)).remote(self._store, self._claims, *group)
-            for i, spec in enumerate(group):
-                self._refs[spec.key] = [refs[n * i], refs[n * i + 1]]
-                self._kinds.setdefault(spec.key, []).append(refs[n * i + 2])
-                self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
-                self._launched[spec.key].set()
-            if self._slots is not None:
-                asyncio.ensure_future(self._release_after(refs[0]))  # a task's returns are ready together
-        for spec in specs:
-            if spec.key not in self._refs:
-                await self._launched[spec.key].wait()
-        if self._generation != generation:
+        if prefetch:
+            for spec in specs:
+                if spec.key not in self._refs and spec.key not in self._launched:
+                    self._queue.setdefault(spec.key, spec)
+            await self._pump(generation)
             return []
-        return [self._refs[spec.key] for spec in specs]
+        keep = {spec.key for spec in specs}
+        found: dict[str, list[ray.ObjectRef]] = {}
+        while True:
+            found |= {spec.key: self._refs[spec.key] for spec in specs if spec.key in self._refs}
+            missing = list({spec.key: spec for spec in specs if spec.key not in found}.values())
+            if not missing:
+                break
+            new = [spec for spec in missing if spec.key not in self._launched]
+            for spec in new:
+                self._queue.pop(spec.key, None)
+                self._launched[spec.key] = asyncio.Event()
+            for group in task_groups(new):
+                if not await self._launch(group, generation, keep):
+                    return []
+            for spec in missing:
+                event = self._launched.get(spec.key)
+                if spec.key not in self._refs and event is not None:
+                    await event.wait()
+            if self._generation != generation:
+                return []
+        self._recent.append(keep)  # a reader holds these while it answers their rows: not dropped yet
+        for key in keep:  # their rows have reached a reader: droppable from now on, the latest asked last
+            if key in self._sizes:
+                self._asked[key] = None
+                self._asked.move_to_end(key)
+        if self._queue:
+            asyncio.ensure_future(self._pump(generation))  # room may be made now
+        return [found[spec.key] for spec in specs]
 
-    async def _release_after(self, ref: ray.ObjectRef) -> None:
+    async def _launch(self, group: list[MediaSpec], generation: int, keep: set[str] = frozenset()) -> bool:
+        """One decode task for ``group`` (keys already marked launched), once a slot is free; False where the pass
+        ended while this waited."""
+        if self._slots is not None:
+            await self._slots.acquire()
+        if self._generation != generation:  # the pass ended while this waited
+            if self._slots is not None:
+                self._slots.release()
+            return False
+        n = RETURNS_PER_SPEC
+        refs = decode_task.options(num_returns=n * len(group)).remote(self._store, self._claims, *group)
+        for i, spec in enumerate(group):
+            self._refs[spec.key] = [refs[n * i], refs[n * i + 1]]
+            self._kinds.setdefault(spec.key, []).append(refs[n * i + 2])
+            self._decodes[spec.key] = self._decodes.get(spec.key, 0) + 1
+            self._sizes[spec.key] = self._estimate(spec)
+            self._launched[spec.key].set()
+        self._make_room(keep)
+        asyncio.ensure_future(self._finished(group, refs, generation))  # a task's returns are ready together
+        return True
+
+    async def _finished(self, group: list[MediaSpec], refs: list, generation: int) -> None:
+        """When a task's returns are ready: its slot frees, its keys count their real sizes, and queued keys may
+        launch."""
         try:
-            await ref
+            await refs[0]
         except Exception:  # a lost task frees its slot too; its readers see the error
             pass
         finally:
-            self._slots.release()
+            if self._slots is not None:
+                self._slots.release()
+        for i, spec in enumerate(group):
+            info = refs[RETURNS_PER_SPEC * i + 2]
+            try:
+                _, size = await info
+            except Exception:
+                continue
+            still_held = spec.key in self._sizes and self._kinds.get(spec.key, [None])[-1] == info
+            if self._generation == generation and still_held:  # not dropped, nor launched again, meanwhile
+                self._sizes[spec.key] = size
+            if self._generation == generation:
+                self._largest[spec.modality] = max(size, self._largest.get(spec.modality, 0))
+        await self._pump(generation)
+
+    async def _pump(self, generation: int) -> None:
+        """Launch queued keys, in order and in tasks as ``task_groups`` cuts them, while the held bytes are under
+        the budget (after dropping what may be dropped)."""
+        if self._pumping:  # one pump at a time keeps the launch order; the running one sees the new keys
+            return
+        self._pumping = True
+        try:
+            while self._queue and self._generation == generation:
+                self._make_room()
+                held = sum(self._sizes.values())
+                if self._budget and held >= self._budget:
+                    return  # backpressure: readers' asks make keys droppable, and finished decodes pump again
+                group = task_groups(list(self._queue.values())[:DECODES_PER_TASK])[0]
+                if self._budget:  # as many as fit in the room left (at least one)
+                    fits = [sum(self._estimate(s) for s in group[:n + 1]) <= self._budget - held
+                            for n in range(len(group))]
+                    group = group[:max(1, sum(fits))]
+                for spec in group:
+                    del self._queue[spec.key]
+                for spec in group:
+                    self._launched[spec.key] = asyncio.Event()
+                if not await self._launch(group, generation):
+                    return
+        finally:
+            self._pumping = False
+
+    def _estimate(self, spec: MediaSpec) -> int:
+        """The bytes a decode still running is counted at: the largest payload of its modality decoded in this
+        pass, else ``decoded_bound`` (which knows no clip's length: generous for frames sampled by rate, short for
+        audio longer than 30 s)."""
+        return self._largest.get(spec.modality) or decoded_bound(spec)
+
+    def _make_room(self, keep: set[str] = frozenset()) -> None:
+        """Drop the least recently asked droppable keys (not those in ``keep``) while the budget is exceeded."""
+        if not self._budget:
+            return
+        held = sum(self._sizes.values())
+        in_use = set(keep).union(*self._recent)
+        for key in list(self._asked):
+            if held <= self._budget:
+                break
+            if key not in in_use:
+                held -= self._drop(key)
+
+    def _drop(self, key: str) -> int:
+        """Forget a key's refs (its objects are freed once no reader holds them); its bytes."""
+        self._refs.pop(key, None)
+        self._launched.pop(key, None)
+        self._asked.pop(key, None)
+        return self._sizes.pop(key, 0)
+
+    def held_bytes(self) -> int:
+        """The bytes of decoded media this cache holds refs to (the bound of decodes still running)."""
+        return sum(self._sizes.values())
 
     def forget(self, handed_out: list[tuple[str, list[ray.ObjectRef]]]) -> None:
         """A reader could not fetch these refs (lost with a node and not rebuilt): drop each key whose refs are
         still the ones handed out, so the next lookup decodes it again (a key re-decoded meanwhile is kept)."""
         for key, refs in handed_out:
             if self._refs.get(key) == refs:
-                del self._refs[key]
-                self._launched.pop(key, None)
+                self._drop(key)
 
     def decode_counts(self) -> dict[str, int]:
         """key -> number of decode tasks launched for it since this actor (re)started (1 for every key in a
@@ -228,7 +394,7 @@ class MediaCache:
         for key, refs in list(self._kinds.items()):
             for ref in refs:
                 try:
-                    kind = await ref
+                    kind, _ = await ref
                 except Exception:
                     kind = "decoded"
                 out.setdefault(key, []).append(kind)
@@ -247,7 +413,7 @@ class CacheClient:
         """Start the decodes of ``specs`` not started yet, without waiting for them (``stages.prefetch_media``). A
         cache that cannot be reached is left to the readers, which wait for the statuses and say what is wrong."""
         try:
-            self._cache().lookup.remote(list(specs))
+            self._cache().lookup.remote(list(specs), prefetch=True)
         except (RuntimeError, *LOST_ERRORS):
             self._actor = None
 

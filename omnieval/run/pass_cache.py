@@ -27,9 +27,10 @@ class PassCache:
     actor: object
     name: str
     pass_id: str = ""
+    budget: int = 0  # the bytes of decoded media the cache holds (``media.cache.media_budget``; 0: no bound)
 
     def source(self, specs: dict) -> MediaSource:
-        return MediaSource(self.name, NAMESPACE, specs, self.pass_id)
+        return MediaSource(self.name, NAMESPACE, specs, self.pass_id, reader_bytes(self.budget))
 
     def decode_kinds(self) -> dict[str, list[str]]:
         """key -> what each of its decode tasks did in this pass (``MediaCache.decode_kinds``)."""
@@ -45,7 +46,16 @@ class PassCache:
 
         first = warm_start(specs)
         if first:
-            self.actor.lookup.remote(first)
+            self.actor.lookup.remote(first, prefetch=True)
+
+
+READER_SHARE = 8
+"""Each reader (an engine replica) keeps decoded media it fetched up to 1/8 of the cache's budget (always the
+current batch's): what it keeps stays pinned in the object store, beside what the cache holds."""
+
+
+def reader_bytes(budget: int) -> int:
+    return budget // READER_SHARE
 
 
 _KEPT: dict[tuple[str, str], PassCache] = {}
@@ -84,7 +94,7 @@ def media_cache(store: str | None = None) -> Iterator[PassCache]:
 def _pass_of(store: str | None, claims: str | None) -> Iterator[PassCache]:
     import ray
 
-    from omnieval.media.cache import MediaCache
+    from omnieval.media.cache import MediaCache, media_budget
     from omnieval.run.parallelism import cpu_parallelism
 
     context = ray.get_runtime_context()
@@ -94,7 +104,9 @@ def _pass_of(store: str | None, claims: str | None) -> Iterator[PassCache]:
         cache = None
     if cache is None:
         name = f"media-cache-{uuid.uuid4().hex[:12]}"
-        cache = PassCache(MediaCache.options(name=name, namespace=NAMESPACE).remote(cpu_parallelism()), name)
+        budget = media_budget()
+        actor = MediaCache.options(name=name, namespace=NAMESPACE).remote(cpu_parallelism(), budget)
+        cache = PassCache(actor, name, budget=budget)
         ray.get(cache.actor.reset.remote(store, claims))
     cache = dataclasses.replace(cache, pass_id=uuid.uuid4().hex[:12])
     try:

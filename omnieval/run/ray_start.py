@@ -27,6 +27,10 @@ from omnieval.core.schema import InputError
 
 CONNECT_TIMEOUT_ENV = "OMNIEVAL_RAY_CONNECT_TIMEOUT_S"
 CONNECT_TIMEOUT_S = 30.0
+DATA_STORE_SHARE = 0.25
+"""The share of the object store Ray Data's blocks may fill before the stream waits (Ray's default is half): the
+decoded media of the run's cache live there too, outside Ray Data's accounting (``media.cache.MEDIA_STORE_SHARE``),
+so together they leave room for the readers' copies in use instead of spilling."""
 START_TIMEOUT_TEXT = "timed out during startup"
 """What Ray's ``Node`` raises (a plain ``Exception``) when the raylet misses its registration window."""
 
@@ -49,6 +53,7 @@ def ensure_ray(config, address: str | None = None) -> None:
     # ours (tqdm), and token authentication being on is the safe default.
     drop_messages("ray.data._internal.progress", "Progress bars disabled")
     drop_messages("ray._private.authentication.authentication_token_setup", "Token authentication is enabled")
+    ray.data.DataContext.get_current().override_object_store_memory_limit_fraction = DATA_STORE_SHARE
     if ray.is_initialized():
         return
     handler = signal.getsignal(signal.SIGTERM)

@@ -57,12 +57,14 @@ REQUEST_CPUS = 0.25
 class MediaSource:
     """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by media
     ref (``schema.media_ref``). ``pass_id`` tells passes apart: the driver keeps one cache, under one name, for all
-    of its passes, and resets it between them."""
+    of its passes, and resets it between them. ``reader_bytes``: the decoded media a reader keeps once fetched
+    (``ModelStage``; 0: no bound by bytes)."""
 
     cache_name: str
     namespace: str
     specs: dict
     pass_id: str = ""
+    reader_bytes: int = 0
 
     def client(self):
         from omnieval.media.cache import CacheClient
@@ -238,7 +240,9 @@ class ModelCalls:
 
 class ModelStage(ModelCalls):
     """One replica of one model (the actor of ``through_model``): the engine built from the model's config, media
-    fetched by key from the run's cache (zero-copy from the object store, kept in a small per-actor LRU)."""
+    fetched by key from the run's cache (zero-copy from the object store, kept in a small per-actor LRU: at most
+    ``MEDIA_LRU`` files and ``MediaSource.reader_bytes`` bytes, since what it keeps stays pinned in the object
+    store; the current batch's media always)."""
 
     MEDIA_LRU = 512
 
@@ -250,6 +254,7 @@ class ModelStage(ModelCalls):
         super().__init__(create_engine(self.model.engine, model=self.model.name, **self.model.options))
         self.cache = media.client() if media is not None else None
         self.specs = media.specs if media is not None else {}
+        self.local_bytes = media.reader_bytes if media is not None else 0
         self.local: OrderedDict[str, object] = OrderedDict()
         self.status: dict[str, str] = {}
         self.rows = rows.build() if rows is not None else None
@@ -277,15 +282,27 @@ class ModelStage(ModelCalls):
         return np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
 
     def _media(self, keys: set[str]) -> dict[str, object]:
+        while self._over_bytes() and next(iter(self.local)) not in keys:  # room first: what is kept stays pinned
+            self.local.popitem(last=False)
         missing = sorted(k for k in keys if k not in self.local)
         if missing:
             for key, payload in zip(missing, self.cache.payloads([self.specs[k] for k in missing]), strict=True):
                 self.local[key] = payload
         for k in keys:
             self.local.move_to_end(k)
-        while len(self.local) > max(self.MEDIA_LRU, len(keys)):
+        while len(self.local) > len(keys) and (len(self.local) > self.MEDIA_LRU or self._over_bytes()):
             self.local.popitem(last=False)
         return {k: self.local[k] for k in keys}
+
+    def _over_bytes(self) -> bool:
+        if not self.local_bytes:
+            return False
+        return sum(_payload_bytes(m) for m in self.local.values()) > self.local_bytes
+
+
+def _payload_bytes(media) -> int:
+    data = getattr(media, "data", None)
+    return int(data.nbytes) if data is not None else 0
 
 
 @dataclass(frozen=True)
