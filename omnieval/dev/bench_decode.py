@@ -159,9 +159,13 @@ def bench_decode(quick: bool = False, long: bool = False, workdir: str | None = 
         paths = {clip: make_clip(clip, folder, size["keyint"]) for clip in size["clips"]}
         setup = time.perf_counter() - started
         decode_video(paths[size["clips"][0]], 1)  # warm-up: lazy imports, the codec libraries
-        rows = [measure(clip, paths[clip], n, size, missing is None)
-                for clip in size["clips"] for n in size["counts"]]
-    print_table(rows, size, setup, missing)
+        print_head(size, setup, missing)
+        rows = []
+        for clip in size["clips"]:
+            for n in size["counts"]:
+                rows.append(measure(clip, paths[clip], n, size, missing is None))
+                print_row(rows[-1])  # as it comes: a long set runs for long, a stopped one keeps its rows
+    print_verdicts(rows)
     return 0 if all(row["same_frames"] for row in rows) else 1
 
 
@@ -329,25 +333,29 @@ def _verdict(met: bool | None, target: str) -> str:
     return "not measured" if met is None else f"met ({target})" if met else f"MISSED ({target})"
 
 
-def print_table(rows: list[dict], size: dict, setup_s: float, torchcodec_missing: str | None) -> None:
-    """The rows, then the verdicts of the targets (module docstring)."""
+def print_head(size: dict, setup_s: float, torchcodec_missing: str | None) -> None:
+    """The table's title, torchcodec's absence (why) and the column names; rows follow (module docstring)."""
     print(f"omnieval bench decode ({os.cpu_count()} cores; {THREADS} decoder threads; frames at {MAX_SIDE} px; "
           f"clips made in {setup_s:.1f} s, keyframe every {size['keyint']} frames)")
     if torchcodec_missing:
         print(f"torchcodec: {torchcodec_missing}")
-    head = (f"{'clip':<24} {'rule':>5} {'frames':>6} {'seek s':>9} {'full s':>9} {'ffmpeg s':>9} {'tc exact s':>10} "
-            f"{'tc approx s':>11} {'seek ms/f':>10} {'best ref ms/f':>13} {'ratio':>7} {'decoded':>13} "
-            f"{'MiB seek/full/ffmpeg/tc exact/tc approx':>40}  same frames")
-    print(head)
-    for r in rows:
-        n, best = r["count"], best_reference(r)
-        mem = "/".join(_mib(r.get(k + "_mem")) if k + "_s" in r or k == "seek" else "-" for k in ("seek", *REFERENCES))
-        failed = [name for name, ok in r["checks"].items() if not ok]
-        same = "yes" if not failed else f"NO ({', '.join(failed)})"
-        print(f"{r['clip'].name:<24} {r['n']!s:>5} {n:>6} {r['seek_s']:>9.3f} {_secs(r, 'full'):>9} "
-              f"{_secs(r, 'ffmpeg'):>9} {_secs(r, 'tc_exact'):>10} {_secs(r, 'tc_approximate'):>11} "
-              f"{1000 * r['seek_s'] / n:>10.2f} {1000 * best / n:>13.2f} {r['seek_s'] / best:>6.2f}x "
-              f"{r['decoded']:>6}/{r.get('full_decoded', '-')!s:<6} {mem:>40}  {same}")
+    print(f"{'clip':<24} {'rule':>5} {'frames':>6} {'seek s':>9} {'full s':>9} {'ffmpeg s':>9} {'tc exact s':>10} "
+          f"{'tc approx s':>11} {'seek ms/f':>10} {'best ref ms/f':>13} {'ratio':>7} {'decoded':>13} "
+          f"{'MiB seek/full/ffmpeg/tc exact/tc approx':>40}  same frames", flush=True)
+
+
+def print_row(r: dict) -> None:
+    n, best = r["count"], best_reference(r)
+    mem = "/".join(_mib(r.get(k + "_mem")) if k + "_s" in r or k == "seek" else "-" for k in ("seek", *REFERENCES))
+    failed = [name for name, ok in r["checks"].items() if not ok]
+    same = "yes" if not failed else f"NO ({', '.join(failed)})"
+    print(f"{r['clip'].name:<24} {r['n']!s:>5} {n:>6} {r['seek_s']:>9.3f} {_secs(r, 'full'):>9} "
+          f"{_secs(r, 'ffmpeg'):>9} {_secs(r, 'tc_exact'):>10} {_secs(r, 'tc_approximate'):>11} "
+          f"{1000 * r['seek_s'] / n:>10.2f} {1000 * best / n:>13.2f} {r['seek_s'] / best:>6.2f}x "
+          f"{r['decoded']:>6}/{r.get('full_decoded', '-')!s:<6} {mem:>40}  {same}", flush=True)
+
+
+def print_verdicts(rows: list[dict]) -> None:
     print("verdicts:")
     for met, what, figure, target in verdicts(rows):
         print(f"  {_verdict(met, target)}: {what}: {figure}")
