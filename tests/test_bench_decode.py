@@ -17,7 +17,7 @@ from omnieval.dev.bench_decode import QUICK, RATE, TARGETS, torchcodec_missing
 
 SECS = r"([\d.]+|-)"
 ROW = re.compile(rf"^(\S+\.(?:mp4|mkv|webm))\s+(\S+)\s+(\d+)\s+([\d.]+)\s+{SECS}\s+{SECS}\s+{SECS}\s+{SECS}\s+"
-                 r"([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+(\d+)/(\S+)\s+(\S+)\s+(.+)$")
+                 r"([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+(\d+)/(\S+)\s+(\S+)\s+(\S+)\s+([\d.]+)x\s+(.+)$")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,13 @@ def test_quick_bench_has_a_row_per_clip_and_count_with_the_reference_frames(prin
         n, seek = int(m[3]), float(m[4])
         refs = [float(m[i]) for i in (5, 6, 7, 8) if m[i] != "-"]
         assert (m[7] != "-") == (m[8] != "-") == tc, m[0]
-        assert m[15] == "yes", m[0]  # the seek path's frames equal every reference's
+        assert m[17] == "yes", m[0]  # the seek path's frames equal every reference's
+        cpu = [float(x) if x != "-" else None for x in m[15].split("/")]
+        assert [x is None for x in cpu[1:]] == [m[i] == "-" for i in (5, 6, 7, 8)], m[0]
+        best_cpu = max(min(x for x in cpu[1:] if x is not None), 0.001)
+        if best_cpu >= 0.05:  # CPU seconds printed to 2 decimals
+            lo, hi = (cpu[0] - 0.005) / (best_cpu + 0.005), (cpu[0] + 0.005) / (best_cpu - 0.005)
+            assert lo - 0.006 <= float(m[16]) <= hi + 0.006, m[0]
         best = min(refs)
         slack = 1000 * 0.0005 / n + 0.006  # seconds printed to 3 decimals, ms per frame to 2
         assert float(m[9]) == pytest.approx(1000 * seek / n, abs=slack)
@@ -69,11 +75,12 @@ def test_quick_bench_marks_each_target_met_or_missed(printed):
     _, text = printed
     verdicts = [line.strip() for line in text.split("verdicts:")[1].splitlines() if line.strip()]
     n_rows = len(QUICK["clips"]) * len(QUICK["counts"])
-    assert len(verdicts) == 1 + 2 * n_rows  # long vs short at the fewest frames; per frame and memory per row
+    assert len(verdicts) == 1 + 3 * n_rows  # long vs short at the fewest frames; per frame (seconds, CPU), memory
     assert re.fullmatch(rf"(met|MISSED) \(<= {TARGETS['long_vs_short']:g}x\): h264-90p-8s\.mp4 vs h264-90p-2s\.mp4, "
                         r"4 frames: [\d.]+x", verdicts[0])
     for line in verdicts[1:]:
-        assert re.fullmatch(r"(met|MISSED) \(<= [\d.]+(x| MiB)\): (per sampled frame|memory), .+|not measured: .+",
+        assert re.fullmatch(r"(met|MISSED) \(<= [\d.]+(x| MiB)\): (per sampled frame|CPU per sampled frame|memory), "
+                            r".+|not measured: .+",
                             line), line
 
 

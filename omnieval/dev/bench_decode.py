@@ -30,15 +30,19 @@ and the peak memory of one decode: for the in-process decoders the growth of thi
 ``VmHWM``, reset before each decode) over its RSS before; for ffmpeg the peak RSS of its largest process, whole
 (its libraries included), read from ``/proc`` while it runs. Every decoder runs with 2 threads
 (``frames.decode_threads()`` outside Ray). Timings are the best of ``repeats`` (one in ``--long``) after one
-untimed warm-up decode (the machine may be shared; other load only adds time), the memory that of the last.
+untimed warm-up decode (the machine may be shared; other load only adds time), the memory that of the last. Each
+decoder's CPU seconds are given too (``getrusage``: this process's for the in-process decoders, the ffmpeg
+processes' for ffmpeg; least of the repeats), with the seek path's CPU over the best reference's: other load
+stretches the seconds, hardly the CPU seconds, so on a shared machine the CPU ratio is the one to read.
 
 The frames are checked, untimed: the seek path's arrays equal the full decode's; and at up to ``CHECKED`` of the
 sampled times, spread over them, the frames the seek path picks equal ffmpeg's bytes (YUV planes) and torchcodec's
 full-size RGB in both seek modes, pixel for pixel (its resized frames are not compared: its scaler differs).
 
 Targets, each marked met or MISSED: the long clip's 8 frames cost at most 2x the short clip's (per codec, size and
-container); per sampled frame, ``seek`` within 1.25x of the best reference; the memory of one seek decode at most
-the sampled frames (RGB) plus one keyframe interval and the decoder threads' frames (YUV at the stored size).
+container); per sampled frame, ``seek`` within 1.25x of the best reference (in seconds, and in CPU seconds); the
+memory of one seek decode at most the sampled frames (RGB) plus one keyframe interval and the decoder threads'
+frames (YUV at the stored size).
 """
 
 from __future__ import annotations
@@ -173,18 +177,29 @@ def bench_decode(quick: bool = False, long: bool = False, workdir: str | None = 
 # The measurements
 # ---------------------------------------------------------------------------------------------------------------
 
-def _timed(fn, repeats: int) -> tuple[float, int | None, object]:
-    """(best seconds, peak RSS growth of the last run, its result) of ``repeats`` runs of ``fn``."""
-    best, peak, out = float("inf"), None, None
+def _cpu_seconds(children: bool) -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(fn, repeats: int, children: bool = False) -> tuple[float, float, int | None, object]:
+    """(best seconds, least CPU seconds, peak RSS growth of the last run, its result) of ``repeats`` runs of ``fn``.
+
+    CPU seconds are this process's (``children``: those of the processes it waited for, ffmpeg's), all threads
+    together: on a shared machine other load stretches the seconds, hardly the CPU seconds."""
+    best, cpu, peak, out = float("inf"), float("inf"), None, None
     for _ in range(repeats):
         out = None  # the last run's result is freed before the next one is measured
         reset = _reset_peak_rss()
-        before = _proc_status("VmRSS")
+        before, cpu_before = _proc_status("VmRSS"), _cpu_seconds(children)
         start = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - start)
+        cpu = min(cpu, _cpu_seconds(children) - cpu_before)
         peak = max(0, _proc_status("VmHWM") - before) if reset else None
-    return best, peak, out
+    return best, cpu, peak, out
 
 
 @dataclass(frozen=True)
@@ -263,22 +278,23 @@ def measure(clip: Clip, path: Path, n: int | str, size: dict, torchcodec: bool) 
     from omnieval.media import decode, frames
 
     repeats, threads = size["repeats"], frames.decode_threads()
-    seek_s, seek_mem, seek = _timed(lambda: decode.decode_video(path, max_side=MAX_SIDE, **_rule_args(n)), repeats)
+    seek_s, seek_cpu, seek_mem, seek = _timed(
+        lambda: decode.decode_video(path, max_side=MAX_SIDE, **_rule_args(n)), repeats)
     count, height, width = seek.data.shape[:3]
     sampled = _sampled(path, count)
-    row = {"clip": clip, "n": n, "count": count, "seek_s": seek_s, "seek_mem": seek_mem,
+    row = {"clip": clip, "n": n, "count": count, "seek_s": seek_s, "seek_cpu": seek_cpu, "seek_mem": seek_mem,
            "decoded": seek.meta["decoded_frames"], "checks": {}}
     if size["full_max_s"] is None or clip.seconds <= size["full_max_s"]:
-        row["full_s"], row["full_mem"], full = _timed(
+        row["full_s"], row["full_cpu"], row["full_mem"], full = _timed(
             lambda: decode.decode_video(path, max_side=MAX_SIDE, strategy="full", **_rule_args(n)), 1)
         row["full_decoded"] = full.meta["decoded_frames"]
         row["checks"]["full"] = np.array_equal(seek.data, full.data)
     ff_out = None
     if count <= FFMPEG_MAX_FRAMES:
-        row["ffmpeg_s"], _, (ff_out, row["ffmpeg_mem"]) = _timed(
-            lambda: _ffmpeg_frames(path, list(sampled.picked), 30.0), repeats)
+        row["ffmpeg_s"], row["ffmpeg_cpu"], _, (ff_out, row["ffmpeg_mem"]) = _timed(
+            lambda: _ffmpeg_frames(path, list(sampled.picked), 30.0), repeats, children=True)
     for mode in ("exact", "approximate") if torchcodec else ():
-        row[f"tc_{mode}_s"], row[f"tc_{mode}_mem"], _ = _timed(
+        row[f"tc_{mode}_s"], row[f"tc_{mode}_cpu"], row[f"tc_{mode}_mem"], _ = _timed(
             lambda mode=mode: _torchcodec_frames(path, sampled.seconds, mode, (height, width)), repeats)
     row["checks"].update(_check_picks(path, sampled, ff_out, torchcodec))
     row["same_frames"] = all(row["checks"].values())
@@ -324,9 +340,14 @@ def _secs(row: dict, ref: str) -> str:
     return f"{row[ref + '_s']:.3f}" if ref + "_s" in row else "-"
 
 
-def best_reference(row: dict) -> float:
-    """The fastest reference measured in the row (seconds)."""
-    return min(row[ref + "_s"] for ref in REFERENCES if ref + "_s" in row)
+def best_reference(row: dict, unit: str = "s") -> float:
+    """The fastest reference measured in the row: seconds (``unit`` ``"s"``) or CPU seconds (``"cpu"``)."""
+    return min(row[f"{ref}_{unit}"] for ref in REFERENCES if ref + "_s" in row)
+
+
+def cpu_ratio(row: dict) -> float:
+    """The seek path's CPU seconds over the best reference's (1 ms at least: CPU time is counted in ticks)."""
+    return row["seek_cpu"] / max(best_reference(row, "cpu"), 1e-3)
 
 
 def _verdict(met: bool | None, target: str) -> str:
@@ -341,18 +362,21 @@ def print_head(size: dict, setup_s: float, torchcodec_missing: str | None) -> No
         print(f"torchcodec: {torchcodec_missing}")
     print(f"{'clip':<24} {'rule':>5} {'frames':>6} {'seek s':>9} {'full s':>9} {'ffmpeg s':>9} {'tc exact s':>10} "
           f"{'tc approx s':>11} {'seek ms/f':>10} {'best ref ms/f':>13} {'ratio':>7} {'decoded':>13} "
-          f"{'MiB seek/full/ffmpeg/tc exact/tc approx':>40}  same frames", flush=True)
+          f"{'MiB seek/full/ffmpeg/tc exact/tc approx':>40} {'CPU s seek/full/ffmpeg/tc exact/tc approx':>42} "
+          f"{'ratio':>7}  same frames", flush=True)
 
 
 def print_row(r: dict) -> None:
     n, best = r["count"], best_reference(r)
     mem = "/".join(_mib(r.get(k + "_mem")) if k + "_s" in r or k == "seek" else "-" for k in ("seek", *REFERENCES))
+    cpu = "/".join(f"{r[k + '_cpu']:.2f}" if k + "_s" in r else "-" for k in ("seek", *REFERENCES))
     failed = [name for name, ok in r["checks"].items() if not ok]
     same = "yes" if not failed else f"NO ({', '.join(failed)})"
     print(f"{r['clip'].name:<24} {r['n']!s:>5} {n:>6} {r['seek_s']:>9.3f} {_secs(r, 'full'):>9} "
           f"{_secs(r, 'ffmpeg'):>9} {_secs(r, 'tc_exact'):>10} {_secs(r, 'tc_approximate'):>11} "
           f"{1000 * r['seek_s'] / n:>10.2f} {1000 * best / n:>13.2f} {r['seek_s'] / best:>6.2f}x "
-          f"{r['decoded']:>6}/{r.get('full_decoded', '-')!s:<6} {mem:>40}  {same}", flush=True)
+          f"{r['decoded']:>6}/{r.get('full_decoded', '-')!s:<6} {mem:>40} {cpu:>42} "
+          f"{cpu_ratio(r):>6.2f}x  {same}", flush=True)
 
 
 def print_verdicts(rows: list[dict]) -> None:
@@ -382,6 +406,9 @@ def verdicts(rows: list[dict]) -> list[tuple[bool | None, str, str, str]]:
         what = f"{r['clip'].name}, {r['count']} frames" + (f" ({r['n']})" if r["n"] == RATE else "")
         out.append((ratio <= TARGETS["per_frame"], f"per sampled frame, {what}", f"{ratio:.2f}x the best reference",
                     f"<= {TARGETS['per_frame']:g}x"))
+        ratio = cpu_ratio(r)
+        out.append((ratio <= TARGETS["per_frame"], f"CPU per sampled frame, {what}",
+                    f"{ratio:.2f}x the best reference", f"<= {TARGETS['per_frame']:g}x"))
         mem = r["seek_mem"]
         out.append((None if mem is None else mem <= r["memory_bound"], f"memory, {what}", f"{_mib(mem)} MiB",
                     f"<= {_mib(r['memory_bound'])} MiB"))
