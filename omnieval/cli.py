@@ -360,7 +360,8 @@ def _bench_gpu(args: argparse.Namespace) -> int:
 def _bench_decode(args: argparse.Namespace) -> int:
     from omnieval.dev.bench_decode import bench_decode
 
-    return bench_decode(quick=args.quick, long=args.long, workdir=args.workdir)
+    return bench_decode(quick=args.quick, long=args.long, workdir=args.workdir, only=args.only,
+                        counts=args.counts.split(",") if args.counts else None)
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
@@ -735,9 +736,13 @@ def _add_bench(sub) -> None:
     _add_bench_engine(bsub)
     _add_bench_gpu(bsub)
     s = bsub.add_parser("decode", help="sampling 8-128 frames of 1- and 10-minute clips: the seeking decoder vs a full "
-                        "decode and ffmpeg's own -ss seeking, seconds, ms per frame, peak memory")
+                        "decode, ffmpeg's own -ss seeking and torchcodec, seconds, ms per frame, peak memory")
     s.add_argument("--quick", action="store_true", help="clips of seconds at 160x90 (smoke test)")
-    s.add_argument("--long", action="store_true", help="also 30 minutes, 1080p, HEVC, VP9 and MKV (long to encode)")
+    s.add_argument("--long", action="store_true", help="1-30 minutes, 720p and 1080p, H.264, HEVC, VP9, MP4, MKV, "
+                   "WebM, also at 2 fps up to 768 frames (long to run)")
+    s.add_argument("--only", action="append", default=None, metavar="CLIP",
+                   help="measure this clip only, by its name in the table (repeatable)")
+    s.add_argument("--counts", default=None, help="comma-separated frame counts to measure (e.g. 8,32,2fps)")
     s.add_argument("--workdir", default=None, help="keep the generated clips here and reuse them next time")
     s.set_defaults(func=_bench_decode)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")

@@ -1,5 +1,7 @@
 """``omnieval bench decode --quick``: the table has a row per clip and frame count, its derived figures agree with
-the figures printed beside them, and its frames equal both references' (the full decode's arrays, ffmpeg's bytes).
+the figures printed beside them, and its frames equal every reference's (the full decode's arrays, ffmpeg's bytes,
+torchcodec's pixels where it is installed). The clip generation and the two out-of-process references are checked
+against PyAV's own decode of every frame.
 
 No timing is asserted (the machine may be loaded); the ratio and the verdicts are recomputed from the printed
 seconds within their display rounding."""
@@ -10,10 +12,12 @@ import re
 
 import pytest
 
-from omnieval.dev.bench_decode import QUICK, TARGETS
+from omnieval.dev import bench_decode
+from omnieval.dev.bench_decode import QUICK, RATE, TARGETS, torchcodec_missing
 
-ROW = re.compile(r"^(\S+\.(?:mp4|mkv|webm))\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
-                 r"([\d.]+)x\s+(\d+)/(\d+)\s+(\S+)/(\S+)/(\S+)\s+(.+)$")
+SECS = r"([\d.]+|-)"
+ROW = re.compile(rf"^(\S+\.(?:mp4|mkv|webm))\s+(\S+)\s+(\d+)\s+([\d.]+)\s+{SECS}\s+{SECS}\s+{SECS}\s+{SECS}\s+"
+                 r"([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+(\d+)/(\S+)\s+(\S+)\s+(\S+)\s+([\d.]+)x\s+(.+)$")
 
 
 @pytest.fixture(scope="module")
@@ -29,24 +33,41 @@ def printed(tmp_path_factory):
     return code, out.getvalue()
 
 
+def _frames_at_2fps(seconds: float) -> int:
+    """Qwen's rule, written out: round(duration * 2) clamped to 4..768, down to a multiple of 2."""
+    return min(max(round(seconds * 2), 4), 768) // 2 * 2
+
+
 @pytest.mark.slow
 def test_quick_bench_has_a_row_per_clip_and_count_with_the_reference_frames(printed):
     code, text = printed
     assert code == 0, text
     rows = [ROW.match(line) for line in text.splitlines() if ROW.match(line)]
-    names = [f"h264-90p-{c.seconds:g}s.mp4" for c in QUICK["clips"]]
-    assert [(m[1], int(m[2])) for m in rows] == [(name, n) for name in names for n in QUICK["counts"]], text
+    assert [(m[1], m[2]) for m in rows] == [(f"h264-90p-{c.seconds:g}s.mp4", str(n)) for c in QUICK["clips"]
+                                            for n in QUICK["counts"]], text
+    expected = [n if n != RATE else _frames_at_2fps(c.seconds) for c in QUICK["clips"] for n in QUICK["counts"]]
+    assert [int(m[3]) for m in rows] == expected
+    tc = torchcodec_missing() is None
+    assert ("torchcodec: " in text) != tc, text  # the reason it is left out, exactly when it is
     for m in rows:
-        seek, full, ffmpeg = (float(m[i]) for i in (3, 4, 5))
-        assert m[14] == "yes", m[0]  # the seek path's frames equal the full decode's and ffmpeg's
-        best, n = min(full, ffmpeg), int(m[2])
+        n, seek = int(m[3]), float(m[4])
+        refs = [float(m[i]) for i in (5, 6, 7, 8) if m[i] != "-"]
+        assert (m[7] != "-") == (m[8] != "-") == tc, m[0]
+        assert m[17] == "yes", m[0]  # the seek path's frames equal every reference's
+        cpu = [float(x) if x != "-" else None for x in m[15].split("/")]
+        assert [x is None for x in cpu[1:]] == [m[i] == "-" for i in (5, 6, 7, 8)], m[0]
+        best_cpu = max(min(x for x in cpu[1:] if x is not None), 0.001)
+        if best_cpu >= 0.05:  # CPU seconds printed to 2 decimals
+            lo, hi = (cpu[0] - 0.005) / (best_cpu + 0.005), (cpu[0] + 0.005) / (best_cpu - 0.005)
+            assert lo - 0.006 <= float(m[16]) <= hi + 0.006, m[0]
+        best = min(refs)
         slack = 1000 * 0.0005 / n + 0.006  # seconds printed to 3 decimals, ms per frame to 2
-        assert float(m[6]) == pytest.approx(1000 * seek / n, abs=slack)
-        assert float(m[7]) == pytest.approx(1000 * best / n, abs=slack)
+        assert float(m[9]) == pytest.approx(1000 * seek / n, abs=slack)
+        assert float(m[10]) == pytest.approx(1000 * best / n, abs=slack)
         if best > 0.01:  # ratios of seconds printed to 3 decimals
             lo, hi = (seek - 0.0005) / (best + 0.0005), (seek + 0.0005) / max(best - 0.0005, 1e-9)
-            assert lo - 0.006 <= float(m[8]) <= hi + 0.006, m[0]
-        assert 0 < int(m[9]) <= int(m[10]), m[0]  # never more frames decoded than by the full decode
+            assert lo - 0.006 <= float(m[11]) <= hi + 0.006, m[0]
+        assert 0 < int(m[12]) <= int(m[13]), m[0]  # never more frames decoded than by the full decode
 
 
 @pytest.mark.slow
@@ -54,27 +75,78 @@ def test_quick_bench_marks_each_target_met_or_missed(printed):
     _, text = printed
     verdicts = [line.strip() for line in text.split("verdicts:")[1].splitlines() if line.strip()]
     n_rows = len(QUICK["clips"]) * len(QUICK["counts"])
-    assert len(verdicts) == 1 + 2 * n_rows  # long vs short at the fewest frames; per frame and memory per row
+    assert len(verdicts) == 1 + 3 * n_rows  # long vs short at the fewest frames; per frame (seconds, CPU), memory
     assert re.fullmatch(rf"(met|MISSED) \(<= {TARGETS['long_vs_short']:g}x\): h264-90p-8s\.mp4 vs h264-90p-2s\.mp4, "
                         r"4 frames: [\d.]+x", verdicts[0])
     for line in verdicts[1:]:
-        assert re.fullmatch(r"(met|MISSED) \(<= [\d.]+(x| MiB)\): (per sampled frame|memory), .+|not measured: .+",
+        assert re.fullmatch(r"(met|MISSED) \(<= [\d.]+(x| MiB)\): (per sampled frame|CPU per sampled frame|memory), "
+                            r".+|not measured: .+",
                             line), line
+
+
+def _every_frame(path):
+    import av
+
+    with av.open(str(path)) as container:
+        return list(container.decode(video=0))
 
 
 def test_the_ffmpeg_reference_returns_the_frame_the_rule_picks(tmp_path):
     """ffmpeg's ``-ss`` keeps the first frame at or after the time; a quarter frame before the picked frame's time
     it returns that frame: compared with PyAV's own decode of every frame, in YUV."""
-    import av
     import numpy as np
 
     from omnieval.dev.bench_decode import Clip, _ffmpeg_frames, make_clip
 
     path = make_clip(Clip("h264", "mp4", 2, 160, 90), tmp_path, keyint=12)
-    with av.open(str(path)) as container:
-        every = list(container.decode(video=0))
-    picks = [every[i] for i in (0, 7, 13, 40)]
+    picks = [_every_frame(path)[i] for i in (0, 7, 13, 40)]
     outs, peak = _ffmpeg_frames(path, [float(f.pts * f.time_base) for f in picks], 30.0)
     assert peak > 0
     for frame, raw in zip(picks, outs, strict=True):
         assert np.array_equal(frame.to_ndarray(format="yuv420p").reshape(-1), np.frombuffer(raw, np.uint8))
+
+
+def test_the_torchcodec_reference_returns_the_frame_on_screen(tmp_path):
+    """torchcodec's frame played at a time between two frames is the earlier one, in both seek modes: compared with
+    PyAV's own decode of every frame, in RGB at the stored size."""
+    if torchcodec_missing():
+        pytest.skip(f"torchcodec: {torchcodec_missing()}")
+    import numpy as np
+
+    from omnieval.dev.bench_decode import Clip, _torchcodec_frames, make_clip
+
+    path = make_clip(Clip("h264", "mp4", 2, 160, 90), tmp_path, keyint=12)
+    every = _every_frame(path)
+    picks = [0, 7, 13, 40, 59]
+    seconds = np.array([float(every[i].pts * every[i].time_base) + 0.6 / 30 for i in picks])
+    for mode in ("exact", "approximate"):
+        got = _torchcodec_frames(path, seconds, mode)
+        for i, x in zip(picks, got, strict=True):
+            assert np.array_equal(every[i].to_ndarray(format="rgb24"), x), (mode, i)
+
+
+def test_a_long_clip_is_its_segment_repeated_and_an_mkv_its_stream_copy(tmp_path, monkeypatch):
+    """A clip of k segments has k times the segment's frames, at increasing times a frame apart, each equal to the
+    segment's frame at the same place (PyAV's decode of the segment, in YUV); the MKV's frames equal the MP4's."""
+    import numpy as np
+
+    from omnieval.dev.bench_decode import Clip, make_clip
+
+    monkeypatch.setattr(bench_decode, "SEGMENT", 1)
+    segment = _every_frame(make_clip(Clip("h264", "mp4", 1, 160, 90), tmp_path, keyint=12))
+    long = _every_frame(make_clip(Clip("h264", "mkv", 3, 160, 90), tmp_path, keyint=12))
+    assert not list(tmp_path.glob("*.txt")) and not list(tmp_path.glob("part-*"))  # no leftovers
+    as_mp4 = _every_frame(tmp_path / "h264-90p-3s.mp4")
+    assert len(segment) == 30 and len(long) == len(as_mp4) == 90
+    times = np.array([float(f.pts * f.time_base) for f in long])
+    assert np.allclose(np.diff(times), 1 / 30, atol=1e-3) and times[0] == pytest.approx(0, abs=1e-3)
+    for i, (frame, copy) in enumerate(zip(long, as_mp4, strict=True)):
+        ours = frame.to_ndarray(format="yuv420p")
+        assert np.array_equal(ours, segment[i % 30].to_ndarray(format="yuv420p")), i
+        assert np.array_equal(ours, copy.to_ndarray(format="yuv420p")), i
+
+
+def test_only_and_counts_keep_what_they_name_and_say_what_is_there(capsys):
+    assert bench_decode.bench_decode(long=True, only=["no-such-clip.mp4"]) == 2
+    out = capsys.readouterr().out
+    assert "h264-720p-30min.mp4" in out and "2fps" in out  # the names that can be given

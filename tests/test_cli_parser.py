@@ -22,7 +22,7 @@ COMMANDS = {
         "--benchmark", "--batch-size", "--instances", "--peer-instances", "--max-batch", "--decode-seconds",
         "--skip {throughput,profile,max_batch,decode}", "--out", "--workdir",
     ],
-    "omnieval bench decode": ["-h/--help", "--quick", "--long", "--workdir"],
+    "omnieval bench decode": ["-h/--help", "--quick", "--long", "--only", "--counts", "--workdir"],
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
                                 "--part {main,few-anchors,few-items}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
