@@ -211,3 +211,12 @@ def test_a_member_whose_crc_does_not_match_is_refused(tmp_path):
     damaged.write_bytes(data[:at] + struct.pack("<I", info.CRC ^ 1) + data[at + 4:])
     message = one_line_error([damaged])
     assert "CRC" in message and "samples/q2_epoch_1.json" in message
+
+
+def test_a_failed_sample_is_left_out_as_inspects_results_leave_it(tmp_path):
+    """inspect writes a failed sample with its ``error`` and no ``scores``; it is not scored, so not imported."""
+    def edit(log):
+        log["samples"][3].pop("scores")
+        log["samples"][3]["error"] = {"message": "RuntimeError('boom')", "traceback": "", "traceback_ansi": ""}
+    rows = read([edited(tmp_path, edit)])
+    assert len(rows) == 7 and ("q3", 0) not in {(r.sample_id, r.repeat) for r in rows}

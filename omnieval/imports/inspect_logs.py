@@ -16,8 +16,11 @@ answer, counted wrong as inspect's own ``accuracy`` does), booleans, or the numb
 (``"P"``, or any other number) is refused: a binary verdict cannot hold it. A sample scored by several scorers gives
 one record per scorer, the scorer's name as its ``filter``; with one scorer the filter is empty. The option chosen is
 the score's ``answer`` where the sample has ``choices`` and the answer is one letter; the repeat is the epoch less
-one (0 for a single-epoch run). The cluster is ``--cluster-field`` from the sample's ``metadata``, else the first of
-:data:`CLUSTER_FIELDS` it has, else the sample is its own unit. ``written`` is the log's ``eval.created``, so a
+one (0 for a single-epoch run). A sample that failed (an ``error`` and no score) is left out, as inspect's own
+``results`` leave it out; ``inspect eval-retry`` writes a later log in which it is scored.
+
+The cluster is ``--cluster-field`` from the sample's ``metadata``, else the first of :data:`CLUSTER_FIELDS` it has,
+else the sample is its own unit. ``written`` is the log's ``eval.created``, so a
 ``.eval`` and its ``.json`` conversion give identical records, and a retried run (a later log) wins over its first.
 """
 
@@ -151,10 +154,10 @@ def _records(path: Path, spec: dict, samples: Iterator[tuple[str, dict]],
         if not isinstance(sample, dict) or sample.get("id") is None:
             raise InputError("sample without an id", file=path, item=item, field="id")
         scores = sample.get("scores")
+        if not scores and sample.get("error"):
+            continue  # the sample failed, unscored: inspect's own results leave it out; its retry log has it
         if not isinstance(scores, dict) or not scores:
-            error = (sample.get("error") or {}).get("message") if isinstance(sample.get("error"), dict) else None
-            why = f" (the sample failed: {error}; import the retried log)" if error else ""
-            raise InputError(f"sample has no score{why}", file=path, item=item, field="scores")
+            raise InputError("sample has no score", file=path, item=item, field="scores")
         epoch = sample.get("epoch", 1)
         if not isinstance(epoch, int) or epoch < 1:
             raise InputError(f"epoch {epoch!r} is not a positive integer", file=path, item=item, field="epoch")
