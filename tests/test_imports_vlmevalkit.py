@@ -11,6 +11,7 @@ column, and VLMEvalKit's own ``_acc.csv`` ``Overall``; hand-written tables for t
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -181,3 +182,15 @@ def test_without_openpyxl_an_xlsx_is_one_line_naming_the_package(monkeypatch):
     path = OUTPUTS / QWEN / f"{QWEN}_MMBench_DEV_EN_exact_matching_result.xlsx"
     message = one_line_error([path])
     assert str(path) in message and "openpyxl" in message
+
+
+def test_a_json_result_as_dump_writes_it(tmp_path):
+    """``PRED_FORMAT=json``: ``dump`` writes the frame's records as a JSON list (``indent=4``)."""
+    rows = [{"index": 3, "question": "q", "answer": "C", "prediction": "C", "hit": 1, "log": "ok"},
+            {"index": 4, "question": "q", "answer": "D", "prediction": "A", "hit": 0, "log": "ok"}]
+    path = tmp_path / "m" / "m_MMStar_exact_matching_result.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(rows, indent=4, ensure_ascii=False))
+    assert [(r.sample_id, r.correct, r.text) for r in read([path])] == [("3", True, "C"), ("4", False, "A")]
+    path.write_text('{"index": 3}')
+    assert "not a list of records" in one_line_error([path])

@@ -7,11 +7,12 @@ and, after the run, every file of it is linked from ``<work_dir>/<model>/`` by a
 - ``<model>_<dataset>.xlsx`` (or ``.tsv``/``.json`` under ``PRED_FORMAT``): the benchmark's rows with the model's
   ``prediction``; no verdict. A circular dataset (MMBench, CCBench, ...) has one row per rotation of each question,
   at ``index = g + k * 1,000,000``.
-- ``<model>_<dataset>_<judge>_result.xlsx`` (``_<judge>_result`` added by ``get_intermediate_file_path``; the judge
-  is ``exact_matching`` or the judge model's name): the same rows with ``hit`` (1 correct, 0 wrong), written by
-  ``mcq_vanilla_eval`` / ``mcq_circular_eval`` in ``vlmeval/dataset/utils/multiple_choice.py``. For a circular
-  dataset it holds one row per question (``index == g_index``), whose ``hit`` is already the whole group's: 1 only if
-  every rotation was answered correctly.
+- ``<model>_<dataset>_<judge>_result.xlsx`` (``.tsv``/``.json`` likewise; ``_<judge>_result`` added by
+  ``get_intermediate_file_path``; the judge is ``exact_matching`` or the judge model's name): the same rows with
+  ``hit`` (1 correct, 0 wrong), written by ``mcq_vanilla_eval`` / ``mcq_circular_eval`` in
+  ``vlmeval/dataset/utils/multiple_choice.py``. For a circular dataset it holds one row per question
+  (``index == g_index``), whose ``hit`` is already the whole group's: 1 only if every rotation was answered
+  correctly.
 
 So the verdicts are read from the ``_result`` files: a folder argument is searched for them (a link and its target
 are read once), a file argument must have a ``hit`` column. A file that still holds rotation rows (``index`` of
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import json
 import re
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -41,7 +43,7 @@ from omnieval.core.schema import InputError
 from omnieval.datasets.circular import STRIDE
 from omnieval.imports.base import ImportedRow, ImportOptions, register_format
 
-RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<ext>xlsx|csv|tsv)$")
+RESULT_FILE = re.compile(r"^(?P<stem>.+)_result\.(?P<ext>xlsx|csv|tsv|json)$")
 EVAL_ID = re.compile(r"^T(?P<time>\d{8}-\d{6})$")
 LEGACY_EVAL_ID = re.compile(r"^T\d{8}_G[0-9a-fA-F]+$")
 VIDEO_COLUMN = "video"
@@ -61,7 +63,7 @@ def _result_files(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir():
             candidates = sorted(p for p in path.rglob("*") if p.is_file() and RESULT_FILE.match(p.name))
             if not candidates:
-                raise InputError("no VLMEvalKit result file (<model>_<dataset>_<judge>_result.xlsx/csv/tsv) in "
+                raise InputError("no VLMEvalKit result file (<model>_<dataset>_<judge>_result.xlsx/tsv/csv/json) in "
                                  "this folder", file=path)
         elif path.is_file():
             candidates = [path]
@@ -96,7 +98,7 @@ def _model_and_dataset(path: Path, options: ImportOptions) -> tuple[str, str]:
     """The model (from the folder, or ``--model``) and the dataset in ``<model>_<dataset>_<judge>_result.<ext>``."""
     stem = RESULT_FILE.match(path.name)
     if stem is None:
-        raise InputError("not a VLMEvalKit result file name (<model>_<dataset>_<judge>_result.xlsx/csv/tsv)",
+        raise InputError("not a VLMEvalKit result file name (<model>_<dataset>_<judge>_result.xlsx/tsv/csv/json)",
                          file=path)
     stem = stem["stem"]
     folder = path.parent.name
@@ -131,11 +133,13 @@ def _written(path: Path) -> float:
 
 
 def _table(path: Path) -> list[dict]:
-    """The rows of a file written by VLMEvalKit's ``dump`` (pandas ``to_excel`` with xlsxwriter, or ``to_csv``
-    with every field quoted), as dicts of header to cell; cells as written (xlsx numbers stay numbers)."""
+    """The rows of a file written by VLMEvalKit's ``dump`` (pandas ``to_excel`` with xlsxwriter, ``to_csv`` with
+    every field quoted, or a JSON list of records), as dicts of header to cell; cells as written."""
     try:
         if path.suffix == ".xlsx":
             return _xlsx_rows(path)
+        if path.suffix == ".json":
+            return _json_rows(path)
         with path.open(newline="", encoding="utf-8") as handle:
             return list(csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
     except InputError:
@@ -156,6 +160,13 @@ def _xlsx_rows(path: Path) -> list[dict]:
         return [dict(zip(header, line)) for line in lines if any(cell is not None for cell in line)]
     finally:
         book.close()
+
+
+def _json_rows(path: Path) -> list[dict]:
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise InputError("not a list of records, as VLMEvalKit's dump writes a table to .json", file=path)
+    return rows
 
 
 def _cell_text(value) -> str | None:
