@@ -85,7 +85,8 @@ def _read_result(path: Path, options: ImportOptions) -> Iterator[ImportedRow]:
         return
     for column in ("index", "hit"):
         if column not in rows[0]:
-            hint = " (VLMEvalKit writes verdicts to <model>_<dataset>_<judge>_result files)" if column == "hit" else ""
+            hint = (" (VLMEvalKit writes multiple-choice verdicts to <model>_<dataset>_<judge>_result files; name "
+                    "those files, not a folder that holds other benchmarks' results)") if column == "hit" else ""
             raise InputError(f"no {column!r} column{hint}", file=path, field=column)
     if options.cluster_field and options.cluster_field not in rows[0]:
         raise InputError("no such column (--cluster-field)", file=path, field=options.cluster_field)
