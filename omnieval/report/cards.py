@@ -1,13 +1,15 @@
-"""Published numbers: the accuracies model cards and technical reports give on the omni benchmarks, shipped with
-omnieval (``cards.csv``), and the report's "Published numbers" section that sets a run's own accuracy beside them.
+"""Published numbers: the accuracies model cards, technical reports and the benchmarks' own leaderboards give on the
+omni benchmarks, shipped with omnieval (``cards.csv``), and the report's "Published numbers" section that sets a
+run's own accuracy beside them.
 
 **The table.** One row per published figure: ``model`` (the name the model is published under, as its Hugging Face
 repository spells it), ``variant`` (Instruct, Thinking, ...; empty for a model published in one variant),
 ``benchmark`` (the converter's name, as ``benchmark.json`` records it), ``version`` (the benchmark's version or split
 as the source states it, ``not stated`` otherwise), ``setting`` (what the source says of how it was run: subtitles,
-frame rate, decoding), ``number`` (accuracy in %), ``source`` (the page the number was read from, pinned to a commit
-where it is a repository file) and ``date`` (the day it was read there). A row is a figure someone published; none
-is estimated, and a benchmark a card does not report has no row.
+frame rate, decoding; who measured it where that is not the model's authors), ``number`` (accuracy in %),
+``source`` (the page the number was read from, pinned to a commit where it is a repository file) and ``date`` (the
+day it was read there). A row is a figure someone published; none is estimated, and a benchmark no source reports
+for a model has no row.
 
 **Matching.** A model of a run matches the table's ``model`` named by its ``card:`` field, else the one equal to its
 weights folder's name (``options.path``, or ``path`` in a sweep; a Hugging Face cache snapshot is named by its
