@@ -1,16 +1,19 @@
 """Conformance kit: each registered family's model inputs, as omnieval's hf engine builds them from media decoded
 with the family's reference settings (``conformance_kit.REFERENCE_DECODE``), equal those of the family's reference
-pipeline run on the same file (``conformance_kit.REFERENCES``; a family that cannot run its reference here is a skip
-naming why, and the README's family table says the same).
+pipeline run on the same file (``conformance_kit.REFERENCES``; a family not run is a skip saying why, "cannot run
+here" or "not checked yet", and the README says the same).
 
 What is compared, and how closely (the reasons per case):
 
-* input ids: exact (the text, the placeholders, a video's soundtrack interleaved with it);
+* input ids: exact (the text, the placeholders, a video's soundtrack interleaved with it, Qwen3-VL's frame times),
+  except one audio token Qwen3-Omni adds on purpose where a waveform is a whole number of hops
+  (``without_padding_token``);
 * position ids where the family has its own (Qwen omni: the thinker's ``get_rope_index``): exact;
-* the frames each pipeline sampled, as uint8 pixels: exact on the clip neither pipeline resizes (same frame indices,
-  same decoder colour conversion), which is what checks the frame count and index rule; on the portrait clip both
-  upscale with different kernels (PyAV's bilinear scaler, torchvision's antialiased bicubic), so sizes are exact
-  and pixels are bounded by their mean difference (``RESIZED_MEAN``);
+* the frames each pipeline sampled, as uint8 pixels: exact on the clip neither pipeline resizes (the omni families:
+  same frame indices, same colour conversion), which is what checks the frame count and index rule; where both
+  resize (the portrait clip, upscaled; the Qwen-VL families, whose budget differs from the clip's size) their
+  kernels differ (PyAV's bilinear scaler, torchvision's antialiased bicubic): sizes exact, pixels bounded by their
+  mean difference (``RESIZED_MEAN``);
 * pixel values after the processor: exact where the processor does not resize (Qwen2.5-Omni); Qwen3-Omni's processor
   resizes the 28-multiples to its own 32-multiples, from the reference's float frames but from omnieval's uint8 ones
   (rounded and clipped after bicubic overshoot), so they are bounded (``PROCESSOR_RESIZE``);
@@ -18,6 +21,9 @@ What is compared, and how closely (the reasons per case):
   trailing silence on purpose (``Qwen3OmniFamily``), so its features may be one mel frame longer and the reference's
   last frame (which mirrors the clip's end) is left out; an AAC soundtrack at 44.1 kHz is compared as waveforms
   (``test_an_aac_soundtrack_is_heard_as_the_reference_hears_it``).
+
+The processor is given the rate the reference utilities sampled at (``omni_reference``): the omni cards leave it to
+the processor's default, which does not follow the sampling.
 """
 
 from __future__ import annotations
