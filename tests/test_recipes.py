@@ -73,7 +73,7 @@ def test_a_model_takes_its_folders_family_recipe_unless_it_or_the_run_opts_out(t
     config = _config(tmp_path, models)
     got = {m.name: model_decode(config, m) for m in config.models}
     assert got["auto"].recipe == "qwen2.5-omni" and got["auto"].decode.size_factor == 28
-    assert got["named"].recipe == "qwen3-omni" and got["named"].decode.size_factor == 32
+    assert got["named"].recipe == "qwen3-omni" and got["named"].decode.size_factor == 28  # the card's patch 14
     assert got["off"].recipe is None and got["off"].decode == DecodeConfig()
     assert got["plain"].recipe is None and got["plain"].decode == DecodeConfig()
     quiet = _config(tmp_path, models, recipes=False)

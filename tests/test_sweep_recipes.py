@@ -1,9 +1,10 @@
 """A sweep of three families over one benchmark decodes each media file once per distinct resolved setting.
 
-Three simulated models stand for Qwen2.5-Omni, Qwen3-Omni and Qwen2.5-VL (``recipe: <family>``) with no ``decode:``
-sampling options, so each decodes by its family's recipe: Qwen2.5-Omni and Qwen2.5-VL sample and size video alike
-(the same reference constants, side factor 28), Qwen3-Omni by factor 32; all three take audio at 16 kHz. So each
-video is decoded twice and each audio once; the counts are checked against the benchmark's files counted here from
+Three simulated models stand for Qwen2.5-Omni, Qwen3-Omni and Qwen3-VL (``recipe: <family>``) with no ``decode:``
+sampling options, so each decodes by its family's recipe: Qwen2.5-Omni and Qwen3-Omni sample and size video alike
+(the same reference constants; both cards call the utilities with their default 14-pixel patches, side factor 28),
+Qwen3-VL by factor 32 (its card passes 16-pixel patches); all three take audio at 16 kHz. So each video is decoded
+twice and each audio once; the counts are checked against the benchmark's files counted here from
 their bytes, and ``run.json`` says per model which recipe it used and where each value came from.
 """
 
@@ -19,7 +20,7 @@ from omnieval.sweep import SweepRunner, parse_sweep_config
 
 pytestmark = pytest.mark.slow
 
-FAMILIES = {"sim-omni25": "qwen2.5-omni", "sim-omni3": "qwen3-omni", "sim-vl25": "qwen2.5-vl"}
+FAMILIES = {"sim-omni25": "qwen2.5-omni", "sim-omni3": "qwen3-omni", "sim-vl3": "qwen3-vl"}
 SETTINGS_PER_FILE = {".mp4": 2, ".wav": 1}  # distinct resolved video / audio settings over the three recipes
 
 
@@ -54,6 +55,7 @@ def test_three_families_decode_each_file_once_per_distinct_recipe(ray_session, s
         assert recipe["recipe"] == family
         assert recipe["decode"]["fps"] == {"value": 2.0, "from": "recipe", "source": recipe["decode"]["fps"]["source"]}
         assert "smart_nframes" in recipe["decode"]["fps"]["source"]
-        assert recipe["decode"]["sample_rate"]["from"] == ("default" if family == "qwen2.5-vl" else "recipe")
-    assert records["sim-omni3"]["recipes"]["sim-omni3"]["decode"]["size_factor"]["value"] == 32
+        assert recipe["decode"]["sample_rate"]["from"] == ("default" if family == "qwen3-vl" else "recipe")
+    assert records["sim-vl3"]["recipes"]["sim-vl3"]["decode"]["size_factor"]["value"] == 32
+    assert records["sim-omni3"]["recipes"]["sim-omni3"]["decode"]["size_factor"]["value"] == 28
     assert records["sim-omni25"]["recipes"]["sim-omni25"]["decode"]["size_factor"]["value"] == 28

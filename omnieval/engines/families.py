@@ -377,9 +377,14 @@ class TimestampedVideoFamily(QwenVisionFamily):
 
     The decoder takes frame ``i`` of ``n`` at the centre of its bin, ``(i + 0.5) x duration / n``
     (``media.decode.sample_times``), not at ``i / fps``: the metadata says so exactly with integer indices, as the
-    odd frames ``2i + 1`` of a clip at twice the sampled rate, so the times in the prompt are the frames' own."""
+    odd frames ``2i + 1`` of a clip at twice the sampled rate, so the times in the prompt are the frames' own.
+    Frames taken by ``linspace`` indices (``index_rule``) carry those indices and the clip's rate
+    (``decode_video``'s meta), which the metadata gives as they are, as the reference utilities do."""
 
     def video_metadata(self, item: DecodedMedia) -> dict:
+        if "frame_indices" in item.meta:
+            return {"fps": float(item.meta["source_fps"]), "duration": item.meta["duration"],
+                    "total_num_frames": item.meta["source_frames"], "frames_indices": list(item.meta["frame_indices"])}
         n = int(item.data.shape[0])
         fps = float(item.fps or DEFAULT_VIDEO_FPS)
         return {"fps": 2 * fps, "duration": n / fps, "total_num_frames": 2 * n,

@@ -28,6 +28,10 @@ QWEN_OMNI_AUDIO = "qwen-omni-utils 0.0.9, qwen_omni_utils.v2_5.audio_process.pro
 QWEN_VL_UTILS = "qwen-vl-utils 0.0.14, qwen_vl_utils.vision_process"
 QWEN25_OMNI_CARD = "https://huggingface.co/Qwen/Qwen2.5-Omni-7B (model card, usage: system prompt, use_audio_in_video)"
 QWEN3_OMNI_CARD = "https://huggingface.co/Qwen/Qwen3-Omni-30B-A3B-Instruct (model card, usage: use_audio_in_video)"
+#: Qwen3-Omni's card (and its repository's README, github.com/QwenLM/Qwen3-Omni at 0309c20) calls
+#: ``process_mm_info(conversation, use_audio_in_video=...)`` without ``image_patch_size``: the utilities' default 14,
+#: so its frames and images are sized to multiples of 28 (its processor then resizes them for its 16-pixel patches).
+QWEN3_OMNI_PATCH = 14
 QWEN3_VL_CARD = ("https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct (model card: "
                  "process_vision_info(image_patch_size=16))")
 OMNIEVAL_DEFAULT = "omnieval default, no published recipe"
@@ -145,7 +149,7 @@ def register_recipe(recipe: Recipe) -> Recipe:
 
 
 register_recipe(qwen_omni_recipe("qwen2.5-omni", 14, QWEN25_OMNI_CARD, Sourced(QWEN25_OMNI_SYSTEM, QWEN25_OMNI_CARD)))
-register_recipe(qwen_omni_recipe("qwen3-omni", 16, QWEN3_OMNI_CARD, Sourced(None, QWEN3_OMNI_CARD)))
+register_recipe(qwen_omni_recipe("qwen3-omni", QWEN3_OMNI_PATCH, QWEN3_OMNI_CARD, Sourced(None, QWEN3_OMNI_CARD)))
 register_recipe(qwen_vl_recipe("qwen2.5-vl", 14, ""))
 register_recipe(qwen_vl_recipe("qwen3-vl", 16, QWEN3_VL_CARD))
 register_recipe(qwen_vl_recipe("qwen3-vl-moe", 16, QWEN3_VL_CARD))

@@ -258,8 +258,11 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
         raise MediaError(f"{path}: video decoding failed: {exc}") from None
     finally:
         container.close()
-    return DecodedMedia("video", data, content_hash="", path=str(path), fps=len(picked) / duration,
-                        meta={"duration": duration, "decoded_frames": n_decoded})
+    meta = {"duration": duration, "decoded_frames": n_decoded}
+    if rule.index_rule == "linspace":  # which frames of the clip were taken: their own times, for timestamped prompts
+        meta.update(frame_indices=sampling.linspace_indices(len(times), len(picked)).tolist(),
+                    source_frames=len(times), source_fps=rate)
+    return DecodedMedia("video", data, content_hash="", path=str(path), fps=len(picked) / duration, meta=meta)
 
 
 @dataclass(frozen=True)
