@@ -77,6 +77,26 @@ def _load_all() -> None:
         importlib.import_module(module)
 
 
+def files_under(paths: Sequence[Path], patterns: Sequence[str]) -> list[Path]:
+    """The files a reader reads: each path that is a file, and under each folder (recursively) the files whose name
+    matches one of ``patterns`` (``fnmatch`` globs such as ``samples_*.jsonl``), sorted, each once (a file given
+    twice, or given and found in a folder, is read once). A path that does not exist is an ``InputError``."""
+    from omnieval.core.schema import InputError
+
+    found: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_file():
+            found.setdefault(path, None)
+        elif path.is_dir():
+            for pattern in patterns:
+                for match in sorted(path.rglob(pattern)):
+                    if match.is_file():
+                        found.setdefault(match, None)
+        else:
+            raise InputError("no such file or folder", file=path)
+    return list(found)
+
+
 def format_names() -> list[str]:
     _load_all()
     return sorted(_REGISTRY)
