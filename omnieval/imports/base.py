@@ -57,7 +57,7 @@ Reader = Callable[[Sequence[Path], ImportOptions], Iterator[ImportedRow]]
 
 _REGISTRY: dict[str, Reader] = {}
 # Modules that register a reader on import.
-_MODULES: tuple[str, ...] = ()
+_MODULES: tuple[str, ...] = ("omnieval.imports.lm_eval", "omnieval.imports.lmms_eval")
 
 
 def register_format(name: str) -> Callable[[Reader], Reader]:

@@ -3,11 +3,12 @@ joined on their items, and ``predictions.parquet`` written in the documented col
 
 One rule for every format, applied here once:
 
-* **Duplicates.** Records are keyed by (model, task, sample id, repeat, filter). The same record read twice (an
-  inspect ``.eval`` and its ``.json`` conversion, a file reached through a link, a retried sample logged again with
-  the same verdict) is kept once and counted as a duplicate. Two records of one key with different contents are a
-  rerun when their ``written`` times differ: the newest is kept and counted as a rerun; with equal (or unknown)
-  times nothing says which is right, and the import is refused naming both sources.
+* **Duplicates and reruns.** Records are keyed by (model, task, sample id, repeat, filter). Two records of one key
+  written at different times (``written``: a rerun's files carry a later timestamp) are a rerun: the newest is kept
+  and counted as a rerun, whatever its verdict. Two of equal (or unknown) time are the same record read twice (an
+  inspect ``.eval`` and its ``.json`` conversion, a file reached through a link or given twice): kept once and
+  counted as a duplicate where their contents agree; where they differ nothing says which is right, and the import
+  is refused naming both sources.
 * **Filters.** A tool that scores one answer several ways (lm-eval's filters) logs one record per filter. Metrics
   need one verdict per sample, so a task logged under several filters needs ``--filter``; without it the import
   is refused with the task's filters listed. A task logged under one filter keeps it.
@@ -92,11 +93,11 @@ def dedupe(rows: Iterable[ImportedRow]) -> tuple[list[ImportedRow], int, int]:
         old = kept.get(key)
         if old is None:
             kept[key] = row
-        elif _content(old) == _content(row):
-            duplicates += 1
         elif old.written is not None and row.written is not None and old.written != row.written:
             reruns += 1
             kept[key] = row if row.written > old.written else old
+        elif _content(old) == _content(row):
+            duplicates += 1
         else:
             raise InputError(f"{old.source} and {row.source} log different results for model {row.model!r}, task "
                              f"{row.task!r}, sample {row.sample_id!r}, repeat {row.repeat}"
