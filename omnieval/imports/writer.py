@@ -69,9 +69,14 @@ class ImportSummary:
     def line(self) -> str:
         unpaired = (f", {self.unpaired} items not in every model (listed in {self.out / UNPAIRED_FILE})"
                     if self.unpaired else "")
-        return (f"imported {self.rows} rows ({len(self.models)} models, {len(self.tasks)} tasks) into "
+        return (f"imported {_count(self.rows, 'row')} ({_count(len(self.models), 'model')}, "
+                f"{_count(len(self.tasks), 'task')}) into "
                 f"{self.out / PREDICTIONS_FILE}: {self.duplicates} duplicates collapsed, {self.reruns} reruns "
                 f"(newest kept), {self.repeats} repeats{unpaired}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _key(row: ImportedRow) -> tuple:
