@@ -98,3 +98,16 @@ def test_a_missing_cluster_field_is_refused(tmp_path, capsys):
     assert main(["import", "lmms-eval", str(DATA), "--out", str(tmp_path / "out"), "--cluster-field", "scene"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "line 1" in err and "field 'scene'" in err
+
+
+def test_the_report_pairs_the_imported_models_by_video(tmp_path):
+    out = tmp_path / "imported"
+    assert main(["import", "lmms-eval", str(DATA), "--out", str(out)]) == 0
+    assert main(["report", str(out), "--out", str(tmp_path / "report"), "--resamples", "200",
+                 "--permutations", "200"]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "media_unit (4)" in text  # the resampling unit: the four videos
+    pair = next(line for line in text.splitlines() if line.startswith("| models | dummy-a − dummy-b"))
+    assert "12 in 4 clusters" in pair
+    difference = plain_accuracy("dummy-a") - plain_accuracy("dummy-b")
+    assert f"| {difference:.3f} [" in pair
