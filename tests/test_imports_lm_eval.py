@@ -120,3 +120,18 @@ def test_a_bad_record_is_one_line_naming_file_line_and_field(tmp_path, capsys, e
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
     assert str(path) in err and "line 4" in err and f"field {field!r}" in err
+
+
+def test_repeats_are_one_line_per_document_in_lm_eval(tmp_path):
+    folder = Path(__file__).parent / "data" / "imports" / "lm-eval-repeats"
+    out = tmp_path / "imported"
+    assert main(["import", "lm-eval", str(folder), "--out", str(out), "--filter", "flexible-extract"]) == 0
+    lines = [json.loads(line) for path in folder.glob("dummy-r/samples_*.jsonl")
+             for line in path.read_text().splitlines()]
+    kept = [s for s in lines if s["filter"] == "flexible-extract"]
+    assert all(len(s["resps"][0]) == 3 for s in kept)  # three answers logged, one verdict
+    table = metrics_of(tmp_path, out)
+    got = table.row(0, named=True)
+    assert got["n"] == got["n_items"] == len(kept) == 4
+    assert got["value"] == pytest.approx(sum(s["exact_match"] for s in kept) / len(kept))
+    assert pl.read_parquet(out / "predictions.parquet")["sample"].to_list() == [0] * 4

@@ -137,3 +137,12 @@ def test_a_folder_a_run_wrote_is_never_overwritten(tmp_path):
     write_import([row(1, True)], tmp_path / "imp", fmt="test")
     write_import([row(1, False)], tmp_path / "imp", fmt="test")  # an import's folder is replaced
     assert accuracy(tmp_path / "imp", "m1", "t")["value"] == 0.0
+
+
+def test_nothing_to_import_and_an_out_that_is_a_file_are_one_line(tmp_path):
+    with pytest.raises(InputError, match="no scored samples found"):
+        write_import([], tmp_path / "out", fmt="test", inputs=[tmp_path / "empty"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="names a file"):
+        write_import([row(1, True)], tmp_path / "file", fmt="test")
+    assert (tmp_path / "file").read_text() == "x"
