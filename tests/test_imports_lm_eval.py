@@ -135,3 +135,11 @@ def test_repeats_are_one_line_per_document_in_lm_eval(tmp_path):
     assert got["n"] == got["n_items"] == len(kept) == 4
     assert got["value"] == pytest.approx(sum(s["exact_match"] for s in kept) / len(kept))
     assert pl.read_parquet(out / "predictions.parquet")["sample"].to_list() == [0] * 4
+
+
+def test_model_renames_one_model_only(tmp_path, capsys):
+    """--model over two models' folders would merge their answers (each other's 'reruns'): refused."""
+    assert main(["import", "lm-eval", str(DATA), "--out", str(tmp_path / "out"), "--filter", "strict-match",
+                 "--model", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "dummy-a, dummy-b" in err and "--model" in err

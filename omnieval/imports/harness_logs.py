@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from omnieval.core.schema import InputError
+from omnieval.imports.base import ImportOptions, files_under
 
 MODEL_ARG_KEYS = ("peft", "delta", "pretrained", "model", "model_version", "model_name", "model_id", "path",
                   "engine")
@@ -92,6 +94,49 @@ def model_from_results(results: dict) -> str | None:
                 return args[key]
     model = config.get("model")
     return model if isinstance(model, str) and model else None
+
+
+@dataclass(frozen=True)
+class SamplesFile:
+    """One task's samples file of one run: the task and run timestamp its name holds, the model it is of."""
+
+    path: Path
+    task: str
+    model: str
+    written: float | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a harness names its files: the samples files' glob and pattern (groups ``task`` and ``stamp``), the
+    results file of a run's timestamp, the timestamp's formats (``strptime``)."""
+
+    tool: str
+    glob: str
+    samples: re.Pattern
+    results: Callable[[str], str]
+    stamp_formats: tuple[str, ...]
+
+
+def samples_files(paths: Sequence[Path], options: ImportOptions, layout: Layout) -> list[SamplesFile]:
+    """Every samples file among ``paths``, with its model: ``--model``, else the results file of the same run,
+    else the folder's name. ``--model`` renames one model: files of several are refused, as renaming them all
+    would merge different models' answers into one."""
+    found = []
+    for path in files_under(paths, [layout.glob]):
+        match = layout.samples.fullmatch(path.name)
+        if match is None:
+            raise InputError(f"not a {layout.tool} samples file ({layout.samples.pattern})", file=path)
+        results = path.parent / layout.results(match["stamp"])
+        model = (model_from_results(read_results(results)) if results.is_file() else None) or path.parent.name
+        found.append(SamplesFile(path, match["task"], model, timestamp(match["stamp"], layout.stamp_formats)))
+    own = sorted({f.model for f in found})
+    if options.model is None:
+        return found
+    if len(own) > 1:
+        raise InputError(f"--model {options.model!r} names one model, but the files are of {len(own)}: "
+                         f"{', '.join(own)}; import each model's files on their own to rename them", field="--model")
+    return [replace(f, model=options.model) for f in found]
 
 
 def timestamp(text: str, formats: tuple[str, ...]) -> float | None:

@@ -26,35 +26,25 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from omnieval.core.schema import LABELS, InputError
-from omnieval.imports.base import ImportedRow, ImportOptions, files_under, register_format
+from omnieval.core.schema import LABELS
+from omnieval.imports.base import ImportedRow, ImportOptions, register_format
 from omnieval.imports.harness_logs import (
+    Layout,
     Record,
-    model_from_results,
     option_labels,
-    read_results,
     records,
     sample_id,
+    samples_files,
     text_of,
-    timestamp,
     verdict,
 )
 
 FORMAT = "lm-eval"
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
-SAMPLES = re.compile(rf"samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl")
-RESULTS = re.compile(rf"results_(?P<stamp>{STAMP})\.json")
-STAMP_FORMATS = ("%Y-%m-%dT%H-%M-%S.%f", "%Y-%m-%dT%H-%M-%S")
+LAYOUT = Layout(FORMAT, "samples_*.jsonl", re.compile(rf"samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl"),
+                lambda stamp: f"results_{stamp}.json", ("%Y-%m-%dT%H-%M-%S.%f", "%Y-%m-%dT%H-%M-%S"))
 VERDICT_METRICS = ("acc", "exact_match", "acc_norm")
 """Per-sample metrics that are a verdict (0 or 1), in the order one is taken when a line has several."""
-
-
-def _model(samples: Path, stamp: str, options: ImportOptions) -> str:
-    if options.model:
-        return options.model
-    results = samples.parent / f"results_{stamp}.json"
-    name = model_from_results(read_results(results)) if results.is_file() else None
-    return name or samples.parent.name
 
 
 def _metric(record: Record) -> str:
@@ -93,12 +83,6 @@ def _row(record: Record, task: str, model: str, written: float | None, options: 
 @register_format(FORMAT)
 def read_lm_eval(paths: Sequence[Path], options: ImportOptions) -> Iterator[ImportedRow]:
     """Every line of every ``samples_<task>_<timestamp>.jsonl`` among ``paths`` (files, or folders searched)."""
-    for path in files_under(paths, ["samples_*.jsonl"]):
-        match = SAMPLES.fullmatch(path.name)
-        if match is None:
-            raise InputError("not an lm-eval samples file (samples_<task>_<timestamp>.jsonl)", file=path)
-        task, stamp = match["task"], match["stamp"]
-        model = _model(path, stamp, options)
-        written = timestamp(stamp, STAMP_FORMATS)
-        for record in records(path):
-            yield _row(record, task, model, written, options)
+    for file in samples_files(paths, options, LAYOUT):
+        for record in records(file.path):
+            yield _row(record, file.task, file.model, file.written, options)

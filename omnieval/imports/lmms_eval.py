@@ -26,22 +26,20 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from omnieval.core.schema import InputError
-from omnieval.imports.base import ImportedRow, ImportOptions, files_under, register_format
+from omnieval.imports.base import ImportedRow, ImportOptions, register_format
 from omnieval.imports.harness_logs import (
+    Layout,
     Record,
-    model_from_results,
-    read_results,
     records,
     sample_id,
+    samples_files,
     text_of,
-    timestamp,
     verdict,
 )
 
 FORMAT = "lmms-eval"
-SAMPLES = re.compile(r"(?P<stamp>\d{8}_\d{6})_samples_(?P<task>.+)\.jsonl")
-STAMP_FORMATS = ("%Y%m%d_%H%M%S",)
+LAYOUT = Layout(FORMAT, "*_samples_*.jsonl", re.compile(r"(?P<stamp>\d{8}_\d{6})_samples_(?P<task>.+)\.jsonl"),
+                lambda stamp: f"{stamp}_results.json", ("%Y%m%d_%H%M%S",))
 LOGGED_FIELDS = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "doc_hash",
                            "prompt_hash", "target_hash", "input", "filter", "metrics", "token_counts"})
 """Fields of a line that are not a metric's value."""
@@ -49,14 +47,6 @@ NUMERIC_VERDICTS = ("exact_match", "acc", "accuracy")
 ANSWER_PAIR = ("pred_answer", "answer")
 CLUSTER_FIELDS = ("video_id", "videoID", "video", "audio_id", "audio")
 """Document fields that name the medium several questions share, tried in order."""
-
-
-def _model(samples: Path, stamp: str, options: ImportOptions) -> str:
-    if options.model:
-        return options.model
-    results = samples.parent / f"{stamp}_results.json"
-    name = model_from_results(read_results(results)) if results.is_file() else None
-    return name or samples.parent.name
 
 
 def _metric_fields(record: Record) -> list[str]:
@@ -95,20 +85,14 @@ def _cluster(record: Record, wanted: str | None) -> str | None:
 @register_format(FORMAT)
 def read_lmms_eval(paths: Sequence[Path], options: ImportOptions) -> Iterator[ImportedRow]:
     """Every line of every ``<timestamp>_samples_<task>.jsonl`` among ``paths`` (files, or folders searched)."""
-    for path in files_under(paths, ["*_samples_*.jsonl"]):
-        match = SAMPLES.fullmatch(path.name)
-        if match is None:
-            raise InputError("not an lmms-eval samples file (<YYYYMMDD_HHMMSS>_samples_<task>.jsonl)", file=path)
-        task, stamp = match["task"], match["stamp"]
-        model = _model(path, stamp, options)
-        written = timestamp(stamp, STAMP_FORMATS)
-        for record in records(path):
+    for file in samples_files(paths, options, LAYOUT):
+        for record in records(file.path):
             correct, choice, target, field = _verdict(record)
             filter_name = record.data.get("filter")
             if target is None and record.data.get("target") is not None:
                 target = str(record.data["target"])
             yield ImportedRow(
-                model=model, task=task, sample_id=sample_id(record), correct=correct, source=record.source,
+                model=file.model, task=file.task, sample_id=sample_id(record), correct=correct, source=record.source,
                 filter=filter_name if isinstance(filter_name, str) else "", choice=choice, target=target,
                 text=text_of(record.data.get("filtered_resps")), cluster=_cluster(record, options.cluster_field),
-                written=written, extra={"metric": field})
+                written=file.written, extra={"metric": field})
