@@ -50,6 +50,9 @@ def test_accuracy_and_sample_count_equal_lm_evals_own(tmp_path, capsys):
     out = run_import(tmp_path, "--filter", "flexible-extract")
     line = capsys.readouterr().out
     assert "imported 40 rows (2 models, 2 tasks)" in line and "10 reruns" in line
+    record = json.loads((out / "import.json").read_text())
+    assert record["verdicts"] == {"omni_gen": ["exact_match"], "omni_mc": ["acc"]}
+    assert record["filters"] == {"omni_gen": "flexible-extract", "omni_mc": "none"}
     table = metrics_of(tmp_path, out)
     for model in ("dummy-a", "dummy-b"):
         for task, metric in METRIC.items():

@@ -161,6 +161,15 @@ def unpaired_items(rows: list[ImportedRow]) -> list[dict]:
             for (task, sample), present in sorted(have.items()) if len(present) < len(models)]
 
 
+def verdict_fields(rows: list[ImportedRow]) -> dict[str, list[str]]:
+    """Per task, the logged fields the verdicts were read from (a reader names its field in ``extra['metric']``)."""
+    fields: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        if row.extra.get("metric"):
+            fields[row.task].add(str(row.extra["metric"]))
+    return {task: sorted(names) for task, names in sorted(fields.items())}
+
+
 def _labels(row: ImportedRow) -> tuple[str, str]:
     """``(target, choice)`` whose equality is the tool's verdict (module docstring)."""
     logged = row.target, row.choice
@@ -236,6 +245,6 @@ def write_import(rows: Iterable[ImportedRow], out: str | Path, *, fmt: str, inpu
         unpaired_path.unlink()
     record = {"format": fmt, "inputs": [str(p) for p in inputs], "rows": summary.rows, "models": summary.models,
               "tasks": summary.tasks, "duplicates": duplicates, "reruns": reruns, "repeats": summary.repeats,
-              "unpaired_items": summary.unpaired, "filters": summary.filters}
+              "unpaired_items": summary.unpaired, "filters": summary.filters, "verdicts": verdict_fields(kept)}
     _write_atomic(out / IMPORT_RECORD, lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
     return summary
