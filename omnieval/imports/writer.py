@@ -226,6 +226,7 @@ def write_import(rows: Iterable[ImportedRow], out: str | Path, *, fmt: str, inpu
     differ in their items) ``out/unpaired_items.csv``; the summary of what was done."""
     out = Path(out)
     _check_out(out)
+    earlier_import = (out / IMPORT_RECORD).is_file()
     kept, duplicates, reruns = dedupe(rows)
     if not kept:
         raise InputError("no scored samples found in the files given", file=", ".join(map(str, inputs)) or None)
@@ -241,7 +242,7 @@ def write_import(rows: Iterable[ImportedRow], out: str | Path, *, fmt: str, inpu
     unpaired_path = out / UNPAIRED_FILE
     if unpaired:
         _write_atomic(unpaired_path, lambda p: pa_csv.write_csv(pa.Table.from_pylist(unpaired), p))
-    elif unpaired_path.exists():
+    elif earlier_import and unpaired_path.exists():  # an earlier import's list, no longer true
         unpaired_path.unlink()
     record = {"format": fmt, "inputs": [str(p) for p in inputs], "rows": summary.rows, "models": summary.models,
               "tasks": summary.tasks, "duplicates": duplicates, "reruns": reruns, "repeats": summary.repeats,
