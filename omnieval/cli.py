@@ -1,5 +1,5 @@
-"""The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | parse | filter | datasets |
-models | bench.
+"""The ``omnieval`` command: run | sweep | demo | metrics | stats | power | report | import | parse | filter |
+datasets | models | bench.
 
 Each subcommand parses its arguments and makes one library call; heavy modules (dev tooling included) are imported
 inside the handlers so ``omnieval --help`` stays fast. Errors from bad input (``InputError``) print one clear line
@@ -417,8 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="omnieval", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"omnieval {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_parse, _add_cards,
-                _add_filter,
+    for add in (_add_run_commands, _add_demo, _add_statistics_commands, _add_report, _add_import, _add_parse,
+                _add_cards, _add_filter,
                 _add_datasets, _add_models, _add_bench):
         add(sub)
     return parser
@@ -505,6 +505,28 @@ def _add_report(sub) -> None:
     p.add_argument("--title", default=None)
     _cluster_flag(p)
     p.set_defaults(func=_report)
+
+
+def _add_import(sub) -> None:
+    p = sub.add_parser("import", help="other harnesses' per-sample outputs (lmms-eval, lm-eval, ...) as "
+                       "predictions.parquet, so metrics, stats, power and report read them (docs/import.md)")
+    p.add_argument("format", help="the tool that wrote the files: lmms-eval, lm-eval, ...")
+    p.add_argument("paths", nargs="+", help="its files, or folders searched for them")
+    p.add_argument("--out", required=True, help="folder for predictions.parquet, import.json and "
+                                                "unpaired_items.csv (new, empty, or an earlier import's)")
+    p.add_argument("--model", default=None, help="the model's name instead of the one the files record")
+    p.add_argument("--cluster-field", default=None, metavar="FIELD",
+                   help="the logged field naming the resampling unit (a video id); default: the format's own")
+    p.add_argument("--filter", default=None, help="the answer filter to keep where a task was scored under several "
+                                                  "(lm-eval's strict-match / flexible-extract)")
+    p.set_defaults(func=_import)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from omnieval.imports.command import import_command
+
+    return import_command(args.format, args.paths, args.out, model=args.model, cluster_field=args.cluster_field,
+                          filter=args.filter)
 
 
 def _add_parse(sub) -> None:

@@ -82,6 +82,9 @@ COMMANDS = {
     "omnieval filter rtc": [
         "-h/--help", "predictions+", "--items (required)", "--out (required)", "--models", "--prompt",
     ],
+    "omnieval import": [
+        "-h/--help", "format", "paths+", "--out (required)", "--model", "--cluster-field", "--filter",
+    ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
         "--interval='t' {t,percentile,bca}", "--cluster",

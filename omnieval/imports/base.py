@@ -57,7 +57,8 @@ Reader = Callable[[Sequence[Path], ImportOptions], Iterator[ImportedRow]]
 
 _REGISTRY: dict[str, Reader] = {}
 # Modules that register a reader on import.
-_MODULES: tuple[str, ...] = ("omnieval.imports.inspect_logs", "omnieval.imports.vlmevalkit")
+_MODULES: tuple[str, ...] = ("omnieval.imports.lm_eval", "omnieval.imports.lmms_eval", "omnieval.imports.inspect_logs",
+                             "omnieval.imports.vlmevalkit")
 
 
 def register_format(name: str) -> Callable[[Reader], Reader]:
@@ -75,6 +76,26 @@ def register_format(name: str) -> Callable[[Reader], Reader]:
 def _load_all() -> None:
     for module in _MODULES:
         importlib.import_module(module)
+
+
+def files_under(paths: Sequence[Path], patterns: Sequence[str]) -> list[Path]:
+    """The files a reader reads: each path that is a file, and under each folder (recursively) the files whose name
+    matches one of ``patterns`` (``fnmatch`` globs such as ``samples_*.jsonl``), sorted, each once (a file given
+    twice, or given and found in a folder, is read once). A path that does not exist is an ``InputError``."""
+    from omnieval.core.schema import InputError
+
+    found: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_file():
+            found.setdefault(path, None)
+        elif path.is_dir():
+            for pattern in patterns:
+                for match in sorted(path.rglob(pattern)):
+                    if match.is_file():
+                        found.setdefault(match, None)
+        else:
+            raise InputError("no such file or folder", file=path)
+    return list(found)
 
 
 def format_names() -> list[str]:
