@@ -4,7 +4,7 @@
 # runs come last only because they are the longest.
 VLLM_TESTS = tests/test_vllm_engine.py tests/test_vllm_omni.py tests/test_vllm_families.py \
 	tests/test_vllm_soundtrack.py tests/test_vllm_pipeline.py tests/test_openai_engine.py \
-	tests/test_vllm_qwen3_omni.py tests/test_vllm_family_runs.py
+	tests/test_vllm_qwen3_omni.py tests/test_vllm_family_runs.py tests/test_vllm_thinking.py
 
 .PHONY: setup setup-vllm setup-chromium demo test test-vllm lint imports
 
