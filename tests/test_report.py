@@ -227,7 +227,7 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
             "significance-contrastive"} <= set(demo_page.sections)
     # every metric has its place in a protocol table: nothing fell through to "Other metrics"
     names = [t["attrs"].get("data-table") for t in demo_page.tables]
-    assert set(names) == {"runs", "accuracy_k", "accuracy", "abstention", "calibration", "attribution",
+    assert set(names) == {"runs", "shown", "accuracy_k", "accuracy", "abstention", "calibration", "attribution",
                           "anchors-real", "anchors-synthetic", "directions", "directions-task", "directions-subtask",
                           "disparity", "disparity-scoped", "agreement", "spectrum", "spectrum-category",
                           "dependency", "dependency-category", "contrastive", "position", "pairs", "tests",

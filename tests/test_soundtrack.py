@@ -224,7 +224,7 @@ def test_hf_engine_refuses_a_request_whose_ids_lost_the_soundtrack(omni_engine, 
 
 @pytest.mark.slow
 def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_decoded_here(
-        ray_session, omni_engine, tiny_models, st_bench, tmp_path):
+        ray_session, tiny_models, st_bench, tmp_path):
     """Through the pipeline (prefetch map, decode cache keyed ``path`` and ``path#audio``, the model stage), every
     row equals the engine called in this process on media decoded here: a soundtrack lookup that mixed up the
     picture and the sound, or lost the audio, would give other logprobs or an error."""
@@ -245,8 +245,15 @@ def test_a_run_of_the_hf_engine_gives_each_row_what_the_engine_gives_on_media_de
              for ref, s in plan.specs_for("tiny-omni").items()}
     instances = plan.load_instances()
     assert len(rows) == len(instances) == 32
-    want = omni_engine.score([EngineRequest(i, {s.ref: media[s.ref] for s in i.media_segments()}, "zs")
-                              for i in instances])
+    # the engine as the run builds it: its recipe's options (the Qwen2.5-Omni card's system prompt) included
+    from omnieval.engines import create_engine
+    from omnieval.run.recipe import with_recipe_options
+
+    built = with_recipe_options(cfg, cfg.models[0])
+    assert built.options.get("system_prompt")
+    engine = create_engine("hf", model="tiny-omni", **built.options)
+    want = engine.score([EngineRequest(i, {s.ref: media[s.ref] for s in i.media_segments()}, "zs")
+                         for i in instances])
     for inst, w in zip(instances, want, strict=True):
         row = rows[inst.instance_id]
         assert w.error is None and row["error"] is None and row["choice"] == w.choice

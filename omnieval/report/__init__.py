@@ -204,6 +204,10 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples,
                                    cluster=cluster)
     sections = [runs_section(runs)]
+    cascades: dict[str, str] = {}  # every run's cascade models: their cells in the runs and shown tables are marked
+    for run in runs:
+        cascades |= open_ended.cascades_of(run.predictions)
+    open_ended.mark_cascades(sections[0], cascades)
     published = cards.section(runs)
     if published is not None:
         sections.append(published)
