@@ -29,8 +29,8 @@ alone: the tests' reference for the token ids each engine sends)::
 
 The registry and the recipes are filled by importing the family modules, in the one list below. The tiny
 random-weight builds of the families stay in ``omnieval/dev`` (``tiny_models.py``, ``tiny_families.py``,
-``tiny_<family>.py``): ``dev`` is a layer above ``engines`` (the import contract in pyproject.toml), and the builds
-import the test-only tooling of that layer. The omni-specific paths of the engines (the ``is_omni`` branches of
+``tiny_<family>.py``): ``dev`` is a layer above ``engines`` (the import contract in pyproject.toml), so a module
+here cannot import them. The omni-specific paths of the engines (the ``is_omni`` branches of
 ``engines/hf.py`` and ``engines/vllm.py``, ``omni_inputs``, ``vllm_positions``, ``vllm_qwen3_positions``) stay where
 they are; the adapters give them what differs by family (``OmniFamily``'s hooks).
 
