@@ -14,11 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from family_placeholders import gemma4_audio_tokens, gemma4_frame_tokens  # noqa: E402
-
 from omnieval.core.prompts import render_prompt  # noqa: E402
 from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.families.gemma import gemma4_audio_tokens, gemma4_frame_tokens  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 
 TOKENS = {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>"}

@@ -16,11 +16,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from family_placeholders import phi4_audio_tokens, phi4_image_tokens  # noqa: E402
-
 from omnieval.core.prompts import render_prompt  # noqa: E402
 from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.families.phi4 import phi4_audio_tokens, phi4_image_tokens  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 
 rng = np.random.default_rng(0)

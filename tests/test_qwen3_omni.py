@@ -15,11 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from family_placeholders import qwen3_omni_audio_tokens, qwen3_omni_vision_tokens  # noqa: E402
-
 from omnieval.core.prompts import render_prompt  # noqa: E402
 from omnieval.core.schema import Instance, Segment  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.families.qwen_omni import qwen3_omni_audio_tokens, qwen3_omni_vision_tokens  # noqa: E402
 from omnieval.media.decoded import DecodedMedia  # noqa: E402
 
 PAD = {"image": "<|image_pad|>", "video": "<|video_pad|>", "audio": "<|audio_pad|>"}

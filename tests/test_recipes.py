@@ -17,7 +17,7 @@ import pytest
 
 from omnieval.config import DecodeConfig, parse_run_config
 from omnieval.core.schema import InputError
-from omnieval.engines.recipes import RECIPES, recipe_for
+from omnieval.engines.families import RECIPES, recipe_for
 from omnieval.media.decode import decode_media
 from omnieval.media.spec import audio_params, video_params
 from omnieval.run.recipe import model_decode, resolve_decode

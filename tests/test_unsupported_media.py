@@ -90,7 +90,7 @@ def test_what_each_engine_takes(tiny_models, tmp_path):
         assert json.loads((folder / "config.json").read_text())["model_type"].startswith("qwen2_5_omni") == bool(want)
         for engine in ("hf", "vllm"):
             assert engine_class(engine).accepted_modalities({"path": str(folder)}) == want
-    # registered families (engines/families.py), read from config.json alone (no processor, no weights)
+    # registered families (engines/families/), read from config.json alone (no processor, no weights)
     for model_type, want in (("qwen2_audio", {"audio"}), ("qwen2_5_vl", {"image", "video"}),
                              ("gemma3n", {"image", "audio"}), ("llama", set())):
         folder = tmp_path / model_type

@@ -20,11 +20,11 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
-from family_placeholders import qwen3_omni_audio_tokens, qwen3_omni_vision_tokens  # noqa: E402
 from test_qwen3_omni import A2, CASES, IMAGE, PAD, V1, V2, clip, encode, instance  # noqa: E402
 
 from omnieval.core.prompts import render_prompt  # noqa: E402
 from omnieval.engines import EngineRequest, create_engine  # noqa: E402
+from omnieval.engines.families.qwen_omni import qwen3_omni_audio_tokens, qwen3_omni_vision_tokens  # noqa: E402
 from omnieval.engines.vllm_cpu import CPU_ENGINE_OPTIONS  # noqa: E402
 
 ATOL = 1e-3

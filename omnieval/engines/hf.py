@@ -18,7 +18,7 @@ Two families, detected from the folder's ``config.json``:
   Qwen2.5-VL's) attend within blocks in one call per block length (``engines/grouped_attention.py``), not one per
   block. Other media kinds (point clouds) become a text note,
   ``[pointcloud omitted: this model does not take pointcloud]``.
-* **family** (a ``model_type`` registered in ``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
+* **family** (a ``model_type`` registered in ``engines/families/``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision,
   InternVL, Gemma 3n, Gemma 4, Gemma 4 Unified, Phi-4-multimodal, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5, the audio
   families): the model's own ``AutoProcessor`` renders the chat template over typed content parts (in the request's
   part order) and turns the decoded frames, waveforms and images into the model's tensors; the class named by the

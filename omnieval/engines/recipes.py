@@ -13,8 +13,9 @@ own defaults, said so, never a number made up.
 option group by option group (``run.recipe``: the resolution and its precedence). The other values are recorded
 with the run (``run.json``) as the family's reference settings.
 
-The recipes live here, keyed by name, beside the registry rather than inside the adapters: moving a family into a
-module of its own moves its ``RECIPES`` entry with it.
+Each family's recipe is registered in its own module of ``engines/families/`` (``register_recipe``), beside its
+adapter; this module holds the types, the sources and the Qwen reference utilities' values that several families
+share. ``RECIPES`` is filled when ``omnieval.engines.families`` is imported: callers take ``recipe_for`` from there.
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ QWEN3_VL_CARD = ("https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct (model card: 
                  "process_vision_info(image_patch_size=16))")
 OMNIEVAL_DEFAULT = "omnieval default, no published recipe"
 TRANSFORMERS = "transformers 5.19.0"
-QWEN3_VL_PROCESSOR = f"{TRANSFORMERS}, Qwen3VLVideoProcessor.sample_frames (the processor's own default)"
-GEMMA4_PROCESSOR = f"{TRANSFORMERS}, Gemma4VideoProcessor.num_frames (the processor's own default)"
-
 #: The system prompt the Qwen2.5-Omni model card requires (its audio output and its instruction following assume it).
 QWEN25_OMNI_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
                       "auditory and visual inputs, as well as generating text and speech.")
@@ -148,31 +146,11 @@ def register_recipe(recipe: Recipe) -> Recipe:
     return recipe
 
 
-register_recipe(qwen_omni_recipe("qwen2.5-omni", 14, QWEN25_OMNI_CARD, Sourced(QWEN25_OMNI_SYSTEM, QWEN25_OMNI_CARD)))
-register_recipe(qwen_omni_recipe("qwen3-omni", QWEN3_OMNI_PATCH, QWEN3_OMNI_CARD, Sourced(None, QWEN3_OMNI_CARD)))
-register_recipe(qwen_vl_recipe("qwen2.5-vl", 14, ""))
-register_recipe(qwen_vl_recipe("qwen3-vl", 16, QWEN3_VL_CARD))
-register_recipe(qwen_vl_recipe("qwen3-vl-moe", 16, QWEN3_VL_CARD))
-# Qwen3.5 goes through Qwen3VLVideoProcessor: its frame count by rate is the utilities' without the rounding to pairs
-# (frame_factor 1), its indices linspace; its pixel budget bounds a whole clip (t x h x w), which the per-frame
-# budget of the decoder cannot state, so its frames keep omnieval's size.
-register_recipe(Recipe("qwen3.5", decode={
-    "fps": Sourced(2.0, QWEN3_VL_PROCESSOR), "min_frames": Sourced(4, QWEN3_VL_PROCESSOR),
-    "max_frames": Sourced(768, QWEN3_VL_PROCESSOR), "frame_factor": Sourced(1, QWEN3_VL_PROCESSOR),
-    "index_rule": Sourced("linspace", QWEN3_VL_PROCESSOR)}))
-# Gemma 4's video processor samples 32 frames, the first of each of 32 equal runs of frames
-# (transformers' default_sample_indices_fn): the count is its own; its index rule has no match here (bin centres).
-register_recipe(Recipe("gemma4", decode={"num_frames": Sourced(32, GEMMA4_PROCESSOR)}))
-
-
 def recipe_for(family: str) -> Recipe:
     """A family's recipe; a registered family without one has omnieval's defaults (``Recipe(family)``: every value
-    says ``OMNIEVAL_DEFAULT``)."""
+    says ``OMNIEVAL_DEFAULT``). The recipes are those of the family modules imported so far: take it from
+    ``omnieval.engines.families``, which imports them all. Called before any is imported, it refuses rather than
+    give every family omnieval's defaults without a word."""
+    if not RECIPES:
+        raise RuntimeError("no family recipes are registered yet: import recipe_for from omnieval.engines.families")
     return RECIPES.get(family) or Recipe(family=family)
-
-
-def family_names() -> list[str]:
-    """The registered families' names (what ``recipe: <family>`` may name)."""
-    from omnieval.engines.families import FAMILIES
-
-    return sorted({adapter.name for adapter in FAMILIES.values()})

@@ -15,7 +15,7 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
 * What the model was shown (``engines/shown.py``): placeholder tokens per modality and the input length counted in
   each request output's ``prompt_token_ids`` (vLLM's own processing), frames, their size and seconds from the arrays
   vLLM was given; a prompt whose ids hold no placeholder of a medium it shows is an error of kind ``media``.
-* Family models (``engines/families.py``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n, Gemma 4):
+* Family models (``engines/families/``: Qwen2-Audio, Qwen2.5-VL, LLaVA-OneVision, InternVL, Gemma 3n, Gemma 4):
   the prompt is the model's own processor's chat template over typed content parts; ``multi_modal_data`` carries
   the decoded arrays (videos with their sampled fps as frame metadata where the family needs it),
   ``multi_modal_uuids`` the content hashes; vLLM runs the same processor on them. A model whose image and video

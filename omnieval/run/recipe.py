@@ -51,7 +51,7 @@ class ResolvedDecode:
 
     def record(self) -> dict[str, Any]:
         """What ``run.json`` records for the model (``recipes.<model>``)."""
-        from omnieval.engines.recipes import recipe_for
+        from omnieval.engines.families import recipe_for
 
         values = self.decode.model_dump(mode="json", include=set(RESOLVED_OPTIONS))
         out: dict[str, Any] = {"recipe": self.recipe or NO_RECIPE,
@@ -85,7 +85,7 @@ def resolve_decode(config: DecodeConfig, pinned: dict[str, Any], recipe: dict[st
 
 def model_decode(config: RunConfig, model: ModelConfig, pinned: dict[str, Any] | None = None) -> ResolvedDecode:
     """``model``'s resolved decode settings in ``config`` (``pinned``: the benchmark's pinned decode options)."""
-    from omnieval.engines.recipes import recipe_for
+    from omnieval.engines.families import recipe_for
 
     name = recipe_name(config, model)
     recipe = recipe_for(name).decode if name else {}
@@ -95,7 +95,7 @@ def model_decode(config: RunConfig, model: ModelConfig, pinned: dict[str, Any] |
 def recipe_name(config: RunConfig, model: ModelConfig) -> str | None:
     """The family whose recipe ``model`` uses, or None (omnieval's defaults): the one it names; else, unless it or
     the run opts out, its folder's family (``engines.families.family_for``), where it has one."""
-    from omnieval.engines.recipes import family_names
+    from omnieval.engines.families import family_names
 
     choice = model.recipe
     if choice is False or choice == NO_RECIPE:
@@ -162,7 +162,7 @@ def recipe_options(config: RunConfig, model: ModelConfig) -> dict[str, Any]:
     """The engine options a model's recipe adds (``system_prompt``: the system message its family's card
     requires, e.g. Qwen2.5-Omni's) where the model's own ``options`` leave them unset; empty for a model with no
     recipe, an engine that does not render the template (``SYSTEM_PROMPT_ENGINES``), or a recipe without one."""
-    from omnieval.engines.recipes import recipe_for
+    from omnieval.engines.families import recipe_for
 
     name = recipe_name(config, model)
     if name is None or model.engine not in SYSTEM_PROMPT_ENGINES or "system_prompt" in model.options:

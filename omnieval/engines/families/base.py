@@ -1,0 +1,201 @@
+"""The adapter every family module builds on (``FamilyAdapter``, ``AudioFamily``, ``video_metadata``) and the
+registry they fill (``FAMILIES``, ``register_family``), with what a run asks of it before it loads anything
+(``model_type``, ``family_for``, ``accepted_modalities``, ``load_processor``). The package doc says how a request's
+media go through an adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnieval.core.prompts import UNSUPPORTED_NOTE, PromptPart
+from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS
+from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
+
+PROCESSOR_ARGS = {"image": "images", "video": "videos", "audio": "audio"}  # modality -> processor argument
+
+
+@dataclass(frozen=True)
+class FamilyAdapter:
+    """One model family: see the module doc. ``processor_kwargs`` go to every processor call (both engines);
+    ``packages`` are the Python packages its model code imports beyond transformers (checked before loading);
+    ``refusals`` maps an engine that does not carry the family (``vllm``) to the one-line reason, given on the
+    driver before any model work (``refusal``). ``placeholder_tokens``: modality -> the token its features fill in
+    the input ids, where that is not the processor's own ``<modality>_token`` (``shown.placeholder_ids``)."""
+
+    name: str
+    model_types: tuple[str, ...]
+    modalities: tuple[str, ...]
+    model_class: str
+    processor_kwargs: dict = field(default_factory=dict)
+    packages: tuple[str, ...] = ()
+    refusals: dict[str, str] = field(default_factory=dict)
+    placeholder_tokens: dict[str, str] = field(default_factory=dict)
+
+    def refusal(self, engine: str) -> str | None:
+        """Why ``engine`` does not carry this family (one line naming the family), or None where it does."""
+        reason = self.refusals.get(engine)
+        return f"{engine} engine does not carry {self.name} models: {reason}" if reason else None
+
+    # -- prompt ---------------------------------------------------------------------------------------------------
+    def messages(self, parts: Sequence[PromptPart]) -> list[dict]:
+        """One user message with typed content parts in prompt order (a note for media the model cannot take)."""
+        content = []
+        for part in parts:
+            if part.kind == "text":
+                content.append({"type": "text", "text": part.text or ""})
+            elif part.modality in self.modalities:
+                content.append({"type": part.modality})
+            else:
+                content.append({"type": "text", "text": UNSUPPORTED_NOTE.format(modality=part.modality) + "\n"})
+        return [{"role": "user", "content": content}]
+
+    def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
+        return processor.apply_chat_template(self.messages(parts), tokenize=False, add_generation_prompt=True)
+
+    def logit_scale(self, config) -> float:
+        """What the transformers engine multiplies the model class's logits by to get the decoder's own (1: they
+        are its own)."""
+        return 1.0
+
+    def media_items(self, parts: Sequence[PromptPart], media: dict) -> list[DecodedMedia]:
+        """The decoded media the model takes, in prompt order; a part whose media is missing or was decoded as
+        another modality is an error naming its path."""
+        items = []
+        for part in parts:
+            if part.kind != "media" or part.modality not in self.modalities:
+                continue
+            if part.ref not in media:  # keyed by ``part.ref``: a video file's soundtrack is ``<path>#audio``
+                raise ValueError(f"media not decoded for this request: {part.ref}")
+            item = media[part.ref]
+            if item.modality != part.modality:
+                raise ValueError(f"media {part.ref!r} decoded as {item.modality}, prompt expects {part.modality}")
+            items.append(item)
+        return items
+
+    # -- transformers -------------------------------------------------------------------------------------------
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        """Processor arguments for the media of one prompt (``images``, ``videos``, ``audio`` lists in order). The
+        images are one nested list, the processors' form for the images of one text: a flat list reads as one
+        image per prompt, which LLaVA-OneVision's processor and model treat differently from several images in
+        one prompt (they tile a lone image and give each of several its base tile only)."""
+        out: dict[str, list] = {}
+        for item in items:
+            out.setdefault(PROCESSOR_ARGS[item.modality], []).append(item.data)
+        if "images" in out:
+            out["images"] = [out["images"]]
+        return out
+
+    def hf_inputs(self, processor, text: str, items: Sequence[DecodedMedia]):
+        """The processor's output (a ``BatchFeature`` of tensors, batch of one) for a rendered prompt."""
+        return processor(text=[text], return_tensors="pt", **self.media_kwargs(items), **self.processor_kwargs)
+
+    def prepare_hf_model(self, net, folder) -> None:
+        """What the loaded transformers model (on its device) needs beyond the weights ``from_pretrained`` reads:
+        nothing."""
+
+    def hf_model_inputs(self, net, inputs: dict) -> dict:
+        """The keyword arguments of the model's forward (and ``generate``) for one prompt's processor tensors: the
+        tensors as they are."""
+        return inputs
+
+    # -- vLLM ---------------------------------------------------------------------------------------------------
+    def vllm_item(self, item: DecodedMedia):
+        """One media item as vLLM's ``multi_modal_data`` takes it."""
+        return item.data
+
+    def vllm_fields(self, items: Sequence[DecodedMedia]) -> tuple[dict, dict, dict | None]:
+        """``(multi_modal_data, multi_modal_uuids, mm_processor_kwargs)``: one item of a modality stays bare,
+        several become a list; uuids are the content hashes."""
+        data: dict[str, list] = {}
+        uuids: dict[str, list] = {}
+        for item in items:
+            data.setdefault(item.modality, []).append(self.vllm_item(item))
+            uuids.setdefault(item.modality, []).append(item.content_hash or None)
+        return ({k: v[0] if len(v) == 1 else v for k, v in data.items()}, uuids,
+                dict(self.processor_kwargs) or None)
+
+    def vllm_prompt(self, processor, parts: Sequence[PromptPart], items: Sequence[DecodedMedia],
+                    suffix: str = "") -> dict:
+        """The vLLM prompt of one request (``suffix`` after the rendered prompt): the chat template's text, and the
+        media fields where it shows media (vLLM runs the family's processor on them)."""
+        prompt: dict = {"prompt": self.prompt(processor, parts) + suffix}
+        data, uuids, kwargs = self.vllm_fields(items)
+        if data:
+            prompt["multi_modal_data"], prompt["multi_modal_uuids"] = data, uuids
+        if kwargs:
+            prompt["mm_processor_kwargs"] = kwargs
+        return prompt
+
+
+class AudioFamily(FamilyAdapter):
+    """Waveforms at the feature extractor's rate: ``audio`` arrays plus ``sampling_rate`` (transformers), ``(wave,
+    rate)`` pairs (vLLM)."""
+
+    def media_kwargs(self, items: Sequence[DecodedMedia]) -> dict:
+        rates = {item.sample_rate or AUDIO_SAMPLE_RATE for item in items if item.modality == "audio"}
+        if len(rates) > 1:
+            raise ValueError(f"audio of one prompt at different rates: {sorted(rates)}")
+        out = super().media_kwargs(items)
+        return {**out, "sampling_rate": rates.pop()} if rates else out
+
+    def vllm_item(self, item: DecodedMedia):
+        return (item.data, item.sample_rate or AUDIO_SAMPLE_RATE) if item.modality == "audio" else item.data
+
+
+def video_metadata(item: DecodedMedia) -> dict:
+    """What a Qwen-style video processor needs to know about already-sampled frames: their rate (the temporal
+    position of each frame pair) and that it must not sample again."""
+    n = int(item.data.shape[0])
+    fps = float(item.fps or DEFAULT_VIDEO_FPS)
+    return {"fps": fps, "duration": n / fps, "total_num_frames": n, "frames_indices": list(range(n))}
+
+
+FAMILIES: dict[str, FamilyAdapter] = {}
+
+
+def register_family(adapter: FamilyAdapter) -> FamilyAdapter:
+    """Add an adapter under each of its ``model_types`` (a later registration of a type replaces the earlier)."""
+    for model_type in adapter.model_types:
+        FAMILIES[model_type] = adapter
+    return adapter
+
+
+def model_type(folder) -> str | None:
+    return json.loads((Path(folder) / "config.json").read_text()).get("model_type")
+
+
+def family_for(folder) -> FamilyAdapter | None:
+    """The adapter of a model folder's family, or None (a text model)."""
+    return FAMILIES.get(model_type(folder) or "")
+
+
+def accepted_modalities(model_type_name: str) -> tuple[str, ...] | None:
+    """The media modalities a registered family takes, or None where ``model_type_name`` has no adapter."""
+    adapter = FAMILIES.get(model_type_name)
+    return adapter.modalities if adapter else None
+
+
+def load_processor(folder):
+    """The model's own ``AutoProcessor``; a processor that cannot be built for want of a package is a one-line
+    error naming it (Qwen-VL video processors import torchvision), and so is a family whose model code needs a
+    package that is not installed (Gemma 3n's vision tower: timm)."""
+    import importlib.util
+
+    from transformers import AutoProcessor
+
+    adapter = family_for(folder)
+    for package in adapter.packages if adapter else ():
+        if importlib.util.find_spec(package) is None:
+            raise RuntimeError(f"{folder}: a {adapter.name} model needs the {package!r} package, which is not "
+                               f"installed (pip install {package})")
+
+    try:
+        return AutoProcessor.from_pretrained(folder)
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        raise RuntimeError(f"{folder}: the model's processor cannot be built: missing package {missing!r} "
+                           f"({type(exc).__name__}: {exc})") from None
