@@ -7,7 +7,8 @@ The clips are three minutes long but tiny (160x90 at 10 fps, a keyframe every 10
 each is sampled to 45 frames upscaled to a ~115k-pixel budget (~17 MiB decoded), and each anchor's call is four
 minutes of audio (~15 MiB decoded), against an object store of 200 MiB that the benchmark's eight clips and eight
 calls together (~260 MiB) would overflow. The used and spilled bytes are Ray's own (the raylet's store statistics),
-sampled while the passes stream."""
+sampled while the passes stream; the run's are counted above what the sweep left when Ray had freed what it would
+(Ray frees objects asynchronously, the more slowly the busier the machine)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,21 @@ class StoreWatch:
         return self._stats().spilled_bytes_total
 
 
+def _settled_store_bytes(ray, quiet_s: float = 2.0, limit_s: float = 60.0) -> int:
+    """The object store's used bytes once they stop falling (Ray frees a finished pass's objects asynchronously, the
+    more slowly the busier the machine): sampled every 0.2 s until unchanged for ``quiet_s`` or ``limit_s`` passed."""
+    import time
+
+    watch = StoreWatch(ray)
+    last, still_since, start = watch._stats().object_store_bytes_used, time.monotonic(), time.monotonic()
+    while time.monotonic() - start < limit_s and time.monotonic() - still_since < quiet_s:
+        time.sleep(0.2)
+        now = watch._stats().object_store_bytes_used
+        if now != last:
+            last, still_since = now, time.monotonic()
+    return last
+
+
 def _rss() -> int:
     import psutil
 
@@ -144,13 +160,14 @@ def test_a_run_and_a_sweep_over_long_clips_keep_the_object_store_and_the_driver_
     run = {"benchmark": str(long_bench), "output": str(tmp_path / "run"), "prompts": ["zs"], "models": [MODEL],
            "decode": DECODE}
     before = _rss()
+    settled = _settled_store_bytes(ray)  # the sweep's objects Ray has not freed yet: not the run's
     with StoreWatch(ray) as watch:
         result = run_evaluation(parse_run_config(run), progress=False)
     assert sum(result.decode_counts.values()) >= 2 * files  # no store: every payload decoded again
     for output in [*(Path(r.output) for r in swept.runs), tmp_path / "run"]:
         counts = json.loads((output / "run.json").read_text())["counts"]
         assert counts["errors"] == 0 and counts["predictions"] == counts["instances"], counts
-    assert watch.peak <= bound, (watch.peak, bound)
+    assert watch.peak - settled <= bound, (watch.peak, settled, bound)
     assert watch.spilled() == 0  # Ray's count since it started: the sweep's passes spilled nothing either
     # the payloads never pass through the driver: over a run that decodes them all (~260 MiB), it grows by less
     # than one payload

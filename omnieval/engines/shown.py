@@ -116,6 +116,19 @@ def placeholder_ids(processor, tokenizer, overrides: Mapping[str, str] | None = 
     return out
 
 
+def known_token(tokenizer, candidates: Sequence[str]) -> str | None:
+    """The first of ``candidates`` the tokenizer has as a token of its own (not its unknown token), or None."""
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    for token in candidates:
+        try:
+            value = tokenizer.convert_tokens_to_ids(token)
+        except Exception:  # a tokenizer without a token table (Mistral's)
+            return None
+        if isinstance(value, int) and value >= 0 and value != unknown:
+            return token
+    return None
+
+
 def count_placeholders(input_ids: Sequence[int], placeholders: Mapping[str, int],
                        shown: Sequence[str] = SHOWN_MODALITIES) -> dict[str, int]:
     """How many of each modality's placeholder token the ids hold. Where a family fills two modalities' features

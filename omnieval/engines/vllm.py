@@ -86,6 +86,7 @@ from omnieval.engines.shown import (
     check_media_tokens,
     decoded_shown,
     error_kind_of,
+    known_token,
     placeholder_ids,
     shown_of,
     with_tokens,
@@ -103,6 +104,17 @@ from omnieval.engines.thinking import (
     switches_for,
     template_mode,
 )
+
+
+def vllm_placeholder_tokens(family, tokenizer) -> dict[str, str]:
+    """Modality -> the token a family's features fill in vLLM's prompt ids: the family's own overrides, with those
+    vLLM's processor expands onto another token (``vllm_placeholder_tokens``: the first the tokenizer knows)."""
+    out = dict(getattr(family, "placeholder_tokens", None) or {})
+    for modality, candidates in (getattr(family, "vllm_placeholder_tokens", None) or {}).items():
+        if (token := known_token(tokenizer, candidates)) is not None:
+            out[modality] = token
+    return out
+
 
 _AUDIO_CHECK = "_omnieval_audio"  # a prompt's decoded audio, for the check after generation (never sent to vLLM)
 _MEDIA = "_omnieval_media"  # a prompt's decoded media as given to vLLM (never sent to vLLM)
@@ -174,7 +186,7 @@ class VLLMEngine(Engine):
         self.vision_refusal = VISION_ATTENTION_REFUSAL if _drops_vision_attention(self.llm) else None
         # the placeholders counted in vLLM's prompt_token_ids (an omni model's tokenizer names them: no processor)
         self.placeholders = (placeholder_ids(self.processor or self.tokenizer, self.tokenizer,
-                                             getattr(self.family, "placeholder_tokens", None))
+                                             vllm_placeholder_tokens(self.family, self.tokenizer))
                              if self.family is not None else {})
 
     # -- requests -----------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ class FamilyAdapter:
     ``packages`` are the Python packages its model code imports beyond transformers (checked before loading);
     ``refusals`` maps an engine that does not carry the family (``vllm``) to the one-line reason, given on the
     driver before any model work (``refusal``). ``placeholder_tokens``: modality -> the token its features fill in
-    the input ids, where that is not the processor's own ``<modality>_token`` (``shown.placeholder_ids``)."""
+    the input ids, where that is not the processor's own ``<modality>_token`` (``shown.placeholder_ids``);
+    ``vllm_placeholder_tokens``: the same where vLLM's own processor expands a modality onto another token, as
+    candidates in order (the first the tokenizer knows is the one)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -34,6 +36,7 @@ class FamilyAdapter:
     packages: tuple[str, ...] = ()
     refusals: dict[str, str] = field(default_factory=dict)
     placeholder_tokens: dict[str, str] = field(default_factory=dict)
+    vllm_placeholder_tokens: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def refusal(self, engine: str) -> str | None:
         """Why ``engine`` does not carry this family (one line naming the family), or None where it does."""
