@@ -8,10 +8,10 @@ from omnieval.engines.families.base import FamilyAdapter, register_family
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration",
                               placeholder_tokens={"video": "<IMG_CONTEXT>"},  # each frame a tile of image tokens
-                              # vLLM's InternVL processor puts a video's frames on the text model's own video
-                              # token where it has one (``ctx_video_token``: Qwen2/Qwen3 text models), else on
-                              # the image context token
-                              vllm_placeholder_tokens={"video": ("<|video_pad|>", "<IMG_CONTEXT>")}))
+                              # vLLM's processor for InternVLForConditionalGeneration marks a video's frames with
+                              # the <video> token where transformers puts <IMG_CONTEXT> (the same ids otherwise:
+                              # tests/test_vllm_families.py)
+                              vllm_placeholder_tokens={"video": ("<video>", "<IMG_CONTEXT>")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media
