@@ -34,7 +34,7 @@ CASES = [
     ("", "A", None),
     ("The answer is (C).", "C", "C"),
     (FORCED, "B", None),
-    ("Based on the video, D.", "D", None),
+    ("Based on the video, D.", "D", "D"),
     ("a cat", "B", "B"),
     ("C", "A", "C"),
     ("**Answer: D**", "D", "D"),

@@ -48,7 +48,10 @@ def test_robust_gives_omnieval_s_verdict_and_a_dropped_answer_leaves_the_count(t
     _write(tmp_path / "in.jsonl", rows)
     assert main(["parse", "--scorer", "av-odyssey", "--robust", str(tmp_path / "in.jsonl"),
                  "--out", str(tmp_path / "r.jsonl")]) == 0
-    assert [r["source"] for r in _read(tmp_path / "r.jsonl")] == ["unparsed"] * 3
+    robust = _read(tmp_path / "r.jsonl")  # the closing "D." is read; no text names no option
+    assert [(r["choice"], r["source"], r["correct"]) for r in robust] == [("D", "parsed", False),
+                                                                          (None, "unparsed", False),
+                                                                          (None, "unparsed", False)]
     assert main(["parse", "--scorer", "mmau", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "m.jsonl")]) == 0
     assert [r["correct"] for r in _read(tmp_path / "m.jsonl")] == [False, False, None]
     assert "accuracy 0.0000 (0 of 2 counted)" in capsys.readouterr().out.splitlines()[-1]

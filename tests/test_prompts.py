@@ -32,6 +32,16 @@ TEXTS = ["a red circle", "a blue square", "a green star", "a cat", "I cannot ans
     ("F", None),  # not a label of this instance
     ("Answer: F", None),
     ("ABBA", None),
+    ("Option B", "B"),
+    ("option b", None),  # lower case: a word, as above
+    ("Choice: E", "E"),
+    ("答案是B", "B"),
+    ("答案：C", "C"),
+    ("选D", "D"),
+    ("**B. a blue square**", "B"),
+    ("Based on the video, D.", "D"),  # a closing lone letter after a comma, not the B of "Based"
+    ("\\boxed{C}", "C"),
+    ("note: the video shows a dog", None),
 ])
 def test_parse_answer(text, expected):
     assert parse_answer(text, LABELS, TEXTS) == expected

@@ -171,9 +171,11 @@ def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence
     """Parse a model's answer into one of ``labels`` or None (invalid).
 
     Order (docs/reference.md, Prompting and parsing): strip ``<think>`` blocks; an explicit ``Answer: X`` /
-    ``answer is X`` / ``(X)`` pattern (the last explicit one wins, since reasoning may mention options before
+    ``answer is X`` / ``(X)`` pattern, then ``Option X`` / ``Choice: X``, the Chinese ``答案是X`` / ``答案：X`` /
+    ``选X``, and ``\boxed{X}`` (within a pattern the last one wins, since reasoning may mention options before
     concluding; letters are matched in upper case only, so 'the answer is a cat' is not read as A); else a lone option
-    letter; else an exact option-text match; else None.
+    letter; else a leading ``X.`` / ``X)`` (markdown bold around it allowed); else a sentence that ends in a lone
+    letter after a comma or colon ('Based on the video, D.'); else an exact option-text match; else None.
     """
     if not text:
         return None
@@ -185,6 +187,9 @@ def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence
     explicit = [
         rf"(?i:answer)\s*(?i:is|:)\s*[\*\"'\(\[]*\s*({cls})(?![A-Za-z])",
         rf"\(({cls})\)",
+        rf"(?i:option|choice)\s*[:：]?\s*[\*\"'\(\[]*\s*({cls})(?![A-Za-z])",
+        rf"(?:答案\s*(?:是|为|[:：])|选项?)\s*[\*\"'\(\[（]*\s*({cls})(?![A-Za-z])",
+        rf"\\boxed\{{\s*({cls})\s*\}}",
     ]
     for pattern in explicit:
         hits = [h for h in re.findall(pattern, body) if h in labels]
@@ -194,9 +199,12 @@ def parse_answer(text: str | None, labels: Sequence[str], option_texts: Sequence
     if lone:
         return lone.group(1)
     first_line = body.splitlines()[0].strip()
-    lead = re.match(rf"({cls})[\.\):](\s|$)", first_line)
+    lead = re.match(rf"[\*\"']*({cls})[\.\):](\s|\*|$)", first_line)
     if lead:
         return lead.group(1)
+    closing = re.search(rf"[,:：]\s*[\*\"']*({cls})[\*\"']*[\.\)]?[\*\"']*\s*$", body)
+    if closing:
+        return closing.group(1)
     normalized = option_key(body)
     matches = [lab for lab, opt in zip(labels, option_texts, strict=False) if option_key(opt) == normalized]
     if len(matches) == 1:
