@@ -33,7 +33,10 @@ from omnieval.stats.registry import REGISTRY, load_protocols
 
 
 def _read_one(path: Path | StoredPath) -> pl.DataFrame:
-    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.core.store``)."""
+    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.core.store``); a
+    local folder that holds ``predictions.parquet`` (a run's output, an ``omnieval import`` folder) stands for it."""
+    if isinstance(path, Path) and path.is_dir() and (path / "predictions.parquet").is_file():
+        path = path / "predictions.parquet"
     try:
         if not path.is_file():
             raise InputError("no such predictions file", file=path)
