@@ -279,11 +279,14 @@ def _datasets_omni(args: argparse.Namespace) -> int:
     from omnieval.datasets.omni import (
         av_odyssey,
         daily_omni,
+        jointavbench,
         mmar,
         mmau,
+        mmsu,
         omnibench,
         omnivideobench,
         videomme,
+        voicebench,
         worldsense,
     )
 
@@ -293,11 +296,15 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         converted = videomme.convert_videomme(args.release, args.out, durations=durations, **common)
     elif args.release_name == "mmau":
         converted = mmau.convert_mmau(args.release, args.out, version=args.version, **common)
+    elif args.release_name == "jointavbench":
+        converted = jointavbench.convert_jointavbench(args.release, args.out, option_order=args.option_order,
+                                                      seed=args.seed, **common)
     else:
         convert = {"daily-omni": daily_omni.convert_daily_omni, "worldsense": worldsense.convert_worldsense,
                    "omnibench": omnibench.convert_omnibench, "mmar": mmar.convert_mmar,
                    "av-odyssey": av_odyssey.convert_av_odyssey,
-                   "omnivideobench": omnivideobench.convert_omnivideobench}[args.release_name]
+                   "omnivideobench": omnivideobench.convert_omnivideobench,
+                   "voicebench": voicebench.convert_voicebench, "mmsu": mmsu.convert_mmsu}[args.release_name]
         converted = convert(args.release, args.out, **common)
     for split, n in converted.skipped_splits.items():
         print(f"omnieval: note: skipped split {split!r} ({n} questions): none of its questions has an answer",
@@ -689,6 +696,14 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                    "sounds kept", "a folder holding the media folders of lmms-eval's copy"),
     "omnivideobench": ("OmniVideoBench: data.json beside videos/<video>.mp4 (their soundtracks); each item carries "
                        "its evidence label", "a folder holding videos/"),
+    "voicebench": ("VoiceBench: <subset>/<split>-*.parquet (recordings embedded); its multiple-choice subsets "
+                   "openbookqa and mmsu, the options read out of each prompt",
+                   "a folder of media (not needed: the recordings are embedded)"),
+    "mmsu": ("MMSU: data/*.parquet (clips embedded, or named under audio/); the answer's text mapped to its choice",
+             "a folder holding audio/"),
+    "jointavbench": ("JointAVBench: jointavbench.json; the release ships no media: each question's clip, cut by the "
+                     "user, named <qid>.mp4 (its soundtrack the audio), a missing one skipped and listed",
+                     "the folder holding the <qid>.mp4 clips"),
 }
 """The omni-release converters (``omnieval.datasets.omni``): what the release folder holds, what --media-root
 may hold."""
@@ -711,6 +726,11 @@ def _add_datasets_omni(sub) -> None:
             s.add_argument("--duration", action="append", metavar="NAME",
                            help="keep only the questions on videos of this duration: short, medium, long (repeat, "
                                 "or NAME,NAME); default: all")
+        if release == "jointavbench":
+            s.add_argument("--option-order", choices=("release", "seeded"), default="release",
+                           help="the options in the release's order, or permuted per question by --seed (the "
+                                "release's script shuffles them unseeded on every run; default: %(default)s)")
+            s.add_argument("--seed", type=int, default=0, help="the seed of --option-order seeded (default: 0)")
         if release == "mmau":
             from omnieval.datasets.omni import MMAU_VERSIONS
 

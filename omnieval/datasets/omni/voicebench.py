@@ -1,0 +1,135 @@
+"""VoiceBench (spoken instructions to voice assistants) -> a ``spectrum`` benchmark of its multiple-choice subsets:
+the spoken question as the audio, its text as the audio's text stand-in.
+
+The release folder as the Hugging Face dataset ``hlt-lab/voicebench`` lays it out (its card; the loader of
+github.com/MatthewCYM/VoiceBench, ``main.py``, reads it with ``load_dataset("hlt-lab/voicebench", <subset>,
+split=<split>)``): one folder per subset, ``<subset>/<split>-NNNNN-of-NNNNN.parquet``, each row a spoken prompt with
+its recording embedded in the ``audio`` cell, the prompt's text in ``prompt`` and, in the multiple-choice subsets,
+the correct letter in ``reference``. lmms-eval's copy (``lmms-lab/voicebench``) has the same layout.
+
+**Multiple-choice subsets** (``MCQ_SUBSETS``): ``openbookqa`` (split ``test``) and ``mmsu`` (one split per MMLU-Pro
+domain: ``law``, ``physics``, ...), the two the release scores with its ``MCQEvaluator`` (``src/evaluator/mcq.py``,
+``omnieval.scoring.voicebench``). Their options exist only inside the prompt: the question, then each option after
+its letter (``A.``, ``A)`` or ``(A)``, on its own line or inline). The options are the texts between the last run
+of letters ``A``, ``B``, ``C``, ... in order, the question the text before it; a prompt with fewer than two such
+options is skipped and listed. ``reference`` gives the answer's letter. The release's model hears only the audio; a
+``spectrum`` item shows its options as text as well, under a fixed ``question`` (``QUESTION``), and the prompt's
+whole text is the audio's text stand-in (``audio_as_text``: the release's ``--modality text``).
+
+**Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
+``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
+(1-5), a refusal list, instruction checks or reference answers, none of which is a multiple-choice item; they are
+not converted, and the conversion names the ones found (``benchmark.json``: ``open_subsets_not_converted``).
+
+Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the split is ``<subset>/<split>``, the
+item's ``task`` the subset and its ``category`` the split (the MMLU-Pro domain for ``mmsu``), both kept as its
+``breakdowns`` (``subset``, ``split``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from omnieval.core.schema import InputError
+from omnieval.datasets.mcq_sources import parquet_rows, shard_split
+from omnieval.datasets.omni.common import (
+    Converted,
+    Entry,
+    MediaRef,
+    Where,
+    check_out,
+    field_text,
+    given_answer,
+    release_sources,
+    sound_entries,
+    write_release,
+)
+
+CONVERTER = "voicebench"
+SCORER = "voicebench"
+"""The benchmark's released answer-scoring rule (``omnieval.scoring.voicebench``), recorded in ``benchmark.json``."""
+MCQ_SUBSETS = ("openbookqa", "mmsu")
+OPEN_SUBSETS = ("alpacaeval", "alpacaeval_full", "alpacaeval_speaker", "commoneval", "wildvoice", "sd-qa", "ifeval",
+                "advbench", "bbh", "mtbench")
+QUESTION = "Answer the question asked in the recording."
+"""The item's written question: the question itself is spoken (module doc)."""
+_MARKER = re.compile(r"(?:^|(?<=\s))(?:\(([A-Z])\)|([A-Z])[.)])\s+")
+
+
+def prompt_options(prompt: str) -> tuple[str, list[str]] | None:
+    """(question, options) read out of a prompt that writes its options after letters (module doc); None where
+    fewer than two options in letter order follow the question."""
+    runs: list[list[re.Match]] = []
+    for match in _MARKER.finditer(prompt):
+        letter = match.group(1) or match.group(2)
+        if letter == "A":
+            runs.append([match])
+        elif runs and letter == chr(ord(runs[-1][-1].group(1) or runs[-1][-1].group(2)) + 1):
+            runs[-1].append(match)
+    runs = [run for run in runs if len(run) >= 2]
+    if not runs:
+        return None
+    run = runs[-1]
+    ends = [m.start() for m in run[1:]] + [len(prompt)]
+    options = [prompt[m.end():end].strip() for m, end in zip(run, ends, strict=True)]
+    question = prompt[:run[0].start()].strip()
+    if not question or not all(options):
+        return None
+    return question, options
+
+
+def read_voicebench(release: Path):
+    """One ``Entry`` per sound question of the multiple-choice subsets found (module doc), the entries skipped, and
+    the open subsets found."""
+    folders = release.iterdir() if release.is_dir() else []
+    found = {p.name for p in folders if p.is_dir() and any(p.glob("*.parquet"))}
+    subsets = [s for s in MCQ_SUBSETS if s in found]
+    if not subsets:
+        raise InputError(f"no multiple-choice subset ({', '.join(f'{s}/*.parquet' for s in MCQ_SUBSETS)}) in the "
+                         "release folder (the Hugging Face dataset's layout)", file=release)
+    records = []
+    for subset in subsets:
+        for path in sorted((release / subset).glob("*.parquet")):
+            split = shard_split(path) or path.stem
+            records += [(Where(row.file, f"row {row.number}"), (row.record, subset, split, row.number))
+                        for row in parquet_rows(path, split)]
+    entries, skipped = sound_entries(records, lambda r, where: _entry(*r, where=where))
+    return entries, skipped, sorted(found & set(OPEN_SUBSETS))
+
+
+def _entry(record, subset: str, split: str, number: int, *, where: Where) -> Entry:
+    if not isinstance(record, dict):
+        raise where.error(f"expected an object, got {type(record).__name__}")
+    item_id = f"{subset}/{split}/{number}"
+    where = where.named("item", item_id)
+    prompt = field_text(record, "prompt", where)
+    parsed = prompt_options(prompt)
+    if parsed is None:
+        raise where.error("the prompt writes no options after letters A., B., ... (VoiceBench's multiple-choice "
+                          "prompts end with them)", "prompt")
+    _, options = parsed
+    cell = record.get("audio")
+    if not isinstance(cell, dict) or not cell.get("bytes"):
+        raise where.error("expected the recording embedded in the audio cell (bytes)", "audio")
+    return Entry(where=where, item_id=item_id, question=QUESTION, options=options,
+                 answer=given_answer(record, "reference", options, where), split=f"{subset}/{split}",
+                 media={"audio": MediaRef("audio", data=bytes(cell["bytes"]), name=str(cell.get("path") or ""))},
+                 category=split, task=subset, text_alternatives={"audio": prompt},
+                 breakdowns={"subset": subset, "split": split}, fields={"answer": "reference", "options": "prompt"})
+
+
+def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voicebench",
+                       media_root: str | Path | None = None, copy: bool = False,
+                       overwrite: bool = False) -> Converted:
+    """Write the benchmark folder ``out`` from the VoiceBench release folder's multiple-choice subsets (module
+    doc)."""
+    release = Path(release)
+    check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
+    entries, skipped, open_subsets = read_voicebench(release)
+    notes = [f"not converted: the open subsets {', '.join(open_subsets)} (scored by ratings, refusals or "
+             "instruction checks, not as multiple-choice items)"] if open_subsets else []
+    meta = {"open_subsets_not_converted": open_subsets} if open_subsets else {}
+    return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
+                         copy=copy, overwrite=overwrite, meta=meta, notes=notes, skipped=skipped,
+                         skip_unsound=True, scorer=SCORER)
