@@ -69,7 +69,7 @@ def test_the_release_with_the_users_clips(tmp_path, clips):
     assert done.returncode == 0, done.stderr
     missing_qid = records()[4]["qid"]
     assert "wrote 5 items (all: 5) and 5 media files" in done.stdout
-    assert f"skipped 1 entry" in done.stdout and f"no media file '{missing_qid}.mp4'" in done.stdout
+    assert "skipped 1 entry" in done.stdout and f"no media file '{missing_qid}.mp4'" in done.stdout
     items = items_of(tmp_path / "bench")
     assert list(items) == [r["qid"] for i, r in enumerate(records()) if i != 4]
     for i, record in enumerate(records()):

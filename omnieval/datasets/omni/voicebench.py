@@ -21,9 +21,10 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 (1-5), a refusal list, instruction checks or reference answers, none of which is a multiple-choice item; they are
 not converted, and the conversion names the ones found (``benchmark.json``: ``open_subsets_not_converted``).
 
-Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the split is ``<subset>/<split>``, the
-item's ``task`` the subset and its ``category`` the split (the MMLU-Pro domain for ``mmsu``), both kept as its
-``breakdowns`` (``subset``, ``split``).
+Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the item's split and ``task`` are the
+subset (the release scores each subset apart; a ``spectrum`` split is also where a shuffle takes its donors from, and
+some of ``mmsu``'s domains are small), its ``category`` the Hugging Face split (the MMLU-Pro domain for ``mmsu``),
+both kept as its ``breakdowns`` (``subset``, ``split``).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _entry(record, subset: str, split: str, number: int, *, where: Where) -> Ent
     if not isinstance(cell, dict) or not cell.get("bytes"):
         raise where.error("expected the recording embedded in the audio cell (bytes)", "audio")
     return Entry(where=where, item_id=item_id, question=QUESTION, options=options,
-                 answer=given_answer(record, "reference", options, where), split=f"{subset}/{split}",
+                 answer=given_answer(record, "reference", options, where), split=subset,
                  media={"audio": MediaRef("audio", data=bytes(cell["bytes"]), name=str(cell.get("path") or ""))},
                  category=split, task=subset, text_alternatives={"audio": prompt},
                  breakdowns={"subset": subset, "split": split}, fields={"answer": "reference", "options": "prompt"})

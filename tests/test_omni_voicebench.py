@@ -1,0 +1,141 @@
+"""VoiceBench as its Hugging Face dataset lays it out (``<subset>/<split>-00000-of-00001.parquet``, each row the
+recording embedded in ``audio``, the prompt's text in ``prompt`` and the letter in ``reference``): its
+multiple-choice subsets ``openbookqa`` and ``mmsu`` converted to audio items with the options read out of the
+prompt and the prompt as the audio's text stand-in; the open subsets found named and left out; a prompt without
+options skipped and listed; the benchmark run through two simulated models, metrics and report, with
+``audio_as_text`` and the accuracy per subset recomputed from the predictions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from omnieval.core.schema import InputError
+from omnieval.datasets.omni.voicebench import QUESTION, convert_voicebench, prompt_options
+from tests.omni_release_run import MODELS, items_of, run_and_check
+
+ROOT = Path(__file__).resolve().parents[1]
+OPENBOOKQA = [
+    ("Which of these would let the most heat travel through?\nA. a new pair of jeans.\nB. a steel spoon in a "
+     "cafeteria.\nC. a cotton candy at a store.\nD. a calvin klein cotton hat.", "B"),
+    ("What is the U.S. Army's favourite animal? A. a mule B. a goat C. a cat D. a dog", "A"),
+    ("Which is a source of light?\n(A) the Moon\n(B) a lamp\n(C) a mirror\n(D) a window", "B"),
+]
+MMSU_LAW = [("A tenant breaks a lease. What follows?\nA) damages\nB) nothing\nC) a fine\nD) jail", "A"),
+            ("Which court hears appeals?\nA. trial court\nB. appellate court\nC. small claims\nD. traffic court", "B")]
+MMSU_PHYSICS = [("What is the unit of force?\nA. joule\nB. watt\nC. newton\nD. pascal", "C")]
+
+
+@pytest.fixture(scope="module")
+def sounds(tmp_path_factory) -> list[Path]:
+    from omnieval.media.synth import beep_audio
+
+    folder = tmp_path_factory.mktemp("voicebench-media")
+    return [beep_audio(folder / f"s{i}.wav", frequency=220 + 70 * i, beeps=1 + i % 3, duration=0.5,
+                       sample_rate=8000) for i in range(8)]
+
+
+def shard(path: Path, prompts: list[tuple[str, str | None]], sounds: list[Path]) -> None:
+    """One subset's split as the Hugging Face dataset writes it (``reference`` left out where every answer is
+    None: the open subsets have none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = {"audio": [{"bytes": s.read_bytes(), "path": None} for s in sounds[:len(prompts)]],
+               "prompt": [p for p, _ in prompts]}
+    if any(r is not None for _, r in prompts):
+        columns["reference"] = [r for _, r in prompts]
+    pq.write_table(pa.table(columns), path)
+
+
+def release(folder: Path, sounds, law=None) -> Path:
+    shard(folder / "openbookqa" / "test-00000-of-00001.parquet", OPENBOOKQA, sounds)
+    shard(folder / "mmsu" / "law-00000-of-00001.parquet", MMSU_LAW if law is None else law, sounds[3:])
+    shard(folder / "mmsu" / "physics-00000-of-00001.parquet", MMSU_PHYSICS, sounds[5:])
+    shard(folder / "alpacaeval" / "test-00000-of-00001.parquet", [("Tell me a story.", None)], sounds)
+    shard(folder / "sd-qa" / "usa-00000-of-00001.parquet", [("Who wrote Hamlet?", None)], sounds)
+    return folder
+
+
+def test_options_read_out_of_the_prompt():
+    """Worked by hand from the prompts: the last run of letters A, B, ... in order, the question before it."""
+    assert prompt_options(OPENBOOKQA[0][0]) == ("Which of these would let the most heat travel through?",
+                                                ["a new pair of jeans.", "a steel spoon in a cafeteria.",
+                                                 "a cotton candy at a store.", "a calvin klein cotton hat."])
+    assert prompt_options(OPENBOOKQA[1][0]) == ("What is the U.S. Army's favourite animal?",
+                                                ["a mule", "a goat", "a cat", "a dog"])
+    assert prompt_options("Pick one. A) x B) y")[1] == ["x", "y"]
+    assert prompt_options("Tell me a story.") is None
+    assert prompt_options("A. lonely option") is None
+
+
+def test_the_hugging_face_release(tmp_path, sounds):
+    folder = release(tmp_path / "voicebench", sounds)
+    done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "voicebench", str(folder), "--out",
+                           str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 6 items (openbookqa: 3, mmsu: 3) and 6 media files" in done.stdout
+    assert "a text stand-in for audio on 6 of 6 items" in done.stdout
+    assert "not converted: the open subsets alpacaeval, sd-qa" in done.stderr
+    items = items_of(tmp_path / "bench")
+    expected = ([("openbookqa", "test", i, p) for i, p in enumerate(OPENBOOKQA)]
+                + [("mmsu", "law", i, p) for i, p in enumerate(MMSU_LAW)]
+                + [("mmsu", "physics", i, p) for i, p in enumerate(MMSU_PHYSICS)])
+    assert list(items) == [f"{s}/{sp}/{i}" for s, sp, i, _ in expected]
+    for (subset, split, i, (prompt, reference)), sound_index in zip(expected, [0, 1, 2, 3, 4, 5], strict=True):
+        item = items[f"{subset}/{split}/{i}"]
+        assert item["question"] == QUESTION
+        assert item["options"] == prompt_options(prompt)[1]
+        assert item["answer"] == reference
+        assert (item["split"], item["task"], item["category"]) == (subset, subset, split)
+        assert item["breakdowns"] == {"subset": subset, "split": split}
+        assert item["text_alternatives"] == {"audio": prompt}
+        assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[sound_index].read_bytes()
+    meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
+    assert (meta["scorer"], meta["open_subsets_not_converted"]) == ("voicebench", ["alpacaeval", "sd-qa"])
+
+
+def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp_path, sounds):
+    law = [("A tenant breaks a lease. What follows?", "A"), ("Which court?\nA. trial\nB. appellate", "C")]
+    converted = convert_voicebench(release(tmp_path / "voicebench", sounds, law=law), tmp_path / "bench")
+    assert converted.n_items == 4
+    first, second = converted.skipped
+    shard_file = str(tmp_path / "voicebench" / "mmsu" / "law-00000-of-00001.parquet")
+    assert (first.file, first.entry, first.field) == (shard_file, "row 0 (item mmsu/law/0)", "prompt")
+    assert (second.entry, second.field) == ("row 1 (item mmsu/law/1)", "reference")
+    assert "answer 'C' but the question has 2 options (A..B)" in second.reason
+
+
+def test_a_release_without_a_multiple_choice_subset_is_refused(tmp_path, sounds):
+    shard(tmp_path / "voicebench" / "alpacaeval" / "test-00000-of-00001.parquet", [("Tell me a story.", None)],
+          sounds)
+    with pytest.raises(InputError, match=r"no multiple-choice subset \(openbookqa/\*.parquet, mmsu/\*.parquet\)"):
+        convert_voicebench(tmp_path / "voicebench", tmp_path / "bench")
+
+
+@pytest.mark.slow
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, sounds):
+    """One subset (``mmsu``: metrics are per split, and the shared run check reads one), its two domains a
+    breakdown."""
+    folder = release(tmp_path / "voicebench", sounds)
+    shutil.rmtree(folder / "openbookqa")
+    convert_voicebench(folder, tmp_path / "bench")
+    conditions = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
+    rows = run_and_check(tmp_path / "bench", tmp_path, conditions)
+    table = pl.read_csv(tmp_path / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
+    got = {(r["model"], r["key"]): r["value"] for r in table.iter_rows(named=True)
+           if r["protocol"] == "spectrum" and r["metric"] == "accuracy"}
+    answered = rows.filter(pl.col("choice").is_not_null())
+    for model in (m["name"] for m in MODELS):
+        for domain in ("law", "physics"):
+            for condition in conditions:
+                cell = answered.filter((pl.col("model") == model) & (pl.col("condition") == condition)
+                                       & (pl.col("category") == domain))
+                want = float((cell["choice"] == cell["target"]).mean())
+                assert got[(model, f"split={domain}/{condition}")] == pytest.approx(want, abs=1e-12)
