@@ -86,7 +86,8 @@ def test_a_scorer_that_refuses_an_item_and_an_unknown_scorer(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "line 1 (id 'q1')" in err and "field 'answer'" in err and "parses to no letter" in err
     assert main(["parse", "--scorer", "nope", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o")]) == 2
-    assert "unknown scorer 'nope'; known scorers: av-odyssey, daily-omni, mmar, mmau" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown scorer 'nope'; known scorers: av-odyssey, daily-omni, jointavbench, mmar, mmau" in err
     assert main(["parse", "--scorer", "mmau", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "o").exists()
     assert main(["parse", "--scorer", "mmau", str(tmp_path / "in.jsonl"), "--out", str(tmp_path)]) == 2

@@ -47,12 +47,19 @@ COMMANDS = {
         "--answer-format='auto' {auto,label,index,text}", "--column", "--skip-missing-image", "--limit",
         "--media-root", "--overwrite",
     ],
+    "omnieval datasets jointavbench": [
+        "-h/--help", "release", "--out (required)", "--name='jointavbench'", "--media-root", "--copy",
+        "--option-order='release' {release,seeded}", "--seed=0", "--overwrite",
+    ],
     "omnieval datasets mmar": [
         "-h/--help", "release", "--out (required)", "--name='mmar'", "--media-root", "--copy", "--overwrite",
     ],
     "omnieval datasets mmau": [
         "-h/--help", "release", "--out (required)", "--name='mmau'", "--media-root", "--copy",
         "--version {original,v05.15.25}", "--overwrite",
+    ],
+    "omnieval datasets mmsu": [
+        "-h/--help", "release", "--out (required)", "--name='mmsu'", "--media-root", "--copy", "--overwrite",
     ],
     "omnieval datasets omnibench": [
         "-h/--help", "release", "--out (required)", "--name='omnibench'", "--media-root", "--copy", "--overwrite",
@@ -69,6 +76,9 @@ COMMANDS = {
     "omnieval datasets videomme": [
         "-h/--help", "release", "--out (required)", "--name='videomme'", "--media-root", "--copy", "--duration",
         "--overwrite",
+    ],
+    "omnieval datasets voicebench": [
+        "-h/--help", "release", "--out (required)", "--name='voicebench'", "--media-root", "--copy", "--overwrite",
     ],
     "omnieval datasets worldsense": [
         "-h/--help", "release", "--out (required)", "--name='worldsense'", "--media-root", "--copy", "--overwrite",
