@@ -1,9 +1,10 @@
 """Where a converter may write: the ``--out`` folder of every ``omnieval datasets`` command.
 
 A converter (``synth``, ``xmodbench``, ``mcq``, ``contra4`` and the omni releases: ``daily-omni``, ``worldsense``,
-``videomme``, ``omnibench``, ``mmau``, ``mmar``, ``av-odyssey``, ``omnivideobench``) builds the whole benchmark folder
-beside ``--out`` and moves it into place when complete, so replacing an earlier benchmark means deleting what
-``--out`` held. Nothing else may be deleted, so before anything is written ``--out`` must be
+``videomme``, ``omnibench``, ``mmau``, ``mmar``, ``av-odyssey``, ``omnivideobench``, ``voicebench``, ``mmsu``,
+``jointavbench``) builds the whole benchmark folder beside ``--out`` and moves it into place when complete, so
+replacing an earlier benchmark means deleting what ``--out`` held. Nothing else may be deleted, so before anything
+is written ``--out`` must be
 
 * new, or an empty folder;
 * or, with ``overwrite`` (``--overwrite``), a previous output of the **same** converter: its ``benchmark.json``

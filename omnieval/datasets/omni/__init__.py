@@ -14,6 +14,9 @@ MMAU                      ``mmau``                        audio (the version rea
 MMAR                      ``mmar``                        audio
 AV-Odyssey                ``av_odyssey``                  image(s) or video, and audio clip(s): one benchmark
 OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels
+VoiceBench (its MCQ)      ``voicebench``                  audio: the spoken question (embedded), its text
+MMSU                      ``mmsu``                        audio (embedded, or under ``audio/``)
+JointAVBench              ``jointavbench``                the user's ``<qid>.mp4`` as video and as audio
 ========================  ==============================  ===============================================
 
 Adding a release: a module with a ``convert_<release>`` function that reads the release's question file(s) with
