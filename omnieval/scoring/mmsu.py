@@ -2,7 +2,7 @@
 
 The MMSU release (github.com/dingdongwang/MMSU, Hugging Face ``ddwang2000/MMSU``) publishes no scoring code: its
 README's "Evaluation Pipeline" section is empty. The one public scorer written for it is lmms-eval's
-(github.com/EvolvingLMMs-Lab/lmms-eval, commit 082b872cbbdd9a423e2c18a976cb1f46c01b73f7,
+(github.com/EvolvingLMMs-Lab/lmms-eval, commit fb86776627586ebb45b90bd19a793bc6e52dca19,
 ``lmms_eval/tasks/mmsu/utils.py``: ``parse_multi_choice_response``, adapted from MMMU, called by
 ``mmsu_process_results``), and that is the rule here. Its quirks, each kept:
 

@@ -3,8 +3,9 @@
 
 Source: github.com/MatthewCYM/VoiceBench, ``src/evaluator/mcq.py`` (``MCQEvaluator.extract_answer`` and
 ``evaluate``), read at commit 9f8db6cdf66ed30fb5e1f2afc00be254c1d44a5d (its author's last change to that file; a
-later fork adds five phrases, which are not read here). lmms-eval's ``voicebench_process_results_mcq``
-(``lmms_eval/tasks/voicebench/utils.py``) runs the same phrase list. Its quirks, each kept:
+later fork adds ten phrases, which are not read here). lmms-eval's ``voicebench_process_results_mcq``
+(``lmms_eval/tasks/voicebench/utils.py`` at commit 35b25f0a4e59a80eeecd0afe9ae0eb3ecb6e13d0) runs the same 163
+phrases. Its quirks, each kept:
 
 - the answer is lower-cased, and a leading ``<1>``, ``<2>`` or ``<3>`` is cut off;
 - each phrase of ``PHRASES`` in turn, with ``[CHOICE]`` replaced by ``a``, ``b``, ``c``, then ``d``, is looked for
