@@ -70,6 +70,7 @@ _MODULES: tuple[str, ...] = (
     "omnieval.scoring.worldsense",
     "omnieval.scoring.daily_omni",
     "omnieval.scoring.omnivideobench",
+    "omnieval.scoring.videomme_v2",
 )
 
 
