@@ -284,6 +284,7 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         omnibench,
         omnivideobench,
         videomme,
+        videomme_v2,
         worldsense,
     )
 
@@ -297,7 +298,8 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         convert = {"daily-omni": daily_omni.convert_daily_omni, "worldsense": worldsense.convert_worldsense,
                    "omnibench": omnibench.convert_omnibench, "mmar": mmar.convert_mmar,
                    "av-odyssey": av_odyssey.convert_av_odyssey,
-                   "omnivideobench": omnivideobench.convert_omnivideobench}[args.release_name]
+                   "omnivideobench": omnivideobench.convert_omnivideobench,
+                   "videomme-v2": videomme_v2.convert_videomme_v2}[args.release_name]
         converted = convert(args.release, args.out, **common)
     for split, n in converted.skipped_splits.items():
         print(f"omnieval: note: skipped split {split!r} ({n} questions): none of its questions has an answer",
@@ -689,6 +691,9 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                    "sounds kept", "a folder holding the media folders of lmms-eval's copy"),
     "omnivideobench": ("OmniVideoBench: data.json beside videos/<video>.mp4 (their soundtracks); each item carries "
                        "its evidence label", "a folder holding videos/"),
+    "videomme-v2": ("Video-MME-v2: test.parquet (groups of four questions per clip) beside videos/*.zip and "
+                    "subtitle.zip, or those unpacked to videos/<video_id>.mp4 (their soundtracks) and "
+                    "subtitle/<video_id>.jsonl", "a folder holding videos/ and subtitle/, or the archives"),
 }
 """The omni-release converters (``omnieval.datasets.omni``): what the release folder holds, what --media-root
 may hold."""

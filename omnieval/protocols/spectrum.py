@@ -83,6 +83,7 @@ from omnieval.core.metric_types import DIFFERENCE, QUESTION, UNIT, CellFamily, P
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
+from omnieval.scoring.videomme_v2 import group_score
 
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
@@ -513,6 +514,10 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = Tr
     for c in ALL_CONDITIONS:
         if cells.has(circ, *scope, c):
             yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
+    grouped = f"{prefix}gscore"
+    for c in ALL_CONDITIONS:
+        if cells.has(grouped, *scope, c):
+            yield "group_score", key(c), cells.mean(grouped, *scope, c), cells.support(grouped, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
     if not contrasts:
@@ -652,10 +657,58 @@ def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_circ_answered", "_circ_first", "_circ_copies")
 
 
+def breakdown_value(name: str) -> pl.Expr:
+    """The value of breakdown ``name`` on each row (null where the row's item has none)."""
+    return pl.col("breakdowns").list.eval(
+        pl.element().filter(pl.element().struct.field("name") == name).struct.field("value")).list.first()
+
+
+GROUP_SIZE = 4
+"""The questions of one Video-MME-v2 group."""
+
+
+def group_score_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``group_score``'s cells (Video-MME-v2's grouped score, ``scoring.videomme_v2``) on the rows whose items carry
+    the breakdown ``group_type``: a group is the questions on one clip (``media_unit``) of one model, prompt,
+    split, mode and condition, in the order of the number closing their ids (``001-1`` ... ``001-4``, the release's
+    ``question_id``); ``_gscore`` is its score from the rows' ``correct`` (an answer naming no option is wrong),
+    set on its first row (``_gscore_ok``). A group without exactly four answered questions numbered 1 to 4 (an
+    errored row, a question not run) or with an unknown type or structure gets no value: a score of three
+    questions would be read from the wrong table. Frames without such rows get no columns (no cells)."""
+    if "breakdowns" not in frame.columns or "media_unit" not in frame.columns:
+        return frame
+    typed = frame.with_columns(_gtype=breakdown_value("group_type"), _gstructure=breakdown_value("group_structure"),
+                               _gstep=pl.col("item_id").cast(pl.Utf8).str.extract(r"-(\d+)$").cast(pl.Int64))
+    if typed["_gtype"].null_count() == typed.height:
+        return frame
+    group = [c for c in ("model", "prompt", "split", "mode") if c in typed.columns] + ["condition", "media_unit"]
+    answered = pl.col("answered") if "answered" in typed.columns else pl.lit(True)
+    scores = (typed.filter(pl.col("_gtype").is_not_null() & answered)
+              .group_by(group).agg(pl.col("correct").sort_by("_gstep"), pl.col("_gstep").sort(),
+                                   pl.col("_gtype").first(), pl.col("_gstructure").first()))
+    values = [_one_group_score(r["correct"], r["_gstep"], r["_gtype"], r["_gstructure"])
+              for r in scores.iter_rows(named=True)]
+    scores = scores.select(*group).with_columns(_gscore=pl.Series(values, dtype=pl.Float64))
+    out = typed.join(scores, on=group, how="left", nulls_equal=True, maintain_order="left")
+    first = (pl.col("_gstep") == 1) & answered & pl.col("_gscore").is_not_null()
+    return out.with_columns(_gscore_ok=first.fill_null(False)).drop("_gtype", "_gstructure", "_gstep")
+
+
+def _one_group_score(correct: list, steps: list, group_type: str, structure: str | None) -> float | None:
+    """The score of one group's answered rows (``group_score_columns``); None where it has none."""
+    if steps != list(range(1, GROUP_SIZE + 1)):
+        return None
+    try:
+        return group_score([1 if c else 0 for c in correct], group_type, structure)
+    except ValueError:
+        return None
+
+
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """Add the ensemble's rows when two or more models are present (and no model is already called
     ``ensemble``), then ``1 / n_options`` for ``chance`` where the input has the option count, then the
-    ``circular_accuracy`` cells (``circular_columns``)."""
+    ``circular_accuracy`` cells (``circular_columns``) and Video-MME-v2's ``group_score`` cells
+    (``group_score_columns``)."""
     models = frame["model"].unique().to_list()
     if ENSEMBLE not in models and len(models) >= 2:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
@@ -666,7 +719,7 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
-    return circular_columns(frame)
+    return group_score_columns(circular_columns(frame))
 
 
 def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
@@ -728,6 +781,7 @@ def _families():
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
         out.append(CellFamily(f"{prefix}circ", "_circ", "_circ_ok", (*by, "condition")))
+        out.append(CellFamily(f"{prefix}gscore", "_gscore", "_gscore_ok", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
         out += [CellFamily(f"{prefix}{STAND_IN_NORMAL}{m}", "correct", f"_normal_with_{m}_text", by) for m in MEDIA]
     out.append(CellFamily("invalid", "invalid", "answered"))
@@ -759,8 +813,9 @@ def metrics_spec():
                            paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
                            cluster="media_unit",  # questions about one clip share it (docs/reference.md)
                            headlines=(HeadlineTable(_headline_title, _headline_rows),),
-                           bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "chance": UNIT, "intra": DIFFERENCE,
-                                   "inter": DIFFERENCE, "perceptual_score": DIFFERENCE, "as_text_gap": DIFFERENCE})
+                           bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "group_score": UNIT, "chance": UNIT,
+                                   "intra": DIFFERENCE, "inter": DIFFERENCE, "perceptual_score": DIFFERENCE,
+                                   "as_text_gap": DIFFERENCE})
 
 
 # === how the results are shown (omnieval.protocols lists these attributes) ===
