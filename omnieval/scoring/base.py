@@ -71,6 +71,7 @@ _MODULES: tuple[str, ...] = (
     "omnieval.scoring.daily_omni",
     "omnieval.scoring.omnivideobench",
     "omnieval.scoring.videomme_v2",
+    "omnieval.scoring.video_holmes",
 )
 
 
