@@ -34,7 +34,9 @@ given per label (keys ``evidence=<label>/<condition>``): the benchmark's own lab
 **Breakdowns.** An item may carry the release's own score breakdowns (``Item.breakdowns``: Video-MME's duration and
 domain). Every metric is then also given per value of each (keys ``<name>=<value>/<condition>``, ``duration=long/
 normal``), so a run shows the release's headline axes with intervals; the pairs travel in ``Instance.breakdowns`` and
-the predictions' ``breakdowns`` column.
+the predictions' ``breakdowns`` column. Where the breakdowns carry Video-MME-v2's ``group_type`` (and
+``group_structure``), the questions on one clip are also scored as its release scores them, a group of four at a
+time: ``group_score`` per condition and scope (``group_score_columns``, ``scoring.videomme_v2``), resampled by clip.
 
 **Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
 on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so

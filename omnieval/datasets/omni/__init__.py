@@ -14,6 +14,8 @@ MMAU                      ``mmau``                        audio (the version rea
 MMAR                      ``mmar``                        audio
 AV-Odyssey                ``av_odyssey``                  image(s) or video, and audio clip(s): one benchmark
 OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels
+Video-MME-v2              ``videomme_v2``                 one mp4 as video and as audio, groups of four
+Video-Holmes              ``video_holmes``                one mp4 as video and as audio, question types
 ========================  ==============================  ===============================================
 
 Adding a release: a module with a ``convert_<release>`` function that reads the release's question file(s) with
