@@ -1,6 +1,7 @@
 """Video-MME-v2's group score as a metric of a run (``protocols.spectrum.group_score_columns``): worked by hand on
 three groups (one per group type and parallel structure), per group type, a group with an errored question left
-without a value, an unanswered question counted wrong; and its 95% interval, which resamples whole groups (the clip,
+without a value, an unanswered question counted wrong; the official group score from the release rule's verdicts,
+its -1 for an answer without a letter kept; and its 95% interval, which resamples whole groups (the clip,
 ``media_unit``), against a plain numpy bootstrap loop over the groups' scores."""
 
 from __future__ import annotations
@@ -37,14 +38,27 @@ def group_rows(video: str, kind: str, right: list[bool | None], model: str = "m"
     return out
 
 
+def with_official(rows: list[dict], official: list[int]) -> list[dict]:
+    """The rows as a chain-of-thought run writes them, with the verdicts of the release's rule: ``official[k]`` 1
+    (read, right), 0 (read, wrong) or -1 (no letter read: dropped from its plain accuracy)."""
+    for row, score in zip(rows, official, strict=True):
+        row.update(mode="cot", robust_choice=row["choice"],
+                   robust_source="parsed" if row["choice"] is not None else "unparsed",
+                   official_choice={1: "C", 0: "E", -1: None}[score], official_correct={1: True, 0: False}.get(score),
+                   official_source="unparsed" if score == -1 else "parsed")
+    return rows
+
+
 def frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema_overrides={
         "choice": pl.Utf8, "abstain_label": pl.Utf8, "confidence": pl.Float64, "confidence_method": pl.Utf8,
-        "error": pl.Utf8, "breakdowns": pl.List(pl.Struct({"name": pl.Utf8, "value": pl.Utf8}))})
+        "error": pl.Utf8, "breakdowns": pl.List(pl.Struct({"name": pl.Utf8, "value": pl.Utf8})),
+        "robust_choice": pl.Utf8, "robust_source": pl.Utf8, "official_choice": pl.Utf8, "official_correct": pl.Boolean,
+        "official_source": pl.Utf8})
 
 
-def scores(table: pl.DataFrame, key: str) -> dict:
-    return table.filter((pl.col("metric") == "group_score") & (pl.col("key") == key)).row(0, named=True)
+def scores(table: pl.DataFrame, key: str, metric: str = "group_score") -> dict:
+    return table.filter((pl.col("metric") == metric) & (pl.col("key") == key)).row(0, named=True)
 
 
 def test_group_scores_worked_by_hand():
@@ -63,6 +77,21 @@ def test_group_scores_worked_by_hand():
     # plain accuracy beside it: every answered question, the errored one left out
     accuracy = table.filter((pl.col("metric") == "accuracy") & (pl.col("key") == "normal")).row(0, named=True)
     assert accuracy["value"] == pytest.approx((3 + 2 + 3 + 3 + 3) / (4 + 4 + 4 + 3 + 3), abs=1e-12)
+
+
+def test_the_official_group_score_keeps_the_scripts_minus_one():
+    # the release's rule reads no letter in the fourth answer (relevance) and the second (chain); omnieval's reads none
+    # either: the run's group score counts them wrong, the script's -1 is summed (relevance) or counts right (chain)
+    rows = (with_official(group_rows("001", "relevance", [True, True, True, None]), [1, 1, 1, -1])
+            + with_official(group_rows("002", "chain", [True, None, True, False]), [1, -1, 1, 0]))
+    table = metrics_table(frame(rows), resamples=200, seed=1)
+    assert scores(table, "normal")["value"] == pytest.approx((9 / 16 + 1 / 16) / 2, abs=1e-12)
+    official = scores(table, "normal", "official_group_score")
+    assert official["value"] == pytest.approx((4 / 16 + 9 / 16) / 2, abs=1e-12)
+    assert (official["n"], official["n_clusters"]) == (2, 2)
+    # and beside them the plain accuracies: the script's leaves its -1 answers out
+    official_accuracy = table.filter((pl.col("metric") == "official_accuracy") & (pl.col("key") == "normal"))
+    assert official_accuracy["value"][0] == pytest.approx(5 / 6, abs=1e-12)
 
 
 def test_questions_without_group_breakdowns_get_no_group_score():

@@ -19,7 +19,8 @@ from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, Col, MetricView, erro
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
-SCOPED_LEAF = ("accuracy", "circular_accuracy", "group_score", "intra", "perceptual_score", "as_text_gap", "dependency")
+SCOPED_LEAF = ("accuracy", "circular_accuracy", "group_score", "official_group_score", "intra", "perceptual_score",
+               "as_text_gap", "dependency")
 EVIDENCE = "evidence="  # the scope prefix of the per-evidence-label metrics
 SCOPE_ONLY = ("chance", "inter")
 
@@ -54,6 +55,9 @@ def _columns(view: MetricView) -> list[Col]:
              for c in _conditions(view, "circular_accuracy")]
     cols += [Col(c.replace("_", " "), "group_score", c, group="group score: Video-MME-v2's, per group of four")
              for c in _conditions(view, "group_score")]
+    cols += [Col(c.replace("_", " "), "official_group_score", c,
+                 group="official group score: the release script's verdicts, -1 for no letter")
+             for c in _conditions(view, "official_group_score")]
     cols += [Col(m, "intra", m, group="intra: m alone over random", scale="div") for m in _modalities(view, "intra")]
     cols.append(Col("inter", "inter", "", group="", scale="div",
                     title="accuracy[normal] - max over m of accuracy[m only]"))
