@@ -102,6 +102,14 @@ def test_questions_without_group_breakdowns_get_no_group_score():
     assert "group_score" not in set(table["metric"])
 
 
+def test_predictions_whose_breakdowns_are_all_null_get_no_group_score():
+    rows = group_rows("001", "relevance", [True, True, False, True])
+    for row in rows:
+        row["breakdowns"] = None
+    table = metrics_table(pl.DataFrame(rows).with_columns(pl.lit(None).alias("breakdowns")), resamples=0, seed=1)
+    assert "group_score" not in set(table["metric"]) and "accuracy" in set(table["metric"])
+
+
 def test_the_interval_resamples_whole_groups_as_a_numpy_loop_over_groups_does():
     rng = np.random.default_rng(11)
     rows, per_group = [], []

@@ -679,7 +679,8 @@ def group_score_columns(frame: pl.DataFrame) -> pl.DataFrame:
     letter in counted -1 (``official_group_score``). A group without exactly four answered questions numbered 1 to
     4 (an errored row, a question not run) or with an unknown type or structure gets no value: a score of three
     questions would be read from the wrong table. Frames without such rows get no columns (no cells)."""
-    if "breakdowns" not in frame.columns or "media_unit" not in frame.columns:
+    if ("breakdowns" not in frame.columns or "media_unit" not in frame.columns
+            or frame["breakdowns"].null_count() == frame.height):
         return frame
     typed = frame.with_columns(_gtype=breakdown_value("group_type"), _gstructure=breakdown_value("group_structure"),
                                _gstep=pl.col("item_id").cast(pl.Utf8).str.extract(r"-(\d+)$").cast(pl.Int64))
