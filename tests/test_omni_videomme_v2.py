@@ -184,8 +184,9 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     scores = table.filter((pl.col("protocol") == "spectrum") & (pl.col("metric") == "group_score"))
     page = _Cells()
     page.feed((tmp_path / "report" / "report.html").read_text(encoding="utf-8"))
-    shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
-             if c["data-metric"] == "group_score" and c.get("data-value")}
+    shown = {(c["data-model"], c["data-key"]): tuple(float(c[a]) if c.get(a) else None
+                                                     for a in ("data-value", "data-ci-low", "data-ci-high"))
+             for c in page.cells if c["data-metric"] == "group_score" and c.get("data-value")}
     kinds = {video: (kind, structure) for video, kind, structure, *_ in GROUPS}
     for model in NAMES:
         for condition in conditions:
@@ -199,8 +200,12 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
             row = scores.filter((pl.col("model") == model) & (pl.col("key") == condition)).row(0, named=True)
             assert row["value"] == pytest.approx(expected, abs=1e-12)
             assert row["n"] == 3 and row["n_clusters"] == 3  # one value per group, groups resampled whole
-            assert row["ci_low"] <= row["value"] <= row["ci_high"]
-            assert shown[(model, condition)] == pytest.approx(expected, abs=1e-12)
+            assert row["ci_low"] is None or row["ci_low"] <= row["value"] <= row["ci_high"]
+            # the report shows the same score with the same interval
+            value, low, high = shown[(model, condition)]
+            assert value == pytest.approx(expected, abs=1e-12)
+            assert (low, high) == ((None, None) if row["ci_low"] is None else
+                                   (pytest.approx(row["ci_low"], abs=1e-12), pytest.approx(row["ci_high"], abs=1e-12)))
         # per group type: the mean over that type's groups only
         logic = scores.filter((pl.col("model") == model) & (pl.col("key") == "group_type=logic/normal"))
         normal = predictions.filter((pl.col("model") == model) & (pl.col("condition") == "normal"))
