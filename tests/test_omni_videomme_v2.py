@@ -1,9 +1,10 @@
 """Video-MME-v2 as ``MME-Benchmarks/Video-MME-v2`` ships it: ``test.parquet`` (groups of four questions per clip,
 eight options written ``"A. ..."`` one a line, ``level`` / ``second_head`` / ``third_head`` on each group's last row
 only), ``videos/001.zip`` ... with the clips as members, ``subtitle.zip`` with word-level ``subtitle/<id>.jsonl``;
-read packed and unpacked, each item carrying its group's breakdowns, a group with an unsound row skipped whole and
-listed; the benchmark run through two simulated models, metrics and report, the group score recomputed by hand from
-``predictions.parquet`` (relevance: (right / 4)^2; a chain by its structure's table)."""
+read packed and unpacked (the release's ``videos/``, lmms-eval's ``data/``), each item carrying its group's
+breakdowns, a group with an unsound row (or an unreadable subtitle line) skipped whole and listed; the benchmark
+run through two simulated models, metrics and report, the group score recomputed by hand from ``predictions.parquet``
+(relevance: (right / 4)^2; a chain by its structure's table)."""
 
 from __future__ import annotations
 
@@ -215,3 +216,28 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
             expected.append(hand_group_score([c == t for c, t in zip(group["choice"], group["target"], strict=True)],
                                              *kinds[video]))
         assert logic["value"][0] == pytest.approx(sum(expected) / 2, abs=1e-12)
+
+
+def test_lmms_evals_unpacked_folders_are_read_too(tmp_path, clips):
+    # lmms-eval unpacks the archives into data/ and subtitle/ (lmms_eval/tasks/videomme_v2/utils.py)
+    release = tmp_path / "Video-MME-v2"
+    write_table(release / "test.parquet", rows())
+    for video, *_ in GROUPS:
+        place(clips[int(video) - 1]["soundtrack"], release / "data" / f"{video}.mp4")
+    (release / "subtitle").mkdir()
+    (release / "subtitle" / "002.jsonl").write_text("".join(json.dumps(w) + "\n" for w in WORDS))
+    convert_videomme_v2(release, tmp_path / "bench")
+    items = items_of(tmp_path / "bench")
+    assert items["003-2"]["media"] == {"video": "media/data/003.mp4", "audio": "media/data/003.mp4"}
+    assert items["002-4"]["text_alternatives"] == {"audio": "Hello world."}
+    assert "text_alternatives" not in items["001-1"]
+
+
+def test_a_subtitle_line_that_is_no_word_skips_its_group_naming_the_line(tmp_path, clips):
+    release = write_release(tmp_path / "Video-MME-v2", clips, packed=False)
+    (release / "subtitle" / "001.jsonl").write_text(json.dumps(WORDS[0]) + "\n{\"start_time\": 1.0}\n")
+    convert_videomme_v2(release, tmp_path / "bench")
+    assert sorted(items_of(tmp_path / "bench")) == [f"{v}-{k}" for v in ("002", "003") for k in range(1, 5)]
+    skipped = [json.loads(line) for line in (tmp_path / "bench" / "skipped.jsonl").read_text().splitlines()]
+    assert len(skipped) == 4 and skipped[0]["entry"] == "row 0 (question 001-1)"
+    assert "001.jsonl, line 2: no 'text'" in skipped[0]["reason"] and skipped[0]["field"] == "video_id"
