@@ -285,7 +285,9 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         mmsu,
         omnibench,
         omnivideobench,
+        video_holmes,
         videomme,
+        videomme_v2,
         voicebench,
         worldsense,
     )
@@ -304,7 +306,9 @@ def _datasets_omni(args: argparse.Namespace) -> int:
                    "omnibench": omnibench.convert_omnibench, "mmar": mmar.convert_mmar,
                    "av-odyssey": av_odyssey.convert_av_odyssey,
                    "omnivideobench": omnivideobench.convert_omnivideobench,
-                   "voicebench": voicebench.convert_voicebench, "mmsu": mmsu.convert_mmsu}[args.release_name]
+                   "voicebench": voicebench.convert_voicebench, "mmsu": mmsu.convert_mmsu,
+                   "videomme-v2": videomme_v2.convert_videomme_v2,
+                   "video-holmes": video_holmes.convert_video_holmes}[args.release_name]
         converted = convert(args.release, args.out, **common)
     for split, n in converted.skipped_splits.items():
         print(f"omnieval: note: skipped split {split!r} ({n} questions): none of its questions has an answer",
@@ -704,6 +708,12 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
     "jointavbench": ("JointAVBench: jointavbench.json; the release ships no media: each question's clip, cut by the "
                      "user, named <qid>.mp4 (its soundtrack the audio), a missing one skipped and listed",
                      "the folder holding the <qid>.mp4 clips"),
+    "videomme-v2": ("Video-MME-v2: test.parquet (groups of four questions per clip) beside videos/*.zip and "
+                    "subtitle.zip, or those unpacked to videos/<video_id>.mp4 (their soundtracks) and "
+                    "subtitle/<video_id>.jsonl", "a folder holding videos/ and subtitle/, or the archives"),
+    "video-holmes": ("Video-Holmes: test_Video-Holmes.json beside videos.zip, or that unpacked to "
+                     "videos/<video ID>.mp4 (their soundtracks); each item carries its question type",
+                     "a folder holding videos/ or videos.zip"),
 }
 """The omni-release converters (``omnieval.datasets.omni``): what the release folder holds, what --media-root
 may hold."""

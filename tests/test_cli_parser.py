@@ -73,9 +73,15 @@ COMMANDS = {
         "--entities=6", "--items=48", "--anchors=4", "--questions=2", "--question-jitter", "--speech", "--soundtrack",
         "--seed=0", "--overwrite",
     ],
+    "omnieval datasets video-holmes": [
+        "-h/--help", "release", "--out (required)", "--name='video-holmes'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets videomme": [
         "-h/--help", "release", "--out (required)", "--name='videomme'", "--media-root", "--copy", "--duration",
         "--overwrite",
+    ],
+    "omnieval datasets videomme-v2": [
+        "-h/--help", "release", "--out (required)", "--name='videomme-v2'", "--media-root", "--copy", "--overwrite",
     ],
     "omnieval datasets voicebench": [
         "-h/--help", "release", "--out (required)", "--name='voicebench'", "--media-root", "--copy", "--overwrite",

@@ -43,7 +43,7 @@ from omnieval.core.schema import InputError
 
 CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-omni", "worldsense", "videomme",
                                "omnibench", "mmau", "mmar", "av-odyssey", "omnivideobench",
-                               "voicebench", "mmsu", "jointavbench")
+                               "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes")
 """The ``omnieval datasets`` commands that write a benchmark folder; each records its name in ``benchmark.json``."""
 OUTPUT_ENTRIES = frozenset({"benchmark.json", "items.jsonl", "anchors.jsonl", "media", "unmatched.jsonl",
                             "skipped.jsonl"})

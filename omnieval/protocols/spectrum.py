@@ -34,7 +34,9 @@ given per label (keys ``evidence=<label>/<condition>``): the benchmark's own lab
 **Breakdowns.** An item may carry the release's own score breakdowns (``Item.breakdowns``: Video-MME's duration and
 domain). Every metric is then also given per value of each (keys ``<name>=<value>/<condition>``, ``duration=long/
 normal``), so a run shows the release's headline axes with intervals; the pairs travel in ``Instance.breakdowns`` and
-the predictions' ``breakdowns`` column.
+the predictions' ``breakdowns`` column. Where the breakdowns carry Video-MME-v2's ``group_type`` (and
+``group_structure``), the questions on one clip are also scored as its release scores them, a group of four at a
+time: ``group_score`` per condition and scope (``group_score_columns``, ``scoring.videomme_v2``), resampled by clip.
 
 **Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
 on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
@@ -83,6 +85,7 @@ from omnieval.core.metric_types import DIFFERENCE, QUESTION, UNIT, CellFamily, P
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spectrum_donors import donors
+from omnieval.scoring.videomme_v2 import UNPARSED, group_score
 
 NAME = "spectrum"
 MEDIA: tuple[str, ...] = ("image", "video", "audio")
@@ -513,6 +516,10 @@ def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = Tr
     for c in ALL_CONDITIONS:
         if cells.has(circ, *scope, c):
             yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
+    for metric, family in (("group_score", f"{prefix}gscore"), ("official_group_score", f"{prefix}ogscore")):
+        for c in ALL_CONDITIONS:
+            if cells.has(family, *scope, c):
+                yield metric, key(c), cells.mean(family, *scope, c), cells.support(family, *scope, c)
     if cells.has(f"{prefix}chance", *scope):
         yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
     if not contrasts:
@@ -652,10 +659,71 @@ def circular_columns(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_circ_answered", "_circ_first", "_circ_copies")
 
 
+def breakdown_value(name: str) -> pl.Expr:
+    """The value of breakdown ``name`` on each row (null where the row's item has none)."""
+    return pl.col("breakdowns").list.eval(
+        pl.element().filter(pl.element().struct.field("name") == name).struct.field("value")).list.first()
+
+
+GROUP_SIZE = 4
+"""The questions of one Video-MME-v2 group."""
+
+
+def group_score_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``group_score``'s cells (Video-MME-v2's grouped score, ``scoring.videomme_v2``) on the rows whose items carry
+    the breakdown ``group_type``: a group is the questions on one clip (``media_unit``) of one model, prompt,
+    split, mode and condition, in the order of the number closing their ids (``001-1`` ... ``001-4``, the release's
+    ``question_id``); ``_gscore`` is its score from the rows' ``correct`` (an answer naming no option is wrong),
+    set on its first row (``_gscore_ok``). Where the official rule read the answers (``_official_read``, answers
+    generated as text), ``_ogscore`` is the score the release's script gives: its verdicts, an answer it reads no
+    letter in counted -1 (``official_group_score``). A group without exactly four answered questions numbered 1 to
+    4 (an errored row, a question not run) or with an unknown type or structure gets no value: a score of three
+    questions would be read from the wrong table. Frames without such rows get no columns (no cells)."""
+    if ("breakdowns" not in frame.columns or "media_unit" not in frame.columns
+            or frame["breakdowns"].null_count() == frame.height):
+        return frame
+    typed = frame.with_columns(_gtype=breakdown_value("group_type"), _gstructure=breakdown_value("group_structure"),
+                               _gstep=pl.col("item_id").cast(pl.Utf8).str.extract(r"-(\d+)$").cast(pl.Int64))
+    if typed["_gtype"].null_count() == typed.height:
+        return frame
+    official = "_official_read" in typed.columns
+    if official:  # the script's scores: 1 right, 0 wrong, -1 no letter read; null: the rule did not read the answer
+        typed = typed.with_columns(_gofficial=pl.when(~pl.col("_official_read")).then(None)
+                                   .when(pl.col("_official_correct")).then(1)
+                                   .when(pl.col("_official_counted")).then(0).otherwise(UNPARSED))
+    group = [c for c in ("model", "prompt", "split", "mode") if c in typed.columns] + ["condition", "media_unit"]
+    answered = pl.col("answered") if "answered" in typed.columns else pl.lit(True)
+    scores = (typed.filter(pl.col("_gtype").is_not_null() & answered)
+              .group_by(group).agg(pl.col("correct").sort_by("_gstep"), pl.col("_gstep").sort(),
+                                   pl.col("_gtype").first(), pl.col("_gstructure").first(),
+                                   *([pl.col("_gofficial").sort_by("_gstep")] if official else [])))
+    rows = list(scores.iter_rows(named=True))
+    values = {"_gscore": [_one_group_score([1 if c else 0 for c in r["correct"]], r) for r in rows]}
+    if official:
+        values["_ogscore"] = [_one_group_score(r["_gofficial"], r) for r in rows]
+    scores = scores.select(*group).with_columns(pl.Series(k, v, dtype=pl.Float64) for k, v in values.items())
+    out = typed.join(scores, on=group, how="left", nulls_equal=True, maintain_order="left")
+    first = (pl.col("_gstep") == 1) & answered
+    out = out.with_columns((first & pl.col(k).is_not_null()).fill_null(False).alias(f"{k}_ok") for k in values)
+    return out.drop("_gtype", "_gstructure", "_gstep", *(["_gofficial"] if official else []))
+
+
+def _one_group_score(scores: list, group: dict) -> float | None:
+    """The score of one group's answered rows (``group_score_columns``: ``scores`` in question order, ``group`` its
+    aggregated row); None where it has none."""
+    if group["_gstep"] != list(range(1, GROUP_SIZE + 1)) or any(s is None for s in scores):
+        return None
+    try:
+        return group_score(scores, group["_gtype"], group["_gstructure"])
+    except ValueError:
+        return None
+
+
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """Add the ensemble's rows when two or more models are present (and no model is already called
     ``ensemble``), then ``1 / n_options`` for ``chance`` where the input has the option count, then the
-    ``circular_accuracy`` cells (``circular_columns``)."""
+    ``circular_accuracy`` cells (``circular_columns``) and Video-MME-v2's ``group_score`` cells
+    (``group_score_columns``)."""
     models = frame["model"].unique().to_list()
     if ENSEMBLE not in models and len(models) >= 2:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
@@ -666,7 +734,7 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
         n_options = pl.col("n_options").cast(pl.Float64)
         frame = frame.with_columns(_has_options=n_options.is_not_null() & (n_options > 0),
                                    _inv_options=pl.when(n_options > 0).then(1.0 / n_options).otherwise(None))
-    return circular_columns(frame)
+    return group_score_columns(circular_columns(frame))
 
 
 def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
@@ -728,6 +796,8 @@ def _families():
     for prefix, by in SCOPES:
         out.append(CellFamily(f"{prefix}acc", "correct", "valid", (*by, "condition")))
         out.append(CellFamily(f"{prefix}circ", "_circ", "_circ_ok", (*by, "condition")))
+        out.append(CellFamily(f"{prefix}gscore", "_gscore", "_gscore_ok", (*by, "condition")))
+        out.append(CellFamily(f"{prefix}ogscore", "_ogscore", "_ogscore_ok", (*by, "condition")))
         out.append(CellFamily(f"{prefix}chance", "_inv_options", "_has_options", by))
         out += [CellFamily(f"{prefix}{STAND_IN_NORMAL}{m}", "correct", f"_normal_with_{m}_text", by) for m in MEDIA]
     out.append(CellFamily("invalid", "invalid", "answered"))
@@ -759,8 +829,10 @@ def metrics_spec():
                            paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
                            cluster="media_unit",  # questions about one clip share it (docs/reference.md)
                            headlines=(HeadlineTable(_headline_title, _headline_rows),),
-                           bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "chance": UNIT, "intra": DIFFERENCE,
-                                   "inter": DIFFERENCE, "perceptual_score": DIFFERENCE, "as_text_gap": DIFFERENCE})
+                           bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "group_score": UNIT,
+                                   "official_group_score": UNIT, "chance": UNIT,
+                                   "intra": DIFFERENCE, "inter": DIFFERENCE, "perceptual_score": DIFFERENCE,
+                                   "as_text_gap": DIFFERENCE})
 
 
 # === how the results are shown (omnieval.protocols lists these attributes) ===

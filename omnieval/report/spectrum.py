@@ -1,6 +1,7 @@
 """Report section of protocol ``spectrum`` (docs/reference.md, Protocol `spectrum`): per benchmark (run and split) the
 accuracy with every modality, with one modality only, with all shuffled (random) and without one, against chance; where
-a benchmark holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition; the
+a benchmark holds rotated copies of its questions, the circular accuracy (VLMEvalKit's CircularEval) per condition;
+where its questions come in Video-MME-v2's groups, the group score per condition (groups resampled whole); the
 intra / inter gains, perceptual scores and the dependency label, overall and per category; where items give text
 stand-ins, accuracy with each medium shown as its text and the gap to normal; where items carry the benchmark's
 evidence labels, every column per label beside what the shuffles find; where items carry the release's own
@@ -18,7 +19,8 @@ from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, Col, MetricView, erro
 
 NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
-SCOPED_LEAF = ("accuracy", "circular_accuracy", "intra", "perceptual_score", "as_text_gap", "dependency")
+SCOPED_LEAF = ("accuracy", "circular_accuracy", "group_score", "official_group_score", "intra", "perceptual_score",
+               "as_text_gap", "dependency")
 EVIDENCE = "evidence="  # the scope prefix of the per-evidence-label metrics
 SCOPE_ONLY = ("chance", "inter")
 
@@ -51,6 +53,11 @@ def _columns(view: MetricView) -> list[Col]:
     cols.append(Col("chance", "chance", "", group="accuracy"))
     cols += [Col(c.replace("_", " "), "circular_accuracy", c, group="circular accuracy: every rotation right")
              for c in _conditions(view, "circular_accuracy")]
+    cols += [Col(c.replace("_", " "), "group_score", c, group="group score: Video-MME-v2's, per group of four")
+             for c in _conditions(view, "group_score")]
+    cols += [Col(c.replace("_", " "), "official_group_score", c,
+                 group="official group score: the release script's verdicts, -1 for no letter")
+             for c in _conditions(view, "official_group_score")]
     cols += [Col(m, "intra", m, group="intra: m alone over random", scale="div") for m in _modalities(view, "intra")]
     cols.append(Col("inter", "inter", "", group="", scale="div",
                     title="accuracy[normal] - max over m of accuracy[m only]"))

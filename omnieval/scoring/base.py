@@ -71,6 +71,8 @@ _MODULES: tuple[str, ...] = (
     "omnieval.scoring.daily_omni",
     "omnieval.scoring.omnivideobench",
     "omnieval.scoring.voicebench", "omnieval.scoring.mmsu", "omnieval.scoring.jointavbench",
+    "omnieval.scoring.videomme_v2",
+    "omnieval.scoring.video_holmes",
 )
 
 

@@ -17,6 +17,8 @@ OmniVideoBench            ``omnivideobench``              one mp4 as video and a
 VoiceBench (its MCQ)      ``voicebench``                  audio: the spoken question (embedded), its text
 MMSU                      ``mmsu``                        audio (embedded, or under ``audio/``)
 JointAVBench              ``jointavbench``                the user's ``<qid>.mp4`` as video and as audio
+Video-MME-v2              ``videomme_v2``                 one mp4 as video and as audio, groups of four
+Video-Holmes              ``video_holmes``                one mp4 as video and as audio, question types
 ========================  ==============================  ===============================================
 
 Adding a release: a module with a ``convert_<release>`` function that reads the release's question file(s) with
