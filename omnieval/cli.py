@@ -10,6 +10,8 @@ or SIGTERM, one line with the command that resumes them and code 130 or 143.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -134,8 +136,33 @@ def _cluster(args: argparse.Namespace):
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
-    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations, cluster=_cluster(args), interval=args.interval)
+    with _statistics_ray(args.predictions, args.address):
+        return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
+                               permutations=args.permutations, cluster=_cluster(args), interval=args.interval,
+                               address=args.address)
+
+
+@contextlib.contextmanager
+def _statistics_ray(paths: list[str], address: str | None):
+    """The Ray that ``metrics`` spreads its protocols over (``stats.distributed``), where it does: the cluster at
+    ``--address``, or a local one for an input of ``SCALE_THRESHOLD_ROWS`` or more; shut down after."""
+    from omnieval.stats.distributed import use_ray
+
+    if not use_ray(paths, address):
+        yield
+        return
+    import ray
+
+    from omnieval.run.ray_start import join_cluster, start_local
+
+    if address:
+        join_cluster(address)
+    else:
+        start_local(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -467,6 +494,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--interval", choices=("t", "percentile", "bca"), default="t",
                    help="how a 95%% interval is formed from the resamples (default t, with C - 1 degrees of freedom "
                         "over the C clusters; recorded in metrics.json; docs/reference.md)")
+    p.add_argument("--address", default=None,
+                   help="compute one protocol per Ray task on the cluster at this address (host:port, or auto); "
+                        "inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
+                        "Statistics at scale)")
     _cluster_flag(p)
     p.set_defaults(func=_metrics)
 
