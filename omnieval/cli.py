@@ -392,6 +392,11 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
+    if args.scale:
+        from omnieval.dev.bench_scale import bench_scale
+
+        sizes = args.sizes or ([20_000] if args.quick else [1_000_000, 5_000_000, 20_000_000])
+        return bench_scale(sizes, workdir=args.workdir)
     from omnieval.dev.bench_stats import bench_stats
 
     return bench_stats(quick=args.quick)
@@ -800,6 +805,12 @@ def _add_bench(sub) -> None:
     s.set_defaults(func=_bench_decode)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    s.add_argument("--scale", action="store_true",
+                   help="omnieval metrics over millions of rows: one protocol per Ray task on 1 and 2 simulated "
+                        "nodes against the single process (seconds, peak memory of the driver and largest worker)")
+    s.add_argument("--sizes", type=_bounded(1), nargs="+", default=None,
+                   help="with --scale: input rows (default 1000000 5000000 20000000; --quick 20000)")
+    s.add_argument("--workdir", default=None, help="with --scale: keep the Parquet inputs and outputs here")
     s.set_defaults(func=_bench_stats)
     s = bsub.add_parser("sweep", help="models side by side vs one at a time on a local multi-node Ray with logical "
                         "GPUs: wall time, GPU occupancy, decodes against distinct media")
