@@ -88,14 +88,11 @@ def child(mode: str, out: str, paths: list[str]) -> dict:
 
 def _on_cluster(nodes: int, paths: list[str], figures: dict):
     import ray
-    from ray.cluster_utils import Cluster
 
     from omnieval.stats.distributed import ray_tables
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = _started(nodes)
     try:
-        for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=1)
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
         start = time.perf_counter()
@@ -106,6 +103,29 @@ def _on_cluster(nodes: int, paths: list[str], figures: dict):
         ray.shutdown()
         cluster.shutdown()
     return metrics, paired, figures
+
+
+def _started(nodes: int, attempts: int = 3):
+    """A simulated cluster of ``nodes`` one-CPU nodes; a start that times out (a busy machine's GCS) is tried
+    again, up to ``attempts`` in all."""
+    from ray.cluster_utils import Cluster
+
+    for attempt in range(1, attempts + 1):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=1)
+        except Exception:
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == attempts:
+                raise
+            print(f"bench stats --scale: the simulated cluster's start timed out; trying again ({attempt})",
+                  file=sys.stderr, flush=True)
+            continue
+        return cluster
+    return None
 
 
 def _measure(mode: str, paths: list[str], out: Path) -> dict:

@@ -97,29 +97,36 @@ def _is_parquet(path: Path | StoredPath) -> bool:
 
 def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
     """Protocols, model order and row count of the input, from the ``protocol`` and ``model`` columns alone
-    (Parquet); a file of another format is read whole once here (such inputs are small)."""
-    from omnieval.stats.read import read_predictions
-
+    (Parquet, batch by batch); a file of another format is read whole once here (such inputs are small)."""
     if not paths:
         raise InputError("no predictions files given")
     counts: dict[str | None, int] = {}
     models: dict[str, None] = {}
     n_rows = 0
     for given in paths:
-        path = _file_of(given)
-        if _is_parquet(path) and path.is_file() and {"protocol", "model"} <= set(_dataset(path).schema.names):
-            try:
-                table = _dataset(path).to_table(columns=["protocol", "model"])
-            except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
-                raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
-            frame = pl.from_arrow(table).with_columns(pl.col("protocol", "model").cast(pl.Utf8))
-        else:
-            frame = read_predictions([given]).select("protocol", "model")
-        n_rows += frame.height
-        for protocol, n in frame.group_by("protocol").len().iter_rows():
-            counts[protocol] = counts.get(protocol, 0) + n
-        models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
+        for frame in _protocols_and_models(given):
+            n_rows += frame.height
+            for protocol, n in frame.group_by("protocol", maintain_order=True).len().iter_rows():
+                counts[protocol] = counts.get(protocol, 0) + n
+            models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
     return Plan(counts, tuple(models), n_rows)
+
+
+def _protocols_and_models(given: str | Path | StoredPath):
+    """The ``protocol`` and ``model`` columns of one file, batch by batch (the driver never holds a whole column
+    of a large file); a file that is not Parquet, or lacks a column, goes whole through the reader, which names
+    what is wrong."""
+    from omnieval.stats.read import read_predictions
+
+    path = _file_of(given)
+    if not (_is_parquet(path) and path.is_file() and {"protocol", "model"} <= set(_dataset(path).schema.names)):
+        yield read_predictions([given]).select("protocol", "model")
+        return
+    try:
+        for batch in _dataset(path).to_batches(columns=["protocol", "model"], batch_size=1_000_000):
+            yield pl.from_arrow(batch).with_columns(pl.col("protocol", "model").cast(pl.Utf8))
+    except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
+        raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
 
 def _columns(path: Path | StoredPath, cluster: ClusterChoice) -> list[str]:
