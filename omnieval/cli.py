@@ -168,8 +168,9 @@ def _statistics_ray(paths: list[str], address: str | None):
 def _stats(args: argparse.Namespace) -> int:
     from omnieval.stats.significance import stats_command
 
-    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
-                         cluster=_cluster(args))
+    with _statistics_ray(args.predictions, args.address):
+        return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
+                             cluster=_cluster(args), address=args.address)
 
 
 def _power(args: argparse.Namespace) -> int:
@@ -511,6 +512,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--out", required=True, help="folder for tests.csv and tests.parquet")
     p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
     p.add_argument("--seed", type=int, default=0, help="permutation seed")
+    p.add_argument("--address", default=None,
+                   help="compute one protocol per Ray task on the cluster at this address (host:port, or auto); "
+                        "inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
+                        "Statistics at scale)")
     _cluster_flag(p)
     p.set_defaults(func=_stats)
 

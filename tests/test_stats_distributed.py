@@ -137,3 +137,39 @@ def test_metrics_files_above_the_threshold_are_the_same_bytes(ray_session, run_f
     assert got.files.keys() == want.files.keys()
     for name in want.files:
         assert got.files[name] == want.files[name], name
+
+
+def _tests_in_process(run_files) -> pl.DataFrame:
+    """``ray_tests``'s gathering without Ray: each protocol's table, then the kinds in the single process's order."""
+    from omnieval.stats.significance import stats_table
+
+    found = distributed.plan(run_files)
+    tables = [distributed.group_tests(run_files, p, stats_table, found.asked_model_order, RESAMPLES, 3, None)
+              for p in found.protocols]
+    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: pt[0])])
+    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(distributed.TEST_ORDER)},
+                                         return_dtype=pl.Int64)
+    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")  # as ray_tests does
+
+
+@pytest.mark.slow
+def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run_files):
+    """``omnieval stats`` one protocol per task: every kind of test of both protocols, in the single process's
+    order, the same p-values (keyed permutations) and the same Benjamini-Hochberg adjustment."""
+    from omnieval.stats.significance import stats_table
+
+    want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
+    assert {"wilcoxon", "friedman", "permutation", "permutation_models", "mcq_vs_open"} <= set(want["test"])
+    assert set(want["protocol"]) == {"crossmodal", "dissonance"}
+    for workers in (1, 4):
+        got = distributed.ray_tests(run_files, stats_table, permutations=RESAMPLES, seed=3, workers=workers)
+        assert_frame_equal(got, want)
+    models = want.filter(pl.col("test") == "permutation_models")["model"].to_list()
+    assert "model02 vs model00" in models  # oriented by the whole input's first model, not dissonance's own
+
+
+def test_tests_gathered_in_process_match_the_single_process_table(run_files):
+    from omnieval.stats.significance import stats_table
+
+    want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
+    assert_frame_equal(_tests_in_process(run_files), want)

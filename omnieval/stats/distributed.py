@@ -40,6 +40,7 @@ from omnieval.core.schema import InputError
 from omnieval.core.store import StoredPath, stored_path
 from omnieval.stats.clusters import ClusterChoice
 from omnieval.stats.intervals import DEFAULT_METHOD
+from omnieval.stats.read import without_skipped
 
 SCALE_THRESHOLD_ROWS = 2_000_000
 """Inputs of at least this many rows go to Ray tasks (``--address`` always does). Below it a local Ray's start
@@ -61,6 +62,7 @@ class Plan:
     protocols: dict[str | None, int]
     model_order: tuple[str, ...]
     n_rows: int
+    asked_model_order: tuple[str, ...] = ()  # the same among the rows not marked ``skipped`` (what tests read)
 
 
 @dataclass
@@ -102,6 +104,7 @@ def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
         raise InputError("no predictions files given")
     counts: dict[str | None, int] = {}
     models: dict[str, None] = {}
+    asked: dict[str, None] = {}
     n_rows = 0
     for given in paths:
         for frame in _protocols_and_models(given):
@@ -109,21 +112,26 @@ def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
             for protocol, n in frame.group_by("protocol", maintain_order=True).len().iter_rows():
                 counts[protocol] = counts.get(protocol, 0) + n
             models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
-    return Plan(counts, tuple(models), n_rows)
+            kept = without_skipped(frame)["model"].drop_nulls()
+            asked.update(dict.fromkeys(kept.unique(maintain_order=True).to_list()))
+    return Plan(counts, tuple(models), n_rows, tuple(asked))
 
 
 def _protocols_and_models(given: str | Path | StoredPath):
-    """The ``protocol`` and ``model`` columns of one file, batch by batch (the driver never holds a whole column
-    of a large file); a file that is not Parquet, or lacks a column, goes whole through the reader, which names
-    what is wrong."""
+    """The ``protocol``, ``model`` (and ``skipped``) columns of one file, batch by batch (the driver never holds a
+    whole column of a large file); a file that is not Parquet, or lacks a column, goes whole through the reader,
+    which names what is wrong."""
     from omnieval.stats.read import read_predictions
 
     path = _file_of(given)
-    if not (_is_parquet(path) and path.is_file() and {"protocol", "model"} <= set(_dataset(path).schema.names)):
-        yield read_predictions([given]).select("protocol", "model")
+    names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
+    if not {"protocol", "model"} <= names:
+        frame = read_predictions([given])
+        yield frame.select("protocol", "model", *(["skipped"] if "skipped" in frame.columns else []))
         return
+    columns = ["protocol", "model", *(["skipped"] if "skipped" in names else [])]
     try:
-        for batch in _dataset(path).to_batches(columns=["protocol", "model"], batch_size=1_000_000):
+        for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
             yield pl.from_arrow(batch).with_columns(pl.col("protocol", "model").cast(pl.Utf8))
     except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
@@ -238,21 +246,56 @@ def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000
     """Both tables with one Ray task per protocol on the Ray this process is connected to (``connect``), the
     largest protocols first, at most ``workers`` tasks at a time (default: as many as the cluster's CPUs take).
     The driver holds only the plan and the tasks' rows."""
+    found = plan(paths)
+    results = _each_protocol(group_tables, paths, found, workers, found.model_order, resamples, seed, permutations,
+                             cluster, interval)
+    metrics, paired = gather(results)
+    return metrics, paired, results
+
+
+def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
+              cluster: ClusterChoice = None, workers: int | None = None) -> pl.DataFrame:
+    """``omnieval stats``'s table with one Ray task per protocol, ``stats_table`` (``significance.stats_table``,
+    given by its caller, which imports this module) on each, rows in the single process's order: each kind of
+    test (``TEST_ORDER``) for every protocol before the next kind."""
+    found = plan(paths)
+    tables = _each_protocol(group_tests, paths, found, workers, stats_table, found.asked_model_order, permutations,
+                            seed, cluster)
+    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: (pt[0] is None, pt[0] or ""))], how="vertical")
+    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(TEST_ORDER)}, default=len(TEST_ORDER),
+                                         return_dtype=pl.Int64)
+    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")
+
+
+TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcnemar", "mcq_vs_open",
+              "mcnemar_judges")
+"""The order ``significance.stats_table`` writes the kinds of tests in (Wilcoxon and Friedman of one protocol
+together, in that order); within a kind, protocols come sorted."""
+
+
+def group_tests(paths: Sequence[str], protocol: str | None, stats_table, model_order: Sequence[str],
+                permutations: int, seed: int, cluster: ClusterChoice) -> tuple[str | None, pl.DataFrame]:
+    """The tests of one protocol (adjusted: their families never cross protocols): the body of one Ray task."""
+    frame = read_group(paths, protocol, cluster)
+    return protocol, stats_table(frame, permutations=permutations, seed=seed, cluster=cluster,
+                                 model_order=list(model_order))
+
+
+def _each_protocol(body, paths, found: Plan, workers: int | None, *args) -> list:
+    """``body(paths, protocol, *args)`` as one Ray task per protocol, the largest first, at most ``workers`` at a
+    time (default: as many as the cluster's CPUs take); the results in the order they finish."""
     import ray
 
-    found = plan(paths)
     uris = [p.uri if isinstance(p, StoredPath) else str(p) for p in paths]
-    task = ray.remote(num_cpus=1, max_retries=0)(group_tables)
+    task = ray.remote(num_cpus=1, max_retries=0)(body)
     waiting = sorted(found.protocols, key=lambda p: (-found.protocols[p], p is None, p or ""))
     running, results = [], []
     while waiting or running:
         while waiting and (workers is None or len(running) < workers):
-            running.append(task.remote(uris, waiting.pop(0), found.model_order, resamples, seed, permutations,
-                                       cluster, interval))
+            running.append(task.remote(uris, waiting.pop(0), *args))
         done, running = ray.wait(running, num_returns=1)
         results.append(_result(done[0]))
-    metrics, paired = gather(results)
-    return metrics, paired, results
+    return results
 
 
 def _result(ref) -> GroupResult:
