@@ -1,6 +1,7 @@
 """``omnieval metrics`` and ``omnieval stats`` at sweep scale: the metrics table, the paired differences and the
-significance tests computed one benchmark (protocol) at a time as Ray tasks, each reading only its own rows and the columns the statistics read, so that the
-memory of a process is bounded by its group, not by the whole input (docs/runs.md, Statistics at scale).
+significance tests computed one benchmark (protocol) at a time as Ray tasks, each reading only its own rows and
+the columns the statistics read, so that the memory of a process is bounded by its group, not by the whole input
+(docs/runs.md, Statistics at scale).
 
 Why the group is the protocol: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its
 cells, its resampling streams keyed by protocol and split, its pairs), but inside a protocol some choices read all of
