@@ -10,6 +10,8 @@ or SIGTERM, one line with the command that resumes them and code 130 or 143.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -134,15 +136,41 @@ def _cluster(args: argparse.Namespace):
 def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
-    return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations, cluster=_cluster(args), interval=args.interval)
+    with _statistics_ray(args.predictions, args.address):
+        return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
+                               permutations=args.permutations, cluster=_cluster(args), interval=args.interval,
+                               address=args.address)
+
+
+@contextlib.contextmanager
+def _statistics_ray(paths: list[str], address: str | None):
+    """The Ray that ``metrics`` spreads its protocols over (``stats.distributed``), where it does: the cluster at
+    ``--address``, or a local one for an input of ``SCALE_THRESHOLD_ROWS`` or more; shut down after."""
+    from omnieval.stats.distributed import use_ray
+
+    if not use_ray(paths, address):
+        yield
+        return
+    import ray
+
+    from omnieval.run.ray_start import join_cluster, start_local
+
+    if address:
+        join_cluster(address)
+    else:
+        start_local(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def _stats(args: argparse.Namespace) -> int:
     from omnieval.stats.significance import stats_command
 
-    return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
-                         cluster=_cluster(args))
+    with _statistics_ray(args.predictions, args.address):
+        return stats_command(args.predictions, args.out, permutations=args.permutations, seed=args.seed,
+                             cluster=_cluster(args), address=args.address)
 
 
 def _power(args: argparse.Namespace) -> int:
@@ -376,6 +404,11 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
+    if args.scale:
+        from omnieval.dev.bench_scale import bench_scale
+
+        sizes = args.sizes or ([20_000] if args.quick else [1_000_000, 5_000_000, 20_000_000])
+        return bench_scale(sizes, workdir=args.workdir)
     from omnieval.dev.bench_stats import bench_stats
 
     return bench_stats(quick=args.quick)
@@ -478,6 +511,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--interval", choices=("t", "percentile", "bca"), default="t",
                    help="how a 95%% interval is formed from the resamples (default t, with C - 1 degrees of freedom "
                         "over the C clusters; recorded in metrics.json; docs/reference.md)")
+    p.add_argument("--address", default=None,
+                   help="compute one protocol per Ray task on the cluster at this address (host:port, or auto); "
+                        "inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
+                        "Statistics at scale)")
     _cluster_flag(p)
     p.set_defaults(func=_metrics)
 
@@ -486,6 +523,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--out", required=True, help="folder for tests.csv and tests.parquet")
     p.add_argument("--permutations", type=_bounded(1), default=10_000, help="sign-flip permutations per test")
     p.add_argument("--seed", type=int, default=0, help="permutation seed")
+    p.add_argument("--address", default=None,
+                   help="compute one protocol per Ray task on the cluster at this address (host:port, or auto); "
+                        "inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
+                        "Statistics at scale)")
     _cluster_flag(p)
     p.set_defaults(func=_stats)
 
@@ -799,6 +840,12 @@ def _add_bench(sub) -> None:
     s.set_defaults(func=_bench_decode)
     s = bsub.add_parser("stats", help="metrics at paper scale vs scipy.stats.bootstrap")
     s.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    s.add_argument("--scale", action="store_true",
+                   help="omnieval metrics over millions of rows: one protocol per Ray task on 1 and 2 simulated "
+                        "nodes against the single process (seconds, peak memory of the driver and largest worker)")
+    s.add_argument("--sizes", type=_bounded(1), nargs="+", default=None,
+                   help="with --scale: input rows (default 1000000 5000000 20000000; --quick 20000)")
+    s.add_argument("--workdir", default=None, help="with --scale: keep the Parquet inputs and outputs here")
     s.set_defaults(func=_bench_stats)
     s = bsub.add_parser("sweep", help="models side by side vs one at a time on a local multi-node Ray with logical "
                         "GPUs: wall time, GPU occupancy, decodes against distinct media")

@@ -49,6 +49,20 @@ def _ratio_bounds(num: float, num_step: float, den: float, den_step: float) -> t
     return lo, hi
 
 
+def test_scale_bench_writes_the_rows_it_names_as_valid_per_run_files(tmp_path):
+    """``bench stats --scale``'s input: per-run Parquet files of about the asked rows, half per protocol, one model
+    per file, that the reader accepts (instance ids unique per model and prompt)."""
+    from omnieval.dev.bench_scale import write_runs
+    from omnieval.stats.read import read_predictions
+
+    paths = write_runs(20_000, tmp_path)
+    frame = read_predictions(paths)
+    counts = dict(frame.group_by("protocol").len().iter_rows())
+    assert abs(sum(counts.values()) - 20_000) <= 20_000 * 0.02 and set(counts) == {"dissonance", "crossmodal"}
+    assert abs(counts["dissonance"] - counts["crossmodal"]) <= 20_000 * 0.02
+    assert all(pl.read_parquet(p)["model"].n_unique() == 1 for p in paths) and len(paths) == 10 + 14
+
+
 @pytest.mark.slow
 def test_quick_bench_prints_a_coherent_table_and_says_which_targets_it_met(capsys):
     """No timing is asserted: each printed number is checked against the others printed beside it."""
@@ -61,14 +75,15 @@ def check_quick_table(out: str) -> None:
     assert re.fullmatch(r"omnieval bench stats \(\d+ cores, numba threads \d+\)", lines[0])
     assert re.split(r" {2,}", lines[1].strip()) == ["measurement", "ours", "baseline", "ratio", "target"]
     rows = [_row(line) for line in lines[2:-1]]
-    assert [r["what"][:3] for r in rows] == ["(a)"] * 3 + ["(b)"] + ["(c)"] * 4 + ["(d)"] * 2 + ["(e)"]
+    assert [r["what"][:3] for r in rows] == ["(a)"] * 4 + ["(b)"] + ["(c)"] * 4 + ["(d)"] * 2 + ["(e)"]
     # the quick sizes are those the rows describe
     assert re.match(r"\(a\) dissonance 2 models x 2 prompts x 2 splits x 60 items x 8 cond\.: ([\d,]+) metrics, "
                     r"([\d,]+) CIs, 1,000 resamples$", rows[0]["what"])
     metrics, cis = (int(x.replace(",", "")) for x in re.search(r"([\d,]+) metrics, ([\d,]+) CIs",
                                                                 rows[0]["what"]).groups())
     assert 0 < cis <= metrics
-    assert rows[3]["what"].startswith("(b) crossmodal 2 models x 2,000 items x 6 directions")
+    assert rows[3]["what"].startswith("(a) the same study as a user runs it: `omnieval metrics` in a fresh process")
+    assert rows[4]["what"].startswith("(b) crossmodal 2 models x 2,000 items x 6 directions")
     met = missed = 0
     for row in rows:
         seconds = float(row["seconds"][0]) if "seconds" in row else float(row["ms"][0]) / 1e3
@@ -92,5 +107,5 @@ def check_quick_table(out: str) -> None:
     lo, hi = _ratio_bounds(cold, 0.01, warm, 0.01)
     assert "ratio" not in compiled[0] and lo - 0.05 <= float(compiled[1]["ratio"][0].replace(",", "")) <= hi + 0.05
     assert rows[-1]["what"] == "(e) derangement of 1,000,000 items in 1,000 groups (warm, best of 3)"
-    assert [r["what"][:3] for r in rows if "verdict" in r] == ["(a)", "(b)"] + ["(c)"] * 4
-    assert lines[-1].startswith(f"targets: {met} met, {missed} missed") and met + missed == 6
+    assert [r["what"][:3] for r in rows if "verdict" in r] == ["(a)", "(a)", "(b)"] + ["(c)"] * 4
+    assert lines[-1].startswith(f"targets: {met} met, {missed} missed") and met + missed == 7

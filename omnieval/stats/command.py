@@ -50,19 +50,34 @@ def _parquet(write) -> bytes:
 
 def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                   permutations: int = 10_000, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD) -> MetricsFiles:
+                  interval: str = DEFAULT_METHOD, address: str | None = None) -> MetricsFiles:
     """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
     ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
     resample count, confidence level and each protocol's resampling unit) and ``paired.csv`` and
     ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own);
-    ``interval``: how intervals are formed from the resamples (``stats.intervals``)."""
+    ``interval``: how intervals are formed from the resamples (``stats.intervals``). Large inputs, or any with
+    ``address`` (a Ray cluster), are computed one protocol per Ray task (``stats.distributed``): the same bytes."""
     import pyarrow.parquet as pq
 
+    from omnieval.stats import distributed
+
     load_protocols()
-    predictions = read_predictions(paths)
-    table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                       cluster=cluster, interval=interval)
-    units = units_used(predictions, cluster)
+    if distributed.use_ray(paths, address):
+        started = distributed.connect(address)
+        try:
+            table, paired, groups = distributed.ray_tables(paths, resamples, seed, permutations, cluster, interval)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+        units = {protocol: unit for group in groups for protocol, unit in group.units.items()}
+        n_predictions = sum(group.n_predictions for group in groups)
+    else:
+        predictions = read_predictions(paths)
+        table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
+                                           cluster=cluster, interval=interval)
+        units, n_predictions = units_used(predictions, cluster), len(predictions)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
             "cluster": json.dumps(units, sort_keys=True), "interval": interval}
     arrow = table.to_arrow()
@@ -75,17 +90,18 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
              "metrics.csv": table.write_csv().encode(),
              "metrics.parquet": _parquet(lambda sink: pq.write_table(arrow, sink)),
              "metrics.json": json.dumps(doc, indent=1).encode()}
-    return MetricsFiles(files, table, paired, len(predictions))
+    return MetricsFiles(files, table, paired, n_predictions)
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000, cluster: ClusterChoice = None,
-                    interval: str = DEFAULT_METHOD) -> int:
-    """Write ``metrics_files`` to the local folder ``out`` and print the headline tables."""
+                    interval: str = DEFAULT_METHOD, address: str | None = None) -> int:
+    """Write ``metrics_files`` to the local folder ``out`` and print the headline tables (``address``: compute on
+    that Ray cluster, ``stats.distributed``)."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
     made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster,
-                         interval=interval)
+                         interval=interval, address=address)
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in made.files.items():
         (folder / name).write_bytes(data)

@@ -294,8 +294,14 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
 
 
 def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
-                permutations: int, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD) -> list[dict]:
-    order = {m: i for i, m in enumerate(predictions["model"].unique(maintain_order=True).to_list())}
+                permutations: int, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
+                model_order: list[str] | None = None) -> list[dict]:
+    """The paired rows of the collected units (p not yet adjusted). ``model_order``: the models in order of first
+    appearance in the whole input, which orients model pairs (default: this frame's; ``stats.distributed`` passes
+    the whole input's to a task that holds one protocol's rows)."""
+    if model_order is None:
+        model_order = predictions["model"].unique(maintain_order=True).to_list()
+    order = {m: i for i, m in enumerate(model_order)}
     pending = _Intervals(resamples, interval)
     jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):

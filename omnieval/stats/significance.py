@@ -176,9 +176,14 @@ def permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list
     return rows
 
 
-def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
+def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int,
+                            model_order: list[str] | None = None) -> list[dict]:
+    """``model_order``: the models in order of first appearance among the asked rows of the whole input (default:
+    this frame's), which orients each pair."""
     valid = frame.filter("valid")
-    order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
+    if model_order is None:
+        model_order = frame["model"].unique(maintain_order=True).to_list()
+    order = {m: i for i, m in enumerate(model_order)}
     rows = []
     for (protocol, prompt, split), g in sorted(valid.partition_by(["protocol", "prompt", "split"],
                                                                   as_dict=True).items()):
@@ -253,11 +258,12 @@ def adjust_p(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0,
-                cluster: ClusterChoice = None) -> pl.DataFrame:
+                cluster: ClusterChoice = None, model_order: list[str] | None = None) -> pl.DataFrame:
     """All tests of a predictions frame (as returned by ``read_predictions``) as one table: a protocol's tests on its
     conditions (its ``ProtocolMetrics.tests``: Wilcoxon and Friedman first, McNemar after the permutation tests),
     the permutation tests of every protocol (over the units ``cluster`` names: ``stats.clusters``), the open-ended
-    tests."""
+    tests. ``model_order``: how model pairs are oriented (``model_permutation_tests``; ``stats.distributed``
+    passes the whole input's to a task holding one protocol)."""
     from omnieval.stats.registry import REGISTRY, load_protocols
 
     load_protocols()
@@ -274,20 +280,34 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
             first += wilcoxon_tests(part, protocol, tests) if tests.drops else []
             first += friedman_tests(part, protocol, tests) if tests.level in part.columns else []
         last += mcnemar_tests(part, protocol, tests.baseline)
-    rows = first + permutation_tests(frame, permutations, seed) + model_permutation_tests(frame, permutations, seed)
-    rows = rows + last + open_tests(frame, permutations, seed)
+    rows = first + permutation_tests(frame, permutations, seed)
+    rows += model_permutation_tests(frame, permutations, seed, model_order)
+    rows += last + open_tests(frame, permutations, seed)
     schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return adjust_p(table)
 
 
 def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0,
-                  cluster: ClusterChoice = None) -> int:
-    """Write ``tests.csv`` and ``tests.parquet`` to ``out``."""
+                  cluster: ClusterChoice = None, address: str | None = None) -> int:
+    """Write ``tests.csv`` and ``tests.parquet`` to ``out``; large inputs, or any with ``address`` (a Ray
+    cluster), one protocol per Ray task (``stats.distributed``: the same table)."""
+    from omnieval.stats import distributed
+
     start = time.perf_counter()
     paths = list(paths)
     folder = local_folder(out)  # a bad --out stops here, before the computing
-    table = stats_table(read_predictions(paths), permutations=permutations, seed=seed, cluster=cluster)
+    if distributed.use_ray(paths, address):
+        started = distributed.connect(address)
+        try:
+            table = distributed.ray_tests(paths, stats_table, permutations=permutations, seed=seed, cluster=cluster)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+    else:
+        table = stats_table(read_predictions(paths), permutations=permutations, seed=seed, cluster=cluster)
     folder.mkdir(parents=True, exist_ok=True)
     table.write_csv(folder / "tests.csv")
     table.write_parquet(folder / "tests.parquet")

@@ -1,0 +1,200 @@
+"""``omnieval bench stats --scale``: ``omnieval metrics`` over millions of predictions, one protocol per Ray task
+(``omnieval.stats.distributed``) on a local Ray of simulated nodes (``ray.cluster_utils.Cluster``, one CPU each),
+against the single-process path measured in the same run.
+
+For each size (rows in all; default 1, 5 and 20 million), the bench writes per-run Parquet files (one per model and
+protocol, half dissonance, half crossmodal, as a sweep leaves them) to a scratch folder, then runs, each in a fresh
+process so that its peak memory is its own:
+
+* ``single``: today's path, ``read_predictions`` then ``metrics_and_paired`` in one process;
+* ``ray x1`` and ``ray x2``: the Ray path on 1 and 2 simulated nodes: seconds (the cluster's start left out), the
+  driver's peak memory and the largest worker's (``GroupResult.peak_rss_mb``).
+
+and checks that the three give the same tables bit for bit. Targets (docs/runs.md, Statistics at scale): no process
+over 4 GB; throughput from 1 to 2 nodes >= 0.7 x linear (seconds on 1 node / seconds on 2 >= 1.4); identical tables.
+Bootstrap: 1,000 resamples and 1,000 permutations, as in the issue's measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+RESAMPLES = 1_000
+MEMORY_LIMIT_MB = 4096
+DISSONANCE_MODELS, DISSONANCE_ROWS_PER_ITEM = 10, 2 * 2 * 8  # prompts x splits x conditions per model and item
+CROSSMODAL_MODELS, CROSSMODAL_ROWS_PER_ITEM = 14, 6  # directions
+
+
+def write_runs(rows: int, folder: Path) -> list[str]:
+    """Per-run Parquet files of about ``rows`` predictions in all, half per protocol, written one run at a time
+    (the bench's own memory stays that of one run)."""
+    from omnieval.dev.bench_stats import synthetic_crossmodal, synthetic_dissonance
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    dis_items = max(1, rows // 2 // (DISSONANCE_MODELS * DISSONANCE_ROWS_PER_ITEM))
+    xm_items = max(1, rows // 2 // (CROSSMODAL_MODELS * CROSSMODAL_ROWS_PER_ITEM))
+    for m in range(DISSONANCE_MODELS):
+        run = synthetic_dissonance(n_models=1, n_items=dis_items, seed=m).with_columns(
+            model=pl.lit(f"model{m:02d}"), instance_id=pl.col("split") + ":" + pl.col("instance_id"))
+        paths.append(_write(run, folder / f"dissonance-model{m:02d}.parquet"))
+    for m in range(CROSSMODAL_MODELS):
+        run = synthetic_crossmodal(n_models=1, n_items=xm_items, seed=100 + m).with_columns(
+            model=pl.lit(f"model{m:02d}"))
+        paths.append(_write(run, folder / f"crossmodal-model{m:02d}.parquet"))
+    return paths
+
+
+def _write(frame: pl.DataFrame, path: Path) -> str:
+    frame.write_parquet(path, row_group_size=100_000)
+    return str(path)
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(mode: str, out: str, paths: list[str]) -> dict:
+    """One measurement in this (fresh) process; writes both tables to ``out`` and returns the figures."""
+    from omnieval.stats.registry import load_protocols
+
+    load_protocols()
+    figures: dict = {"mode": mode}
+    if mode == "single":
+        from omnieval.stats.paired import metrics_and_paired
+        from omnieval.stats.read import read_predictions
+
+        start = time.perf_counter()
+        metrics, paired = metrics_and_paired(read_predictions(paths), resamples=RESAMPLES, permutations=RESAMPLES)
+        figures["seconds"] = time.perf_counter() - start
+        figures["worker_mb"] = None
+    else:
+        metrics, paired, figures = _on_cluster(int(mode.removeprefix("ray")), paths, figures)
+    figures["driver_mb"] = _peak_mb()
+    metrics.write_parquet(Path(out) / "metrics.parquet")
+    paired.write_parquet(Path(out) / "paired.parquet")
+    return figures
+
+
+def _on_cluster(nodes: int, paths: list[str], figures: dict):
+    import ray
+
+    from omnieval.stats.distributed import ray_tables
+
+    cluster = _started(nodes)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_for_nodes()
+        start = time.perf_counter()
+        metrics, paired, groups = ray_tables(paths, resamples=RESAMPLES, permutations=RESAMPLES)
+        figures["seconds"] = time.perf_counter() - start
+        figures["worker_mb"] = max(g.peak_rss_mb for g in groups)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    return metrics, paired, figures
+
+
+def _started(nodes: int, attempts: int = 5):
+    """A simulated cluster of ``nodes`` one-CPU nodes; a start that times out (Ray gives a node 30 s to register
+    with the GCS, which a heavily loaded machine misses) is tried again, up to ``attempts`` in all."""
+    from ray.cluster_utils import Cluster
+
+    for attempt in range(1, attempts + 1):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=1)
+        except Exception:
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == attempts:
+                raise
+            print(f"bench stats --scale: the simulated cluster's start timed out; trying again ({attempt})",
+                  file=sys.stderr, flush=True)
+            continue
+        return cluster
+    return None
+
+
+def _measure(mode: str, paths: list[str], out: Path) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "omnieval.dev.bench_scale", mode, str(out), *paths],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bench stats --scale: the {mode} measurement failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _same(folders: list[Path]) -> bool:
+    from polars.testing import assert_frame_equal
+
+    try:
+        for name in ("metrics.parquet", "paired.parquet"):
+            want = pl.read_parquet(folders[0] / name)
+            for folder in folders[1:]:
+                assert_frame_equal(pl.read_parquet(folder / name), want)
+    except AssertionError:
+        return False
+    return True
+
+
+def bench_scale(sizes: list[int], workdir: str | None = None) -> int:
+    """Measure every size and print the table (module docstring)."""
+    scratch = Path(workdir or tempfile.mkdtemp(prefix="omnieval-scale-"))
+    lines = []
+    try:
+        for rows in sizes:
+            paths = write_runs(rows, scratch / f"{rows}" / "runs")
+            n = pl.scan_parquet(paths).select(pl.len()).collect().item()
+            outs = {mode: scratch / f"{rows}" / mode for mode in ("single", "ray1", "ray2")}
+            figures = {mode: _measure(mode, paths, out) for mode, out in outs.items()}
+            same = _same(list(outs.values()))
+            lines.extend(_rows(n, figures, same))
+    finally:
+        if workdir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    _print(lines)
+    return 0
+
+
+def _rows(n: int, figures: dict, same: bool) -> list[tuple[str, ...]]:
+    single, one, two = figures["single"], figures["ray1"], figures["ray2"]
+    scaling = one["seconds"] / two["seconds"] / 2
+    peak = max(one["driver_mb"], one["worker_mb"], two["driver_mb"], two["worker_mb"])
+    label = f"{n:,} rows"
+    return [
+        (label, "single process", f"{single['seconds']:.1f} s", f"{single['driver_mb']:,.0f} MB", "", ""),
+        (label, "Ray, 1 node x 1 CPU", f"{one['seconds']:.1f} s", f"{one['driver_mb']:,.0f} MB",
+         f"{one['worker_mb']:,.0f} MB", ""),
+        (label, "Ray, 2 nodes x 1 CPU", f"{two['seconds']:.1f} s", f"{two['driver_mb']:,.0f} MB",
+         f"{two['worker_mb']:,.0f} MB",
+         f"scaling {scaling:.2f} x linear {_verdict(scaling >= 0.7)}; peak {peak:,.0f} MB "
+         f"{_verdict(peak <= MEMORY_LIMIT_MB)}; tables {'identical' if same else 'DIFFER'}"),
+    ]
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def _print(lines: list[tuple[str, ...]]) -> None:
+    head = ("input", "path", "seconds", "driver peak", "largest worker", "targets (>= 0.7 x linear, <= 4 GB)")
+    widths = [max(len(str(row[i])) for row in [head, *lines]) for i in range(len(head) - 1)]
+    print(f"omnieval bench stats --scale ({RESAMPLES:,} resamples and permutations; one CPU per simulated node)")
+    for row in [head, *lines]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(child(sys.argv[1], sys.argv[2], sys.argv[3:])))

@@ -1,0 +1,327 @@
+"""``omnieval metrics`` and ``omnieval stats`` at sweep scale: the metrics table, the paired differences and the
+significance tests computed one benchmark (protocol) at a time as Ray tasks, each reading only its own rows and
+the columns the statistics read, so that the memory of a process is bounded by its group, not by the whole input
+(docs/runs.md, Statistics at scale).
+
+Why the group is the protocol: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its
+cells, its resampling streams keyed by protocol and split, its pairs), but inside a protocol some choices read all of
+its rows at once: the error kinds and confidence methods present (which rows the table has), the judges of the
+open-ended rows, the conditions and models a protocol's ``derive`` sees, and prompt pairs join units across prompts.
+A protocol's rows therefore stay together in one task; different protocols never meet. Nothing else is shared
+between tasks but the models' order of first appearance in the input (the orientation of model pairs), which the
+driver reads first from the ``model`` column alone.
+
+Identical numbers: a task reads its rows in the input's order (files in the order given, rows in file order,
+pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
+back in the single process's order (protocols sorted; the model and prompt pairs of every protocol before the
+modes rows); the Benjamini-Hochberg adjustment runs on the gathered table, as its families never cross protocols.
+Every random choice is keyed (``kernels.rng``, ``core.keyed``), so the worker count and the placement of tasks
+change nothing: ``tests/test_stats_distributed.py`` compares one worker, four workers and the single process.
+
+Reading: a Parquet file is read with pyarrow's dataset scanner, the protocol as a filter (predicate pushdown: row
+groups whose statistics exclude it are skipped) and the columns the statistics read (column pushdown:
+``UNREAD_COLUMNS`` stay on disk), local or on any filesystem a run writes to (``s3://``, ``gs://``); a sweep's
+per-run files are read in place. JSONL and CSV files have no such index: they are read whole inside the task and
+filtered. Rows are checked as ``stats.read.read_predictions`` checks them; a refused row is reported with the row
+number of its file (the file is read again whole to name it).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from omnieval.core.schema import InputError
+from omnieval.core.store import StoredPath, stored_path
+from omnieval.stats.clusters import ClusterChoice
+from omnieval.stats.intervals import DEFAULT_METHOD
+from omnieval.stats.read import without_skipped
+
+SCALE_THRESHOLD_ROWS = 2_000_000
+"""Inputs of at least this many rows go to Ray tasks (``--address`` always does). Below it a local Ray's start
+(~10-20 s on a busy 2-core machine) costs more than the single process saves; measured by ``omnieval bench stats
+--scale`` (docs/runs.md, Statistics at scale)."""
+
+UNREAD_COLUMNS = frozenset({"reasoning", "intermediate_text", "answer_text", "reference", "cascade",
+                            "stage_engines", "media_noted", "donors", "reasoning_tokens", "prompt_tokens",
+                            "media_tokens", "video_frames", "video_size", "audio_seconds"})
+"""Prediction columns (``schema.PREDICTION_SCHEMA``) no metric, paired difference or check reads: free text and
+media accounting, most of a row's bytes. A ``--cluster`` column is always read."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the driver learns before any task runs: the protocols with their row counts, the models in order of
+    first appearance (the orientation of model pairs), and the number of rows."""
+
+    protocols: dict[str | None, int]
+    model_order: tuple[str, ...]
+    n_rows: int
+    asked_model_order: tuple[str, ...] = ()  # the same among the rows not marked ``skipped`` (what tests read)
+
+
+@dataclass
+class GroupResult:
+    """What one task sends back: its rows of both tables, its resampling units and how much memory it took."""
+
+    protocol: str | None
+    metrics: pl.DataFrame
+    paired: list[dict]
+    units: dict[str, str]
+    n_predictions: int
+    peak_rss_mb: float
+
+
+def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
+    """The predictions file behind a path (a folder holding ``predictions.parquet`` stands for it)."""
+    path = stored_path(path)
+    if path.is_dir() and (path / "predictions.parquet").is_file():
+        path = path / "predictions.parquet"
+    return path
+
+
+def _dataset(path: Path | StoredPath):
+    import pyarrow.dataset as ds
+
+    if isinstance(path, StoredPath):
+        return ds.dataset(path.path, format="parquet", filesystem=path.fs)
+    return ds.dataset(str(path), format="parquet")
+
+
+def _is_parquet(path: Path | StoredPath) -> bool:
+    return path.suffix.lower() == ".parquet"
+
+
+def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
+    """Protocols, model order and row count of the input, from the ``protocol`` and ``model`` columns alone
+    (Parquet, batch by batch); a file of another format is read whole once here (such inputs are small)."""
+    if not paths:
+        raise InputError("no predictions files given")
+    counts: dict[str | None, int] = {}
+    models: dict[str, None] = {}
+    asked: dict[str, None] = {}
+    n_rows = 0
+    for given in paths:
+        for frame in _protocols_and_models(given):
+            n_rows += frame.height
+            for protocol, n in frame.group_by("protocol", maintain_order=True).len().iter_rows():
+                counts[protocol] = counts.get(protocol, 0) + n
+            models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
+            kept = without_skipped(frame)["model"].drop_nulls()
+            asked.update(dict.fromkeys(kept.unique(maintain_order=True).to_list()))
+    return Plan(counts, tuple(models), n_rows, tuple(asked))
+
+
+def _protocols_and_models(given: str | Path | StoredPath):
+    """The ``protocol``, ``model`` (and ``skipped``) columns of one file, batch by batch (the driver never holds a
+    whole column of a large file); a file that is not Parquet, or lacks a column, goes whole through the reader,
+    which names what is wrong."""
+    from omnieval.stats.read import read_predictions
+
+    path = _file_of(given)
+    names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
+    if not {"protocol", "model"} <= names:
+        frame = read_predictions([given])
+        yield frame.select("protocol", "model", *(["skipped"] if "skipped" in frame.columns else []))
+        return
+    columns = ["protocol", "model", *(["skipped"] if "skipped" in names else [])]
+    try:
+        for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
+            yield pl.from_arrow(batch).with_columns(pl.col("protocol", "model").cast(pl.Utf8))
+    except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
+        raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
+
+
+def _columns(path: Path | StoredPath, cluster: ClusterChoice) -> list[str]:
+    """The file's columns the statistics read (``UNREAD_COLUMNS`` left out unless chosen as the unit)."""
+    chosen = set(cluster.values()) if isinstance(cluster, dict) else {cluster} if cluster else set()
+    names = _dataset(path).schema.names
+    return [c for c in names if c not in UNREAD_COLUMNS or c in chosen]
+
+
+def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: ClusterChoice) -> pl.DataFrame:
+    """One file's rows of ``protocol`` in file order, with ``_row`` (the row number in the file, from 1)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if not _is_parquet(path):
+        from omnieval.stats.read import _read_one
+
+        frame = _read_one(path).with_columns(_row=pl.int_range(1, pl.len() + 1))
+        return frame.filter(pl.col("protocol").cast(pl.Utf8).eq_missing(protocol))
+    data = _dataset(path)
+    where = ds.field("protocol").is_null() if protocol is None else ds.field("protocol") == protocol
+    column = data.to_table(columns=["protocol"])["protocol"]
+    match = pc.is_null(column) if protocol is None else pc.fill_null(pc.equal(column, protocol), False)
+    rows = np.flatnonzero(match.to_numpy(zero_copy_only=False))
+    frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster), filter=where))
+    return frame.with_columns(_row=pl.Series(rows + 1, dtype=pl.Int64))
+
+
+def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
+               cluster: ClusterChoice = None) -> pl.DataFrame:
+    """The rows of one protocol from every file, checked and completed as ``read.read_predictions`` does for the
+    whole input (same rows, same order, same columns but ``UNREAD_COLUMNS``)."""
+    from omnieval.stats import read
+
+    read.load_protocols()
+    frames = []
+    for given in paths:
+        path = _file_of(given)
+        part = _protocol_rows(path, protocol, cluster)
+        if part.is_empty():
+            continue
+        rows = part["_row"]
+        try:
+            part = read._normalise(part.drop("_row"), path)
+        except InputError:
+            read._normalise(read._read_one(path), path)  # names the row as counted in the file
+            raise
+        frames.append(part.with_columns(_file=pl.lit(str(path)), _row=rows))
+    if not frames:
+        raise InputError(f"no predictions of protocol {protocol!r}")
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    read._check_duplicates(frame)
+    return read._fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+
+
+def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequence[str], resamples: int,
+                 seed: int, permutations: int, cluster: ClusterChoice, interval: str) -> GroupResult:
+    """The metrics rows and paired rows (not yet adjusted) of one protocol: the body of one Ray task."""
+    from omnieval.stats.clusters import units_used
+    from omnieval.stats.metrics import metrics_table
+    from omnieval.stats.paired import Collector, paired_rows
+
+    frame = read_group(paths, protocol, cluster)
+    collector = Collector()
+    metrics = metrics_table(frame, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
+                            interval=interval)
+    paired = paired_rows(collector, frame, resamples, seed, permutations, cluster, interval,
+                         model_order=list(model_order))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak)
+
+
+def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Both tables from the groups' rows, in the single process's order (module docstring)."""
+    from omnieval.stats.paired import table_of
+
+    results = sorted(results, key=lambda r: (r.protocol is None, r.protocol or ""))
+    metrics = pl.concat([r.metrics for r in results], how="vertical")
+    pairs = [row for r in results for row in r.paired if row["comparison"] != "modes"]
+    modes = [row for r in results for row in r.paired if row["comparison"] == "modes"]
+    return metrics, table_of(pairs + modes)
+
+
+def parquet_rows(paths: Sequence[str | Path | StoredPath]) -> int:
+    """Rows of the Parquet files among ``paths``, from their footers alone (nothing else is read); other formats
+    count 0: they are read by the single process unless a cluster is named."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for given in paths:
+        try:
+            path = _file_of(given)
+            if _is_parquet(path) and path.is_file():
+                total += _dataset(path).count_rows() if isinstance(path, StoredPath) else \
+                    pq.ParquetFile(path).metadata.num_rows
+        except Exception:  # noqa: BLE001 an unreadable file is reported, with its name, by the reader proper
+            continue
+    return total
+
+
+def use_ray(paths: Sequence[str | Path | StoredPath], address: str | None) -> bool:
+    """Whether the groups go to Ray: a cluster is named, or the Parquet input reaches ``SCALE_THRESHOLD_ROWS``."""
+    return bool(address) or parquet_rows(paths) >= SCALE_THRESHOLD_ROWS
+
+
+def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
+               permutations: int = 10_000, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
+               workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+    """Both tables with one Ray task per protocol on the Ray this process is connected to (``connect``), the
+    largest protocols first, at most ``workers`` tasks at a time (default: as many as the cluster's CPUs take).
+    The driver holds only the plan and the tasks' rows."""
+    found = plan(paths)
+    results = _each_protocol(group_tables, paths, found, workers, found.model_order, resamples, seed, permutations,
+                             cluster, interval)
+    metrics, paired = gather(results)
+    return metrics, paired, results
+
+
+def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
+              cluster: ClusterChoice = None, workers: int | None = None) -> pl.DataFrame:
+    """``omnieval stats``'s table with one Ray task per protocol, ``stats_table`` (``significance.stats_table``,
+    given by its caller, which imports this module) on each, rows in the single process's order: each kind of
+    test (``TEST_ORDER``) for every protocol before the next kind."""
+    found = plan(paths)
+    tables = _each_protocol(group_tests, paths, found, workers, stats_table, found.asked_model_order, permutations,
+                            seed, cluster)
+    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: (pt[0] is None, pt[0] or ""))], how="vertical")
+    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(TEST_ORDER)}, default=len(TEST_ORDER),
+                                         return_dtype=pl.Int64)
+    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")
+
+
+TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcnemar", "mcq_vs_open",
+              "mcnemar_judges")
+"""The order ``significance.stats_table`` writes the kinds of tests in (Wilcoxon and Friedman of one protocol
+together, in that order); within a kind, protocols come sorted."""
+
+
+def group_tests(paths: Sequence[str], protocol: str | None, stats_table, model_order: Sequence[str],
+                permutations: int, seed: int, cluster: ClusterChoice) -> tuple[str | None, pl.DataFrame]:
+    """The tests of one protocol (adjusted: their families never cross protocols): the body of one Ray task."""
+    frame = read_group(paths, protocol, cluster)
+    return protocol, stats_table(frame, permutations=permutations, seed=seed, cluster=cluster,
+                                 model_order=list(model_order))
+
+
+def _each_protocol(body, paths, found: Plan, workers: int | None, *args) -> list:
+    """``body(paths, protocol, *args)`` as one Ray task per protocol, the largest first, at most ``workers`` at a
+    time (default: as many as the cluster's CPUs take); the results in the order they finish."""
+    import ray
+
+    uris = [p.uri if isinstance(p, StoredPath) else str(p) for p in paths]
+    task = ray.remote(num_cpus=1, max_retries=0)(body)
+    waiting = sorted(found.protocols, key=lambda p: (-found.protocols[p], p is None, p or ""))
+    running, results = [], []
+    while waiting or running:
+        while waiting and (workers is None or len(running) < workers):
+            running.append(task.remote(uris, waiting.pop(0), *args))
+        done, running = ray.wait(running, num_returns=1)
+        results.append(_result(done[0]))
+    return results
+
+
+def _result(ref) -> GroupResult:
+    """A task's result; a row the reader refuses comes back as its one-line ``InputError``, not a Ray traceback."""
+    import ray
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, InputError):
+            raise exc.cause from None
+        raise
+
+
+def connect(address: str | None, num_cpus: int | None = None) -> bool:
+    """A Ray for the tasks when this process has none: the cluster at ``address``, else a local one with
+    ``num_cpus`` (default: the machine's cores). True when this call connected (the caller shuts it down). The
+    command line connects before, through ``run.ray_start`` (its notices and retries on a busy machine); this is
+    for a library caller."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    return True

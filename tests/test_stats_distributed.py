@@ -1,0 +1,175 @@
+"""``omnieval metrics`` one protocol per Ray task (``omnieval.stats.distributed``) against the single process: the
+same tables bit for bit with one worker and with four, from per-run Parquet files read in place; each task reads
+only its protocol's rows (predicate pushdown) and not the free-text columns (column pushdown); a refused row is
+named by its row number in the file, as the single-process reader names it."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from omnieval.core.schema import InputError
+from omnieval.dev.bench_stats import synthetic_crossmodal, synthetic_dissonance
+from omnieval.stats import distributed
+from omnieval.stats.paired import metrics_and_paired
+from omnieval.stats.read import read_predictions
+
+RESAMPLES = 300
+
+
+def _open_copy(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Open-ended answers to the same instances with two judges' verdicts (the ``modes`` rows of paired)."""
+    rng = np.random.default_rng(seed)
+    verdicts = [[{"judge": judge, "verdict": "correct" if rng.random() < 0.6 else "incorrect", "raw_text": "",
+                  "attempts": 1, "template": "v1"} for judge in ("ja", "jb")] for _ in range(frame.height)]
+    return frame.with_columns(mode=pl.lit("open"), choice=pl.lit(None, pl.Utf8),
+                              verdicts=pl.Series(verdicts))
+
+
+def _study() -> list[pl.DataFrame]:
+    """Per-run frames of two protocols, runs listed so that the first model to appear (model02, a crossmodal
+    run) is not the first of the dissonance runs: the orientation of model pairs is the whole input's."""
+    dis = synthetic_dissonance(n_models=3, n_items=24, seed=1).with_columns(
+        instance_id=pl.col("split") + ":" + pl.col("instance_id"), mode=pl.lit("mcq"),
+        reasoning=pl.lit("free text no statistic reads"))
+    dis = dis.with_columns(  # two rows a decoder could not read: error rates on one protocol only
+        error=pl.when(pl.int_range(pl.len()) % 97 == 5).then(pl.lit("decode failed")).otherwise(None))
+    xm = synthetic_crossmodal(n_models=3, n_items=80, seed=2).with_columns(mode=pl.lit("mcq"))
+    runs = []
+    for model in ("model02", "model00", "model01"):
+        run = xm.filter(pl.col("model") == model)
+        if model == "model00":  # modes rows in both protocols: all of them follow every protocol's pairs
+            run = pl.concat([run, _open_copy(run, 4)], how="diagonal_relaxed")
+        runs.append(run)
+    for model in ("model00", "model01", "model02"):
+        run = dis.filter(pl.col("model") == model)
+        if model == "model01":
+            run = pl.concat([run, _open_copy(run.filter(pl.col("prompt") == "zs"), 3)], how="diagonal_relaxed")
+        runs.append(run)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("runs")
+    paths = []
+    for i, run in enumerate(_study()):
+        path = folder / f"run{i}" / "predictions.parquet"
+        path.parent.mkdir()
+        run.write_parquet(path, row_group_size=256)  # several row groups: the protocol filter skips some
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def single_process(run_files):
+    return metrics_and_paired(read_predictions(run_files), resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 4])
+def test_ray_tasks_give_the_single_process_tables_bit_for_bit(ray_session, run_files, single_process, workers):
+    metrics, paired, groups = distributed.ray_tables(run_files, resamples=RESAMPLES, seed=3,
+                                                     permutations=RESAMPLES, workers=workers)
+    want_metrics, want_paired = single_process
+    assert {g.protocol for g in groups} == {"crossmodal", "dissonance"}
+    assert sum(g.n_predictions for g in groups) == len(read_predictions(run_files))
+    assert set(want_paired.filter(pl.col("comparison") == "modes")["protocol"]) == {"crossmodal", "dissonance"}
+    assert set(want_paired["comparison"]) == {"models", "prompts", "modes"}
+    assert want_metrics["metric"].str.starts_with("error_rate").any()
+    assert_frame_equal(metrics, want_metrics)  # every value, interval and count, and the row order
+    assert_frame_equal(paired, want_paired)
+
+
+def test_groups_in_process_match_and_model_pairs_keep_the_input_order(run_files, single_process):
+    """The task body without Ray: gathering the protocols' rows gives the same tables; model pairs are oriented
+    by the whole input's first appearance (model02 first), not by the dissonance runs' own (model00 first)."""
+    found = distributed.plan(run_files)
+    assert found.model_order == ("model02", "model00", "model01")
+    groups = [distributed.group_tables(run_files, p, found.model_order, RESAMPLES, 3, RESAMPLES, None, "t")
+              for p in found.protocols]
+    metrics, paired = distributed.gather(groups)
+    assert_frame_equal(metrics, single_process[0])
+    assert_frame_equal(paired, single_process[1])
+    pairs = paired.filter((pl.col("protocol") == "dissonance") & (pl.col("comparison") == "models"))
+    assert ("model02", "model00") in set(zip(pairs["a"], pairs["b"], strict=True))
+
+
+def test_a_task_reads_its_protocol_rows_only_and_not_the_free_text(run_files):
+    frame = distributed.read_group(run_files, "crossmodal")
+    assert set(frame["protocol"]) == {"crossmodal"} and frame.height == 4 * 80 * 6  # one model's open copy
+    dis = distributed.read_group(run_files, "dissonance")
+    assert "reasoning" not in dis.columns and "reasoning" in read_predictions(run_files[3:4]).columns
+
+
+def test_a_refused_row_is_named_by_its_row_in_the_file(tmp_path):
+    """The crossmodal run comes first in the file: the dissonance rows' 41st is row 521, as the error says."""
+    runs = _study()
+    both = pl.concat([runs[0], runs[3]], how="diagonal_relaxed").with_row_index("n").with_columns(
+        target=pl.when(pl.col("n") == len(runs[0]) + 40).then(pl.lit("AB")).otherwise(pl.col("target"))).drop("n")
+    path = tmp_path / "bad.parquet"
+    both.write_parquet(path)
+    with pytest.raises(InputError) as single:
+        read_predictions([path])
+    with pytest.raises(InputError) as grouped:
+        distributed.read_group([str(path)], "dissonance")
+    assert str(grouped.value) == str(single.value) and f"row {len(runs[0]) + 41}:" in str(grouped.value)
+
+
+def test_threshold_reads_the_parquet_footers(run_files):
+    assert distributed.parquet_rows(run_files) == sum(len(r) for r in _study())
+    assert not distributed.use_ray(run_files, None) and distributed.use_ray(run_files, "auto")
+
+
+@pytest.mark.slow
+def test_metrics_files_above_the_threshold_are_the_same_bytes(ray_session, run_files, monkeypatch):
+    """``omnieval metrics``'s files (tables, metrics.json with its units and inputs) from the Ray path are the
+    single process's bytes."""
+    from omnieval.stats.command import metrics_files
+
+    want = metrics_files(run_files, resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    monkeypatch.setattr(distributed, "SCALE_THRESHOLD_ROWS", 1)
+    assert distributed.use_ray(run_files, None)
+    got = metrics_files(run_files, resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    assert got.n_predictions == want.n_predictions
+    assert got.files.keys() == want.files.keys()
+    for name in want.files:
+        assert got.files[name] == want.files[name], name
+
+
+def _tests_in_process(run_files) -> pl.DataFrame:
+    """``ray_tests``'s gathering without Ray: each protocol's table, then the kinds in the single process's order."""
+    from omnieval.stats.significance import stats_table
+
+    found = distributed.plan(run_files)
+    tables = [distributed.group_tests(run_files, p, stats_table, found.asked_model_order, RESAMPLES, 3, None)
+              for p in found.protocols]
+    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: pt[0])])
+    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(distributed.TEST_ORDER)},
+                                         return_dtype=pl.Int64)
+    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")  # as ray_tests does
+
+
+@pytest.mark.slow
+def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run_files):
+    """``omnieval stats`` one protocol per task: every kind of test of both protocols, in the single process's
+    order, the same p-values (keyed permutations) and the same Benjamini-Hochberg adjustment."""
+    from omnieval.stats.significance import stats_table
+
+    want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
+    assert {"wilcoxon", "friedman", "permutation", "permutation_models", "mcq_vs_open"} <= set(want["test"])
+    assert set(want["protocol"]) == {"crossmodal", "dissonance"}
+    for workers in (1, 4):
+        got = distributed.ray_tests(run_files, stats_table, permutations=RESAMPLES, seed=3, workers=workers)
+        assert_frame_equal(got, want)
+    models = want.filter(pl.col("test") == "permutation_models")["model"].to_list()
+    assert "model02 vs model00" in models  # oriented by the whole input's first model, not dissonance's own
+
+
+def test_tests_gathered_in_process_match_the_single_process_table(run_files):
+    from omnieval.stats.significance import stats_table
+
+    want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
+    assert_frame_equal(_tests_in_process(run_files), want)
