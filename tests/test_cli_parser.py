@@ -26,7 +26,7 @@ COMMANDS = {
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
                                 "--part {main,few-anchors,few-items}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
-    "omnieval bench stats": ["-h/--help", "--quick"],
+    "omnieval bench stats": ["-h/--help", "--quick", "--scale", "--sizes", "--workdir"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
     "omnieval datasets": ["-h/--help"],
     "omnieval datasets av-odyssey": [
@@ -103,7 +103,8 @@ COMMANDS = {
     ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
-        "--interval='t' {t,percentile,bca}", "--cluster",
+        "--interval='t' {t,percentile,bca}", "--address",
+        "--cluster",
     ],
     "omnieval models": ["-h/--help"],
     "omnieval models tiny": [
@@ -124,7 +125,7 @@ COMMANDS = {
     ],
     "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],
     "omnieval stats": ["-h/--help", "predictions+", "--out (required)", "--permutations=10000", "--seed=0",
-                       "--cluster"],
+                       "--address", "--cluster"],
     "omnieval sweep": ["-h/--help", "config", "--address"],
 }
 
