@@ -89,6 +89,7 @@ from omnieval.engines.chat import (
     media_token_ids,
 )
 from omnieval.engines.families import family_for, load_processor
+from omnieval.engines.feeding import FEEDING_OPTIONS, Feeding
 from omnieval.engines.grouped_attention import use_grouped_block_attention
 from omnieval.engines.omni_inputs import Encoded, collate
 from omnieval.engines.shown import (
@@ -120,12 +121,15 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class HFEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "float32", device: str = "cpu",
                  max_new_tokens: int = 64, batch_size: int = 8, thinking_budget: int = DEFAULT_THINKING_BUDGET,
-                 seed: int = 0, system_prompt: str | None = None):
+                 seed: int = 0, system_prompt: str | None = None, image_pixels: dict | None = None,
+                 soundtrack: bool | None = None, media_first: bool = True):
         super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
                          batch_size=batch_size, thinking_budget=thinking_budget, seed=seed,
-                         system_prompt=system_prompt)
+                         system_prompt=system_prompt, image_pixels=image_pixels, soundtrack=soundtrack,
+                         media_first=media_first)
         self.system_prompt = system_prompt
         self.validate_options(self.options)
+        self.feeding = Feeding.from_options("hf", image_pixels, soundtrack, media_first)
         check_model_folder("hf", path)
         self.path = Path(path)
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
@@ -159,6 +163,7 @@ class HFEngine(Engine):
             value = options.get(name, 1)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise OptionError(name, f"hf engine: {name} must be an integer >= 1, got {value!r}")
+        Feeding.from_options("hf", **{k: options[k] for k in FEEDING_OPTIONS if k in options})
 
     def _load(self) -> None:
         from transformers import AutoTokenizer
@@ -233,10 +238,10 @@ class HFEngine(Engine):
         if self.family is None:  # a text model: media were text notes
             enc = self._encode(media_by_path, parts, text)[0]
             return enc, Shown(prompt_tokens=len(enc.input_ids))
-        enc, items = self._encode(media_by_path, parts, text)
+        enc, items = self._encode(self.feeding.media(media_by_path), parts, text)  # images within their budget
         ids = enc.input_ids if isinstance(enc, Encoded) else enc["input_ids"][0].tolist()
         tensors = enc.tensors if isinstance(enc, Encoded) else enc
-        shown = processed_shown(items, tensors, self.processor, ids, self.placeholders)
+        shown = self.feeding.shown(processed_shown(items, tensors, self.processor, ids, self.placeholders))
         check_media_tokens(items, shown)
         return enc, shown
 
@@ -292,7 +297,7 @@ class HFEngine(Engine):
         refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
         if refusal:
             raise ValueError(refusal)
-        parts = render_prompt(inst, request.prompt_style)
+        parts = self.feeding.parts(render_prompt(inst, request.prompt_style))  # soundtracks and media order
         return parts, self.prompt_text(parts, request.prompt_style)
 
     def _score_zs(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
@@ -400,7 +405,8 @@ class HFEngine(Engine):
         out = []
         for req in requests:
             try:
-                enc, shown = self.encode_shown(req.media, req.parts, self.prompt_text(req.parts))
+                parts = self.feeding.parts(req.parts)
+                enc, shown = self.encode_shown(req.media, parts, self.prompt_text(parts))
                 out.append(GenerationResult(self.greedy(enc, req.max_new_tokens), shown=shown.to_dict()))
             except Exception as exc:
                 out.append(GenerationResult(None, error=f"hf engine: {type(exc).__name__}: {exc}",

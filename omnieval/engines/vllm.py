@@ -76,6 +76,7 @@ from omnieval.engines.chat import (
     media_token_ids,
 )
 from omnieval.engines.families import family_for
+from omnieval.engines.feeding import FEEDING_OPTIONS, Feeding
 from omnieval.engines.shown import (
     Shown,
     check_media_tokens,
@@ -142,9 +143,11 @@ class VLLMEngine(Engine):
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
                  kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None,
-                 thinking_budget: int = DEFAULT_THINKING_BUDGET, system_prompt: str | None = None):
+                 thinking_budget: int = DEFAULT_THINKING_BUDGET, system_prompt: str | None = None,
+                 image_pixels: dict | None = None, soundtrack: bool | None = None, media_first: bool = True):
         super().__init__(model, path=path)
         self.system_prompt = system_prompt
+        self.feeding = Feeding.from_options("vllm", image_pixels, soundtrack, media_first)
         check_model_folder("vllm", path)
         self.path = Path(path)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -231,6 +234,7 @@ class VLLMEngine(Engine):
         if kv is not None and "kv_cache_memory_bytes" in kwargs:
             raise OptionError("kv_cache_memory_bytes", "vllm engine: kv_cache_memory_bytes is given both as an "
                                                        "option and in engine_kwargs; keep one")
+        Feeding.from_options("vllm", **{k: options[k] for k in FEEDING_OPTIONS if k in options})
 
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
         """The request's prompt in its style; a style its chat template cannot take is refused in one line
@@ -238,8 +242,8 @@ class VLLMEngine(Engine):
         refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
         if refusal:
             raise ValueError(refusal)
-        return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix,
-                                  request.prompt_style)
+        parts = self.feeding.parts(render_prompt(request.instance, request.prompt_style))  # soundtracks, order
+        return self._parts_prompt(parts, self.feeding.media(request.media), suffix, request.prompt_style)
 
     def template_mode(self) -> str:
         """How the chat template treats thinking (``thinking.template_mode``: one probe rendered with the switch
@@ -292,8 +296,8 @@ class VLLMEngine(Engine):
         short of its waveforms' (``FamilyAdapter.check_audio_ids``), or no placeholder of a medium it shows
         (``shown.check_media_tokens``)."""
         items = prompt.get(_MEDIA) or []
-        shown = with_tokens(decoded_shown(items) if items else Shown(), out.prompt_token_ids, self.placeholders,
-                            {item.modality for item in items})
+        shown = self.feeding.shown(with_tokens(decoded_shown(items) if items else Shown(), out.prompt_token_ids,
+                                               self.placeholders, {item.modality for item in items}))
         prompt[_SHOWN] = shown
         if self.family is not None:
             self.family.check_audio_ids(self.tokenizer, out.prompt_token_ids, prompt.get(_AUDIO_CHECK) or [])
@@ -425,7 +429,8 @@ class VLLMEngine(Engine):
         ready = []
         for i, req in enumerate(requests):
             try:
-                ready.append((i, self._parts_prompt(req.parts, req.media), req.max_new_tokens or self.max_new_tokens))
+                prompt = self._parts_prompt(self.feeding.parts(req.parts), self.feeding.media(req.media))
+                ready.append((i, prompt, req.max_new_tokens or self.max_new_tokens))
             except Exception as exc:
                 results[i] = GenerationResult(None, error=_error(exc).error)
         texts = self._batched(lambda e: self._generate([p for _, p, _ in e], [m for *_, m in e]), ready)
