@@ -194,6 +194,7 @@ class HFEngine(Engine):
         self.placeholders = (placeholder_ids(self.processor, self.tokenizer,
                                              getattr(self.family, "placeholder_tokens", None))
                              if self.family is not None else {})
+        self.audio_token_id = self.placeholders.get("audio")  # the audio placeholder's id, where the model has one
 
     def _build_net(self, model_class):
         """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker

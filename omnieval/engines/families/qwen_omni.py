@@ -125,8 +125,9 @@ class OmniFamily(AudioFamily):
                          "differ from the model's reference code (engines/vllm_positions.py)")
 
     def audio_tokens(self, n_samples: int) -> int:
-        """Audio placeholder tokens a waveform of ``n_samples`` becomes (``expected_audio_tokens``)."""
-        return expected_audio_tokens(n_samples)
+        """Audio placeholder tokens a waveform of ``n_samples`` becomes: all of it heard (``WHOLE_AUDIO``,
+        ``expected_audio_tokens``)."""
+        return expected_audio_tokens(n_samples, max_samples=None)
 
     def processor_audio(self, wave: np.ndarray) -> np.ndarray:
         """The waveform as the processor is given it (on both engines): as decoded."""
@@ -268,6 +269,8 @@ class OmniFamily(AudioFamily):
             paths = ", ".join(sorted({item.path or "?" for item in items if item.modality == "video"}))
             raise ValueError(f"videos with their own soundtracks at different frame rates in one prompt ({paths}: "
                              f"{sorted(set(fps))} fps): {type(processor).__name__} interleaves them with one fps")
+        if "audio" in kwargs:  # the whole clip (``WHOLE_AUDIO``), not Whisper's first 30 s
+            kwargs["truncation"] = False
         out = processor(text=[text], return_tensors="pt", use_audio_in_video=use_audio_in_video, **kwargs)
         tensors = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask")}
         if mixed:
@@ -276,11 +279,18 @@ class OmniFamily(AudioFamily):
         return Encoded(out["input_ids"][0].tolist(), tensors, use_audio_in_video)
 
 
-def expected_audio_tokens(n_samples: int, hop_length: int = 160, max_samples: int = 480_000) -> int:
+#: Why the omni families hear a clip whole, however long (the processor is called with ``truncation=False``):
+#: the reference utilities read the file's sound whole (``process_audio_info``), vLLM calls the processor without
+#: truncation, and the audio towers read log-mel features of any length in windows; transformers' Whisper feature
+#: extractor alone would keep the first 30 s of Qwen2.5-Omni's audio, and the two engines would then differ.
+WHOLE_AUDIO = "the whole clip heard: process_audio_info reads it whole; vLLM's processing does not truncate"
+
+
+def expected_audio_tokens(n_samples: int, hop_length: int = 160, max_samples: int | None = 480_000) -> int:
     """Audio placeholder tokens a waveform of ``n_samples`` becomes in Qwen2.5-Omni: its Whisper log-mel frames
-    (one per ``hop_length`` samples, the waveform cut at ``max_samples``, 30 s) through the audio tower's two
-    stride-2 stages."""
-    mel = math.ceil(min(n_samples, max_samples) / hop_length)
+    (one per ``hop_length`` samples, the waveform cut at ``max_samples``: Whisper's 30 s, or None for the whole
+    clip as the engines give it, ``WHOLE_AUDIO``) through the audio tower's two stride-2 stages."""
+    mel = math.ceil((n_samples if max_samples is None else min(n_samples, max_samples)) / hop_length)
     return ((mel - 1) // 2 + 1 - 2) // 2 + 1
 
 
