@@ -171,12 +171,15 @@ def recipe_option_values(recipe) -> dict[str, Sourced]:
     (where it has one), its image pixel budget (``image_pixels``), and whether a video's own soundtrack is heard
     (``soundtrack``) and the media order (``media_first``) where its authors say (a value of omnieval's defaults
     leaves the engine's own behaviour)."""
+    from omnieval.engines.feeding import PIXEL_KEYS
+
     out: dict[str, Sourced] = {}
     if recipe.system_prompt.value:
         out["system_prompt"] = recipe.system_prompt
-    if recipe.image:
-        sources = dict.fromkeys(v.source for v in recipe.image.values())
-        out["image_pixels"] = Sourced({k: v.value for k, v in recipe.image.items()}, "; ".join(sources))
+    budget = {k: v for k, v in recipe.image.items() if k in PIXEL_KEYS}  # the budget a resize takes
+    if "max_pixels" in budget:
+        sources = dict.fromkeys(v.source for v in budget.values())
+        out["image_pixels"] = Sourced({k: v.value for k, v in budget.items()}, "; ".join(sources))
     if recipe.use_audio_in_video.source != OMNIEVAL_DEFAULT:
         out["soundtrack"] = Sourced(bool(recipe.use_audio_in_video.value), recipe.use_audio_in_video.source)
     if recipe.media_first.source != OMNIEVAL_DEFAULT:
