@@ -127,6 +127,8 @@ def omni_reference(processor, shown: list[tuple[str, object]], use_audio_in_vide
     audios, images, videos, video_kwargs = process_mm_info(messages, use_audio_in_video=use_audio_in_video,
                                                            return_video_kwargs=True)
     kwargs = {"fps": video_kwargs["fps"][0], "do_sample_frames": False} if videos else {}
+    if audios:  # the whole sound ``process_mm_info`` read, as vLLM's processing keeps it (not Whisper's first 30 s)
+        kwargs["truncation"] = False
     out = processor(text=text, audio=audios, images=images, videos=videos, return_tensors="pt", padding=True,
                     use_audio_in_video=use_audio_in_video, **kwargs)
     return text, out, videos

@@ -37,7 +37,11 @@ def test_a_recipe_adds_its_system_prompt_where_the_model_leaves_it_unset(tmp_pat
         {"name": "sim", "engine": "simulated", "recipe": "qwen2.5-omni"},
         {"name": "vl", "engine": "vllm", "recipe": "qwen2.5-vl", "options": {"path": path}}])
     got = {m.name: recipe_options(config, m) for m in config.models}
-    assert got == {"auto": {"system_prompt": QWEN25_OMNI_SYSTEM}, "own": {}, "off": {}, "sim": {}, "vl": {}}
+    # the reference utilities' image budget: 4..16384 tokens of 28 x 28 pixels (tests/test_feeding.py: the rest)
+    budget = {"size_factor": 28, "min_pixels": 4 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+    assert got == {"auto": {"system_prompt": QWEN25_OMNI_SYSTEM, "image_pixels": budget, "soundtrack": True},
+                   "own": {"image_pixels": budget, "soundtrack": True}, "off": {}, "sim": {},
+                   "vl": {"image_pixels": budget}}
     built = {m.name: with_recipe_options(config, m).options.get("system_prompt") for m in config.models}
     assert built["auto"] == QWEN25_OMNI_SYSTEM and built["own"] == "Be brief." and built["off"] is None
     quiet = _config(tmp_path, [{"name": "auto", "engine": "hf", "options": {"path": path}}], recipes=False)
@@ -50,7 +54,7 @@ def test_the_system_prompt_a_recipe_adds_is_part_of_the_rows_identity(tmp_path):
     off = _config(tmp_path, [{"name": "m", "engine": "hf", "options": {"path": path}, "recipe": False}])
     ident_on = predictions_identity(on, on.models[0], "d", model_decode(on, on.models[0]).decode)
     ident_off = predictions_identity(off, off.models[0], "d", model_decode(off, off.models[0]).decode)
-    assert ident_on["recipe_options"] == {"system_prompt": QWEN25_OMNI_SYSTEM}
+    assert ident_on["recipe_options"]["system_prompt"] == QWEN25_OMNI_SYSTEM
     assert "recipe_options" not in ident_off
 
 

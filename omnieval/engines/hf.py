@@ -83,15 +83,13 @@ from omnieval.engines.base import (
 )
 from omnieval.engines.chat import (
     chat_prompt,
-    check_audio_tokens,
     cot_answer_position,
     folder_modalities,
-    is_omni_model,
     label_token_ids,
     media_token_ids,
-    omni_layout,
 )
 from omnieval.engines.families import family_for, load_processor
+from omnieval.engines.feeding import FEEDING_OPTIONS, Feeding
 from omnieval.engines.grouped_attention import use_grouped_block_attention
 from omnieval.engines.omni_inputs import Encoded, collate
 from omnieval.engines.shown import (
@@ -123,12 +121,15 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class HFEngine(Engine):
     def __init__(self, model: str, *, path: str, dtype: str = "float32", device: str = "cpu",
                  max_new_tokens: int = 64, batch_size: int = 8, thinking_budget: int = DEFAULT_THINKING_BUDGET,
-                 seed: int = 0, system_prompt: str | None = None):
+                 seed: int = 0, system_prompt: str | None = None, image_pixels: dict | None = None,
+                 soundtrack: bool | None = None, media_first: bool = True):
         super().__init__(model, path=path, dtype=dtype, device=device, max_new_tokens=max_new_tokens,
                          batch_size=batch_size, thinking_budget=thinking_budget, seed=seed,
-                         system_prompt=system_prompt)
+                         system_prompt=system_prompt, image_pixels=image_pixels, soundtrack=soundtrack,
+                         media_first=media_first)
         self.system_prompt = system_prompt
         self.validate_options(self.options)
+        self.feeding = Feeding.from_options("hf", image_pixels, soundtrack, media_first)
         check_model_folder("hf", path)
         self.path = Path(path)
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
@@ -162,11 +163,11 @@ class HFEngine(Engine):
             value = options.get(name, 1)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise OptionError(name, f"hf engine: {name} must be an integer >= 1, got {value!r}")
+        Feeding.from_options("hf", **{k: options[k] for k in FEEDING_OPTIONS if k in options})
 
     def _load(self) -> None:
         from transformers import AutoTokenizer
 
-        self.omni = is_omni_model(self.path)
         self.family = family_for(self.path)  # the omni models' adapters too (families.OmniFamily)
         refusal = self.family.refusal("hf") if self.family is not None else None
         if refusal:
@@ -179,8 +180,6 @@ class HFEngine(Engine):
             import transformers
 
             net = self._build_net(getattr(transformers, self.family.model_class))
-            if self.omni:
-                self.audio_token_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.audio_token)
         else:
             from transformers import AutoModelForCausalLM
 
@@ -195,6 +194,7 @@ class HFEngine(Engine):
         self.placeholders = (placeholder_ids(self.processor, self.tokenizer,
                                              getattr(self.family, "placeholder_tokens", None))
                              if self.family is not None else {})
+        self.audio_token_id = self.placeholders.get("audio")  # the audio placeholder's id, where the model has one
 
     def _build_net(self, model_class):
         """The network from the folder's weights (a full-model omni folder: ``from_pretrained`` takes the thinker
@@ -210,7 +210,7 @@ class HFEngine(Engine):
         switches = switches_for(style)
         if self.family is not None:
             text = self.family.prompt(TemplateSwitches(self.processor, self.system_prompt, **switches),
-                                      omni_layout(parts).parts if self.omni else parts)
+                                      self.family.prompt_parts(parts))
         else:
             text = chat_prompt(TemplateSwitches(self.tokenizer, self.system_prompt, **switches), parts, False)
         return check_system_prompt(text, self.system_prompt, self.model)
@@ -239,27 +239,17 @@ class HFEngine(Engine):
         if self.family is None:  # a text model: media were text notes
             enc = self._encode(media_by_path, parts, text)[0]
             return enc, Shown(prompt_tokens=len(enc.input_ids))
-        enc, items = self._encode(media_by_path, parts, text)
+        enc, items = self._encode(self.feeding.media(media_by_path), parts, text)  # images within their budget
         ids = enc.input_ids if isinstance(enc, Encoded) else enc["input_ids"][0].tolist()
         tensors = enc.tensors if isinstance(enc, Encoded) else enc
-        shown = processed_shown(items, tensors, self.processor, ids, self.placeholders)
+        shown = self.feeding.shown(processed_shown(items, tensors, self.processor, ids, self.placeholders))
         check_media_tokens(items, shown)
         return enc, shown
 
     def _encode(self, media_by_path: dict, parts: Sequence[PromptPart], text: str) -> tuple[Encoded, list]:
         """The inputs and the decoded media given to the processor with them (a video's soundtrack included)."""
-        if self.omni:
-            layout = omni_layout(parts)
-            # the media shown in prompt order, then each video's soundtrack: the order the processor consumes audio
-            items = self.family.media_items([*layout.parts, *layout.soundtracks.values()], media_by_path)
-            enc = self.family.hf_encoded(self.processor, text, items, layout.use_audio_in_video)
-            audios = [item for item in items if item.modality == "audio"]
-            check_audio_tokens(enc.input_ids, self.audio_token_id, audios,
-                               sum(self.family.audio_tokens(len(a.data)) for a in audios))
-            return enc, items
-        if self.family is not None:  # the processor's own tensors (a BatchFeature of one prompt)
-            items = self.family.media_items(parts, media_by_path)
-            return self.family.hf_inputs(self.processor, text, items), items
+        if self.family is not None:  # the family's processor on the prompt (``FamilyAdapter.hf_encode``)
+            return self.family.hf_encode(self.processor, text, parts, media_by_path)
         return Encoded(self.tokenizer.encode(text, add_special_tokens=False)), []
 
     def label_ids(self, labels: Sequence[str], prefix: str = "") -> list[int]:
@@ -267,29 +257,19 @@ class HFEngine(Engine):
 
     # -- model calls ------------------------------------------------------------------------------------------
     def _inputs(self, batch: Sequence[Encoded]) -> dict:
-        """Collated model inputs; ``use_audio_in_video`` (one flag per forward pass in transformers) when the
-        batch's videos carry their soundtracks: the caller batches such requests apart. A family
-        model other than the omni ones takes one prompt per pass (its processor's tensors, as the adapter's
-        ``hf_model_inputs`` gives them to the model)."""
-        if self.family is not None and not self.omni:
-            if len(batch) != 1:
-                raise ValueError("family models take one prompt per forward pass")
-            return self.family.hf_model_inputs(self.net, {
-                k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                for k, v in batch[0].items() if hasattr(v, "to")})
-        out = collate(batch, self.pad_id, self.device, self.dtype, text_positions=not self.omni)
-        flags = {e.use_audio_in_video for e in batch}
-        if len(flags) > 1:
-            raise ValueError("one forward pass cannot mix videos with and without their soundtracks")
-        if flags == {True}:
-            out["use_audio_in_video"] = True
-        return out
+        """The model's inputs for one forward pass: a family model's as its adapter lays them out
+        (``FamilyAdapter.hf_batch``: one prompt a pass, or the omni families' left-padded batches with
+        ``use_audio_in_video``, whose requests the caller batches apart); a text model's ids left-padded, with
+        position ids that ignore the padding."""
+        if self.family is not None:
+            return self.family.hf_batch(self.net, batch, self.pad_id, self.device, self.dtype)
+        return collate(batch, self.pad_id, self.device, self.dtype, text_positions=True)
 
     @torch.no_grad()
     def next_token_logprobs(self, batch: Sequence[Encoded]) -> torch.Tensor:
         """(len(batch), vocab) float32 log-softmax of the next token after each prompt (family models: one
         forward pass per prompt, each with exactly its processor's tensors)."""
-        if self.family is not None and not self.omni and len(batch) > 1:
+        if self.family is not None and not self.family.batched_forward and len(batch) > 1:
             return torch.cat([self.next_token_logprobs([enc]) for enc in batch])
         with _last_position_logits(self.net):
             logits = self.net(**self._inputs(batch), use_cache=False).logits[:, -1].float()
@@ -318,7 +298,7 @@ class HFEngine(Engine):
         refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
         if refusal:
             raise ValueError(refusal)
-        parts = render_prompt(inst, request.prompt_style)
+        parts = self.feeding.parts(render_prompt(inst, request.prompt_style))  # soundtracks and media order
         return parts, self.prompt_text(parts, request.prompt_style)
 
     def _score_zs(self, requests: Sequence[EngineRequest]) -> list[EngineResult]:
@@ -426,7 +406,8 @@ class HFEngine(Engine):
         out = []
         for req in requests:
             try:
-                enc, shown = self.encode_shown(req.media, req.parts, self.prompt_text(req.parts))
+                parts = self.feeding.parts(req.parts)
+                enc, shown = self.encode_shown(req.media, parts, self.prompt_text(parts))
                 out.append(GenerationResult(self.greedy(enc, req.max_new_tokens), shown=shown.to_dict()))
             except Exception as exc:
                 out.append(GenerationResult(None, error=f"hf engine: {type(exc).__name__}: {exc}",

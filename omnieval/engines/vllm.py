@@ -31,7 +31,7 @@ N workers on the actor's GPUs (one node; the run refuses a config where they dif
   Qwen2.5-Omni video with its soundtrack (``vllm_positions``), every Qwen3-Omni video (fractional positions,
   ``vllm_qwen3_positions``); that needs the model in this process (``tensor_parallel_size: 1``; otherwise such
   requests are errored rows). The prompt ids vLLM returns are checked to carry every audio the request was given
-  (``chat.check_audio_tokens``; else an errored row naming the file).
+  (``FamilyAdapter.check_audio_ids``; else an errored row naming the file).
 
 * Thinking (``engines/thinking.py``), as the transformers engine does it: prompts rendered with the chat template's
   thinking switch off, on for the ``thinking`` style (vLLM's ``chat_template_kwargs``, given here to the template
@@ -70,17 +70,13 @@ from omnieval.engines.base import (
 )
 from omnieval.engines.chat import (
     chat_prompt,
-    check_audio_tokens,
     cot_answer_position,
     folder_modalities,
-    is_omni_model,
     label_token_ids,
     media_token_ids,
-    omni_layout,
-    omni_media_fields,
-    omni_media_items,
 )
-from omnieval.engines.families import family_for, load_processor
+from omnieval.engines.families import family_for
+from omnieval.engines.feeding import FEEDING_OPTIONS, Feeding
 from omnieval.engines.shown import (
     Shown,
     check_media_tokens,
@@ -147,21 +143,23 @@ class VLLMEngine(Engine):
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  max_new_tokens: int = 64, limit_mm_per_prompt: dict | None = None, seed: int = 0,
                  kv_cache_memory_bytes: int | None = None, engine_kwargs: dict | None = None,
-                 thinking_budget: int = DEFAULT_THINKING_BUDGET, system_prompt: str | None = None):
+                 thinking_budget: int = DEFAULT_THINKING_BUDGET, system_prompt: str | None = None,
+                 image_pixels: dict | None = None, soundtrack: bool | None = None, media_first: bool = True):
         super().__init__(model, path=path)
         self.system_prompt = system_prompt
+        self.feeding = Feeding.from_options("vllm", image_pixels, soundtrack, media_first)
         check_model_folder("vllm", path)
         self.path = Path(path)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
-        self.omni = is_omni_model(self.path)
         self.family = family_for(self.path)  # an omni model's too: its vLLM fields and positions
         refusal = self.family.refusal("vllm") if self.family is not None else None
         if refusal:  # a family vLLM does not carry: one line before vLLM is asked to build it
             raise OptionError("path", f"{refusal} (model folder {path})")
-        # a family model's own processor renders the chat template (vLLM runs the same processor on the media)
-        self.processor = load_processor(self.path) if self.family is not None and not self.omni else None
+        # a family model's own processor renders the chat template (vLLM runs the same processor on the media); an
+        # omni model's tokenizer does (``FamilyAdapter.vllm_processor``)
+        self.processor = self.family.vllm_processor(self.path) if self.family is not None else None
         kwargs = dict(engine_kwargs or {})
         if limit_mm_per_prompt:
             kwargs["limit_mm_per_prompt"] = limit_mm_per_prompt
@@ -173,7 +171,8 @@ class VLLMEngine(Engine):
         in_process = (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and tensor_parallel_size == 1
                       and kwargs.get("pipeline_parallel_size", 1) == 1
                       and kwargs.get("distributed_executor_backend") in (None, "uni"))
-        self.positions_replaced = self.omni and in_process and self.family.install_vllm_positions()
+        self.positions_replaced = (self.family is not None and in_process
+                                   and self.family.install_vllm_positions())
         self.llm = LLM(model=str(self.path), dtype=dtype, max_model_len=max_model_len,
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
                        enforce_eager=enforce_eager, seed=seed, **kwargs)
@@ -235,6 +234,7 @@ class VLLMEngine(Engine):
         if kv is not None and "kv_cache_memory_bytes" in kwargs:
             raise OptionError("kv_cache_memory_bytes", "vllm engine: kv_cache_memory_bytes is given both as an "
                                                        "option and in engine_kwargs; keep one")
+        Feeding.from_options("vllm", **{k: options[k] for k in FEEDING_OPTIONS if k in options})
 
     def _prompt(self, request: EngineRequest, suffix: str = "") -> dict:
         """The request's prompt in its style; a style its chat template cannot take is refused in one line
@@ -242,8 +242,8 @@ class VLLMEngine(Engine):
         refusal = style_refusal(self.model, request.prompt_style, self.template_mode())
         if refusal:
             raise ValueError(refusal)
-        return self._parts_prompt(render_prompt(request.instance, request.prompt_style), request.media, suffix,
-                                  request.prompt_style)
+        parts = self.feeding.parts(render_prompt(request.instance, request.prompt_style))  # soundtracks, order
+        return self._parts_prompt(parts, self.feeding.media(request.media), suffix, request.prompt_style)
 
     def template_mode(self) -> str:
         """How the chat template treats thinking (``thinking.template_mode``: one probe rendered with the switch
@@ -264,30 +264,16 @@ class VLLMEngine(Engine):
 
     def _parts_prompt(self, parts, media: dict, suffix: str = "", style: str = "zs") -> dict:
         switches = switches_for(style)  # vLLM's chat_template_kwargs, for the template rendered here
-        if self.family is not None and not self.omni:
-            if self.vision_refusal and any(p.kind == "media" and p.modality in ("image", "video")
-                                           and p.modality in self.family.modalities for p in parts):
-                raise ValueError(self.vision_refusal)
-            items = self.family.media_items(parts, media)
-            family_prompt = self.family.vllm_prompt(TemplateSwitches(self.processor, self.system_prompt, **switches),
-                                                    parts, items, suffix)
-            check_system_prompt(self._prompt_text(family_prompt), self.system_prompt, self.model)
-            return {**family_prompt, _MEDIA: items}
-        text = chat_prompt(TemplateSwitches(self.tokenizer, self.system_prompt, **switches),
-                           omni_layout(parts).parts if self.omni else parts, self.omni)
-        prompt: dict = {"prompt": check_system_prompt(text, self.system_prompt, self.model) + suffix, _MEDIA: []}
-        if not self.omni:
-            return prompt
-        layout = omni_layout(parts)
-        if self.family.vllm_positions_needed(layout.parts, layout.use_audio_in_video) and not self.positions_replaced:
-            raise ValueError(self.family.positions_refusal)
-        prompt["multi_modal_data"], prompt["multi_modal_uuids"], kwargs = omni_media_fields(parts, media, self.family)
-        if kwargs:
-            prompt["mm_processor_kwargs"] = kwargs
-        audios = [m for p in parts if p.kind == "media" and p.modality == "audio" for m in [media.get(p.ref)]]
-        prompt[_AUDIO_CHECK] = audios
-        prompt[_MEDIA] = omni_media_items(parts, media)  # a video's soundtrack is among its audio parts
-        return prompt
+        if self.family is None:  # a text model: media are text notes
+            text = chat_prompt(TemplateSwitches(self.tokenizer, self.system_prompt, **switches), parts, False)
+            return {"prompt": check_system_prompt(text, self.system_prompt, self.model) + suffix, _MEDIA: []}
+        if self.vision_refusal and any(p.kind == "media" and p.modality in ("image", "video")
+                                       and p.modality in self.family.modalities for p in parts):
+            raise ValueError(self.vision_refusal)
+        renderer = TemplateSwitches(self.processor or self.tokenizer, self.system_prompt, **switches)
+        prompt, items, audios = self.family.vllm_request(renderer, parts, media, suffix, self.positions_replaced)
+        check_system_prompt(self._prompt_text(prompt), self.system_prompt, self.model)
+        return {**prompt, _MEDIA: items, _AUDIO_CHECK: audios}
 
     def _run(self, prompts: list[dict], params: list) -> list:
         """``LLM.generate`` on the prompts; each output, or the error of a prompt whose ids lack its audio or any
@@ -307,17 +293,14 @@ class VLLMEngine(Engine):
         """Record what ``prompt`` showed the model (``_SHOWN``): its decoded media (vLLM runs the processor itself,
         so frames, their size and seconds are those of the arrays vLLM was given) and the placeholder tokens of
         vLLM's own ``prompt_token_ids``. Then refuse it where the ids lost media: an omni prompt's audio tokens
-        short of its waveforms' (``chat.check_audio_tokens``), or no placeholder of a medium it shows
+        short of its waveforms' (``FamilyAdapter.check_audio_ids``), or no placeholder of a medium it shows
         (``shown.check_media_tokens``)."""
         items = prompt.get(_MEDIA) or []
-        shown = with_tokens(decoded_shown(items) if items else Shown(), out.prompt_token_ids, self.placeholders,
-                            {item.modality for item in items})
+        shown = self.feeding.shown(with_tokens(decoded_shown(items) if items else Shown(), out.prompt_token_ids,
+                                               self.placeholders, {item.modality for item in items}))
         prompt[_SHOWN] = shown
-        audios = prompt.get(_AUDIO_CHECK) or []
-        if self.omni and audios:
-            audio_id = self.tokenizer.convert_tokens_to_ids(getattr(self.tokenizer, "audio_token", "<|AUDIO|>"))
-            check_audio_tokens(out.prompt_token_ids, audio_id, audios,
-                               sum(self.family.audio_tokens(len(a.data)) for a in audios))
+        if self.family is not None:
+            self.family.check_audio_ids(self.tokenizer, out.prompt_token_ids, prompt.get(_AUDIO_CHECK) or [])
         check_media_tokens(items, shown)
 
     def _one_token(self, prompts: list[dict], label_ids: list[list[int]]) -> list:
@@ -446,7 +429,8 @@ class VLLMEngine(Engine):
         ready = []
         for i, req in enumerate(requests):
             try:
-                ready.append((i, self._parts_prompt(req.parts, req.media), req.max_new_tokens or self.max_new_tokens))
+                prompt = self._parts_prompt(self.feeding.parts(req.parts), self.feeding.media(req.media))
+                ready.append((i, prompt, req.max_new_tokens or self.max_new_tokens))
             except Exception as exc:
                 results[i] = GenerationResult(None, error=_error(exc).error)
         texts = self._batched(lambda e: self._generate([p for _, p, _ in e], [m for *_, m in e]), ready)

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from omnieval.config import DecodeConfig, ModelConfig, RunConfig
 from omnieval.core.schema import InputError
+from omnieval.engines.recipes import OMNIEVAL_DEFAULT, Sourced
 
 LEVELS = ("config", "benchmark", "recipe", "default")
 NO_RECIPE = "omnieval-default"
@@ -48,6 +49,7 @@ class ResolvedDecode:
     decode: DecodeConfig
     recipe: str | None
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # ``applied_options``
 
     def record(self) -> dict[str, Any]:
         """What ``run.json`` records for the model (``recipes.<model>``)."""
@@ -57,6 +59,8 @@ class ResolvedDecode:
         out: dict[str, Any] = {"recipe": self.recipe or NO_RECIPE,
                                "decode": {k: {"value": v, **self.sources.get(k, DEFAULT_SOURCE)}
                                           for k, v in values.items()}}
+        if self.options:
+            out["options"] = self.options
         if self.recipe:
             out["reference"] = recipe_for(self.recipe).record()
         return out
@@ -89,7 +93,8 @@ def model_decode(config: RunConfig, model: ModelConfig, pinned: dict[str, Any] |
 
     name = recipe_name(config, model)
     recipe = recipe_for(name).decode if name else {}
-    return resolve_decode(config.decode, pinned or {}, recipe, name)
+    resolved = resolve_decode(config.decode, pinned or {}, recipe, name)
+    return replace(resolved, options=applied_options(config, model))
 
 
 def recipe_name(config: RunConfig, model: ModelConfig) -> str | None:
@@ -154,21 +159,62 @@ def pinned_decode(bench) -> dict[str, Any]:
     return dict(pinned)
 
 
-#: Engines that render the chat template themselves and so can put a recipe's system prompt first.
-SYSTEM_PROMPT_ENGINES = ("hf", "vllm")
+#: Engines that render the chat template and call the processor themselves, and so can apply what a recipe says
+#: beyond the decode settings (``recipe_options``).
+SYSTEM_PROMPT_ENGINES = RECIPE_ENGINES = ("hf", "vllm")
+#: The engine options a recipe gives (``engines.feeding`` and the system prompt), as ``run.json`` records them.
+RECIPE_OPTIONS = ("system_prompt", "image_pixels", "soundtrack", "media_first")
 
 
-def recipe_options(config: RunConfig, model: ModelConfig) -> dict[str, Any]:
-    """The engine options a model's recipe adds (``system_prompt``: the system message its family's card
-    requires, e.g. Qwen2.5-Omni's) where the model's own ``options`` leave them unset; empty for a model with no
-    recipe, an engine that does not render the template (``SYSTEM_PROMPT_ENGINES``), or a recipe without one."""
+def recipe_option_values(recipe) -> dict[str, Sourced]:
+    """The engine options a family's recipe sets, each with its source: the system message its card requires
+    (where it has one), its image pixel budget (``image_pixels``), and whether a video's own soundtrack is heard
+    (``soundtrack``) and the media order (``media_first``) where its authors say (a value of omnieval's defaults
+    leaves the engine's own behaviour)."""
+    from omnieval.engines.feeding import PIXEL_KEYS
+
+    out: dict[str, Sourced] = {}
+    if recipe.system_prompt.value:
+        out["system_prompt"] = recipe.system_prompt
+    budget = {k: v for k, v in recipe.image.items() if k in PIXEL_KEYS}  # the budget a resize takes
+    if "max_pixels" in budget:
+        sources = dict.fromkeys(v.source for v in budget.values())
+        out["image_pixels"] = Sourced({k: v.value for k, v in budget.items()}, "; ".join(sources))
+    if recipe.use_audio_in_video.source != OMNIEVAL_DEFAULT:
+        out["soundtrack"] = Sourced(bool(recipe.use_audio_in_video.value), recipe.use_audio_in_video.source)
+    if recipe.media_first.source != OMNIEVAL_DEFAULT:
+        out["media_first"] = Sourced(bool(recipe.media_first.value), recipe.media_first.source)
+    return out
+
+
+def _recipe_engine_values(config: RunConfig, model: ModelConfig) -> dict[str, Sourced]:
+    """``recipe_option_values`` of ``model``'s recipe; empty for a model with no recipe or an engine that does not
+    render its own prompts (``RECIPE_ENGINES``)."""
     from omnieval.engines.families import recipe_for
 
     name = recipe_name(config, model)
-    if name is None or model.engine not in SYSTEM_PROMPT_ENGINES or "system_prompt" in model.options:
+    if name is None or model.engine not in RECIPE_ENGINES:
         return {}
-    system = recipe_for(name).system_prompt.value
-    return {"system_prompt": system} if system else {}
+    return recipe_option_values(recipe_for(name))
+
+
+def recipe_options(config: RunConfig, model: ModelConfig) -> dict[str, Any]:
+    """The engine options a model's recipe adds where the model's own ``options`` leave them unset
+    (``recipe_option_values``: e.g. Qwen2.5-Omni's system prompt, image pixel budget and soundtrack heard)."""
+    return {k: v.value for k, v in _recipe_engine_values(config, model).items() if k not in model.options}
+
+
+def applied_options(config: RunConfig, model: ModelConfig) -> dict[str, dict[str, Any]]:
+    """What ``run.json`` records of the engine options a recipe gives (``RECIPE_OPTIONS``) for ``model``: each one
+    set, its value, the level it came from (``config``: the model's own options; ``recipe``) and its source."""
+    from_recipe = _recipe_engine_values(config, model)
+    out: dict[str, dict[str, Any]] = {}
+    for name in RECIPE_OPTIONS:
+        if name in model.options:
+            out[name] = {"value": model.options[name], "from": "config", "source": "the model's options"}
+        elif name in from_recipe:
+            out[name] = {"value": from_recipe[name].value, "from": "recipe", "source": from_recipe[name].source}
+    return out
 
 
 def with_recipe_options(config: RunConfig, model: ModelConfig) -> ModelConfig:

@@ -30,9 +30,15 @@ alone: the tests' reference for the token ids each engine sends)::
 The registry and the recipes are filled by importing the family modules, in the one list below. The tiny
 random-weight builds of the families stay in ``omnieval/dev`` (``tiny_models.py``, ``tiny_families.py``,
 ``tiny_<family>.py``): ``dev`` is a layer above ``engines`` (the import contract in pyproject.toml), so a module
-here cannot import them. The omni-specific paths of the engines (the ``is_omni`` branches of
-``engines/hf.py`` and ``engines/vllm.py``, ``omni_inputs``, ``vllm_positions``, ``vllm_qwen3_positions``) stay where
-they are; the adapters give them what differs by family (``OmniFamily``'s hooks).
+here cannot import them.
+
+The engines never ask which family a model is: they call the adapter's hooks, whose ``FamilyAdapter`` defaults are
+what most families need and which a family overrides where it differs (``OmniFamily`` for both omni families):
+``prompt_parts`` (the parts as the prompt places them: a video merged with its own soundtrack), ``hf_encode`` and
+``hf_batch`` (the processor's inputs; one prompt a forward pass, or left-padded batches), ``check_audio_ids`` (the
+ids carry every audio given), ``vllm_processor`` and ``vllm_request`` (what vLLM is given and what the row says it
+was shown), ``install_vllm_positions`` / ``vllm_positions_needed`` / ``positions_refusal`` (vLLM's positions
+replaced by the model's, ``engines/vllm_positions.py``, ``engines/vllm_qwen3_positions.py``).
 
 How to add a family: a module here, one line in the list below, and in it::
 

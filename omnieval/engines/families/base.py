@@ -59,6 +59,11 @@ class FamilyAdapter:
     def prompt(self, processor, parts: Sequence[PromptPart]) -> str:
         return processor.apply_chat_template(self.messages(parts), tokenize=False, add_generation_prompt=True)
 
+    def prompt_parts(self, parts: Sequence[PromptPart]) -> Sequence[PromptPart]:
+        """The parts as the prompt places them: as given (a family that takes a video with its own soundtrack
+        merges the two, ``OmniFamily``)."""
+        return parts
+
     def logit_scale(self, config) -> float:
         """What the transformers engine multiplies the model class's logits by to get the decoder's own (1: they
         are its own)."""
@@ -105,7 +110,57 @@ class FamilyAdapter:
         tensors as they are."""
         return inputs
 
+    def hf_encode(self, processor, text: str, parts: Sequence[PromptPart], media: dict) -> tuple:
+        """``(inputs, items)`` of one rendered prompt on the transformers engine: the processor's output
+        (``hf_inputs``) and the decoded media given to it, in prompt order."""
+        items = self.media_items(parts, media)
+        return self.hf_inputs(processor, text, items), items
+
+    #: Whether the transformers engine may put several prompts in one forward pass (``hf_batch``); a family's
+    #: processor tensors are laid out for one prompt, so one prompt a pass unless a family says otherwise.
+    batched_forward = False
+
+    def hf_batch(self, net, batch: Sequence, pad_id: int, device, dtype) -> dict:
+        """The model's keyword arguments for a forward pass over ``batch`` (encoded prompts): one prompt, its
+        processor tensors moved to the model's device (floating point ones in its dtype), as ``hf_model_inputs``
+        gives them."""
+        if len(batch) != 1:
+            raise ValueError(f"{self.name} models take one prompt per forward pass")
+        return self.hf_model_inputs(net, {
+            k: (v.to(device, dtype) if v.is_floating_point() else v.to(device))
+            for k, v in batch[0].items() if hasattr(v, "to")})
+
+    def check_audio_ids(self, tokenizer, input_ids: Sequence[int], audios: Sequence[DecodedMedia]) -> None:
+        """Refuse ids that do not carry every audio the prompt was given, where the family knows how many
+        placeholders a waveform makes (the omni families); others are checked by ``shown.check_media_tokens``
+        alone."""
+
     # -- vLLM ---------------------------------------------------------------------------------------------------
+    def vllm_processor(self, folder):
+        """The processor the vLLM engine renders the family's prompts with (the model's own)."""
+        return load_processor(folder)
+
+    #: The one-line reason a request is refused where vLLM's positions would differ from the model's and cannot be
+    #: replaced in this process (``vllm_positions_needed``).
+    positions_refusal = ""
+
+    def install_vllm_positions(self) -> bool:
+        """Replace vLLM's positions by the model's in this process; whether they are (none to replace here)."""
+        return False
+
+    def vllm_positions_needed(self, shown: Sequence[PromptPart], use_audio_in_video: bool) -> bool:
+        """Whether vLLM's positions for a request differ from the model's reference code unless replaced: never
+        here (the model's own vLLM implementation computes them)."""
+        return False
+
+    def vllm_request(self, processor, parts: Sequence[PromptPart], media: dict, suffix: str = "",
+                     positions_replaced: bool = False) -> tuple[dict, list[DecodedMedia], list[DecodedMedia]]:
+        """``(prompt, items, audios)`` of one vLLM request: the prompt (``vllm_prompt``), the decoded media it
+        shows (what its row says it was shown) and the audio whose placeholders ``check_audio_ids`` checks in
+        the ids vLLM returns (none here)."""
+        items = self.media_items(parts, media)
+        return self.vllm_prompt(processor, parts, items, suffix), items, []
+
     def vllm_item(self, item: DecodedMedia):
         """One media item as vLLM's ``multi_modal_data`` takes it."""
         return item.data
@@ -147,6 +202,20 @@ class AudioFamily(FamilyAdapter):
 
     def vllm_item(self, item: DecodedMedia):
         return (item.data, item.sample_rate or AUDIO_SAMPLE_RATE) if item.modality == "audio" else item.data
+
+
+def soundtrack_pairs(parts: Sequence[PromptPart]) -> list[tuple[int, int]]:
+    """(video index, audio index) of each video part next to an audio part of the same file (either order)."""
+    pairs, i = [], 0
+    while i + 1 < len(parts):
+        a, b = parts[i], parts[i + 1]
+        if (a.kind == b.kind == "media" and a.path and a.path == b.path
+                and {a.modality, b.modality} == {"video", "audio"}):
+            pairs.append((i, i + 1) if a.modality == "video" else (i + 1, i))
+            i += 2
+        else:
+            i += 1
+    return pairs
 
 
 def video_metadata(item: DecodedMedia) -> dict:
