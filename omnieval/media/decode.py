@@ -263,7 +263,7 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
             targets = rule.targets(path, duration, times, rate)
             found = None
             if strategy == "seek":
-                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration))
+                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration), path)
             picked, n_decoded = found or _stream_pick(path, timed, duration, targets)
         width, height = _output_size(path, stream.codec_context.width, stream.codec_context.height, len(picked),
                                      max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor)
