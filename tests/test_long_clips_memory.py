@@ -1,4 +1,4 @@
-"""A sweep and a run over long clips stream through a small object store without spilling, the run's used bytes
+"""A sweep and a run over long clips stream through a small object store without spilling, the bytes the run holds
 stay under a bound set by the payloads' sizes and the cache's budget (not by the number of clips), and the driver's
 memory stays flat. (The sweep's passes peak higher than one run's bound, by about the payloads a pass's readers
 still hold when the next pass starts; they are held to no spilling here.)
