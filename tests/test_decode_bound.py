@@ -66,13 +66,45 @@ def test_warm_start_takes_the_first_specs_within_the_budget():
     image = MediaSpec("i", "i.png", "image")
     full = MediaSpec("f", "f.mp4", "video", (("max_side", None), ("num_frames", 4)))
     assert decoded_bound(video) == 8 * 160 * 160 * 3 == 614_400
-    assert decoded_bound(audio) == 30 * 16000 * 4 == 1_920_000
+    assert decoded_bound(audio) == 30 * 16000 * 4 == 1_920_000  # a file that declares no length (none here)
     assert decoded_bound(full) == 4 * 1920 * 1080 * 3
     assert decoded_bound(image) == 1920 * 1080 * 3  # no settings: a 1080p frame
     specs = [video, audio, video, image]
     assert warm_start(specs, budget=614_400 + 1_920_000) == [video, audio]  # the next video would pass it
     assert warm_start(specs, budget=614_400 - 1) == []
     assert warm_start(specs, budget=10**9) == specs
+
+
+def test_an_audio_bound_is_the_length_the_file_declares_cut_to_the_runs_cap(tmp_path):
+    """A four-minute call (a WAV written by the standard library's ``wave``, 8 kHz) is bounded at four minutes of
+    16 kHz float32, the bytes its decode returns; the run's ``max_audio_seconds`` cuts it; a video's soundtrack (AAC
+    by ffmpeg, 90 s) is bounded by its declared length; a file that declares nothing falls back to the cap."""
+    import subprocess
+    import wave
+
+    from omnieval.media.cache import MediaSpec, decoded_bound
+    from omnieval.media.decode import decode_media
+
+    call = tmp_path / "call.wav"
+    with wave.open(str(call), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\0\0" * 8000 * 240)
+    rate = (("sample_rate", 16000),)
+    whole = MediaSpec("call", str(call), "audio", rate)
+    assert decoded_bound(whole) == 240 * 16000 * 4 == decode_media(call, "audio").data.nbytes
+    assert decoded_bound(MediaSpec("call-60", str(call), "audio", (("max_audio_seconds", 60), *rate))) == 60 * 64000
+    assert decoded_bound(MediaSpec("call-600", str(call), "audio", (("max_audio_seconds", 600), *rate))) == 240 * 64000
+    clip = tmp_path / "clip.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=90",
+                    "-f", "lavfi", "-i", "color=s=32x32:r=5:d=90", "-c:a", "aac", "-c:v", "libx264", "-shortest",
+                    str(clip)], check=True)
+    soundtrack = decode_media(clip, "audio").data.nbytes
+    assert 90 * 64000 <= decoded_bound(MediaSpec("clip", str(clip), "audio", rate)) <= 90.1 * 64000
+    assert soundtrack <= decoded_bound(MediaSpec("clip", str(clip), "audio", rate))
+    missing = MediaSpec("gone", str(tmp_path / "gone.wav"), "audio", (("max_audio_seconds", 20), *rate))
+    assert decoded_bound(missing) == 20 * 64000
 
 
 def test_a_byte_budget_bounds_decoding_ahead_and_drops_what_readers_asked_for(ray_session, many_specs):

@@ -121,8 +121,9 @@ def test_seeking_picks_the_full_decodes_frames_pixel_for_pixel(seek_clips, name)
 
 @pytest.mark.parametrize("name", CLIPS)
 def test_the_picked_frames_are_those_on_screen_by_ffprobes_frame_times(seek_clips, name):
-    """The seek path itself answers (no fallback to the full decode), with the frames the rule picks from the frame
-    times ffprobe reports; one frame from the middle of the clip costs less than decoding up to it."""
+    """The seek path itself answers (no fallback to the full decode; an MP4's index from its header), with the frames
+    the rule picks from the frame times ffprobe reports; one frame from the middle of the clip costs less than
+    decoding up to it."""
     if name not in seek_clips:
         pytest.skip(f"{name}: this FFmpeg cannot encode or decode it")
     path = seek_clips[name]
@@ -130,7 +131,7 @@ def test_the_picked_frames_are_those_on_screen_by_ffprobes_frame_times(seek_clip
     times = frame_times(path)
     for n in COUNTS:
         found = frames.pick_by_seeking(lambda: decode._open(path), decode.sample_times(duration, n), duration,
-                                       decode.allowed_shortfall(duration))
+                                       decode.allowed_shortfall(duration), path)
         assert found is not None, (name, n)
         picked = np.array([float(f.pts * f.time_base) for f in found[0]]) - times[0]
         np.testing.assert_allclose(picked, on_screen(times, duration, n), atol=1e-6, err_msg=f"{name} n={n}")
@@ -199,3 +200,45 @@ def test_decoder_threads_follow_the_cpus_ray_gives_the_task(ray_session):
 
     assert ray.get(threads.options(num_cpus=3).remote()) == 3
     assert ray.get(threads.options(num_cpus=1).remote()) == 1
+
+
+def ffprobe_packets(path: Path) -> tuple[list[int], list[int]]:
+    """``(timestamps of the packets that decode to a frame, of the keyframes)`` of the first video stream, sorted,
+    as ``ffprobe`` demuxes them: packets flagged ``D`` (discarded by an edit list) show no frame."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                          "packet=pts,flags", "-of", "json", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    packets = json.loads(out)["packets"]
+    shown = sorted({int(p["pts"]) for p in packets if "D" not in p["flags"]})
+    return shown, sorted(int(p["pts"]) for p in packets if "K" in p["flags"])
+
+
+@pytest.mark.parametrize("name", [n for n in CLIPS if n.endswith((".mp4", ".mov"))])
+def test_an_mp4s_header_gives_the_frame_and_keyframe_times_that_demuxing_every_packet_gives(seek_clips, name):
+    """The seek path's index of an MP4 or MOV comes from its tables (no packet read), and equals ffprobe's demux: the
+    same timestamps, and the same seconds to the last bit (each the exact product with the time base, rounded once,
+    as a decoded frame's time is: the seek path compares them for equality)."""
+    from fractions import Fraction
+
+    import av
+
+    if name not in seek_clips:
+        pytest.skip(f"{name}: this FFmpeg cannot encode or decode it")
+    path = seek_clips[name]
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        index = frames.header_index(path, container, stream)
+        time_base = Fraction(stream.time_base)
+    assert index is not None, name
+    shown, key_pts = ffprobe_packets(path)
+    assert index.times.tolist() == [float(pts * time_base) for pts in shown], name
+    assert index.key_pts.tolist() == key_pts, name
+    assert index.key_times.tolist() == [float(pts * time_base) for pts in key_pts], name
+
+
+def test_a_matroska_header_gives_no_index_and_the_packets_are_demuxed(seek_clips):
+    """Matroska's cues list keyframes only, not every frame: the index is demuxed there."""
+    import av
+
+    with av.open(str(seek_clips["h264.mkv"])) as container:
+        assert frames.header_index(seek_clips["h264.mkv"], container, container.streams.video[0]) is None

@@ -310,7 +310,7 @@ def _check_picks(path: Path, sampled: Sampled, ff_out: list[bytes] | None, torch
 
     at = np.unique(np.linspace(0, len(sampled.targets) - 1, min(CHECKED, len(sampled.targets))).round().astype(int))
     found = frames.pick_by_seeking(lambda: decode._open(path), sampled.targets[at], sampled.duration,
-                                   decode.allowed_shortfall(sampled.duration))
+                                   decode.allowed_shortfall(sampled.duration), path)
     if found is None:
         return {"seek path": False}  # it fell back to the full decode: nothing of its own to compare
     picks = found[0]

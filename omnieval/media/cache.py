@@ -44,6 +44,8 @@ decoded once: it is dropped only after its rows have been asked for, and only wh
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 import time
 from collections import OrderedDict, deque
 
@@ -163,18 +165,44 @@ WARM_START_BYTES = 256 * 2**20
 """How much decoded media (by ``decoded_bound``) a pass decodes before its stream asks for it (``warm_start``)."""
 
 
+AUDIO_UNKNOWN_SECONDS = 30.0
+"""The audio length ``decoded_bound`` takes for a file that declares none and a run without ``max_audio_seconds``
+(the cache counts such decodes at the largest real size of the pass once one has finished)."""
+
+
 def decoded_bound(spec: MediaSpec) -> int:
-    """A generous bound on the bytes a spec decodes to, from its decode settings alone (no file is opened): video
-    ``num_frames`` (by rate: ``max_frames``) RGB frames of ``max_side`` squared or ``max_pixels`` (1080p frames
-    without either), 30 s of float32 audio, one RGB image; a point cloud's rendered views as a few images."""
+    """A generous bound on the bytes a spec decodes to: video ``num_frames`` (by rate: ``max_frames``) RGB frames
+    of ``max_side`` squared or ``max_pixels`` (1080p frames without either), float32 audio of the length the file
+    declares cut to the run's cap (``audio_bound_seconds``), one RGB image; a point cloud's rendered views as a few
+    images. Only audio opens the file (its header, once per key): a call's length ranges from seconds to an hour,
+    and counting a four-minute call as 30 s let the cache launch eight times the bytes its budget allows."""
     params = dict(spec.params)
     side = params.get("max_side")
     frame = 3 * (side * side if side else params.get("max_pixels") or 1920 * 1080)
     if spec.modality == "video":
         return int(params.get("num_frames") or params.get("max_frames") or 8) * frame
     if spec.modality == "audio":
-        return 30 * int(params.get("sample_rate", 16_000)) * 4
+        return 4 * math.ceil(audio_bound_seconds(spec) * int(params.get("sample_rate", 16_000)))
     return 4 * frame if spec.modality == "pointcloud" else frame
+
+
+def audio_bound_seconds(spec: MediaSpec) -> float:
+    """The seconds of audio ``spec`` decodes to at most: the file's declared length (``decode_audio`` trims to it)
+    cut to the run's ``max_audio_seconds``; the cap alone, else ``AUDIO_UNKNOWN_SECONDS``, where the file declares
+    none."""
+    cap = dict(spec.params).get("max_audio_seconds")
+    declared = _declared_seconds(spec.key, spec.path)
+    if declared and cap:
+        return min(declared, float(cap))
+    return declared or (float(cap) if cap else AUDIO_UNKNOWN_SECONDS)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _declared_seconds(key: str, path: str) -> float | None:
+    """The audio seconds ``path`` declares, read once per key (the key holds the file's content hash)."""
+    from omnieval.media.decode import audio_declared_seconds
+
+    return audio_declared_seconds(path)
 
 
 def media_budget(share: float = MEDIA_STORE_SHARE) -> int:
@@ -348,8 +376,7 @@ class MediaCache:
 
     def _estimate(self, spec: MediaSpec) -> int:
         """The bytes a decode still running is counted at: the largest payload of its modality decoded in this
-        pass, else ``decoded_bound`` (which knows no clip's length: generous for frames sampled by rate, short for
-        audio longer than 30 s)."""
+        pass, else ``decoded_bound`` (which knows no clip's length: generous for frames sampled by rate)."""
         return self._largest.get(spec.modality) or decoded_bound(spec)
 
     def _make_room(self, keep: set[str] = frozenset()) -> None:

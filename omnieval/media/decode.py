@@ -173,6 +173,27 @@ def wav_declared(path: str | Path) -> tuple[float, int, int] | None:
         return None
 
 
+def audio_declared_seconds(path: str | Path) -> float | None:
+    """The seconds of audio ``path`` declares (a WAV's RIFF header; else its first audio stream's duration, else the
+    container's), or None where it declares none, has no audio stream or cannot be opened. Headers only, no
+    decoding: what ``decode_audio`` returns at most, since it trims to the declared duration."""
+    wav = wav_declared(path)
+    if wav is not None:
+        return wav[0]
+    try:
+        container = _open(path)
+    except MediaError:
+        return None
+    try:
+        if not container.streams.audio:
+            return None
+        stream = container.streams.audio[0]
+        own = float(stream.duration * stream.time_base) if stream.duration else _tag_seconds(stream)
+        return own or (container.duration / 1e6 if container.duration else None)
+    finally:
+        container.close()
+
+
 def _check_wav_bytes(path) -> None:
     """A WAV whose header declares more audio than the file holds, by more than ``allowed_shortfall``."""
     header = wav_declared(path)
@@ -242,7 +263,7 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
             targets = rule.targets(path, duration, times, rate)
             found = None
             if strategy == "seek":
-                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration))
+                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration), path)
             picked, n_decoded = found or _stream_pick(path, timed, duration, targets)
         width, height = _output_size(path, stream.codec_context.width, stream.codec_context.height, len(picked),
                                      max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor)

@@ -4,9 +4,11 @@
 10-minute 720p clip decoded whole for 8 frames takes minutes), decoding from the keyframe before each one costs the
 frames sampled. This module picks the same frames as the full decode (``decode._stream_pick``), frame for frame:
 
-1. **The index.** The video packets are demuxed without decoding (cheap: no pixels) into the presentation times of
-   the frames a full decode returns (packets marked *discard* by an edit list decode to no frame and are left out)
-   and the keyframes' times (discarded ones kept: the first shown frames of a cut clip decode from them).
+1. **The index.** The presentation times of the frames a full decode returns (packets marked *discard* by an edit
+   list decode to no frame and are left out) and the keyframes' times (discarded ones kept: the first shown frames
+   of a cut clip decode from them). An MP4 or MOV declares them in its header (``header_index``: FFmpeg's index of
+   the stream plus each sample's composition offset), read without touching a packet; other containers' packets are
+   demuxed without decoding (``packet_index``: no pixels, but every packet's bytes are read).
 2. **The start.** The first frame is decoded as the full decode does; its time is the origin of the sampled times.
    The picked frame for a sampled time ``c`` is the index's last frame at or before ``c`` (the on-screen rule).
 3. **Seek or decode on** (one rule, from the sampled times and the index): for the next sampled frame, its keyframe
@@ -32,8 +34,9 @@ running at once, and unbounded slice threads are known to deadlock PyAV under co
 Why PyAV and not torchcodec (``omnieval bench decode``, docs/gpu.md "The decoder"): torchcodec's
 ``get_frames_played_at`` follows the same on-screen rule and returns the same pixels (every frame the bench checked
 was equal, in its exact and approximate seek modes). In CPU seconds this path took 0.79-1.04x of its time on 720p
-H.264 clips of 1 and 30 minutes, but 1.19-1.35x at 8 frames of the 30-minute clip (its index, a demux of the whole
-file, is 0.54 of its 3.66 CPU-s there) and 1.06-1.30x on 1080p HEVC. It does not install cleanly beside the
+H.264 clips of 1 and 30 minutes (1.00x at 8 frames of the 30-minute clip since its index is read from the MP4's
+header: a demux of the whole file had been 0.54 of 3.66 CPU-s, 1.35x), 0.90x at 32 frames of 1080p HEVC and 1.27x at
+8 frames of a 1-minute VP9 WebM (one run each on a loaded machine). It does not install cleanly beside the
 project's torch: a torchcodec wheel is built for one torch ABI and one CUDA and declares no torch requirement, so
 pip cannot catch a mismatch (PyPI's 0.14 to 0.17 are CUDA 13 builds that fail to load with the CPU torch 2.13:
 ``libnvrtc.so.13`` missing; 0.13.0, the last CPU build, loads), and it links the system's FFmpeg 4 to 8 shared
@@ -115,6 +118,57 @@ def packet_index(container, stream) -> PacketIndex | None:
     return PacketIndex(np.unique(np.array(times)), np.array(key_times)[order], np.array(key_pts)[order])
 
 
+MP4_FORMATS = "mov"
+"""FFmpeg's name of the demuxer of MP4, MOV and their kin (``container.format.name`` lists it first)."""
+
+
+def header_index(path, container, stream) -> PacketIndex | None:
+    """The index ``packet_index`` demuxes, built from what the file's header declares instead (no packet read):
+    FFmpeg's own index of the stream, built from an MP4's tables when it opened the file (decoding times, keyframe
+    and discard flags, byte offsets), each entry's decoding time plus its sample's composition offset
+    (``mp4_index.composition_by_offset``, matched by byte offset). On a 30-minute clip the demux was 0.54 of the
+    3.66 CPU-s of sampling 8 frames. None where this cannot vouch for the same index: not an MP4, an entry whose
+    sample the tables do not place, a negative composition offset (FFmpeg then shifts decoding times)."""
+    from omnieval.media import mp4_index
+
+    if container.format.name.split(",")[0] != MP4_FORMATS or stream.time_base is None:
+        return None
+    entries = stream.index_entries
+    n = len(entries)
+    if n == 0:
+        return None
+    dts, pos = np.empty(n, np.int64), np.empty(n, np.int64)
+    keyframe, discard = np.empty(n, bool), np.empty(n, bool)
+    for i, entry in enumerate(entries):
+        dts[i], pos[i], keyframe[i], discard[i] = entry.timestamp, entry.pos, entry.is_keyframe, entry.is_discard
+    shifts = _composition_shifts(mp4_index.composition_by_offset(path), pos)
+    if shifts is None or (shifts < 0).any():
+        return None
+    pts = dts + shifts
+    key_pts = np.sort(pts[keyframe], kind="stable")
+    if not (~discard).any() or not len(key_pts) or np.abs(pts).max() * stream.time_base.numerator >= 2**53:
+        return None
+    return PacketIndex(np.unique(_seconds(pts[~discard], stream.time_base)), _seconds(key_pts, stream.time_base),
+                       key_pts)
+
+
+def _seconds(pts: np.ndarray, time_base) -> np.ndarray:
+    """``float(pts * time_base)`` of each, rounded as that exact product is (the seek path compares decoded frames'
+    times with the index's for equality): the integer product and the denominator are exact doubles below 2**53, and
+    one division rounds correctly."""
+    return (pts * time_base.numerator).astype(np.float64) / time_base.denominator
+
+
+def _composition_shifts(tracks, pos: np.ndarray) -> np.ndarray | None:
+    """The composition offset of the sample at each of ``pos`` (byte offsets), from the one track that places them
+    all; None where none does."""
+    for offsets, shifts in tracks:
+        at = np.searchsorted(offsets, pos)
+        if (at < len(offsets)).all() and (offsets[np.minimum(at, len(offsets) - 1)] == pos).all():
+            return shifts[at]
+    return None
+
+
 def _frame_time(frame) -> float:
     if frame.pts is None:
         raise _Unsure("a decoded frame without a timestamp")
@@ -166,15 +220,19 @@ class _Cursor:
         return None if frame is None else _frame_time(frame)
 
 
-def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: float) -> tuple[list, int] | None:
+def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: float,
+                    path=None) -> tuple[list, int] | None:
     """The frame on screen at each of ``targets`` (seconds from the first frame, increasing) and the number of frames
     decoded, reached by the module's rule; None where the whole clip must be decoded instead (module docstring).
 
-    ``open_clip()`` opens the clip (a PyAV container); two are opened, one for the index, one for decoding."""
+    ``open_clip()`` opens the clip (a PyAV container); two are opened, one for the index, one for decoding.
+    ``path``: the clip's file, whose header may give the index without a demux (``header_index``)."""
     import av
 
     with open_clip() as container:
-        index = packet_index(container, container.streams.video[0])
+        stream = container.streams.video[0]
+        index = header_index(path, container, stream) if path else None
+        index = index or packet_index(container, stream)
     if index is None or not index_is_complete(index, duration, shortfall):
         return None
     with open_clip() as container:

@@ -1,4 +1,5 @@
-"""Where an MP4's own index says its samples end, read from the ``moov`` box without decoding.
+"""What an MP4's own index says about its samples, read from the ``moov`` box without decoding: where they end, and
+each sample's byte offset and composition offset.
 
 An MP4 (ISO base media file: .mp4, .m4a, .mov) whose index comes first (``+faststart``, as most releases are
 written) still opens when the file is cut: the index declares every sample and FFmpeg's demuxer simply stops at the
@@ -8,6 +9,11 @@ frame is silently the one before. The index itself says where each sample's byte
 ``co64``, samples per chunk ``stsc``, sample sizes ``stsz``), so a file that ends before its last sample's bytes is
 cut, whatever the frames look like. A fragmented MP4 (samples described in ``moof`` boxes after the data) has empty
 tables here and is left to the decoder's own checks.
+
+The same tables place every sample (its byte offset) and give its composition offset (``ctts``: presentation time
+minus decoding time). FFmpeg's demuxer builds its index of a track from them when it opens the file, in decoding
+order and with decoding times; adding each sample's composition offset gives the presentation times that demuxing
+every packet would, without reading the packets (``media.frames.header_index``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 _CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl"}
-_TABLES = {b"stsz", b"stco", b"co64", b"stsc"}
+_TABLES = {b"stsz", b"stco", b"co64", b"stsc", b"ctts"}
 
 
 def _boxes(data: bytes, start: int = 0, end: int | None = None):
@@ -69,8 +75,8 @@ def _tables(stbl: bytes) -> dict[bytes, bytes]:
     return {kind: body for kind, body in _boxes(stbl) if kind in _TABLES}
 
 
-def _track_end(tables: dict[bytes, bytes]) -> int | None:
-    """The byte just past the last sample of one track (None when its tables are empty or missing)."""
+def _chunks(tables: dict[bytes, bytes]):
+    """``(chunk offsets, samples per chunk, sample sizes)`` of one track, or None when a table is empty or missing."""
     stsz, stsc = tables.get(b"stsz"), tables.get(b"stsc")
     offsets_box = tables.get(b"co64") or tables.get(b"stco")
     if not stsz or not stsc or not offsets_box:
@@ -87,10 +93,72 @@ def _track_end(tables: dict[bytes, bytes]) -> int | None:
         return None
     firsts = np.append(runs[:, 0], n_chunks + 1)  # stsc: (first chunk, samples per chunk, description), 1-based
     per_chunk = np.repeat(runs[:, 1], np.clip(np.diff(firsts), 0, None))[:n_chunks]
+    return offsets[:len(per_chunk)], per_chunk, sizes
+
+
+def _track_end(tables: dict[bytes, bytes]) -> int | None:
+    """The byte just past the last sample of one track (None when its tables are empty or missing)."""
+    found = _chunks(tables)
+    if found is None:
+        return None
+    offsets, per_chunk, sizes = found
+    n_samples = len(sizes)
     starts = np.concatenate([[0], np.cumsum(per_chunk)])
     cum = np.concatenate([[0], np.cumsum(sizes)])
     first, last = np.minimum(starts[:-1], n_samples), np.minimum(starts[1:], n_samples)
-    return int((offsets[:len(per_chunk)] + cum[last] - cum[first]).max())
+    return int((offsets + cum[last] - cum[first]).max())
+
+
+def _sample_offsets(tables: dict[bytes, bytes]) -> np.ndarray | None:
+    """The byte offset of each sample of one track, in decoding order (None when the tables do not place every
+    sample: more samples than the chunks hold, or fewer)."""
+    found = _chunks(tables)
+    if found is None:
+        return None
+    offsets, per_chunk, sizes = found
+    if int(per_chunk.sum()) != len(sizes):
+        return None
+    chunk = np.repeat(np.arange(len(per_chunk)), per_chunk)
+    cum = np.concatenate([[0], np.cumsum(sizes)])
+    chunk_first = np.concatenate([[0], np.cumsum(per_chunk)])[:-1]
+    return offsets[chunk] + cum[:-1] - cum[chunk_first[chunk]]
+
+
+def _composition_offsets(tables: dict[bytes, bytes], n_samples: int) -> np.ndarray | None:
+    """Each sample's composition offset (``ctts``, read signed as FFmpeg does; zeros without the box), or None
+    where the box does not cover exactly ``n_samples``."""
+    ctts = tables.get(b"ctts")
+    if ctts is None:
+        return np.zeros(n_samples, np.int64)
+    n_runs = struct.unpack(">I", ctts[4:8])[0]
+    runs = np.frombuffer(ctts, ">i4", 2 * n_runs, 8).reshape(-1, 2).astype(np.int64)
+    if n_runs == 0 or (runs[:, 0] < 0).any() or int(runs[:, 0].sum()) != n_samples:
+        return None
+    return np.repeat(runs[:, 1], runs[:, 0])
+
+
+def composition_by_offset(path: str | Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each track whose tables place every sample: its samples' byte offsets, sorted, and their composition
+    offsets in the same order. Empty where the file is not an MP4 with a readable index."""
+    try:
+        moov = _read_moov(path)
+    except (OSError, struct.error):
+        return []
+    tracks = []
+    try:
+        for kind, trak in _boxes(moov or b""):
+            if kind != b"trak":
+                continue
+            for stbl in _descend(trak, (b"mdia", b"minf", b"stbl")):
+                tables = _tables(stbl)
+                offsets = _sample_offsets(tables)
+                shifts = _composition_offsets(tables, len(offsets)) if offsets is not None else None
+                if shifts is not None:
+                    order = np.argsort(offsets, kind="stable")
+                    tracks.append((offsets[order], shifts[order]))
+    except (struct.error, ValueError):
+        return []
+    return tracks
 
 
 def declared_end(path: str | Path) -> int | None:
