@@ -97,6 +97,7 @@ COMMANDS = {
         "phi4-multimodal,videollama3,nemotron-h-omni} (required)",
         "--out (required)", "--seed=0",
     ],
+    "omnieval compare": ["-h/--help", "candidate", "baseline", "--margin (required)", "--alpha=0.05"],
     "omnieval parse": ["-h/--help", "input", "--scorer (required)", "--out (required)", "--robust"],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
