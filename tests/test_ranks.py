@@ -83,7 +83,7 @@ def five():
     collector = Collector()
     metrics, paired = metrics_and_paired(frame, resamples=R, seed=SEED, permutations=2_000, cluster="item",
                                          interval="percentile", collector=collector)
-    return frame, metrics, paired, ranks_table(collector.units, paired, R)
+    return frame, metrics, paired, ranks_table(collector.units, paired, R, metrics)
 
 
 def test_rank_intervals_match_a_numpy_loop_over_the_same_resamples(five):
@@ -99,6 +99,9 @@ def test_rank_intervals_match_a_numpy_loop_over_the_same_resamples(five):
     point = correct.mean(axis=1)
     assert got["rank"].to_list() == [1 + int(np.sum(point > p)) for p in point]
     assert np.allclose(got["value"].to_numpy(), point)
+    _, metrics, _, _ = five
+    accuracy = metrics.filter((pl.col("metric") == "accuracy") & (pl.col("key") == "C000")).sort("model")
+    assert got["ci_low"].to_list() == accuracy["ci_low"].to_list()
     assert (got["rank_low"] <= got["rank"]).all() and (got["rank"] <= got["rank_high"]).all()
     # the clear gaps here (skills 1.2 / 0.4 / -0.6) separate the best pair from the worst model
     assert got.filter(pl.col("model") == "m4")["rank_low"].item() >= 3

@@ -67,7 +67,7 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
     collector = Collector()
     table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
                                        cluster=cluster, interval=interval, collector=collector)
-    ranks = ranks_table(collector.units, paired, resamples)
+    ranks = ranks_table(collector.units, paired, resamples, table)
     units = units_used(predictions, cluster)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
             "cluster": json.dumps(units, sort_keys=True), "interval": interval}

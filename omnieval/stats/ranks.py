@@ -5,6 +5,7 @@ With three or more models on the same questions of one benchmark (protocol x spl
 ``accuracy`` row of the paired differences (``omnieval.stats.paired``: one condition's accuracy) gets one row per
 model (``RANK_COLUMNS``):
 
+* ``value``, ``ci_low``, ``ci_high``: the model's value and its interval, as in the metrics table.
 * ``rank``: 1 + the number of models with a higher accuracy on the data (ties share the better rank).
 * ``rank_low`` / ``rank_high``: a simultaneous 95% interval for every model's rank at once, by the method of
   Mogstad, Romano, Shaikh and Wilhelm (2024, "Inference for ranks", Review of Economic Studies): simultaneous
@@ -32,8 +33,8 @@ import polars as pl
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
 from omnieval.stats.multiple_testing import bh_within
 
-RANK_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "model", "value", "rank", "rank_low", "rank_high",
-                "group", "n_models", "n_clusters")
+RANK_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "model", "value", "ci_low", "ci_high", "rank",
+                "rank_low", "rank_high", "group", "n_models", "n_clusters")
 RANKED_METRICS = ("accuracy",)
 MIN_MODELS = 3
 
@@ -116,9 +117,9 @@ def _paired_sets(units: list) -> list[list]:
     return [group for group in by_items.values() if len(group) >= MIN_MODELS]
 
 
-def ranks_table(units: list, paired: pl.DataFrame, resamples: int) -> pl.DataFrame:
+def ranks_table(units: list, paired: pl.DataFrame, resamples: int, metrics: pl.DataFrame) -> pl.DataFrame:
     """The ``ranks`` table (``RANK_COLUMNS``) of the units a ``stats.paired.Collector`` kept in the metrics pass and
-    the paired table of the same pass."""
+    the metrics and paired tables of the same pass."""
     by_context: dict[tuple[str, str, str], list] = {}
     for unit in units:
         by_context.setdefault((unit.protocol, unit.key[1], unit.key[2]), []).append(unit)
@@ -132,7 +133,10 @@ def ranks_table(units: list, paired: pl.DataFrame, resamples: int) -> pl.DataFra
     schema = {c: pl.Utf8 for c in ("protocol", "prompt", "split", "metric", "key", "model")} | {
         "value": pl.Float64, "rank": pl.Int64, "rank_low": pl.Int64, "rank_high": pl.Int64, "group": pl.Utf8,
         "n_models": pl.Int64, "n_clusters": pl.Int64}
-    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    ids = ["protocol", "model", "prompt", "split", "metric", "key"]
+    intervals = metrics.select(*ids, "ci_low", "ci_high").unique(ids, keep="first")
+    return table.join(intervals, on=ids, how="left").select(RANK_COLUMNS)
 
 
 def _ranked_rows(group: list, paired: pl.DataFrame, protocol: str, prompt: str, split: str, metric: str, key: str,
