@@ -24,7 +24,7 @@ COMMANDS = {
     ],
     "omnieval bench decode": ["-h/--help", "--quick", "--long", "--only", "--counts", "--workdir"],
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
-                                "--part {main,few-anchors,few-items}"],
+                                "--part {main,few-anchors,few-items,ranks}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
