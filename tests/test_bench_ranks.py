@@ -12,7 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnieval.dev.bench_ranks import BETA, MARGIN, SHIFTS, boundary_shift, simulate, true_accuracy
+from omnieval.dev.bench_ranks import (
+    BETA,
+    MARGIN,
+    REDRAW,
+    SHIFTS,
+    boundary_shift,
+    checkpoint_pair,
+    simulate,
+    true_accuracy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +41,11 @@ def test_true_accuracy_is_the_beta_integral(shift):
 
 
 def test_boundary_is_worse_by_the_margin_and_simulations_agree_with_the_truth():
-    assert grid_accuracy(0.0) - grid_accuracy(boundary_shift()) == pytest.approx(MARGIN, abs=2e-5)
+    shift = boundary_shift()
+    assert REDRAW * (grid_accuracy(0.0) - grid_accuracy(shift)) == pytest.approx(MARGIN, abs=2e-6)
+    candidate, baseline = checkpoint_pair(shift, 1_000_000, np.random.default_rng(2))
+    assert candidate.mean() - baseline.mean() == pytest.approx(-MARGIN, abs=2e-3)
+    assert np.mean(candidate != baseline) < REDRAW  # the rest repeat the baseline's answers
     correct = simulate(np.array([0.0, -1.0, 1.0]), 400_000, np.random.default_rng(1))
     assert correct.mean(axis=1) == pytest.approx([grid_accuracy(s) for s in (0.0, -1.0, 1.0)], abs=4e-3)
     assert len(SHIFTS) == 30 and np.sum(SHIFTS == 0) == 10 and len(set(SHIFTS[SHIFTS != 0])) == 20
