@@ -45,9 +45,7 @@ def _row(r: dict) -> list[Cell]:
         text_cell(r["model"], header=True),
         Cell(text=fmt(r["value"]), ci=interval, sort=r["value"], shade=shade(r["value"], "seq", 1.0),
              title=f"{r['model']}: accuracy {r['key']} {r['value']:.4f}" + (f", 95% CI {interval}" if interval else "")
-             + f"; {r['n_clusters']} clusters",
-             data={"protocol": r["protocol"], "model": r["model"], "prompt": r["prompt"], "split": r["split"],
-                   "metric": r["metric"], "key": r["key"]}),
+             + f"; {r['n_clusters']} clusters"),
         Cell(text=span, sort=float(r["rank_low"]),
              title=f"simultaneous 95% interval of {r['model']}'s rank among {r['n_models']} models"),
         text_cell(r["group"], title="models sharing a letter: no pair of them differs (BH-adjusted)"),
