@@ -153,3 +153,15 @@ def test_differing_pairs_use_the_bh_adjustment_not_the_raw_p_values():
                 if q <= 0.05}
     assert expected == {frozenset(("x", "y"))}
     assert differing_pairs(paired, "spectrum", "zs", "s", "accuracy", "normal", ["x", "y", "z"]) == expected
+
+
+def test_a_majority_vote_ensemble_is_not_ranked_nor_counted(tmp_path):
+    """Spectrum's ``ensemble`` votes the run's own models: two models and their ensemble make no ranking."""
+    frame = five_models(n_items=40).with_columns(pl.col("model").replace({"m4": "ensemble"}))
+    path = tmp_path / "predictions.parquet"
+    frame.write_parquet(path)
+    ranks = metrics_files([path], resamples=200, seed=1, permutations=200).ranks
+    assert sorted(ranks["model"].unique()) == ["m0", "m1", "m2", "m3"] and ranks["n_models"].unique().to_list() == [4]
+    three = tmp_path / "three.parquet"
+    frame.filter(pl.col("model").is_in(["m0", "m1", "ensemble"])).write_parquet(three)
+    assert "ranks.csv" not in metrics_files([three], resamples=200, seed=1, permutations=200).files

@@ -375,7 +375,7 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             unit = cluster if cluster is not None else run_cluster(members[0].info.get("metrics", {}))
             tests = stats_table(renamed, permutations=permutations, seed=seed, cluster=unit)
             paired, ranks = paired_and_ranks(renamed, resamples=resamples, seed=seed, permutations=permutations,
-                                             cluster=unit, shown=set(metrics["model"].to_list()))
+                                             cluster=unit)
             power = power_table(renamed, cluster=unit)
             tests, paired = without_unshown_ensemble(metrics, tests, paired)
         benchmarks = {r.label: r.info.get("benchmark_name") for r in members if r.info.get("benchmark_name")}
@@ -393,18 +393,17 @@ def _ranks_beside(source: RunSource, protocol: str) -> pl.DataFrame | None:
     return ranks.filter(pl.col("protocol") == protocol)
 
 
-def paired_and_ranks(renamed: pl.DataFrame, *, resamples: int, seed: int, permutations: int, cluster,
-                     shown: set[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The paired differences and the ranks (``stats.ranks``) of pooled runs from one resampling pass; the ranks of
-    the models the metrics show only (not a majority-vote ensemble no run computed: ``without_unshown_ensemble``)."""
+def paired_and_ranks(renamed: pl.DataFrame, *, resamples: int, seed: int, permutations: int,
+                     cluster) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The paired differences and the ranks (``stats.ranks``: the models, never a majority-vote ensemble) of pooled
+    runs from one resampling pass."""
     from omnieval.stats.paired import Collector, metrics_and_paired
     from omnieval.stats.ranks import ranks_table
 
     collector = Collector()
     metrics, paired = metrics_and_paired(renamed, resamples=resamples, seed=seed, permutations=permutations,
                                          cluster=cluster, collector=collector)
-    kept = [u for u in collector.units if u.key[0] != "ensemble" or "ensemble" in shown]
-    return paired, ranks_table(kept, paired, resamples, metrics)
+    return paired, ranks_table(collector.units, paired, resamples, metrics)
 
 
 def without_unshown_ensemble(metrics: pl.DataFrame, tests: pl.DataFrame | None,

@@ -19,7 +19,8 @@ model (``RANK_COLUMNS``):
   runs of the models in rank order with no significant pair inside (a compact letter display).
 
 Models whose questions differ from the others' are not paired with them and are left out of their row's ranking;
-a row with fewer than three models on one set of questions has no ranks.
+a row with fewer than three models on one set of questions has no ranks. A majority-vote ``ensemble`` (spectrum's,
+made from the run's own models) is not ranked: it is no model of its own, and its answers are its members'.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ RANK_COLUMNS = ("protocol", "prompt", "split", "metric", "key", "model", "value"
                 "rank_low", "rank_high", "group", "n_models", "n_clusters")
 RANKED_METRICS = ("accuracy",)
 MIN_MODELS = 3
+ENSEMBLE = "ensemble"  # the spectrum protocol's majority vote (``protocols.spectrum.ENSEMBLE``)
 
 
 def competition_ranks(values: np.ndarray) -> np.ndarray:
@@ -113,7 +115,8 @@ def _paired_sets(units: list) -> list[list]:
     share resamples), each group with at least ``MIN_MODELS`` models."""
     by_items: dict[tuple, list] = {}
     for unit in units:
-        by_items.setdefault(unit.cluster_ids, []).append(unit)
+        if unit.key[0] != ENSEMBLE:
+            by_items.setdefault(unit.cluster_ids, []).append(unit)
     return [group for group in by_items.values() if len(group) >= MIN_MODELS]
 
 
