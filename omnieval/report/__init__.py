@@ -230,6 +230,9 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
             sections.append(section)
     board = leaderboard.section(per_protocol)
     if board is not None:
+        for data, sub in ((d, s) for d in per_protocol for s in board.subsections
+                          if s.id == f"leaderboard-{d.protocol}"):
+            open_ended.mark_cascades(sub, open_ended.cascades_of(data.predictions))
         sections.append(board)
     comparisons = paired.section(per_protocol)
     if comparisons is not None:
