@@ -181,6 +181,12 @@ def _power(args: argparse.Namespace) -> int:
                          alpha=args.alpha, power=args.power, cluster=_cluster(args))
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from omnieval.stats.compare import compare_command
+
+    return compare_command(args.candidate, args.baseline, margin=args.margin, alpha=args.alpha)
+
+
 def _report(args: argparse.Namespace) -> int:
     from omnieval.report import report_command
 
@@ -546,6 +552,16 @@ def _add_statistics_commands(sub) -> None:
     _cluster_flag(p)
     p.set_defaults(func=_power)
 
+    p = sub.add_parser("compare", help="non-inferiority gate: exit 1 unless the candidate is shown no worse than "
+                       "the baseline by more than --margin on every benchmark (exit 2: bad input)")
+    p.add_argument("candidate", help="the candidate's predictions file, run folder or sweep folder (one model)")
+    p.add_argument("baseline", help="the baseline's predictions file, run folder or sweep folder (one model)")
+    p.add_argument("--margin", type=float, required=True,
+                   help="the accuracy the candidate may lose (e.g. 0.02): H0 candidate - baseline <= -margin")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise error across benchmarks (Holm); docs/reference.md, Non-inferiority gate")
+    p.set_defaults(func=_compare)
+
 
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
@@ -859,9 +875,9 @@ def _add_bench(sub) -> None:
                    "dissonance, 400 for crossmodal)")
     s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items"), default=None,
+    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items", "ranks"), default=None,
                    help="only these tables (repeatable; default: all): main (27 anchors, XModBench), few-anchors, "
-                        "few-items")
+                        "few-items, ranks (30 models: rank intervals, groups, the compare gate)")
     s.set_defaults(func=_bench_coverage)
 
 

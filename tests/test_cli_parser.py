@@ -24,7 +24,7 @@ COMMANDS = {
     ],
     "omnieval bench decode": ["-h/--help", "--quick", "--long", "--only", "--counts", "--workdir"],
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
-                                "--part {main,few-anchors,few-items}"],
+                                "--part {main,few-anchors,few-items,ranks}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick", "--scale", "--sizes", "--workdir"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
@@ -114,6 +114,7 @@ COMMANDS = {
         "phi4-multimodal,videollama3,nemotron-h-omni} (required)",
         "--out (required)", "--seed=0",
     ],
+    "omnieval compare": ["-h/--help", "candidate", "baseline", "--margin (required)", "--alpha=0.05"],
     "omnieval parse": ["-h/--help", "input", "--scorer (required)", "--out (required)", "--robust"],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",

@@ -233,7 +233,7 @@ def test_report_sections_plots_and_tests_of_the_demo(demo, demo_page):
                           "dependency", "dependency-category", "contrastive", "position", "pairs", "tests",
                           "dissonance-open", "dissonance-open-judges", "dissonance-open-abstention",
                           "dissonance-open-abstention-judges", "dissonance-gap", "dissonance-agreement",
-                          "paired-models", "paired-modes", "paired-all", "power"}
+                          "paired-models", "paired-modes", "paired-all", "power", "leaderboard"}
     table_1 = demo_page.tables[names.index("accuracy_k")]["rows"]
     assert [c["text"] for c in table_1[0]] == ["", "split real", "split synthetic"]
     assert [c["text"] for c in table_1[1]] == ["model", *(["k=0", "k=1", "k=2", "k=3", "invalid", "errors"] * 2)]

@@ -135,6 +135,7 @@ def test_metrics_files_above_the_threshold_are_the_same_bytes(ray_session, run_f
     got = metrics_files(run_files, resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
     assert got.n_predictions == want.n_predictions
     assert got.files.keys() == want.files.keys()
+    assert "ranks.csv" in want.files  # three models: each protocol's ranks come from its own task
     for name in want.files:
         assert got.files[name] == want.files[name], name
 

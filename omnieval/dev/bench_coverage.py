@@ -18,6 +18,8 @@ Designs (each replicate a fresh simulated study; the truth is the population val
 (c) The few-cluster study: design (a) with anchor effect sd 1.0 at 5 to 40 anchors of 10 questions, and (d) design
     (b) with one question per clip (so the questions are the clusters, each one right or wrong answer per direction)
     at 5 to 40 questions: where the default interval starts to cover (``report.tables.FEW_CLUSTERS``).
+(e) Many models (``omnieval.dev.bench_ranks``): 30 models, 10 of them equal, per-question success from a beta: the
+    rank intervals' simultaneous coverage, false groupings and the non-inferiority gate's error rate.
 
 Interval methods, all from the project's own metrics table and paired differences (``stats.metrics``,
 ``stats.paired``), measured in the same run: today's ``item`` unit with the percentile interval, the design's unit
@@ -352,7 +354,7 @@ def _cell(p: float | None, replicates: int, default: bool) -> str:
     return f"{p:.3f}±{se:.3f}" + ("*" if default else "")
 
 
-PARTS = ("main", "few-anchors", "few-items")
+PARTS = ("main", "few-anchors", "few-items", "ranks")
 
 
 def designs(quick: bool) -> dict[str, list[Design]]:
@@ -421,6 +423,10 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
                               *(_cell(got.get((m, metric, key)), replicates, m == DEFAULT_METHOD)
                                 for m in few_methods)])
         _print(["clusters", "metric", "percentile", "t (C-1 df)", "BCa"], lines)
+    if "ranks" in parts:  # (e) many models: rank intervals, groups, the gate (omnieval.dev.bench_ranks)
+        from omnieval.dev.bench_ranks import ranks_part
+
+        ranks_part(quick, replicates, resamples, seed)  # its own verdicts, printed with its table
     if "main" in parts:
         print(f"\n{missed} default interval(s) outside {BAND[0]}-{BAND[1]}" if judged else
               f"\n(too few replicates to judge the default against {BAND[0]}-{BAND[1]})", end="")

@@ -5,7 +5,9 @@ holding several (the demo's output); see ``build.py``. Each protocol's section a
 in the order of the protocol registry: the builder its module names (``REPORT_SECTION``: ``dissonance.py``,
 ``crossmodal.py``, ``spectrum.py``, ``contrastive.py``), else ``generic.py`` drawing the layout its module states
 (``REPORT``), with an open-ended subsection (``open_ended.py``) when judges graded free answers, and the
-significance section when tests are found or can be computed from predictions. A run whose model has published
+significance section when tests are found or can be computed from predictions; with three or more models on the same
+questions, a leaderboard (``leaderboard.py``: ranks with simultaneous intervals and significance groups) before
+the paired differences. A run whose model has published
 numbers for its benchmark (``cards.py``) gets the "Published numbers" section after the runs table.
 """
 
@@ -197,7 +199,7 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
     computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
     from omnieval.protocols import known_protocols
-    from omnieval.report import cards, open_ended, paired, significance, verdicts
+    from omnieval.report import cards, leaderboard, open_ended, paired, significance, verdicts
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
@@ -226,6 +228,12 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
         if section is not None:
             open_ended.mark_cascades(section, open_ended.cascades_of(data.predictions))
             sections.append(section)
+    board = leaderboard.section(per_protocol)
+    if board is not None:
+        for data, sub in ((d, s) for d in per_protocol for s in board.subsections
+                          if s.id == f"leaderboard-{d.protocol}"):
+            open_ended.mark_cascades(sub, open_ended.cascades_of(data.predictions))
+        sections.append(board)
     comparisons = paired.section(per_protocol)
     if comparisons is not None:
         for data, sub in ((d, s) for d in per_protocol for s in comparisons.subsections

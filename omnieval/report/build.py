@@ -64,6 +64,7 @@ class ProtocolInput:
     paired: pl.DataFrame | None = None
     power: pl.DataFrame | None = None
     benchmarks: dict[str, str] = field(default_factory=dict)  # run label -> its benchmark's name (``benchmark_name``)
+    ranks: pl.DataFrame | None = None  # ``stats.ranks``: three or more models on the same questions
 
     def where(self, split: str) -> str:
         """A split named with its benchmark: ``mmau, split test-mini``; the split alone when no run of it names
@@ -335,7 +336,6 @@ def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
 def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
                     resamples: int = 10_000, cluster=None) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
-    from omnieval.stats.paired import paired_table
     from omnieval.stats.power import power_table
     from omnieval.stats.significance import stats_table
 
@@ -357,7 +357,7 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             predictions = pl.concat([r.predictions.filter(pl.col("protocol") == protocol)
                                      .with_columns(run=pl.lit(r.label)) for r in with_preds],
                                     how="diagonal_relaxed")
-        tests = paired = power = None
+        tests = paired = power = ranks = None
         if len(members) == 1:
             run = members[0]
             unit = run_cluster(run.info.get("metrics", {}), cluster)
@@ -367,19 +367,43 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
                 tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed, cluster=unit)
             if run.paired is not None:
                 paired = run.paired.filter(pl.col("protocol") == protocol)
+            ranks = _ranks_beside(run.source, protocol)
             if predictions is not None:
                 power = power_table(predictions.drop("run"), cluster=unit)
         elif len(with_preds) >= 1 and predictions is not None:
             renamed = pooled_models(predictions)
             unit = cluster if cluster is not None else run_cluster(members[0].info.get("metrics", {}))
             tests = stats_table(renamed, permutations=permutations, seed=seed, cluster=unit)
-            paired = paired_table(renamed, resamples=resamples, seed=seed, permutations=permutations, cluster=unit)
+            paired, ranks = paired_and_ranks(renamed, resamples=resamples, seed=seed, permutations=permutations,
+                                             cluster=unit)
             power = power_table(renamed, cluster=unit)
             tests, paired = without_unshown_ensemble(metrics, tests, paired)
         benchmarks = {r.label: r.info.get("benchmark_name") for r in members if r.info.get("benchmark_name")}
         out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power,
-                                 benchmarks))
+                                 benchmarks, ranks))
     return out
+
+
+def _ranks_beside(source: RunSource, protocol: str) -> pl.DataFrame | None:
+    """The ``ranks.parquet`` ``omnieval metrics`` wrote beside a run's metrics (three or more models), this
+    protocol's rows."""
+    if source.metrics is None or not (source.metrics.parent / "ranks.parquet").is_file():
+        return None
+    ranks = pl.read_parquet(readable(source.metrics.parent / "ranks.parquet"))
+    return ranks.filter(pl.col("protocol") == protocol)
+
+
+def paired_and_ranks(renamed: pl.DataFrame, *, resamples: int, seed: int, permutations: int,
+                     cluster) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The paired differences and the ranks (``stats.ranks``: the models, never a majority-vote ensemble) of pooled
+    runs from one resampling pass."""
+    from omnieval.stats.paired import Collector, metrics_and_paired
+    from omnieval.stats.ranks import ranks_table
+
+    collector = Collector()
+    metrics, paired = metrics_and_paired(renamed, resamples=resamples, seed=seed, permutations=permutations,
+                                         cluster=cluster, collector=collector)
+    return paired, ranks_table(collector.units, paired, resamples, metrics)
 
 
 def without_unshown_ensemble(metrics: pl.DataFrame, tests: pl.DataFrame | None,

@@ -1,5 +1,7 @@
 """The ``omnieval metrics`` command: predictions files -> ``metrics.csv`` / ``.parquet`` / ``.json`` and the paired
-differences of the same resampling pass (``paired.csv`` / ``.parquet``), plus the headline tables on stdout.
+differences of the same resampling pass (``paired.csv`` / ``.parquet``), with three or more models the ranks and
+significance groups of the same pass (``ranks.csv`` / ``.parquet``, ``omnieval.stats.ranks``), plus the headline
+tables on stdout.
 
 ``metrics_files`` makes the folder's files; the command writes them to a local folder, a sweep writes the same
 files to each run's ``metrics/`` on its storage (``omnieval.sweep.state.write_metrics``), so both hold the same
@@ -19,7 +21,8 @@ from omnieval.core.store import StoredPath, local_folder
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
 from omnieval.stats.clusters import ClusterChoice, units_used
 from omnieval.stats.intervals import DEFAULT_METHOD
-from omnieval.stats.paired import metrics_and_paired
+from omnieval.stats.paired import Collector, metrics_and_paired
+from omnieval.stats.ranks import ranks_table
 from omnieval.stats.read import read_predictions
 from omnieval.stats.registry import load_protocols
 
@@ -32,6 +35,7 @@ class MetricsFiles:
     metrics: pl.DataFrame
     paired: pl.DataFrame
     n_predictions: int
+    ranks: pl.DataFrame | None = None
 
 
 def _absolute(path: str | Path | StoredPath) -> str:
@@ -66,6 +70,7 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
         started = distributed.connect(address)
         try:
             table, paired, groups = distributed.ray_tables(paths, resamples, seed, permutations, cluster, interval)
+            ranks = distributed.gather_ranks(groups)
         finally:
             if started:
                 import ray
@@ -75,8 +80,10 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
         n_predictions = sum(group.n_predictions for group in groups)
     else:
         predictions = read_predictions(paths)
+        collector = Collector()
         table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                           cluster=cluster, interval=interval)
+                                           cluster=cluster, interval=interval, collector=collector)
+        ranks = ranks_table(collector.units, paired, resamples, table)
         units, n_predictions = units_used(predictions, cluster), len(predictions)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
             "cluster": json.dumps(units, sort_keys=True), "interval": interval}
@@ -90,7 +97,9 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
              "metrics.csv": table.write_csv().encode(),
              "metrics.parquet": _parquet(lambda sink: pq.write_table(arrow, sink)),
              "metrics.json": json.dumps(doc, indent=1).encode()}
-    return MetricsFiles(files, table, paired, n_predictions)
+    if not ranks.is_empty():  # three or more models on the same questions (stats.ranks)
+        files |= {"ranks.csv": ranks.write_csv().encode(), "ranks.parquet": _parquet(ranks.write_parquet)}
+    return MetricsFiles(files, table, paired, n_predictions, ranks)
 
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,

@@ -76,6 +76,7 @@ class GroupResult:
     units: dict[str, str]
     n_predictions: int
     peak_rss_mb: float
+    ranks: pl.DataFrame | None = None  # stats.ranks of this protocol: its ranked rows never span two protocols
 
 
 def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
@@ -196,7 +197,8 @@ def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequen
     """The metrics rows and paired rows (not yet adjusted) of one protocol: the body of one Ray task."""
     from omnieval.stats.clusters import units_used
     from omnieval.stats.metrics import metrics_table
-    from omnieval.stats.paired import Collector, paired_rows
+    from omnieval.stats.paired import Collector, paired_rows, table_of
+    from omnieval.stats.ranks import ranks_table
 
     frame = read_group(paths, protocol, cluster)
     collector = Collector()
@@ -204,8 +206,9 @@ def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequen
                             interval=interval)
     paired = paired_rows(collector, frame, resamples, seed, permutations, cluster, interval,
                          model_order=list(model_order))
+    ranks = ranks_table(collector.units, table_of(paired), resamples, metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak)
+    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks)
 
 
 def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -217,6 +220,15 @@ def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
     pairs = [row for r in results for row in r.paired if row["comparison"] != "modes"]
     modes = [row for r in results for row in r.paired if row["comparison"] == "modes"]
     return metrics, table_of(pairs + modes)
+
+
+def gather_ranks(results: list[GroupResult]) -> pl.DataFrame:
+    """The ``stats.ranks`` table from the groups' own, in the single process's order (by protocol first)."""
+    from omnieval.stats.ranks import RANK_COLUMNS
+
+    results = sorted(results, key=lambda r: (r.protocol is None, r.protocol or ""))
+    frames = [r.ranks for r in results if r.ranks is not None]
+    return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=dict.fromkeys(RANK_COLUMNS, pl.Utf8))
 
 
 def parquet_rows(paths: Sequence[str | Path | StoredPath]) -> int:

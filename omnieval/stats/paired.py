@@ -333,10 +333,12 @@ def table_of(rows: Iterable[dict]) -> pl.DataFrame:
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                        permutations: int = 10_000, cluster: ClusterChoice = None,
-                       interval: str = DEFAULT_METHOD) -> tuple[pl.DataFrame, pl.DataFrame]:
+                       interval: str = DEFAULT_METHOD,
+                       collector: Collector | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
-    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``)."""
-    collector = Collector()
+    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``). ``collector``
+    (optional) is left holding every unit's resampled headline values (what ``stats.ranks`` reads)."""
+    collector = Collector() if collector is None else collector
     metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
                             interval=interval)
     return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval))
