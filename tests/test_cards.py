@@ -23,7 +23,8 @@ from tests.omni_release_run import make_clips
 from tests.test_report import ReportPage
 
 SHIPPED = Path(cards.__file__).with_name("cards.csv")
-OMNI = {"mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench"}
+OMNI = {"mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench",
+        "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes"}
 CARD = "Qwen3-Omni-30B-A3B-Instruct"
 CARD_MMAU = 77.5  # the Qwen3-Omni README's MMAU-v05.15.25 figure for the Instruct model
 
@@ -82,7 +83,22 @@ def test_the_table_covers_the_omni_benchmarks_the_sources_give():
     """Rows for the benchmarks a card, a technical report or a benchmark's own leaderboard gives for an open model
     (AV-Odyssey and OmniVideoBench have none yet: no source read states an open model's number there)."""
     covered = {r["benchmark"] for r in _raw_rows()}
-    assert covered == OMNI - {"av-odyssey", "omnivideobench"}
+    assert covered == OMNI - {"av-odyssey", "omnivideobench", "voicebench", "mmsu", "jointavbench", "videomme-v2",
+                              "video-holmes"}
+
+
+def test_every_benchmark_is_an_omni_converter():
+    """The table's benchmark names are the omni converters' own (``CONVERTER`` of each module under
+    ``omnieval/datasets/omni``, the name ``benchmark.json`` records), every one of them, and no other."""
+    import importlib
+    import pkgutil
+
+    import omnieval.datasets.omni as omni
+
+    converters = {getattr(importlib.import_module(f"{omni.__name__}.{m.name}"), "CONVERTER", None)
+                  for m in pkgutil.iter_modules(omni.__path__)} - {None}
+    assert set(cards.BENCHMARKS) == converters == OMNI
+    assert {r["benchmark"] for r in _raw_rows()} <= converters
 
 
 @pytest.mark.parametrize(("edit", "field"), [
