@@ -17,6 +17,11 @@ score (averaged over the open subsets GPT rates, the refusal and instruction che
 no row. VoiceBench's ``mmsu`` subset (spoken MMLU-Pro questions) is not the MMSU benchmark (``mmsu``), a table of
 its own in the sources too.
 
+**Short names.** A leaderboard that names a model by family and size ("Qwen2.5-VL", 7B) gets a row under the
+checkpoint the benchmark's own evaluation script loads for that name, said in ``setting``; where nothing the source
+ships fixes the checkpoint (JointAVBench's "Qwen3-Omni" 30B with no variant, Video-MME-v2's leaderboard image and
+its "-Instruct"/"-Think" names) there is no row.
+
 **Matching.** A model of a run matches the table's ``model`` named by its ``card:`` field, else the one equal to its
 weights folder's name (``options.path``, or ``path`` in a sweep; a Hugging Face cache snapshot is named by its
 repository), compared without regard to case. A ``card:`` naming no model of the table, or a folder name that equals
