@@ -23,7 +23,8 @@ from tests.omni_release_run import make_clips
 from tests.test_report import ReportPage
 
 SHIPPED = Path(cards.__file__).with_name("cards.csv")
-OMNI = {"mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench"}
+OMNI = {"mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench",
+        "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes"}
 CARD = "Qwen3-Omni-30B-A3B-Instruct"
 CARD_MMAU = 77.5  # the Qwen3-Omni README's MMAU-v05.15.25 figure for the Instruct model
 
@@ -80,9 +81,53 @@ def test_a_variant_agrees_with_the_name_it_is_published_under():
 
 def test_the_table_covers_the_omni_benchmarks_the_sources_give():
     """Rows for the benchmarks a card, a technical report or a benchmark's own leaderboard gives for an open model
-    (AV-Odyssey and OmniVideoBench have none yet: no source read states an open model's number there)."""
+    (AV-Odyssey and OmniVideoBench have none yet: no source read states an open model's number there; Video-MME-v2's
+    leaderboard names no checkpoint of the table or of a family omnieval runs by its Hugging Face name)."""
     covered = {r["benchmark"] for r in _raw_rows()}
-    assert covered == OMNI - {"av-odyssey", "omnivideobench"}
+    assert covered == OMNI - {"av-odyssey", "omnivideobench", "videomme-v2"}
+
+
+def test_every_benchmark_is_an_omni_converter():
+    """The table's benchmark names are the omni converters' own (``CONVERTER`` of each module under
+    ``omnieval/datasets/omni``, the name ``benchmark.json`` records), every one of them, and no other."""
+    import importlib
+    import pkgutil
+
+    import omnieval.datasets.omni as omni
+
+    converters = {getattr(importlib.import_module(f"{omni.__name__}.{m.name}"), "CONVERTER", None)
+                  for m in pkgutil.iter_modules(omni.__path__)} - {None}
+    assert set(cards.BENCHMARKS) == converters == OMNI
+    assert {r["benchmark"] for r in _raw_rows()} <= converters
+
+
+def test_voicebench_rows_are_its_multiple_choice_subsets():
+    """omnieval converts VoiceBench's ``openbookqa`` and ``mmsu`` subsets only: every VoiceBench row names one of
+    them, never an overall average over the open subsets; the Qwen3-Omni README's figures as printed there."""
+    from omnieval.datasets.omni.voicebench import MCQ_SUBSETS
+
+    voice = [r for r in _raw_rows() if r["benchmark"] == "voicebench"]
+    assert voice and {r["version"] for r in voice} == {f"subset {s}" for s in MCQ_SUBSETS}
+    figures = {(r["model"], r["version"]): float(r["number"]) for r in voice}
+    assert figures[("Qwen3-Omni-30B-A3B-Instruct", "subset openbookqa")] == 89.7
+    assert figures[("Qwen3-Omni-30B-A3B-Thinking", "subset mmsu")] == 83.0
+    mmsu = {r["variant"]: float(r["number"]) for r in _raw_rows()
+            if r["benchmark"] == "mmsu" and r["model"].startswith("Qwen3-Omni")}
+    assert mmsu == {"Instruct": 69.0, "Thinking": 70.2}
+
+
+def test_a_leaderboard_row_names_the_checkpoint_its_release_loads():
+    """JointAVBench's and Video-Holmes' own tables name models by short names ("Qwen2.5-VL", 7B); a row's model is the
+    checkpoint the release's evaluation script loads for that name, said in its setting, so the figure is matched
+    to those weights and no other size or variant. JointAVBench's Qwen2.5-Omni average is its Table 3's 56.2."""
+    own = ("https://github.com/jointavbench/JointAVBench/", "https://github.com/TencentARC/Video-Holmes/")
+    rows = [r for r in _raw_rows() if r["source"].startswith(own)]
+    assert {r["benchmark"] for r in rows} == {"jointavbench", "video-holmes"}
+    for row in rows:
+        named = re.search(r"checkpoint (\S+)/(\S+) as the release's", row["setting"])
+        assert named and named.group(2) == row["model"], row
+    joint = {r["model"]: float(r["number"]) for r in rows if r["benchmark"] == "jointavbench"}
+    assert joint["Qwen2.5-Omni-7B"] == 56.2
 
 
 @pytest.mark.parametrize(("edit", "field"), [

@@ -11,6 +11,17 @@ frame rate, decoding; who measured it where that is not the model's authors), ``
 day it was read there). A row is a figure someone published; none is estimated, and a benchmark no source reports
 for a model has no row.
 
+**VoiceBench.** omnieval converts VoiceBench's two multiple-choice subsets only (``openbookqa`` and ``mmsu``, each a
+split of the run), so its rows are those subsets' own figures, the subset in ``version``; an overall VoiceBench
+score (averaged over the open subsets GPT rates, the refusal and instruction checks) measures something else and has
+no row. VoiceBench's ``mmsu`` subset (spoken MMLU-Pro questions) is not the MMSU benchmark (``mmsu``), a table of
+its own in the sources too.
+
+**Short names.** A leaderboard that names a model by family and size ("Qwen2.5-VL", 7B) gets a row under the
+checkpoint the benchmark's own evaluation script loads for that name, said in ``setting``; where nothing the source
+ships fixes the checkpoint (JointAVBench's "Qwen3-Omni" 30B with no variant, Video-MME-v2's leaderboard image and
+its "-Instruct"/"-Think" names) there is no row.
+
 **Matching.** A model of a run matches the table's ``model`` named by its ``card:`` field, else the one equal to its
 weights folder's name (``options.path``, or ``path`` in a sweep; a Hugging Face cache snapshot is named by its
 repository), compared without regard to case. A ``card:`` naming no model of the table, or a folder name that equals
@@ -34,7 +45,8 @@ from omnieval.core.schema import InputError
 from omnieval.report.blocks import Cell, Note, Section, Table, fmt, text_cell
 
 COLUMNS = ("model", "variant", "benchmark", "version", "setting", "number", "source", "date")
-BENCHMARKS = ("mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench")
+BENCHMARKS = ("mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench",
+              "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes")
 """The omni converters' names: what ``benchmark.json`` records and a row's ``benchmark`` must be."""
 OURS = ("spectrum", "accuracy", "normal")
 """The metrics row compared with a card: the spectrum protocol's accuracy with every modality as given (no scope)."""
