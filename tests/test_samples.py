@@ -1,0 +1,123 @@
+"""Repeated samples (``stats.samples``): the variance split of the metrics table against the law of total variance
+computed by hand with numpy, the one-sample table unchanged, the (instance, sample) key; and two edge cases of the
+intervals: no percentile interval on one cluster, and a NaN confidence refused in a frame built in code."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from omnieval.core.schema import InputError
+from omnieval.stats.intervals import intervals
+from omnieval.stats.metrics import metrics_table
+from omnieval.stats.read import read_predictions
+
+
+def sampled_frame(n_items: int = 200, k: int = 5, seed: int = 1, model: str = "m", shift: float = 0.0,
+                  clips: int = 0) -> pl.DataFrame:
+    """One model answering ``n_items`` questions ``k`` times each (column ``sample``), item i right with probability
+    p_i ~ Beta(2, 2) (+ ``shift``): the data noise is the spread of the p_i, the prediction noise the k draws."""
+    rng = np.random.default_rng(seed)
+    p = np.clip(rng.beta(2, 2, n_items) + shift, 0, 1)
+    right = rng.random((n_items, k)) < p[:, None]
+    rows = [(model, "zs", "crossmodal", "all", f"x{i:03d}", f"x{i:03d}", "A->T", "A", "A" if right[i, s] else "B", s,
+             f"clip{i % clips}" if clips else None)
+            for i in range(n_items) for s in range(k)]
+    frame = pl.DataFrame(rows, orient="row", schema=["model", "prompt", "protocol", "split", "item_id",
+                                                     "instance_id", "condition", "target", "choice", "sample",
+                                                     "clip"])
+    return frame.with_columns(abstain_label=pl.lit(None, pl.Utf8), confidence=pl.lit(None, pl.Float64),
+                              confidence_method=pl.lit(None, pl.Utf8))
+
+
+def outcomes(frame: pl.DataFrame) -> np.ndarray:
+    """items x samples matrix of right answers (rows sorted by item, then sample)."""
+    ordered = frame.sort("item_id", "sample")
+    k = ordered["sample"].max() + 1
+    return (ordered["choice"] == ordered["target"]).to_numpy().astype(float).reshape(-1, k)
+
+
+def accuracy_row(table: pl.DataFrame, model: str = "m") -> dict:
+    return table.filter((pl.col("metric") == "accuracy") & (pl.col("model") == model)).row(0, named=True)
+
+
+def test_the_split_of_k_5_samples_equals_the_law_of_total_variance_by_hand():
+    frame = sampled_frame()
+    y = outcomes(frame)
+    n, k = y.shape
+    se_total = y.mean(axis=1).std(ddof=1) / np.sqrt(n)  # Var(item means) / n
+    se_prediction = np.sqrt(np.mean(y.var(axis=1, ddof=1) / k) / n)  # E[within-item variance / k] / n
+    se_data = np.sqrt(se_total ** 2 - se_prediction ** 2)
+    row = accuracy_row(metrics_table(frame, resamples=4_000, seed=3))
+    assert row["value"] == pytest.approx(y.mean())
+    # bootstrap error of a standard deviation from R resamples: about 1 / sqrt(2 R) relative (1.1% - 1.6%)
+    assert row["se_total"] == pytest.approx(se_total, rel=0.05)
+    assert row["se_prediction"] == pytest.approx(se_prediction, rel=0.05)
+    assert row["se_data"] == pytest.approx(se_data, rel=0.10)
+    # the interval is the unit bootstrap's: it covers both sources, its half-width about 1.97 se_total
+    assert (row["ci_high"] - row["ci_low"]) / 2 == pytest.approx(1.97 * se_total, rel=0.06)
+
+
+def test_with_clusters_of_items_the_prediction_noise_is_still_within_items():
+    frame = sampled_frame(n_items=120, clips=30)
+    y = outcomes(frame)
+    n, k = y.shape
+    se_prediction = np.sqrt(np.sum(y.var(axis=1, ddof=1) / k)) / n
+    clip_of = np.arange(n) % 30
+    clip_means = np.array([y[clip_of == c].sum() / y[clip_of == c].size for c in range(30)])
+    se_total = clip_means.std(ddof=1) / np.sqrt(30)  # equal clip sizes: the mean of clip means
+    row = accuracy_row(metrics_table(frame, resamples=4_000, seed=3, cluster="clip"))
+    assert row["n_clusters"] == 30
+    assert row["se_total"] == pytest.approx(se_total, rel=0.05)
+    assert row["se_prediction"] == pytest.approx(se_prediction, rel=0.05)
+
+
+def test_one_sample_per_instance_keeps_the_table_as_it_was():
+    frame = sampled_frame(k=1)
+    before = metrics_table(frame.drop("sample"), resamples=500)
+    after = metrics_table(frame, resamples=500)
+    assert after.columns == before.columns and "se_total" not in after.columns
+    assert after.equals(before)
+
+
+def test_a_table_mixing_one_and_k_samples_leaves_the_one_sample_rows_without_a_split():
+    frame = pl.concat([sampled_frame(k=1, model="single"), sampled_frame(k=3, model="sampled")])
+    table = metrics_table(frame, resamples=500)
+    assert accuracy_row(table, "single")["se_total"] is None
+    assert accuracy_row(table, "sampled")["se_prediction"] > 0
+    # beside a second model on the same items (so resampled the same paired way), without any samples
+    plain = pl.concat([sampled_frame(k=1, model="single"), sampled_frame(k=1, model="sampled", seed=2)])
+    alone = metrics_table(plain.drop("sample"), resamples=500).filter(pl.col("model") == "single")
+    for column in alone.columns:  # the one-sample model's numbers are those of a table without samples
+        assert table.filter(pl.col("model") == "single")[column].to_list() == alone[column].to_list()
+
+
+def test_samples_of_one_instance_are_rows_of_their_own_but_one_sample_twice_is_refused(tmp_path):
+    frame = sampled_frame(n_items=4, k=2)
+    frame.write_csv(tmp_path / "ok.csv")
+    assert len(read_predictions([tmp_path / "ok.csv"])) == 8
+    pl.concat([frame, frame.head(1)]).write_csv(tmp_path / "twice.csv")
+    with pytest.raises(InputError, match="instance 'x000', sample 0|instance 'x000':"):
+        read_predictions([tmp_path / "twice.csv"])
+    frame.with_columns(sample=pl.lit(-1)).write_csv(tmp_path / "negative.csv")
+    with pytest.raises(InputError, match="field 'sample'.*negative"):
+        read_predictions([tmp_path / "negative.csv"])
+
+
+def test_no_percentile_interval_rests_on_one_cluster():
+    values = np.vstack([np.r_[0.5, np.full(100, 0.5)], np.r_[0.5, np.linspace(0.4, 0.6, 100)]])
+    low, high = intervals(values, 100, "percentile", np.array([1, 2]))
+    assert np.isnan(low[0]) and np.isnan(high[0])  # docs/reference.md: no interval rests on one cluster
+    assert low[1] == pytest.approx(np.quantile(values[1, 1:], 0.025))
+    one_clip = sampled_frame(n_items=10, k=1, clips=1)
+    row = accuracy_row(metrics_table(one_clip, resamples=200, cluster="clip", interval="percentile"))
+    assert row["n_clusters"] == 1 and row["ci_low"] is None and row["ci_high"] is None
+
+
+def test_a_nan_confidence_built_in_code_is_refused_as_in_a_file():
+    frame = sampled_frame(n_items=10, k=1).with_columns(confidence=pl.lit(0.7), confidence_method=pl.lit("rs"))
+    bad = frame.with_columns(confidence=pl.when(pl.col("item_id") == "x003").then(float("nan"))
+                             .otherwise(pl.col("confidence")))
+    with pytest.raises(InputError, match="item 'x003', field 'confidence'"):
+        metrics_table(bad, resamples=50)
