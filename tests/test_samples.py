@@ -11,6 +11,7 @@ import pytest
 from omnieval.core.schema import InputError
 from omnieval.stats.intervals import intervals
 from omnieval.stats.metrics import metrics_table
+from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.read import read_predictions
 
 
@@ -121,3 +122,17 @@ def test_a_nan_confidence_built_in_code_is_refused_as_in_a_file():
                              .otherwise(pl.col("confidence")))
     with pytest.raises(InputError, match="item 'x003', field 'confidence'"):
         metrics_table(bad, resamples=50)
+
+
+def test_a_paired_difference_splits_by_item_and_sample_index():
+    a, b = sampled_frame(seed=1, model="a"), sampled_frame(seed=2, model="b", shift=-0.1)
+    d = outcomes(a) - outcomes(b)  # paired by item and sample index
+    n, k = d.shape
+    se_total = d.mean(axis=1).std(ddof=1) / np.sqrt(n)
+    se_prediction = np.sqrt(np.mean(d.var(axis=1, ddof=1) / k) / n)
+    _, paired = metrics_and_paired(pl.concat([a, b]), resamples=4_000, seed=5, permutations=200)
+    row = paired.filter((pl.col("comparison") == "models") & (pl.col("metric") == "accuracy")).row(0, named=True)
+    assert row["estimate"] == pytest.approx(d.mean())
+    assert row["se_total"] == pytest.approx(se_total, rel=0.05)
+    assert row["se_prediction"] == pytest.approx(se_prediction, rel=0.05)
+    assert row["se_data"] == pytest.approx(np.sqrt(se_total ** 2 - se_prediction ** 2), rel=0.10)

@@ -41,7 +41,7 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                   on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD) -> pl.DataFrame:
+                  interval: str = DEFAULT_METHOD, variance: VarianceSplit | None = None) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
@@ -51,12 +51,13 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     (``stats.intervals``).
     ``on_unit`` sees every unit's resampled metric values (``UnitHook``). Predictions with repeated samples (a
     ``sample`` column above 0 somewhere) add ``se_total``, ``se_data`` and ``se_prediction`` (``stats.samples``;
-    null on the rows of units with one sample per instance); without them the table is as before."""
+    null on the rows of units with one sample per instance); without them the table is as before. ``variance``:
+    the split's hook to use (what the paired differences read it from afterwards)."""
     load_protocols()
     check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
-    split = VarianceSplit({}, resamples, seed) if has_samples(frame) else None
+    split = (variance or VarianceSplit({}, resamples, seed)) if has_samples(frame) else None
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
         if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here

@@ -162,7 +162,10 @@ class VarianceSplit:
     resamples: int
     seed: int
     splits: dict[tuple[str, ...], dict[str, float | None]] = field(default_factory=dict)
-    within: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+    total: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # paired row -> unit resamples
+    within: dict[tuple[str, ...], np.ndarray | None] = field(default_factory=dict)  # row -> [data, within-item]
+    layouts: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # unit -> questions of its sample rows
+    clusters: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)  # unit -> its clusters
     _matrices: dict[str, dict] = field(default_factory=dict)
 
     def __call__(self, spec: ProtocolMetrics, unit: UnitData, rows: list, values: np.ndarray) -> None:
@@ -170,11 +173,16 @@ class VarianceSplit:
             frame = self.spec_frames.get(spec.name)
             self._matrices[spec.name] = sample_matrices(frame, spec) if frame is not None else {}
         matrix = self._matrices[spec.name].get(unit.key)
+        self.clusters[(spec.name, *unit.key)] = unit.cluster_ids
+        for j, (metric, key, _, _) in enumerate(rows):  # what a paired difference's split reads
+            if spec.paired.covers(metric, key):
+                self.total[(spec.name, *unit.key, metric, key)] = values[j, :1 + self.resamples]
         if matrix is None or self.resamples < 2:
             return
         r = min(self.resamples, MAX_SPLIT_RESAMPLES)
         rng = keyed_rng(self.seed, "samples", spec.name, unit.key[2])
         within = prediction_values(matrix, spec, unit.present, r, rng)
+        self.layouts[(spec.name, *unit.key)] = matrix.question
         for j, (metric, key, _, support) in enumerate(rows):
             row_key = (spec.name, *unit.key, metric, key)
             pred = within.get((metric, key))
@@ -187,3 +195,41 @@ class VarianceSplit:
         empty = dict.fromkeys(SPLIT_COLUMNS)
         return [row | self.splits.get((row["protocol"], row["model"], row["prompt"], row["split"], row["metric"],
                                        row["key"]), empty) for row in rows]
+
+    def fill_paired(self, rows: list[dict]) -> list[dict]:
+        """The paired table's rows with the split of each difference (``omnieval.stats.paired``): from the two
+        sides' unit resamples (paired: the same clusters drawn) and their within-item resamples, paired by item
+        and sample index (the same draws where both sides hold the same questions and samples; a side with one
+        sample per instance has no prediction noise and stays at its value). Null where neither side has repeated
+        samples, for ``modes`` rows, and where the two sides' questions or samples differ."""
+        return [row | self._paired_split(row) for row in rows]
+
+    def _paired_split(self, row: dict) -> dict[str, float | None]:
+        empty = dict.fromkeys(SPLIT_COLUMNS)
+        if row["comparison"] not in ("models", "prompts"):
+            return empty
+        models = row["comparison"] == "models"
+        keys = [(row["protocol"], side if models else row["model"], row["prompt"] if models else side, row["split"])
+                for side in (row["a"], row["b"])]
+        rows = [(*k, row["metric"], row["key"]) for k in keys]
+        if not any(r in self.within for r in rows) or not all(r in self.total for r in rows):
+            return empty
+        if self.clusters.get(keys[0]) != self.clusters.get(keys[1]):  # not drawn alike: compared on common items
+            return empty
+        layouts = [self.layouts.get(k) for k in keys]
+        if all(x is not None for x in layouts) and not np.array_equal(layouts[0], layouts[1]):
+            return empty
+        sides = [self._within_of(r) for r in rows]
+        if any(x is None for x in sides) or len(sides[0]) != len(sides[1]):
+            return empty
+        total = self.total[rows[0]] - self.total[rows[1]]
+        if total.shape != (self.resamples + 1,):
+            return empty
+        return split_of(total[1:], row["n_clusters"] or 0, (sides[0] - sides[1])[1:])
+
+    def _within_of(self, row_key: tuple[str, ...]) -> np.ndarray | None:
+        """A side's within-item resamples; a side without samples is its value on every one."""
+        if row_key in self.within:
+            return self.within[row_key]
+        r = min(self.resamples, MAX_SPLIT_RESAMPLES)
+        return np.full(r + 1, self.total[row_key][0])
