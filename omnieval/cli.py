@@ -782,9 +782,9 @@ def _add_bench(sub) -> None:
                    "dissonance, 400 for crossmodal)")
     s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items"), default=None,
+    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items", "samples"), default=None,
                    help="only these tables (repeatable; default: all): main (27 anchors, XModBench), few-anchors, "
-                        "few-items")
+                        "few-items, samples (k repeated samples per question)")
     s.set_defaults(func=_bench_coverage)
 
 

@@ -136,3 +136,22 @@ def test_a_paired_difference_splits_by_item_and_sample_index():
     assert row["se_total"] == pytest.approx(se_total, rel=0.05)
     assert row["se_prediction"] == pytest.approx(se_prediction, rel=0.05)
     assert row["se_data"] == pytest.approx(np.sqrt(se_total ** 2 - se_prediction ** 2), rel=0.10)
+
+
+def test_the_coverage_bench_truths_of_repeated_samples_are_the_beta_moments():
+    from scipy.stats import beta
+
+    from omnieval.dev.bench_coverage_samples import SHRINK, SampleDesign, simulate_samples
+
+    design = SampleDesign(200, 5, 0.5, 1.5)
+    p = beta(0.5, 1.5)
+    within = p.expect(lambda x: x * (1 - x))  # E[p (1 - p)]: the within-item variance of one answer
+    truth = design.truth()
+    assert truth["accuracy"] == pytest.approx(p.mean())
+    assert truth["se_data"] == pytest.approx(np.sqrt(p.var() / 200))
+    assert truth["se_prediction"] == pytest.approx(np.sqrt(within / (5 * 200)))
+    big = simulate_samples(SampleDesign(20_000, 2, 0.5, 1.5), np.random.default_rng(0))
+    right = (big["choice"] == big["target"]).cast(pl.Float64)
+    means = big.with_columns(right=right).group_by("model").agg(pl.col("right").mean()).sort("model")["right"]
+    assert means[0] == pytest.approx(p.mean(), abs=0.005)
+    assert means[1] == pytest.approx(SHRINK * p.mean(), abs=0.005)
