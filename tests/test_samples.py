@@ -155,3 +155,21 @@ def test_the_coverage_bench_truths_of_repeated_samples_are_the_beta_moments():
     means = big.with_columns(right=right).group_by("model").agg(pl.col("right").mean()).sort("model")["right"]
     assert means[0] == pytest.approx(p.mean(), abs=0.005)
     assert means[1] == pytest.approx(SHRINK * p.mean(), abs=0.005)
+
+
+def test_the_report_shows_the_split_of_a_sampled_run(tmp_path):
+    from omnieval.report import report_command
+
+    table = metrics_table(pl.concat([sampled_frame(k=5), sampled_frame(k=1, model="single", seed=4)]),
+                          resamples=500)
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    table.write_parquet(folder / "metrics.parquet")
+    assert report_command([str(folder)], str(tmp_path / "out")) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Noise: data vs prediction" in md
+    row = accuracy_row(table)
+    share = row["se_prediction"] ** 2 / row["se_total"] ** 2
+    want = (f"| {row['se_total']:.4f} | {row['se_data']:.4f} | {row['se_prediction']:.4f} | {share:.0%} |")
+    assert want in md
+    assert "| single |" not in md.split("Noise: data vs prediction")[1].split("\n#")[0]  # no split, no row
