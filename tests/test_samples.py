@@ -4,6 +4,8 @@ intervals: no percentile interval on one cluster, and a NaN confidence refused i
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -173,3 +175,97 @@ def test_the_report_shows_the_split_of_a_sampled_run(tmp_path):
     want = (f"| {row['se_total']:.4f} | {row['se_data']:.4f} | {row['se_prediction']:.4f} | {share:.0%} |")
     assert want in md
     assert "| single |" not in md.split("Noise: data vs prediction")[1].split("\n#")[0]  # no split, no row
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# samples: k on a model: k rows per instance through the model stage's code (``stages.call_rows``, without Ray)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _instance(n: int):
+    from omnieval.core.schema import Instance, Segment
+
+    return Instance(instance_id=f"q{n}|C000", item_id=f"q{n}", protocol="dissonance", benchmark="b", split="s",
+                    condition="C000", segments=[Segment(kind="text", text=f"Text: fox number {n}")],
+                    question="Which animal is it?", option_labels=list("ABCDE"),
+                    option_texts=["a fox", "a cat", "a car", "a drum", "I cannot answer"], target="A",
+                    abstain_label="E", k=0, evidence={"text": "A"})
+
+
+def sampled_rows(k: int, temperature: float | None = None, top_p: float | None = None, done=frozenset(),
+                 n: int = 4) -> list[dict]:
+    from omnieval.engines.simulated import SimulatedEngine
+    from omnieval.run.answers import PredictionRows, SampleDraws, answer_requests
+    from omnieval.run.stages import call_rows
+
+    engine = SimulatedEngine("sim", reliance={"text": 0.6}, noise=1.5, margin=1.0)
+    rows = list(answer_requests([_instance(i) for i in range(n)], ["mcq"], ["zs"], set(done), {},
+                                draws=SampleDraws(k, 7, temperature, top_p)))
+    return PredictionRows("sim", "simulated")(call_rows(engine, rows)).to_pylist()
+
+
+def test_samples_k_gives_k_rows_per_instance_each_with_its_own_seed_and_label_draw():
+    from omnieval.core.keyed import keyed_seed
+
+    rows = sampled_rows(200, temperature=1.0, n=1)
+    assert [r["sample"] for r in rows] == list(range(200))
+    seeds = [json.loads(r["sampling"])["seed"] for r in rows]
+    assert seeds == [keyed_seed(7, "sample", i) for i in range(200)]  # from the run seed and the index
+    logprobs = np.array(rows[0]["option_logprobs"])
+    assert all(r["option_logprobs"] == rows[0]["option_logprobs"] for r in rows)  # one model, one distribution
+    want = np.exp(logprobs - logprobs.max()) / np.exp(logprobs - logprobs.max()).sum()
+    got = np.array([sum(r["choice"] == c for r in rows) for c in "ABCDE"]) / len(rows)
+    assert np.abs(got - want).max() < 4 * np.sqrt(want.max() * (1 - want.max()) / len(rows))
+    for r in rows:  # the confidence is the drawn label's probability
+        assert r["confidence"] == pytest.approx(want["ABCDE".index(r["choice"])])
+
+
+def test_top_p_keeps_the_nucleus_and_one_sample_keeps_the_engine_answer():
+    rows = sampled_rows(50, temperature=1.0, top_p=0.01, n=1)
+    logprobs = np.array(rows[0]["option_logprobs"])
+    assert {r["choice"] for r in rows} == {"ABCDE"[int(np.argmax(logprobs))]}  # only the most probable label
+    single = sampled_rows(1, n=3)
+    assert [r["sample"] for r in single] == [0, 0, 0] and all(r["sampling"] is None for r in single)
+    for r in single:  # the engine's own answer: the argmax of its logits
+        assert r["choice"] == "ABCDE"[int(np.argmax(r["option_logprobs"]))]
+
+
+def test_resume_skips_the_samples_already_done_and_consolidation_keeps_each_sample():
+    import pyarrow as pa
+
+    from omnieval.core.store import consolidate
+
+    rows = sampled_rows(3, n=2, done={("mcq", "zs", "q0|C000", 1)})
+    assert sorted((r["instance_id"], r["sample"]) for r in rows) == \
+        [("q0|C000", 0), ("q0|C000", 2), ("q1|C000", 0), ("q1|C000", 1), ("q1|C000", 2)]
+    from omnieval.core.schema import PREDICTION_SCHEMA
+
+    table = pa.Table.from_pylist(rows, schema=PREDICTION_SCHEMA)
+    merged = consolidate([table, table])  # a part written twice: one row per (instance, sample)
+    assert merged.num_rows == 5
+
+
+def test_a_model_with_samples_is_refused_in_open_mode_and_its_identity_changes_only_when_set():
+    from omnieval.config import ModelConfig, RunConfig
+    from omnieval.run.identity import model_identity
+
+    plain = ModelConfig(name="m", engine="simulated")
+    assert "samples" not in model_identity(plain)  # configs written before keep their identity
+    assert model_identity(ModelConfig(name="m", engine="simulated", samples=5))["samples"] == 5
+    with pytest.raises(ValueError, match="samples: 5 repeats multiple-choice answers only"):
+        RunConfig(benchmark="b", output="o", models=[ModelConfig(name="m", engine="simulated", samples=5)],
+                  modes=["mcq", "open"], judges=[ModelConfig(name="j", engine="simulated")])
+    with pytest.raises(ValueError, match="give samples: k"):
+        RunConfig(benchmark="b", output="o", models=[ModelConfig(name="m", engine="simulated", temperature=0.7)])
+
+
+def test_a_simulated_reasoning_differs_between_samples():
+    from omnieval.engines.base import EngineRequest
+    from omnieval.engines.simulated import SimulatedEngine
+
+    engine = SimulatedEngine("sim", reliance={"text": 0.3}, noise=2.0)
+    inst = _instance(0)
+    one = [engine.score([EngineRequest(inst, prompt_style="thinking")])[0].choice for _ in range(3)]
+    assert len(set(one)) == 1  # one sample: the same answer every time
+    sampled = {engine.score([EngineRequest(inst, prompt_style="thinking", sample_seed=s)])[0].choice
+               for s in range(40)}
+    assert len(sampled) > 1
