@@ -269,3 +269,15 @@ def test_a_simulated_reasoning_differs_between_samples():
     sampled = {engine.score([EngineRequest(inst, prompt_style="thinking", sample_seed=s)])[0].choice
                for s in range(40)}
     assert len(sampled) > 1
+
+
+def test_a_thinking_seed_is_the_engine_seed_for_one_sample_and_the_sample_seed_for_repeats():
+    from omnieval.core.keyed import keyed_seed
+    from omnieval.engines.base import EngineRequest
+
+    inst = _instance(3)
+    one = EngineRequest(inst, prompt_style="thinking")
+    assert one.thinking_seed(5, "m", "thinking") == keyed_seed(5, "m", "q3|C000", "thinking")  # as before samples
+    repeats = [EngineRequest(inst, prompt_style="thinking", sample_seed=s).thinking_seed(5, "m", "thinking")
+               for s in (11, 12)]
+    assert repeats == [keyed_seed(11, "m", "q3|C000", "thinking"), keyed_seed(12, "m", "q3|C000", "thinking")]
