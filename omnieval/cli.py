@@ -135,7 +135,8 @@ def _metrics(args: argparse.Namespace) -> int:
     from omnieval.stats.command import metrics_command
 
     return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
-                           permutations=args.permutations, cluster=_cluster(args), interval=args.interval)
+                           permutations=args.permutations, cluster=_cluster(args), interval=args.interval,
+                           random=args.random)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -467,6 +468,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--interval", choices=("t", "percentile", "bca"), default="t",
                    help="how a 95%% interval is formed from the resamples (default t, with C - 1 degrees of freedom "
                         "over the C clusters; recorded in metrics.json; docs/reference.md)")
+    p.add_argument("--random", default=None, metavar="COLUMN",
+                   help="a random factor: pool its levels (prompt: a model's prompt styles or paraphrases; judge, "
+                        "a recipe setting recorded per row) and count their spread in the interval (se_COLUMN; "
+                        "docs/reference.md, Random factors)")
     _cluster_flag(p)
     p.set_defaults(func=_metrics)
 

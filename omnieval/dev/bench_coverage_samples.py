@@ -8,6 +8,11 @@ the accuracy ``alpha / (alpha + beta)``, the difference ``(1 - SHRINK)`` times i
 ``sqrt(Var(p) / n)`` and the prediction noise ``sqrt(E[p (1 - p)] / (k n))`` (Beta moments). The table gives the
 coverage of the default interval (the one the metrics and paired tables hold) and the mean of each split column
 over the studies divided by its truth (1 = unbiased).
+
+With ``paraphrases`` P > 0, model a is asked every question in P prompt paraphrases (the predictions' ``prompt``),
+each shifting the logit of every answer by its own effect u_j ~ N(0, ``paraphrase_sd``^2) drawn afresh per study:
+the truth is then the population over paraphrases, ``E expit(logit(p) + u)`` (Beta and normal quadrature), and the
+interval is that of ``metrics --random prompt`` (``stats.factors``); no difference is measured.
 """
 
 from __future__ import annotations
@@ -28,10 +33,25 @@ class SampleDesign:
     k: int
     alpha: float = 2.0
     beta: float = 2.0
+    paraphrases: int = 0
+    paraphrase_sd: float = 0.3
 
     @property
     def label(self) -> str:
-        return f"{self.n_items} items x k={self.k}, p ~ Beta({self.alpha:g}, {self.beta:g})"
+        label = f"{self.n_items} items x k={self.k}, p ~ Beta({self.alpha:g}, {self.beta:g})"
+        return label + (f", {self.paraphrases} paraphrases (sd {self.paraphrase_sd:g})" if self.paraphrases else "")
+
+    def paraphrase_truth(self) -> float:
+        """``E expit(logit(p) + u)``, p ~ Beta, u ~ N(0, paraphrase_sd^2): Gauss-Jacobi-free quadrature (the
+        Beta expectation of the normal integral, each by scipy / Gauss-Hermite)."""
+        from scipy.stats import beta
+
+        z, w = np.polynomial.hermite_e.hermegauss(60)
+        w = w / w.sum()
+
+        def given(p: float) -> float:
+            return float(np.sum(w / (1.0 + np.exp(-(np.log(p / (1 - p)) + self.paraphrase_sd * z)))))
+        return float(beta(self.alpha, self.beta).expect(given))
 
     @property
     def mean(self) -> float:
@@ -47,6 +67,22 @@ class SampleDesign:
         return {"accuracy": self.mean, "difference": (1 - SHRINK) * self.mean,
                 "se_data": math.sqrt(self.var / self.n_items),
                 "se_prediction": math.sqrt((self.mean * (1 - self.mean) - self.var) / (self.k * self.n_items))}
+
+
+def simulate_paraphrases(design: SampleDesign, rng: np.random.Generator) -> pl.DataFrame:
+    """Model a's k answers to every question in each paraphrase (module docstring)."""
+    p = rng.beta(design.alpha, design.beta, design.n_items)
+    shift = rng.normal(0.0, design.paraphrase_sd, design.paraphrases)
+    logit = np.log(p / (1 - p))[:, None, None] + shift[None, :, None]
+    right = rng.random((design.n_items, design.paraphrases, design.k)) < 1.0 / (1.0 + np.exp(-logit))
+    q, j, s = np.indices(right.shape).reshape(3, -1)
+    ids = np.char.add("x", q.astype(str))
+    return pl.DataFrame({
+        "model": "a", "prompt": np.char.add("para", j.astype(str)), "protocol": "crossmodal", "split": "s",
+        "item_id": ids, "instance_id": ids, "condition": "A->T", "target": "A",
+        "choice": np.where(right.reshape(-1), "A", "B"), "sample": s.astype(np.int64)}) \
+        .with_columns(abstain_label=pl.lit(None, pl.Utf8), confidence=pl.lit(None, pl.Float64),
+                      confidence_method=pl.lit(None, pl.Utf8))
 
 
 def simulate_samples(design: SampleDesign, rng: np.random.Generator) -> pl.DataFrame:
@@ -69,6 +105,8 @@ def replicate(design: SampleDesign, rng: np.random.Generator, resamples: int) ->
     """One study: whether the two intervals cover their truths (1/0), and the split columns of a's accuracy."""
     from omnieval.stats.paired import metrics_and_paired
 
+    if design.paraphrases:
+        return _paraphrase_replicate(design, rng, resamples)
     truth = design.truth()
     frame = simulate_samples(design, rng)
     table, paired = metrics_and_paired(frame, resamples=resamples, seed=int(rng.integers(1 << 31)), permutations=1)
@@ -81,10 +119,22 @@ def replicate(design: SampleDesign, rng: np.random.Generator, resamples: int) ->
     return out
 
 
+def _paraphrase_replicate(design: SampleDesign, rng: np.random.Generator, resamples: int) -> dict[str, float]:
+    from omnieval.stats.metrics import metrics_table
+
+    truth = design.paraphrase_truth()
+    table = metrics_table(simulate_paraphrases(design, rng), resamples=resamples, seed=int(rng.integers(1 << 31)),
+                          random="prompt")
+    acc = table.filter(pl.col("metric") == "accuracy").row(0, named=True)
+    return {"accuracy": float(acc["ci_low"] <= truth <= acc["ci_high"]), "difference": math.nan,
+            "se_data": math.nan, "se_prediction": math.nan}
+
+
 def designs(quick: bool) -> list[SampleDesign]:
     if quick:
-        return [SampleDesign(20, k) for k in (1, 5)]
-    return [SampleDesign(200, k) for k in (1, 5, 10)] + [SampleDesign(200, 5, 0.5, 0.5)]
+        return [SampleDesign(20, k) for k in (1, 5)] + [SampleDesign(20, 1, 3.0, 2.0, paraphrases=3)]
+    return [SampleDesign(200, k) for k in (1, 5, 10)] + [SampleDesign(200, 5, 0.5, 0.5)] + \
+        [SampleDesign(200, k, 3.0, 2.0, paraphrases=p) for k, p in ((1, 4), (5, 4), (1, 10))]
 
 
 def sample_rows(quick: bool, replicates: int, resamples: int, seed: int) -> list[list[str]]:
@@ -98,7 +148,7 @@ def sample_rows(quick: bool, replicates: int, resamples: int, seed: int) -> list
         cells = []
         for name in ("accuracy", "difference"):
             p = float(np.mean([r[name] for r in runs]))
-            cells.append(f"{p:.3f}±{math.sqrt(max(p * (1 - p), 1e-12) / replicates):.3f}")
+            cells.append("—" if math.isnan(p) else f"{p:.3f}±{math.sqrt(max(p * (1 - p), 1e-12) / replicates):.3f}")
         for name in ("se_data", "se_prediction"):
             got = np.array([r[name] for r in runs])
             cells.append("—" if np.isnan(got).all() else f"{np.nanmean(got) / truth[name]:.3f}")
@@ -106,5 +156,5 @@ def sample_rows(quick: bool, replicates: int, resamples: int, seed: int) -> list
     return lines
 
 
-HEADER = ["design (e): repeated samples", "accuracy, t (default)", "difference a - b, t", "se_data / truth",
-          "se_prediction / truth"]
+HEADER = ["design (e): repeated samples (and paraphrases: --random prompt)", "accuracy, t (default)",
+          "difference a - b, t", "se_data / truth", "se_prediction / truth"]

@@ -50,25 +50,28 @@ def _parquet(write) -> bytes:
 
 def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                   permutations: int = 10_000, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD) -> MetricsFiles:
+                  interval: str = DEFAULT_METHOD, random: str | None = None) -> MetricsFiles:
     """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
     ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
     resample count, confidence level and each protocol's resampling unit) and ``paired.csv`` and
     ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own);
-    ``interval``: how intervals are formed from the resamples (``stats.intervals``)."""
+    ``interval``: how intervals are formed from the resamples (``stats.intervals``); ``random``: a random factor
+    (``stats.factors``), recorded in ``metrics.json``."""
     import pyarrow.parquet as pq
 
     load_protocols()
     predictions = read_predictions(paths)
     table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                       cluster=cluster, interval=interval)
+                                       cluster=cluster, interval=interval, random=random)
     units = units_used(predictions, cluster)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
-            "cluster": json.dumps(units, sort_keys=True), "interval": interval}
+            "cluster": json.dumps(units, sort_keys=True), "interval": interval,
+            **({"random": random} if random else {})}
     arrow = table.to_arrow()
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "cluster": units,
-           "interval": interval, "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
+           "interval": interval, **({"random": random} if random else {}),
+           "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
            "interval",
            "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     files = {"paired.csv": paired.write_csv().encode(), "paired.parquet": _parquet(paired.write_parquet),
@@ -80,12 +83,12 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000, cluster: ClusterChoice = None,
-                    interval: str = DEFAULT_METHOD) -> int:
+                    interval: str = DEFAULT_METHOD, random: str | None = None) -> int:
     """Write ``metrics_files`` to the local folder ``out`` and print the headline tables."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
     made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster,
-                         interval=interval)
+                         interval=interval, random=random)
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in made.files.items():
         (folder / name).write_bytes(data)

@@ -29,6 +29,7 @@ from omnieval.core.metric_types import with_answer_verdicts, with_error_rates, w
 from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.factors import FactorSplit, pool_levels
 from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import error_kinds_present, prepare, read_predictions
@@ -41,7 +42,8 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                   on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD, variance: VarianceSplit | None = None) -> pl.DataFrame:
+                  interval: str = DEFAULT_METHOD, variance: VarianceSplit | None = None,
+                  random: str | None = None) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
@@ -58,6 +60,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
     split = (variance or VarianceSplit({}, resamples, seed)) if has_samples(frame) else None
+    factor = None
+    if random is not None:  # a random factor's levels pooled, their spread counted (stats.factors)
+        frame, factor = pool_levels(frame, random), FactorSplit(random, {}, resamples, seed)
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
         if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here
@@ -73,7 +78,10 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         hook = on_unit
         if split is not None:  # repeated samples: the variance split beside the interval (stats.samples)
             split.spec_frames[spec.name] = mcq
-            hook = _both(split, on_unit)
+            hook = _both(split, hook)
+        if factor is not None:
+            factor.spec_frames[spec.name] = mcq
+            hook = _both(factor, hook)
         rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
@@ -81,6 +89,10 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
                                                          "n_clusters": pl.Int64}
     if split is not None:
         rows, schema = split.fill(rows), schema | dict.fromkeys(SPLIT_COLUMNS, pl.Float64)
+    if factor is not None:
+        rows = factor.fill(rows)
+        schema |= dict.fromkeys(("se_total", "se_data", *([] if split is None else ["se_prediction"]),
+                                 f"se_{random}"), pl.Float64)
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 

@@ -329,13 +329,14 @@ def table_of(rows: Iterable[dict], extra: tuple[str, ...] = ()) -> pl.DataFrame:
 
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                        permutations: int = 10_000, cluster: ClusterChoice = None,
-                       interval: str = DEFAULT_METHOD) -> tuple[pl.DataFrame, pl.DataFrame]:
+                       interval: str = DEFAULT_METHOD,
+                       random: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
     resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``)."""
     collector = Collector()
     variance = VarianceSplit({}, resamples, seed) if has_samples(predictions) else None
     metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
-                            interval=interval, variance=variance)
+                            interval=interval, variance=variance, random=random)
     rows = paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval)
     if variance is None:
         return metrics, table_of(rows)
