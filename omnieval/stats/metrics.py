@@ -54,7 +54,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     ``on_unit`` sees every unit's resampled metric values (``UnitHook``). Predictions with repeated samples (a
     ``sample`` column above 0 somewhere) add ``se_total``, ``se_data`` and ``se_prediction`` (``stats.samples``;
     null on the rows of units with one sample per instance); without them the table is as before. ``variance``:
-    the split's hook to use (what the paired differences read it from afterwards)."""
+    the split's hook to use (what the paired differences read it from afterwards). ``random``: a column whose levels
+    are a random factor (``stats.factors``): pooled, their spread in ``se_<column>``, ``se_total`` and the interval."""
     load_protocols()
     check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
