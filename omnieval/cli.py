@@ -139,7 +139,7 @@ def _metrics(args: argparse.Namespace) -> int:
     with _statistics_ray(args.predictions, args.address):
         return metrics_command(args.predictions, args.out, resamples=args.resamples, seed=args.seed,
                                permutations=args.permutations, cluster=_cluster(args), interval=args.interval,
-                               address=args.address)
+                               address=args.address, random=args.random)
 
 
 @contextlib.contextmanager
@@ -521,6 +521,10 @@ def _add_statistics_commands(sub) -> None:
                    help="compute one protocol per Ray task on the cluster at this address (host:port, or auto); "
                         "inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
                         "Statistics at scale)")
+    p.add_argument("--random", default=None, metavar="COLUMN",
+                   help="a random factor: pool its levels (prompt: a model's prompt styles or paraphrases; judge, "
+                        "a recipe setting recorded per row) and count their spread in the interval (se_COLUMN; "
+                        "docs/reference.md, Random factors)")
     _cluster_flag(p)
     p.set_defaults(func=_metrics)
 
@@ -875,9 +879,11 @@ def _add_bench(sub) -> None:
                    "dissonance, 400 for crossmodal)")
     s.add_argument("--resamples", type=_bounded(1), default=None, help="bootstrap resamples per study (2000)")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items", "ranks"), default=None,
+    s.add_argument("--part", action="append", choices=("main", "few-anchors", "few-items", "ranks", "samples"),
+                   default=None,
                    help="only these tables (repeatable; default: all): main (27 anchors, XModBench), few-anchors, "
-                        "few-items, ranks (30 models: rank intervals, groups, the compare gate)")
+                        "few-items, ranks (30 models: rank intervals, groups, the compare gate), samples (k repeated "
+                        "samples per question)")
     s.set_defaults(func=_bench_coverage)
 
 

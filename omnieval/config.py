@@ -55,6 +55,18 @@ class ModelConfig(_Config):
                                     "(the row is marked skipped, not asked, and left out of every metric), note (a "
                                     "one-line text note in its place, recorded on the row) or describe (the "
                                     "describer of ``describe`` turns it into text)")
+    samples: int = Field(
+        default=1, ge=1, le=1000,
+        description="repeated samples: answer every multiple-choice instance k times, each a row with its "
+                    "``sample`` index (0..k-1) and its own seed derived from the run seed and the index; a "
+                    "zero-shot answer is drawn from the label distribution at ``temperature`` (default 1 when "
+                    "sampling), a thinking model samples its reasoning per sample. The metrics split each "
+                    "interval into data and prediction noise (docs/reference.md, Repeated samples)")
+    temperature: float | None = Field(
+        default=None, gt=0.0, description="temperature of the label draw of repeated zero-shot samples (default 1)")
+    top_p: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="nucleus of the label draw of repeated zero-shot samples: the "
+                                                  "most probable labels holding this share (default 1: all)")
     card: str | None = Field(
         default=None, min_length=1,
         description="the model's name in the published-numbers table (omnieval cards), when its weights folder is "
@@ -311,6 +323,12 @@ class RunConfig(_Config):
             raise ValueError("prompt style 'thinking' answers multiple-choice questions (modes: [mcq]); an open-ended "
                              "run takes zs or cot")
         for m in self.models:
+            if m.samples > 1 and "open" in modes_of(self, m):
+                raise ValueError(f"model {m.name!r}: samples: {m.samples} repeats multiple-choice answers only; "
+                                 "give it modes: [mcq]")
+            if m.samples == 1 and (m.temperature is not None or m.top_p is not None):
+                raise ValueError(f"model {m.name!r}: temperature and top_p set how repeated samples are drawn; "
+                                 "give samples: k (k > 1) with them")
             if m.modes is not None and (not m.modes or len(set(m.modes)) != len(m.modes)
                                         or not set(m.modes) <= set(self.modes)):
                 raise ValueError(f"model {m.name!r}: modes {m.modes} must be distinct, not empty and among the "

@@ -24,7 +24,7 @@ COMMANDS = {
     ],
     "omnieval bench decode": ["-h/--help", "--quick", "--long", "--only", "--counts", "--workdir"],
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
-                                "--part {main,few-anchors,few-items,ranks}"],
+                                "--part {main,few-anchors,few-items,ranks,samples}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick", "--scale", "--sizes", "--workdir"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
@@ -103,7 +103,7 @@ COMMANDS = {
     ],
     "omnieval metrics": [
         "-h/--help", "predictions+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0",
-        "--interval='t' {t,percentile,bca}", "--address",
+        "--interval='t' {t,percentile,bca}", "--address", "--random",
         "--cluster",
     ],
     "omnieval models": ["-h/--help"],

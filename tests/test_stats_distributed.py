@@ -174,3 +174,42 @@ def test_tests_gathered_in_process_match_the_single_process_table(run_files):
 
     want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
     assert_frame_equal(_tests_in_process(run_files), want)
+
+
+def _sampled_study() -> list[pl.DataFrame]:
+    """Dissonance answered three times per instance (a ``sample`` column, answers redrawn on later samples) beside
+    crossmodal answered once: the variance split on one protocol only."""
+    rng = np.random.default_rng(7)
+    dis = synthetic_dissonance(n_models=3, n_items=24, seed=1).with_columns(
+        instance_id=pl.col("split") + ":" + pl.col("instance_id"))
+    samples = []
+    for k in range(3):
+        flip = rng.random(dis.height) < (0.3 if k else 0.0)
+        samples.append(dis.with_columns(sample=pl.lit(k, pl.Int64),
+                                        choice=pl.when(pl.Series(flip)).then(pl.col("target").shift(1, fill_value="A"))
+                                        .otherwise(pl.col("choice"))))
+    xm = synthetic_crossmodal(n_models=3, n_items=80, seed=2)
+    return [xm, pl.concat(samples)]
+
+
+@pytest.mark.parametrize("random", [None, "prompt"])
+def test_repeated_samples_and_random_factors_reach_the_tasks(tmp_path, random):
+    """A task runs the single process's own pass: the variance split (``se_*``, null on the protocol without
+    repeated samples) and a random factor's pooling are the same gathered from the protocols' tasks."""
+    paths = []
+    for i, run in enumerate(_sampled_study()):
+        paths.append(str(tmp_path / f"run{i}.parquet"))
+        run.write_parquet(paths[-1])
+    want = metrics_and_paired(read_predictions(paths), resamples=RESAMPLES, seed=3, permutations=RESAMPLES,
+                              random=random)
+    assert want[0].filter(pl.col("protocol") == "dissonance")["se_prediction"].drop_nulls().len() > 0
+    assert want[0].filter(pl.col("protocol") == "crossmodal")["se_prediction"].null_count() == \
+        want[0].filter(pl.col("protocol") == "crossmodal").height
+    found = distributed.plan(paths)
+    if random:  # crossmodal has one prompt style: its task alone would refuse the factor the input has
+        distributed.check_random(paths, random)
+    groups = [distributed.group_tables(paths, p, found.model_order, RESAMPLES, 3, RESAMPLES, None, "t", random)
+              for p in found.protocols]
+    metrics, paired = distributed.gather(groups)
+    assert_frame_equal(metrics, want[0])
+    assert_frame_equal(paired, want[1])

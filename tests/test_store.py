@@ -23,8 +23,9 @@ def test_parts_are_numbered_atomic_and_resume_skips_only_clean_rows(tmp_path):
     assert [f.rsplit("/", 1)[1] for f in files] == ["part-000000-w1.parquet", "part-000001-w1.parquet"]
     assert all(folder_name("org/model") in f for f in files)
     assert not list((tmp_path / "run").rglob("*.tmp-*"))
-    assert store.finished_ids("org/model") == {("mcq", "zs", "a|C000"), ("mcq", "cot", "c|C000"),
-                                               ("open", "zs", "a|C000")}
+    # keyed with the sample (0: rows of one sample, and parts written before the column, read as 0)
+    assert store.finished_ids("org/model") == {("mcq", "zs", "a|C000", 0), ("mcq", "cot", "c|C000", 0),
+                                               ("open", "zs", "a|C000", 0)}
     assert pq.read_table(files[0]).num_rows == 2
 
 

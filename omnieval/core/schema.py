@@ -384,6 +384,12 @@ PREDICTION_SCHEMA = pa.schema([
     # was closed by force); null for every other style.
     ("reasoning", pa.string()),
     ("reasoning_tokens", pa.int32()),
+    # Repeated samples (a model's ``samples: k``): which of the instance's k answers the row is (0 for the first or
+    # only one; null in files written before the column, read as 0), and how it was drawn: a JSON object with the
+    # sample's ``seed`` (derived from the run seed and the sample), ``temperature`` and ``top_p`` (null for one
+    # sample at the model's own decoding).
+    ("sample", pa.int32()),
+    ("sampling", pa.string()),
 ])
 """Arrow schema of ``predictions.parquet`` (docs/reference.md, Predictions). Required columns are listed in
 REQUIRED_COLUMNS.

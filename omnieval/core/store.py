@@ -233,11 +233,12 @@ class RunStore:
         tables = [conform(read_parquet(self.fs, path)) for path in self.part_files(model)]
         return pa.concat_tables(tables) if tables else PREDICTION_SCHEMA.empty_table()
 
-    def finished_ids(self, model: str) -> set[tuple[str, str, str]]:
-        """(mode, prompt, instance_id) triples that finished without an error: resume skips them."""
+    def finished_ids(self, model: str) -> set[tuple[str, str, str, int]]:
+        """(mode, prompt, instance_id, sample) keys that finished without an error: resume skips them."""
         table = self.read_parts(model)
         ok = table.filter(pc.is_null(table["error"]))
-        return set(zip(mode_values(ok), ok["prompt"].to_pylist(), ok["instance_id"].to_pylist(), strict=True))
+        return set(zip(mode_values(ok), ok["prompt"].to_pylist(), ok["instance_id"].to_pylist(), sample_values(ok),
+                       strict=True))
 
 
 def read_parquet(fs: pafs.FileSystem, path: str) -> pa.Table:
@@ -265,17 +266,25 @@ def mode_values(table: pa.Table) -> list[str]:
     return [mode_or_default(m) for m in table["mode"].to_pylist()]
 
 
+def sample_values(table: pa.Table) -> list[int]:
+    """The ``sample`` of every row (0 where the column is null or absent: one sample, or a part written before
+    repeated samples existed)."""
+    if "sample" not in table.column_names:
+        return [0] * table.num_rows
+    return [s or 0 for s in table["sample"].to_pylist()]
+
+
 def consolidate(tables: Iterable[pa.Table]) -> pa.Table:
-    """One row per (model, prompt, instance_id, mode), sorted. A row without error wins over errored attempts of the
-    same instance (a resumed run retries errors); among equals the later part wins."""
+    """One row per (model, prompt, instance_id, mode, sample), sorted. A row without error wins over errored
+    attempts of the same instance and sample (a resumed run retries errors); among equals the later part wins."""
     tables = [conform(t) for t in tables]
     table = pa.concat_tables(tables) if tables else None
     if table is None or table.num_rows == 0:
         return PREDICTION_SCHEMA.empty_table()
-    keep: dict[tuple[str, str, str, str], int] = {}
+    keep: dict[tuple[str, str, str, str, int], int] = {}
     errors = table["error"].to_pylist()
     keys = zip(table["model"].to_pylist(), table["prompt"].to_pylist(), table["instance_id"].to_pylist(),
-               mode_values(table), strict=True)
+               mode_values(table), sample_values(table), strict=True)
     for i, key in enumerate(keys):
         j = keep.get(key)
         if j is None or errors[i] is None or errors[j] is not None:

@@ -20,6 +20,8 @@ Designs (each replicate a fresh simulated study; the truth is the population val
     at 5 to 40 questions: where the default interval starts to cover (``report.tables.FEW_CLUSTERS``).
 (e) Many models (``omnieval.dev.bench_ranks``): 30 models, 10 of them equal, per-question success from a beta: the
     rank intervals' simultaneous coverage, false groupings and the non-inferiority gate's error rate.
+(f) Repeated samples: k = 1, 5, 10 answers per question with per-question success probabilities drawn from a beta
+    (``dev.bench_coverage_samples``): the default interval's coverage and the variance split against its truth.
 
 Interval methods, all from the project's own metrics table and paired differences (``stats.metrics``,
 ``stats.paired``), measured in the same run: today's ``item`` unit with the percentile interval, the design's unit
@@ -354,7 +356,9 @@ def _cell(p: float | None, replicates: int, default: bool) -> str:
     return f"{p:.3f}±{se:.3f}" + ("*" if default else "")
 
 
-PARTS = ("main", "few-anchors", "few-items", "ranks")
+PARTS = ("main", "few-anchors", "few-items", "ranks", "samples")
+SAMPLE_REPLICATES = 400
+"""Studies per design of part ``samples`` (``dev.bench_coverage_samples``; 0.3-0.7 s a study)."""
 
 
 def designs(quick: bool) -> dict[str, list[Design]]:
@@ -382,6 +386,7 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
     from omnieval.stats.intervals import DEFAULT_METHOD
 
     resamples = resamples or (100 if quick else 2_000)
+    asked = replicates  # the loops below reuse the name per design
     per_design = {d: replicates or (3 if quick else DEFAULT_REPLICATES[d.protocol]) for ds in designs(quick).values()
                   for d in ds}
     judged = min(per_design.values()) >= 100  # fewer replicates cannot tell 0.93 from 0.97
@@ -427,6 +432,12 @@ def bench_coverage(quick: bool = False, replicates: int | None = None, resamples
         from omnieval.dev.bench_ranks import ranks_part
 
         ranks_part(quick, replicates, resamples, seed)  # its own verdicts, printed with its table
+    if "samples" in parts:  # design (f): repeated samples (dev.bench_coverage_samples)
+        from omnieval.dev.bench_coverage_samples import HEADER as SAMPLE_HEADER
+        from omnieval.dev.bench_coverage_samples import sample_rows
+
+        print()
+        _print(SAMPLE_HEADER, sample_rows(quick, asked or (3 if quick else SAMPLE_REPLICATES), resamples, seed + 300))
     if "main" in parts:
         print(f"\n{missed} default interval(s) outside {BAND[0]}-{BAND[1]}" if judged else
               f"\n(too few replicates to judge the default against {BAND[0]}-{BAND[1]})", end="")

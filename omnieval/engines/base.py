@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from kernels.softmax import restricted_softmax
 from omnieval.core.engine_names import LAZY as _LAZY
 from omnieval.core.engine_names import REGISTRY as _REGISTRY
+from omnieval.core.keyed import keyed_seed
 from omnieval.core.schema import Instance
 from omnieval.media.decoded import DecodedMedia
 
@@ -31,6 +32,13 @@ class EngineRequest:
     instance: Instance
     media: dict[str, DecodedMedia] = field(default_factory=dict)
     prompt_style: str = "zs"
+    sample_seed: int | None = None  # a repeated sample's own seed (``run.answers.SampleDraws``); None for one
+
+    def thinking_seed(self, engine_seed: int, model: str, style: str) -> int:
+        """The seed of a sampled reasoning: the engine's seed and the instance, or a repeated sample's own seed
+        in its place (so the k samples of one instance reason apart)."""
+        base = engine_seed if self.sample_seed is None else self.sample_seed
+        return keyed_seed(base, model, self.instance.instance_id, style)
 
 
 @dataclass

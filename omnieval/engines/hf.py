@@ -371,7 +371,7 @@ class HFEngine(Engine):
         inst = request.instance
         parts, text = self._prepare(request)
         close = close_token_id(self.tokenizer)
-        seed = keyed_seed(self.seed, self.model, inst.instance_id, THINKING_STYLE)
+        seed = request.thinking_seed(self.seed, self.model, THINKING_STYLE)
         ids = self.sample_ids(self.encode(request.media, parts, text), self.thinking_budget, seed, stop=[close])
         generated = self.tokenizer.decode(ids, skip_special_tokens=True)
         thought = read_thought(ids, generated, ends_inside_block(text), close, set(self.tokenizer.all_special_ids))

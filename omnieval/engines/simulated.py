@@ -156,7 +156,10 @@ class SimulatedEngine(Engine):
 
     def _score_one(self, request: EngineRequest) -> EngineResult:
         inst = request.instance
-        rng = keyed_rng(self.seed, self.model, inst.instance_id, request.prompt_style, "simulated")
+        # a repeated sample's reasoning (cot, thinking) is its own draw, as a sampling model's is; zero-shot logits
+        # stay the model's one distribution, from which the model stage draws each sample's label
+        sampled = () if request.sample_seed is None or request.prompt_style == "zs" else (request.sample_seed,)
+        rng = keyed_rng(self.seed, self.model, inst.instance_id, request.prompt_style, "simulated", *sampled)
         decided = self._decide(request, rng)
         logits = rng.normal(0.0, self.noise, size=len(inst.option_labels))
         logits[inst.option_labels.index(decided)] += self.margin

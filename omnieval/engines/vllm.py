@@ -380,8 +380,7 @@ class VLLMEngine(Engine):
             close = close_token_id(self.tokenizer)
         except ValueError as exc:
             return [_error(exc) for _ in entries]
-        seeds = [keyed_seed(self.seed, self.model, requests[i].instance.instance_id, THINKING_STYLE)
-                 for i, _, _ in entries]
+        seeds = [requests[i].thinking_seed(self.seed, self.model, THINKING_STYLE) for i, _, _ in entries]
         first = self._batched(lambda e: self._sample_ids([p for _, p, _ in e], self.thinking_budget,
                                                          [s for *_, s in e], [close]),
                               [(*entry[:2], seed) for entry, seed in zip(entries, seeds, strict=True)])

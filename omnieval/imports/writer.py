@@ -49,7 +49,7 @@ tool's, not one of omnieval's."""
 SAMPLE_COLUMN = "sample"
 """Which repeat of its item a row is (0 for one sample)."""
 IMPORT_RECORD, UNPAIRED_FILE, PREDICTIONS_FILE = "import.json", "unpaired_items.csv", "predictions.parquet"
-OUTPUT_SCHEMA = PREDICTION_SCHEMA.append(pa.field(SAMPLE_COLUMN, pa.int32()))
+OUTPUT_SCHEMA = PREDICTION_SCHEMA  # its ``sample`` column tells the repeats apart
 
 
 @dataclass

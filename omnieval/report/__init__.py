@@ -199,7 +199,7 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
     computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
     from omnieval.protocols import known_protocols
-    from omnieval.report import cards, leaderboard, open_ended, paired, significance, verdicts
+    from omnieval.report import cards, leaderboard, noise, open_ended, paired, significance, verdicts
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
@@ -234,6 +234,9 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
                           if s.id == f"leaderboard-{d.protocol}"):
             open_ended.mark_cascades(sub, open_ended.cascades_of(data.predictions))
         sections.append(board)
+    noise_section = noise.section([(run.label, run.metrics) for run in runs])  # repeated samples' split
+    if noise_section is not None:
+        sections.append(noise_section)
     comparisons = paired.section(per_protocol)
     if comparisons is not None:
         for data, sub in ((d, s) for d in per_protocol for s in comparisons.subsections

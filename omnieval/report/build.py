@@ -207,16 +207,22 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
 
 def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
     """The columns of docs/reference.md, Metrics, with their types (key '' where null), ``n_items`` (null in older
-    tables) and ``n_clusters`` (``n_items`` in tables written before the unit was a choice: the item was the
-    unit)."""
+    tables), ``n_clusters`` (``n_items`` in tables written before the unit was a choice: the item was the
+    unit) and the variance split of repeated samples (null where the table has none)."""
+    from omnieval.stats.samples import SPLIT_COLUMNS
+
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
     if "n_items" not in frame.columns:
         frame = frame.with_columns(n_items=pl.lit(None, dtype=pl.Int64))
     if "n_clusters" not in frame.columns:
         frame = frame.with_columns(n_clusters=pl.col("n_items"))
-    frame = frame.select(*METRIC_COLUMNS, "n_items", "n_clusters").cast(
-        {**strings, **floats, "n": pl.Int64, "n_items": pl.Int64, "n_clusters": pl.Int64})
+    # the variance split of repeated samples (``stats.samples``): null in tables without samples
+    frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(c) for c in SPLIT_COLUMNS
+                               if c not in frame.columns)
+    frame = frame.select(*METRIC_COLUMNS, "n_items", "n_clusters", *SPLIT_COLUMNS).cast(
+        {**strings, **floats, "n": pl.Int64, "n_items": pl.Int64, "n_clusters": pl.Int64,
+         **dict.fromkeys(SPLIT_COLUMNS, pl.Float64)})
     return frame.with_columns(pl.col("key").fill_null(""), pl.col("prompt").fill_null(""),
                               pl.col("split").fill_null(""))
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
+from omnieval.core.keyed import keyed_seed
 from omnieval.core.prompts import open_media_paths, render_open_prompt
 from omnieval.core.schema import DESCRIBE_ERROR, Instance
 from omnieval.core.store import predictions_table
@@ -36,42 +38,68 @@ def open_generation(inst: Instance, style: str) -> dict:
             "meta_json": json.dumps({"task": "answer", "style": style})}
 
 
+@dataclass(frozen=True)
+class SampleDraws:
+    """A model's repeated samples (``ModelConfig.samples``): k rows per multiple-choice instance, sample i seeded by
+    ``keyed_seed(run seed, "sample", i)``; what each row records of its draw (``Prediction.sampling``)."""
+
+    k: int = 1
+    seed: int = 0
+    temperature: float | None = None
+    top_p: float | None = None
+
+    def draws(self) -> list[tuple[int, str | None]]:
+        """``(sample, sampling_json)`` per sample; one sample at the model's own decoding records none."""
+        if self.k == 1:
+            return [(0, None)]
+        return [(i, json.dumps({"seed": keyed_seed(self.seed, "sample", i), "temperature": self.temperature or 1.0,
+                                "top_p": self.top_p or 1.0}, sort_keys=True)) for i in range(self.k)]
+
+
+def sample_draws(model, seed: int) -> SampleDraws:
+    """The draws of ``model`` (a ``ModelConfig``) in a run seeded ``seed``."""
+    return SampleDraws(model.samples, seed, model.temperature, model.top_p)
+
+
 REQUEST_SCHEMA = pa.schema([
     ("call", pa.string()), ("mode", pa.string()), ("prompt", pa.string()), ("instance_json", pa.string()),
     ("instance_id", pa.string()), ("media_paths", pa.string()), ("cascade_json", pa.string()),
     ("parts_json", pa.string()), ("max_new_tokens", pa.int64()), ("key", pa.string()), ("meta_json", pa.string()),
-    ("skipped", pa.string()), ("media_noted", pa.string()),
+    ("skipped", pa.string()), ("media_noted", pa.string()), ("sample", pa.int32()), ("sampling_json", pa.string()),
 ])
 """The columns of an answering model's request rows (the open-ended ones null on multiple-choice rows)."""
 
 
 def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: list[str],
-                    done: set[tuple[str, str, str]], cascade: dict[str, dict],
-                    policy: MediaPolicy | None = None) -> Iterator[dict]:
-    """The request rows of one model: every (instance, mode, prompt style) not in ``done``; ``cascade`` gives the
-    cascade columns per instance id (all rows or none); ``policy`` marks rows showing media the model cannot take."""
+                    done: set[tuple[str, str, str, int]], cascade: dict[str, dict],
+                    policy: MediaPolicy | None = None, draws: SampleDraws | None = None) -> Iterator[dict]:
+    """The request rows of one model: every (instance, mode, prompt style, sample) not in ``done``; ``cascade``
+    gives the cascade columns per instance id (all rows or none); ``policy`` marks rows showing media the model
+    cannot take; ``draws`` its repeated samples (one where None)."""
     for inst in instances:
         yield from _requests(inst.instance_id, inst.model_dump_json(), [s.ref for s in inst.media_segments()],
                              lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id),
-                             policy or MediaPolicy())
+                             policy or MediaPolicy(), (draws or SampleDraws()).draws())
 
 
 def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
-              prompts: list[str], done, cascade: dict | None, policy: MediaPolicy) -> Iterator[dict]:
+              prompts: list[str], done, cascade: dict | None, policy: MediaPolicy,
+              draws: list[tuple[int, str | None]]) -> Iterator[dict]:
     """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows."""
     for mode in modes:
         paths = open_media_paths(instance()) if mode == "open" else media_paths
         skipped, noted = policy.mark(paths)
         for prompt in prompts:
-            if (mode, prompt, instance_id) in done:
-                continue
-            row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
-                   "instance_json": instance_json, "instance_id": instance_id,
-                   "media_paths": json.dumps([] if skipped else paths), "cascade_json": json.dumps(cascade),
-                   "skipped": skipped, "media_noted": noted}
-            if mode == "open":
-                row |= open_generation(instance(), prompt)
-            yield row
+            for sample, sampling in draws:
+                if (mode, prompt, instance_id, sample) in done:
+                    continue
+                row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
+                       "instance_json": instance_json, "instance_id": instance_id,
+                       "media_paths": json.dumps([] if skipped else paths), "cascade_json": json.dumps(cascade),
+                       "skipped": skipped, "media_noted": noted, "sample": sample, "sampling_json": sampling}
+                if mode == "open":
+                    row |= open_generation(instance(), prompt)
+                yield row
 
 
 def request_table(rows: list[dict], tags: dict | None = None) -> pa.Table:
@@ -86,10 +114,11 @@ _DONE: dict[str, frozenset] = {}
 
 
 def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], done, tags: dict,
-                   policy: MediaPolicy | None = None) -> pa.Table:
+                   policy: MediaPolicy | None = None, draws: SampleDraws | None = None) -> pa.Table:
     """A Ray Data map over instance blocks (``expansion.INSTANCE_SCHEMA``): their request rows, each with the
-    ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id) triples, or
-    None; a worker fetches it once. ``policy``: the model's ``media_policy.MediaPolicy`` over the run's media."""
+    ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id, sample) keys,
+    or None; a worker fetches it once; ``draws``: the model's repeated samples. ``policy``: the model's
+    ``media_policy.MediaPolicy`` over the run's media."""
     from omnieval.core.schema import Instance
 
     finished: frozenset = frozenset()
@@ -110,10 +139,11 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
             parsed[i] = Instance.model_validate_json(texts[i])
         return parsed[i]
 
+    samples = (draws or SampleDraws()).draws()
     for i, (iid, paths) in enumerate(zip(block.column("instance_id").to_pylist(),
                                          block.column("media_paths").to_pylist(), strict=True)):
         rows += _requests(iid, texts[i], json.loads(paths), lambda i=i: instance(i), modes, prompts, finished,
-                          None, policy or MediaPolicy())
+                          None, policy or MediaPolicy(), samples)
     return request_table(rows, tags)
 
 
@@ -159,6 +189,9 @@ class PredictionRows:
                     cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"), shown=shown,
                     answer_verdicts=answer_verdicts(inst, r["text"], _scorer(batch, i)) if generated_answer(r)
                     else None, reasoning=r.get("reasoning"), reasoning_tokens=r.get("reasoning_tokens")))
+        if "sample" in batch:  # repeated samples: which one each row is, and how it was drawn
+            out = [replace(p, sample=int(_value(batch["sample"][i]) or 0), sampling=_sampling(batch, i))
+                   for i, p in enumerate(out)]
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
             table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
@@ -175,12 +208,22 @@ def generated_answer(result: dict) -> bool:
 
 
 def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],
-                       prompts: list[str], done: set[tuple[str, str, str]]) -> pa.Table:
+                       prompts: list[str], done: set[tuple[str, str, str, int]],
+                       draws: SampleDraws | None = None) -> pa.Table:
     """Errored predictions (kind ``describe``), without a model call, of instances that cannot be asked (their
-    describer failed: ``cascade.cascade_instances``)."""
-    return predictions_table(Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR).row()
-                             for inst, message in failed for mode in modes for prompt in prompts
-                             if (mode, prompt, inst.instance_id) not in done)
+    describer failed: ``cascade.cascade_instances``), one per sample."""
+    samples = (draws or SampleDraws()).draws()
+    return predictions_table(
+        replace(Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR), sample=sample,
+                sampling=json.loads(sampling) if sampling else None).row()
+        for inst, message in failed for mode in modes for prompt in prompts for sample, sampling in samples
+        if (mode, prompt, inst.instance_id, sample) not in done)
+
+
+def _sampling(batch: dict, i: int) -> dict | None:
+    """Row ``i``'s draw (``SampleDraws``): None for one sample."""
+    text = _value(batch["sampling_json"][i]) if "sampling_json" in batch else None
+    return json.loads(text) if text else None
 
 
 def _scorer(batch: dict, i: int) -> str | None:

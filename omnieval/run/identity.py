@@ -48,6 +48,9 @@ def model_identity(model) -> dict[str, Any]:
     data = model.model_dump(mode="json", exclude=set(SCALING_FIELDS) | {"modes", "card"})
     if data.get("recipe") is None:  # unset: the identities of configs written before recipes existed stay
         data.pop("recipe", None)
+    for name, unset in (("samples", 1), ("temperature", None), ("top_p", None)):  # the same for repeated samples
+        if data.get(name) == unset:
+            data.pop(name, None)
     data["options"] = {k: v for k, v in data["options"].items() if k not in SCALING_OPTIONS}
     if data.get("describe"):
         data["describe"]["model"] = model_identity(model.describe.model)

@@ -297,14 +297,15 @@ def _requests_of(model: ModelConfig, index: int, run: PreparedRun, cache: PassCa
     from omnieval.run.media_policy import answering_model, media_policy
 
     modes = modes_of(run.config, model)
-    share = _RunShare(run, index, planned=run.plan.n_instances * len(modes) * len(run.config.prompts))
+    share = _RunShare(run, index, planned=run.plan.n_instances * len(modes) * len(run.config.prompts)
+                      * model.samples)
     done = run.store.finished_ids(model.name)
     policy = media_policy(model, run.plan.expanded.media)
     answering = answering_model(model, run.plan.expanded.media)  # describe: the describer takes what it cannot
     if answering.describe is not None:
         _described_requests(share, model, answering, modes, done, policy, cache, progress)
     elif len(done) < share.planned:  # a run whose rows are all done (same identity) starts no engine pool
-        _block_requests(share, model.name, modes, done, policy)
+        _block_requests(share, model, modes, done, policy)
     return share
 
 
@@ -314,7 +315,7 @@ def _described_requests(share: _RunShare, model: ModelConfig, answering: ModelCo
     an instance whose describer failed becomes errored rows at once, without a model call."""
     import ray.data
 
-    from omnieval.run.answers import answer_requests, failed_predictions, request_table
+    from omnieval.run.answers import answer_requests, failed_predictions, request_table, sample_draws
     from omnieval.run.cascade import cascade_instances, describe_media
 
     config, plan, store = share.run.config, share.run.plan, share.run.store
@@ -322,10 +323,12 @@ def _described_requests(share: _RunShare, model: ModelConfig, answering: ModelCo
     descriptions = describe_media(answering, instances, config, store, cache.source(plan.media_specs), progress)
     instances, cascade, failed = cascade_instances(answering, instances, descriptions)
     if failed:
-        table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done)
+        table = failed_predictions(failed, model.name, model.engine, modes, config.prompts, done,
+                                   sample_draws(model, config.seed))
         store.append_part(model.name, table)
         share.n_failed = table.num_rows
-    rows = list(answer_requests(instances, modes, config.prompts, done, cascade, policy))
+    rows = list(answer_requests(instances, modes, config.prompts, done, cascade, policy,
+                                sample_draws(model, config.seed)))
     if rows:
         size = plan.source.max_block
         share.requests = ray.data.from_arrow([request_table(rows[i:i + size], share.tags)
@@ -333,22 +336,23 @@ def _described_requests(share: _RunShare, model: ModelConfig, answering: ModelCo
         share.n_requests = len(rows)
 
 
-def _block_requests(share: _RunShare, model: str, modes: list[str], done: set, policy) -> None:
+def _block_requests(share: _RunShare, model: ModelConfig, modes: list[str], done: set, policy) -> None:
     """Request rows made from the run's instance blocks by Ray tasks (``answers.block_requests``); the media the
     model takes are decoded ahead."""
     import ray
 
-    from omnieval.run.answers import block_requests
+    from omnieval.run.answers import block_requests, sample_draws
     from omnieval.run.expansion import instance_dataset
     from omnieval.run.stages import REQUEST_CPUS, request_tasks
 
     config, plan = share.run.config, share.run.plan
     share.requests = instance_dataset(plan.expanded).map_batches(
         block_requests, fn_kwargs={"modes": modes, "prompts": list(config.prompts), "tags": share.tags,
-                                   "done": ray.put(list(done)) if done else None, "policy": policy},
+                                   "done": ray.put(list(done)) if done else None, "policy": policy,
+                                   "draws": sample_draws(model, config.seed)},
         batch_size=None, batch_format="pyarrow", num_cpus=REQUEST_CPUS, compute=request_tasks())
     share.n_requests = max(0, share.planned - len(done))
-    share.warm = [spec for path, spec in plan.specs_for(model).items() if path not in policy.unsupported]
+    share.warm = [spec for path, spec in plan.specs_for(model.name).items() if path not in policy.unsupported]
 
 
 def _through_engine(model: ModelConfig, shares: list[_RunShare], cache: PassCache, progress: bool) -> None:

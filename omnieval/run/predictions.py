@@ -61,6 +61,8 @@ class Prediction:
     shown: dict | None = None  # what the model was shown (``engines.shown.Shown.to_dict``); None where unknown
     reasoning: str | None = None  # thinking style: the reasoning block, kept apart from ``raw_text`` (the answer)
     reasoning_tokens: int | None = None
+    sample: int = 0  # which of the instance's repeated samples (``ModelConfig.samples``); 0 for one sample
+    sampling: dict | None = None  # how a repeated sample was drawn: its seed, temperature and top_p
 
     def __post_init__(self):
         if bool(self.error) != (self.error_kind is not None) or self.error_kind not in (None, *ERROR_KINDS):
@@ -137,4 +139,5 @@ class Prediction:
             **{k: cascade.get(k) for k in CASCADE_FIELDS}, "skipped": self.skipped, "media_noted": self.media_noted,
             "answer_source": self.answer_source, **(self.answer_verdicts or dict.fromkeys(VERDICT_COLUMNS)),
             **shown_columns(self.shown), "reasoning": self.reasoning, "reasoning_tokens": self.reasoning_tokens,
+            "sample": self.sample, "sampling": json.dumps(self.sampling, sort_keys=True) if self.sampling else None,
         }

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR
 
 INSTANCE_COLUMN = "_instance"
@@ -134,6 +135,42 @@ class _Result:
     reasoning_tokens: int | None = None
 
 
+def _draw_of(batch: dict, i: int) -> dict | None:
+    """Row ``i``'s repeated-sample draw (``answers.SampleDraws``: seed, temperature, top_p), None for one sample."""
+    if "sampling_json" not in batch:
+        return None
+    text = batch["sampling_json"][i]
+    return json.loads(text) if isinstance(text, str) and text else None
+
+
+def drawn_answer(result: _Result, request, draw: dict) -> _Result:
+    """A zero-shot answer of a repeated sample: its label drawn from the option distribution (the label logprobs'
+    softmax at the draw's ``temperature``, cut to the ``top_p`` nucleus), seeded by the sample's seed and the
+    instance and prompt, so the k samples of an instance differ as a sampling model's would. Answers read from
+    generated text (chain of thought, thinking: ``answer_source`` set) were sampled by the engine itself, and
+    errored ones or ones without logprobs are kept as they are. ``confidence`` becomes the drawn label's
+    probability (restricted softmax, ``rs``)."""
+    logprobs = result.option_logprobs
+    if result.error or result.answer_source is not None or not logprobs:
+        return result
+    labels = list(request.instance.option_labels)[:len(logprobs)]
+    values = np.array([x if x is not None and np.isfinite(x) else -np.inf for x in logprobs[:len(labels)]])
+    if not np.isfinite(values).any():
+        return result
+    probs = np.exp((values - values.max()) / float(draw.get("temperature") or 1.0))
+    probs /= probs.sum()
+    order = np.argsort(-probs, kind="stable")
+    keep = np.cumsum(probs[order]) - probs[order] < float(draw.get("top_p") or 1.0)  # the nucleus: top labels
+    nucleus = np.zeros_like(probs)
+    nucleus[order[keep]] = probs[order[keep]]
+    rng = keyed_rng(int(draw["seed"]), request.instance.instance_id, request.prompt_style, "label")
+    pick = int(rng.choice(len(labels), p=nucleus / nucleus.sum()))
+    plain = np.exp(values - values.max())
+    result.choice = labels[pick]
+    result.confidence, result.confidence_method = float(plain[pick] / plain.sum()), "rs"
+    return result
+
+
 class ModelCalls:
     """What the seam does with a batch, given an engine: build the engine requests from the request rows, call
     ``score`` / ``generate``, add the result columns. Plain Python (no Ray): ``ModelStage`` is its actor, and tests
@@ -187,17 +224,21 @@ class ModelCalls:
     def _score(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.engines.base import EngineRequest
 
-        requests = [EngineRequest(batch[INSTANCE_COLUMN][i], media[i], str(batch["prompt"][i])) for i in ids]
+        draws = [_draw_of(batch, i) for i in ids]
+        requests = [EngineRequest(batch[INSTANCE_COLUMN][i], media[i], str(batch["prompt"][i]),
+                                  sample_seed=None if d is None else int(d["seed"])) for i, d in zip(ids, draws)]
         try:
             out = self.engine.score(requests)
         except Exception as exc:
             return [_engine_error(exc) for _ in ids]
-        return [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
-                        option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                        error_kind=_own_error_kind(r), answer_source=getattr(r, "answer_source", None),
-                        shown=_shown_json(r), reasoning=getattr(r, "reasoning", None),
-                        reasoning_tokens=getattr(r, "reasoning_tokens", None))
-                for r in out]
+        results = [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
+                           option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
+                           error_kind=_own_error_kind(r), answer_source=getattr(r, "answer_source", None),
+                           shown=_shown_json(r), reasoning=getattr(r, "reasoning", None),
+                           reasoning_tokens=getattr(r, "reasoning_tokens", None))
+                   for r in out]
+        return [drawn_answer(res, req, d) if d is not None else res
+                for res, req, d in zip(results, requests, draws, strict=True)]
 
     def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
         from omnieval.core.prompts import PromptPart

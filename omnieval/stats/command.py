@@ -54,13 +54,15 @@ def _parquet(write) -> bytes:
 
 def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                   permutations: int = 10_000, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD, address: str | None = None) -> MetricsFiles:
+                  interval: str = DEFAULT_METHOD, address: str | None = None,
+                  random: str | None = None) -> MetricsFiles:
     """The metrics table and the paired differences of one pass (``omnieval.stats.paired``) of the predictions at
     ``paths`` (local paths or URIs), as ``metrics.csv``, ``metrics.parquet`` and ``metrics.json`` (with seed,
     resample count, confidence level and each protocol's resampling unit) and ``paired.csv`` and
     ``paired.parquet``. ``cluster``: the resampling unit (``stats.clusters``; default: each protocol's own);
-    ``interval``: how intervals are formed from the resamples (``stats.intervals``). Large inputs, or any with
-    ``address`` (a Ray cluster), are computed one protocol per Ray task (``stats.distributed``): the same bytes."""
+    ``interval``: how intervals are formed from the resamples (``stats.intervals``); ``random``: a random factor
+    (``stats.factors``), recorded in ``metrics.json``. Large inputs, or any with ``address`` (a Ray cluster), are
+    computed one protocol per Ray task (``stats.distributed``): the same bytes."""
     import pyarrow.parquet as pq
 
     from omnieval.stats import distributed
@@ -69,7 +71,8 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
     if distributed.use_ray(paths, address):
         started = distributed.connect(address)
         try:
-            table, paired, groups = distributed.ray_tables(paths, resamples, seed, permutations, cluster, interval)
+            table, paired, groups = distributed.ray_tables(paths, resamples, seed, permutations, cluster, interval,
+                                                           random=random)
             ranks = distributed.gather_ranks(groups)
         finally:
             if started:
@@ -82,15 +85,17 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
         predictions = read_predictions(paths)
         collector = Collector()
         table, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                           cluster=cluster, interval=interval, collector=collector)
+                                           cluster=cluster, interval=interval, collector=collector, random=random)
         ranks = ranks_table(collector.units, paired, resamples, table)
         units, n_predictions = units_used(predictions, cluster), len(predictions)
     meta = {"seed": str(seed), "resamples": str(resamples), "confidence_level": str(CONFIDENCE_LEVEL),
-            "cluster": json.dumps(units, sort_keys=True), "interval": interval}
+            "cluster": json.dumps(units, sort_keys=True), "interval": interval,
+            **({"random": random} if random else {})}
     arrow = table.to_arrow()
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **meta})
     doc = {"seed": seed, "resamples": resamples, "confidence_level": CONFIDENCE_LEVEL, "cluster": units,
-           "interval": interval, "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
+           "interval": interval, **({"random": random} if random else {}),
+           "bootstrap": f"clustered bootstrap over each protocol's unit (cluster), {interval} "
            "interval",
            "inputs": [_absolute(p) for p in paths], "metrics": table.to_dicts()}
     files = {"paired.csv": paired.write_csv().encode(), "paired.parquet": _parquet(paired.write_parquet),
@@ -104,13 +109,13 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
 
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000, cluster: ClusterChoice = None,
-                    interval: str = DEFAULT_METHOD, address: str | None = None) -> int:
+                    interval: str = DEFAULT_METHOD, address: str | None = None, random: str | None = None) -> int:
     """Write ``metrics_files`` to the local folder ``out`` and print the headline tables (``address``: compute on
-    that Ray cluster, ``stats.distributed``)."""
+    that Ray cluster, ``stats.distributed``; ``random``: a random factor, ``stats.factors``)."""
     start = time.perf_counter()
     folder = local_folder(out)  # a bad --out stops here, before the computing
     made = metrics_files(paths, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster,
-                         interval=interval, address=address)
+                         interval=interval, address=address, random=random)
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in made.files.items():
         (folder / name).write_bytes(data)

@@ -77,6 +77,7 @@ class GroupResult:
     n_predictions: int
     peak_rss_mb: float
     ranks: pl.DataFrame | None = None  # stats.ranks of this protocol: its ranked rows never span two protocols
+    extra: tuple[str, ...] = ()  # the paired table's extra columns (stats.samples' variance split)
 
 
 def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
@@ -139,14 +140,17 @@ def _protocols_and_models(given: str | Path | StoredPath):
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
 
-def _columns(path: Path | StoredPath, cluster: ClusterChoice) -> list[str]:
-    """The file's columns the statistics read (``UNREAD_COLUMNS`` left out unless chosen as the unit)."""
+def _columns(path: Path | StoredPath, cluster: ClusterChoice, random: str | None = None) -> list[str]:
+    """The file's columns the statistics read (``UNREAD_COLUMNS`` left out unless chosen as the unit or as the
+    random factor)."""
     chosen = set(cluster.values()) if isinstance(cluster, dict) else {cluster} if cluster else set()
+    chosen |= {random} if random else set()
     names = _dataset(path).schema.names
     return [c for c in names if c not in UNREAD_COLUMNS or c in chosen]
 
 
-def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: ClusterChoice) -> pl.DataFrame:
+def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: ClusterChoice,
+                   random: str | None = None) -> pl.DataFrame:
     """One file's rows of ``protocol`` in file order, with ``_row`` (the row number in the file, from 1)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -161,12 +165,12 @@ def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: Clust
     column = data.to_table(columns=["protocol"])["protocol"]
     match = pc.is_null(column) if protocol is None else pc.fill_null(pc.equal(column, protocol), False)
     rows = np.flatnonzero(match.to_numpy(zero_copy_only=False))
-    frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster), filter=where))
+    frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster, random), filter=where))
     return frame.with_columns(_row=pl.Series(rows + 1, dtype=pl.Int64))
 
 
 def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
-               cluster: ClusterChoice = None) -> pl.DataFrame:
+               cluster: ClusterChoice = None, random: str | None = None) -> pl.DataFrame:
     """The rows of one protocol from every file, checked and completed as ``read.read_predictions`` does for the
     whole input (same rows, same order, same columns but ``UNREAD_COLUMNS``)."""
     from omnieval.stats import read
@@ -175,7 +179,7 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
     frames = []
     for given in paths:
         path = _file_of(given)
-        part = _protocol_rows(path, protocol, cluster)
+        part = _protocol_rows(path, protocol, cluster, random)
         if part.is_empty():
             continue
         rows = part["_row"]
@@ -193,33 +197,36 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
 
 
 def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequence[str], resamples: int,
-                 seed: int, permutations: int, cluster: ClusterChoice, interval: str) -> GroupResult:
-    """The metrics rows and paired rows (not yet adjusted) of one protocol: the body of one Ray task."""
+                 seed: int, permutations: int, cluster: ClusterChoice, interval: str,
+                 random: str | None = None) -> GroupResult:
+    """The metrics rows and paired rows (not yet adjusted) of one protocol: the body of one Ray task, the single
+    process's own (``stats.paired.metrics_and_paired_rows``) on the protocol's rows."""
     from omnieval.stats.clusters import units_used
-    from omnieval.stats.metrics import metrics_table
-    from omnieval.stats.paired import Collector, paired_rows, table_of
+    from omnieval.stats.paired import Collector, metrics_and_paired_rows, table_of
     from omnieval.stats.ranks import ranks_table
 
-    frame = read_group(paths, protocol, cluster)
+    frame = read_group(paths, protocol, cluster, random)
     collector = Collector()
-    metrics = metrics_table(frame, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
-                            interval=interval)
-    paired = paired_rows(collector, frame, resamples, seed, permutations, cluster, interval,
-                         model_order=list(model_order))
-    ranks = ranks_table(collector.units, table_of(paired), resamples, metrics)
+    metrics, paired, extra = metrics_and_paired_rows(frame, resamples, seed, permutations, cluster, interval,
+                                                     collector, random, model_order=list(model_order),
+                                                     random_checked=True)  # the whole input was: check_random
+    ranks = ranks_table(collector.units, table_of(paired, extra), resamples, metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks)
+    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks, extra)
 
 
 def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Both tables from the groups' rows, in the single process's order (module docstring)."""
+    """Both tables from the groups' rows, in the single process's order (module docstring). A protocol without
+    repeated samples has no variance-split columns where another has them: null there, as in the single process."""
     from omnieval.stats.paired import table_of
 
     results = sorted(results, key=lambda r: (r.protocol is None, r.protocol or ""))
-    metrics = pl.concat([r.metrics for r in results], how="vertical")
+    widest = max((r.metrics.columns for r in results), key=len)
+    metrics = pl.concat([r.metrics for r in results], how="diagonal_relaxed").select(widest)
+    extra = max((r.extra for r in results), key=len)
     pairs = [row for r in results for row in r.paired if row["comparison"] != "modes"]
     modes = [row for r in results for row in r.paired if row["comparison"] == "modes"]
-    return metrics, table_of(pairs + modes)
+    return metrics, table_of(pairs + modes, extra)
 
 
 def gather_ranks(results: list[GroupResult]) -> pl.DataFrame:
@@ -253,15 +260,38 @@ def use_ray(paths: Sequence[str | Path | StoredPath], address: str | None) -> bo
     return bool(address) or parquet_rows(paths) >= SCALE_THRESHOLD_ROWS
 
 
+def check_random(paths: Sequence[str | Path | StoredPath], random: str) -> None:
+    """A random factor checked on the whole input, as the single process checks it (``stats.factors``), from its
+    one column: a task holds one protocol, which may have a single level where the input has several."""
+    from omnieval.stats import read
+    from omnieval.stats.factors import check_factor
+
+    columns = []
+    for given in paths:
+        path = _file_of(given)
+        if _is_parquet(path):
+            data = _dataset(path)
+            if random in data.schema.names:
+                columns.append(pl.from_arrow(data.to_table(columns=[random])).select(pl.col(random).cast(pl.Utf8)))
+        else:
+            frame = read._read_one(path)
+            if random in frame.columns:
+                columns.append(frame.select(pl.col(random).cast(pl.Utf8)))
+    check_factor(pl.concat(columns) if columns else pl.DataFrame(), random)
+
+
 def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                permutations: int = 10_000, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
-               workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+               workers: int | None = None,
+               random: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
     """Both tables with one Ray task per protocol on the Ray this process is connected to (``connect``), the
     largest protocols first, at most ``workers`` tasks at a time (default: as many as the cluster's CPUs take).
     The driver holds only the plan and the tasks' rows."""
     found = plan(paths)
+    if random is not None:
+        check_random(paths, random)
     results = _each_protocol(group_tables, paths, found, workers, found.model_order, resamples, seed, permutations,
-                             cluster, interval)
+                             cluster, interval, random)
     metrics, paired = gather(results)
     return metrics, paired, results
 

@@ -56,10 +56,18 @@ def intervals(values: np.ndarray, resamples: int, method: str, n_clusters: np.nd
     alpha = (1.0 - level) / 2.0
     boot = values[:, 1:1 + resamples]
     if method == "percentile":
-        return percentile_interval(boot.T, alpha, 1.0 - alpha)  # rows contiguous: no copy (the kernel's layout)
+        low, high = percentile_interval(boot.T, alpha, 1.0 - alpha)  # rows contiguous: no copy (the kernel's layout)
+        return _on_two_clusters(low, high, n_clusters)
     if method == "t":
         return t_interval(values[:, 0], boot, np.asarray(n_clusters), alpha)
     return bca_interval(values[:, 0], boot, values[:, 1 + resamples:], alpha, cluster_masks)
+
+
+def _on_two_clusters(low: np.ndarray, high: np.ndarray, n_clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NaN where a row rests on fewer than two clusters: every resample of one cluster is that cluster again, so
+    the percentile interval would be [value, value], a certainty the data cannot give (as the t interval, none)."""
+    few = np.asarray(n_clusters) < 2
+    return np.where(few, np.nan, low), np.where(few, np.nan, high)
 
 
 def t_interval(estimate: np.ndarray, boot: np.ndarray, n_clusters: np.ndarray,

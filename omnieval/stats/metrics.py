@@ -29,10 +29,12 @@ from omnieval.core.metric_types import with_answer_verdicts, with_error_rates, w
 from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
+from omnieval.stats.factors import FactorSplit, pool_levels
 from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import error_kinds_present, prepare, read_predictions
 from omnieval.stats.registry import REGISTRY, load_protocols
+from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
                  "n_items", "n_clusters")
@@ -40,7 +42,8 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                   on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
-                  interval: str = DEFAULT_METHOD) -> pl.DataFrame:
+                  interval: str = DEFAULT_METHOD, variance: VarianceSplit | None = None,
+                  random: str | None = None, random_checked: bool = False) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
@@ -48,11 +51,19 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     ``n_clusters`` the resampling units holding them (``cluster``: ``stats.clusters``; the same number as
     ``n_items`` where the unit is the question). ``interval``: how the 95% interval is formed from the resamples
     (``stats.intervals``).
-    ``on_unit`` sees every unit's resampled metric values (``UnitHook``)."""
+    ``on_unit`` sees every unit's resampled metric values (``UnitHook``). Predictions with repeated samples (a
+    ``sample`` column above 0 somewhere) add ``se_total``, ``se_data`` and ``se_prediction`` (``stats.samples``;
+    null on the rows of units with one sample per instance); without them the table is as before. ``variance``:
+    the split's hook to use (what the paired differences read it from afterwards). ``random``: a column whose levels
+    are a random factor (``stats.factors``): pooled, their spread in ``se_<column>``, ``se_total`` and the interval."""
     load_protocols()
     check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
+    split = (variance or VarianceSplit({}, resamples, seed)) if has_samples(frame) else None
+    factor = None
+    if random is not None:  # a random factor's levels pooled, their spread counted (stats.factors)
+        frame, factor = pool_levels(frame, random, random_checked), FactorSplit(random, {}, resamples, seed)
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
         spec = REGISTRY.get(protocol)
         if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here
@@ -65,12 +76,36 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
         if (mcq["_scored"] | mcq["_official_counted"]).any():  # answers read from text: verdicts beside accuracy
             spec = with_answer_verdicts(spec)
-        rows.extend(protocol_rows(mcq, spec, resamples, seed, on_unit, interval))
+        hook = on_unit
+        if split is not None:  # repeated samples: the variance split beside the interval (stats.samples)
+            split.spec_frames[spec.name] = mcq
+            hook = _both(split, hook)
+        if factor is not None:
+            factor.spec_frames[spec.name] = mcq
+            hook = _both(factor, hook)
+        rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
                                                          "n_clusters": pl.Int64}
+    if split is not None:
+        rows, schema = split.fill(rows), schema | dict.fromkeys(SPLIT_COLUMNS, pl.Float64)
+    if factor is not None:
+        rows = factor.fill(rows)
+        schema |= dict.fromkeys(("se_total", "se_data", *([] if split is None else ["se_prediction"]),
+                                 f"se_{random}"), pl.Float64)
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _both(first: UnitHook, second: UnitHook | None) -> UnitHook:
+    """One unit hook calling two (the second may be None)."""
+    if second is None:
+        return first
+
+    def hook(*args) -> None:
+        first(*args)
+        second(*args)
+    return hook
 
 
 def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: int = 0,

@@ -50,6 +50,7 @@ from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
 from omnieval.stats.registry import REGISTRY
+from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
                   "ci_low", "ci_high", "a_value", "b_value", "item_corr", "n_items", "n_clusters", "p_value",
@@ -322,26 +323,46 @@ def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int,
     return pending.flush()
 
 
-def table_of(rows: Iterable[dict]) -> pl.DataFrame:
+def table_of(rows: Iterable[dict], extra: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The paired table of ``rows`` (``extra``: float columns after ``PAIRED_COLUMNS``, e.g. the variance split)."""
     rows = list(rows)
-    floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted")
+    floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted", *extra)
     schema = {c: pl.Float64 if c in floats else pl.Int64 if c in ("n_items", "n_clusters") else pl.Utf8
-              for c in PAIRED_COLUMNS}
+              for c in (*PAIRED_COLUMNS, *extra)}
     frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return adjust_p(frame)
 
 
+def metrics_and_paired_rows(predictions: pl.DataFrame, resamples: int, seed: int, permutations: int,
+                            cluster: ClusterChoice, interval: str, collector: Collector, random: str | None = None,
+                            model_order: list[str] | None = None,
+                            random_checked: bool = False) -> tuple[pl.DataFrame, list[dict], tuple[str, ...]]:
+    """The metrics table, the paired rows (p not yet adjusted) and the paired table's extra columns of one pass:
+    the body both the single process (``metrics_and_paired``) and a Ray task (``stats.distributed``) run, so a
+    feature added here (repeated samples, random factors) reaches both."""
+    variance = VarianceSplit({}, resamples, seed) if has_samples(predictions) else None
+    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
+                            interval=interval, variance=variance, random=random, random_checked=random_checked)
+    rows = paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval,
+                       model_order=model_order)
+    if variance is None:
+        return metrics, rows, ()
+    # repeated samples: each difference's variance split beside its interval (``stats.samples``)
+    return metrics, variance.fill_paired(rows), SPLIT_COLUMNS
+
+
 def metrics_and_paired(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                        permutations: int = 10_000, cluster: ClusterChoice = None,
-                       interval: str = DEFAULT_METHOD,
-                       collector: Collector | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                       interval: str = DEFAULT_METHOD, collector: Collector | None = None,
+                       random: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics table and the paired table of a predictions frame, from one resampling pass (``cluster``: the
-    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``). ``collector``
-    (optional) is left holding every unit's resampled headline values (what ``stats.ranks`` reads)."""
+    resampling unit, ``stats.clusters``; ``interval``: the interval method, ``stats.intervals``; ``random``: a
+    random factor, ``stats.factors``). ``collector`` (optional) is left holding every unit's resampled headline
+    values (what ``stats.ranks`` reads)."""
     collector = Collector() if collector is None else collector
-    metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
-                            interval=interval)
-    return metrics, table_of(paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval))
+    metrics, rows, extra = metrics_and_paired_rows(predictions, resamples, seed, permutations, cluster, interval,
+                                                   collector, random)
+    return metrics, table_of(rows, extra)
 
 
 def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,

@@ -30,6 +30,7 @@ from omnieval.core.metric_types import CLUSTER, QUESTION, cluster_of, question_o
 from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
 from omnieval.core.store import StoredPath, readable, stored_path
 from omnieval.stats.registry import REGISTRY, load_protocols
+from omnieval.stats.samples import SAMPLE, sample_index
 
 
 def _read_one(path: Path | StoredPath) -> pl.DataFrame:
@@ -71,7 +72,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
         if column not in frame.columns:
             raise InputError(f"missing required column {column!r}", file=path, field=column)
     casts = {c: pl.Utf8 for c in REQUIRED_COLUMNS if c != "confidence"}
-    casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options") if c in frame.columns}})
+    casts.update({"confidence": pl.Float64, **{c: pl.Int64 for c in ("k", "n_options", SAMPLE) if c in frame.columns}})
     for column in ("anchor", "task", "subtask", "category", "group", "evidence_modality", "media_unit", "error",
                    "error_kind"):
         if column in frame.columns:
@@ -87,6 +88,9 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
         frame = frame.with_columns(official_correct=boolean_column(frame["official_correct"], path))
     if "breakdowns" in frame.columns:
         frame = frame.with_columns(breakdowns=breakdowns_column(frame["breakdowns"], path))
+    if SAMPLE in frame.columns and (row := _first_bad(frame, (pl.col(SAMPLE) < 0).fill_null(False))):
+        raise InputError(f"{row['where']}: sample {row[SAMPLE]} is negative (0 for the first or only sample)",
+                         file=path, item=row["where"], field=SAMPLE)
     conf = frame["confidence"].drop_nulls()
     if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
         raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
@@ -225,17 +229,18 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
 
 
 def _check_duplicates(frame: pl.DataFrame) -> None:
-    """One prediction per (model, prompt, mode, instance_id): a file given twice, or a row written twice, would
-    double every count."""
-    keys = ["model", "prompt", "_mode", "instance_id"]
-    keyed = frame.with_columns(_mode=_mode(frame))
+    """One prediction per (model, prompt, mode, instance_id, sample): a file given twice, or a row written twice,
+    would double every count (``sample``: which repeated sample of the instance, 0 where absent; ``stats.samples``)."""
+    keys = ["model", "prompt", "_mode", "instance_id", "_sample"]
+    keyed = frame.with_columns(_mode=_mode(frame), _sample=sample_index(frame))
     dup = keyed.filter(pl.len().over(keys) > 1)
     if dup.is_empty():
         return
     first = dup.filter(pl.struct(keys) == dup.select(pl.struct(keys)).row(0)[0]).head(2).to_dicts()
     a, b = first
+    sample = f", sample {a['_sample']}" if a["_sample"] else ""
     raise InputError(f"duplicate prediction for model {a['model']!r}, prompt {a['prompt']!r}, mode {a['_mode']!r},"
-                     f" instance {a['instance_id']!r}: {a['_file']} row {a['_row']} and {b['_file']} row "
+                     f" instance {a['instance_id']!r}{sample}: {a['_file']} row {a['_row']} and {b['_file']} row "
                      f"{b['_row']} (the same file given twice?)", file=b["_file"], item=f"row {b['_row']}",
                      field="instance_id")
 
@@ -318,6 +323,21 @@ def _error_flags() -> dict[str, pl.Expr]:
     return flags
 
 
+def _check_confidence_in_code(frame: pl.DataFrame) -> None:
+    """Refuse a confidence outside [0, 1] or NaN in a frame built in code, as ``_normalise`` refuses it in a file: a
+    NaN is not null to polars, so it would count as a confidence, leave ECE undefined (null) without a word and sort
+    last in the RC-AUC ranking."""
+    if "confidence" not in frame.columns or not frame.schema["confidence"].is_float():
+        return
+    conf = pl.col("confidence")
+    bad = frame.with_row_index("_at").filter(conf.is_nan() | (conf < 0.0) | (conf > 1.0)).head(1)
+    if len(bad):
+        row = bad.row(0, named=True)
+        item = row.get("instance_id") or row.get("item_id") or f"row {row['_at'] + 1}"
+        raise InputError(f"confidence {row['confidence']} is not in [0, 1]", item=str(item),
+                         field="confidence")
+
+
 def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     """Row flags shared by every protocol. ``answered``: the row has no ``error``; ``valid``: answered with a
     choice; ``invalid``: answered without one (unparseable). Invalid rows are excluded from accuracy, abstention
@@ -329,6 +349,7 @@ def prepare(frame: pl.DataFrame) -> pl.DataFrame:
     are in no metric's numerator or denominator, ``error_rate`` included: for the metrics, the model was never
     given those instances (paired differences and tests then match the instances both sides answered)."""
     frame = _with_error_kinds(without_skipped(frame))  # a frame not read from a file may lack the column
+    _check_confidence_in_code(frame)
     frame = frame.with_columns(**_error_flags())
     answered = ~pl.col("errored")
     valid = answered & pl.col("choice").is_not_null()
