@@ -37,6 +37,8 @@ QWEN3_VL_CARD = ("https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct (model card: 
                  "process_vision_info(image_patch_size=16))")
 OMNIEVAL_DEFAULT = "omnieval default, no published recipe"
 TRANSFORMERS = "transformers 5.19.0"
+#: The rule of transformers' video processors without a ``sample_frames`` of their own: the ``uniform`` index rule.
+TRANSFORMERS_SAMPLING = f"{TRANSFORMERS}, video_utils.default_sample_indices_fn (BaseVideoProcessor.sample_frames)"
 #: The system prompt the Qwen2.5-Omni model card requires (its audio output and its instruction following assume it).
 QWEN25_OMNI_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
                       "auditory and visual inputs, as well as generating text and speech.")
@@ -135,6 +137,21 @@ def qwen_vl_recipe(family: str, patch: int, patch_source: str) -> Recipe:
     if patch_source:
         video["size_factor"] = image["size_factor"] = Sourced(patch * 2, patch_source)
     return Recipe(family=family, decode=video, image=image)
+
+
+def processor_source(cls: str, attribute: str) -> str:
+    """Where a value a processor class sets by default was read: ``transformers 5.19.0, <cls>.<attribute>``."""
+    return f"{TRANSFORMERS}, {cls}.{attribute} (the processor's own default)"
+
+
+def audio_recipe(family: str, extractor: str, cap_seconds: float | None = None, cap_source: str = "") -> Recipe:
+    """An audio family fed as its feature extractor takes audio: at its ``sampling_rate`` (16 kHz for every family
+    here), and cut where the processor cuts it (``cap_seconds``, from ``cap_source``), so that a row's
+    ``audio_seconds`` says what the model heard; no cap: the whole file, as the processor takes it."""
+    decode = {"sample_rate": Sourced(16_000, processor_source(extractor, "sampling_rate"))}
+    if cap_seconds is not None:
+        decode["max_audio_seconds"] = Sourced(cap_seconds, cap_source)
+    return Recipe(family=family, decode=decode)
 
 
 RECIPES: dict[str, Recipe] = {}
