@@ -247,7 +247,6 @@ def test_the_processor_sourced_values_equal_the_installed_processors_defaults():
     vl3 = tf.VideoLlama3VideoProcessor
     assert (value["videollama3"]["min_frames"], value["videollama3"]["max_frames"],
             value["videollama3"]["frame_factor"]) == (vl3.min_frames, vl3.max_frames, vl3.temporal_patch_size)
-    assert value["llava-onevision"]["max_side"] == max(tf.LlavaOnevisionVideoProcessor.size.values())
 
 
 PROCESSOR_SAMPLED = [  # family, its video processor, what the recipe asks of it (the recipe's count or rate)

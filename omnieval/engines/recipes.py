@@ -144,6 +144,14 @@ def processor_source(cls: str, attribute: str) -> str:
     return f"{TRANSFORMERS}, {cls}.{attribute} (the processor's own default)"
 
 
+def own_size(processor: str) -> Sourced:
+    """``max_side: None`` for a family whose processor resizes frames itself from whatever size it is given (its card
+    hands it the file): the frames go in at their own size, so the processor's resize is the reference's. The cost
+    is memory: a decoded 1080p frame holds 6 MB."""
+    return Sourced(None, f"{TRANSFORMERS}, {processor} resizes the frames itself: given them at their own size, as "
+                         "the card gives it the file")
+
+
 def audio_recipe(family: str, extractor: str, cap_seconds: float | None = None, cap_source: str = "") -> Recipe:
     """An audio family fed as its feature extractor takes audio: at its ``sampling_rate`` (16 kHz for every family
     here), and cut where the processor cuts it (``cap_seconds``, from ``cap_source``), so that a row's

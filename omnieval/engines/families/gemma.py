@@ -4,7 +4,8 @@ Gemma 4 gives the transformers model its image and video features already encode
 transformers' own ``generate`` does: its forward cannot encode video frames by itself.
 
 Recipes (transformers 5.19's processors): Gemma 4 and Gemma 4 Unified sample 32 frames a clip, the first of each of
-32 equal runs (their video processors' ``num_frames`` and the ``uniform`` rule of ``default_sample_indices_fn``);
+32 equal runs (their video processors' ``num_frames`` and the ``uniform`` rule of ``default_sample_indices_fn``), at
+their own size (the processors size frames to their token budget themselves);
 Gemma 3n and Gemma 4 hear 16 kHz audio cut at 30 s (their audio feature extractors' ``max_length`` of 480000
 samples, truncation on); Gemma 4 Unified's extractor cuts nothing.
 """
@@ -20,6 +21,7 @@ from omnieval.engines.recipes import (
     Recipe,
     Sourced,
     audio_recipe,
+    own_size,
     processor_source,
     register_recipe,
 )
@@ -79,7 +81,7 @@ def gemma_recipe(family: str, video_processor: str | None, extractor: str, audio
     if video_processor is None:
         return recipe
     video = {"num_frames": Sourced(32, processor_source(video_processor, "num_frames")),
-             "index_rule": Sourced("uniform", TRANSFORMERS_SAMPLING)}
+             "index_rule": Sourced("uniform", TRANSFORMERS_SAMPLING), "max_side": own_size(video_processor)}
     return Recipe(family=family, decode=recipe.decode | video)
 
 

@@ -1,8 +1,8 @@
 """LLaVA-OneVision (``OneImageOnVllmFamily``): one image a prompt on vLLM, where the two engines agree.
 
 Recipe: its video processor's (transformers 5.19) frame rule, the first frame of each of N equal runs (``uniform``),
-and frames no larger than the 384 x 384 it resizes them to; no frame count is published with it (the processor
-has none: omnieval's 8).
+and the frames at their own size (it resizes them to 384 x 384 itself); no frame count is published with it (the
+processor has none: omnieval's 8).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from omnieval.engines.families.base import FamilyAdapter, register_family
-from omnieval.engines.recipes import TRANSFORMERS_SAMPLING, Recipe, Sourced, processor_source, register_recipe
+from omnieval.engines.recipes import TRANSFORMERS_SAMPLING, Recipe, Sourced, own_size, register_recipe
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -33,7 +33,7 @@ register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava
                                      model_class="LlavaOnevisionForConditionalGeneration"))
 register_recipe(Recipe("llava-onevision", decode={
     "index_rule": Sourced("uniform", TRANSFORMERS_SAMPLING),
-    "max_side": Sourced(384, processor_source("LlavaOnevisionVideoProcessor", "size (384 x 384)"))}))
+    "max_side": own_size("LlavaOnevisionVideoProcessor")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media
