@@ -24,6 +24,13 @@ What is compared, and how closely (the reasons per case):
 
 The processor is given the rate the reference utilities sampled at (``omni_reference``): the omni cards leave it to
 the processor's default, which does not follow the sampling.
+
+The families whose processor samples the file itself (``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4,
+Gemma 4 Unified, VideoLLaMA3) are checked on both clips against that processor given the file's path, the card's
+count or rate and ``do_sample_frames=True`` (``processor_reference``): the rendered text, the input ids and every
+tensor the processor returns (pixel values, grids, frame positions, VideoLLaMA3's compression mask) exact, which
+holds only where both sampled the same frames and resized them from the same size. Their images and audio go to the
+processor as omnieval hands them over, which is what their cards do too: those cases are not run.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conformance_kit import KIT_MAX_FRAMES, REFERENCE_DECODE, REFERENCES, make_media
+from tests.conformance_kit import KIT_MAX_FRAMES, PROCESSOR_SAMPLED, REFERENCE_DECODE, REFERENCES, make_media
 
 QUESTION = "What do you see and hear?"
 # Bounds where the two pipelines resize differently (measured on the kit's files: in parentheses)
@@ -78,12 +85,13 @@ def engines(tiny_models):
 
 
 def kit_settings(family: str) -> dict:
-    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES``, and for the tiny Qwen2.5-VL the
-    pixel budget of its processor (``TINY_VL_PIXELS``, smaller than the release's), which the reference is given too,
-    so that neither pipeline's frames are resized again by the processor."""
+    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES`` where frames are sampled by rate (a
+    fixed count is the card's own), and for the tiny Qwen2.5-VL the pixel budget of its processor
+    (``TINY_VL_PIXELS``, smaller than the release's), which the reference is given too, so that neither pipeline's
+    frames are resized again by the processor."""
     from omnieval.dev.tiny_models import TINY_VL_PIXELS
 
-    caps = {"max_frames": KIT_MAX_FRAMES}
+    caps = {"max_frames": KIT_MAX_FRAMES} if "fps" in REFERENCE_DECODE[family] else {}
     if family == "qwen2.5-vl":
         caps.update(min_pixels=TINY_VL_PIXELS["shortest_edge"], max_pixels=TINY_VL_PIXELS["longest_edge"])
     return {**REFERENCE_DECODE[family], **caps}
@@ -166,6 +174,52 @@ def reference(family: str, processor, shown: list[tuple[str, object]]):
     return vl_reference(family, processor, shown)
 
 
+def processor_reference(family: str, processor, clip) -> tuple[str, dict]:
+    """The reference of a family whose processor samples the file itself: the chat template's text for a video then
+    the question, and the processor given the clip's path with ``do_sample_frames=True`` and the count or rate of
+    the family's settings (the kit's frame cap included), reading the file with its own video reader."""
+    settings = kit_settings(family)
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    count = {"fps": settings["fps"], "max_frames": settings["max_frames"]} if "fps" in settings else \
+        {"num_frames": settings["num_frames"]}
+    out = processor(text=[text], videos=[str(clip)], do_sample_frames=True, return_tensors="pt", **count)
+    return text, out
+
+
+def processor_family_inputs(engine, family: str, clip) -> tuple[str, dict]:
+    """omnieval's processor inputs for the same prompt: the clip decoded by the family's settings, the prompt
+    rendered by the engine, the processor called by the family's adapter (before any model-side encoding)."""
+    from omnieval.core.prompts import PromptPart
+
+    parts = [PromptPart("media", modality="video", path=str(clip)), PromptPart("text", text=QUESTION)]
+    decoded = {parts[0].ref: decode(clip, "video", family)}
+    text = engine.prompt_text(parts)
+    items = engine.family.media_items(parts, decoded)
+    return text, engine.family.hf_inputs(engine.processor, text, items)
+
+
+def assert_same_processor_inputs(got, want) -> None:
+    """Every tensor the reference processor returned, equal in omnieval's inputs."""
+    import torch
+
+    assert set(want) <= set(got)
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert got[key].shape == value.shape, key
+            assert torch.equal(got[key], value), key
+        else:
+            assert got[key] == value, key
+
+
+def assert_processor_conformance(engine, family: str, clip) -> None:
+    pytest.importorskip("torchcodec", reason="transformers' video processors read a file with torchcodec")
+    text, got = processor_family_inputs(engine, family, clip)
+    ref_text, want = processor_reference(family, engine.processor, clip)
+    assert text == ref_text
+    assert_same_processor_inputs(got, want)
+
+
 def positions(engine, inputs, use_audio_in_video: bool):
     """The thinker's own 3D positions (``get_rope_index``) of one prompt's inputs."""
     seqlens = inputs["feature_attention_mask"].sum(-1) if "feature_attention_mask" in inputs else None
@@ -225,6 +279,9 @@ def test_a_clip_with_its_soundtrack_gives_the_reference_inputs(family, engines, 
     needs_video_reader()
     engine = engines(family)
     clip = media["clip.mov"]
+    if family in PROCESSOR_SAMPLED:  # the clip alone: its card gives the processor the video
+        assert_processor_conformance(engine, family, clip)
+        return
     if family not in OMNI:  # the Qwen-VL families take no audio; their budget makes both pipelines resize
         text, got, decoded = ours(engine, family, [("video", clip)])
         ref_text, want, ref_videos = reference(family, engine.processor, [("video", clip)])
@@ -254,7 +311,11 @@ def test_a_long_audio_gives_the_reference_inputs(family, engines, media):
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
     if family not in OMNI:
-        pytest.skip(f"{family} takes no audio")
+        from omnieval.engines.families import FAMILIES
+
+        takes_audio = any(a.name == family and "audio" in a.modalities for a in FAMILIES.values())
+        pytest.skip(f"{family}: its reference here is its video processor; audio goes to its processor as omnieval "
+                    "hands it over" if takes_audio else f"{family} takes no audio")
     engine = engines(family)
     text, got, _ = ours(engine, family, [("audio", media["long.wav"])])
     ref_text, want, _ = omni_reference(engine.processor, [("audio", media["long.wav"])], use_audio_in_video=False)
@@ -290,6 +351,9 @@ def test_a_4_3_image_gives_the_reference_inputs(family, engines, media):
     bounded by their mean difference."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in PROCESSOR_SAMPLED:
+        pytest.skip(f"{family}: its reference here is its video processor; images go to its processor as omnieval "
+                    "hands them over")
     engine = engines(family)
     text, got, _ = ours(engine, family, [("image", media["image.png"])])
     ref_text, want, _ = reference(family, engine.processor, [("image", media["image.png"])])
@@ -309,6 +373,9 @@ def test_a_portrait_clip_gives_the_reference_inputs(family, engines, media):
     needs_video_reader()
     engine = engines(family)
     clip = media["portrait.mp4"]
+    if family in PROCESSOR_SAMPLED:
+        assert_processor_conformance(engine, family, clip)
+        return
     text, got, decoded = ours(engine, family, [("video", clip)])
     ref_text, want, ref_videos = reference(family, engine.processor, [("video", clip)])
     assert text == ref_text
