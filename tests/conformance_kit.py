@@ -10,9 +10,9 @@ over the clip; the whole soundtrack, ``audio_process``). Both model cards call `
 ``image_patch_size`` 14, so Qwen3-Omni's frames are sized to multiples of 28 there too, and its processor resizes them
 to its own multiples of 32. Qwen2.5-VL and Qwen3-VL: ``qwen-vl-utils``, the same rules with 16-pixel patches (factor
 32) for Qwen3-VL, whose card passes ``image_patch_size=16``. The families whose processor samples the file itself
-(``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4, Gemma 4 Unified, VideoLLaMA3): the count or rate their
-cards or processors set, their processors' index rule (``uniform``, InternVL's ``uniform_shifted``), and the frames
-at their own size, as the processor reads them from the file.
+(``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4, Gemma 4 Unified, VideoLLaMA3, Qwen3.5): the count or
+rate their cards or processors set, their processors' index rule (``uniform``, InternVL's ``uniform_shifted``,
+Qwen3.5's ``linspace``), and the frames at their own size, as the processor reads them from the file.
 
 **References** (``REFERENCES``): a family runs its reference here or says why not; every registered family has an
 entry, and its line is in the README (``test_every_registered_family_has_a_reference_line``).
@@ -45,6 +45,8 @@ PROCESSOR_SAMPLED: dict[str, dict] = {
     "gemma4-unified": {"num_frames": 32, "index_rule": "uniform", "max_side": None},
     "videollama3": {"fps": 1.0, "min_frames": 4, "max_frames": 180, "frame_factor": 1, "index_rule": "uniform",
                     "max_side": None},
+    "qwen3.5": {"fps": 2.0, "min_frames": 4, "max_frames": 768, "frame_factor": 1, "index_rule": "linspace",
+                "max_side": None},
 }
 
 #: family name -> the ``decode:`` options that reproduce its reference pipeline's defaults (module doc).
@@ -84,7 +86,7 @@ REFERENCES: dict[str, Reference] = {
     "qwen2.5-vl": Reference("qwen-vl-utils process_vision_info + Qwen2_5_VLProcessor"),
     "qwen3-vl": Reference("qwen-vl-utils process_vision_info(image_patch_size=16) + Qwen3VLProcessor"),
     "qwen3-vl-moe": Reference("qwen-vl-utils process_vision_info(image_patch_size=16) + Qwen3VLProcessor"),
-    "qwen3.5": Reference(status="not checked yet: its card's video settings are not in the kit"),
+    "qwen3.5": Reference(_PROCESSOR.format("its own 2 fps, as Qwen3VLVideoProcessor samples by default")),
     "llava-onevision": Reference(_PROCESSOR.format("num_frames=8, omnieval's count: none is "
                                                    "published")),
     "internvl": Reference(_PROCESSOR.format("num_frames=8 as the InternVL3 card's load_video; the card's own "

@@ -26,11 +26,11 @@ The processor is given the rate the reference utilities sampled at (``omni_refer
 the processor's default, which does not follow the sampling.
 
 The families whose processor samples the file itself (``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4,
-Gemma 4 Unified, VideoLLaMA3) are checked on both clips against that processor given the file's path, the card's
-count or rate and ``do_sample_frames=True`` (``processor_reference``): the rendered text, the input ids and every
-tensor the processor returns (pixel values, grids, frame positions, VideoLLaMA3's compression mask) exact, which
-holds only where both sampled the same frames and resized them from the same size. Their images and audio go to the
-processor as omnieval hands them over, which is what their cards do too: those cases are not run.
+Gemma 4 Unified, VideoLLaMA3, Qwen3.5) are checked on both clips against that processor given the file's path, the
+card's count or rate and ``do_sample_frames=True`` (``processor_reference``): the rendered text, the input ids and
+every tensor the processor returns (pixel values, grids, frame positions, VideoLLaMA3's compression mask) exact,
+which holds only where both sampled the same frames and resized them from the same size. Their images and audio go
+to the processor as omnieval hands them over, which is what their cards do too: those cases are not run.
 """
 
 from __future__ import annotations
@@ -85,13 +85,15 @@ def engines(tiny_models):
 
 
 def kit_settings(family: str) -> dict:
-    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES`` where frames are sampled by rate (a
-    fixed count is the card's own), and for the tiny Qwen2.5-VL the pixel budget of its processor
+    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES`` where the reference utilities sample
+    by rate, and for the tiny Qwen2.5-VL the pixel budget of its processor
     (``TINY_VL_PIXELS``, smaller than the release's), which the reference is given too, so that neither pipeline's
     frames are resized again by the processor."""
     from omnieval.dev.tiny_models import TINY_VL_PIXELS
 
-    caps = {"max_frames": KIT_MAX_FRAMES} if "fps" in REFERENCE_DECODE[family] else {}
+    # a processor sampling the file reads its own bounds (Qwen3-VL's ignores a max_frames given to it): no cap
+    caps = {"max_frames": KIT_MAX_FRAMES} if "fps" in REFERENCE_DECODE[family] and family not in PROCESSOR_SAMPLED \
+        else {}
     if family == "qwen2.5-vl":
         caps.update(min_pixels=TINY_VL_PIXELS["shortest_edge"], max_pixels=TINY_VL_PIXELS["longest_edge"])
     return {**REFERENCE_DECODE[family], **caps}
