@@ -49,6 +49,10 @@ PROCESSOR_SAMPLED: dict[str, dict] = {
                 "max_side": None},
 }
 
+#: The audio families whose cards load the file with ``librosa.load(path, sr=<the feature extractor's rate>)`` and
+#: give the waveform to the processor: the reference is that, on the kit's 41 s WAV.
+AUDIO_CARD = ("qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech")
+
 #: family name -> the ``decode:`` options that reproduce its reference pipeline's defaults (module doc).
 REFERENCE_DECODE: dict[str, dict] = {
     **PROCESSOR_SAMPLED,
@@ -78,8 +82,7 @@ class Reference:
 
 _PROCESSOR = "its processor sampling the file itself (do_sample_frames=True, {})"
 _REMOTE = "cannot run here: its card's snippet runs the release's remote processor code, which cannot be fetched here"
-_AUDIO = ("not checked yet: its card loads audio with librosa and calls the processor omnieval calls; the kit does "
-          "not yet compare the waveforms")
+_AUDIO = "librosa.load(sr=16000) + its processor, as its card loads audio"
 REFERENCES: dict[str, Reference] = {
     "qwen2.5-omni": Reference("qwen-omni-utils process_mm_info + Qwen2_5OmniProcessor(use_audio_in_video=True)"),
     "qwen3-omni": Reference("qwen-omni-utils process_mm_info + Qwen3OmniMoeProcessor(use_audio_in_video=True)"),
@@ -97,11 +100,12 @@ REFERENCES: dict[str, Reference] = {
                                                "release's remote processor code, which cannot be fetched here")),
     "nemotron-h-omni": Reference(status=_REMOTE),
     "phi4-multimodal": Reference(status=_REMOTE),
-    "qwen2-audio": Reference(status=_AUDIO),
-    "gemma3n": Reference(status=_AUDIO),
-    "audioflamingo3": Reference(status=_AUDIO),
-    "musicflamingo": Reference(status=_AUDIO),
-    "granite-speech": Reference(status=_AUDIO),
+    "qwen2-audio": Reference(_AUDIO),
+    "gemma3n": Reference(status="cannot run here: its tiny build's vision tower (MobileNetV5) needs the timm "
+                                "package, which is not installed"),
+    "audioflamingo3": Reference(_AUDIO),
+    "musicflamingo": Reference(_AUDIO),
+    "granite-speech": Reference(_AUDIO),
     "voxtral": Reference(status="not checked yet: its card builds the request with mistral-common, as omnieval "
                                 "does; the kit does not yet compare the two"),
 }

@@ -31,6 +31,11 @@ card's count or rate and ``do_sample_frames=True`` (``processor_reference``): th
 every tensor the processor returns (pixel values, grids, frame positions, VideoLLaMA3's compression mask) exact,
 which holds only where both sampled the same frames and resized them from the same size. Their images and audio go
 to the processor as omnieval hands them over, which is what their cards do too: those cases are not run.
+
+The audio families whose cards load the file with ``librosa.load`` at the feature extractor's 16 kHz (``AUDIO_CARD``:
+Qwen2-Audio, Audio Flamingo 3, Music Flamingo, Granite Speech) are checked on the 41 s WAV against that and their
+processor (``audio_card_conformance``): text, ids, features and masks exact, Qwen2-Audio's decoded at its recipe's
+30 s where its processor cuts the card's 41 s.
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conformance_kit import KIT_MAX_FRAMES, PROCESSOR_SAMPLED, REFERENCE_DECODE, REFERENCES, make_media
+from tests.conformance_kit import (
+    AUDIO_CARD,
+    KIT_MAX_FRAMES,
+    PROCESSOR_SAMPLED,
+    REFERENCE_DECODE,
+    REFERENCES,
+    make_media,
+)
 
 QUESTION = "What do you see and hear?"
 # Bounds where the two pipelines resize differently (measured on the kit's files: in parentheses)
@@ -222,6 +234,31 @@ def assert_processor_conformance(engine, family: str, clip) -> None:
     assert_same_processor_inputs(got, want)
 
 
+def audio_card_conformance(engine, family: str, path) -> None:
+    """An audio family's card: ``librosa.load`` at 16 kHz, then the processor on the chat template's text; against
+    the file decoded by the family's recipe (its cut where the processor cuts: Qwen2-Audio's 30 s) and the processor
+    called by the adapter. Text, ids, features and masks exact."""
+    import librosa
+
+    from omnieval.config import DecodeConfig
+    from omnieval.core.prompts import PromptPart
+    from omnieval.engines.families import recipe_for
+    from omnieval.media import spec
+    from omnieval.media.decode import decode_media
+
+    parts = [PromptPart("media", modality="audio", path=str(path)), PromptPart("text", text=QUESTION)]
+    settings = DecodeConfig(**{k: v.value for k, v in recipe_for(family).decode.items()})
+    decoded = {parts[0].ref: decode_media(str(path), "audio", **dict(spec.audio_params(settings)))}
+    text = engine.prompt_text(parts)
+    got = engine.family.hf_inputs(engine.processor, text, engine.family.media_items(parts, decoded))
+    messages = [{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": QUESTION}]}]
+    ref_text = engine.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    wave, rate = librosa.load(str(path), sr=16_000)
+    want = engine.processor(text=[ref_text], audio=[wave], sampling_rate=rate, return_tensors="pt")
+    assert text == ref_text
+    assert_same_processor_inputs(got, want)
+
+
 def positions(engine, inputs, use_audio_in_video: bool):
     """The thinker's own 3D positions (``get_rope_index``) of one prompt's inputs."""
     seqlens = inputs["feature_attention_mask"].sum(-1) if "feature_attention_mask" in inputs else None
@@ -278,6 +315,8 @@ def test_a_clip_with_its_soundtrack_gives_the_reference_inputs(family, engines, 
     frames, pixel values, audio features and positions."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
     clip = media["clip.mov"]
@@ -312,6 +351,9 @@ def test_a_long_audio_gives_the_reference_inputs(family, engines, media):
     """A 41 s WAV, longer than Whisper's 30 s window: ids (every audio token), features and positions."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        audio_card_conformance(engines(family), family, media["long.wav"])
+        return
     if family not in OMNI:
         from omnieval.engines.families import FAMILIES
 
@@ -353,6 +395,8 @@ def test_a_4_3_image_gives_the_reference_inputs(family, engines, media):
     bounded by their mean difference."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no image")
     if family in PROCESSOR_SAMPLED:
         pytest.skip(f"{family}: its reference here is its video processor; images go to its processor as omnieval "
                     "hands them over")
@@ -372,6 +416,8 @@ def test_a_portrait_clip_gives_the_reference_inputs(family, engines, media):
     positions exact; pixels within ``RESIZED_MEAN``."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
     clip = media["portrait.mp4"]
