@@ -165,9 +165,11 @@ class DecodeConfig(_Config):
     max_frames: int | None = Field(default=None, ge=1, description="with fps: the most frames (default 768)")
     frame_factor: int | None = Field(default=None, ge=1, description="with fps: frame counts are multiples of it "
                                                                       "(default 2)")
-    index_rule: Literal["centres", "linspace"] | None = Field(
+    index_rule: Literal["centres", "linspace", "uniform", "uniform_shifted"] | None = Field(
         default=None, description="which frames: centres (the frame on screen at each of N equal bins' centre, the "
-                                  "default) or linspace (frame indices round(linspace(0, frames - 1, N)))")
+                                  "default), linspace (frame indices round(linspace(0, frames - 1, N))), uniform "
+                                  "(k * frames // N: transformers' video processors) or uniform_shifted (the "
+                                  "middle frame of each of N runs: InternVL's video processor)")
     min_pixels: int | None = Field(default=None, ge=1, description="with max_pixels: the fewest pixels a frame has "
                                                                     "(default size_factor squared)")
     max_pixels: int | None = Field(

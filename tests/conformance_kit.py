@@ -9,7 +9,10 @@ meant to resolve to these. Qwen2.5-Omni and Qwen3-Omni: ``qwen-omni-utils`` (``v
 over the clip; the whole soundtrack, ``audio_process``). Both model cards call ``process_mm_info`` with its default
 ``image_patch_size`` 14, so Qwen3-Omni's frames are sized to multiples of 28 there too, and its processor resizes them
 to its own multiples of 32. Qwen2.5-VL and Qwen3-VL: ``qwen-vl-utils``, the same rules with 16-pixel patches (factor
-32) for Qwen3-VL, whose card passes ``image_patch_size=16``.
+32) for Qwen3-VL, whose card passes ``image_patch_size=16``. The families whose processor samples the file itself
+(``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4, Gemma 4 Unified, VideoLLaMA3, Qwen3.5): the count or
+rate their cards or processors set, their processors' index rule (``uniform``, InternVL's ``uniform_shifted``,
+Qwen3.5's ``linspace``), and the frames at their own size, as the processor reads them from the file.
 
 **References** (``REFERENCES``): a family runs its reference here or says why not; every registered family has an
 entry, and its line is in the README (``test_every_registered_family_has_a_reference_line``).
@@ -33,8 +36,26 @@ QWEN_OMNI_UTILS = {"fps": 2.0, "min_frames": 4, "max_frames": 768, "frame_factor
 QWEN3_VL_UTILS = {**QWEN_OMNI_UTILS, "min_pixels": 128 * 32 * 32, "max_pixels": 768 * 32 * 32, "size_factor": 32,
                   "total_pixels": int(128000 * 32 * 32 * 0.9)}
 
+#: The families whose reference is their own processor sampling the file (``do_sample_frames=True``, read with its
+#: default video reader, torchcodec), given the count or rate their recipe holds, as the cards give it.
+PROCESSOR_SAMPLED: dict[str, dict] = {
+    "llava-onevision": {"num_frames": 8, "index_rule": "uniform", "max_side": None},
+    "internvl": {"num_frames": 8, "index_rule": "uniform_shifted", "max_side": None},
+    "gemma4": {"num_frames": 32, "index_rule": "uniform", "max_side": None},
+    "gemma4-unified": {"num_frames": 32, "index_rule": "uniform", "max_side": None},
+    "videollama3": {"fps": 1.0, "min_frames": 4, "max_frames": 180, "frame_factor": 1, "index_rule": "uniform",
+                    "max_side": None},
+    "qwen3.5": {"fps": 2.0, "min_frames": 4, "max_frames": 768, "frame_factor": 1, "index_rule": "linspace",
+                "max_side": None},
+}
+
+#: The audio families whose cards load the file with ``librosa.load(path, sr=<the feature extractor's rate>)`` and
+#: give the waveform to the processor: the reference is that, on the kit's 41 s WAV.
+AUDIO_CARD = ("qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech")
+
 #: family name -> the ``decode:`` options that reproduce its reference pipeline's defaults (module doc).
 REFERENCE_DECODE: dict[str, dict] = {
+    **PROCESSOR_SAMPLED,
     "qwen2.5-omni": QWEN_OMNI_UTILS,
     "qwen3-omni": QWEN_OMNI_UTILS,  # the card's process_mm_info keeps image_patch_size 14 (module doc)
     "qwen2.5-vl": QWEN_OMNI_UTILS,  # qwen-vl-utils' defaults are qwen-omni-utils' for 14-pixel patches
@@ -59,31 +80,32 @@ class Reference:
         return f"conformance: equal to {self.runner}" if self.runner else self.status
 
 
+_PROCESSOR = "its processor sampling the file itself (do_sample_frames=True, {})"
 _REMOTE = "cannot run here: its card's snippet runs the release's remote processor code, which cannot be fetched here"
-_NOT_YET = ("not checked yet: its processor samples frames itself (do_sample_frames) but the card's frame count "
-            "is not yet in the kit")
-_AUDIO = ("not checked yet: its card loads audio with librosa and calls the processor omnieval calls; the kit does "
-          "not yet compare the waveforms")
+_AUDIO = "librosa.load(sr=16000) + its processor, as its card loads audio"
 REFERENCES: dict[str, Reference] = {
     "qwen2.5-omni": Reference("qwen-omni-utils process_mm_info + Qwen2_5OmniProcessor(use_audio_in_video=True)"),
     "qwen3-omni": Reference("qwen-omni-utils process_mm_info + Qwen3OmniMoeProcessor(use_audio_in_video=True)"),
     "qwen2.5-vl": Reference("qwen-vl-utils process_vision_info + Qwen2_5_VLProcessor"),
     "qwen3-vl": Reference("qwen-vl-utils process_vision_info(image_patch_size=16) + Qwen3VLProcessor"),
     "qwen3-vl-moe": Reference("qwen-vl-utils process_vision_info(image_patch_size=16) + Qwen3VLProcessor"),
-    "qwen3.5": Reference(status="not checked yet: its card's video settings are not in the kit"),
-    "llava-onevision": Reference(status=_NOT_YET),
-    "internvl": Reference(status="cannot run here: its card's load_video reads frames with decord, which is not "
-                                 "installed"),
-    "gemma4": Reference(status=_NOT_YET),
-    "gemma4-unified": Reference(status=_NOT_YET),
-    "videollama3": Reference(status=_REMOTE),
+    "qwen3.5": Reference(_PROCESSOR.format("its own 2 fps, as Qwen3VLVideoProcessor samples by default")),
+    "llava-onevision": Reference(_PROCESSOR.format("num_frames=8, omnieval's count: none is "
+                                                   "published")),
+    "internvl": Reference(_PROCESSOR.format("num_frames=8 as the InternVL3 card's load_video; the card's own "
+                                            "load_video reads frames with decord, which is not installed")),
+    "gemma4": Reference(_PROCESSOR.format("its 32 frames")),
+    "gemma4-unified": Reference(_PROCESSOR.format("its 32 frames")),
+    "videollama3": Reference(_PROCESSOR.format("fps=1, max_frames=180 as its card; the card's own snippet runs the "
+                                               "release's remote processor code, which cannot be fetched here")),
     "nemotron-h-omni": Reference(status=_REMOTE),
     "phi4-multimodal": Reference(status=_REMOTE),
-    "qwen2-audio": Reference(status=_AUDIO),
-    "gemma3n": Reference(status=_AUDIO),
-    "audioflamingo3": Reference(status=_AUDIO),
-    "musicflamingo": Reference(status=_AUDIO),
-    "granite-speech": Reference(status=_AUDIO),
+    "qwen2-audio": Reference(_AUDIO),
+    "gemma3n": Reference(status="cannot run here: its tiny build's vision tower (MobileNetV5) needs the timm "
+                                "package, which is not installed"),
+    "audioflamingo3": Reference(_AUDIO),
+    "musicflamingo": Reference(_AUDIO),
+    "granite-speech": Reference(_AUDIO),
     "voxtral": Reference(status="not checked yet: its card builds the request with mistral-common, as omnieval "
                                 "does; the kit does not yet compare the two"),
 }

@@ -24,6 +24,18 @@ What is compared, and how closely (the reasons per case):
 
 The processor is given the rate the reference utilities sampled at (``omni_reference``): the omni cards leave it to
 the processor's default, which does not follow the sampling.
+
+The families whose processor samples the file itself (``PROCESSOR_SAMPLED``: LLaVA-OneVision, InternVL, Gemma 4,
+Gemma 4 Unified, VideoLLaMA3, Qwen3.5) are checked on both clips against that processor given the file's path, the
+card's count or rate and ``do_sample_frames=True`` (``processor_reference``): the rendered text, the input ids and
+every tensor the processor returns (pixel values, grids, frame positions, VideoLLaMA3's compression mask) exact,
+which holds only where both sampled the same frames and resized them from the same size. Their images and audio go
+to the processor as omnieval hands them over, which is what their cards do too: those cases are not run.
+
+The audio families whose cards load the file with ``librosa.load`` at the feature extractor's 16 kHz (``AUDIO_CARD``:
+Qwen2-Audio, Audio Flamingo 3, Music Flamingo, Granite Speech) are checked on the 41 s WAV against that and their
+processor (``audio_card_conformance``): text, ids, features and masks exact, Qwen2-Audio's decoded at its recipe's
+30 s where its processor cuts the card's 41 s.
 """
 
 from __future__ import annotations
@@ -31,7 +43,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conformance_kit import KIT_MAX_FRAMES, REFERENCE_DECODE, REFERENCES, make_media
+from tests.conformance_kit import (
+    AUDIO_CARD,
+    KIT_MAX_FRAMES,
+    PROCESSOR_SAMPLED,
+    REFERENCE_DECODE,
+    REFERENCES,
+    make_media,
+)
 
 QUESTION = "What do you see and hear?"
 # Bounds where the two pipelines resize differently (measured on the kit's files: in parentheses)
@@ -78,12 +97,15 @@ def engines(tiny_models):
 
 
 def kit_settings(family: str) -> dict:
-    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES``, and for the tiny Qwen2.5-VL the
-    pixel budget of its processor (``TINY_VL_PIXELS``, smaller than the release's), which the reference is given too,
-    so that neither pipeline's frames are resized again by the processor."""
+    """The family's reference settings with the kit's caps: ``KIT_MAX_FRAMES`` where the reference utilities sample
+    by rate, and for the tiny Qwen2.5-VL the pixel budget of its processor
+    (``TINY_VL_PIXELS``, smaller than the release's), which the reference is given too, so that neither pipeline's
+    frames are resized again by the processor."""
     from omnieval.dev.tiny_models import TINY_VL_PIXELS
 
-    caps = {"max_frames": KIT_MAX_FRAMES}
+    # a processor sampling the file reads its own bounds (Qwen3-VL's ignores a max_frames given to it): no cap
+    caps = {"max_frames": KIT_MAX_FRAMES} if "fps" in REFERENCE_DECODE[family] and family not in PROCESSOR_SAMPLED \
+        else {}
     if family == "qwen2.5-vl":
         caps.update(min_pixels=TINY_VL_PIXELS["shortest_edge"], max_pixels=TINY_VL_PIXELS["longest_edge"])
     return {**REFERENCE_DECODE[family], **caps}
@@ -168,6 +190,77 @@ def reference(family: str, processor, shown: list[tuple[str, object]]):
     return vl_reference(family, processor, shown)
 
 
+def processor_reference(family: str, processor, clip) -> tuple[str, dict]:
+    """The reference of a family whose processor samples the file itself: the chat template's text for a video then
+    the question, and the processor given the clip's path with ``do_sample_frames=True`` and the count or rate of
+    the family's settings (the kit's frame cap included), reading the file with its own video reader."""
+    settings = kit_settings(family)
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    count = {"fps": settings["fps"], "max_frames": settings["max_frames"]} if "fps" in settings else \
+        {"num_frames": settings["num_frames"]}
+    out = processor(text=[text], videos=[str(clip)], do_sample_frames=True, return_tensors="pt", **count)
+    return text, out
+
+
+def processor_family_inputs(engine, family: str, clip) -> tuple[str, dict]:
+    """omnieval's processor inputs for the same prompt: the clip decoded by the family's settings, the prompt
+    rendered by the engine, the processor called by the family's adapter (before any model-side encoding)."""
+    from omnieval.core.prompts import PromptPart
+
+    parts = [PromptPart("media", modality="video", path=str(clip)), PromptPart("text", text=QUESTION)]
+    decoded = {parts[0].ref: decode(clip, "video", family)}
+    text = engine.prompt_text(parts)
+    items = engine.family.media_items(parts, decoded)
+    return text, engine.family.hf_inputs(engine.processor, text, items)
+
+
+def assert_same_processor_inputs(got, want) -> None:
+    """Every tensor the reference processor returned, equal in omnieval's inputs."""
+    import torch
+
+    assert set(want) <= set(got)
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert got[key].shape == value.shape, key
+            assert torch.equal(got[key], value), key
+        else:
+            assert got[key] == value, key
+
+
+def assert_processor_conformance(engine, family: str, clip) -> None:
+    pytest.importorskip("torchcodec", reason="transformers' video processors read a file with torchcodec")
+    text, got = processor_family_inputs(engine, family, clip)
+    ref_text, want = processor_reference(family, engine.processor, clip)
+    assert text == ref_text
+    assert_same_processor_inputs(got, want)
+
+
+def audio_card_conformance(engine, family: str, path) -> None:
+    """An audio family's card: ``librosa.load`` at 16 kHz, then the processor on the chat template's text; against
+    the file decoded by the family's recipe (its cut where the processor cuts: Qwen2-Audio's 30 s) and the processor
+    called by the adapter. Text, ids, features and masks exact."""
+    import librosa
+
+    from omnieval.config import DecodeConfig
+    from omnieval.core.prompts import PromptPart
+    from omnieval.engines.families import recipe_for
+    from omnieval.media import spec
+    from omnieval.media.decode import decode_media
+
+    parts = [PromptPart("media", modality="audio", path=str(path)), PromptPart("text", text=QUESTION)]
+    settings = DecodeConfig(**{k: v.value for k, v in recipe_for(family).decode.items()})
+    decoded = {parts[0].ref: decode_media(str(path), "audio", **dict(spec.audio_params(settings)))}
+    text = engine.prompt_text(parts)
+    got = engine.family.hf_inputs(engine.processor, text, engine.family.media_items(parts, decoded))
+    messages = [{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": QUESTION}]}]
+    ref_text = engine.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    wave, rate = librosa.load(str(path), sr=16_000)
+    want = engine.processor(text=[ref_text], audio=[wave], sampling_rate=rate, return_tensors="pt")
+    assert text == ref_text
+    assert_same_processor_inputs(got, want)
+
+
 def positions(engine, inputs, use_audio_in_video: bool):
     """The thinker's own 3D positions (``get_rope_index``) of one prompt's inputs."""
     seqlens = inputs["feature_attention_mask"].sum(-1) if "feature_attention_mask" in inputs else None
@@ -224,9 +317,14 @@ def test_a_clip_with_its_soundtrack_gives_the_reference_inputs(family, engines, 
     frames, pixel values, audio features and positions."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
     clip = media["clip.mov"]
+    if family in PROCESSOR_SAMPLED:  # the clip alone: its card gives the processor the video
+        assert_processor_conformance(engine, family, clip)
+        return
     if family not in OMNI:  # the Qwen-VL families take no audio; their budget makes both pipelines resize
         text, got, decoded = ours(engine, family, [("video", clip)])
         ref_text, want, ref_videos = reference(family, engine.processor, [("video", clip)])
@@ -255,8 +353,15 @@ def test_a_long_audio_gives_the_reference_inputs(family, engines, media):
     """A 41 s WAV, longer than Whisper's 30 s window: ids (every audio token), features and positions."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        audio_card_conformance(engines(family), family, media["long.wav"])
+        return
     if family not in OMNI:
-        pytest.skip(f"{family} takes no audio")
+        from omnieval.engines.families import FAMILIES
+
+        takes_audio = any(a.name == family and "audio" in a.modalities for a in FAMILIES.values())
+        pytest.skip(f"{family}: its reference here is its video processor; audio goes to its processor as omnieval "
+                    "hands it over" if takes_audio else f"{family} takes no audio")
     engine = engines(family)
     text, got, _ = ours(engine, family, [("audio", media["long.wav"])])
     ref_text, want, _ = omni_reference(engine.processor, [("audio", media["long.wav"])], use_audio_in_video=False)
@@ -292,6 +397,11 @@ def test_a_4_3_image_gives_the_reference_inputs(family, engines, media):
     bounded by their mean difference."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no image")
+    if family in PROCESSOR_SAMPLED:
+        pytest.skip(f"{family}: its reference here is its video processor; images go to its processor as omnieval "
+                    "hands them over")
     engine = engines(family)
     text, got, _ = ours(engine, family, [("image", media["image.png"])])
     ref_text, want, _ = reference(family, engine.processor, [("image", media["image.png"])])
@@ -308,9 +418,14 @@ def test_a_portrait_clip_gives_the_reference_inputs(family, engines, media):
     positions exact; pixels within ``RESIZED_MEAN``."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
+    if family in AUDIO_CARD:
+        pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
     clip = media["portrait.mp4"]
+    if family in PROCESSOR_SAMPLED:
+        assert_processor_conformance(engine, family, clip)
+        return
     text, got, decoded = ours(engine, family, [("video", clip)])
     ref_text, want, ref_videos = reference(family, engine.processor, [("video", clip)])
     assert text == ref_text

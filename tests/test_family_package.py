@@ -20,14 +20,15 @@ LAYOUT = {
     "qwen_omni": ({"qwen2.5-omni", "qwen3-omni"}, {"qwen2.5-omni", "qwen3-omni"}),
     "qwen_vl": ({"qwen2.5-vl", "qwen3-vl", "qwen3-vl-moe", "qwen3.5"},
                 {"qwen2.5-vl", "qwen3-vl", "qwen3-vl-moe", "qwen3.5"}),
-    "audio": ({"qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech"}, set()),
-    "voxtral": ({"voxtral"}, set()),
-    "gemma": ({"gemma3n", "gemma4", "gemma4-unified"}, {"gemma4"}),
-    "phi4": ({"phi4-multimodal"}, set()),
-    "llava_onevision": ({"llava-onevision"}, set()),
-    "internvl": ({"internvl"}, set()),
-    "videollama3": ({"videollama3"}, set()),
-    "nemotron": ({"nemotron-h-omni"}, set()),
+    "audio": ({"qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech"},
+              {"qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech"}),
+    "voxtral": ({"voxtral"}, {"voxtral"}),
+    "gemma": ({"gemma3n", "gemma4", "gemma4-unified"}, {"gemma3n", "gemma4", "gemma4-unified"}),
+    "phi4": ({"phi4-multimodal"}, {"phi4-multimodal"}),
+    "llava_onevision": ({"llava-onevision"}, {"llava-onevision"}),
+    "internvl": ({"internvl"}, {"internvl"}),
+    "videollama3": ({"videollama3"}, {"videollama3"}),
+    "nemotron": ({"nemotron-h-omni"}, {"nemotron-h-omni"}),
 }
 
 # Every public name of the module ``omnieval/engines/families.py`` before it became a package.

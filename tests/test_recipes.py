@@ -212,3 +212,69 @@ def test_qwen35_frames_equal_its_video_processors_own_sampling(total, video_fps)
     r = {k: v.value for k, v in RECIPES["qwen3.5"].decode.items()}
     n = sampling.frame_count_by_rate(total, video_fps, r["fps"], r["min_frames"], r["max_frames"], r["frame_factor"])
     np.testing.assert_array_equal(sampling.linspace_indices(total, n), expected)
+
+
+def _default(cls, method: str, argument: str):
+    """A keyword's default in a processor method's signature (where the processor reads a value from)."""
+    import inspect
+
+    return inspect.signature(getattr(cls, method)).parameters[argument].default
+
+
+def test_the_processor_sourced_values_equal_the_installed_processors_defaults():
+    """Each value a recipe cites from a processor, read back from the installed transformers' classes (their
+    class attributes and keyword defaults), never from the recipe modules."""
+    import transformers as tf
+
+    value = {family: {k: v.value for k, v in RECIPES[family].decode.items()} for family in RECIPES}
+    whisper = tf.WhisperFeatureExtractor()
+    assert value["qwen2-audio"]["max_audio_seconds"] == whisper.n_samples / whisper.sampling_rate
+    assert value["audioflamingo3"]["max_audio_seconds"] == _default(tf.AudioFlamingo3Processor, "__init__",
+                                                                    "max_audio_len")
+    assert value["musicflamingo"]["max_audio_seconds"] == _default(tf.MusicFlamingoProcessor, "__init__",
+                                                                   "max_audio_len")
+    for family, extractor in [("gemma3n", tf.Gemma3nAudioFeatureExtractor), ("gemma4", tf.Gemma4AudioFeatureExtractor)]:
+        assert _default(extractor, "__call__", "truncation") is True
+        assert value[family]["max_audio_seconds"] == _default(extractor, "__call__", "max_length") / 16_000
+    assert _default(tf.Gemma4UnifiedAudioFeatureExtractor, "__call__", "max_length") is None
+    assert "max_audio_seconds" not in value["gemma4-unified"]
+    for family, extractor in [("gemma3n", tf.Gemma3nAudioFeatureExtractor), ("gemma4", tf.Gemma4AudioFeatureExtractor),
+                              ("granite-speech", tf.GraniteSpeechFeatureExtractor),
+                              ("phi4-multimodal", tf.Phi4MultimodalFeatureExtractor), ("qwen2-audio", type(whisper))]:
+        assert value[family]["sample_rate"] == extractor().sampling_rate, family
+    for family, processor in [("gemma4", tf.Gemma4VideoProcessor), ("gemma4-unified", tf.Gemma4UnifiedVideoProcessor)]:
+        assert value[family]["num_frames"] == processor.num_frames
+    vl3 = tf.VideoLlama3VideoProcessor
+    assert (value["videollama3"]["min_frames"], value["videollama3"]["max_frames"],
+            value["videollama3"]["frame_factor"]) == (vl3.min_frames, vl3.max_frames, vl3.temporal_patch_size)
+
+
+PROCESSOR_SAMPLED = [  # family, its video processor, what the recipe asks of it (the recipe's count or rate)
+    ("gemma4", "Gemma4VideoProcessor"), ("gemma4-unified", "Gemma4UnifiedVideoProcessor"),
+    ("llava-onevision", "LlavaOnevisionVideoProcessor"), ("internvl", "InternVLVideoProcessor"),
+    ("videollama3", "VideoLlama3VideoProcessor"),
+]
+
+
+@pytest.mark.parametrize("family, processor", PROCESSOR_SAMPLED)
+@pytest.mark.parametrize("total, video_fps", [(35, 10.0), (75, 25.0), (588, 25.0), (611, 29.97), (5405, 23.976)])
+def test_a_processor_sampled_familys_recipe_gives_its_processors_own_frames(family, processor, total, video_fps):
+    """The recipe through the decoder's count and index rules (``media.sampling``) picks the frame indices the
+    family's video processor picks itself (``sample_frames``) given the recipe's count or rate, as its card asks."""
+    import transformers
+    from transformers.video_utils import VideoMetadata
+
+    from omnieval.config import DecodeConfig
+    from omnieval.media import sampling
+
+    r = {k: v.value for k, v in RECIPES[family].decode.items()}
+    proc = getattr(transformers, processor)()
+    meta = VideoMetadata(total_num_frames=total, fps=video_fps)
+    if "fps" in r:
+        expected = proc.sample_frames(meta, fps=r["fps"], max_frames=r["max_frames"])
+        n = sampling.frame_count_by_rate(total, video_fps, r["fps"], r["min_frames"], r["max_frames"],
+                                         r["frame_factor"])
+    else:
+        n = r.get("num_frames", DecodeConfig().num_frames)
+        expected = proc.sample_frames(meta, num_frames=n)
+    np.testing.assert_array_equal(sampling.frame_indices(r["index_rule"], total, n), np.asarray(expected))

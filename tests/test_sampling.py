@@ -1,9 +1,12 @@
 """Sampling rules (``media.sampling``) against their references, and ``decode_video`` by each rule on a real clip.
 
-References: transformers' Qwen2-VL ``smart_resize`` for the pixel budget; the Qwen-Omni reference utilities' frame
-count rule written out here from their documented steps (and, where ``qwen_omni_utils`` can be imported, their own
-``smart_nframes``); for frame indices ``numpy.linspace`` over the frame count ``ffprobe`` counts; for pixels a full
-PyAV decode of the clip, with the reference frames picked and scaled here.
+References: transformers' Qwen2-VL ``smart_resize`` for the pixel budget; for the ``uniform`` and
+``uniform_shifted`` index rules and their counts by rate, the video processors' own ``sample_frames`` (transformers'
+default, LLaVA-OneVision, Gemma 4, InternVL, VideoLLaMA3, Qwen3-VL) called on the same frame counts and rates; the
+Qwen-Omni reference utilities' frame count rule written out here from their documented steps (and, where
+``qwen_omni_utils`` can be imported, their own ``smart_nframes``); for frame indices ``numpy.linspace`` over the
+frame count ``ffprobe`` counts; for pixels a full PyAV decode of the clip, with the reference frames picked and
+scaled here.
 """
 
 from __future__ import annotations
@@ -86,6 +89,125 @@ def test_frame_count_by_rate_equals_the_qwen_utilities(total, video_fps, fps, lo
 def test_a_clip_with_too_few_frames_is_refused():
     with pytest.raises(sampling.SamplingError, match="at least 2"):
         sampling.frame_count_by_rate(1, 25.0, 2.0)
+
+
+# -- the video processors' own sampling (transformers 5.19): frame counts and rates, many of each ----------------
+
+TOTALS = [*range(1, 301), 449, 599, 719, 1000, 1799, 2999, 7201, 10_007]
+ASKED = [1, 2, 3, 7, 8, 13, 16, 29, 32, 64]
+RATES = [(12.5, 0.5), (23.976, 1.0), (25.0, 2.0), (29.97, 2.0), (30.0, 1.0), (59.94, 3.7), (24.0, 0.25)]
+
+
+def processor(name: str):
+    """A video processor built offline from its class defaults (its ``sample_frames`` is the reference)."""
+    import transformers
+
+    return getattr(transformers, name)()
+
+
+def metadata(total: int, video_fps: float):
+    from transformers.video_utils import VideoMetadata
+
+    return VideoMetadata(total_num_frames=total, fps=video_fps)
+
+
+def processor_indices(proc, total: int, video_fps: float = 25.0, **kwargs) -> np.ndarray | None:
+    """The processor's indices, or None where it refuses (more frames than the clip has; InternVL: none at all)."""
+    try:
+        return np.asarray(proc.sample_frames(metadata(total, video_fps), **kwargs)).astype(np.int64)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+@pytest.mark.parametrize("name", ["LlavaOnevisionVideoProcessor", "Gemma4VideoProcessor"])
+def test_uniform_indices_equal_the_processors_default_sample_frames(name):
+    """transformers' ``default_sample_indices_fn``, as the processors without their own rule call it."""
+    proc = processor(name)
+    for total in TOTALS:
+        for n in (n for n in ASKED if n <= total):
+            np.testing.assert_array_equal(sampling.uniform_indices(total, n),
+                                          processor_indices(proc, total, num_frames=n), err_msg=f"{total}, {n}")
+
+
+def test_uniform_indices_equal_videollama3s_sample_frames_where_it_samples_the_clip():
+    """VideoLLaMA3's float32 ``arange``: the same indices, and for some pairs one index more, equal to the frame
+    count (past the clip, where the processor then fails); never a different index."""
+    proc = processor("VideoLlama3VideoProcessor")
+    extra = 0
+    for total in TOTALS:
+        for n in (n for n in ASKED if n <= total):
+            want = processor_indices(proc, total, num_frames=n)
+            if len(want) == n + 1:
+                assert want[-1] >= total
+                want, extra = want[:n], extra + 1
+            np.testing.assert_array_equal(sampling.uniform_indices(total, n), want, err_msg=f"{total}, {n}")
+    assert extra > 0  # the pairs the docstring names are among those checked
+
+
+def test_shifted_indices_equal_internvls_sample_frames():
+    """InternVL's ``initial_shift``: its float32 ``arange`` from half a run, truncated."""
+    proc = processor("InternVLVideoProcessor")
+    for total in TOTALS:
+        for n in (n for n in ASKED if n <= total):
+            np.testing.assert_array_equal(sampling.shifted_indices(total, n),
+                                          processor_indices(proc, total, num_frames=n), err_msg=f"{total}, {n}")
+
+
+PROCESSOR_RULES = [  # processor, omnieval's index rule, its count by rate as frame_count_by_rate's bounds (min, max)
+    ("LlavaOnevisionVideoProcessor", "uniform", (1, None)),
+    ("InternVLVideoProcessor", "uniform_shifted", (1, None)),
+    ("VideoLlama3VideoProcessor", "uniform", (4, 180)),
+    ("Qwen3VLVideoProcessor", "linspace", (4, 768)),
+]
+
+
+@pytest.mark.parametrize("name, rule, bounds", PROCESSOR_RULES)
+def test_sampling_by_rate_equals_the_processors_sample_frames(name, rule, bounds):
+    """``fps`` given to the processor: its count (``int(frames / rate * fps)``, within its bounds) is
+    ``frame_count_by_rate`` with ``frame_factor`` 1 and those bounds, and its indices the rule's, at rates whole and
+    not (23.976, 29.97, 59.94) and fps under 1. Pairs the processor refuses or gives no frame are left out (omnieval
+    clamps them: the next test)."""
+    proc = processor(name)
+    low, high = bounds
+    checked = 0
+    for total in TOTALS[::3]:
+        for video_fps, fps in RATES:
+            want = processor_indices(proc, total, video_fps, fps=fps)
+            if want is None or len(want) == 0 or (name.startswith("VideoLlama3") and want[-1] >= total):
+                continue
+            n = sampling.frame_count_by_rate(total, video_fps, fps, low, high or total, 1)
+            assert n == len(want), (total, video_fps, fps)
+            np.testing.assert_array_equal(sampling.frame_indices(rule, total, n), want)
+            checked += 1
+    assert checked > 500
+
+
+def test_more_frames_than_the_clip_has_repeat_frames_where_the_processors_refuse():
+    """5 frames, 8 asked: the processors raise; omnieval's rules give 8 indices within the clip, every frame
+    taken, in order (as ``centres`` and ``linspace`` repeat frames)."""
+    assert processor_indices(processor("LlavaOnevisionVideoProcessor"), 5, num_frames=8) is None
+    assert processor_indices(processor("InternVLVideoProcessor"), 5, num_frames=8) is None
+    assert sampling.uniform_indices(5, 8).tolist() == [0, 0, 1, 1, 2, 3, 3, 4]
+    assert sampling.shifted_indices(5, 8).tolist() == [0, 0, 1, 2, 2, 3, 4, 4]
+
+
+def test_an_unknown_index_rule_is_refused():
+    with pytest.raises(sampling.SamplingError, match="'middle' is not a frame-index rule"):
+        sampling.frame_indices("middle", 10, 2)
+
+
+@pytest.mark.parametrize("rule, indices", [("uniform", lambda t, n: np.arange(n) * t // n),
+                                           ("uniform_shifted", lambda t, n: (np.arange(n) * t + t // 2) // n)])
+def test_decode_by_a_processor_rule_gives_those_frames_of_the_clip(clip, rule, indices):
+    """``decode_video`` with the rule: the frames at the rule's indices (written out here) of a full PyAV decode,
+    over the frame count ffprobe counts (125: 8 frames shifted by 7.8 frames, not a whole number)."""
+    total, _ = ffprobe_frames(clip)
+    frames, _ = all_frames(clip)
+    wanted = indices(total, 8)
+    expected = np.stack([frames[i].to_ndarray(format="rgb24") for i in wanted])
+    got = decode.decode_video(clip, 8, None, index_rule=rule)
+    np.testing.assert_array_equal(got.data, expected)
+    assert got.meta["frame_indices"] == wanted.tolist()
 
 
 SIZES = [(90, 160), (1080, 1920), (720, 1280), (27, 40), (2000, 30), (480, 640), (1, 150)]
@@ -176,7 +298,7 @@ RUN = "name: t\nbenchmark: bench\noutput: out\nmodels:\n  - name: sim\n    engin
     ("fps: 2, min_frames: 9, max_frames: 8", "min_frames 9 is above max_frames 8"),
     ("max_side: 320, max_pixels: 50000", "max_side and max_pixels"),
     ("size_factor: 32", "size_factor qualifies a pixel budget"),
-    ("index_rule: middle", "'centres' or 'linspace'"),
+    ("index_rule: middle", "'linspace', 'uniform' or 'uniform_shifted'"),
     ("fps: 0", "greater than 0"),
 ])
 def test_conflicting_sampling_options_are_refused_naming_the_file(tmp_path, decode_options, words):

@@ -37,6 +37,8 @@ QWEN3_VL_CARD = ("https://huggingface.co/Qwen/Qwen3-VL-8B-Instruct (model card: 
                  "process_vision_info(image_patch_size=16))")
 OMNIEVAL_DEFAULT = "omnieval default, no published recipe"
 TRANSFORMERS = "transformers 5.19.0"
+#: The rule of transformers' video processors without a ``sample_frames`` of their own: the ``uniform`` index rule.
+TRANSFORMERS_SAMPLING = f"{TRANSFORMERS}, video_utils.default_sample_indices_fn (BaseVideoProcessor.sample_frames)"
 #: The system prompt the Qwen2.5-Omni model card requires (its audio output and its instruction following assume it).
 QWEN25_OMNI_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
                       "auditory and visual inputs, as well as generating text and speech.")
@@ -135,6 +137,29 @@ def qwen_vl_recipe(family: str, patch: int, patch_source: str) -> Recipe:
     if patch_source:
         video["size_factor"] = image["size_factor"] = Sourced(patch * 2, patch_source)
     return Recipe(family=family, decode=video, image=image)
+
+
+def processor_source(cls: str, attribute: str) -> str:
+    """Where a value a processor class sets by default was read: ``transformers 5.19.0, <cls>.<attribute>``."""
+    return f"{TRANSFORMERS}, {cls}.{attribute} (the processor's own default)"
+
+
+def own_size(processor: str) -> Sourced:
+    """``max_side: None`` for a family whose processor resizes frames itself from whatever size it is given (its card
+    hands it the file): the frames go in at their own size, so the processor's resize is the reference's. The cost
+    is memory: a decoded 1080p frame holds 6 MB."""
+    return Sourced(None, f"{TRANSFORMERS}, {processor} resizes the frames itself: given them at their own size, as "
+                         "the card gives it the file")
+
+
+def audio_recipe(family: str, extractor: str, cap_seconds: float | None = None, cap_source: str = "") -> Recipe:
+    """An audio family fed as its feature extractor takes audio: at its ``sampling_rate`` (16 kHz for every family
+    here), and cut where the processor cuts it (``cap_seconds``, from ``cap_source``), so that a row's
+    ``audio_seconds`` says what the model heard; no cap: the whole file, as the processor takes it."""
+    decode = {"sample_rate": Sourced(16_000, processor_source(extractor, "sampling_rate"))}
+    if cap_seconds is not None:
+        decode["max_audio_seconds"] = Sourced(cap_seconds, cap_source)
+    return Recipe(family=family, decode=decode)
 
 
 RECIPES: dict[str, Recipe] = {}

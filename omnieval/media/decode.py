@@ -223,9 +223,9 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
                  size_factor: int = sampling.SIZE_FACTOR, total_pixels: int | None = None,
                  strategy: str = "seek") -> DecodedMedia:
     """RGB uint8 frames (T, H, W, 3): ``num_frames`` of them, or as many as sampling at ``fps`` gives; picked at bin
-    centres or by ``linspace`` frame indices; the longer side <= ``max_side``, or sized by the pixel budget
-    ``min_pixels`` / ``max_pixels`` / ``total_pixels`` (``media.sampling``: the rules, and which reference each
-    follows). The defaults are the module's rule.
+    centres or by frame indices (``linspace``, ``uniform``, ``uniform_shifted``); the longer side <= ``max_side``, or
+    sized by the pixel budget ``min_pixels`` / ``max_pixels`` / ``total_pixels`` (``media.sampling``: the rules, and
+    which reference each follows). The defaults are the module's rule.
 
     ``strategy``: ``"seek"`` reaches the sampled frames from the keyframes before them (``media.frames``, falling
     back to the full decode where it cannot vouch for a frame); ``"full"`` decodes every frame up to the last one
@@ -280,8 +280,8 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
     finally:
         container.close()
     meta = {"duration": duration, "decoded_frames": n_decoded}
-    if rule.index_rule == "linspace":  # which frames of the clip were taken: their own times, for timestamped prompts
-        meta.update(frame_indices=sampling.linspace_indices(len(times), len(picked)).tolist(),
+    if rule.index_rule != "centres":  # which frames of the clip were taken: their own times, for timestamped prompts
+        meta.update(frame_indices=sampling.frame_indices(rule.index_rule, len(times), len(picked)).tolist(),
                     source_frames=len(times), source_fps=rate)
     return DecodedMedia("video", data, content_hash="", path=str(path), fps=len(picked) / duration, meta=meta)
 
@@ -300,7 +300,7 @@ class _Rule:
     @property
     def needs_frame_times(self) -> bool:
         """Counting by rate and indexing by frame both need the clip's frames (their count, their times)."""
-        return self.fps is not None or self.index_rule == "linspace"
+        return self.fps is not None or self.index_rule != "centres"
 
     def targets(self, path, duration: float, times: np.ndarray | None, rate: float) -> np.ndarray:
         """The sampled times (s from the first frame); ``times`` are the clip's frame times from its first."""
@@ -311,8 +311,8 @@ class _Rule:
             raise MediaError(f"{path}: {exc}") from None
         if not n:
             raise MediaError(f"{path}: neither num_frames nor fps says how many frames to sample")
-        if self.index_rule == "linspace":
-            return times[sampling.linspace_indices(len(times), n)]
+        if self.index_rule != "centres":
+            return times[sampling.frame_indices(self.index_rule, len(times), n)]
         return sample_times(duration, n)
 
 

@@ -9,7 +9,12 @@ rules; the defaults are today's (``num_frames`` frames at bin centres, the longe
   count, then rounded down to a multiple of ``frame_factor`` (``frame_count_by_rate``).
 - **Index.** ``centres``: the frame on screen at the centre of each of N equal bins of the duration (today's rule);
   ``linspace``: frame indices ``round(linspace(0, total - 1, N))`` over the clip's frames, the reference utilities'
-  rule (``linspace_indices``).
+  rule (``linspace_indices``), which Qwen3-VL's video processor also follows; ``uniform``: the first frame of each
+  of N equal runs of the clip's frames, ``k * total // N``, the rule of transformers' video processors
+  (``default_sample_indices_fn``: LLaVA-OneVision, Gemma 4, every processor without its own ``sample_frames``; and
+  VideoLLaMA3's, ``uniform_indices``); ``uniform_shifted``: the middle frame of each run, InternVL's video
+  processor with its ``initial_shift`` (``shifted_indices``). The three frame-index rules take the clip's frames as
+  the demuxer counts them, as the processors take the frame count of their video reader.
 - **Size.** ``max_side`` (the longer side bounded), or a pixel budget ``min_pixels`` / ``max_pixels`` with
   ``size_factor`` (28 for Qwen2.5-Omni's 14-pixel patches merged 2x2, 32 for Qwen3-Omni's 16-pixel ones): the rule of
   the same utilities and of transformers' Qwen2-VL image processor (``smart_resize``): both sides rounded to multiples
@@ -32,7 +37,7 @@ FRAME_FACTOR = 2
 SIZE_FACTOR = 28
 #: The reference utilities refuse a frame whose sides differ by more than this ratio.
 MAX_RATIO = 200
-INDEX_RULES = ("centres", "linspace")
+INDEX_RULES = ("centres", "linspace", "uniform", "uniform_shifted")
 
 
 class SamplingError(ValueError):
@@ -72,6 +77,34 @@ def linspace_indices(total_frames: int, n: int) -> np.ndarray:
     """``n`` frame indices spread evenly over ``0 .. total_frames - 1`` (both ends included), rounded half to even
     as ``torch.round`` and ``numpy.round`` do."""
     return np.round(np.linspace(0, total_frames - 1, n)).astype(int)
+
+
+def uniform_indices(total_frames: int, n: int) -> np.ndarray:
+    """The first frame of each of ``n`` equal runs of ``total_frames`` frames: ``k * total_frames // n``, exactly
+    transformers' ``default_sample_indices_fn`` (video_utils.py, 5.19). VideoLLaMA3's processor writes the same
+    rule as ``torch.arange(0, total, total / n).int()``; its float32 steps give the same ``n`` indices and, for
+    some pairs (15 frames, 13 asked), one more index equal to ``total_frames``, past the clip, where that processor
+    fails: those pairs are not a rule of its own. More frames asked than the clip holds repeat frames (the
+    processors refuse)."""
+    return np.arange(n, dtype=np.int64) * total_frames // n
+
+
+def shifted_indices(total_frames: int, n: int) -> np.ndarray:
+    """The middle frame of each of ``n`` equal runs: ``int(total / n / 2 + k * total / n)``, the rule of InternVL's
+    video processor (``initial_shift=True``, its default), written in integers as ``(2k + 1) * total // (2n)`` so
+    that no float rounding moves an index (the test compares it with the processor's own float arithmetic)."""
+    return (2 * np.arange(n, dtype=np.int64) + 1) * total_frames // (2 * n)
+
+
+#: The frame-index rules by name: ``(total_frames, n) -> indices`` (``centres`` works on times, not indices).
+FRAME_INDEX_RULES = {"linspace": linspace_indices, "uniform": uniform_indices, "uniform_shifted": shifted_indices}
+
+
+def frame_indices(rule: str, total_frames: int, n: int) -> np.ndarray:
+    """``n`` frame indices of a clip of ``total_frames`` frames by the frame-index rule ``rule``."""
+    if rule not in FRAME_INDEX_RULES:
+        raise SamplingError(f"{rule!r} is not a frame-index rule ({', '.join(FRAME_INDEX_RULES)})")
+    return FRAME_INDEX_RULES[rule](total_frames, n)
 
 
 def pixel_size(height: int, width: int, factor: int, min_pixels: float, max_pixels: float) -> tuple[int, int]:

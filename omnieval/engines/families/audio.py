@@ -3,8 +3,12 @@
 
 Audio Flamingo 3 and Music Flamingo take one audio a prompt on both engines (their processor pairs each audio
 with a prompt of its own; a prompt with several is an errored row), Granite Speech several on transformers and
-one on vLLM, and its transformers logits divided by the decoder's ``logits_scaling`` as vLLM does. None of them
-has a published recipe: omnieval's defaults (``recipes.recipe_for``).
+one on vLLM, and its transformers logits divided by the decoder's ``logits_scaling`` as vLLM does.
+
+Their recipes are their processors' (transformers 5.19): 16 kHz audio, cut where the processor cuts it: Qwen2-Audio
+at Whisper's 30 s window (its processor pads and truncates to the feature extractor's ``n_samples``), Audio
+Flamingo 3 at 600 s and Music Flamingo at 1200 s (their processors' ``max_audio_len``, 30 s windows), Granite
+Speech whole (its feature extractor cuts nothing). Their cards publish no frame or prompt settings beyond these.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 from omnieval.engines.families.base import AudioFamily, register_family
+from omnieval.engines.recipes import audio_recipe, processor_source, register_recipe
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -68,6 +73,15 @@ register_family(OneAudioFamily(name="musicflamingo", model_types=("musicflamingo
                                                  "(use the hf engine)"}))
 register_family(GraniteSpeechFamily(name="granite-speech", model_types=("granite_speech",), modalities=("audio",),
                                     model_class="GraniteSpeechForConditionalGeneration", packages=("torchaudio",)))
+
+WHISPER_WINDOW = ("transformers 5.19.0, WhisperFeatureExtractor (chunk_length 30 s: truncation to n_samples, "
+                  "Qwen2AudioProcessor padding='max_length')")
+register_recipe(audio_recipe("qwen2-audio", "WhisperFeatureExtractor", 30.0, WHISPER_WINDOW))
+register_recipe(audio_recipe("audioflamingo3", "WhisperFeatureExtractor", 600.0,
+                             processor_source("AudioFlamingo3Processor", "max_audio_len")))
+register_recipe(audio_recipe("musicflamingo", "WhisperFeatureExtractor", 1200.0,
+                             processor_source("MusicFlamingoProcessor", "max_audio_len")))
+register_recipe(audio_recipe("granite-speech", "GraniteSpeechFeatureExtractor"))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

@@ -1,8 +1,13 @@
 """Gemma 3n (``AudioFamily``), Gemma 4 and its encoder-free variant Gemma 4 Unified (``Gemma4Family``).
 
 Gemma 4 gives the transformers model its image and video features already encoded (``hf_model_inputs``), as
-transformers' own ``generate`` does: its forward cannot encode video frames by itself. Its recipe is its video
-processor's own frame count.
+transformers' own ``generate`` does: its forward cannot encode video frames by itself.
+
+Recipes (transformers 5.19's processors): Gemma 4 and Gemma 4 Unified sample 32 frames a clip, the first of each of
+32 equal runs (their video processors' ``num_frames`` and the ``uniform`` rule of ``default_sample_indices_fn``), at
+their own size (the processors size frames to their token budget themselves);
+Gemma 3n and Gemma 4 hear 16 kHz audio cut at 30 s (their audio feature extractors' ``max_length`` of 480000
+samples, truncation on); Gemma 4 Unified's extractor cuts nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +16,15 @@ import math
 from collections.abc import Sequence
 
 from omnieval.engines.families.base import AudioFamily, register_family, video_metadata
-from omnieval.engines.recipes import TRANSFORMERS, Recipe, Sourced, register_recipe
+from omnieval.engines.recipes import (
+    TRANSFORMERS_SAMPLING,
+    Recipe,
+    Sourced,
+    audio_recipe,
+    own_size,
+    processor_source,
+    register_recipe,
+)
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -57,12 +70,25 @@ register_family(Gemma4Family(name="gemma4-unified", model_types=("gemma4_unified
                              model_class="Gemma4UnifiedForConditionalGeneration"))
 
 
-GEMMA4_PROCESSOR = f"{TRANSFORMERS}, Gemma4VideoProcessor.num_frames (the processor's own default)"
+GEMMA_AUDIO_CAP = 30.0  # 480000 samples at 16 kHz
 
 
-# Gemma 4's video processor samples 32 frames, the first of each of 32 equal runs of frames
-# (transformers' default_sample_indices_fn): the count is its own; its index rule has no match here (bin centres).
-register_recipe(Recipe("gemma4", decode={"num_frames": Sourced(32, GEMMA4_PROCESSOR)}))
+def gemma_recipe(family: str, video_processor: str | None, extractor: str, audio_cap: bool) -> Recipe:
+    """A Gemma family's recipe: its audio feature extractor's rate and cut, and where it takes video, its video
+    processor's own sampling (32 frames by the ``uniform`` rule)."""
+    cap = processor_source(extractor, "max_length (480000 samples, truncation=True)")
+    recipe = audio_recipe(family, extractor, GEMMA_AUDIO_CAP if audio_cap else None, cap)
+    if video_processor is None:
+        return recipe
+    video = {"num_frames": Sourced(32, processor_source(video_processor, "num_frames")),
+             "index_rule": Sourced("uniform", TRANSFORMERS_SAMPLING), "max_side": own_size(video_processor)}
+    return Recipe(family=family, decode=recipe.decode | video)
+
+
+register_recipe(gemma_recipe("gemma3n", None, "Gemma3nAudioFeatureExtractor", audio_cap=True))
+register_recipe(gemma_recipe("gemma4", "Gemma4VideoProcessor", "Gemma4AudioFeatureExtractor", audio_cap=True))
+register_recipe(gemma_recipe("gemma4-unified", "Gemma4UnifiedVideoProcessor", "Gemma4UnifiedAudioFeatureExtractor",
+                             audio_cap=False))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

@@ -1,9 +1,16 @@
-"""InternVL: the base adapter, each video frame a tile of image tokens. No published recipe: omnieval's defaults.
+"""InternVL: the base adapter, each video frame a tile of image tokens.
+
+Recipe: 8 frames a clip, each one tile (the InternVL3 cards' ``load_video(video_path, num_segments=8, max_num=1)``),
+at their own size (the card and the processor resize each frame to the tile themselves), the middle frame of each of
+8 equal runs (``uniform_shifted``: transformers' InternVL video processor, ``initial_shift``; the cards'
+``get_index`` spreads the runs over the frames up to the last index, ``frames - 1``, and rounds each offset, which
+moves an index by at most one frame).
 """
 
 from __future__ import annotations
 
 from omnieval.engines.families.base import FamilyAdapter, register_family
+from omnieval.engines.recipes import Recipe, Sourced, own_size, processor_source, register_recipe
 
 register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modalities=("image", "video"),
                               model_class="InternVLForConditionalGeneration",
@@ -12,6 +19,14 @@ register_family(FamilyAdapter(name="internvl", model_types=("internvl",), modali
                               # the <video> token where transformers puts <IMG_CONTEXT> (the same ids otherwise:
                               # tests/test_vllm_families.py)
                               vllm_placeholder_tokens={"video": ("<video>", "<IMG_CONTEXT>")}))
+
+INTERNVL3_CARD = ("https://huggingface.co/OpenGVLab/InternVL3-8B (model card, video inference: "
+                  "load_video(video_path, num_segments=8, max_num=1))")
+register_recipe(Recipe("internvl", decode={
+    "num_frames": Sourced(8, INTERNVL3_CARD),
+    "index_rule": Sourced("uniform_shifted",
+                          processor_source("InternVLVideoProcessor", "sample_frames (initial_shift)")),
+    "max_side": own_size("InternVLVideoProcessor")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

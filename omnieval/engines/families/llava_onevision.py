@@ -1,5 +1,8 @@
-"""LLaVA-OneVision (``OneImageOnVllmFamily``): one image a prompt on vLLM, where the two engines agree. No
-published recipe: omnieval's defaults.
+"""LLaVA-OneVision (``OneImageOnVllmFamily``): one image a prompt on vLLM, where the two engines agree.
+
+Recipe: its video processor's (transformers 5.19) frame rule, the first frame of each of N equal runs (``uniform``),
+and the frames at their own size (it resizes them to 384 x 384 itself); no frame count is published with it (the
+processor has none: omnieval's 8).
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from omnieval.engines.families.base import FamilyAdapter, register_family
+from omnieval.engines.recipes import TRANSFORMERS_SAMPLING, Recipe, Sourced, own_size, register_recipe
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -27,6 +31,9 @@ class OneImageOnVllmFamily(FamilyAdapter):
 register_family(OneImageOnVllmFamily(name="llava-onevision", model_types=("llava_onevision",),
                                      modalities=("image", "video"),
                                      model_class="LlavaOnevisionForConditionalGeneration"))
+register_recipe(Recipe("llava-onevision", decode={
+    "index_rule": Sourced("uniform", TRANSFORMERS_SAMPLING),
+    "max_side": own_size("LlavaOnevisionVideoProcessor")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

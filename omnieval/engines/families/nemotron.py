@@ -1,6 +1,7 @@
 """Nemotron-H omni (``NemotronOmniFamily``, transformers engine only): one video a prompt (its processor lays out
 all the frames of a prompt as one clip), its video features given encoded (``hf_model_inputs``): its forward
-fails on the one tensor its own video encoder returns. No published recipe: omnieval's defaults.
+fails on the one tensor its own video encoder returns. Its recipe: 16 kHz audio, whole (its processor's
+``audio_sampling_rate``); its frame count and size have no published setting (omnieval's defaults).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from omnieval.engines.families.base import AudioFamily, register_family
 from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS
+from omnieval.engines.recipes import Recipe, Sourced, processor_source, register_recipe
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -60,6 +62,8 @@ register_family(NemotronOmniFamily(
     model_class="NemotronH_Omni_Reasoning_V3", packages=("librosa",), placeholder_tokens={"video": "<image>"},
     refusals={"vllm": "vLLM 0.32 maps NemotronH_Omni_Reasoning_V3 to NemotronH_Nano_VL_V2, whose processor reads "
                       "the remote-code config and fails on the transformers-native one (no attribute 'patch_size')"}))
+register_recipe(Recipe("nemotron-h-omni", decode={
+    "sample_rate": Sourced(16_000, processor_source("NemotronH_Omni_Reasoning_V3Processor", "audio_sampling_rate"))}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

@@ -1,6 +1,7 @@
 """Phi-4-multimodal (``Phi4MultimodalFamily``, transformers engine only): its released modality adapters are
 installed on the loaded model and one chosen for each prompt (``prepare_hf_model``, ``hf_model_inputs``;
-``engines/lora.py``). No published recipe: omnieval's defaults.
+``engines/lora.py``). Its recipe: 16 kHz audio, whole (its feature extractor's rate; it truncates nothing); its
+image processor tiles images itself (no frame or pixel settings published beyond it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from omnieval.core.prompts import PromptPart
 from omnieval.engines.families.base import AudioFamily, register_family
+from omnieval.engines.recipes import audio_recipe, register_recipe
 
 
 class Phi4MultimodalFamily(AudioFamily):
@@ -53,6 +55,7 @@ register_family(Phi4MultimodalFamily(
     model_class="Phi4MultimodalForCausalLM",
     refusals={"vllm": "vLLM 0.32 lists Phi4MultimodalForCausalLM among its previously supported models (removed "
                       "after 0.12.0) and runs only the remote-code Phi4MMForCausalLM layout"}))
+register_recipe(audio_recipe("phi4-multimodal", "Phi4MultimodalFeatureExtractor"))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 from omnieval.engines.families.base import FamilyAdapter, register_family, video_metadata
 from omnieval.engines.omni_inputs import DEFAULT_VIDEO_FPS
-from omnieval.engines.recipes import QWEN3_VL_CARD, TRANSFORMERS, Recipe, Sourced, qwen_vl_recipe, register_recipe
+from omnieval.engines.recipes import (
+    QWEN3_VL_CARD,
+    TRANSFORMERS,
+    Recipe,
+    Sourced,
+    own_size,
+    qwen_vl_recipe,
+    register_recipe,
+)
 from omnieval.media.decoded import DecodedMedia
 
 
@@ -88,11 +96,11 @@ QWEN3_VL_PROCESSOR = f"{TRANSFORMERS}, Qwen3VLVideoProcessor.sample_frames (the 
 
 # Qwen3.5 goes through Qwen3VLVideoProcessor: its frame count by rate is the utilities' without the rounding to pairs
 # (frame_factor 1), its indices linspace; its pixel budget bounds a whole clip (t x h x w), which the per-frame
-# budget of the decoder cannot state, so its frames keep omnieval's size.
+# budget of the decoder cannot state, so its frames go to it at their own size and it sizes them itself.
 register_recipe(Recipe("qwen3.5", decode={
     "fps": Sourced(2.0, QWEN3_VL_PROCESSOR), "min_frames": Sourced(4, QWEN3_VL_PROCESSOR),
     "max_frames": Sourced(768, QWEN3_VL_PROCESSOR), "frame_factor": Sourced(1, QWEN3_VL_PROCESSOR),
-    "index_rule": Sourced("linspace", QWEN3_VL_PROCESSOR)}))
+    "index_rule": Sourced("linspace", QWEN3_VL_PROCESSOR), "max_side": own_size("Qwen3VLVideoProcessor")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

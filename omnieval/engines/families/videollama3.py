@@ -1,17 +1,31 @@
 """VideoLLaMA3 (transformers engine only): given the same frame metadata as Qwen3-VL (``TimestampedVideoFamily``),
-it writes each frame's time (``Time 0.1s:``) before the frame's placeholders. No published recipe: omnieval's
-defaults.
+it writes each frame's time (``Time 0.1s:``) before the frame's placeholders.
+
+Recipe: 1 frame a second, at most 180 (the card's video message ``{"fps": 1, "max_frames": 180}``), at least 4 and
+no rounding to pairs (its video processor's ``min_frames`` and ``temporal_patch_size`` 1), the first frame of each
+of N equal runs (``uniform``: the processor's ``sample_frames``), at their own size: its processor sizes them under
+one pixel budget over the clip, from the size it is given (a 180-frame 1080p clip holds 1.1 GB decoded).
 """
 
 from __future__ import annotations
 
 from omnieval.engines.families.base import register_family
 from omnieval.engines.families.qwen_vl import TimestampedVideoFamily, qwen_vl_grid
+from omnieval.engines.recipes import Recipe, Sourced, own_size, processor_source, register_recipe
 
 register_family(TimestampedVideoFamily(
     name="videollama3", model_types=("video_llama_3",), modalities=("image", "video"),
     model_class="VideoLlama3ForConditionalGeneration",
     refusals={"vllm": "vLLM 0.32 has no VideoLLaMA3 model (no VideoLlama3ForConditionalGeneration in its registry)"}))
+
+VIDEOLLAMA3_CARD = ("https://huggingface.co/DAMO-NLP-SG/VideoLLaMA3-7B (model card, video inference: "
+                    "{'video_path': ..., 'fps': 1, 'max_frames': 180})")
+register_recipe(Recipe("videollama3", decode={
+    "fps": Sourced(1.0, VIDEOLLAMA3_CARD), "max_frames": Sourced(180, VIDEOLLAMA3_CARD),
+    "min_frames": Sourced(4, processor_source("VideoLlama3VideoProcessor", "min_frames")),
+    "frame_factor": Sourced(1, processor_source("VideoLlama3VideoProcessor", "temporal_patch_size")),
+    "index_rule": Sourced("uniform", processor_source("VideoLlama3VideoProcessor", "sample_frames")),
+    "max_side": own_size("VideoLlama3VideoProcessor")}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media

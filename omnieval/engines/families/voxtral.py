@@ -1,5 +1,6 @@
 """Voxtral (``VoxtralFamily``): no chat template; Mistral's tokenizer lays out its prompts, as token ids on vLLM
-(``vllm_prompt``). No published recipe: omnieval's defaults.
+(``vllm_prompt``). Its recipe: 16 kHz audio, whole (its processor pads to 30 s chunks and cuts nothing), no system
+prompt and the card's sampling for audio understanding (recorded with the run).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 
 from omnieval.core.prompts import PromptPart
 from omnieval.engines.families.base import AudioFamily, register_family
+from omnieval.engines.recipes import Recipe, Sourced, audio_recipe, register_recipe
 from omnieval.media.decoded import AUDIO_SAMPLE_RATE, DecodedMedia
 
 
@@ -118,6 +120,13 @@ class VoxtralFamily(AudioFamily):
 register_family(VoxtralFamily(name="voxtral", model_types=("voxtral",), modalities=("audio",),
                               model_class="VoxtralForConditionalGeneration",
                               packages=("mistral_common", "soundfile")))
+
+VOXTRAL_CARD = ("https://huggingface.co/mistralai/Voxtral-Mini-3B-2507 (model card, usage notes: temperature 0.2 "
+                "and top_p 0.95 for chat completion such as audio understanding, 0.0 for transcription; system "
+                "prompts not yet supported)")
+register_recipe(Recipe("voxtral", decode=audio_recipe("voxtral", "VoxtralProcessor audio_kwargs").decode,
+                       system_prompt=Sourced(None, VOXTRAL_CARD),
+                       generation={"temperature": Sourced(0.2, VOXTRAL_CARD), "top_p": Sourced(0.95, VOXTRAL_CARD)}))
 
 
 # -- placeholder counts: the tests' reference, worked out from the published preprocessing rules and the media
