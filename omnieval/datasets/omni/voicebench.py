@@ -18,8 +18,11 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 
 **Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
 ``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
-(1-5), a refusal list, instruction checks or reference answers, none of which is a multiple-choice item; they are
-not converted, and the conversion names the ones found (``benchmark.json``: ``open_subsets_not_converted``).
+(1-5), reference answers, answer phrases, instruction checks or a refusal list (``omnieval.scoring.voicebench_open``:
+``OPEN_RULES``, and why each is not converted); none has options, and an omnieval item is a multiple-choice question
+(open mode asks it without them). They are not converted: the conversion names the ones found, one note per rule
+(``benchmark.json``: ``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator,
+its kind of rule, why not converted).
 
 Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the item's split and ``task`` are the
 subset (the release scores each subset apart; a ``spectrum`` split is also where a shuffle takes its donors from, and
@@ -46,13 +49,13 @@ from omnieval.datasets.omni.common import (
     sound_entries,
     write_release,
 )
+from omnieval.scoring.voicebench_open import OPEN_RULES
 
 CONVERTER = "voicebench"
 SCORER = "voicebench"
 """The benchmark's released answer-scoring rule (``omnieval.scoring.voicebench``), recorded in ``benchmark.json``."""
 MCQ_SUBSETS = ("openbookqa", "mmsu")
-OPEN_SUBSETS = ("alpacaeval", "alpacaeval_full", "alpacaeval_speaker", "commoneval", "wildvoice", "sd-qa", "ifeval",
-                "advbench", "bbh", "mtbench")
+OPEN_SUBSETS = tuple(OPEN_RULES)
 QUESTION = "Answer the question asked in the recording."
 """The item's written question: the question itself is spoken (module doc)."""
 _MARKER = re.compile(r"(?:^|(?<=\s))(?:\(([A-Z])\)|([A-Z])[.)])\s+")
@@ -128,9 +131,22 @@ def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voi
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     entries, skipped, open_subsets = read_voicebench(release)
-    notes = [f"not converted: the open subsets {', '.join(open_subsets)} (scored by ratings, refusals or "
-             "instruction checks, not as multiple-choice items)"] if open_subsets else []
-    meta = {"open_subsets_not_converted": open_subsets} if open_subsets else {}
+    notes, meta = open_subset_notes(open_subsets)
     return write_release(entries, out, converter=CONVERTER, name=name, release=release, media_root=media_root,
                          copy=copy, overwrite=overwrite, meta=meta, notes=notes, skipped=skipped,
                          skip_unsound=True, scorer=SCORER)
+
+
+def open_subset_notes(open_subsets: list[str]) -> tuple[list[str], dict]:
+    """The notes and ``benchmark.json`` fields naming the open subsets found, not converted (module doc): one note
+    per kind of released rule, with why."""
+    if not open_subsets:
+        return [], {}
+    by_kind: dict[str, list[str]] = {}
+    for subset in open_subsets:
+        by_kind.setdefault(OPEN_RULES[subset].kind, []).append(subset)
+    notes = [f"not converted: {', '.join(subsets)} ({kind}: {OPEN_RULES[subsets[0]].why_not_converted})"
+             for kind, subsets in by_kind.items()]
+    rules = {s: {"evaluator": OPEN_RULES[s].evaluator, "kind": OPEN_RULES[s].kind,
+                 "why_not_converted": OPEN_RULES[s].why_not_converted} for s in open_subsets}
+    return notes, {"open_subsets_not_converted": open_subsets, "open_subset_rules": rules}
