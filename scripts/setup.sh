@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for omnieval (CPU): system media tools, a venv, the CPU torch build, omnieval with extras.
-# Idempotent: a stamp in .venv records the pyproject.toml (and torchvision and torchaudio scripts) it installed;
-# rerunning with no change does nothing.
+# Idempotent: a stamp in .venv records the pyproject.toml (and this script and the torchvision and torchaudio scripts)
+# it installed; rerunning with no change does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,8 @@ fi
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 stamp=.venv/.omnieval-installed
-want=$(cat pyproject.toml scripts/install_torchvision.sh scripts/install_torchaudio.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml scripts/setup.sh scripts/install_torchvision.sh scripts/install_torchaudio.sh | sha256sum \
+  | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -32,4 +33,8 @@ bash scripts/install_torchvision.sh .venv
 # Granite Speech's feature extractor needs torchaudio: the CUDA wheel without its compiled extension (the script says
 # why).
 bash scripts/install_torchaudio.sh .venv
+# Gemma 3n's vision tower (MobileNetV5) is timm code, needed by its tiny build and the conformance kit (dev, in
+# pyproject.toml's words): without its dependencies, so that pip keeps the CPU torch and the torchvision above.
+.venv/bin/pip install -q --no-deps "timm==1.0.31"
+.venv/bin/python -c "import torch, torchvision, timm"
 echo "$want" > "$stamp"

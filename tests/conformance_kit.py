@@ -22,6 +22,15 @@ and a 16 kHz PCM soundtrack (lossless, so the reference's reader and PyAV decode
 inside the Qwen budget (392 x 280, multiples of 28: neither pipeline resizes it); a portrait clip (180 x 320, 30 fps,
 7.3 s) with an AAC soundtrack at 44.1 kHz, which both pipelines upscale and resample; a 640 x 480 (4:3) PNG; a 41 s
 WAV at 16 kHz (longer than Whisper's 30 s window).
+
+**Card snippets** (``TEMPLATE_CARD``, Voxtral): Gemma 3n's card gives its processor's ``apply_chat_template`` the
+media and lets it load them (the image is given opened with PIL here: transformers reads a path with torchvision's
+image decoder, whose compiled extension the CPU build lacks; PIL decodes the lossless PNG to the same pixels).
+Voxtral's card shows two requests, both run: for vLLM, mistral-common's ``Audio.from_file(path, strict=False)``,
+``AudioChunk.from_audio`` and a ``UserMessage`` encoded by the Tekken tokenizer (``encode_chat_completion``: the
+ids, and the clips padded to whole 30 s chunks that vLLM is given); for transformers,
+``VoxtralProcessor.apply_chat_template`` on a message holding the file's path (ids and log-mel features). Both read
+audio files with soundfile, which reads no video container: Voxtral is checked on the WAV only.
 """
 
 from __future__ import annotations
@@ -52,6 +61,10 @@ PROCESSOR_SAMPLED: dict[str, dict] = {
 #: The audio families whose cards load the file with ``librosa.load(path, sr=<the feature extractor's rate>)`` and
 #: give the waveform to the processor: the reference is that, on the kit's 41 s WAV.
 AUDIO_CARD = ("qwen2-audio", "audioflamingo3", "musicflamingo", "granite-speech")
+
+#: The families whose card hands the files to the processor's own ``apply_chat_template(tokenize=True)``, which
+#: loads them itself (Gemma 3n: the 4:3 image and the 41 s WAV; it takes no video).
+TEMPLATE_CARD = ("gemma3n",)
 
 #: family name -> the ``decode:`` options that reproduce its reference pipeline's defaults (module doc).
 REFERENCE_DECODE: dict[str, dict] = {
@@ -101,13 +114,15 @@ REFERENCES: dict[str, Reference] = {
     "nemotron-h-omni": Reference(status=_REMOTE),
     "phi4-multimodal": Reference(status=_REMOTE),
     "qwen2-audio": Reference(_AUDIO),
-    "gemma3n": Reference(status="cannot run here: its tiny build's vision tower (MobileNetV5) needs the timm "
-                                "package, which is not installed"),
+    "gemma3n": Reference("its processor's apply_chat_template(tokenize=True) on the files, as its card (the image "
+                         "opened with PIL: transformers reads an image path with torchvision's image extension, "
+                         "which the CPU build here lacks)"),
     "audioflamingo3": Reference(_AUDIO),
     "musicflamingo": Reference(_AUDIO),
     "granite-speech": Reference(_AUDIO),
-    "voxtral": Reference(status="not checked yet: its card builds the request with mistral-common, as omnieval "
-                                "does; the kit does not yet compare the two"),
+    "voxtral": Reference("its card's two requests: mistral-common Audio.from_file + AudioChunk + "
+                         "encode_chat_completion (vLLM), VoxtralProcessor.apply_chat_template on the file's path "
+                         "(transformers)"),
 }
 
 

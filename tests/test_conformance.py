@@ -36,6 +36,12 @@ The audio families whose cards load the file with ``librosa.load`` at the featur
 Qwen2-Audio, Audio Flamingo 3, Music Flamingo, Granite Speech) are checked on the 41 s WAV against that and their
 processor (``audio_card_conformance``): text, ids, features and masks exact, Qwen2-Audio's decoded at its recipe's
 30 s where its processor cuts the card's 41 s.
+
+Gemma 3n (``TEMPLATE_CARD``) is checked as its card calls its processor, ``apply_chat_template(tokenize=True)`` on
+the media, on the 4:3 image and the 41 s WAV (``template_card_conformance``: every tensor exact), and Voxtral against
+both requests of its card on the 41 s WAV (``voxtral_card_conformance``): mistral-common's, as sent to vLLM (ids and
+the padded clips exact, against omnieval's vLLM prompt and its transformers ids), and transformers'
+``apply_chat_template`` on the file's path (ids and log-mel features exact).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from tests.conformance_kit import (
     PROCESSOR_SAMPLED,
     REFERENCE_DECODE,
     REFERENCES,
+    TEMPLATE_CARD,
     make_media,
 )
 
@@ -68,6 +75,13 @@ def needs_video_reader() -> None:
 
     if not any(importlib.util.find_spec(name) for name in ("torchcodec", "decord")):
         pytest.skip("the reference utilities read video with torchcodec or decord, neither of which is installed")
+
+
+def takes(family: str, modality: str) -> bool:
+    """Whether the family's adapter takes the medium (a case for a medium it does not take is a skip)."""
+    from omnieval.engines.families import FAMILIES
+
+    return any(a.name == family and modality in a.modalities for a in FAMILIES.values())
 
 
 def registered_families() -> list[str]:
@@ -236,29 +250,80 @@ def assert_processor_conformance(engine, family: str, clip) -> None:
     assert_same_processor_inputs(got, want)
 
 
-def audio_card_conformance(engine, family: str, path) -> None:
-    """An audio family's card: ``librosa.load`` at 16 kHz, then the processor on the chat template's text; against
-    the file decoded by the family's recipe (its cut where the processor cuts: Qwen2-Audio's 30 s) and the processor
-    called by the adapter. Text, ids, features and masks exact."""
-    import librosa
-
+def recipe_inputs(engine, family: str, modality: str, path) -> tuple[str, dict, object]:
+    """omnieval's processor inputs for one file then the question, the file decoded by the family's recipe (as a run
+    with no ``decode:`` options): the rendered text, the adapter's processor inputs, and the prompt's parts and media
+    items (for the family's other calls)."""
     from omnieval.config import DecodeConfig
     from omnieval.core.prompts import PromptPart
     from omnieval.engines.families import recipe_for
     from omnieval.media import spec
     from omnieval.media.decode import decode_media
 
-    parts = [PromptPart("media", modality="audio", path=str(path)), PromptPart("text", text=QUESTION)]
+    parts = [PromptPart("media", modality=modality, path=str(path)), PromptPart("text", text=QUESTION)]
     settings = DecodeConfig(**{k: v.value for k, v in recipe_for(family).decode.items()})
-    decoded = {parts[0].ref: decode_media(str(path), "audio", **dict(spec.audio_params(settings)))}
+    params = spec.audio_params(settings) if modality == "audio" else spec.video_params(settings) \
+        if modality == "video" else ()
+    decoded = {parts[0].ref: decode_media(str(path), modality, **dict(params))}
     text = engine.prompt_text(parts)
-    got = engine.family.hf_inputs(engine.processor, text, engine.family.media_items(parts, decoded))
+    items = engine.family.media_items(parts, decoded)
+    return text, engine.family.hf_inputs(engine.processor, text, items), (parts, items)
+
+
+def audio_card_conformance(engine, family: str, path) -> None:
+    """An audio family's card: ``librosa.load`` at 16 kHz, then the processor on the chat template's text; against
+    the file decoded by the family's recipe (its cut where the processor cuts: Qwen2-Audio's 30 s) and the processor
+    called by the adapter. Text, ids, features and masks exact."""
+    import librosa
+
+    text, got, _ = recipe_inputs(engine, family, "audio", path)
     messages = [{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": QUESTION}]}]
     ref_text = engine.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     wave, rate = librosa.load(str(path), sr=16_000)
     want = engine.processor(text=[ref_text], audio=[wave], sampling_rate=rate, return_tensors="pt")
     assert text == ref_text
     assert_same_processor_inputs(got, want)
+
+
+def template_card_conformance(engine, family: str, modality: str, path) -> None:
+    """A card that hands the file to the processor's ``apply_chat_template`` (``TEMPLATE_CARD``: Gemma 3n), which
+    loads it (an audio file at its feature extractor's rate; an image opened with PIL, the kit's module doc):
+    against the file decoded by the family's recipe and the processor called by the adapter. Every tensor exact."""
+    from PIL import Image
+
+    text, got, _ = recipe_inputs(engine, family, modality, path)
+    media = Image.open(path).convert("RGB") if modality == "image" else str(path)
+    messages = [{"role": "user", "content": [{"type": modality, modality: media}, {"type": "text", "text": QUESTION}]}]
+    ref_text = engine.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    want = engine.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                return_dict=True, return_tensors="pt")
+    assert text == ref_text
+    assert_same_processor_inputs(got, want)
+
+
+def voxtral_card_conformance(engine, path) -> None:
+    """Voxtral's card on the 41 s WAV (the kit's module doc): the mistral-common request it sends vLLM gives the ids
+    and padded clips omnieval's vLLM prompt holds and the ids of its transformers inputs; the transformers snippet
+    (``apply_chat_template`` on the file's path) gives the same ids and the same log-mel features. All exact."""
+    import torch
+    from mistral_common.protocol.instruct.messages import AudioChunk, TextChunk, UserMessage
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.audio import Audio
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    _, got, (parts, items) = recipe_inputs(engine, "voxtral", "audio", path)
+    vllm = engine.family.vllm_prompt(engine.processor, parts, items)
+    chunk = AudioChunk.from_audio(Audio.from_file(str(path), strict=False))
+    request = ChatCompletionRequest(messages=[UserMessage(content=[chunk, TextChunk(text=QUESTION)])])
+    tekken = MistralTokenizer.from_file(str(engine.path / "tekken.json")).encode_chat_completion(request)
+    assert got["input_ids"][0].tolist() == tekken.tokens == vllm["prompt_token_ids"]
+    clip, rate = vllm["multi_modal_data"]["audio"]
+    assert len(tekken.audios) == 1 and rate == tekken.audios[0].sampling_rate
+    np.testing.assert_array_equal(clip, tekken.audios[0].audio_array)
+    messages = [{"role": "user", "content": [{"type": "audio", "path": str(path)}, {"type": "text", "text": QUESTION}]}]
+    want = engine.processor.apply_chat_template(messages)
+    assert torch.equal(got["input_ids"], want["input_ids"])
+    assert torch.equal(got["input_features"], want["input_features"])
 
 
 def positions(engine, inputs, use_audio_in_video: bool):
@@ -317,7 +382,7 @@ def test_a_clip_with_its_soundtrack_gives_the_reference_inputs(family, engines, 
     frames, pixel values, audio features and positions."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
-    if family in AUDIO_CARD:
+    if not takes(family, "video"):
         pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
@@ -356,12 +421,15 @@ def test_a_long_audio_gives_the_reference_inputs(family, engines, media):
     if family in AUDIO_CARD:
         audio_card_conformance(engines(family), family, media["long.wav"])
         return
+    if family in TEMPLATE_CARD:
+        template_card_conformance(engines(family), family, "audio", media["long.wav"])
+        return
+    if family == "voxtral":
+        voxtral_card_conformance(engines(family), media["long.wav"])
+        return
     if family not in OMNI:
-        from omnieval.engines.families import FAMILIES
-
-        takes_audio = any(a.name == family and "audio" in a.modalities for a in FAMILIES.values())
         pytest.skip(f"{family}: its reference here is its video processor; audio goes to its processor as omnieval "
-                    "hands it over" if takes_audio else f"{family} takes no audio")
+                    "hands it over" if takes(family, "audio") else f"{family} takes no audio")
     engine = engines(family)
     text, got, _ = ours(engine, family, [("audio", media["long.wav"])])
     ref_text, want, _ = omni_reference(engine.processor, [("audio", media["long.wav"])], use_audio_in_video=False)
@@ -397,8 +465,11 @@ def test_a_4_3_image_gives_the_reference_inputs(family, engines, media):
     bounded by their mean difference."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
-    if family in AUDIO_CARD:
+    if not takes(family, "image"):
         pytest.skip(f"{family} takes no image")
+    if family in TEMPLATE_CARD:
+        template_card_conformance(engines(family), family, "image", media["image.png"])
+        return
     if family in PROCESSOR_SAMPLED:
         pytest.skip(f"{family}: its reference here is its video processor; images go to its processor as omnieval "
                     "hands them over")
@@ -418,7 +489,7 @@ def test_a_portrait_clip_gives_the_reference_inputs(family, engines, media):
     positions exact; pixels within ``RESIZED_MEAN``."""
     if REFERENCES[family].runner is None:
         pytest.skip(f"{family}: {REFERENCES[family].status}")
-    if family in AUDIO_CARD:
+    if not takes(family, "video"):
         pytest.skip(f"{family} takes no video")
     needs_video_reader()
     engine = engines(family)
