@@ -221,12 +221,14 @@ class _Cursor:
 
 
 def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: float,
-                    path=None) -> tuple[list, int] | None:
+                    path=None, keep=lambda frame: frame) -> tuple[list, int] | None:
     """The frame on screen at each of ``targets`` (seconds from the first frame, increasing) and the number of frames
     decoded, reached by the module's rule; None where the whole clip must be decoded instead (module docstring).
 
     ``open_clip()`` opens the clip (a PyAV container); two are opened, one for the index, one for decoding.
-    ``path``: the clip's file, whose header may give the index without a demux (``header_index``)."""
+    ``path``: the clip's file, whose header may give the index without a demux (``header_index``). ``keep``: what is
+    kept of a picked frame, applied as it is picked (``decode_video``'s converts it to RGB at the output size, so
+    the decoded frames are not all held at their stored size)."""
     import av
 
     with open_clip() as container:
@@ -239,12 +241,12 @@ def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: 
         stream = container.streams.video[0]
         bound_threads(stream)
         try:
-            return _seek_pick(_Cursor(container, stream), index, targets)
+            return _seek_pick(_Cursor(container, stream), index, targets, keep)
         except (_Unsure, av.error.FFmpegError):  # a decode error on the way: the full decode reports it as before
             return None
 
 
-def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray) -> tuple[list, int]:
+def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray, keep) -> tuple[list, int]:
     first = cursor.next_frame()
     if first is None or _frame_time(first) != index.times[0]:
         raise _Unsure("the first decoded frame is not the index's first frame")
@@ -257,7 +259,7 @@ def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray) -> tupl
         frame = _reach(cursor, rel_times, rel_keys, index.key_pts, start, c, expected)
         if _frame_time(frame) - start != expected:
             raise _Unsure(f"decoded frame at {_frame_time(frame) - start} s where the index has {expected} s")
-        picked.append(frame)
+        picked.append(keep(frame))
     return picked, cursor.decoded
 
 
