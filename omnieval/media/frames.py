@@ -35,8 +35,9 @@ Why PyAV and not torchcodec (``omnieval bench decode``, docs/gpu.md "The decoder
 ``get_frames_played_at`` follows the same on-screen rule and returns the same pixels (every frame the bench checked
 was equal, in its exact and approximate seek modes). In CPU seconds this path took 0.79-1.04x of its time on 720p
 H.264 clips of 1 and 30 minutes (1.00x at 8 frames of the 30-minute clip since its index is read from the MP4's
-header: a demux of the whole file had been 0.54 of 3.66 CPU-s, 1.35x), 0.90x at 32 frames of 1080p HEVC and 1.27x at
-8 frames of a 1-minute VP9 WebM (one run each on a loaded machine). It does not install cleanly beside the
+header: a demux of the whole file had been 0.54 of 3.66 CPU-s, 1.35x), 0.90x at 32 frames of 1080p HEVC, and 0.87-1.04x
+on a 1-minute VP9 WebM (1.09x at 8 frames of a 30-minute one, whose packets are still demuxed: a Matroska file's
+Cues, which FFmpeg's index holds, list keyframes only). It does not install cleanly beside the
 project's torch: a torchcodec wheel is built for one torch ABI and one CUDA and declares no torch requirement, so
 pip cannot catch a mismatch (PyPI's 0.14 to 0.17 are CUDA 13 builds that fail to load with the CPU torch 2.13:
 ``libnvrtc.so.13`` missing; 0.13.0, the last CPU build, loads), and it links the system's FFmpeg 4 to 8 shared
