@@ -173,6 +173,25 @@ def test_a_truncated_file_is_refused_naming_it_as_by_the_full_decode(seek_clips,
     assert outcomes[0] == outcomes[1]
 
 
+@pytest.mark.parametrize("strategy", ["seek", "full"])
+def test_the_picked_frames_are_held_at_the_output_size_as_they_are_picked(seek_clips, monkeypatch, strategy):
+    """Both paths hand back RGB arrays at the output size (96x64 at a longer side of 48: 48x32), not decoded frames
+    at the stored size: a decode holding 768 picked 1080p frames until the end would hold 2.4 GB."""
+    seen = []
+    for name in ("pick_by_seeking", "_stream_pick"):
+        original = getattr(decode, name)
+
+        def recording(*args, original=original, **kwargs):
+            found = original(*args, **kwargs)
+            seen.extend(found[0] if found else [])
+            return found
+
+        monkeypatch.setattr(decode, name, recording)
+    got = decode.decode_video(seek_clips["h264.mp4"], num_frames=24, max_side=48, strategy=strategy)
+    assert len(seen) == 24 and got.data.shape == (24, 32, 48, 3)
+    assert all(isinstance(f, np.ndarray) and f.shape == (32, 48, 3) and f.dtype == np.uint8 for f in seen)
+
+
 def test_an_unknown_strategy_is_named():
     with pytest.raises(decode.MediaError, match="unknown video decode strategy 'fast'"):
         decode.decode_video("clip.mp4", strategy="fast")

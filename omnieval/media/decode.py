@@ -231,7 +231,6 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
     back to the full decode where it cannot vouch for a frame); ``"full"`` decodes every frame up to the last one
     sampled, the reference the seeking path is tested and benchmarked against. Both give the same frames."""
     import av
-    from av.video.reformatter import VideoReformatter
 
     if strategy not in ("seek", "full"):
         raise MediaError(f"{path}: unknown video decode strategy {strategy!r} (seek or full)")
@@ -247,6 +246,11 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
         duration = _stream_duration(stream, container)
         rate = float(stream.average_rate or stream.guessed_rate or 25)
         timed = _timed(container.decode(stream), rate)
+
+        def converter(n_frames: int) -> _ToRGB:
+            return _ToRGB(*_output_size(path, stream.codec_context.width, stream.codec_context.height, n_frames,
+                                        max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor))
+
         times = _frame_times(path) if duration is not None and rule.needs_frame_times else None
         if duration is None or (rule.needs_frame_times and times is None):
             # no header duration (e.g. a raw .h264 stream) or no packet timestamps: buffer the frames, then pick
@@ -257,24 +261,18 @@ def decode_video(path: str | Path, num_frames: int | None = 8, max_side: int | N
             step = float(np.median(np.diff(times))) if len(times) > 1 else 1 / rate
             duration = duration or float(times[-1] + step)
             targets = rule.targets(path, duration, times, rate)
-            picked = [frames[i][1] for i in _pick(times, targets)]
+            to_rgb = converter(len(targets))
+            picked = [to_rgb(frames[i][1]) for i in _pick(times, targets)]
             n_decoded = len(frames)
         else:
             targets = rule.targets(path, duration, times, rate)
+            to_rgb = converter(len(targets))
             found = None
             if strategy == "seek":
-                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration), path)
-            picked, n_decoded = found or _stream_pick(path, timed, duration, targets)
-        width, height = _output_size(path, stream.codec_context.width, stream.codec_context.height, len(picked),
-                                     max_side, min_pixels, max_pixels, size_factor, total_pixels, frame_factor)
-        # One reformatter (one scaler context) for every frame of the clip: ``to_ndarray(width=...)`` builds a new
-        # one per frame, ~2/3 of the conversion's time at 8 small frames; the pixels are the same.
-        scaler = VideoReformatter()
-        rgb: dict[int, np.ndarray] = {}  # a frame picked for several bins is converted once
-        for f in picked:
-            if id(f) not in rgb:
-                rgb[id(f)] = scaler.reformat(f, width=width, height=height, format="rgb24").to_ndarray()
-        data = np.stack([rgb[id(f)] for f in picked])
+                found = pick_by_seeking(lambda: _open(path), targets, duration, allowed_shortfall(duration), path,
+                                        keep=to_rgb)
+            picked, n_decoded = found or _stream_pick(path, timed, duration, targets, to_rgb)
+        data = np.stack(picked)
     except av.error.FFmpegError as exc:
         raise MediaError(f"{path}: video decoding failed: {exc}") from None
     finally:
@@ -346,10 +344,31 @@ def _timed(frames, rate: float):
         yield (float(frame.pts * frame.time_base) if frame.pts is not None else i / rate), frame
 
 
-def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[list, int]:
+class _ToRGB:
+    """A picked frame as RGB at the output size, converted when it is picked: a decode then holds its sampled frames
+    at that size, not at the stored one (128 picked 1080p frames held until the end were ~400 MB of YUV, 768 at 2 fps
+    would be 2.4 GB). One reformatter (one scaler context) for every frame of the clip: ``to_ndarray(width=...)``
+    builds a new one per frame, ~2/3 of the conversion's time at 8 small frames; the pixels are the same. A frame
+    picked for several bins (always consecutive ones: the sampled times increase) is converted once."""
+
+    def __init__(self, width: int, height: int):
+        from av.video.reformatter import VideoReformatter
+
+        self.width, self.height, self.scaler = width, height, VideoReformatter()
+        self.last = self.array = None  # the last frame converted (held, so it is not mistaken for a new one)
+
+    def __call__(self, frame) -> np.ndarray:
+        if frame is not self.last:
+            self.array = self.scaler.reformat(frame, width=self.width, height=self.height,
+                                              format="rgb24").to_ndarray()
+            self.last = frame
+        return self.array
+
+
+def _stream_pick(path, timed, duration: float, targets: np.ndarray, keep=lambda frame: frame) -> tuple[list, int]:
     """One pass over the decoded frames keeping only the frame on screen at each sampled time (``targets``, s from
-    the first frame, increasing); stops early once the last is passed. Raises MediaError when the stream ends far
-    short of ``duration``."""
+    the first frame, increasing), as ``keep(frame)`` (decode_video's: the frame converted to RGB); stops early once
+    the last is passed. Raises MediaError when the stream ends far short of ``duration``."""
     num_frames = len(targets)
     picked, prev, start, n, t, gap = [], None, None, 0, 0.0, 0.0
     for when, frame in timed:
@@ -357,7 +376,7 @@ def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[lis
         start, gap = (t, 0.0) if start is None else (start, t - last)
         n += 1
         while len(picked) < num_frames and t - start > targets[len(picked)] + 1e-9:
-            picked.append(prev if prev is not None else frame)
+            picked.append(keep(prev if prev is not None else frame))
         if len(picked) == num_frames:
             return picked, n
         prev = frame
@@ -365,7 +384,7 @@ def _stream_pick(path, timed, duration: float, targets: np.ndarray) -> tuple[lis
         raise MediaError(f"{path}: no decodable video frames")
     if duration - (t - start + gap) > allowed_shortfall(duration):
         raise MediaError(f"{path}: truncated video: frames end at {t - start:.2f} s of a declared {duration:.2f} s")
-    picked.extend([prev] * (num_frames - len(picked)))
+    picked.extend([keep(prev)] * (num_frames - len(picked)))
     return picked, n
 
 

@@ -35,8 +35,9 @@ Why PyAV and not torchcodec (``omnieval bench decode``, docs/gpu.md "The decoder
 ``get_frames_played_at`` follows the same on-screen rule and returns the same pixels (every frame the bench checked
 was equal, in its exact and approximate seek modes). In CPU seconds this path took 0.79-1.04x of its time on 720p
 H.264 clips of 1 and 30 minutes (1.00x at 8 frames of the 30-minute clip since its index is read from the MP4's
-header: a demux of the whole file had been 0.54 of 3.66 CPU-s, 1.35x), 0.90x at 32 frames of 1080p HEVC and 1.27x at
-8 frames of a 1-minute VP9 WebM (one run each on a loaded machine). It does not install cleanly beside the
+header: a demux of the whole file had been 0.54 of 3.66 CPU-s, 1.35x), 0.90x at 32 frames of 1080p HEVC, and 0.87-1.04x
+on a 1-minute VP9 WebM (1.09x at 8 frames of a 30-minute one, whose packets are still demuxed: a Matroska file's
+Cues, which FFmpeg's index holds, list keyframes only). It does not install cleanly beside the
 project's torch: a torchcodec wheel is built for one torch ABI and one CUDA and declares no torch requirement, so
 pip cannot catch a mismatch (PyPI's 0.14 to 0.17 are CUDA 13 builds that fail to load with the CPU torch 2.13:
 ``libnvrtc.so.13`` missing; 0.13.0, the last CPU build, loads), and it links the system's FFmpeg 4 to 8 shared
@@ -221,12 +222,14 @@ class _Cursor:
 
 
 def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: float,
-                    path=None) -> tuple[list, int] | None:
+                    path=None, keep=lambda frame: frame) -> tuple[list, int] | None:
     """The frame on screen at each of ``targets`` (seconds from the first frame, increasing) and the number of frames
     decoded, reached by the module's rule; None where the whole clip must be decoded instead (module docstring).
 
     ``open_clip()`` opens the clip (a PyAV container); two are opened, one for the index, one for decoding.
-    ``path``: the clip's file, whose header may give the index without a demux (``header_index``)."""
+    ``path``: the clip's file, whose header may give the index without a demux (``header_index``). ``keep``: what is
+    kept of a picked frame, applied as it is picked (``decode_video``'s converts it to RGB at the output size, so
+    the decoded frames are not all held at their stored size)."""
     import av
 
     with open_clip() as container:
@@ -239,12 +242,12 @@ def pick_by_seeking(open_clip, targets: np.ndarray, duration: float, shortfall: 
         stream = container.streams.video[0]
         bound_threads(stream)
         try:
-            return _seek_pick(_Cursor(container, stream), index, targets)
+            return _seek_pick(_Cursor(container, stream), index, targets, keep)
         except (_Unsure, av.error.FFmpegError):  # a decode error on the way: the full decode reports it as before
             return None
 
 
-def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray) -> tuple[list, int]:
+def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray, keep) -> tuple[list, int]:
     first = cursor.next_frame()
     if first is None or _frame_time(first) != index.times[0]:
         raise _Unsure("the first decoded frame is not the index's first frame")
@@ -257,7 +260,7 @@ def _seek_pick(cursor: _Cursor, index: PacketIndex, targets: np.ndarray) -> tupl
         frame = _reach(cursor, rel_times, rel_keys, index.key_pts, start, c, expected)
         if _frame_time(frame) - start != expected:
             raise _Unsure(f"decoded frame at {_frame_time(frame) - start} s where the index has {expected} s")
-        picked.append(frame)
+        picked.append(keep(frame))
     return picked, cursor.decoded
 
 
