@@ -184,3 +184,12 @@ def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, two_benchmark
     _write(tmp_path / argv[1], answers("checkpoint", {"s1": base["s1"]}))
     _write(tmp_path / argv[2], answers("release", {"s1": base["s1"]}))
     assert main(argv) == 0  # the same answers: non-inferior at any margin with 300 questions
+
+
+def test_the_bound_follows_alpha_on_both_sides_of_the_estimate():
+    """A one-sided bound at alpha above one half lies above the estimate; both invert Tango's statistic."""
+    d = np.concatenate([np.ones(20), -np.ones(35), np.zeros(445)])
+    for alpha in (0.05, 0.7):
+        _, lower = score_test(d, 0.02, alpha)
+        assert grid_score_z(20, 35, 500, lower) == pytest.approx(norm.ppf(1 - alpha), abs=1e-4)
+        assert (lower < d.mean()) == (alpha < 0.5)

@@ -117,9 +117,12 @@ def score_test(d: np.ndarray, margin: float, alpha: float) -> tuple[float, float
         num, var = _score_terms(b, c, n, delta0)
         return num - z * np.sqrt(var)
 
-    low_end, estimate = -1.0 + 1e-12, (b - c) / n
-    lower = -1.0 if excess(low_end) <= 0 else brentq(excess, low_end, estimate, xtol=1e-12)
-    return p, float(lower)
+    low_end, high_end = -1.0 + 1e-12, 1.0 - 1e-12  # the statistic falls as delta0 rises (any alpha in (0, 1))
+    if excess(low_end) <= 0:
+        return p, -1.0
+    if excess(high_end) >= 0:
+        return p, 1.0
+    return p, float(brentq(excess, low_end, high_end, xtol=1e-12))
 
 
 def bootstrap_t_test(d: np.ndarray, margin: float, alpha: float, rng: np.random.Generator,
