@@ -1,6 +1,8 @@
-"""The non-inferiority gate (``stats.compare``, ``omnieval compare``): p-values against the t formula computed here
-from the raw answers with numpy and scipy's t distribution, Holm's adjustment by hand, unparseable answers counted
-wrong, and the exit codes through the real command line, the README's example included."""
+"""The non-inferiority gate (``stats.compare``, ``omnieval compare``): single-question p-values and bounds against
+Tango's score statistic computed here with its restricted MLE found by brute force (a grid over the paired-cell
+likelihood), and at margin 0 against statsmodels' McNemar test; the clustered bootstrap-t against Student's t on
+normal unit means (where t is exact); Holm's adjustment by hand, unparseable answers counted wrong, and the exit
+codes through the real command line, the README's example included."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from scipy.stats import norm
 from scipy.stats import t as student
+from statsmodels.stats.contingency_tables import mcnemar
 
 from omnieval.cli import main
-from omnieval.stats.compare import compare_table
+from omnieval.core.keyed import keyed_rng
+from omnieval.stats.compare import bootstrap_t_test, compare_table, score_test
 
 MARGIN = 0.02
 
@@ -34,10 +39,26 @@ def answers(model: str, right: dict[str, np.ndarray], missing: dict[str, set[int
                               confidence_method=pl.lit(None, pl.Utf8))
 
 
+def grid_score_z(b: int, c: int, n: int, delta0: float) -> float:
+    """Tango's statistic ``(b - c - n delta0) / sqrt(n (2 q21 + delta0 (1 - delta0)))`` with ``q21`` the maximiser
+    of the paired-cell log-likelihood ``b log q12 + c log q21 + (n - b - c) log(1 - q12 - q21)`` on the line
+    ``q12 = q21 + delta0``, found on a fine grid and refined once around the best point (no closed form)."""
+    low, high = max(0.0, -delta0), (1.0 - delta0) / 2
+    for _ in range(2):
+        q21 = np.linspace(low, high, 200_001)[1:-1]
+        q12 = q21 + delta0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loglik = (b * np.log(q12) if b else 0) + (c * np.log(q21) if c else 0) + \
+                (n - b - c) * np.log1p(-(q12 + q21))
+        best = q21[np.nanargmax(loglik)]
+        step = (high - low) / 200_000
+        low, high = max(low, best - 2 * step), min(high, best + 2 * step)
+    return (b - c - n * delta0) / np.sqrt(n * (2 * best + delta0 * (1 - delta0)))
+
+
 def reference_p(d: np.ndarray, margin: float) -> float:
-    """One-sided t test of mean(d) > -margin, written out: t = (mean + margin) / (sd / sqrt(n)), n - 1 df."""
-    t = (d.mean() + margin) / (d.std(ddof=1) / np.sqrt(len(d)))
-    return float(student.sf(t, len(d) - 1))
+    """Upper-tail normal p of Tango's statistic at ``delta0 = -margin`` on the discordant pairs of ``d``."""
+    return float(norm.sf(grid_score_z(int(np.sum(d > 0)), int(np.sum(d < 0)), len(d), -margin)))
 
 
 def holm(p: list[float]) -> list[float]:
@@ -76,12 +97,58 @@ def test_p_values_and_holm_match_the_formula_on_the_raw_answers(two_benchmarks):
         assert row["n_clusters"] == len(d)
         assert row["difference"] == pytest.approx(d.mean(), abs=1e-12)
         assert row["candidate"] == pytest.approx(c.mean(), abs=1e-12)
-        lower = d.mean() - student.ppf(0.95, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-        assert row["lower_bound"] == pytest.approx(lower, abs=1e-12)
-    assert table["p_value"].to_list() == pytest.approx(refs, rel=1e-9)
-    assert table["p_adjusted"].to_list() == pytest.approx(holm(refs), rel=1e-9)
+        # the bound inverts the test: there, Tango's statistic equals z_0.95
+        z = grid_score_z(int(np.sum(d > 0)), int(np.sum(d < 0)), len(d), row["lower_bound"])
+        assert z == pytest.approx(norm.ppf(0.95), abs=1e-4)
+    assert table["p_value"].to_list() == pytest.approx(refs, rel=1e-5)
+    assert table["p_adjusted"].to_list() == pytest.approx(holm(refs), rel=1e-5)
     assert table["verdict"].to_list() == ["non-inferior" if q <= 0.05 else "not shown" for q in holm(refs)]
     assert table["verdict"].to_list()[1] == "not shown"
+
+
+@pytest.mark.parametrize(("b", "c", "n", "margin"), [(12, 30, 500, 0.02), (0, 9, 200, 0.05), (7, 0, 60, 0.1),
+                                                    (40, 41, 2000, 0.01), (3, 3, 10, 0.2)])
+def test_score_test_is_tangos_statistic_with_the_restricted_mle(b, c, n, margin):
+    d = np.concatenate([np.ones(b), -np.ones(c), np.zeros(n - b - c)])
+    p, lower = score_test(d, margin, 0.05)
+    assert p == pytest.approx(norm.sf(grid_score_z(b, c, n, -margin)), rel=1e-5, abs=1e-12)
+    assert grid_score_z(b, c, n, lower) == pytest.approx(norm.ppf(0.95), abs=1e-4)
+
+
+def test_at_margin_zero_the_score_test_is_mcnemars():
+    """Tango's statistic at ``delta0 = 0`` is ``(b - c) / sqrt(b + c)``, the uncorrected McNemar test's root."""
+    b, c = 31, 17
+    d = np.concatenate([np.ones(b), -np.ones(c), np.zeros(400)])
+    chi2 = mcnemar(np.array([[300, b], [c, 100]]), exact=False, correction=False).statistic
+    assert score_test(d, 0.0, 0.05)[0] == pytest.approx(norm.sf(np.sqrt(chi2)), rel=1e-9)
+
+
+def test_bootstrap_t_on_normal_unit_means_agrees_with_students_t():
+    """Where the unit means are normal, Student's t is the exact null distribution of the studentized mean: the
+    bootstrap-t's p and bound must agree with it within resampling error."""
+    d = np.random.default_rng(5).normal(-0.01, 0.2, size=400)
+    margin = 0.03
+    p, lower = bootstrap_t_test(d, margin, 0.05, keyed_rng(0, "test"), resamples=20_000)
+    se = d.std(ddof=1) / np.sqrt(len(d))
+    t_p = student.sf((d.mean() + margin) / se, len(d) - 1)
+    assert 0.005 < t_p < 0.2  # a p where the comparison means something
+    assert p == pytest.approx(t_p, abs=0.008)
+    assert lower == pytest.approx(d.mean() - student.ppf(0.95, len(d) - 1) * se, abs=0.1 * se)
+
+
+def test_clustered_units_take_the_bootstrap_t_and_the_same_table_every_time(two_benchmarks):
+    """Anchors of ten questions: the row's p is the bootstrap-t's on the anchors' mean differences, keyed, so two
+    runs print the same table."""
+    base, cand, _ = two_benchmarks
+    new, old = answers("new", cand), answers("old", base)
+    new, old = (f.with_columns(anchor_id=pl.col("item_id").str.slice(0, 6)) for f in (new, old))  # 10 questions
+    first = compare_table(new, old, margin=MARGIN, cluster="anchor_id").sort("split")
+    assert first.equals(compare_table(new, old, margin=MARGIN, cluster="anchor_id").sort("split"))
+    d = (cand["s1"].astype(float) - base["s1"].astype(float)).reshape(-1, 10).mean(axis=1)
+    row = first.row(0, named=True)
+    assert row["n_clusters"] == 30
+    p, lower = bootstrap_t_test(d, MARGIN, 0.05, keyed_rng(0, "compare", "dissonance", "zs", "s1"))
+    assert (row["p_value"], row["lower_bound"]) == pytest.approx((p, lower), rel=1e-12)
 
 
 def _write(folder: Path, frame: pl.DataFrame) -> Path:
@@ -117,3 +184,12 @@ def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, two_benchmark
     _write(tmp_path / argv[1], answers("checkpoint", {"s1": base["s1"]}))
     _write(tmp_path / argv[2], answers("release", {"s1": base["s1"]}))
     assert main(argv) == 0  # the same answers: non-inferior at any margin with 300 questions
+
+
+def test_the_bound_follows_alpha_on_both_sides_of_the_estimate():
+    """A one-sided bound at alpha above one half lies above the estimate; both invert Tango's statistic."""
+    d = np.concatenate([np.ones(20), -np.ones(35), np.zeros(445)])
+    for alpha in (0.05, 0.7):
+        _, lower = score_test(d, 0.02, alpha)
+        assert grid_score_z(20, 35, 500, lower) == pytest.approx(norm.ppf(1 - alpha), abs=1e-4)
+        assert (lower < d.mean()) == (alpha < 0.5)

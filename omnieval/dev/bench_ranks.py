@@ -22,9 +22,10 @@ questions for all models, as the metrics pass draws them):
   ``REDRAW`` share of the questions, where it answers afresh with shift ``s`` (two checkpoints of one model agree on
   most answers), so its true difference is ``REDRAW (A(s) - A(0))``. Measured: how often it passes a candidate
   worse by exactly the margin on one benchmark and equal on the other two (the error the test controls: target
-  <= 0.05; measured above it, 0.06-0.09: the t test is liberal on such skewed differences, docs/reference.md),
-  and how often it fails a candidate equal to the baseline everywhere (a false alarm; it depends on the questions
-  and on how alike the checkpoints answer: target <= 0.05 at 2,000 questions and ``REDRAW`` 0.1).
+  <= 0.05; the one-sample t test the gate used before was liberal here on such skewed differences, 0.06-0.09;
+  Tango's score test is not, docs/reference.md), and how often it fails a candidate equal to the baseline
+  everywhere (a false alarm; it depends on the questions and on how alike the checkpoints answer: target <= 0.05
+  at 2,000 questions and ``REDRAW`` 0.1).
 """
 
 from __future__ import annotations
