@@ -1,5 +1,6 @@
 """Benjamini-Hochberg within families (``stats.multiple_testing.bh_within``, used by ``paired`` and
-``significance``) against ``scipy.stats.false_discovery_control`` and hand arithmetic; the exact McNemar of
+``significance``) against ``scipy.stats.false_discovery_control``, statsmodels' ``fdr_bh`` (bit for bit) and hand
+arithmetic; the exact McNemar of
 ``significance`` against the binomial test on the discordant pairs."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import polars as pl
 import pytest
 from scipy.stats import binomtest, false_discovery_control
 
-from omnieval.stats.multiple_testing import bh_within
+from omnieval.stats.multiple_testing import benjamini_hochberg, bh_within
 from omnieval.stats.significance import exact_mcnemar
 
 
@@ -36,6 +37,17 @@ def test_bh_within_families_matches_scipy_and_leaves_missing_p_out():
         assert np.allclose(adjusted[rows], false_discovery_control(p[rows], method="bh"), rtol=1e-12, atol=0)
     assert got["p_adjusted"].is_null().to_numpy()[[4, 17, 30]].all()
     assert got["p_adjusted"].null_count() == 3
+
+
+def test_bh_is_statsmodels_fdr_bh_bit_for_bit():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 100, 1_001):
+        p = rng.uniform(0, 1, n) ** 4
+        p[rng.random(n) < 0.2] = p[0]  # ties, the sort may leave them in any order
+        p[rng.random(n) < 0.05] = 1.0
+        assert np.array_equal(benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1])
 
 
 def test_exact_mcnemar_is_the_binomial_test_of_the_discordant_answers():

@@ -1,7 +1,7 @@
 """``omnieval metrics`` one protocol per Ray task (``omnieval.stats.distributed``) against the single process: the
 same tables bit for bit with one worker and with four, from per-run Parquet files read in place; each task reads
-only its protocol's rows (predicate pushdown) and not the free-text columns (column pushdown); a refused row is
-named by its row number in the file, as the single-process reader names it."""
+only its protocol's rows (predicate pushdown) and not the free-text columns (column pushdown); a refused row and a
+duplicate are named by their row numbers in the files, as the single-process reader names them."""
 
 from __future__ import annotations
 
@@ -116,6 +116,21 @@ def test_a_refused_row_is_named_by_its_row_in_the_file(tmp_path):
     with pytest.raises(InputError) as grouped:
         distributed.read_group([str(path)], "dissonance")
     assert str(grouped.value) == str(single.value) and f"row {len(runs[0]) + 41}:" in str(grouped.value)
+
+
+def test_a_duplicate_across_files_is_named_by_its_rows_in_the_files(tmp_path):
+    """The second file holds a crossmodal run, then a copy of the first file's 4th row: that copy is its row
+    len(crossmodal) + 1, as the single-process reader names it."""
+    runs = _study()
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    runs[3].head(10).write_parquet(first)
+    pl.concat([runs[0], runs[3].slice(3, 1)], how="diagonal_relaxed").write_parquet(second)
+    with pytest.raises(InputError) as single:
+        read_predictions([first, second])
+    with pytest.raises(InputError) as grouped:
+        distributed.read_group([str(first), str(second)], "dissonance")
+    assert str(grouped.value) == str(single.value)
+    assert f"row 4 and {second} row {len(runs[0]) + 1}" in str(grouped.value)
 
 
 def test_threshold_reads_the_parquet_footers(run_files):

@@ -32,7 +32,8 @@ differences are averaged, so a flip moves them together. McNemar's tests compare
 Friedman tests their protocol's blocks, whatever the unit.
 
 The classical tests come from scipy / statsmodels, never re-implemented. ``p_adjusted`` is Benjamini-Hochberg
-(statsmodels ``fdr_bh``) within a family: one test x protocol x prompt x split (permutation: test x protocol).
+(``multiple_testing.benjamini_hochberg``, statsmodels' ``fdr_bh`` to the bit) within a family: one test x
+protocol x prompt x split (permutation: test x protocol).
 Invalid predictions (null choice) and errored ones (``error`` set: never answered) are left out, as in every
 accuracy.
 """
