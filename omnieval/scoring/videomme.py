@@ -37,12 +37,14 @@ ANSWER_PREFIXES: tuple[str, ...] = (
 _LETTER = re.compile(r"[ABCD]")
 
 
-def first_capital_letter(text: str | None, prefixes: tuple[str, ...]) -> tuple[str, int, str]:
-    """The rule Video-MME and VLMEvalKit's WorldSense share: ``(letter or "", its index, the stripped text)``."""
+def first_capital_letter(text: str | None, prefixes: tuple[str, ...],
+                         letters: re.Pattern[str] = _LETTER) -> tuple[str, int, str]:
+    """The rule Video-MME, Video-MME-v2 (``letters`` A-H) and VLMEvalKit's WorldSense share: ``(letter or "", its
+    index, the stripped text)``."""
     body = (text or "").strip()
     for prefix in prefixes:
         body = body.replace(prefix, "")
-    found = _LETTER.search(body)
+    found = letters.search(body)
     # The ">10 words and no capital A-D" branch gives "" exactly when the search does; kept implicit here.
     if found is None:
         return "", -1, body

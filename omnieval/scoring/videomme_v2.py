@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 from omnieval.scoring.base import ScoreItem, Verdict, register_scorer
 from omnieval.scoring.letters import letter_source
+from omnieval.scoring.videomme import first_capital_letter
 
 ANSWER_PREFIXES: tuple[str, ...] = (
     "Final Answer:", "The best answer is", "The correct answer is", "The answer is", "The answer",
@@ -61,13 +62,7 @@ CHAIN_TABLES: dict[str, tuple[float, ...]] = {
 
 def extract_letter(text: str | None) -> tuple[str, int, str]:
     """``(letter or "", its index, the stripped text)`` under the released rule (module doc); None reads as ""."""
-    body = (text or "").strip()
-    for prefix in ANSWER_PREFIXES:
-        body = body.replace(prefix, "")
-    found = _LETTER.search(body)
-    if found is None:
-        return "", -1, body
-    return found.group(0), found.start(), body
+    return first_capital_letter(text, ANSWER_PREFIXES, _LETTER)
 
 
 @register_scorer("videomme-v2")
