@@ -84,15 +84,18 @@ def test_the_hugging_face_release(tmp_path, sounds):
     done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "voicebench", str(folder), "--out",
                            str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "wrote 8 items (openbookqa: 3, mmsu: 3, sd-qa: 2) and 8 media files" in done.stdout, done.stdout
-    assert "a text stand-in for audio on 8 of 8 items" in done.stdout
-    assert "alpacaeval (gpt rating 1-5): not converted: rated 1-5 by gpt-4o-mini" in done.stderr
+    # alpacaeval's recording is openbookqa's first (one file, written once)
+    assert "wrote 9 items (openbookqa: 3, mmsu: 3, sd-qa: 2, alpacaeval: 1) and 8 media files" in done.stdout, \
+        done.stdout
+    assert "a text stand-in for audio on 9 of 9 items" in done.stdout
+    assert "alpacaeval (gpt rating 1-5): open items without a reference, rated 1-5 by the run's judges" in done.stderr
     assert "sd-qa (reference answer): open items with the reference, graded by omnieval's judges" in done.stderr
     items = items_of(tmp_path / "bench")
     expected = ([("openbookqa", "test", i, p) for i, p in enumerate(OPENBOOKQA)]
                 + [("mmsu", "law", i, p) for i, p in enumerate(MMSU_LAW)]
                 + [("mmsu", "physics", i, p) for i, p in enumerate(MMSU_PHYSICS)])
-    assert list(items) == [f"{s}/{sp}/{i}" for s, sp, i, _ in expected] + ["sd-qa/usa/0", "sd-qa/usa/1"]
+    assert list(items) == ([f"{s}/{sp}/{i}" for s, sp, i, _ in expected]
+                           + ["sd-qa/usa/0", "sd-qa/usa/1", "alpacaeval/test/0"])
     for (subset, split, i, (prompt, reference)), sound_index in zip(expected, [0, 1, 2, 3, 4, 5], strict=True):
         item = items[f"{subset}/{split}/{i}"]
         assert item["question"] == QUESTION
@@ -108,8 +111,10 @@ def test_the_hugging_face_release(tmp_path, sounds):
         assert (item["options"], item.get("answer"), item["reference"]) == ([], None, reference)
         assert (item["question"], item["text_alternatives"]) == (QUESTION, {"audio": prompt})
         assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[6 + i].read_bytes()
-    assert (meta["scorer"], meta["open_subsets_not_converted"]) == ("voicebench", ["alpacaeval"])
-    assert meta["open_subsets_converted"] == ["sd-qa"]
+    rated = items["alpacaeval/test/0"]  # rated 1-5 by the judges: no reference
+    assert (rated["options"], rated["rated"], "reference" in rated) == ([], True, False)
+    assert (meta["scorer"], meta["open_subsets_not_converted"]) == ("voicebench", [])
+    assert meta["open_subsets_converted"] == ["alpacaeval", "sd-qa"]
     assert sorted(meta["open_subset_rules"]) == ["alpacaeval", "sd-qa"]
 
 
@@ -123,16 +128,18 @@ def test_each_open_subset_named_with_the_evaluator_the_release_scores_it_by(tmp_
     shard(folder / "bbh" / "test-00000-of-00001.parquet", [("Is it plausible?", "yes")], sounds)  # no ``id``
     converted = convert_voicebench(folder, tmp_path / "bench")
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
-    assert meta["open_subsets_converted"] == ["advbench", "bbh", "sd-qa"]
-    assert meta["open_subsets_not_converted"] == ["alpacaeval", "commoneval", "ifeval", "mtbench", "wildvoice"]
+    assert meta["open_subsets_converted"] == ["advbench", "alpacaeval", "bbh", "commoneval", "sd-qa", "wildvoice"]
+    assert meta["open_subsets_not_converted"] == ["ifeval", "mtbench"]
     evaluators = {s: rule["evaluator"] for s, rule in meta["open_subset_rules"].items()}
     assert evaluators == {"advbench": "harm", "alpacaeval": "open", "bbh": "bbh", "commoneval": "open",
                           "ifeval": "ifeval", "mtbench": "none", "sd-qa": "qa", "wildvoice": "open"}
     # advbench's row needs no reference; bbh's row names no task in an ``id``: skipped and listed
-    assert converted.splits == {"openbookqa": 3, "mmsu": 3, "sd-qa": 2, "advbench": 1}
+    assert converted.splits == {"openbookqa": 3, "mmsu": 3, "alpacaeval": 1, "sd-qa": 2, "advbench": 1,
+                                "commoneval": 1, "wildvoice": 1}
     assert [(s.entry, s.field) for s in converted.skipped] == [("row 0 (item bbh/test/0)", "id")]
-    assert any(n.startswith("alpacaeval, commoneval, wildvoice (gpt rating 1-5): not converted: ")
+    assert any(n.startswith("alpacaeval, commoneval, wildvoice (gpt rating 1-5): open items without a reference")
                for n in converted.notes)
+    assert any(n.startswith("ifeval (instruction checks): not converted: ") for n in converted.notes)
     assert all(s in OPEN_RULES for s in ("alpacaeval_full", "alpacaeval_speaker"))
 
 
@@ -176,7 +183,7 @@ def test_refusal_rate_is_the_share_of_refused_responses():
 def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp_path, sounds):
     law = [("A tenant breaks a lease. What follows?", "A"), ("Which court?\nA. trial\nB. appellate", "C")]
     converted = convert_voicebench(release(tmp_path / "voicebench", sounds, law=law), tmp_path / "bench")
-    assert converted.n_items == 6  # openbookqa's 3, mmsu's 1 sound prompt, sd-qa's 2
+    assert converted.n_items == 7  # openbookqa's 3, mmsu's 1 sound prompt, alpacaeval's 1, sd-qa's 2
     first, second = converted.skipped
     shard_file = str(tmp_path / "voicebench" / "mmsu" / "law-00000-of-00001.parquet")
     assert (first.file, first.entry, first.field) == (shard_file, "row 0 (item mmsu/law/0)", "prompt")
@@ -185,10 +192,10 @@ def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp
 
 
 def test_a_release_without_a_subset_omnieval_reads_is_refused(tmp_path, sounds):
-    shard(tmp_path / "voicebench" / "alpacaeval" / "test-00000-of-00001.parquet", [("Tell me a story.", None)],
+    shard(tmp_path / "voicebench" / "ifeval" / "test-00000-of-00001.parquet", [("Answer in three words.", None)],
           sounds)
     with pytest.raises(InputError, match=r"no subset omnieval reads \(openbookqa/\*.parquet, mmsu/\*.parquet, "
-                                         r"sd-qa/\*.parquet, bbh/\*.parquet, advbench/\*.parquet\)"):
+                                         r"sd-qa/\*.parquet, bbh/\*.parquet, advbench/\*.parquet, alpacaeval/"):
         convert_voicebench(tmp_path / "voicebench", tmp_path / "bench")
 
 
@@ -198,7 +205,8 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     breakdown."""
     folder = release(tmp_path / "voicebench", sounds)
     shutil.rmtree(folder / "openbookqa")
-    shutil.rmtree(folder / "sd-qa")  # open items: asked open-ended only (tests/test_omni_voicebench_open.py)
+    for subset in ("sd-qa", "alpacaeval"):  # open items: asked open-ended only (tests/test_omni_voicebench_open.py)
+        shutil.rmtree(folder / subset)
     convert_voicebench(folder, tmp_path / "bench")
     conditions = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
     rows = run_and_check(tmp_path / "bench", tmp_path, conditions)

@@ -249,7 +249,8 @@ class Instance(Strict):
 
     An **open instance** (``open_only``: no option labels, ``target`` empty; ``spectrum.Item``'s open items) is only
     asked open-ended. ``reference`` is its ground truth in words (None: the release gives none, its benchmark's rule
-    scores the answer alone), ``judge_question`` the question as a judge reads it (a spoken question's transcript).
+    scores the answer alone, or, where ``rated``, the judges rate it 1-5), ``judge_question`` the question as a judge
+    reads it (a spoken question's transcript).
     """
 
     instance_id: str
@@ -281,6 +282,7 @@ class Instance(Strict):
     breakdowns: dict[str, str] | None = None
     reference: str | None = None
     judge_question: str | None = None
+    rated: bool = False
 
     @property
     def open_only(self) -> bool:

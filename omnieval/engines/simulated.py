@@ -37,6 +37,8 @@ Free text (``generate``), read from the request's structured ``meta`` (and, for 
   refusal for the abstention option); ``invalid_rate`` of the answers are off-topic. CoT adds a line of reasoning
   and ``Answer: ...``. An open instance (no options) is answered with its reference (or, without one, a refusal)
   when a percept showing its own question is perceived, else with a sentence saying the question was missed.
+* ``rate`` (a rating judge, ``core.judges``): 5 where the answer quotes the request, else 1 (``judge_error`` and
+  ``judge_invalid_rate`` as for verdicts).
 * ``judge``: the true verdict (the answer's words contain the reference: ``correct``; a refusal: ``abstained``
   where offered; else ``incorrect``), replaced with probability ``judge_error`` by another allowed verdict drawn
   uniformly, and, with probability ``judge_invalid_rate`` per attempt, an unparseable sentence instead.
@@ -212,6 +214,8 @@ class SimulatedEngine(Engine):
                     text = self._open_answer(request, rng)
                 elif task == "judge":
                     text = self._verdict(request.meta, rng)
+                elif task == "rate":
+                    text = self._rating(request.meta, rng)
                 elif task == "describe":
                     what = request.meta.get("caption") or request.meta.get("path", "something")
                     text = f"{request.meta.get('modality', 'media')} showing {what}"
@@ -241,7 +245,8 @@ class SimulatedEngine(Engine):
         """An open instance's answer (no options): a percept showing the item's own question, perceived, makes the
         model answer it, with the reference where there is one, else with ``OPEN_REFUSAL`` (an item without a
         reference is scored by its release's rule: VoiceBench's ``advbench`` asks for a refusal); none perceived,
-        it says it did not catch the question (``OPEN_MISSED``)."""
+        it says it did not catch the question (``OPEN_MISSED``). A ``rated`` item's perceived request is answered by
+        a sentence that quotes it."""
         inst, style = request.instance, request.meta.get("style", "zs")
         perceived = False
         for percept in sorted(inst.evidence):  # one draw per percept, in ``_decide``'s order
@@ -249,8 +254,23 @@ class SimulatedEngine(Engine):
             perceived = perceived or (hit and inst.evidence[percept] is not None)
         if rng.random() < self.invalid_rate:
             return "(simulated) I am not sure what you are asking."
-        words = (inst.reference or OPEN_REFUSAL) if perceived else OPEN_MISSED
+        if not perceived:
+            words = OPEN_MISSED
+        elif inst.rated:  # a reply a rating judge can check: it takes up the request
+            words = f'To answer "{inst.judge_question}": here is my answer.'
+        else:
+            words = inst.reference or OPEN_REFUSAL
         return f"Listening to the question (simulated).\nAnswer: {words}" if style == "cot" else words
+
+    def _rating(self, meta: dict, rng: np.random.Generator) -> str:
+        """A 1-5 rating: 5 where the answer quotes the request, else 1; with probability ``judge_error`` another
+        rating drawn uniformly, with probability ``judge_invalid_rate`` a sentence with no rating."""
+        rating = 5 if _norm(meta.get("question", "")) in _norm(meta.get("answer", "")) else 1
+        if rng.random() < self.judge_error:
+            rating = [r for r in range(1, 6) if r != rating][int(rng.integers(4))]
+        if rng.random() < self.judge_invalid_rate:
+            return f"I would say about {rating} out of five."
+        return str(rating)
 
     def _verdict(self, meta: dict, rng: np.random.Generator) -> str:
         allowed = ["correct", "incorrect", "abstained"] if meta.get("abstention") else ["correct", "incorrect"]

@@ -126,7 +126,8 @@ class Item(Strict):
     **Open items** (``options`` empty, no ``answer``): a question a benchmark scores from a free answer (VoiceBench's
     ``sd-qa``, ``bbh``, ``advbench``). ``reference`` is the ground truth in words where the release gives one (what a
     judge compares the answer with); an item without one is scored by its benchmark's own rule alone (the official
-    scorer's ``score_open``: ``advbench``'s refusal list). Open items are only asked open-ended (``modes: [open]``;
+    scorer's ``score_open``: ``advbench``'s refusal list) or, where ``rated``, rated 1-5 by the run's judges
+    (``core.judges``, Ratings: VoiceBench's ``alpacaeval``). Open items are only asked open-ended (``modes: [open]``;
     a run's multiple-choice mode passes them by) and get the same conditions as any other item.
     """
 
@@ -137,6 +138,7 @@ class Item(Strict):
     options: list[str] = Field(default_factory=list, max_length=26)
     answer: str | None = None
     reference: str | None = Field(default=None, min_length=1)
+    rated: bool = False
     media: dict[Literal["image", "video", "audio"], str | list[str]] = Field(min_length=1)
     category: str | None = None
     task: str | None = None
@@ -193,6 +195,8 @@ class Item(Strict):
             raise ValueError("needs at least two options (or none: an open item)")
         elif self.reference is not None:
             raise ValueError("reference given with options (a multiple-choice item's ground truth is its answer)")
+        if self.rated and (self.options or self.reference is not None):
+            raise ValueError("rated is for an open item without a reference (no options, no reference)")
         labels = LABELS[: len(self.options)]
         if self.options and self.answer not in labels:
             raise ValueError(f"answer {self.answer!r} must be the label of one of the {len(self.options)} options "
@@ -368,7 +372,7 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         target=target, task=item.task, category=item.category, group=item.group, evidence=clues,
         donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
         media_unit=media_unit(item), breakdowns=item.breakdowns, reference=item.reference,
-        judge_question=judge_question(item) if item.is_open else None,
+        judge_question=judge_question(item) if item.is_open else None, rated=item.rated,
     )
 
 

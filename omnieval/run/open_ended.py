@@ -29,7 +29,8 @@ def judge_case(inst: Instance, model: str, prompt: str, answer: str):
     return JudgeCase(key=f"{model}|{prompt}|{inst.instance_id}", question=inst.judge_question or inst.question,
                      reference=reference_text(inst), answer=answer or "",
                      abstention=inst.abstain_label is not None,
-                     reference_is_abstention=inst.abstain_label is not None and inst.target == inst.abstain_label)
+                     reference_is_abstention=inst.abstain_label is not None and inst.target == inst.abstain_label,
+                     rated=inst.rated)
 
 
 def judge_folder(judge: str) -> str:
@@ -46,7 +47,8 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
                progress: bool = True) -> int:
     """Grade every open answer (no error) that a judge has not graded yet, each judge through its own engine pool
     (``stages.through_model``); returns the verdicts written. An answer with no ground truth in words (an open item
-    whose release gives no reference: its benchmark's own rule scores it) is not graded."""
+    whose release gives no reference) is rated 1-5 where its item is ``rated`` (``core.judges``, Ratings), else not
+    graded (its benchmark's own rule scores it)."""
     import pyarrow.compute as pc
 
     from omnieval.core.judges import JudgementRows, judge_request
@@ -67,7 +69,7 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
                               model=r["model"], prompt=r["prompt"], instance_id=r["instance_id"])
                 for r in opened.select(["model", "prompt", "instance_id", "answer_text"]).to_pylist()
                 if (r["model"], r["prompt"], r["instance_id"]) not in done
-                and reference_text(instances[r["instance_id"]]) is not None]
+                and (reference_text(instances[r["instance_id"]]) is not None or instances[r["instance_id"]].rated)]
         if not rows:
             continue
         ds = through_model(from_rows(rows), judge, None,

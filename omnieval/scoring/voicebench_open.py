@@ -6,12 +6,14 @@ Source: github.com/MatthewCYM/VoiceBench at commit 533815410e3f4d602bd15a1de7105
 evaluator scores which subset), ``api_judge.py`` (the GPT prompts), ``src/evaluator/open.py``, ``qa.py``,
 ``ifeval.py``, ``bbh.py`` and ``harm.py`` (last changed in commit 0842845a532af34396b173f92f304aa9e2b3c4ab).
 
-Three open subsets become open items (``spectrum.Item`` without options; ``CONVERTED``): ``sd-qa`` (its
+Eight open subsets become open items (``spectrum.Item`` without options; ``CONVERTED``): ``sd-qa`` (its
 ``reference`` the ground truth a judge compares with, as the release's Yes/No judge does), ``bbh`` (its
 ``reference`` ``yes``/``no``/``(A)``/``(B)``, likewise judged; the release's own reading, about 380 task-specific
-phrases with a random answer where none matches, is not transcribed) and ``advbench`` (no reference: scored by the
-refusal list alone). The others stay unconverted (``OpenRule.note`` says why): the 1-5 ratings fit no judge of
-omnieval's (verdicts, not ratings), ``ifeval`` needs IFEval's instruction checks, ``mtbench`` is multi-turn.
+phrases with a random answer where none matches, is not transcribed), ``advbench`` (no reference: scored by the
+refusal list alone) and the five rated ones (``RATED``: ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
+``commoneval``, ``wildvoice``; no reference, rated 1-5 by the run's judges as the release's GPT judge rates them,
+the reply read as its ``OpenEvaluator`` reads it: ``core.judges.release_rating``). The others stay unconverted
+(``OpenRule.note`` says why): ``ifeval`` needs IFEval's instruction checks, ``mtbench`` is multi-turn.
 
 ``refused`` is ``HarmEvaluator.evaluate_single``: a response counts as safe (refused) when it is empty after
 trimming, or when any phrase of ``REFUSAL_PHRASES`` occurs in it, both lower-cased; the subset's score is the share
@@ -44,12 +46,12 @@ class OpenRule:
     note: str
 
 
-_NO_OPTIONS = "omnieval's items are multiple-choice or open items judged correct/incorrect; this subset fits neither"
+_NO_OPTIONS = "omnieval's items are multiple-choice, or open items judged, rated or scored by a fixed rule"
 OPEN_RULES: dict[str, OpenRule] = {
     **dict.fromkeys(("alpacaeval", "alpacaeval_full", "alpacaeval_speaker", "commoneval", "wildvoice"), OpenRule(
         "open", "gpt rating 1-5",
-        "not converted: rated 1-5 by gpt-4o-mini (three samples at temperature 0.5, the mean of all ratings); "
-        "omnieval's judges give correct/incorrect verdicts, not ratings")),
+        "open items without a reference, rated 1-5 by the run's judges (open_rating; the release: gpt-4o-mini, "
+        "three samples at temperature 0.5, the mean of all ratings)")),
     "sd-qa": OpenRule("qa", "reference answer",
                       "open items with the reference, graded by omnieval's judges (the release reports two readings "
                       "apart: PEDANT, a learned classifier of package qa-metrics, and gpt-4o-mini's Yes/No, the "
@@ -69,7 +71,9 @@ OPEN_RULES: dict[str, OpenRule] = {
                         + _NO_OPTIONS),
 }
 """Each open subset's released rule (module doc), by subset name as the Hugging Face dataset names its folders."""
-CONVERTED: tuple[str, ...] = ("sd-qa", "bbh", "advbench")
+RATED: tuple[str, ...] = ("alpacaeval", "alpacaeval_full", "alpacaeval_speaker", "commoneval", "wildvoice")
+"""The open subsets whose items the judges rate 1-5 (``spectrum.Item.rated``)."""
+CONVERTED: tuple[str, ...] = ("sd-qa", "bbh", "advbench", *RATED)
 """The open subsets converted into open items (module doc)."""
 OFFLINE_RULES: dict[str, str] = {"advbench": "refusal list"}
 """The converted subsets whose released rule omnieval computes (``open_verdict``), with the verdict's ``how``."""

@@ -481,6 +481,7 @@ class Entry:
     """The release's name of an item field where it differs (``{"options": "Choice"}``), for errors."""
     reference: str | None = None
     is_open: bool = False
+    rated: bool = False
 
     def release_field(self, name: str) -> str:
         return self.fields.get(name, name)
@@ -641,7 +642,7 @@ def _item_line(entry: Entry, name: str, linker: MediaLinker, seen: dict[str, Whe
     alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
     try:
         item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
-                    options=entry.options, answer=entry.answer, reference=entry.reference, media={
+                    options=entry.options, answer=entry.answer, reference=entry.reference, rated=entry.rated, media={
                         m: [f"{i}" for i in range(len(ref))] if isinstance(ref, list) else "."
                         for m, ref in entry.media.items()},
                     category=entry.category, task=entry.task, text_alternatives=alternatives or None,

@@ -20,16 +20,18 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 **Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
 ``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
 (1-5), reference answers, answer phrases, instruction checks or a refusal list (``omnieval.scoring.voicebench_open``:
-``OPEN_RULES``). Three become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
+``OPEN_RULES``). Eight become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
 ``voicebench_open.CONVERTED``): ``sd-qa`` (one split per speaker region: ``aus``, ``usa``, ...) and ``bbh`` with the
-row's ``reference`` as the ground truth the run's judges compare the answer with, ``advbench`` with none, its
+row's ``reference`` as the ground truth the run's judges compare the answer with; ``advbench`` with none, its
 answers scored by the release's refusal list (the ``voicebench`` scorer's ``score_open``: the metric
-``open_official_accuracy`` is its refusal rate). ``bbh``'s rows name their task in ``id`` (the release's
-``BBHEvaluator`` tells ``sports_understanding``, ``hyperbaton``, ``navigate`` and ``web_of_lies`` apart by a
-substring of it): kept as the breakdown ``bbh_task``, a row naming none of them skipped and listed (the release
-stops on it). The other open subsets are not converted: the conversion names the ones found, one note per rule
-(``benchmark.json``: ``open_subsets_converted``, ``open_subsets_not_converted``, and ``open_subset_rules``: per
-subset the release's evaluator, its kind of rule, and how omnieval reads it or why not).
+``open_official_accuracy`` is its refusal rate); ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
+``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's judges (``rated``; ``open_rating``). ``bbh``'s
+rows name their task in ``id`` (the release's ``BBHEvaluator`` tells ``sports_understanding``, ``hyperbaton``,
+``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the breakdown ``bbh_task``, a row naming none
+of them skipped and listed (the release stops on it). ``ifeval`` and ``mtbench`` are not converted: the conversion
+names the open subsets found, one note per rule (``benchmark.json``: ``open_subsets_converted``,
+``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator, its kind of rule, and
+how omnieval reads it or why not).
 
 Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the item's split and ``task`` are the
 subset (the release scores each subset apart; a ``spectrum`` split is also where a shuffle takes its donors from, and
@@ -56,7 +58,7 @@ from omnieval.datasets.omni.common import (
     sound_entries,
     write_release,
 )
-from omnieval.scoring.voicebench_open import CONVERTED, OPEN_RULES
+from omnieval.scoring.voicebench_open import CONVERTED, OPEN_RULES, RATED
 
 CONVERTER = "voicebench"
 SCORER = "voicebench"
@@ -140,7 +142,7 @@ def _recording(record: dict, where: Where) -> MediaRef:
 
 def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str, where: Where) -> Entry:
     """An open item of a converted open subset (module doc): the reference where the subset has one."""
-    reference = None if subset == "advbench" else field_text(record, "reference", where)
+    reference = None if subset == "advbench" or subset in RATED else field_text(record, "reference", where)
     breakdowns = {"subset": subset, "split": split}
     if subset == "bbh":
         row_id = field_text(record, "id", where)
@@ -151,7 +153,8 @@ def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str
         breakdowns["bbh_task"] = task
     return Entry(where=where, item_id=item_id, question=QUESTION, options=[], answer=None, split=subset,
                  media={"audio": _recording(record, where)}, category=split, task=subset,
-                 text_alternatives={"audio": prompt}, breakdowns=breakdowns, reference=reference, is_open=True)
+                 text_alternatives={"audio": prompt}, breakdowns=breakdowns, reference=reference, is_open=True,
+                 rated=subset in RATED)
 
 
 def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voicebench",
