@@ -207,3 +207,22 @@ def test_ratings_read_as_the_release_reads_them(reply, release, kept):
     got = release_rating(reply)
     assert (math.isnan(got) if release == "nan" else got == release)
     assert parse_rating(reply) == kept
+
+
+def test_an_open_item_is_asked_open_ended_only():
+    """A run with both modes asks an open item (no options) in open mode alone; a multiple-choice item in both."""
+    from omnieval.protocols.spectrum import Item, Options, expand_all
+    from omnieval.run.answers import answer_requests
+
+    base = {"question": "Answer the recording.", "split": "s"}
+    items = [Item(item_id=f"open{i}", media={"audio": f"o{i}.wav"}, reference="Paris", **base) for i in range(2)]
+    items += [Item(item_id=f"mcq{i}", media={"audio": f"m{i}.wav"}, options=["x", "y"], answer="A", **base)
+              for i in range(2)]
+    instances = expand_all(items, seed=0, options=Options(conditions=["normal"]))
+    rows = list(answer_requests(instances, ["mcq", "open"], ["zs"], set(), {}))
+    asked = sorted((r["instance_id"].split("|")[0], r["mode"]) for r in rows)
+    assert asked == [("mcq0", "mcq"), ("mcq0", "open"), ("mcq1", "mcq"), ("mcq1", "open"), ("open0", "open"),
+                     ("open1", "open")]
+    opened = next(i for i in instances if i.item_id == "open0")
+    assert (opened.open_only, opened.target, opened.reference, opened.judge_question) == \
+        (True, "", "Paris", "Answer the recording.")

@@ -94,7 +94,8 @@ def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
         graded = graded & ~(no_reference & ~words)
     flags = {"is_open": is_open, "graded": graded, "rated": rated, "graded_or_rated": graded | rated,
              "mcq_valid": (pl.col("mode") != "open") & pl.col("valid"),
-             "open_official": is_open & pl.col("_official_counted")}
+             "open_official": is_open & (pl.col("_official_counted") if "_official_counted" in frame.columns
+                                         else pl.lit(False))}
     for i, c in enumerate(cols):
         ok = graded & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
         flags[f"ok{i}"] = ok
