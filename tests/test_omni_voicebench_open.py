@@ -226,3 +226,58 @@ def test_an_open_item_is_asked_open_ended_only():
     opened = next(i for i in instances if i.item_id == "open0")
     assert (opened.open_only, opened.target, opened.reference, opened.judge_question) == \
         (True, "", "Paris", "Answer the recording.")
+
+
+def test_ratings_and_the_release_rule_beside_verdicts_in_the_open_metrics():
+    """One unit mixing the three kinds of open rows (``stats.open_metrics``), worked by hand: judged rows (a
+    reference), rated rows (no reference, the verdict a rating's text) and rows scored by the released rule alone
+    (no reference, no verdict, ``official_correct``). Ratings and rule go into no accuracy or kappa; an unreadable
+    rating is an invalid verdict."""
+    from omnieval.stats.metrics import metrics_table
+
+    def row(i: int, reference: str | None, verdicts: dict[str, str | None] | None, official: bool | None) -> dict:
+        return {"model": "m", "prompt": "zs", "protocol": "spectrum", "split": "s", "item_id": f"it{i}",
+                "instance_id": f"in{i}", "condition": "normal", "target": "", "choice": None, "abstain_label": None,
+                "confidence": None, "confidence_method": None, "mode": "open", "n_options": None,
+                "reference": reference, "official_correct": official,
+                "verdicts": None if verdicts is None else [
+                    {"judge": j, "verdict": v, "raw_text": str(v), "attempts": 1, "template": "v1"}
+                    for j, v in verdicts.items()]}
+
+    rows = [row(0, "Paris", {"a": "correct", "b": "correct"}, None),
+            row(1, "Rome", {"a": "incorrect", "b": "correct"}, None),
+            row(2, None, {"a": "5", "b": "4"}, None),
+            row(3, None, {"a": "2", "b": None}, None),  # judge b's rating unreadable after its retry
+            row(4, None, {"a": "4.5", "b": "3"}, None),
+            row(5, None, None, True), row(6, None, None, False), row(7, None, None, True)]
+    table = metrics_table(pl.DataFrame(rows, infer_schema_length=None), resamples=0, seed=0)
+    got = {(r["metric"], r["key"]): (r["value"], r["n"]) for r in table.iter_rows(named=True)}
+    assert got[("open_accuracy", "all@a")] == (0.5, 2) and got[("open_accuracy", "all@b")] == (1.0, 2)
+    assert got[("open_rating", "all@a")] == (pytest.approx((5 + 2 + 4.5) / 3), 3)
+    assert got[("open_rating", "all@b")] == (pytest.approx((4 + 3) / 2), 2)
+    assert got[("open_rating", "all")][0] == pytest.approx(((5 + 2 + 4.5) / 3 + 3.5) / 2)
+    assert got[("open_invalid_verdicts", "a")] == (0.0, 5)
+    assert got[("open_invalid_verdicts", "b")] == (pytest.approx(1 / 5), 5)
+    assert got[("judge_agreement", "all")] == (0.5, 2)  # the two judged rows only
+    assert got[("open_official_accuracy", "all")] == (pytest.approx(2 / 3), 3)
+
+
+def test_a_rating_request_and_its_stored_rating():
+    """A rated case asks for a number 1-5 on the transcript and the answer (no reference), retries an unreadable
+    reply with the scale's reminder, and stores the rating's text; a verdict case is unchanged."""
+    from omnieval.core.judges import JudgeCase, JudgementRows, judge_request
+
+    case = JudgeCase(key="m|zs|i", question="What should I cook tonight?", reference="", answer="Pasta.",
+                     abstention=False, rated=True)
+    request = judge_request("j", "v1", case, model="m", prompt="zs", instance_id="i")
+    text = json.loads(request["parts_json"])[0]["text"]
+    assert "What should I cook tonight?" in text and "Pasta." in text and "from 1 to 5" in text
+    assert json.loads(request["words_json"]) == ["1", "2", "3", "4", "5"]
+    assert json.loads(request["meta_json"])["task"] == "rate"
+    assert "1 to 5" in json.loads(request["retry_json"])["suffix"]
+    verdict = judge_request("j", "v1", JudgeCase(key="k", question="q", reference="r", answer="a", abstention=False))
+    assert json.loads(verdict["words_json"]) == ["correct", "incorrect"]
+    batch = {"call": ["generate"] * 3, "r_text": ["4", "Rating: [[2]]", "four"], "r_error": [None] * 3,
+             "r_attempts": [1, 1, 2], "words_json": [request["words_json"]] * 2 + [verdict["words_json"]],
+             "model": ["m"] * 3, "prompt": ["zs"] * 3, "instance_id": ["a", "b", "c"]}
+    assert JudgementRows("j", "v1")(batch)["verdict"].to_pylist() == ["4", "2", None]
