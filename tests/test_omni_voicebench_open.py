@@ -158,11 +158,11 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
                  "--permutations", "200"]) == 0
     page = _Cells()
     page.feed((tmp_path / "report" / "report.html").read_text(encoding="utf-8"))
-    shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
-             if c["data-metric"] == "open_official_accuracy" and c.get("data-value")}
-    for model in NAMES:
-        assert shown[(model, "all")] == pytest.approx(got[(model, "advbench", "open_official_accuracy", "all")]
-                                                      ["value"], abs=1e-12)
+    for metric, split in (("open_official_accuracy", "advbench"), ("open_rating", "commoneval")):
+        shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
+                 if c["data-metric"] == metric and c.get("data-value")}
+        for model in NAMES:
+            assert shown[(model, "all")] == pytest.approx(got[(model, split, metric, "all")]["value"], abs=1e-12)
 
 
 def test_an_open_item_is_one_without_options_and_answer():
