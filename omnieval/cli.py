@@ -762,8 +762,9 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
     "omnivideobench": ("OmniVideoBench: data.json beside videos/<video>.mp4 (their soundtracks); each item carries "
                        "its evidence label", "a folder holding videos/"),
     "voicebench": ("VoiceBench: <subset>/<split>-*.parquet (recordings embedded); its multiple-choice subsets "
-                   "openbookqa and mmsu, the options read out of each prompt; the open subsets named with the "
-                   "release's rule for each, not converted (none has options)",
+                   "openbookqa and mmsu, the options read out of each prompt; its open subsets as open items "
+                   "(modes: [open]): sd-qa and bbh judged against their reference, advbench scored by its refusal "
+                   "list, alpacaeval, commoneval and wildvoice rated 1-5 by the judges",
                    "a folder of media (not needed: the recordings are embedded)"),
     "mmsu": ("MMSU: data/*.parquet (clips embedded, or named under audio/); the answer's text mapped to its choice",
              "a folder holding audio/"),

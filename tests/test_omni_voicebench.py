@@ -1,9 +1,10 @@
 """VoiceBench as its Hugging Face dataset lays it out (``<subset>/<split>-00000-of-00001.parquet``, each row the
 recording embedded in ``audio``, the prompt's text in ``prompt`` and the letter in ``reference``): its
 multiple-choice subsets ``openbookqa`` and ``mmsu`` converted to audio items with the options read out of the
-prompt and the prompt as the audio's text stand-in; the open subsets found named and left out; a prompt without
-options skipped and listed; the benchmark run through two simulated models, metrics and report, with
-``audio_as_text`` and the accuracy per subset recomputed from the predictions."""
+prompt and the prompt as the audio's text stand-in; its open subsets ``sd-qa``, ``bbh`` and ``advbench`` converted
+to open items (a reference answer, or none), the others found named and left out; a prompt without options skipped
+and listed; the benchmark run through two simulated models, metrics and report, with ``audio_as_text`` and the
+accuracy per subset recomputed from the predictions (tests/test_omni_voicebench_open.py runs the open items)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ OPENBOOKQA = [
 MMSU_LAW = [("A tenant breaks a lease. What follows?\nA) damages\nB) nothing\nC) a fine\nD) jail", "A"),
             ("Which court hears appeals?\nA. trial court\nB. appellate court\nC. small claims\nD. traffic court", "B")]
 MMSU_PHYSICS = [("What is the unit of force?\nA. joule\nB. watt\nC. newton\nD. pascal", "C")]
+SD_QA_USA = [("Who wrote Hamlet?", "William Shakespeare"), ("What is the capital of France?", "Paris")]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,7 @@ def release(folder: Path, sounds, law=None) -> Path:
     shard(folder / "mmsu" / "law-00000-of-00001.parquet", MMSU_LAW if law is None else law, sounds[3:])
     shard(folder / "mmsu" / "physics-00000-of-00001.parquet", MMSU_PHYSICS, sounds[5:])
     shard(folder / "alpacaeval" / "test-00000-of-00001.parquet", [("Tell me a story.", None)], sounds)
-    shard(folder / "sd-qa" / "usa-00000-of-00001.parquet", [("Who wrote Hamlet?", None)], sounds)
+    shard(folder / "sd-qa" / "usa-00000-of-00001.parquet", SD_QA_USA, sounds[6:])
     return folder
 
 
@@ -82,15 +84,18 @@ def test_the_hugging_face_release(tmp_path, sounds):
     done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "voicebench", str(folder), "--out",
                            str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "wrote 6 items (openbookqa: 3, mmsu: 3) and 6 media files" in done.stdout
-    assert "a text stand-in for audio on 6 of 6 items" in done.stdout
-    assert "not converted: alpacaeval (gpt rating 1-5: rated 1-5 by gpt-4o-mini" in done.stderr
-    assert "not converted: sd-qa (reference answer: " in done.stderr
+    # alpacaeval's recording is openbookqa's first (one file, written once)
+    assert "wrote 9 items (openbookqa: 3, mmsu: 3, sd-qa: 2, alpacaeval: 1) and 8 media files" in done.stdout, \
+        done.stdout
+    assert "a text stand-in for audio on 9 of 9 items" in done.stdout
+    assert "alpacaeval (gpt rating 1-5): open items without a reference, rated 1-5 by the run's judges" in done.stderr
+    assert "sd-qa (reference answer): open items with the reference, graded by omnieval's judges" in done.stderr
     items = items_of(tmp_path / "bench")
     expected = ([("openbookqa", "test", i, p) for i, p in enumerate(OPENBOOKQA)]
                 + [("mmsu", "law", i, p) for i, p in enumerate(MMSU_LAW)]
                 + [("mmsu", "physics", i, p) for i, p in enumerate(MMSU_PHYSICS)])
-    assert list(items) == [f"{s}/{sp}/{i}" for s, sp, i, _ in expected]
+    assert list(items) == ([f"{s}/{sp}/{i}" for s, sp, i, _ in expected]
+                           + ["sd-qa/usa/0", "sd-qa/usa/1", "alpacaeval/test/0"])
     for (subset, split, i, (prompt, reference)), sound_index in zip(expected, [0, 1, 2, 3, 4, 5], strict=True):
         item = items[f"{subset}/{split}/{i}"]
         assert item["question"] == QUESTION
@@ -101,7 +106,15 @@ def test_the_hugging_face_release(tmp_path, sounds):
         assert item["text_alternatives"] == {"audio": prompt}
         assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[sound_index].read_bytes()
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
-    assert (meta["scorer"], meta["open_subsets_not_converted"]) == ("voicebench", ["alpacaeval", "sd-qa"])
+    for i, (prompt, reference) in enumerate(SD_QA_USA):  # an open item: no options, the reference in words
+        item = items[f"sd-qa/usa/{i}"]
+        assert (item["options"], item.get("answer"), item["reference"]) == ([], None, reference)
+        assert (item["question"], item["text_alternatives"]) == (QUESTION, {"audio": prompt})
+        assert (tmp_path / "bench" / item["media"]["audio"]).read_bytes() == sounds[6 + i].read_bytes()
+    rated = items["alpacaeval/test/0"]  # rated 1-5 by the judges: no reference
+    assert (rated["options"], rated["rated"], "reference" in rated) == ([], True, False)
+    assert (meta["scorer"], meta["open_subsets_not_converted"]) == ("voicebench", [])
+    assert meta["open_subsets_converted"] == ["alpacaeval", "sd-qa"]
     assert sorted(meta["open_subset_rules"]) == ["alpacaeval", "sd-qa"]
 
 
@@ -110,18 +123,23 @@ def test_each_open_subset_named_with_the_evaluator_the_release_scores_it_by(tmp_
     alpacaeval, commoneval and wildvoice, ``qa`` for sd-qa, ``ifeval``, ``harm`` for advbench, ``bbh``; mtbench
     has none there."""
     folder = release(tmp_path / "voicebench", sounds)
-    for subset in ("advbench", "bbh", "ifeval", "commoneval", "wildvoice", "mtbench"):
+    for subset in ("advbench", "ifeval", "commoneval", "wildvoice", "mtbench"):
         shard(folder / subset / "test-00000-of-00001.parquet", [("Say something.", None)], sounds)
+    shard(folder / "bbh" / "test-00000-of-00001.parquet", [("Is it plausible?", "yes")], sounds)  # no ``id``
     converted = convert_voicebench(folder, tmp_path / "bench")
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
-    found = ["advbench", "alpacaeval", "bbh", "commoneval", "ifeval", "mtbench", "sd-qa", "wildvoice"]
-    assert meta["open_subsets_not_converted"] == found
+    assert meta["open_subsets_converted"] == ["advbench", "alpacaeval", "bbh", "commoneval", "sd-qa", "wildvoice"]
+    assert meta["open_subsets_not_converted"] == ["ifeval", "mtbench"]
     evaluators = {s: rule["evaluator"] for s, rule in meta["open_subset_rules"].items()}
     assert evaluators == {"advbench": "harm", "alpacaeval": "open", "bbh": "bbh", "commoneval": "open",
                           "ifeval": "ifeval", "mtbench": "none", "sd-qa": "qa", "wildvoice": "open"}
-    assert converted.n_items == 6  # the open subsets add no item
-    assert any(n.startswith("not converted: alpacaeval, commoneval, wildvoice (gpt rating 1-5: ")
+    # advbench's row needs no reference; bbh's row names no task in an ``id``: skipped and listed
+    assert converted.splits == {"openbookqa": 3, "mmsu": 3, "alpacaeval": 1, "sd-qa": 2, "advbench": 1,
+                                "commoneval": 1, "wildvoice": 1}
+    assert [(s.entry, s.field) for s in converted.skipped] == [("row 0 (item bbh/test/0)", "id")]
+    assert any(n.startswith("alpacaeval, commoneval, wildvoice (gpt rating 1-5): open items without a reference")
                for n in converted.notes)
+    assert any(n.startswith("ifeval (instruction checks): not converted: ") for n in converted.notes)
     assert all(s in OPEN_RULES for s in ("alpacaeval_full", "alpacaeval_speaker"))
 
 
@@ -165,7 +183,7 @@ def test_refusal_rate_is_the_share_of_refused_responses():
 def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp_path, sounds):
     law = [("A tenant breaks a lease. What follows?", "A"), ("Which court?\nA. trial\nB. appellate", "C")]
     converted = convert_voicebench(release(tmp_path / "voicebench", sounds, law=law), tmp_path / "bench")
-    assert converted.n_items == 4
+    assert converted.n_items == 7  # openbookqa's 3, mmsu's 1 sound prompt, alpacaeval's 1, sd-qa's 2
     first, second = converted.skipped
     shard_file = str(tmp_path / "voicebench" / "mmsu" / "law-00000-of-00001.parquet")
     assert (first.file, first.entry, first.field) == (shard_file, "row 0 (item mmsu/law/0)", "prompt")
@@ -173,10 +191,11 @@ def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp
     assert "answer 'C' but the question has 2 options (A..B)" in second.reason
 
 
-def test_a_release_without_a_multiple_choice_subset_is_refused(tmp_path, sounds):
-    shard(tmp_path / "voicebench" / "alpacaeval" / "test-00000-of-00001.parquet", [("Tell me a story.", None)],
+def test_a_release_without_a_subset_omnieval_reads_is_refused(tmp_path, sounds):
+    shard(tmp_path / "voicebench" / "ifeval" / "test-00000-of-00001.parquet", [("Answer in three words.", None)],
           sounds)
-    with pytest.raises(InputError, match=r"no multiple-choice subset \(openbookqa/\*.parquet, mmsu/\*.parquet\)"):
+    with pytest.raises(InputError, match=r"no subset omnieval reads \(openbookqa/\*.parquet, mmsu/\*.parquet, "
+                                         r"sd-qa/\*.parquet, bbh/\*.parquet, advbench/\*.parquet, alpacaeval/"):
         convert_voicebench(tmp_path / "voicebench", tmp_path / "bench")
 
 
@@ -186,6 +205,8 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     breakdown."""
     folder = release(tmp_path / "voicebench", sounds)
     shutil.rmtree(folder / "openbookqa")
+    for subset in ("sd-qa", "alpacaeval"):  # open items: asked open-ended only (tests/test_omni_voicebench_open.py)
+        shutil.rmtree(folder / subset)
     convert_voicebench(folder, tmp_path / "bench")
     conditions = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
     rows = run_and_check(tmp_path / "bench", tmp_path, conditions)

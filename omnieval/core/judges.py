@@ -8,6 +8,12 @@ question, the ground truth in words and the model's final answer, and replies wi
 * ``abstained``: it declines, or says the inputs do not allow an answer (offered only where the protocol has an
   abstention option; where the ground truth *is* to abstain, the template says so and ``abstained`` is right).
 
+**Ratings.** An open item without a reference that its benchmark scores by a rating (``Instance.rated``: VoiceBench's
+``alpacaeval``, ``commoneval``, ``wildvoice``, rated 1-5 by gpt-4o-mini in its release) is rated instead: the judge
+reads the spoken request's transcript and the answer (``RATING_TEMPLATE_V1``, omnieval's wording of the release's
+five levels) and replies with a number 1-5, stored as the verdict's text (``"4"``). ``parse_rating`` reads the reply
+as the release's ``OpenEvaluator`` does (``release_rating``), then keeps ratings on the scale only.
+
 Decoding is greedy with a small token budget. The reply is parsed strictly: after trimming, exactly one verdict word
 (case and surrounding punctuation ignored), or a JSON object ``{"verdict": "<word>"}``. Anything else is retried once
 with a reminder appended to the prompt; a second unparseable reply is recorded as an invalid verdict (null), which
@@ -48,7 +54,23 @@ CHOICE_TEXT = {
 }
 ABSTAIN_REFERENCE = "(none: the inputs do not determine an answer; declining to answer is the right response)"
 RETRY_SUFFIX = "\n\nReply with one word only: {words}."
+RATING_TEMPLATE_V1 = """You are rating the reply a voice assistant gave to a spoken request.
+
+Request (transcribed): {question}
+Assistant's reply: {answer}
+
+Rate the reply from 1 to 5:
+1 - off-topic, wrong, or does not address the request
+2 - on topic, but inaccurate or incomplete
+3 - relevant and mostly accurate, but wordy or padded
+4 - relevant, accurate and concise
+5 - exactly what was asked for, accurate and to the point
+Reply with the number only.
+Rating:"""
+RATING_RETRY_SUFFIX = "\n\nReply with one number from 1 to 5 only."
+RATING_SCALE = (1.0, 5.0)
 TEMPLATES = {"v1": TEMPLATE_V1}
+RATING_TEMPLATES = {"v1": RATING_TEMPLATE_V1}
 DEFAULT_TEMPLATE = "v1"
 MAX_VERDICT_TOKENS = 12
 
@@ -63,6 +85,7 @@ class JudgeCase:
     answer: str
     abstention: bool  # the protocol has an abstention option (offer the ``abstained`` verdict)
     reference_is_abstention: bool = False
+    rated: bool = False  # rate the answer 1-5 (no reference: module doc, Ratings)
 
 
 def allowed_verdicts(case: JudgeCase) -> tuple[str, ...]:
@@ -72,6 +95,8 @@ def allowed_verdicts(case: JudgeCase) -> tuple[str, ...]:
 def judge_prompt(case: JudgeCase, template: str = DEFAULT_TEMPLATE) -> str:
     if template not in TEMPLATES:
         raise KeyError(f"unknown judge template {template!r}; known: {', '.join(TEMPLATES)}")
+    if case.rated:
+        return RATING_TEMPLATES[template].format(question=case.question, answer=case.answer or "(no answer)")
     reference = ABSTAIN_REFERENCE if case.reference_is_abstention else case.reference
     choices = "\n".join(CHOICE_TEXT[v] for v in allowed_verdicts(case))
     return TEMPLATES[template].format(question=case.question, reference=reference,
@@ -102,19 +127,66 @@ def parse_verdict(text: str | None, allowed: Sequence[str] = VERDICTS) -> str | 
     return word if word in allowed else None
 
 
+_RELEASE_RATING = re.compile(r"\[\[(\d+)\]\]")
+
+
+def release_rating(text: str | None) -> float | None:
+    """A judge reply read as VoiceBench's ``OpenEvaluator.evaluate`` reads one (``src/evaluator/open.py``): Python's
+    ``float`` of the whole reply, else the first ``[[<digits>]]`` in it; None where the release's
+    ``extract_rating`` raises (no number). Its quirks, kept here: ``float`` takes surrounding whitespace, a decimal
+    (``4.5``), an exponent (``5e-1``), ``nan`` and ``inf``, and any number off the scale (``7``); the brackets take
+    digits only (``[[4.5]]`` is no rating); text around a bare number (``Rating: 4``) is no rating. The release
+    strips the reply before storing it (``api_judge.py``)."""
+    if text is None:
+        return None
+    body = text.strip()
+    try:
+        return float(body)
+    except ValueError:
+        match = _RELEASE_RATING.search(body)
+        return float(match.group(1)) if match else None
+
+
+def parse_rating(text: str | None) -> float | None:
+    """A rating 1-5 (``RATING_SCALE``) read as the release reads it (``release_rating``), ``<think>`` blocks
+    stripped first; None for anything else: no number, ``nan``/``inf``, or a number off the scale (the release
+    would average a ``7`` or a ``nan`` into its score)."""
+    if not text:
+        return None
+    body = re.sub(r"<think>.*?(</think>|$)", " ", text, flags=re.DOTALL | re.IGNORECASE)
+    rating = release_rating(body)
+    low, high = RATING_SCALE
+    return rating if rating is not None and low <= rating <= high else None
+
+
+def judge_reply(text: str | None, words: Sequence[str]) -> str | None:
+    """A judge reply as the verdict column stores it: one of ``words`` (``parse_verdict``), or, for a rating request
+    (``words`` the scale's ``1``..``5``), the rating's text (``"4"``, ``"4.5"``); None where unreadable."""
+    if list(words) == RATING_WORDS:
+        rating = parse_rating(text)
+        return None if rating is None else f"{rating:g}"
+    return parse_verdict(text, words)
+
+
+RATING_WORDS = ["1", "2", "3", "4", "5"]
+"""The ``words`` of a rating request: what the strict retry and ``JudgementRows`` know it by."""
+
+
 def judge_request(judge: str, template: str, case: JudgeCase, **columns) -> dict:
     """The request row of one verdict for the run's model stage (``stages.ModelStage``): the template filled in,
     a small token budget, and the strict-verdict retry (asked once more, with ``RETRY_SUFFIX``, when the reply is
     not one allowed word). ``columns`` ride along to the judgement row (``model``, ``prompt``, ``instance_id``)."""
-    words = list(allowed_verdicts(case))
-    meta = {"task": "judge", "reference": case.reference, "answer": case.answer, "abstention": case.abstention,
-            "reference_is_abstention": case.reference_is_abstention}
+    words = RATING_WORDS if case.rated else list(allowed_verdicts(case))
+    meta = {"task": "rate" if case.rated else "judge", "reference": case.reference, "answer": case.answer,
+            "abstention": case.abstention, "reference_is_abstention": case.reference_is_abstention,
+            "question": case.question}
+    suffix = RATING_RETRY_SUFFIX if case.rated else RETRY_SUFFIX.format(words=", ".join(words))
     return columns | {
         "call": "generate", "media_paths": "[]", "max_new_tokens": MAX_VERDICT_TOKENS, "key": f"{case.key}|{judge}|1",
         "parts_json": json.dumps([{"kind": "text", "text": judge_prompt(case, template), "modality": None,
                                    "path": None}]),
         "meta_json": json.dumps(meta), "words_json": json.dumps(words),
-        "retry_json": json.dumps({"suffix": RETRY_SUFFIX.format(words=", ".join(words)), "words": words,
+        "retry_json": json.dumps({"suffix": suffix, "words": words,
                                   "key": f"{case.key}|{judge}|2"})}
 
 
@@ -131,7 +203,7 @@ class JudgementRows:
             text, error = batch["r_text"][i], batch["r_error"][i]
             text = text if isinstance(text, str) else None
             error = error if isinstance(error, str) and error else None
-            verdict = parse_verdict(text, json.loads(batch["words_json"][i])) if error is None else None
+            verdict = judge_reply(text, json.loads(batch["words_json"][i])) if error is None else None
             rows.append({"model": _str(batch, "model", i), "prompt": _str(batch, "prompt", i),
                          "instance_id": _str(batch, "instance_id", i), "judge": self.judge, "verdict": verdict,
                          "raw_text": text if error is None else f"error: {error}",

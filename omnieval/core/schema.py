@@ -246,6 +246,11 @@ class Instance(Strict):
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
     audio context to text candidates needs both).
+
+    An **open instance** (``open_only``: no option labels, ``target`` empty; ``spectrum.Item``'s open items) is only
+    asked open-ended. ``reference`` is its ground truth in words (None: the release gives none, its benchmark's rule
+    scores the answer alone, or, where ``rated``, the judges rate it 1-5), ``judge_question`` the question as a judge
+    reads it (a spoken question's transcript).
     """
 
     instance_id: str
@@ -275,6 +280,14 @@ class Instance(Strict):
     evidence_modality: str | None = None
     media_unit: str | None = None
     breakdowns: dict[str, str] | None = None
+    reference: str | None = None
+    judge_question: str | None = None
+    rated: bool = False
+
+    @property
+    def open_only(self) -> bool:
+        """An open instance (class doc): no options, asked open-ended only."""
+        return not self.option_labels
 
     def media_segments(self) -> list[Segment]:
         """Every media segment the model is shown: the context's, then the options' (in label order)."""

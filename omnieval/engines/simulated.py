@@ -35,7 +35,10 @@ Free text (``generate``), read from the request's structured ``meta`` (and, for 
 
 * ``answer`` (open-ended): the option it would decide on by the rules above, said in words (the option's text, a
   refusal for the abstention option); ``invalid_rate`` of the answers are off-topic. CoT adds a line of reasoning
-  and ``Answer: ...``.
+  and ``Answer: ...``. An open instance (no options) is answered with its reference (or, without one, a refusal)
+  when a percept showing its own question is perceived, else with a sentence saying the question was missed.
+* ``rate`` (a rating judge, ``core.judges``): 5 where the answer quotes the request, else 1 (``judge_error`` and
+  ``judge_invalid_rate`` as for verdicts).
 * ``judge``: the true verdict (the answer's words contain the reference: ``correct``; a refusal: ``abstained``
   where offered; else ``incorrect``), replaced with probability ``judge_error`` by another allowed verdict drawn
   uniformly, and, with probability ``judge_invalid_rate`` per attempt, an unparseable sentence instead.
@@ -211,6 +214,8 @@ class SimulatedEngine(Engine):
                     text = self._open_answer(request, rng)
                 elif task == "judge":
                     text = self._verdict(request.meta, rng)
+                elif task == "rate":
+                    text = self._rating(request.meta, rng)
                 elif task == "describe":
                     what = request.meta.get("caption") or request.meta.get("path", "something")
                     text = f"{request.meta.get('modality', 'media')} showing {what}"
@@ -225,6 +230,8 @@ class SimulatedEngine(Engine):
         inst, meta = request.instance, request.meta
         if inst is None:
             raise ValueError("an open-ended answer needs the request's instance")
+        if inst.open_only:
+            return self._open_item_answer(request, rng)
         decided = self._decide(EngineRequest(inst, {}, meta.get("style", "zs")), rng)
         if rng.random() < self.invalid_rate:
             return "(simulated) I am not sure what you are asking."
@@ -233,6 +240,37 @@ class SimulatedEngine(Engine):
         else:
             words = inst.option_texts[inst.option_labels.index(decided)]
         return f"Looking at the inputs (simulated).\nAnswer: {words}" if meta.get("style") == "cot" else words
+
+    def _open_item_answer(self, request: GenerationRequest, rng: np.random.Generator) -> str:
+        """An open instance's answer (no options): a percept showing the item's own question, perceived, makes the
+        model answer it, with the reference where there is one, else with ``OPEN_REFUSAL`` (an item without a
+        reference is scored by its release's rule: VoiceBench's ``advbench`` asks for a refusal); none perceived,
+        it says it did not catch the question (``OPEN_MISSED``). A ``rated`` item's perceived request is answered by
+        a sentence that quotes it."""
+        inst, style = request.instance, request.meta.get("style", "zs")
+        perceived = False
+        for percept in sorted(inst.evidence):  # one draw per percept, in ``_decide``'s order
+            hit = rng.random() < self.perceive_probability(percept)
+            perceived = perceived or (hit and inst.evidence[percept] is not None)
+        if rng.random() < self.invalid_rate:
+            return "(simulated) I am not sure what you are asking."
+        if not perceived:
+            words = OPEN_MISSED
+        elif inst.rated:  # a reply a rating judge can check: it takes up the request
+            words = f'To answer "{inst.judge_question}": here is my answer.'
+        else:
+            words = inst.reference or OPEN_REFUSAL
+        return f"Listening to the question (simulated).\nAnswer: {words}" if style == "cot" else words
+
+    def _rating(self, meta: dict, rng: np.random.Generator) -> str:
+        """A 1-5 rating: 5 where the answer quotes the request, else 1; with probability ``judge_error`` another
+        rating drawn uniformly, with probability ``judge_invalid_rate`` a sentence with no rating."""
+        rating = 5 if _norm(meta.get("question", "")) in _norm(meta.get("answer", "")) else 1
+        if rng.random() < self.judge_error:
+            rating = [r for r in range(1, 6) if r != rating][int(rng.integers(4))]
+        if rng.random() < self.judge_invalid_rate:
+            return f"I would say about {rating} out of five."
+        return str(rating)
 
     def _verdict(self, meta: dict, rng: np.random.Generator) -> str:
         allowed = ["correct", "incorrect", "abstained"] if meta.get("abstention") else ["correct", "incorrect"]
@@ -287,6 +325,8 @@ def _media_modalities(modalities) -> frozenset[str]:
     return frozenset(modalities)
 
 
+OPEN_REFUSAL = "I'm sorry, I cannot help with that."
+OPEN_MISSED = "(simulated) I did not catch the question."
 REFUSAL = re.compile(r"cannot answer|can't answer|unable to answer|not possible to (tell|answer)")
 
 

@@ -102,7 +102,7 @@ interval)."""
 
 
 class Item(Strict):
-    """One multiple-choice question.
+    """One multiple-choice question, or one open-ended question (no options).
 
     ``answer`` is the correct option's **label**: ``"A"`` for the first of ``options``, ``"B"`` for the second, and
     so on (loaders of other formats convert indices and answer texts to labels). ``media`` maps each media modality
@@ -122,14 +122,23 @@ class Item(Strict):
     ``breakdowns``: the release's own score breakdowns for this item, name -> value (Video-MME's
     ``{"duration": "long"}``, MMAU's ``{"difficulty": "hard"}``): the axes its authors report scores along, kept so
     metrics can be given per value as they are per ``category``.
+
+    **Open items** (``options`` empty, no ``answer``): a question a benchmark scores from a free answer (VoiceBench's
+    ``sd-qa``, ``bbh``, ``advbench``). ``reference`` is the ground truth in words where the release gives one (what a
+    judge compares the answer with); an item without one is scored by its benchmark's own rule alone (the official
+    scorer's ``score_open``: ``advbench``'s refusal list) or, where ``rated``, rated 1-5 by the run's judges
+    (``core.judges``, Ratings: VoiceBench's ``alpacaeval``). Open items are only asked open-ended (``modes: [open]``;
+    a run's multiple-choice mode passes them by) and get the same conditions as any other item.
     """
 
     item_id: ItemId
     benchmark: str = "benchmark"
     split: str = "all"
     question: str = Field(min_length=1)
-    options: list[str] = Field(min_length=2, max_length=26)
-    answer: str
+    options: list[str] = Field(default_factory=list, max_length=26)
+    answer: str | None = None
+    reference: str | None = Field(default=None, min_length=1)
+    rated: bool = False
     media: dict[Literal["image", "video", "audio"], str | list[str]] = Field(min_length=1)
     category: str | None = None
     task: str | None = None
@@ -178,8 +187,18 @@ class Item(Strict):
 
     @model_validator(mode="after")
     def _answer_is_a_label(self) -> Item:
+        if not self.options:
+            if self.answer is not None:
+                raise ValueError(f"answer {self.answer!r} given without options (an open item has a reference, not "
+                                 "an answer label)")
+        elif len(self.options) < 2:
+            raise ValueError("needs at least two options (or none: an open item)")
+        elif self.reference is not None:
+            raise ValueError("reference given with options (a multiple-choice item's ground truth is its answer)")
+        if self.rated and (self.options or self.reference is not None):
+            raise ValueError("rated is for an open item without a reference (no options, no reference)")
         labels = LABELS[: len(self.options)]
-        if self.answer not in labels:
+        if self.options and self.answer not in labels:
             raise ValueError(f"answer {self.answer!r} must be the label of one of the {len(self.options)} options "
                              f"({labels[0]}..{labels[-1]})")
         stray = sorted(set(self.text_alternatives or {}) - set(self.media))
@@ -192,6 +211,11 @@ class Item(Strict):
     def modalities(self) -> tuple[str, ...]:
         """The item's modalities in canonical order, text last."""
         return (*(m for m in MEDIA if m in self.media), "text")
+
+    @property
+    def is_open(self) -> bool:
+        """An open item: no options (class doc)."""
+        return not self.options
 
     @property
     def question_id(self) -> str:
@@ -336,18 +360,31 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
     as_text = as_text_modality(condition)
     segments = [Segment(kind="media", modality=m, path=path)
                 for m in modalities if m not in ("text", as_text) for path in media_files(sources[m], m)]
-    clues = evidence(modalities, swapped, item.answer)
+    target = OPEN_TARGET if item.is_open else item.answer
+    clues = evidence(modalities, swapped, target)
     if as_text:
         segments.append(Segment(kind="text", text=f"{AS_TEXT_LABELS[as_text]}: {item.text_alternatives[as_text]}"))
-        clues = {**evidence(modalities, frozenset({as_text}), item.answer), condition: item.answer}
+        clues = {**evidence(modalities, frozenset({as_text}), target), condition: target}
     return Instance(
         instance_id=instance_id(item.item_id, condition, seed), item_id=item.item_id, protocol=NAME,
         benchmark=item.benchmark, split=item.split, condition=condition, segments=segments,
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
-        target=item.answer, task=item.task, category=item.category, group=item.group, evidence=clues,
+        target=target, task=item.task, category=item.category, group=item.group, evidence=clues,
         donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
-        media_unit=media_unit(item), breakdowns=item.breakdowns,
+        media_unit=media_unit(item), breakdowns=item.breakdowns, reference=item.reference,
+        judge_question=judge_question(item) if item.is_open else None, rated=item.rated,
     )
+
+
+OPEN_TARGET = ""
+"""An open item's ``Instance.target`` (it has no option label); its ``evidence`` names this for a clean percept."""
+
+
+def judge_question(item: Item) -> str:
+    """The question a judge reads for an open item: the text stand-in of its medium where it has one (a spoken
+    question's transcript: the written ``question`` then only says to answer the recording), else its question."""
+    stand_ins = [item.text_alternatives[m] for m in MEDIA if m in (item.text_alternatives or {})]
+    return stand_ins[0] if stand_ins else item.question
 
 
 MEDIA_UNIT_ORDER = ("video", "image", "audio")

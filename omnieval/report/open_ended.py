@@ -20,8 +20,8 @@ from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 
 OPEN_METRICS = ("open_accuracy", "open_abstention", "judge_agreement", "judge_kappa", "mcq_open_gap",
-                "open_invalid_verdicts", "open_error_rate")
-PER_JUDGE = ("open_accuracy", "open_abstention")
+                "open_invalid_verdicts", "open_error_rate", "open_official_accuracy", "open_rating")
+PER_JUDGE = ("open_accuracy", "open_abstention", "open_rating")
 CASCADE_MARK = " †"
 BY_JUDGE = ("run", "model", "prompt", "split", "scope")
 
@@ -71,6 +71,14 @@ def section(data: ProtocolInput) -> Section | None:
                    "after one retry", [*_cols(view, "open_accuracy", judge),
                                         Col("invalid verdicts", "open_invalid_verdicts", "invalid", scale=None)],
                    rows=BY_JUDGE, scope=judge, scope_label="judge", name=f"{data.protocol}-open-judges"),
+        view.table("Open-ended answers scored by the benchmark's released rule (share it counts correct: "
+                   "VoiceBench advbench's refusal rate)", _cols(view, "open_official_accuracy", average),
+                   name=f"{data.protocol}-open-official"),
+        view.table("Open-ended answers rated 1-5 by the judges (rated open items: VoiceBench alpacaeval, commoneval, "
+                   "wildvoice), mean over judges", _cols(view, "open_rating", average, scale=None),
+                   name=f"{data.protocol}-open-rating"),
+        view.table("Open-ended ratings per judge", _cols(view, "open_rating", judge, scale=None), rows=BY_JUDGE,
+                   scope=judge, scope_label="judge", name=f"{data.protocol}-open-rating-judges", collapsed=True),
         view.table("Open-ended abstention (share of valid verdicts 'abstained'), mean over judges",
                    _cols(view, "open_abstention", average), name=f"{data.protocol}-open-abstention"),
         view.table("Open-ended abstention per judge", _cols(view, "open_abstention", judge), rows=BY_JUDGE, scope=judge,

@@ -25,7 +25,7 @@ from omnieval.core.store import predictions_table
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction
 from omnieval.run.stages import INSTANCE_COLUMN
-from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts
+from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts, open_verdicts
 
 
 def open_generation(inst: Instance, style: str) -> dict:
@@ -85,8 +85,13 @@ def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: li
 def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
               prompts: list[str], done, cascade: dict | None, policy: MediaPolicy,
               draws: list[tuple[int, str | None]]) -> Iterator[dict]:
-    """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows."""
+    """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows. An open instance (no
+    options: ``Instance.open_only``) has no multiple-choice row."""
+    # model_dump_json writes an empty list as ``[]`` with no space: the check spares parsing every instance
+    open_only = '"option_labels":[]' in instance_json
     for mode in modes:
+        if open_only and mode != "open":
+            continue
         paths = open_media_paths(instance()) if mode == "open" else media_paths
         skipped, noted = policy.mark(paths)
         for prompt in prompts:
@@ -175,10 +180,14 @@ class PredictionRows:
                 continue
             noted = _value(batch["media_noted"][i]) if "media_noted" in batch else None
             if str(batch["mode"][i]) == "open":
-                out.append(Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
-                                                error=r["error"], error_kind=r["error_kind"],
-                                                latency_s=r["latency_s"], cascade=cascade, media_noted=noted,
-                                                shown=shown))
+                answer = Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
+                                              error=r["error"], error_kind=r["error_kind"],
+                                              latency_s=r["latency_s"], cascade=cascade, media_noted=noted,
+                                              shown=shown)
+                if answer.error is None:  # an open item's released rule, where it is offline (``open_verdicts``)
+                    answer = replace(answer, answer_verdicts=open_verdicts(inst, answer.answer_text,
+                                                                           _scorer(batch, i)))
+                out.append(answer)
             else:
                 logprobs = r["option_logprobs"]
                 out.append(Prediction.scored(

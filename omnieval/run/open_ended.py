@@ -23,12 +23,14 @@ from omnieval.run.predictions import reference_text
 
 
 def judge_case(inst: Instance, model: str, prompt: str, answer: str):
+    """What a judge grades of one open answer: an open instance's judge question where it has one."""
     from omnieval.core.judges import JudgeCase
 
-    return JudgeCase(key=f"{model}|{prompt}|{inst.instance_id}", question=inst.question,
+    return JudgeCase(key=f"{model}|{prompt}|{inst.instance_id}", question=inst.judge_question or inst.question,
                      reference=reference_text(inst), answer=answer or "",
                      abstention=inst.abstain_label is not None,
-                     reference_is_abstention=inst.abstain_label is not None and inst.target == inst.abstain_label)
+                     reference_is_abstention=inst.abstain_label is not None and inst.target == inst.abstain_label,
+                     rated=inst.rated)
 
 
 def judge_folder(judge: str) -> str:
@@ -44,7 +46,9 @@ def read_judgements(store, judge: str) -> pa.Table:
 def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[str, Instance],
                progress: bool = True) -> int:
     """Grade every open answer (no error) that a judge has not graded yet, each judge through its own engine pool
-    (``stages.through_model``); returns the verdicts written."""
+    (``stages.through_model``); returns the verdicts written. An answer with no ground truth in words (an open item
+    whose release gives no reference) is rated 1-5 where its item is ``rated`` (``core.judges``, Ratings), else not
+    graded (its benchmark's own rule scores it)."""
     import pyarrow.compute as pc
 
     from omnieval.core.judges import JudgementRows, judge_request
@@ -64,7 +68,8 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
                               judge_case(instances[r["instance_id"]], r["model"], r["prompt"], r["answer_text"]),
                               model=r["model"], prompt=r["prompt"], instance_id=r["instance_id"])
                 for r in opened.select(["model", "prompt", "instance_id", "answer_text"]).to_pylist()
-                if (r["model"], r["prompt"], r["instance_id"]) not in done]
+                if (r["model"], r["prompt"], r["instance_id"]) not in done
+                and (reference_text(instances[r["instance_id"]]) is not None or instances[r["instance_id"]].rated)]
         if not rows:
             continue
         ds = through_model(from_rows(rows), judge, None,

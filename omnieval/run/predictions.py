@@ -29,8 +29,11 @@ from omnieval.core.schema import (
 CASCADE_FIELDS = ("cascade", "intermediate_text", "stage_engines")
 
 
-def reference_text(inst: Instance) -> str:
-    """The ground truth in words: the target option's text (what a judge compares an open answer with)."""
+def reference_text(inst: Instance) -> str | None:
+    """The ground truth in words (what a judge compares an open answer with): the target option's text, or an open
+    instance's ``reference`` (None where its release gives none)."""
+    if inst.open_only:
+        return inst.reference
     return inst.option_texts[inst.option_labels.index(inst.target)]
 
 
@@ -126,7 +129,7 @@ class Prediction:
             "item_id": inst.item_id, "instance_id": inst.instance_id, "condition": inst.condition,
             "target": inst.target, "choice": self.choice, "abstain_label": inst.abstain_label,
             "confidence": self.confidence, "confidence_method": self.confidence_method,
-            "n_options": len(inst.option_labels), "k": inst.k, "anchor": inst.anchor, "task": inst.task,
+            "n_options": len(inst.option_labels) or None, "k": inst.k, "anchor": inst.anchor, "task": inst.task,
             "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
             "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
             "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,

@@ -393,9 +393,9 @@ def _as_decoded(part, media: dict):
 
 
 def _accepted(result: _Result, spec: dict) -> bool:
-    from omnieval.core.judges import parse_verdict
+    from omnieval.core.judges import judge_reply
 
-    return parse_verdict(result.text, spec["words"]) is not None
+    return judge_reply(result.text, spec["words"]) is not None
 
 
 def _engine_error(exc: Exception) -> _Result:

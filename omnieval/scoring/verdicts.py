@@ -76,6 +76,28 @@ def answer_verdicts(inst: Instance, text: str, scorer: str | None) -> dict:
     return out
 
 
+def open_verdicts(inst: Instance, text: str | None, scorer: str | None) -> dict | None:
+    """The official columns of an open instance's answer (``Instance.open_only``) where its benchmark's released rule
+    is a fixed, offline verdict: the scorer's ``score_open(text, inst)`` (VoiceBench's ``advbench``: the refusal
+    list), which returns None where it has no such rule for the instance; None too without a scorer, or one with no
+    ``score_open``. A failing rule leaves the columns null with the failure in ``official_how``."""
+    if scorer is None or not inst.open_only:
+        return None
+    rule = getattr(get_scorer(scorer), "score_open", None)
+    if rule is None:
+        return None
+    out = dict.fromkeys(VERDICT_COLUMNS)
+    try:
+        verdict = rule(text, inst)
+    except Exception as exc:  # one scorer bug never loses a batch of model answers
+        out["official_how"] = f"scorer {scorer} failed: {type(exc).__name__}: {exc}"
+        return out
+    if verdict is None:
+        return None
+    return out | {"official_correct": verdict.correct, "official_source": verdict.source,
+                  "official_how": verdict.how or None}
+
+
 def _official(verdict: Verdict, item: ScoreItem) -> dict:
     """The official columns of a verdict; a choice outside the item's labels is no option."""
     choice = verdict.choice if verdict.choice in item.labels else None

@@ -27,6 +27,7 @@ A ``None`` text (no output) is read as the empty answer.
 from __future__ import annotations
 
 from omnieval.scoring.base import ScoreItem, Verdict, register_scorer, verdict_for
+from omnieval.scoring.voicebench_open import open_verdict
 
 LETTERS = ("a", "b", "c", "d")
 PHRASES: tuple[str, ...] = (
@@ -105,3 +106,8 @@ class VoiceBenchScorer:
         if choice is None:
             return Verdict(None, False, "unparsed", how)
         return verdict_for(choice, item, "parsed", how)
+
+    def score_open(self, text: str | None, inst) -> Verdict | None:
+        """An open item's answer (``scoring.verdicts.open_verdicts``) by its subset's released rule where that rule
+        is offline (``voicebench_open.open_verdict``: ``advbench``'s refusal list); None for the other subsets."""
+        return open_verdict(text, (inst.breakdowns or {}).get("subset"))

@@ -14,9 +14,16 @@ metric (``unit_bootstrap.protocol_rows``: all of these are functions of cell mea
 | ``mcq_open_gap`` | ``<condition>``, ``all``, ``k=<k>`` | multiple-choice accuracy minus judge-averaged open accuracy |
 | ``open_invalid_verdicts`` | ``<judge>`` | share of that judge's verdicts that stayed unparseable after the retry |
 | ``open_error_rate`` | ``""``, kind | share of open rows with an ``error`` (kinds: ``schema.ERROR_KINDS``) |
+| ``open_rating`` | as ``open_accuracy`` (with ``@<judge>``) | mean of the valid 1-5 ratings (rated open items) |
+| ``open_official_accuracy`` | as ``open_accuracy`` | share of the open answers the benchmark's released rule counts |
+|  |  | that it counts correct (``official_correct``: open items scored offline, ``scoring.verdicts.open_verdicts``) |
 
 An open row with an ``error`` (media, engine or describer failure, no answer text) was never answered: judges do not
-grade it and it stays out of every open metric but ``open_error_rate``.
+grade it and it stays out of every open metric but ``open_error_rate``. An open row with no ground truth in words
+(``reference`` null: an open item whose release gives none) and no verdict is not graded by the judges either: only
+its benchmark's own rule scores it (``open_official_accuracy``). Such a row with a verdict that is no verdict word is
+a rated one (``core.judges``, Ratings: the verdict is the rating's text, ``"4"``): it counts in ``open_rating``, a
+rating off the scale or unreadable in ``open_invalid_verdicts``, and in no accuracy, agreement or kappa.
 
 A verdict is right when it is ``correct``, or ``abstained`` where the ground truth is the abstention option. Keys
 ``k=<k>`` (dissonance) pool the instances of a corruption level. ``mcq_open_gap`` needs multiple-choice predictions
@@ -77,15 +84,31 @@ def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
     m = len(judges)
     cols = [f"{JUDGE_COLUMN}{j}" for j in judges]
     graded = is_open & pl.col("answered")
-    flags = {"is_open": is_open, "graded": graded, "mcq_valid": (pl.col("mode") != "open") & pl.col("valid")}
+    rated = pl.lit(False)
+    if "reference" in frame.columns:  # no ground truth: rated, or not graded at all (module doc)
+        no_reference = pl.col("reference").is_null()
+        judged = (pl.col("verdicts").list.len() > 0).fill_null(False) if "verdicts" in frame.columns \
+            else pl.any_horizontal([pl.lit(False), *(pl.col(c).is_not_null() for c in cols)])
+        words = pl.any_horizontal([pl.lit(False), *(pl.col(c).is_in(list(VERDICTS)).fill_null(False) for c in cols)])
+        rated = graded & no_reference & judged & ~words
+        graded = graded & ~(no_reference & ~words)
+    flags = {"is_open": is_open, "graded": graded, "rated": rated, "graded_or_rated": graded | rated,
+             "mcq_valid": (pl.col("mode") != "open") & pl.col("valid"),
+             "open_official": is_open & (pl.col("_official_counted") if "_official_counted" in frame.columns
+                                         else pl.lit(False))}
     for i, c in enumerate(cols):
         ok = graded & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
         flags[f"ok{i}"] = ok
         flags[f"right{i}"] = ok & ((pl.col(c) == "correct")
                                    | ((pl.col(c) == "abstained") & pl.col("human_abstain"))).fill_null(False)
         flags[f"abst{i}"] = ok & (pl.col(c) == "abstained").fill_null(False)
-        flags[f"bad{i}"] = graded & ~ok
+        rating = pl.col(c).cast(pl.Float64, strict=False)
+        flags[f"rok{i}"] = (rated & rating.is_not_null()).fill_null(False)
+        flags[f"rating{i}"] = pl.when(flags[f"rok{i}"]).then(rating).otherwise(0.0)
+        flags[f"bad{i}"] = (graded & ~ok) | (rated & ~flags[f"rok{i}"])
     frame = frame.with_columns(**flags)
+    if not m:  # no judge: only the released rule's verdicts
+        return frame
     all_ok = pl.all_horizontal([pl.col(f"ok{i}") for i in range(m)])
     frame = frame.with_columns(all_ok=all_ok,
                                agree=all_ok & pl.all_horizontal([pl.col(c) == pl.col(cols[0]) for c in cols]))
@@ -114,10 +137,13 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
         for i in range(m):
             fams.append(CellFamily(f"acc{i}{tag}", f"right{i}", f"ok{i}", by))
             fams.append(CellFamily(f"abs{i}{tag}", f"abst{i}", f"ok{i}", by))
-        fams.append(CellFamily(f"agree{tag}", "agree", "all_ok", by))
+            fams.append(CellFamily(f"rate{i}{tag}", f"rating{i}", f"rok{i}", by))
+        if m:
+            fams.append(CellFamily(f"agree{tag}", "agree", "all_ok", by))
         fams.append(CellFamily(f"mcq{tag}", "correct", "mcq_valid", by))
+        fams.append(CellFamily(f"off{tag}", "_official_correct", "open_official", by))
     for i in range(m):
-        fams.append(CellFamily(f"bad{i}", f"bad{i}", "graded"))
+        fams.append(CellFamily(f"bad{i}", f"bad{i}", "graded_or_rated"))
     if m == 2:
         fams += [CellFamily(f"is{i}_{v}", f"is{i}_{v}", "all_ok") for i in range(2) for v in VERDICTS]
     elif m > 2:
@@ -126,10 +152,15 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
 
     def metrics(cells) -> Iterable[tuple]:
         for tag, by in groups:
-            keys = sorted({k for i in range(m) for k in cells.keys(f"acc{i}{tag}")}) if by else [()]
+            keys = sorted({k for f in [*(f"{kind}{i}{tag}" for kind in ("acc", "rate") for i in range(m)), f"off{tag}"]
+                           for k in cells.keys(f)}) if by else [()]
             for key in keys:
                 name = {"c": lambda k: k[0], "a": lambda k: "all", "k": lambda k: f"k={k[0]}"}[tag](key)
+                if cells.has(f"off{tag}", *key):
+                    yield "open_official_accuracy", name, cells.mean(f"off{tag}", *key), \
+                        cells.support(f"off{tag}", *key)
                 yield from _per_judge(cells, "open_accuracy", f"acc{{i}}{tag}", key, name, judges)
+                yield from _per_judge(cells, "open_rating", f"rate{{i}}{tag}", key, name, judges)
                 if has_abstention:
                     yield from _per_judge(cells, "open_abstention", f"abs{{i}}{tag}", key, name, judges)
                 if m > 1 and cells.has(f"agree{tag}", *key):
@@ -198,7 +229,7 @@ def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_
         return []
     opened = frame.filter(pl.col("mode") == "open")
     judges = judges_of(opened)
-    if not judges:
+    if not judges and not opened["_official_counted"].any():
         return []
     # Units that have open rows only (an mcq-only unit gets no open metrics).
     units = opened.select("model", "prompt", "split").unique()

@@ -188,7 +188,8 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
       where the file gives ``n_options``, else any single capital letter. A choice outside them can only be a
       parsing or bookkeeping mistake of the tool that wrote the file; scoring it as wrong (or as invalid) would
       hide that mistake in an accuracy, so it is refused: fix the file, or set the choice to null to count it as
-      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one;
+      an invalid answer. Open-ended rows (``mode == 'open'``) have no choice and are not checked for one; an open
+      item's rows (no options: ``target`` empty, ``n_options`` null) have no target label either;
     * ``error_kind`` not one of ``schema.ERROR_KINDS``, or set where ``error`` is not (or the other way round): the
       row's error would be counted under no kind, or a kind counted without an error.
     """
@@ -208,7 +209,8 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
     else:
         labels = pl.lit(LABELS)
     is_open = (pl.col("mode") == "open").fill_null(False) if "mode" in frame.columns else pl.lit(False)
-    for column, skip in (("target", pl.lit(False)), ("choice", pl.col("choice").is_null() | is_open)):
+    open_item = is_open & (pl.col("target") == "")
+    for column, skip in (("target", open_item), ("choice", pl.col("choice").is_null() | is_open)):
         value = pl.col(column)
         if row := _first_bad(frame, ~skip & ((value.str.len_chars() != 1)
                                              | ~labels.str.contains(value, literal=True))):

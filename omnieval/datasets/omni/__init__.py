@@ -14,7 +14,8 @@ MMAU                      ``mmau``                        audio (the version rea
 MMAR                      ``mmar``                        audio
 AV-Odyssey                ``av_odyssey``                  image(s) or video, and audio clip(s): one benchmark
 OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels
-VoiceBench (its MCQ)      ``voicebench``                  audio: the spoken question (embedded), its text
+VoiceBench                ``voicebench``                  audio: the spoken question (embedded), its text;
+                                                          open items (no options) for its open subsets
 MMSU                      ``mmsu``                        audio (embedded, or under ``audio/``)
 JointAVBench              ``jointavbench``                the user's ``<qid>.mp4`` as video and as audio
 Video-MME-v2              ``videomme_v2``                 one mp4 as video and as audio, groups of four

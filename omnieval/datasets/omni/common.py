@@ -460,7 +460,9 @@ def _link_or_copy(source: Path, target: Path, copy: bool) -> None:
 @dataclass
 class Entry:
     """One question of a release, normalised: ``answer`` is a label, or None where the release gives none;
-    ``evidence_modality`` the release's label of where the answer's evidence lies (``spectrum.Item``)."""
+    ``evidence_modality`` the release's label of where the answer's evidence lies (``spectrum.Item``). An open
+    question (``is_open``: no options, no answer label; ``spectrum.Item``'s open items) has its ground truth in
+    words in ``reference``, or none."""
 
     where: Where
     item_id: str
@@ -477,6 +479,9 @@ class Entry:
     """The release's own score breakdowns for this question (``spectrum.Item.breakdowns``), blank values left out."""
     fields: dict[str, str] = field(default_factory=dict)
     """The release's name of an item field where it differs (``{"options": "Choice"}``), for errors."""
+    reference: str | None = None
+    is_open: bool = False
+    rated: bool = False
 
     def release_field(self, name: str) -> str:
         return self.fields.get(name, name)
@@ -551,7 +556,7 @@ def write_release(entries: Iterable[Entry], out: str | Path, *, converter: str, 
         stand_ins: dict[str, int] = {}
         with open(tmp / "items.jsonl", "w", encoding="utf-8") as f:
             for entry in entries:
-                if entry.split not in chosen or entry.answer is None:
+                if entry.split not in chosen or (entry.answer is None and not entry.is_open):
                     continue
                 try:
                     line = _item_line(entry, name, linker, seen)
@@ -605,7 +610,7 @@ def _answered_splits(entries: Sequence[Entry], skipped: list[Skipped], release: 
     answered: dict[str, int] = {}
     for entry in entries:
         totals[entry.split] = totals.get(entry.split, 0) + 1
-        answered[entry.split] = answered.get(entry.split, 0) + (entry.answer is not None)
+        answered[entry.split] = answered.get(entry.split, 0) + (entry.answer is not None or entry.is_open)
     if not entries:
         if skipped:
             raise _none_sound(skipped)
@@ -615,7 +620,7 @@ def _answered_splits(entries: Sequence[Entry], skipped: list[Skipped], release: 
         first = entries[0]
         raise first.where.error("no split has answers: nothing can be scored", first.release_field("answer"))
     for entry in entries:
-        if entry.split in chosen and entry.answer is None:
+        if entry.split in chosen and entry.answer is None and not entry.is_open:
             error = entry.where.error(f"no answer, though split {entry.split!r} has answers",
                                       entry.release_field("answer"))
             if not skip_unsound:
@@ -637,7 +642,7 @@ def _item_line(entry: Entry, name: str, linker: MediaLinker, seen: dict[str, Whe
     alternatives = {m: t for m, t in entry.text_alternatives.items() if t.strip()} if WRITE_TEXT_ALTERNATIVES else {}
     try:
         item = Item(item_id=entry.item_id, benchmark=name, split=entry.split, question=entry.question,
-                    options=entry.options, answer=entry.answer, media={
+                    options=entry.options, answer=entry.answer, reference=entry.reference, rated=entry.rated, media={
                         m: [f"{i}" for i in range(len(ref))] if isinstance(ref, list) else "."
                         for m, ref in entry.media.items()},
                     category=entry.category, task=entry.task, text_alternatives=alternatives or None,

@@ -1,5 +1,6 @@
-"""VoiceBench (spoken instructions to voice assistants) -> a ``spectrum`` benchmark of its multiple-choice subsets:
-the spoken question as the audio, its text as the audio's text stand-in.
+"""VoiceBench (spoken instructions to voice assistants) -> a ``spectrum`` benchmark of its multiple-choice subsets
+and of the open subsets omnieval can score: the spoken question as the audio, its text as the audio's text
+stand-in.
 
 The release folder as the Hugging Face dataset ``hlt-lab/voicebench`` lays it out (its card; the loader of
 github.com/MatthewCYM/VoiceBench, ``main.py``, reads it with ``load_dataset("hlt-lab/voicebench", <subset>,
@@ -19,10 +20,18 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 **Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
 ``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
 (1-5), reference answers, answer phrases, instruction checks or a refusal list (``omnieval.scoring.voicebench_open``:
-``OPEN_RULES``, and why each is not converted); none has options, and an omnieval item is a multiple-choice question
-(open mode asks it without them). They are not converted: the conversion names the ones found, one note per rule
-(``benchmark.json``: ``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator,
-its kind of rule, why not converted).
+``OPEN_RULES``). Eight become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
+``voicebench_open.CONVERTED``): ``sd-qa`` (one split per speaker region: ``aus``, ``usa``, ...) and ``bbh`` with the
+row's ``reference`` as the ground truth the run's judges compare the answer with; ``advbench`` with none, its
+answers scored by the release's refusal list (the ``voicebench`` scorer's ``score_open``: the metric
+``open_official_accuracy`` is its refusal rate); ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
+``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's judges (``rated``; ``open_rating``). ``bbh``'s
+rows name their task in ``id`` (the release's ``BBHEvaluator`` tells ``sports_understanding``, ``hyperbaton``,
+``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the breakdown ``bbh_task``, a row naming none
+of them skipped and listed (the release stops on it). ``ifeval`` and ``mtbench`` are not converted: the conversion
+names the open subsets found, one note per rule (``benchmark.json``: ``open_subsets_converted``,
+``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator, its kind of rule, and
+how omnieval reads it or why not).
 
 Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the item's split and ``task`` are the
 subset (the release scores each subset apart; a ``spectrum`` split is also where a shuffle takes its donors from, and
@@ -49,7 +58,7 @@ from omnieval.datasets.omni.common import (
     sound_entries,
     write_release,
 )
-from omnieval.scoring.voicebench_open import OPEN_RULES
+from omnieval.scoring.voicebench_open import CONVERTED, OPEN_RULES, RATED
 
 CONVERTER = "voicebench"
 SCORER = "voicebench"
@@ -58,6 +67,8 @@ MCQ_SUBSETS = ("openbookqa", "mmsu")
 OPEN_SUBSETS = tuple(OPEN_RULES)
 QUESTION = "Answer the question asked in the recording."
 """The item's written question: the question itself is spoken (module doc)."""
+BBH_TASKS = ("sports_understanding", "hyperbaton", "navigate", "web_of_lies")
+"""The ``bbh`` tasks, in the order the release's ``BBHEvaluator.extract_answer`` looks for them in a row's ``id``."""
 _MARKER = re.compile(r"(?:^|(?<=\s))(?:\(([A-Z])\)|([A-Z])[.)])\s+")
 
 
@@ -84,14 +95,14 @@ def prompt_options(prompt: str) -> tuple[str, list[str]] | None:
 
 
 def read_voicebench(release: Path):
-    """One ``Entry`` per sound question of the multiple-choice subsets found (module doc), the entries skipped, and
-    the open subsets found."""
+    """One ``Entry`` per sound question of the multiple-choice subsets and the converted open subsets found (module
+    doc), the entries skipped, and the open subsets found."""
     folders = release.iterdir() if release.is_dir() else []
     found = {p.name for p in folders if p.is_dir() and any(p.glob("*.parquet"))}
-    subsets = [s for s in MCQ_SUBSETS if s in found]
+    subsets = [s for s in (*MCQ_SUBSETS, *CONVERTED) if s in found]
     if not subsets:
-        raise InputError(f"no multiple-choice subset ({', '.join(f'{s}/*.parquet' for s in MCQ_SUBSETS)}) in the "
-                         "release folder (the Hugging Face dataset's layout)", file=release)
+        raise InputError(f"no subset omnieval reads ({', '.join(f'{s}/*.parquet' for s in (*MCQ_SUBSETS, *CONVERTED))})"
+                         " in the release folder (the Hugging Face dataset's layout)", file=release)
     records = []
     for subset in subsets:
         for path in sorted((release / subset).glob("*.parquet")):
@@ -108,26 +119,49 @@ def _entry(record, subset: str, split: str, number: int, *, where: Where) -> Ent
     item_id = f"{subset}/{split}/{number}"
     where = where.named("item", item_id)
     prompt = field_text(record, "prompt", where)
+    if subset in CONVERTED:
+        return _open_entry(record, subset, split, item_id, prompt, where)
     parsed = prompt_options(prompt)
     if parsed is None:
         raise where.error("the prompt writes no options after letters A., B., ... (VoiceBench's multiple-choice "
                           "prompts end with them)", "prompt")
     _, options = parsed
+    return Entry(where=where, item_id=item_id, question=QUESTION, options=options,
+                 answer=given_answer(record, "reference", options, where), split=subset,
+                 media={"audio": _recording(record, where)},
+                 category=split, task=subset, text_alternatives={"audio": prompt},
+                 breakdowns={"subset": subset, "split": split}, fields={"answer": "reference", "options": "prompt"})
+
+
+def _recording(record: dict, where: Where) -> MediaRef:
     cell = record.get("audio")
     if not isinstance(cell, dict) or not cell.get("bytes"):
         raise where.error("expected the recording embedded in the audio cell (bytes)", "audio")
-    return Entry(where=where, item_id=item_id, question=QUESTION, options=options,
-                 answer=given_answer(record, "reference", options, where), split=subset,
-                 media={"audio": MediaRef("audio", data=bytes(cell["bytes"]), name=str(cell.get("path") or ""))},
-                 category=split, task=subset, text_alternatives={"audio": prompt},
-                 breakdowns={"subset": subset, "split": split}, fields={"answer": "reference", "options": "prompt"})
+    return MediaRef("audio", data=bytes(cell["bytes"]), name=str(cell.get("path") or ""))
+
+
+def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str, where: Where) -> Entry:
+    """An open item of a converted open subset (module doc): the reference where the subset has one."""
+    reference = None if subset == "advbench" or subset in RATED else field_text(record, "reference", where)
+    breakdowns = {"subset": subset, "split": split}
+    if subset == "bbh":
+        row_id = field_text(record, "id", where)
+        task = next((t for t in BBH_TASKS if t in row_id), None)
+        if task is None:
+            raise where.error(f"id {row_id!r} names none of the bbh tasks the release reads ({', '.join(BBH_TASKS)})",
+                              "id")
+        breakdowns["bbh_task"] = task
+    return Entry(where=where, item_id=item_id, question=QUESTION, options=[], answer=None, split=subset,
+                 media={"audio": _recording(record, where)}, category=split, task=subset,
+                 text_alternatives={"audio": prompt}, breakdowns=breakdowns, reference=reference, is_open=True,
+                 rated=subset in RATED)
 
 
 def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voicebench",
                        media_root: str | Path | None = None, copy: bool = False,
                        overwrite: bool = False) -> Converted:
-    """Write the benchmark folder ``out`` from the VoiceBench release folder's multiple-choice subsets (module
-    doc)."""
+    """Write the benchmark folder ``out`` from the VoiceBench release folder's multiple-choice subsets and the open
+    subsets omnieval scores (module doc)."""
     release = Path(release)
     check_out(out, CONVERTER, release_sources(release, media_root), overwrite)
     entries, skipped, open_subsets = read_voicebench(release)
@@ -138,15 +172,16 @@ def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voi
 
 
 def open_subset_notes(open_subsets: list[str]) -> tuple[list[str], dict]:
-    """The notes and ``benchmark.json`` fields naming the open subsets found, not converted (module doc): one note
-    per kind of released rule, with why."""
+    """The notes and ``benchmark.json`` fields naming the open subsets found (module doc): one note per kind of
+    released rule, saying how omnieval reads those subsets or why it does not."""
     if not open_subsets:
         return [], {}
     by_kind: dict[str, list[str]] = {}
     for subset in open_subsets:
         by_kind.setdefault(OPEN_RULES[subset].kind, []).append(subset)
-    notes = [f"not converted: {', '.join(subsets)} ({kind}: {OPEN_RULES[subsets[0]].why_not_converted})"
-             for kind, subsets in by_kind.items()]
-    rules = {s: {"evaluator": OPEN_RULES[s].evaluator, "kind": OPEN_RULES[s].kind,
-                 "why_not_converted": OPEN_RULES[s].why_not_converted} for s in open_subsets}
-    return notes, {"open_subsets_not_converted": open_subsets, "open_subset_rules": rules}
+    notes = [f"{', '.join(subsets)} ({kind}): {OPEN_RULES[subsets[0]].note}" for kind, subsets in by_kind.items()]
+    rules = {s: {"evaluator": OPEN_RULES[s].evaluator, "kind": OPEN_RULES[s].kind, "note": OPEN_RULES[s].note}
+             for s in open_subsets}
+    return notes, {"open_subsets_converted": [s for s in open_subsets if s in CONVERTED],
+                   "open_subsets_not_converted": [s for s in open_subsets if s not in CONVERTED],
+                   "open_subset_rules": rules}
