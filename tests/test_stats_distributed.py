@@ -274,3 +274,27 @@ def test_repeated_samples_and_random_factors_reach_the_tasks(tmp_path, random):
     metrics, paired = distributed.gather(groups)
     assert_frame_equal(metrics, want[0])
     assert_frame_equal(paired, want[1])
+
+
+def test_a_protocol_whose_splits_fall_back_to_different_units_stays_one_task(tmp_path):
+    """Dissonance resamples anchors; where one split has no anchors its questions are the unit there, but the
+    single process decides from the whole protocol (anchors present: the unit is the anchor, a question without one
+    its own cluster). A split's task alone would fall back to ``item``, so the protocol stays one task: the same
+    tables."""
+    dis = synthetic_dissonance(n_models=3, n_items=24, seed=1).with_columns(
+        instance_id=pl.col("split") + ":" + pl.col("instance_id"),
+        anchor=pl.when(pl.col("split") == "real").then(pl.col("anchor")).otherwise(None))
+    paths = []
+    for split in ("real", "synthetic"):
+        paths.append(str(tmp_path / f"{split}.parquet"))
+        dis.filter(pl.col("split") == split).write_parquet(paths[-1])
+    found = distributed.plan(paths)
+    firsts = distributed.in_process(distributed.group_facts, paths,
+                                    [(0, ("dissonance", split, None)) for split in ("real", "synthetic")])
+    assert [units for _, units in firsts] == [{"dissonance": "anchor"}, {"dissonance": "item"}]
+    assert [(p, s) for p, s, _, _ in distributed.groups(paths, found, each=distributed.in_process)] == \
+        [("dissonance", None)]
+    want = metrics_and_paired(read_predictions(paths), resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    metrics, paired = distributed.gather(_in_process(paths))
+    assert_frame_equal(metrics, want[0])
+    assert_frame_equal(paired, want[1])

@@ -9,10 +9,12 @@ pairs, ranks and the resamples units share never cross a split). A ``SPLIT_LOCAL
 more is therefore one task per split; any other protocol one task. Some choices read all of a protocol's rows at
 once (the error kinds and confidence methods present, the judges of the open-ended rows: which rows the table
 has): a first pass of tasks computes them per split (``group_facts``, ``stats.first_pass``), the driver merges them
-per protocol and hands them to the split tasks. Prompts stay together (prompt pairs join a model's units across
-prompts). Nothing else is shared between tasks but the models' order of first appearance in the input (the
-orientation of model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats``
-keeps one task per protocol.
+per protocol and hands them to the split tasks. Prompts stay together: prompt pairs join a model's units across
+prompts, ``--random prompt`` pools them, and whether a unit's resamples are drawn paired (no pattern shortcut,
+``bootstrap.shared_item_sets``) depends on every unit of its split on the same questions, of any prompt.
+Nothing else is shared between tasks but the models' order of first appearance in the input (the orientation of
+model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats`` keeps one task per
+protocol.
 
 Identical numbers: a task reads its rows in the input's order (files in the order given, rows in file order,
 pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
@@ -28,7 +30,8 @@ other filesystem a run writes to (``s3://``, ``gs://``) with pyarrow's dataset s
 (column pushdown: ``UNREAD_COLUMNS`` stay on disk); a sweep's per-run files are read in place.
 JSONL and CSV files have no such index: they are read whole inside the task and filtered. Rows are checked as
 ``stats.read.read_predictions`` checks them; a refused row is reported with the row number of its file (the file
-is read again whole to name it).
+is read again whole to name it). Duplicates are found within a group only: the same (model, prompt, mode,
+instance) in two protocols, or in two splits of a split protocol, is refused by the single process but not here.
 """
 
 from __future__ import annotations
