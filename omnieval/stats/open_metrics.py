@@ -198,13 +198,15 @@ def _fleiss(cells) -> np.ndarray:
 @dataclass(frozen=True)
 class OpenFacts:
     """What ``open_rows`` reads from all of a protocol's open rows at once, not unit by unit: the judges, whether
-    instances have a level ``k``, whether options include abstention, and the error kinds present. A task holding
-    part of a protocol (``stats.distributed``) is handed the whole protocol's, gathered by ``stats.first_pass``."""
+    instances have a level ``k``, whether options include abstention, the error kinds present, and whether a
+    benchmark's released rule scored any open answer (``official``). A task holding part of a protocol
+    (``stats.distributed``) is handed the whole protocol's, gathered by ``stats.first_pass``."""
 
     judges: tuple[str, ...]
     has_k: bool
     has_abstention: bool
     error_kinds: tuple[str, ...]
+    official: bool = False
 
     def merged(self, other: OpenFacts | None) -> OpenFacts:
         """The facts of both parts' rows together (their union)."""
@@ -213,7 +215,7 @@ class OpenFacts:
         kinds = set(self.error_kinds) | set(other.error_kinds)
         return OpenFacts(tuple(sorted(set(self.judges) | set(other.judges))), self.has_k or other.has_k,
                          self.has_abstention or other.has_abstention,
-                         tuple(kind for kind in ERROR_KINDS if kind in kinds))
+                         tuple(kind for kind in ERROR_KINDS if kind in kinds), self.official or other.official)
 
 
 def open_facts(frame: pl.DataFrame) -> OpenFacts | None:
@@ -226,8 +228,9 @@ def open_facts(frame: pl.DataFrame) -> OpenFacts | None:
     part = frame.join(opened.select("model", "prompt", "split").unique(), on=["model", "prompt", "split"],
                       how="semi")
     has_k = "k" in part.columns and part["k"].null_count() < len(part)
+    official = "_official_counted" in opened.columns and bool(opened["_official_counted"].any())
     return OpenFacts(tuple(judges_of(opened)), has_k, opened["abstain_label"].null_count() < len(opened),
-                     tuple(error_kinds_present(opened)))
+                     tuple(error_kinds_present(opened)), official)
 
 
 def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None,
