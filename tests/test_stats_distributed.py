@@ -153,6 +153,18 @@ def test_a_task_reads_its_protocol_rows_only_and_not_the_free_text(run_files):
     assert "reasoning" not in dis.columns and "reasoning" in read_predictions(run_files[3:4]).columns
 
 
+def test_a_split_task_reads_its_split_rows_alike_from_a_local_path_and_through_a_filesystem(run_files):
+    """A split's rows, in the input's order, through polars' local reader and through pyarrow's scanner (what
+    ``s3://`` takes; ``file://`` here), equal to the whole input's rows of that protocol and split."""
+    want = read_predictions(run_files).filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "real"))
+    local = distributed.read_group(run_files, "dissonance", split="real")
+    scanned = distributed.read_group([f"file://{p}" for p in run_files], "dissonance", split="real")
+    assert_frame_equal(local, scanned)
+    assert local.height == want.height > 0 and set(local["split"]) == {"real"}
+    assert local["instance_id"].to_list() == want["instance_id"].to_list()
+    assert_frame_equal(local, want.select(local.columns), check_dtypes=False)
+
+
 def test_a_refused_row_is_named_by_its_row_in_the_file(tmp_path):
     """The crossmodal run comes first in the file: the dissonance rows' 41st is row 521, as the error says."""
     runs = _study()
