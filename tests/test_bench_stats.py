@@ -63,6 +63,20 @@ def test_scale_bench_writes_the_rows_it_names_as_valid_per_run_files(tmp_path):
     assert all(pl.read_parquet(p)["model"].n_unique() == 1 for p in paths) and len(paths) == 10 + 14
 
 
+def test_scale_bench_leaves_the_single_process_out_above_its_size_and_judges_the_ray_runs():
+    """Above ``SINGLE_MAX_ROWS`` the single process is not run (it would need ~1.1 KB a row); the targets are
+    judged on the Ray runs' figures: 100 s on 1 node and 60 s on 2 is 100 / 60 / 2 = 0.83 x linear, and the peak is
+    the largest of the drivers and workers."""
+    from omnieval.dev.bench_scale import SINGLE_MAX_ROWS, _rows
+
+    figures = {"ray1": {"seconds": 100.0, "driver_mb": 400.0, "worker_mb": 3000.0},
+               "ray2": {"seconds": 60.0, "driver_mb": 410.0, "worker_mb": 4200.0}}
+    single, one, two = _rows(SINGLE_MAX_ROWS + 1, figures, True)
+    assert single[1:4] == ("single process", "not run", f"(> {SINGLE_MAX_ROWS:,} rows)")
+    assert one[2:5] == ("100.0 s", "400 MB", "3,000 MB")
+    assert two[-1] == "scaling 0.83 x linear met; peak 4,200 MB MISSED; tables identical"
+
+
 @pytest.mark.slow
 def test_quick_bench_prints_a_coherent_table_and_says_which_targets_it_met(capsys):
     """No timing is asserted: each printed number is checked against the others printed beside it."""

@@ -1,7 +1,8 @@
-"""``omnieval metrics`` one protocol per Ray task (``omnieval.stats.distributed``) against the single process: the
-same tables bit for bit with one worker and with four, from per-run Parquet files read in place; each task reads
-only its protocol's rows (predicate pushdown) and not the free-text columns (column pushdown); a refused row and a
-duplicate are named by their row numbers in the files, as the single-process reader names them."""
+"""``omnieval metrics`` one group per Ray task (``omnieval.stats.distributed``: a protocol, or one split of it with
+the whole protocol's choices from a first pass, ``stats.first_pass``) against the single process: the same tables
+bit for bit with one worker and with four, from per-run Parquet files read in place; each task reads only its
+group's rows (predicate pushdown) and not the free-text columns (column pushdown); a refused row and a duplicate are
+named by their row numbers in the files, as the single-process reader names them."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from omnieval.stats.read import read_predictions
 RESAMPLES = 300
 
 
-def _open_copy(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
-    """Open-ended answers to the same instances with two judges' verdicts (the ``modes`` rows of paired)."""
+def _open_copy(frame: pl.DataFrame, seed: int, second_judge_in: str | None = None) -> pl.DataFrame:
+    """Open-ended answers to the same instances with two judges' verdicts (the ``modes`` rows of paired); the
+    second judge only on the rows of split ``second_judge_in`` where one is named."""
     rng = np.random.default_rng(seed)
+    splits = frame["split"].to_list()
     verdicts = [[{"judge": judge, "verdict": "correct" if rng.random() < 0.6 else "incorrect", "raw_text": "",
-                  "attempts": 1, "template": "v1"} for judge in ("ja", "jb")] for _ in range(frame.height)]
+                  "attempts": 1, "template": "v1"} for judge in ("ja", "jb")
+                 if judge == "ja" or second_judge_in in (None, split)] for split in splits]
     return frame.with_columns(mode=pl.lit("open"), choice=pl.lit(None, pl.Utf8),
                               verdicts=pl.Series(verdicts))
 
@@ -34,8 +38,12 @@ def _study() -> list[pl.DataFrame]:
     dis = synthetic_dissonance(n_models=3, n_items=24, seed=1).with_columns(
         instance_id=pl.col("split") + ":" + pl.col("instance_id"), mode=pl.lit("mcq"),
         reasoning=pl.lit("free text no statistic reads"))
-    dis = dis.with_columns(  # two rows a decoder could not read: error rates on one protocol only
-        error=pl.when(pl.int_range(pl.len()) % 97 == 5).then(pl.lit("decode failed")).otherwise(None))
+    dis = dis.with_columns(  # rows a decoder could not read: error rates on one protocol and one of its splits only
+        error=pl.when((pl.int_range(pl.len()) % 97 == 5) & (pl.col("split") == "real")).then(pl.lit("decode failed"))
+        .otherwise(None))
+    dis = dis.with_columns(  # a second confidence method in one split: every confidence metric gets its @method
+        confidence_method=pl.when((pl.col("split") == "synthetic") & (pl.col("model") == "model00"))
+        .then(pl.lit("tp")).otherwise(pl.col("confidence_method")))
     xm = synthetic_crossmodal(n_models=3, n_items=80, seed=2).with_columns(mode=pl.lit("mcq"))
     runs = []
     for model in ("model02", "model00", "model01"):
@@ -46,7 +54,8 @@ def _study() -> list[pl.DataFrame]:
     for model in ("model00", "model01", "model02"):
         run = dis.filter(pl.col("model") == model)
         if model == "model01":
-            run = pl.concat([run, _open_copy(run.filter(pl.col("prompt") == "zs"), 3)], how="diagonal_relaxed")
+            run = pl.concat([run, _open_copy(run.filter(pl.col("prompt") == "zs"), 3, second_judge_in="real")],
+                            how="diagonal_relaxed")
         runs.append(run)
     return runs
 
@@ -74,7 +83,8 @@ def test_ray_tasks_give_the_single_process_tables_bit_for_bit(ray_session, run_f
     metrics, paired, groups = distributed.ray_tables(run_files, resamples=RESAMPLES, seed=3,
                                                      permutations=RESAMPLES, workers=workers)
     want_metrics, want_paired = single_process
-    assert {g.protocol for g in groups} == {"crossmodal", "dissonance"}
+    assert {(g.protocol, g.split) for g in groups} == {("crossmodal", None), ("dissonance", "real"),
+                                                       ("dissonance", "synthetic")}
     assert sum(g.n_predictions for g in groups) == len(read_predictions(run_files))
     assert set(want_paired.filter(pl.col("comparison") == "modes")["protocol"]) == {"crossmodal", "dissonance"}
     assert set(want_paired["comparison"]) == {"models", "prompts", "modes"}
@@ -83,18 +93,57 @@ def test_ray_tasks_give_the_single_process_tables_bit_for_bit(ray_session, run_f
     assert_frame_equal(paired, want_paired)
 
 
+def _in_process(paths, random: str | None = None, facts: bool = True) -> list[distributed.GroupResult]:
+    """``ray_tables``'s groups without Ray (``facts=False``: each split's task left to its own rows' choices)."""
+    found = distributed.plan(paths)
+    if random:  # crossmodal has one prompt style: its task alone would refuse the factor the input has
+        distributed.check_random(paths, random)
+    return [distributed.group_tables(paths, protocol, found.model_order, RESAMPLES, 3, RESAMPLES, None, "t", random,
+                                     split, known if facts else None)
+            for protocol, split, known, _ in distributed.groups(paths, found, random=random,
+                                                                each=distributed.in_process)]
+
+
 def test_groups_in_process_match_and_model_pairs_keep_the_input_order(run_files, single_process):
-    """The task body without Ray: gathering the protocols' rows gives the same tables; model pairs are oriented
-    by the whole input's first appearance (model02 first), not by the dissonance runs' own (model00 first)."""
+    """The task bodies without Ray: gathering the groups' rows (dissonance one task per split, crossmodal, which
+    has one split, one task) gives the same tables, ranks included; model pairs are oriented by the whole input's
+    first appearance (model02 first), not by the dissonance runs' own (model00 first)."""
+    from omnieval.stats.paired import Collector
+    from omnieval.stats.ranks import ranks_table
+
     found = distributed.plan(run_files)
     assert found.model_order == ("model02", "model00", "model01")
-    groups = [distributed.group_tables(run_files, p, found.model_order, RESAMPLES, 3, RESAMPLES, None, "t")
-              for p in found.protocols]
+    groups = _in_process(run_files)
+    assert {(g.protocol, g.split) for g in groups} == {("crossmodal", None), ("dissonance", "real"),
+                                                       ("dissonance", "synthetic")}
     metrics, paired = distributed.gather(groups)
     assert_frame_equal(metrics, single_process[0])
     assert_frame_equal(paired, single_process[1])
     pairs = paired.filter((pl.col("protocol") == "dissonance") & (pl.col("comparison") == "models"))
     assert ("model02", "model00") in set(zip(pairs["a"], pairs["b"], strict=True))
+    collector = Collector()
+    metrics_and_paired(read_predictions(run_files), resamples=RESAMPLES, seed=3, permutations=RESAMPLES,
+                       collector=collector)
+    want_ranks = ranks_table(collector.units, single_process[1], RESAMPLES, single_process[0])
+    assert set(want_ranks["split"]) >= {"real", "synthetic"}
+    assert_frame_equal(distributed.gather_ranks(groups), want_ranks)
+
+
+def test_split_tasks_need_the_whole_protocols_choices(run_files, single_process):
+    """Without the first pass's facts, the synthetic split's task would leave out what only the real split has: an
+    error kind's rate and each judge's own rows (the second judge grades in the real split only); and the real
+    split's task the ``@rs`` suffix that the synthetic split's ``tp`` confidences put on every confidence key."""
+    metrics, _ = distributed.gather(_in_process(run_files, facts=False))
+    want = single_process[0].filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "synthetic"))
+    got = metrics.filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "synthetic"))
+    missing = want.join(got, on=["model", "prompt", "metric", "key"], how="anti")
+    assert set(missing.filter(pl.col("metric") == "error_rate")["key"]) == {"other"}  # "decode failed": a kind
+    # two judges in the protocol (the second in the real split only): each judge's own row beside the average
+    assert missing.filter(pl.col("metric") == "open_accuracy")["key"].str.ends_with("@ja").any()
+    real = single_process[0].filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "real"))
+    assert real["key"].str.ends_with("@rs").any()
+    assert not metrics.filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "real"))["key"] \
+        .str.ends_with("@rs").any()
 
 
 def test_a_task_reads_its_protocol_rows_only_and_not_the_free_text(run_files):
@@ -102,6 +151,18 @@ def test_a_task_reads_its_protocol_rows_only_and_not_the_free_text(run_files):
     assert set(frame["protocol"]) == {"crossmodal"} and frame.height == 4 * 80 * 6  # one model's open copy
     dis = distributed.read_group(run_files, "dissonance")
     assert "reasoning" not in dis.columns and "reasoning" in read_predictions(run_files[3:4]).columns
+
+
+def test_a_split_task_reads_its_split_rows_alike_from_a_local_path_and_through_a_filesystem(run_files):
+    """A split's rows, in the input's order, through polars' local reader and through pyarrow's scanner (what
+    ``s3://`` takes; ``file://`` here), equal to the whole input's rows of that protocol and split."""
+    want = read_predictions(run_files).filter((pl.col("protocol") == "dissonance") & (pl.col("split") == "real"))
+    local = distributed.read_group(run_files, "dissonance", split="real")
+    scanned = distributed.read_group([f"file://{p}" for p in run_files], "dissonance", split="real")
+    assert_frame_equal(local, scanned)
+    assert local.height == want.height > 0 and set(local["split"]) == {"real"}
+    assert local["instance_id"].to_list() == want["instance_id"].to_list()
+    assert_frame_equal(local, want.select(local.columns), check_dtypes=False)
 
 
 def test_a_refused_row_is_named_by_its_row_in_the_file(tmp_path):
@@ -220,11 +281,32 @@ def test_repeated_samples_and_random_factors_reach_the_tasks(tmp_path, random):
     assert want[0].filter(pl.col("protocol") == "dissonance")["se_prediction"].drop_nulls().len() > 0
     assert want[0].filter(pl.col("protocol") == "crossmodal")["se_prediction"].null_count() == \
         want[0].filter(pl.col("protocol") == "crossmodal").height
-    found = distributed.plan(paths)
-    if random:  # crossmodal has one prompt style: its task alone would refuse the factor the input has
-        distributed.check_random(paths, random)
-    groups = [distributed.group_tables(paths, p, found.model_order, RESAMPLES, 3, RESAMPLES, None, "t", random)
-              for p in found.protocols]
+    groups = _in_process(paths, random)
+    assert ("dissonance", "synthetic") in {(g.protocol, g.split) for g in groups}
     metrics, paired = distributed.gather(groups)
+    assert_frame_equal(metrics, want[0])
+    assert_frame_equal(paired, want[1])
+
+
+def test_a_protocol_whose_splits_fall_back_to_different_units_stays_one_task(tmp_path):
+    """Dissonance resamples anchors; where one split has no anchors its questions are the unit there, but the
+    single process decides from the whole protocol (anchors present: the unit is the anchor, a question without one
+    its own cluster). A split's task alone would fall back to ``item``, so the protocol stays one task: the same
+    tables."""
+    dis = synthetic_dissonance(n_models=3, n_items=24, seed=1).with_columns(
+        instance_id=pl.col("split") + ":" + pl.col("instance_id"),
+        anchor=pl.when(pl.col("split") == "real").then(pl.col("anchor")).otherwise(None))
+    paths = []
+    for split in ("real", "synthetic"):
+        paths.append(str(tmp_path / f"{split}.parquet"))
+        dis.filter(pl.col("split") == split).write_parquet(paths[-1])
+    found = distributed.plan(paths)
+    firsts = distributed.in_process(distributed.group_facts, paths,
+                                    [(0, ("dissonance", split, None)) for split in ("real", "synthetic")])
+    assert [units for _, units in firsts] == [{"dissonance": "anchor"}, {"dissonance": "item"}]
+    assert [(p, s) for p, s, _, _ in distributed.groups(paths, found, each=distributed.in_process)] == \
+        [("dissonance", None)]
+    want = metrics_and_paired(read_predictions(paths), resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    metrics, paired = distributed.gather(_in_process(paths))
     assert_frame_equal(metrics, want[0])
     assert_frame_equal(paired, want[1])

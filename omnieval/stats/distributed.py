@@ -1,30 +1,37 @@
 """``omnieval metrics`` and ``omnieval stats`` at sweep scale: the metrics table, the paired differences and the
-significance tests computed one benchmark (protocol) at a time as Ray tasks, each reading only its own rows and
-the columns the statistics read, so that the memory of a process is bounded by its group, not by the whole input
-(docs/runs.md, Statistics at scale).
+significance tests computed one group at a time as Ray tasks, each reading only its own rows and the columns the
+statistics read, so that the memory of a process is bounded by its group, not by the whole input (docs/runs.md,
+Statistics at scale).
 
-Why the group is the protocol: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its
-cells, its resampling streams keyed by protocol and split, its pairs), but inside a protocol some choices read all of
-its rows at once: the error kinds and confidence methods present (which rows the table has), the judges of the
-open-ended rows, the conditions and models a protocol's ``derive`` sees, and prompt pairs join units across prompts.
-A protocol's rows therefore stay together in one task; different protocols never meet. Nothing else is shared
-between tasks but the models' order of first appearance in the input (the orientation of model pairs), which the
-driver reads first from the ``model`` column alone.
+The groups: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its cells, its resampling
+streams keyed by protocol and split, its pairs), and inside a protocol every split on its own (model and prompt
+pairs, ranks and the resamples units share never cross a split). A ``SPLIT_LOCAL`` protocol with two splits or
+more is therefore one task per split; any other protocol one task. Some choices read all of a protocol's rows at
+once (the error kinds and confidence methods present, the judges of the open-ended rows: which rows the table
+has): a first pass of tasks computes them per split (``group_facts``, ``stats.first_pass``), the driver merges them
+per protocol and hands them to the split tasks. Prompts stay together: prompt pairs join a model's units across
+prompts, ``--random prompt`` pools them, and whether a unit's resamples are drawn paired (no pattern shortcut,
+``bootstrap.shared_item_sets``) depends on every unit of its split on the same questions, of any prompt.
+Nothing else is shared between tasks but the models' order of first appearance in the input (the orientation of
+model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats`` keeps one task per
+protocol.
 
 Identical numbers: a task reads its rows in the input's order (files in the order given, rows in file order,
 pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
-back in the single process's order (protocols sorted; the model and prompt pairs of every protocol before the
-modes rows); the Benjamini-Hochberg adjustment runs on the gathered table, as its families never cross protocols.
-Every random choice is keyed (``kernels.rng``, ``core.keyed``), so the worker count and the placement of tasks
-change nothing: ``tests/test_stats_distributed.py`` compares one worker, four workers and the single process.
+back in the single process's order (``gather``: protocols sorted; a split protocol's rows by unit, the pairs by
+context, the model and prompt pairs of every protocol before the modes rows); the Benjamini-Hochberg adjustment runs
+on the gathered table, as its families never cross a split. Every random choice is keyed (``kernels.rng``,
+``core.keyed``), so the worker count and the placement of tasks change nothing: ``tests/test_stats_distributed.py``
+compares one worker, four workers and the single process.
 
 Reading: a local Parquet file is read with polars' reader (less memory, ``_local_protocol_rows``), one on any
-other filesystem a run writes to (``s3://``, ``gs://``) with pyarrow's dataset scanner, the protocol as a filter
+other filesystem a run writes to (``s3://``, ``gs://``) with pyarrow's dataset scanner, the group as a filter
 (predicate pushdown: row groups whose statistics exclude it are skipped) and the columns the statistics read
 (column pushdown: ``UNREAD_COLUMNS`` stay on disk); a sweep's per-run files are read in place.
 JSONL and CSV files have no such index: they are read whole inside the task and filtered. Rows are checked as
 ``stats.read.read_predictions`` checks them; a refused row is reported with the row number of its file (the file
-is read again whole to name it).
+is read again whole to name it). Duplicates are found within a group only: the same (model, prompt, mode,
+instance) in two protocols, or in two splits of a split protocol, is refused by the single process but not here.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import polars as pl
 from omnieval.core.schema import InputError
 from omnieval.core.store import StoredPath, stored_path
 from omnieval.stats.clusters import ClusterChoice
+from omnieval.stats.first_pass import ProtocolFacts, merge, protocol_facts
 from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.read import without_skipped
 
@@ -56,15 +64,35 @@ UNREAD_COLUMNS = frozenset({"reasoning", "intermediate_text", "answer_text", "re
 media accounting, most of a row's bytes. A ``--cluster`` column is always read."""
 
 
+SPLIT_LOCAL = frozenset({"dissonance", "crossmodal", "contrastive"})
+"""Protocols whose rows are computed one split per task: their ``derive`` reads one item's rows of one unit at a
+time, so a split's rows give the same derived rows alone as with the others. ``spectrum``'s derive reads across
+splits (the ensemble is made where the protocol has two models or more, in their order of first appearance; the
+modality-set and breakdown keys exist where the protocol has two sets or a breakdown): it stays one task, as a
+protocol registered from outside does."""
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What the driver learns before any task runs: the protocols with their row counts, the models in order of
-    first appearance (the orientation of model pairs), and the number of rows."""
+    """What the driver learns before any task runs: the rows of each group (protocol and split), the models in
+    order of first appearance (the orientation of model pairs), and the number of rows."""
 
-    protocols: dict[str | None, int]
+    groups: dict[tuple[str | None, str | None], int]
     model_order: tuple[str, ...]
     n_rows: int
     asked_model_order: tuple[str, ...] = ()  # the same among the rows not marked ``skipped`` (what tests read)
+
+    @property
+    def protocols(self) -> dict[str | None, int]:
+        """Rows per protocol."""
+        counts: dict[str | None, int] = {}
+        for (protocol, _), n in self.groups.items():
+            counts[protocol] = counts.get(protocol, 0) + n
+        return counts
+
+    def splits(self, protocol: str | None) -> list[str | None]:
+        """The splits of a protocol, sorted (a null split last)."""
+        return sorted((s for p, s in self.groups if p == protocol), key=lambda s: (s is None, s or ""))
 
 
 @dataclass
@@ -77,8 +105,10 @@ class GroupResult:
     units: dict[str, str]
     n_predictions: int
     peak_rss_mb: float
-    ranks: pl.DataFrame | None = None  # stats.ranks of this protocol: its ranked rows never span two protocols
+    ranks: pl.DataFrame | None = None  # stats.ranks of this group: its ranked rows never span two splits
     extra: tuple[str, ...] = ()  # the paired table's extra columns (stats.samples' variance split)
+    split: str | None = None  # the group's split (None: every split of the protocol)
+    unit_keys: tuple[tuple[str, str, str], ...] = ()  # (model, prompt, split) of the units paired, in order
 
 
 def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
@@ -102,19 +132,19 @@ def _is_parquet(path: Path | StoredPath) -> bool:
 
 
 def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
-    """Protocols, model order and row count of the input, from the ``protocol`` and ``model`` columns alone
-    (Parquet, batch by batch); a file of another format is read whole once here (such inputs are small)."""
+    """Groups, model order and row count of the input, from the ``protocol``, ``split`` and ``model`` columns
+    alone (Parquet, batch by batch); a file of another format is read whole once here (such inputs are small)."""
     if not paths:
         raise InputError("no predictions files given")
-    counts: dict[str | None, int] = {}
+    counts: dict[tuple[str | None, str | None], int] = {}
     models: dict[str, None] = {}
     asked: dict[str, None] = {}
     n_rows = 0
     for given in paths:
         for frame in _protocols_and_models(given):
             n_rows += frame.height
-            for protocol, n in frame.group_by("protocol", maintain_order=True).len().iter_rows():
-                counts[protocol] = counts.get(protocol, 0) + n
+            for protocol, split, n in frame.group_by("protocol", "split", maintain_order=True).len().iter_rows():
+                counts[(protocol, split)] = counts.get((protocol, split), 0) + n
             models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
             kept = without_skipped(frame)["model"].drop_nulls()
             asked.update(dict.fromkeys(kept.unique(maintain_order=True).to_list()))
@@ -122,21 +152,21 @@ def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
 
 
 def _protocols_and_models(given: str | Path | StoredPath):
-    """The ``protocol``, ``model`` (and ``skipped``) columns of one file, batch by batch (the driver never holds a
-    whole column of a large file); a file that is not Parquet, or lacks a column, goes whole through the reader,
-    which names what is wrong."""
+    """The ``protocol``, ``split``, ``model`` (and ``skipped``) columns of one file, batch by batch (the driver
+    never holds a whole column of a large file); a file that is not Parquet, or lacks a column, goes whole through
+    the reader, which names what is wrong."""
     from omnieval.stats.read import read_predictions
 
     path = _file_of(given)
     names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
-    if not {"protocol", "model"} <= names:
+    if not {"protocol", "split", "model"} <= names:
         frame = read_predictions([given])
-        yield frame.select("protocol", "model", *(["skipped"] if "skipped" in frame.columns else []))
+        yield frame.select("protocol", "split", "model", *(["skipped"] if "skipped" in frame.columns else []))
         return
-    columns = ["protocol", "model", *(["skipped"] if "skipped" in names else [])]
+    columns = ["protocol", "split", "model", *(["skipped"] if "skipped" in names else [])]
     try:
         for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
-            yield pl.from_arrow(batch).with_columns(pl.col("protocol", "model").cast(pl.Utf8))
+            yield pl.from_arrow(batch).with_columns(pl.col("protocol", "split", "model").cast(pl.Utf8))
     except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
@@ -151,8 +181,9 @@ def _columns(path: Path | StoredPath, cluster: ClusterChoice, random: str | None
 
 
 def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: ClusterChoice,
-                   random: str | None = None) -> pl.DataFrame:
-    """One file's rows of ``protocol`` in file order, with ``_row`` (the row number in the file, from 1)."""
+                   random: str | None = None, split: str | None = None) -> pl.DataFrame:
+    """One file's rows of ``protocol`` (and of ``split``; None: every split) in file order, with ``_row`` (the row
+    number in the file, from 1)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -160,41 +191,52 @@ def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: Clust
         from omnieval.stats.read import _read_one
 
         frame = _read_one(path).with_columns(_row=pl.int_range(1, pl.len() + 1))
-        return frame.filter(pl.col("protocol").cast(pl.Utf8).eq_missing(protocol))
+        return frame.filter(_in_group(protocol, split))
     if not isinstance(path, StoredPath):
-        return _local_protocol_rows(path, protocol, cluster)
+        return _local_protocol_rows(path, protocol, cluster, random, split)
     data = _dataset(path)
     where = ds.field("protocol").is_null() if protocol is None else ds.field("protocol") == protocol
-    column = data.to_table(columns=["protocol"])["protocol"]
-    match = pc.is_null(column) if protocol is None else pc.fill_null(pc.equal(column, protocol), False)
+    table = data.to_table(columns=["protocol", *([] if split is None else ["split"])])
+    match = pc.is_null(table["protocol"]) if protocol is None else pc.fill_null(pc.equal(table["protocol"],
+                                                                                      protocol), False)
+    if split is not None:
+        where = where & (ds.field("split") == split)
+        match = pc.and_(match, pc.fill_null(pc.equal(pc.cast(table["split"], "string"), split), False))
     rows = np.flatnonzero(match.to_numpy(zero_copy_only=False))
     frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster, random), filter=where))
     return frame.with_columns(_row=pl.Series(rows + 1, dtype=pl.Int64))
 
 
-def _local_protocol_rows(path: Path, protocol: str | None, cluster: ClusterChoice) -> pl.DataFrame:
+def _in_group(protocol: str | None, split: str | None) -> pl.Expr:
+    """Rows of ``protocol`` (and of ``split``; None: every split)."""
+    match = pl.col("protocol").is_null() if protocol is None else pl.col("protocol").cast(pl.Utf8) == protocol
+    return match if split is None else match & (pl.col("split").cast(pl.Utf8) == split).fill_null(False)
+
+
+def _local_protocol_rows(path: Path, protocol: str | None, cluster: ClusterChoice, random: str | None = None,
+                         split: str | None = None) -> pl.DataFrame:
     """``_protocol_rows`` of a local Parquet file in one pass of polars' reader (numbered, then filtered, row
     groups the filter excludes skipped): measured at 400,000 rows, 0.28 KB a row of the process's peak against 0.45
     KB through pyarrow's scanner, which also reads the ``protocol`` column a second time for the row numbers."""
-    match = pl.col("protocol").is_null() if protocol is None else pl.col("protocol").cast(pl.Utf8) == protocol
     try:
-        return pl.scan_parquet(path).select(_columns(path, cluster)).with_row_index("_row", offset=1) \
-            .filter(match).with_columns(pl.col("_row").cast(pl.Int64)).collect()
+        return pl.scan_parquet(path).select(_columns(path, cluster, random)).with_row_index("_row", offset=1) \
+            .filter(_in_group(protocol, split)).with_columns(pl.col("_row").cast(pl.Int64)).collect()
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
 
 def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
-               cluster: ClusterChoice = None, random: str | None = None) -> pl.DataFrame:
-    """The rows of one protocol from every file, checked and completed as ``read.read_predictions`` does for the
-    whole input (same rows, same order, same columns but ``UNREAD_COLUMNS``)."""
+               cluster: ClusterChoice = None, random: str | None = None, split: str | None = None) -> pl.DataFrame:
+    """The rows of one protocol (and of one ``split`` of it; None: every split) from every file, checked and
+    completed as ``read.read_predictions`` does for the whole input (same rows, same order, same columns but
+    ``UNREAD_COLUMNS``)."""
     from omnieval.stats import read
 
     read.load_protocols()
     frames = []
     for given in paths:
         path = _file_of(given)
-        part = _protocol_rows(path, protocol, cluster, random)
+        part = _protocol_rows(path, protocol, cluster, random, split)
         if part.is_empty():
             continue
         rows = part["_row"]
@@ -205,29 +247,51 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
             raise
         frames.append(part.with_columns(_file=pl.lit(str(path)), _row=rows))
     if not frames:
-        raise InputError(f"no predictions of protocol {protocol!r}")
+        raise InputError(f"no predictions of protocol {protocol!r}" + ("" if split is None else f", split {split!r}"))
     frame = pl.concat(frames, how="diagonal_relaxed")
     read._check_duplicates(frame)
     return read._fill_confidence_from_logprobs(frame.drop("_file", "_row"))
 
 
+def group_facts(paths: Sequence[str], protocol: str | None, split: str | None, cluster: ClusterChoice,
+                random: str | None = None) -> tuple[ProtocolFacts, dict[str, str]]:
+    """The first pass over one group: its whole-protocol choices (``stats.first_pass``) from the frame the metrics
+    read (read, prepared, clustered and derived as ``metrics.metrics_table`` does), and its resampling unit."""
+    from omnieval.stats.clusters import units_used, with_clusters
+    from omnieval.stats.read import prepare
+    from omnieval.stats.registry import REGISTRY
+
+    frame = with_clusters(prepare(read_group(paths, protocol, cluster, random, split)), cluster)
+    spec = REGISTRY[protocol]
+    part = frame if spec.derive is None else spec.derive(frame)
+    return protocol_facts(part), units_used(frame, cluster)
+
+
 def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequence[str], resamples: int,
                  seed: int, permutations: int, cluster: ClusterChoice, interval: str,
-                 random: str | None = None) -> GroupResult:
-    """The metrics rows and paired rows (not yet adjusted) of one protocol: the body of one Ray task, the single
-    process's own (``stats.paired.metrics_and_paired_rows``) on the protocol's rows."""
+                 random: str | None = None, split: str | None = None,
+                 facts: ProtocolFacts | None = None) -> GroupResult:
+    """The metrics rows and paired rows (not yet adjusted) of one group (a protocol, or one split of it with the
+    whole protocol's ``facts``): the body of one Ray task, the single process's own
+    (``stats.paired.metrics_and_paired_rows``) on the group's rows."""
     from omnieval.stats.clusters import units_used
     from omnieval.stats.paired import Collector, metrics_and_paired_rows, table_of
     from omnieval.stats.ranks import ranks_table
 
-    frame = read_group(paths, protocol, cluster, random)
+    frame = read_group(paths, protocol, cluster, random, split)
     collector = Collector()
     metrics, paired, extra = metrics_and_paired_rows(frame, resamples, seed, permutations, cluster, interval,
                                                      collector, random, model_order=list(model_order),
-                                                     random_checked=True)  # the whole input was: check_random
+                                                     random_checked=True,  # the whole input was: check_random
+                                                     facts=None if facts is None else {protocol: facts})
     ranks = ranks_table(collector.units, table_of(paired, extra), resamples, metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks, extra)
+    return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks, extra,
+                       split, tuple(u.key for u in collector.units))
+
+
+def _protocol_key(protocol: str | None) -> tuple[bool, str]:
+    return protocol is None, protocol or ""
 
 
 def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -235,22 +299,69 @@ def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
     repeated samples has no variance-split columns where another has them: null there, as in the single process."""
     from omnieval.stats.paired import table_of
 
-    results = sorted(results, key=lambda r: (r.protocol is None, r.protocol or ""))
+    results = sorted(results, key=lambda r: (_protocol_key(r.protocol), r.split is None, r.split or ""))
     widest = max((r.metrics.columns for r in results), key=len)
-    metrics = pl.concat([r.metrics for r in results], how="diagonal_relaxed").select(widest)
+    by_protocol: dict[str | None, list[GroupResult]] = {}
+    for r in results:
+        by_protocol.setdefault(r.protocol, []).append(r)
+    metrics = pl.concat([_metrics_in_order(group) for group in by_protocol.values()],
+                        how="diagonal_relaxed").select(widest)
     extra = max((r.extra for r in results), key=len)
-    pairs = [row for r in results for row in r.paired if row["comparison"] != "modes"]
-    modes = [row for r in results for row in r.paired if row["comparison"] == "modes"]
+    pairs = [row for group in by_protocol.values() for row in _pairs_in_order(group)]
+    modes = [row for group in by_protocol.values() for row in _modes_in_order(group)]
     return metrics, table_of(pairs + modes, extra)
 
 
+def _metrics_in_order(groups: list[GroupResult]) -> pl.DataFrame:
+    """One protocol's metrics rows as ``metrics_table`` writes them: the units' rows sorted by unit (model,
+    prompt, split), then the open-ended rows sorted the same way (``open_metrics.OPEN_METRICS``); a protocol of
+    one group is already in that order."""
+    from omnieval.stats.open_metrics import OPEN_METRICS
+
+    if len(groups) == 1:
+        return groups[0].metrics
+    frame = pl.concat([g.metrics.with_row_index("_at") for g in groups], how="diagonal_relaxed")
+    return frame.sort(pl.col("metric").is_in(list(OPEN_METRICS)), "model", "prompt", "split", "_at",
+                      maintain_order=True).drop("_at")
+
+
+def _pairs_in_order(groups: list[GroupResult]) -> list[dict]:
+    """One protocol's model and prompt pairs as ``paired.paired_rows`` writes them: by context (a prompt's model
+    pairs, a model's prompt pairs) in the order the units, sorted, first name it, each context's rows as its
+    group wrote them (a context never spans two splits)."""
+    pairs = [[row for row in g.paired if row["comparison"] != "modes"] for g in groups]
+    if len(groups) == 1:
+        return pairs[0]
+    order: dict[tuple[str, str, str], int] = {}
+    for model, prompt, split in sorted(key for g in groups for key in g.unit_keys):
+        order.setdefault(("models", prompt, split), len(order))
+        order.setdefault(("prompts", model, split), len(order))
+
+    def context(row: dict) -> int:
+        named = row["prompt"] if row["comparison"] == "models" else row["model"]
+        return order[(row["comparison"], named, row["split"])]
+    return sorted((row for rows in pairs for row in rows), key=context)  # stable: a context's rows keep order
+
+
+def _modes_in_order(groups: list[GroupResult]) -> list[dict]:
+    """One protocol's ``modes`` rows (multiple-choice against open-ended) by unit, sorted, as written."""
+    modes = [row for g in groups for row in g.paired if row["comparison"] == "modes"]
+    if len(groups) == 1:
+        return modes
+    return sorted(modes, key=lambda row: (row["model"], row["prompt"], row["split"]))
+
+
 def gather_ranks(results: list[GroupResult]) -> pl.DataFrame:
-    """The ``stats.ranks`` table from the groups' own, in the single process's order (by protocol first)."""
+    """The ``stats.ranks`` table from the groups' own, in the single process's order (protocol, prompt, split)."""
     from omnieval.stats.ranks import RANK_COLUMNS
 
-    results = sorted(results, key=lambda r: (r.protocol is None, r.protocol or ""))
+    results = sorted(results, key=lambda r: (_protocol_key(r.protocol), r.split is None, r.split or ""))
     frames = [r.ranks for r in results if r.ranks is not None]
-    return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=dict.fromkeys(RANK_COLUMNS, pl.Utf8))
+    if not frames:
+        return pl.DataFrame(schema=dict.fromkeys(RANK_COLUMNS, pl.Utf8))
+    frame = pl.concat(frames, how="vertical").with_row_index("_at")
+    protocol = pl.col("protocol")
+    return frame.sort(protocol.is_null(), protocol, "prompt", "split", "_at", maintain_order=True).drop("_at")
 
 
 def parquet_rows(paths: Sequence[str | Path | StoredPath]) -> int:
@@ -299,16 +410,46 @@ def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000
                permutations: int = 10_000, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
                workers: int | None = None,
                random: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
-    """Both tables with one Ray task per protocol on the Ray this process is connected to (``connect``), the
-    largest protocols first, at most ``workers`` tasks at a time (default: as many as the cluster's CPUs take).
-    The driver holds only the plan and the tasks' rows."""
+    """Both tables with one Ray task per group (``groups``) on the Ray this process is connected to
+    (``connect``), the largest groups first, at most ``workers`` tasks at a time (default: as many as the
+    cluster's CPUs take). The driver holds only the plan, the groups' facts and the tasks' rows."""
     found = plan(paths)
     if random is not None:
         check_random(paths, random)
-    results = _each_protocol(group_tables, paths, found, workers, found.model_order, resamples, seed, permutations,
-                             cluster, interval, random)
+    jobs = [(n, (protocol, found.model_order, resamples, seed, permutations, cluster, interval, random, split,
+                 facts)) for protocol, split, facts, n in groups(paths, found, cluster, random, workers)]
+    results = _each(group_tables, paths, jobs, workers)
     metrics, paired = gather(results)
     return metrics, paired, results
+
+
+def groups(paths: Sequence[str | Path | StoredPath], found: Plan, cluster: ClusterChoice = None,
+           random: str | None = None, workers: int | None = None,
+           each=None) -> list[tuple[str | None, str | None, ProtocolFacts | None, int]]:
+    """``(protocol, split, facts, rows)`` of every task: one per split of a ``SPLIT_LOCAL`` protocol with two
+    splits or more, each with the whole protocol's facts from a first pass over its splits (``group_facts``, as
+    Ray tasks; ``each=in_process``: in this process); one per other protocol (split None, facts its own). A
+    protocol whose splits fall back to different resampling units (``stats.first_pass``) stays one task."""
+    out: list[tuple[str | None, str | None, ProtocolFacts | None, int]] = []
+    splittable = []
+    for protocol, n in found.protocols.items():
+        splits = found.splits(protocol)
+        if protocol in SPLIT_LOCAL and len(splits) > 1 and None not in splits:
+            splittable.append(protocol)
+        else:
+            out.append((protocol, None, None, n))
+    keys = [(protocol, split) for protocol in splittable for split in found.splits(protocol)]
+    firsts = (each or _each)(group_facts, paths, [(found.groups[key], (*key, cluster, random)) for key in keys],
+                             workers)
+    for protocol in splittable:
+        mine = [(key[1], facts, units) for key, (facts, units) in zip(keys, firsts, strict=True)
+                if key[0] == protocol]
+        if len({tuple(sorted(units.items())) for _, _, units in mine}) > 1:
+            out.append((protocol, None, None, found.protocols[protocol]))
+            continue
+        merged = merge([facts for _, facts, _ in mine])
+        out += [(protocol, split, merged, found.groups[(protocol, split)]) for split, _, _ in mine]
+    return out
 
 
 def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
@@ -317,9 +458,10 @@ def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutation
     given by its caller, which imports this module) on each, rows in the single process's order: each kind of
     test (``TEST_ORDER``) for every protocol before the next kind."""
     found = plan(paths)
-    tables = _each_protocol(group_tests, paths, found, workers, stats_table, found.asked_model_order, permutations,
-                            seed, cluster)
-    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: (pt[0] is None, pt[0] or ""))], how="vertical")
+    jobs = [(n, (protocol, stats_table, found.asked_model_order, permutations, seed, cluster))
+            for protocol, n in found.protocols.items()]
+    tables = _each(group_tests, paths, jobs, workers)
+    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: _protocol_key(pt[0]))], how="vertical")
     kind = pl.col("test").replace_strict({t: i for i, t in enumerate(TEST_ORDER)}, default=len(TEST_ORDER),
                                          return_dtype=pl.Int64)
     return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")
@@ -339,21 +481,28 @@ def group_tests(paths: Sequence[str], protocol: str | None, stats_table, model_o
                                  model_order=list(model_order))
 
 
-def _each_protocol(body, paths, found: Plan, workers: int | None, *args) -> list:
-    """``body(paths, protocol, *args)`` as one Ray task per protocol, the largest first, at most ``workers`` at a
-    time (default: as many as the cluster's CPUs take); the results in the order they finish."""
+def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None) -> list:
+    """``body(paths, *args)`` for every ``(rows, args)`` of ``jobs`` as Ray tasks, the largest first, at most
+    ``workers`` at a time (default: as many as the cluster's CPUs take); the results in the jobs' order."""
     import ray
 
     uris = [p.uri if isinstance(p, StoredPath) else str(p) for p in paths]
     task = ray.remote(num_cpus=1, max_retries=0)(body)
-    waiting = sorted(found.protocols, key=lambda p: (-found.protocols[p], p is None, p or ""))
-    running, results = [], []
+    waiting = sorted(range(len(jobs)), key=lambda i: -jobs[i][0])  # stable: ties keep the jobs' order
+    running: dict = {}
+    results: dict[int, object] = {}
     while waiting or running:
         while waiting and (workers is None or len(running) < workers):
-            running.append(task.remote(uris, waiting.pop(0), *args))
-        done, running = ray.wait(running, num_returns=1)
-        results.append(_result(done[0]))
-    return results
+            i = waiting.pop(0)
+            running[task.remote(uris, *jobs[i][1])] = i
+        done, _ = ray.wait(list(running), num_returns=1)
+        results[running.pop(done[0])] = _result(done[0])
+    return [results[i] for i in range(len(jobs))]
+
+
+def in_process(body, paths, jobs: list[tuple[int, tuple]], workers: int | None = None) -> list:
+    """``_each`` without Ray: the jobs one after the other in this process (what the tests compare)."""
+    return [body(list(paths), *args) for _, args in jobs]
 
 
 def _result(ref) -> GroupResult:

@@ -20,7 +20,7 @@ under ``omnieval/protocols``. Writing the command's files (and the paired differ
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import polars as pl
@@ -30,9 +30,10 @@ from omnieval.core.schema import InputError
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.factors import FactorSplit, pool_levels
+from omnieval.stats.first_pass import ProtocolFacts, protocol_facts
 from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
-from omnieval.stats.read import error_kinds_present, prepare, read_predictions
+from omnieval.stats.read import prepare, read_predictions
 from omnieval.stats.registry import REGISTRY, load_protocols
 from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
@@ -43,7 +44,8 @@ TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
                   on_unit: UnitHook | None = None, cluster: ClusterChoice = None,
                   interval: str = DEFAULT_METHOD, variance: VarianceSplit | None = None,
-                  random: str | None = None, random_checked: bool = False) -> pl.DataFrame:
+                  random: str | None = None, random_checked: bool = False,
+                  facts: Mapping[str, ProtocolFacts] | None = None) -> pl.DataFrame:
     """The long metrics table (docs/reference.md, Metrics) of a predictions frame (as returned by ``read_predictions``).
 
     ``n_items`` is the number of distinct items (questions) behind the row: those with a prediction in the cells the
@@ -55,7 +57,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     ``sample`` column above 0 somewhere) add ``se_total``, ``se_data`` and ``se_prediction`` (``stats.samples``;
     null on the rows of units with one sample per instance); without them the table is as before. ``variance``:
     the split's hook to use (what the paired differences read it from afterwards). ``random``: a column whose levels
-    are a random factor (``stats.factors``): pooled, their spread in ``se_<column>``, ``se_total`` and the interval."""
+    are a random factor (``stats.factors``): pooled, their spread in ``se_<column>``, ``se_total`` and the interval.
+    ``facts``: protocol -> the choices made from all of its rows (``stats.first_pass``), where ``predictions``
+    holds part of a protocol (a Ray task of ``stats.distributed``); default: read from ``predictions``."""
     load_protocols()
     check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
@@ -73,8 +77,9 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         if spec.derive is not None:
             part = spec.derive(part)
         mcq = part.filter(pl.col("mode") != "open")
-        spec = with_forced_rate(with_error_rates(spec, error_kinds_present(mcq)))
-        if (mcq["_scored"] | mcq["_official_counted"]).any():  # answers read from text: verdicts beside accuracy
+        fact = (facts or {}).get(protocol) or protocol_facts(part)
+        spec = with_forced_rate(with_error_rates(spec, fact.error_kinds))
+        if fact.answers_from_text:  # answers read from text: verdicts beside accuracy
             spec = with_answer_verdicts(spec)
         hook = on_unit
         if split is not None:  # repeated samples: the variance split beside the interval (stats.samples)
@@ -83,8 +88,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         if factor is not None:
             factor.spec_frames[spec.name] = mcq
             hook = _both(factor, hook)
-        rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval))
-        rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval))
+        rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval, methods=fact.confidence_methods))
+        rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval, fact.open))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
                                                          "n_clusters": pl.Int64}

@@ -41,17 +41,21 @@ by other tools, from columns named ``verdict@<judge>``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
-from omnieval.core.schema import VERDICTS
+from omnieval.core.schema import ERROR_KINDS, VERDICTS
 from omnieval.stats.bootstrap import protocol_rows
 from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.read import error_kinds_present
 
 JUDGE_COLUMN = "verdict@"
+OPEN_METRICS = frozenset({"open_accuracy", "open_abstention", "judge_agreement", "judge_kappa", "mcq_open_gap",
+                          "open_invalid_verdicts", "open_error_rate"})
+"""The metrics of this module (the table above): the rows ``open_rows`` adds after a protocol's others."""
 
 
 def judges_of(frame: pl.DataFrame) -> list[str]:
@@ -222,20 +226,58 @@ def _fleiss(cells) -> np.ndarray:
         return np.where(p_e < 1, (p_bar - p_e) / (1 - p_e), np.nan)
 
 
+@dataclass(frozen=True)
+class OpenFacts:
+    """What ``open_rows`` reads from all of a protocol's open rows at once, not unit by unit: the judges, whether
+    instances have a level ``k``, whether options include abstention, the error kinds present, and whether a
+    benchmark's released rule scored any open answer (``official``). A task holding part of a protocol
+    (``stats.distributed``) is handed the whole protocol's, gathered by ``stats.first_pass``."""
+
+    judges: tuple[str, ...]
+    has_k: bool
+    has_abstention: bool
+    error_kinds: tuple[str, ...]
+    official: bool = False
+
+    def merged(self, other: OpenFacts | None) -> OpenFacts:
+        """The facts of both parts' rows together (their union)."""
+        if other is None:
+            return self
+        kinds = set(self.error_kinds) | set(other.error_kinds)
+        return OpenFacts(tuple(sorted(set(self.judges) | set(other.judges))), self.has_k or other.has_k,
+                         self.has_abstention or other.has_abstention,
+                         tuple(kind for kind in ERROR_KINDS if kind in kinds), self.official or other.official)
+
+
+def open_facts(frame: pl.DataFrame) -> OpenFacts | None:
+    """The ``OpenFacts`` of one protocol's prepared frame (both modes); None without open rows."""
+    if "mode" not in frame.columns:
+        return None
+    opened = frame.filter(pl.col("mode") == "open")
+    if opened.is_empty():
+        return None
+    part = frame.join(opened.select("model", "prompt", "split").unique(), on=["model", "prompt", "split"],
+                      how="semi")
+    has_k = "k" in part.columns and part["k"].null_count() < len(part)
+    official = "_official_counted" in opened.columns and bool(opened["_official_counted"].any())
+    return OpenFacts(tuple(judges_of(opened)), has_k, opened["abstain_label"].null_count() < len(opened),
+                     tuple(error_kinds_present(opened)), official)
+
+
 def open_rows(frame: pl.DataFrame, protocol: str, resamples: int, seed: int, on_unit=None,
-              interval: str = DEFAULT_METHOD) -> list[dict]:
-    """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows)."""
+              interval: str = DEFAULT_METHOD, facts: OpenFacts | None = None) -> list[dict]:
+    """The open-ended metric rows of one protocol's prepared frame (both modes; nothing if no open rows).
+    ``facts``: the whole protocol's (``OpenFacts``) where ``frame`` holds part of it; default: ``frame``'s."""
     if "mode" not in frame.columns or frame.filter(pl.col("mode") == "open").is_empty():
         return []
-    opened = frame.filter(pl.col("mode") == "open")
-    judges = judges_of(opened)
-    if not judges and not opened["_official_counted"].any():
+    facts = facts or open_facts(frame)
+    if facts is None or (not facts.judges and not facts.official):
         return []
     # Units that have open rows only (an mcq-only unit gets no open metrics).
-    units = opened.select("model", "prompt", "split").unique()
+    units = frame.filter(pl.col("mode") == "open").select("model", "prompt", "split").unique()
     part = frame.join(units, on=["model", "prompt", "split"], how="semi")
+    judges = list(facts.judges)
     prepared = open_frame(part, judges)
-    has_k = "k" in prepared.columns and prepared["k"].null_count() < len(prepared)
-    spec = open_spec(protocol, judges, has_k, has_abstention=opened["abstain_label"].null_count() < len(opened))
-    spec = with_error_rates(spec, error_kinds_present(opened), metric="open_error_rate", where="is_open")
+    spec = open_spec(protocol, judges, facts.has_k, has_abstention=facts.has_abstention)
+    spec = with_error_rates(spec, facts.error_kinds, metric="open_error_rate", where="is_open")
     return protocol_rows(prepared, spec, resamples, seed, on_unit, interval)

@@ -336,13 +336,16 @@ def table_of(rows: Iterable[dict], extra: tuple[str, ...] = ()) -> pl.DataFrame:
 def metrics_and_paired_rows(predictions: pl.DataFrame, resamples: int, seed: int, permutations: int,
                             cluster: ClusterChoice, interval: str, collector: Collector, random: str | None = None,
                             model_order: list[str] | None = None,
-                            random_checked: bool = False) -> tuple[pl.DataFrame, list[dict], tuple[str, ...]]:
+                            random_checked: bool = False,
+                            facts=None) -> tuple[pl.DataFrame, list[dict], tuple[str, ...]]:
     """The metrics table, the paired rows (p not yet adjusted) and the paired table's extra columns of one pass:
     the body both the single process (``metrics_and_paired``) and a Ray task (``stats.distributed``) run, so a
-    feature added here (repeated samples, random factors) reaches both."""
+    feature added here (repeated samples, random factors) reaches both. ``facts``: a task's whole-protocol choices
+    (``metrics.metrics_table``)."""
     variance = VarianceSplit({}, resamples, seed) if has_samples(predictions) else None
     metrics = metrics_table(predictions, resamples=resamples, seed=seed, on_unit=collector, cluster=cluster,
-                            interval=interval, variance=variance, random=random, random_checked=random_checked)
+                            interval=interval, variance=variance, random=random, random_checked=random_checked,
+                            facts=facts)
     rows = paired_rows(collector, predictions, resamples, seed, permutations, cluster, interval,
                        model_order=model_order)
     if variance is None:
