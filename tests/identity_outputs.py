@@ -1,6 +1,7 @@
 """The outputs whose values must not change when code is reorganised: the demo's four runs (simulated models) and a
 sweep over the four synthetic benchmarks with two prompt styles, two splits (dissonance's ``real`` and
-``synthetic``), repeated samples and a random factor (``--random prompt``), each through ``run`` -> ``metrics`` -> ``report``.
+``synthetic``), repeated samples and a random factor (``--random prompt``), each through ``run`` -> ``metrics`` ->
+``report``.
 
 ``canonical(folder)`` reduces a finished folder to tables of values keyed by what names a row, independent of row
 order, file paths, timings and the git commit, so two runs of different code can be compared value for value.
@@ -32,9 +33,8 @@ VOLATILE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?|\b[0-9a-f]{10,
 
 def build_demo(out: Path) -> None:
     """The demo without its transformers model (its floating-point logits are not part of this contract)."""
-    from omnieval.dev.demo import run_demo
-
     from omnieval.cli import main
+    from omnieval.dev.demo import run_demo
 
     assert run_demo(out, with_hf=False) == 0
     assert main(["report", str(out), "--out", str(out / "report")]) == 0
