@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -96,7 +95,7 @@ class ProtocolSpec:
             if value is not None and (not isinstance(value, str) or ":" not in value):
                 raise TypeError(f"{where}: {name} must be a 'package.module:function' string, got {value!r}")
         object.__setattr__(self, "paired_matrix", _pairs(self.paired_matrix, where))
-        object.__setattr__(self, "value_ranges", MappingProxyType(dict(self.value_ranges)))
+        object.__setattr__(self, "value_ranges", dict(self.value_ranges))
 
     def expand(self, items: Sequence[BaseModel], bench, seed: int, options: BaseModel | None) -> list[Instance]:
         """``expand_all``, and a check that every instance is this protocol's and carries its prompt layout (an

@@ -190,7 +190,6 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
     whole input (same rows, same order, same columns but ``UNREAD_COLUMNS``)."""
     from omnieval.stats import read
 
-    read.load_protocols()
     frames = []
     for given in paths:
         path = _file_of(given)
