@@ -190,7 +190,7 @@ def test_report_section_from_its_layout_registered_through_the_environment(outpu
     assert {"fifth", "paired-fifth", "significance-fifth"} <= set(parsed.sections)
     assert "Fifth: what the picture adds" in page and "What the picture adds" in page
     assert 'data-figure="fifth-accuracy"' in page
-    assert "image_share, the gain over the accuracy with the picture, is at most 1" in page  # its VALUE_RANGES
+    assert "image_share, the gain over the accuracy with the picture, is at most 1" in page  # its spec's value_ranges
     gains = {c["data-model"]: float(c["data-value"]) for c in parsed.cells
              if c["data-metric"] == "image_gain" and c.get("data-protocol") == "fifth"}
     for model in ("sim-image", "sim-text"):

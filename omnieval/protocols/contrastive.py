@@ -358,7 +358,7 @@ def metrics_spec():
         bounds={"accuracy": UNIT, "permutation_consistency": UNIT, "position_bias": DIFFERENCE})
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,

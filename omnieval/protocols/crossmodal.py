@@ -465,7 +465,7 @@ def metrics_spec():
                 "imbalance": DIFFERENCE, "disparity": (-2.0, 2.0)})
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
