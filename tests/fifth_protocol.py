@@ -6,8 +6,10 @@ another one of the benchmark, named by the item itself: ``other_image``). Metric
 ``accuracy`` per condition, ``image_gain`` = accuracy[normal] - accuracy[no_image], and ``image_share`` =
 image_gain / accuracy[normal] (the share of the accuracy the picture buys), plus the invalid rate.
 
-It uses only what any protocol module may: ``omnieval.core`` and polars / numpy (its synthetic benchmark writer,
-which needs the dataset helpers, imports them when called).
+The module exports one value, ``SPEC`` (``omnieval.protocols.spec.ProtocolSpec``): everything the run, the
+statistics, the report and ``omnieval datasets synth`` know of the protocol is in it. It uses only what any protocol
+module may: ``omnieval.core``, the spec type and polars / numpy (its synthetic benchmark writer, which needs the
+dataset helpers, imports them when called).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from omnieval.core.protocol_views import (
     ReportTable,
 )
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict
+from omnieval.protocols.spec import ProtocolSpec
 
 NAME = "fifth"
 CONDITIONS = ("normal", "no_image")
-ITEM_LOCAL = True  # an item names its replacement picture itself: no other item is read
 
 
 class Item(Strict):
@@ -122,7 +124,6 @@ def metrics_spec() -> ProtocolMetrics:
 
 # --- how the results are shown ---
 
-PAIRED_MATRIX = (("accuracy", None), ("image_gain", ""))
 REPORT = ReportLayout(
     title="Fifth: what the picture adds",
     intro="Each question asked with its own picture (normal) and with another one (no_image).",
@@ -132,9 +133,6 @@ REPORT = ReportLayout(
     figures=(ReportBars("fifth-accuracy", "Accuracy with and without the item's picture, with 95% intervals",
                         "accuracy", CONDITIONS, ylabel="accuracy", xlabel="condition"),),
 )
-VALUE_RANGES = {"image_share": "image_share, the gain over the accuracy with the picture, is at most 1 and has no "
-                               "lower bound"}
-SYNTHETIC_BENCHMARK = f"{__name__}:make_benchmark"
 
 PALETTE = ("red", "blue", "green", "yellow", "magenta", "cyan")
 
@@ -164,3 +162,15 @@ def make_benchmark(out: str | Path, seed: int, options, overwrite: bool = False)
             still_image(tmp / "media" / f"{colour}.png", colour=colour, size=(64, 48))
         write_benchmark_files(tmp, items, {"name": "fifth", "protocol": NAME, "seed": seed})
     return Path(out)
+
+
+SPEC = ProtocolSpec(
+    name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
+    expand_all=expand_all, metrics=metrics_spec,
+    item_local=True,  # an item names its replacement picture itself: no other item is read
+    paired_matrix=(("accuracy", None), ("image_gain", "")),
+    report=REPORT,
+    value_ranges={"image_share": "image_share, the gain over the accuracy with the picture, is at most 1 and has "
+                                 "no lower bound"},
+    synthetic_benchmark=f"{__name__}:make_benchmark",
+)

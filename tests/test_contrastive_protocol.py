@@ -19,9 +19,7 @@ from omnieval.core.schema import InputError
 from omnieval.protocols import contrastive
 from omnieval.protocols.contrastive import Item, Options
 from omnieval.stats.metrics import metrics_table
-from omnieval.stats.registry import register
 
-register(contrastive.metrics_spec())
 LETTERS = "ABCD"
 
 

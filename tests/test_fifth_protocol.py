@@ -1,7 +1,8 @@
-"""A fifth protocol, defined in the tests alone (``fifth_protocol.py``), plugs in with one registration and nothing
-else: its synthetic benchmark, a run through the real pipeline (simulated engine, local Ray), ``omnieval metrics``
-(metrics with intervals, paired differences, headline table), ``omnieval stats`` (McNemar on its baseline condition,
-permutation tests) and ``omnieval report`` (its own section, comparisons and tests) all come from its module.
+"""A fifth protocol, defined in the tests alone (``fifth_protocol.py``, whose ``SPEC`` is all the registry reads),
+plugs in with one registration and nothing else: its synthetic benchmark, a run through the real pipeline
+(simulated engine, local Ray), ``omnieval metrics`` (metrics with intervals, paired differences, headline table),
+``omnieval stats`` (McNemar on its baseline condition, permutation tests) and ``omnieval report`` (its own section,
+comparisons and tests) all come from its spec.
 
 Every number is checked against a computation of its own from the predictions (polars, numpy, scipy), never against
 the code under test."""
@@ -22,9 +23,9 @@ import pytest
 from omnieval.cli import main
 from omnieval.config import parse_run_config
 from omnieval.core.schema import InputError
-from omnieval.protocols import PROTOCOLS, get_protocol, register_protocol
+from omnieval.protocols import PROTOCOLS, get_protocol, register_protocol, unregister_protocol
+from omnieval.protocols.spec import ProtocolSpec
 from omnieval.run.pipeline import run_evaluation
-from omnieval.stats.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -39,8 +40,7 @@ MODELS = [{"name": "sim-image", "engine": "simulated", "options": {"seed": 3, "r
 def fifth():
     register_protocol("fifth", MODULE)
     yield get_protocol("fifth")
-    PROTOCOLS.pop("fifth")
-    REGISTRY.pop("fifth", None)
+    unregister_protocol("fifth")
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +190,7 @@ def test_report_section_from_its_layout_registered_through_the_environment(outpu
     assert {"fifth", "paired-fifth", "significance-fifth"} <= set(parsed.sections)
     assert "Fifth: what the picture adds" in page and "What the picture adds" in page
     assert 'data-figure="fifth-accuracy"' in page
-    assert "image_share, the gain over the accuracy with the picture, is at most 1" in page  # its VALUE_RANGES
+    assert "image_share, the gain over the accuracy with the picture, is at most 1" in page  # its spec's value_ranges
     gains = {c["data-model"]: float(c["data-value"]) for c in parsed.cells
              if c["data-metric"] == "image_gain" and c.get("data-protocol") == "fifth"}
     for model in ("sim-image", "sim-text"):
@@ -199,7 +199,7 @@ def test_report_section_from_its_layout_registered_through_the_environment(outpu
 
 
 def test_registration_refuses_a_module_that_is_not_a_protocol(fifth):
-    with pytest.raises(InputError, match="lacks NAME, Item, Options"):
+    with pytest.raises(InputError, match="exports no SPEC = ProtocolSpec"):
         register_protocol("media", "omnieval.protocols.shared_media")
     with pytest.raises(InputError, match="is called 'fifth', not 'sixth'"):
         register_protocol("sixth", MODULE)
@@ -207,3 +207,50 @@ def test_registration_refuses_a_module_that_is_not_a_protocol(fifth):
         register_protocol("fifth", "omnieval.protocols.spectrum")
     register_protocol("fifth", MODULE)  # the same registration again: nothing changes
     assert PROTOCOLS["fifth"] == MODULE and "media" not in PROTOCOLS and "sixth" not in PROTOCOLS
+
+
+def test_the_registry_hands_out_the_module_spec(fifth):
+    """What every layer gets for the name is the module's one ``SPEC`` value, its fields as the module states them."""
+    import tests.fifth_protocol as module
+
+    assert fifth is module.SPEC and isinstance(fifth, ProtocolSpec)
+    assert (fifth.name, fifth.item_local, fifth.prompt_layout) == ("fifth", True, "options")
+    assert fifth.paired_matrix == (("accuracy", None), ("image_gain", ""))
+    assert fifth.report_section is None and fifth.report.title == "Fifth: what the picture adds"
+
+
+def test_a_spec_of_the_wrong_shape_is_refused_when_made(fifth):
+    """A field of the wrong kind is refused where the spec is written, naming the protocol and the field."""
+    import dataclasses
+
+    with pytest.raises(TypeError, match="'fifth': item must be a pydantic model class"):
+        dataclasses.replace(fifth, item=dict)
+    with pytest.raises(TypeError, match="'fifth': prompt_layout 'grid' is not one of options, scenes"):
+        dataclasses.replace(fifth, prompt_layout="grid")
+    with pytest.raises(TypeError, match="'fifth': synthetic_benchmark must be a 'package.module:function'"):
+        dataclasses.replace(fifth, synthetic_benchmark="tests.fifth_protocol.make_benchmark")
+    with pytest.raises(TypeError, match="paired_matrix entries are"):
+        dataclasses.replace(fifth, paired_matrix=(("accuracy",),))
+
+
+def test_expansion_refuses_instances_that_do_not_follow_the_spec(fifth, tmp_path):
+    """The spec's prompt layout is what its instances carry: a protocol whose instances say otherwise is refused at
+    expansion (``ProtocolSpec.expand``), before any model is asked, naming the instance."""
+    import dataclasses
+
+    from omnieval.datasets.benchmark import load_benchmark
+
+    bench = load_benchmark(main_synth(tmp_path))
+    options = fifth.options()
+    assert len(fifth.expand(bench.items, bench, 0, options)) == 2 * 8
+    scenes = dataclasses.replace(fifth, prompt_layout="scenes")
+    with pytest.raises(ValueError, match=r"instance 'q000\|normal\|s0' with protocol 'fifth' and prompt layout "
+                                         r"'options'; its spec says 'fifth' and 'scenes'"):
+        scenes.expand(bench.items, bench, 0, options)
+
+
+def main_synth(tmp_path: Path) -> Path:
+    """An eight-item benchmark of the fifth protocol, written by its spec's synthetic benchmark writer."""
+    bench = tmp_path / "bench"
+    assert main(["datasets", "synth", "--protocol", "fifth", "--out", str(bench), "--items", "8"]) == 0
+    return bench

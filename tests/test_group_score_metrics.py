@@ -10,11 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.protocols import spectrum
 from omnieval.stats.metrics import metrics_table
-from omnieval.stats.registry import register
-
-register(spectrum.metrics_spec())
 
 STRUCTURES = {"relevance": "[1,2,3,4]", "chain": "[1,2,3,4]", "middle": "[1,[2,3],4]", "first": "[[1,2],3,4]"}
 SQUARES = (0.0, 1 / 16, 4 / 16, 9 / 16, 1.0)

@@ -62,3 +62,30 @@ def test_render_puts_media_first_then_one_text_block():
     assert "Answer: <letter>" in render_prompt(inst, "cot")[2].text
     with pytest.raises(KeyError):
         render_prompt(inst, "fewshot")
+
+
+def test_the_layout_comes_from_the_instance_not_the_protocol_name():
+    """The same two-option instance, whatever its protocol: the ``options`` layout lists the labelled options under
+    the question; the ``scenes`` layout shows each option input after ``Scene X.``, then the question and the
+    instruction (docs/reference.md, Protocol `contrastive`). The expected parts are written out by hand."""
+    from pydantic import ValidationError
+
+    from omnieval.core.prompts import INSTRUCTIONS
+
+    inputs = [Segment(kind="media", modality="image", path="a.png"), Segment(kind="text", text="a dog barking")]
+    fields = dict(instance_id="x", item_id="i", benchmark="b", split="s", condition="original", segments=[],
+                  question="Which scene shows a dog?", option_labels=["A", "B"],
+                  option_texts=["Scene A", "Scene B"], option_segments=inputs, target="B")
+    scenes = [("text", "Scene A."), ("media", "a.png"),
+              ("text", f"Scene B. a dog barking\nQuestion: Which scene shows a dog?\n{INSTRUCTIONS['zs']}")]
+    options = [("text", "Question: Which scene shows a dog?\n\nOptions:\nA."), ("media", "a.png"),
+               ("text", f"B. a dog barking\n{INSTRUCTIONS['zs']}")]
+
+    def shown(inst):
+        return [(p.kind, p.text if p.kind == "text" else p.path) for p in render_prompt(inst, "zs")]
+
+    for protocol in ("contrastive", "fifth"):
+        assert shown(Instance(protocol=protocol, layout="scenes", **fields)) == scenes
+        assert shown(Instance(protocol=protocol, **fields)) == options  # the default layout, even for contrastive
+    with pytest.raises(ValidationError, match="layout"):
+        Instance(protocol="fifth", layout="grid", **fields)

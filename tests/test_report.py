@@ -366,7 +366,7 @@ def test_header_states_the_range_of_every_value_shown(demo, demo_page, demo_repo
     """The header gives every metric shown the range its protocol declares (``ProtocolMetrics.bounds_of``) and every
     value lies in it: fractions in [0, 1], differences in [-1, 1], disparity (a sum of two differences) in [-2, 2],
     reliance (a ratio of a difference to an accuracy) at most 1 with no lower bound; the protocols' notes follow."""
-    from omnieval.stats.registry import REGISTRY
+    from omnieval.protocols import metric_spec
 
     text = html.unescape((demo_report / "report.html").read_text())
     header = re.search(r"<header>(.*?)</header>", text, flags=re.S).group(1)
@@ -384,7 +384,7 @@ def test_header_states_the_range_of_every_value_shown(demo, demo_page, demo_repo
     for cell in demo_page.cells():
         a = cell["attrs"]
         if a.get("data-value"):
-            low, high = REGISTRY[a["data-protocol"]].bounds_of(a["data-metric"])
+            low, high = metric_spec(a["data-protocol"]).bounds_of(a["data-metric"])
             assert low <= float(a["data-value"]) <= high, a
             assert a["data-metric"] in stated, a
     # the header names only the metrics the runs have: a metrics folder without crossmodal has no disparity

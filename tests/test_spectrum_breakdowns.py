@@ -22,10 +22,7 @@ from omnieval.run.predictions import Prediction
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.paired import paired_table
 from omnieval.stats.read import read_predictions
-from omnieval.stats.registry import register
 from tests.omni_release_run import NAMES, _Cells, make_clips, place, run_and_check
-
-register(spectrum.metrics_spec())
 
 DURATIONS = ("short", "medium", "long")
 

@@ -9,9 +9,6 @@ import pytest
 
 from omnieval.protocols import spectrum
 from omnieval.stats.metrics import metrics_table
-from omnieval.stats.registry import register
-
-register(spectrum.metrics_spec())
 
 
 def row(model, item, condition, choice, target="A", n_options=4, category=None, prompt="zs"):

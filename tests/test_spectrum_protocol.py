@@ -16,9 +16,6 @@ from omnieval.engines import EngineRequest, create_engine
 from omnieval.protocols import spectrum
 from omnieval.protocols.spectrum import Item, Options
 from omnieval.stats.metrics import metrics_table
-from omnieval.stats.registry import register
-
-register(spectrum.metrics_spec())
 
 
 def make_items(n: int = 12, media=("image",), n_options=4, split="all", categories=("x", "y"), prefix="q"):

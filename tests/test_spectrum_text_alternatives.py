@@ -18,9 +18,6 @@ from omnieval.protocols import spectrum
 from omnieval.protocols.spectrum import Item, Options
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.paired import paired_table
-from omnieval.stats.registry import register
-
-register(spectrum.metrics_spec())
 
 
 def omni_items(n: int = 12, alternatives=("image", "audio"), evidence=None) -> list[Item]:

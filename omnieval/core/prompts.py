@@ -4,9 +4,11 @@ model code.
 A prompt is an ordered list of ``PromptPart``: the instance's context segments first (media before text, so that
 every condition of one item shares a prefix for the engine's prefix cache), then one text part holding the question,
 the labelled options and the instruction of the prompt style. Where the options are media (``option_segments``),
-each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. A
-``contrastive`` instance (docs/reference.md, Protocol `contrastive`), whose options are its inputs, is laid out as its
-scenes first (``Scene A.`` <input> ``Scene B.`` <input> ...), then the question and the instruction. Engines
+each option's media follows its label (``A.`` <audio> ``B.`` <audio> ...) and the instruction comes last. An
+instance whose options are its inputs (``layout='scenes'``: docs/reference.md, Protocol `contrastive`) is laid out as
+its scenes first (``Scene A.`` <input> ``Scene B.`` <input> ...), then the question and the instruction. The layout
+travels with the instance (``Instance.layout``, set by its protocol: ``ProtocolSpec.prompt_layout``), so no code here
+asks which protocol an instance is. Engines
 turn parts into their own input format (a chat template with media placeholders for HF, ``prompt`` +
 ``multi_modal_data`` for vLLM).
 """
@@ -60,12 +62,19 @@ def format_options(labels: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
-    """The prompt of one instance in a prompt style: media parts, then the text parts merged into one block (for a
-    protocol in ``SCENE_PROTOCOLS``, ``render_scenes``). Every engine builds its input from these parts."""
+    """The prompt of one instance in a prompt style, in the instance's layout (``LAYOUTS``). Every engine builds its
+    input from these parts."""
+    if instance.layout not in LAYOUTS:
+        raise KeyError(f"instance {instance.instance_id!r}: unknown prompt layout {instance.layout!r}; known: "
+                       f"{', '.join(LAYOUTS)}")
+    return LAYOUTS[instance.layout](instance, style)
+
+
+def render_options(instance: Instance, style: str = "zs") -> list[PromptPart]:
+    """The ``options`` layout: media parts, then the context text, the question, the labelled options and the
+    instruction merged into one block (media options each right after its label)."""
     if style not in INSTRUCTIONS:
         raise KeyError(f"unknown prompt style {style!r}; known: {', '.join(INSTRUCTIONS)}")
-    if instance.protocol in SCENE_PROTOCOLS:
-        return render_scenes(instance, style)
     media = [PromptPart("media", modality=s.modality, path=s.path) for s in instance.segments if s.kind == "media"]
     context = [s.text for s in instance.segments if s.kind == "text" and s.text]
     if instance.option_segments is None:
@@ -83,11 +92,6 @@ def render_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:
             parts.append(PromptPart("text", text=f"{label}. {seg.text}"))
     parts.append(PromptPart("text", text=INSTRUCTIONS[style]))
     return _merge_text(parts)
-
-
-SCENE_PROTOCOLS = frozenset({"contrastive"})
-"""Protocols whose options are the inputs themselves, prompted as enumerated scenes (docs/reference.md,
-Protocol `contrastive`)."""
 
 
 def render_scenes(instance: Instance, style: str = "zs") -> list[PromptPart]:
@@ -109,6 +113,11 @@ def render_scenes(instance: Instance, style: str = "zs") -> list[PromptPart]:
             parts.append(PromptPart("text", text=f"Scene {label}. {seg.text}"))
     parts.append(PromptPart("text", text=f"Question: {instance.question}\n{INSTRUCTIONS[style]}"))
     return _merge_text(parts)
+
+
+DEFAULT_LAYOUT = "options"
+LAYOUTS = {DEFAULT_LAYOUT: render_options, "scenes": render_scenes}
+"""Prompt layout name (``Instance.layout``, ``ProtocolSpec.prompt_layout``) -> the function laying an instance out."""
 
 
 def render_open_prompt(instance: Instance, style: str = "zs") -> list[PromptPart]:

@@ -242,6 +242,10 @@ class Instance(Strict):
     resampling unit of the protocols whose items share media (``stats.clusters``); None: the item shares nothing
     the protocol can name.
 
+    ``layout``: how the prompt is laid out (``prompts.LAYOUTS``): ``options`` (context, question, labelled options)
+    or ``scenes`` (the options are the inputs, each shown after ``Scene X.``); set by the protocol
+    (``ProtocolSpec.prompt_layout``), so an engine lays out any instance without knowing its protocol.
+
     ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
     built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
@@ -280,6 +284,7 @@ class Instance(Strict):
     evidence_modality: str | None = None
     media_unit: str | None = None
     breakdowns: dict[str, str] | None = None
+    layout: Literal["options", "scenes"] = "options"
     reference: str | None = None
     judge_question: str | None = None
     rated: bool = False

@@ -129,12 +129,12 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise InputError("no items.jsonl or items.parquet", file=root)
     records = read_records(items_path)
     if records and "protocol" not in meta:
-        _fits_the_default(protocol.Item, meta_path, items_path, *records[0])
+        _fits_the_default(protocol.item, meta_path, items_path, *records[0])
         _note_once(f"omnieval: {meta_path if meta_path.exists() else root}: no protocol named (benchmark.json), "
                    f"so its items are read as {protocol_name} items; write \"protocol\" in benchmark.json to say so")
     items, seen, resolved = [], {}, set()
     for where, record in records:
-        item = _parse(protocol.Item, items_path, where, record, "item_id")
+        item = _parse(protocol.item, items_path, where, record, "item_id")
         if item.item_id in seen:
             raise InputError(f"duplicate item_id (first on {seen[item.item_id]}, again on {where})",
                              file=items_path, item=item.item_id, field="item_id")
@@ -203,7 +203,7 @@ def _fits_the_default(model, meta_path: Path, items_path: Path, where: str, reco
     except ValidationError as exc:
         err = exc.errors()[0]
     fits = [name for name in known_protocols()
-            if name != DEFAULT_PROTOCOL and _validates(get_protocol(name).Item, record)]
+            if name != DEFAULT_PROTOCOL and _validates(get_protocol(name).item, record)]
     missing = "has no benchmark.json" if not meta_path.exists() else "has a benchmark.json without 'protocol'"
     if fits:
         why = f"its first item ({where} of {items_path.name}) is a {' or '.join(map(repr, fits))} item"

@@ -20,14 +20,14 @@ def check_benchmark(folder: str | Path, *, item: str | None = None, seed: int = 
     bench = load_benchmark(folder)
     protocol = get_protocol(bench.protocol)
     try:
-        options = protocol.Options.model_validate(protocol_options or {})
+        options = protocol.options.model_validate(protocol_options or {})
     except ValidationError as exc:  # the first error, on one line, naming the option as a run config would
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise InputError(f"{first['msg']} (got {first.get('input')!r})",
                          field=f"protocol_options.{where}" if where else "protocol_options") from None
     n_media = check_media(bench, mode=media_check)
-    instances = protocol.expand_all(bench.items, bench, seed, options)
+    instances = protocol.expand(bench.items, bench, seed, options)
     ids = sorted({inst.item_id for inst in instances})
     chosen = item if item is not None else (ids[0] if ids else None)
     if chosen is not None and chosen not in ids:

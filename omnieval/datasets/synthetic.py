@@ -193,7 +193,7 @@ def _item(seed, split, name, qid, question, names, outside, answers, anchors, p_
 
 
 def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
-    """``omnieval datasets synth --protocol dissonance`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    """``omnieval datasets synth --protocol dissonance`` (the protocol's ``synthetic_benchmark``): the benchmark of the
     CLI's size knobs that apply to it (anchors, questions, question jitter, speech, soundtrack)."""
     return make_dissonance_benchmark(out, seed=seed, n_anchors=options.anchors, n_questions=options.questions,
                                      speech=options.speech, question_jitter=options.question_jitter,

@@ -204,6 +204,6 @@ def _item(seed, split, creatures, ci, answer_modality, n, selection, modalities,
 
 
 def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
-    """``omnieval datasets synth --protocol contrastive`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    """``omnieval datasets synth --protocol contrastive`` (the protocol's ``synthetic_benchmark``): the benchmark of the
     CLI's size knobs that apply to it (entities)."""
     return make_contrastive_benchmark(out, seed=seed, n_entities=options.entities, overwrite=overwrite)

@@ -80,6 +80,6 @@ def make_crossmodal_benchmark(out_dir: str | Path, *, seed: int = 0, n_entities:
 
 
 def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
-    """``omnieval datasets synth --protocol crossmodal`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    """``omnieval datasets synth --protocol crossmodal`` (the protocol's ``synthetic_benchmark``): the benchmark of the
     CLI's size knobs that apply to it (entities)."""
     return make_crossmodal_benchmark(out, seed=seed, n_entities=options.entities, overwrite=overwrite)

@@ -1,9 +1,9 @@
 """The synthetic benchmarks by protocol: what ``omnieval datasets synth --protocol P`` writes.
 
-A protocol has a synthetic benchmark when its module names a writer (``SYNTHETIC_BENCHMARK``,
-``"package.module:function"``; ``omnieval.protocols`` lists the attributes): a function that writes the benchmark
-folder from ``SynthOptions`` (the CLI's size knobs, each writer reads those that apply to it) and ``overwrite``
-(replace a previous ``synth`` output), and returns its path. The writer is imported when called, and the protocol
+A protocol has a synthetic benchmark when its spec names a writer (``ProtocolSpec.synthetic_benchmark``,
+``"package.module:function"``): a function that writes the benchmark folder from ``SynthOptions`` (the CLI's size
+knobs, each writer reads those that apply to it) and ``overwrite`` (replace a previous ``synth`` output), and returns
+its path. The writer is imported when called, and the protocol
 modules only when the list is first needed, so ``omnieval --help`` stays cheap (``SYNTHETIC_PROTOCOLS``).
 """
 
@@ -31,7 +31,7 @@ def synthetic_writers() -> dict[str, str]:
     """Protocol -> the ``"package.module:function"`` writing its synthetic benchmark, in registry order."""
     from omnieval.protocols import known_protocols, protocol_attribute
 
-    writers = {name: protocol_attribute(name, "SYNTHETIC_BENCHMARK") for name in known_protocols()}
+    writers = {name: protocol_attribute(name, "synthetic_benchmark") for name in known_protocols()}
     return {name: writer for name, writer in writers.items() if writer}
 
 

@@ -128,6 +128,6 @@ def make_spectrum_benchmark(out_dir: str | Path, *, seed: int = 0, n_items: int 
 
 
 def synthetic_benchmark(out: str | Path, seed: int, options: SynthOptions, overwrite: bool = False) -> Path:
-    """``omnieval datasets synth --protocol spectrum`` (the protocol's ``SYNTHETIC_BENCHMARK``): the benchmark of the
+    """``omnieval datasets synth --protocol spectrum`` (the protocol's ``synthetic_benchmark``): the benchmark of the
     CLI's size knobs that apply to it (items)."""
     return make_spectrum_benchmark(out, seed=seed, n_items=options.items, overwrite=overwrite)

@@ -1,81 +1,30 @@
-"""One module per protocol, and one registration: ``PROTOCOLS`` maps a protocol's name to its module. Everything
-else that knows about protocols (the run pipeline, the benchmark loader, ``omnieval metrics`` / ``stats`` /
-``report``, ``omnieval datasets synth``) loops over this registry and reads the module's attributes below; none
-keeps a table of its own keyed by protocol name.
+"""The one registry of protocols: ``PROTOCOLS`` maps a protocol's name to the module that exports its
+``SPEC`` (``omnieval.protocols.spec.ProtocolSpec``). Everything else that knows about protocols (the run pipeline, the
+benchmark loader, ``omnieval metrics`` / ``stats`` / ``report``, ``omnieval datasets synth``) asks this registry for
+the spec (``get_protocol``) or its metric definitions (``metric_spec``); none keeps a table of its own keyed by
+protocol name.
 
-**Adding a protocol**: write a module with the required attributes (and any optional ones), then register it, in
-Python with ``register_protocol("name", "package.module")`` before the run or the statistics, or for the
-``omnieval`` commands with the environment variable ``OMNIEVAL_PROTOCOLS=name=package.module[,name=package.module]``
-(inherited by every process they start). The Ray tasks that expand a run's items register the driver's protocol
-module themselves, so the module need only be importable where they run. ``tests/fifth_protocol.py`` is a small
-complete example.
-The module may import only ``omnieval.core``, ``omnieval.media``, ``kernels``, polars and numpy (the import
-contracts in ``pyproject.toml``): what it tells the statistics and the report is data, or functions over polars
-frames and cell means; what lives in an upper layer (a report section with code of its own, a synthetic benchmark
-generator) it names by a ``"package.module:function"`` string that the layer imports when it needs it.
-
-Required:
-
-``NAME: str``
-    the protocol's name as written in ``benchmark.json``, run configs and the ``protocol`` column.
-``Item: type[pydantic.BaseModel]``
-    one line of ``items.jsonl`` (extra fields forbidden, so typos surface with the field named).
-``Options: type[pydantic.BaseModel]``
-    the protocol's knobs, set under ``protocol_options:`` in a run config (all fields defaulted).
-``media_refs(item) -> list[tuple[str, str, str]]``
-    ``(relative path, modality, field)`` of every media file the item uses, ``field`` as a dotted path for errors
-    (``media.video``, ``options.B.input``): the loader rejects paths that leave the benchmark folder, the pre-flight
-    check opens each distinct file once.
-``validate_items(items, bench, file) -> None``
-    cross-item checks a pydantic model cannot do alone; raises ``InputError`` naming file, item and field.
-``expand_all(items, bench, seed, options) -> list[Instance]``
-    every instance of the given items: stable ids, keyed randomness only (``core.keyed``), never order-dependent.
-``metrics_spec() -> omnieval.core.metric_types.ProtocolMetrics``
-    the cells and metric function of the protocol (docs/reference.md), and what the statistics read besides:
-    ``paired`` (the metrics of the paired differences; default accuracy per condition), ``headlines`` (the tables
-    ``omnieval metrics`` prints; default none), ``tests`` (significance tests on its conditions,
-    ``core.protocol_views.ConditionTests``; default none: the permutation tests every protocol gets).
-
-Optional (``OPTIONAL`` holds the defaults):
-
-``ITEM_LOCAL: bool = False``
-    True where an item's instances never depend on the other items, so ``expand_all`` may run on chunks of the
-    items in parallel Ray tasks (``omnieval.run.expansion``); spectrum's donors are drawn across all items, so it
-    expands in one task.
-``PAIRED_MATRIX: tuple[tuple[str, str | None], ...] = (("accuracy", None),)``
-    the columns of the report's compact matrix of paired differences: ``(metric, key)``, or every key of the metric
-    (``None``).
-``REPORT: core.protocol_views.ReportLayout | None = None``
-    the title, intro, tables and figures of the protocol's report section, drawn without code of its own
-    (``omnieval.report.generic``); without it the section is "Protocol <name>": accuracy per condition and every
-    other metric row.
-``REPORT_SECTION: str | None = None``
-    ``"package.module:function"`` of a section builder in the report layer (``(ProtocolInput) -> Section | None``),
-    for a section that needs code (the four built-in protocols'); it wins over ``REPORT``.
-``VALUE_RANGES: dict[str, str] = {}``
-    metric -> the clause the report's introduction adds when a metric of the run can leave [-1, 1].
-``condition_coverage(items, options) -> dict[str, tuple[int, int]]`` (default None: every condition runs on every
-    item)
-    the conditions that run on some items only (spectrum's ``<m>_as_text``, on the items with a text stand-in):
-    condition -> (items it runs on, items). A run reports the others as skipped for the condition (the run's summary,
-    ``run.json``'s ``skipped.conditions``).
-``SYNTHETIC_BENCHMARK: str | None = None``
-    ``"package.module:function"`` of the writer of a synthetic benchmark, ``(out, seed, options: SynthOptions,
-    overwrite) -> Path`` (``omnieval.datasets.synthetic_registry``): what ``omnieval datasets synth --protocol``
-    writes.
+**Adding a protocol**: write a module exporting ``SPEC = ProtocolSpec(...)`` (the fields and their defaults are
+documented there), then register it, in Python with ``register_protocol("name", "package.module")`` before the run or
+the statistics, or for the ``omnieval`` commands with the environment variable
+``OMNIEVAL_PROTOCOLS=name=package.module[,name=package.module]`` (inherited by every process they start). The Ray
+tasks that expand a run's items register the driver's protocol module themselves, so the module need only be
+importable where they run. ``tests/fifth_protocol.py`` is a small complete example.
 
 The order of ``PROTOCOLS`` is the order of the report's sections and of ``omnieval datasets synth``'s choices (the
-first is its default). ``bench`` is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root folder, items, and the
-protocol's extra tables such as the dissonance anchor library).
+first is its default). A protocol's ``bench`` argument is the loaded ``omnieval.datasets.benchmark.Benchmark`` (root
+folder, items, and the protocol's extra tables such as the dissonance anchor library).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
-from types import ModuleType
 
+from omnieval.core.metric_types import ProtocolMetrics
 from omnieval.core.schema import InputError
+from omnieval.protocols.spec import ProtocolSpec
 
 PROTOCOLS: dict[str, str] = {
     "dissonance": "omnieval.protocols.dissonance",
@@ -86,39 +35,43 @@ PROTOCOLS: dict[str, str] = {
 ENVIRONMENT = "OMNIEVAL_PROTOCOLS"
 """Protocols registered from the environment (``name=package.module``, comma-separated), read on the first lookup:
 how an ``omnieval`` command, and every process it starts, learns a protocol of the user's."""
-REQUIRED = ("NAME", "Item", "Options", "media_refs", "validate_items", "expand_all", "metrics_spec")
-OPTIONAL: dict[str, object] = {
-    "ITEM_LOCAL": False,
-    "PAIRED_MATRIX": (("accuracy", None),),
-    "REPORT": None,
-    "REPORT_SECTION": None,
-    "VALUE_RANGES": {},
-    "SYNTHETIC_BENCHMARK": None,
-    "condition_coverage": None,
-}
+SPEC_ATTRIBUTE = "SPEC"
+_METRICS: dict[str, ProtocolMetrics] = {}
+"""Each protocol's ``SPEC.metrics()``, made once per process (the statistics ask for it per unit)."""
 
 
 def register_protocol(name: str, module: str) -> None:
     """Make ``module`` (importable, ``"package.module"``) the protocol called ``name`` in this process. It is imported
-    now and must define every ``REQUIRED`` attribute, with ``NAME == name``. Registering a name again with the same
-    module does nothing; with another module it is refused (the statistics keep the first one's metric spec)."""
+    now and must export a ``ProtocolSpec`` as ``SPEC``, with ``SPEC.name == name``. Registering a name again with the
+    same module does nothing; with another module it is refused (the statistics keep the first one's metric spec)."""
     _from_environment()
     if name in PROTOCOLS:
         if PROTOCOLS[name] != module:
             raise InputError(f"protocol {name!r} is already registered as module {PROTOCOLS[name]!r}; pick another "
                              f"name for {module!r}", field="protocol")
         return
+    spec = _load(name, module)
+    if spec.name != name:
+        raise InputError(f"protocol module {module!r} is called {spec.name!r}, not {name!r}", field="protocol")
+    PROTOCOLS[name] = module
+
+
+def unregister_protocol(name: str) -> None:
+    """Forget protocol ``name`` in this process (its module and its metric definitions); nothing for an unknown name."""
+    PROTOCOLS.pop(name, None)
+    _METRICS.pop(name, None)
+
+
+def _load(name: str, module: str) -> ProtocolSpec:
     try:
         loaded = importlib.import_module(module)
     except ImportError as exc:
         raise InputError(f"protocol {name!r}: cannot import module {module!r} ({exc})", field="protocol") from None
-    missing = [attr for attr in REQUIRED if not hasattr(loaded, attr)]
-    if missing:
-        raise InputError(f"protocol module {module!r} lacks {', '.join(missing)} (see omnieval.protocols for what a "
-                         "protocol module defines)", field="protocol")
-    if loaded.NAME != name:
-        raise InputError(f"protocol module {module!r} is called {loaded.NAME!r}, not {name!r}", field="protocol")
-    PROTOCOLS[name] = module
+    spec = getattr(loaded, SPEC_ATTRIBUTE, None)
+    if not isinstance(spec, ProtocolSpec):
+        raise InputError(f"protocol module {module!r} exports no {SPEC_ATTRIBUTE} = ProtocolSpec(...) (see "
+                         "omnieval.protocols.spec for what a protocol defines)", field="protocol")
+    return spec
 
 
 _environment_read = False
@@ -137,12 +90,19 @@ def _from_environment() -> None:
         register_protocol(name.strip(), module.strip())
 
 
-def get_protocol(name: str) -> ModuleType:
-    """The protocol module called ``name``; ``KeyError`` listing the known ones otherwise."""
+def get_protocol(name: str) -> ProtocolSpec:
+    """The spec of protocol ``name``; ``KeyError`` listing the known ones otherwise."""
     _from_environment()
     if name not in PROTOCOLS:
         raise KeyError(f"unknown protocol {name!r}; known protocols: {', '.join(PROTOCOLS)}")
-    return importlib.import_module(PROTOCOLS[name])
+    return _load(name, PROTOCOLS[name])
+
+
+def protocol_module(name: str) -> str:
+    """The module (``"package.module"``) registered as protocol ``name``: what a Ray task registers in its own
+    process."""
+    get_protocol(name)
+    return PROTOCOLS[name]
 
 
 def known_protocols() -> tuple[str, ...]:
@@ -151,13 +111,27 @@ def known_protocols() -> tuple[str, ...]:
     return tuple(PROTOCOLS)
 
 
-def protocol_attribute(name: str, attribute: str):
-    """An optional attribute of protocol ``name``, or its default (``OPTIONAL``); the default too for a name with
-    no module here (metric definitions registered by code alone, ``omnieval.stats.registry.register``)."""
-    default = OPTIONAL[attribute]
-    if name not in known_protocols():
-        return default
-    return getattr(get_protocol(name), attribute, default)
+def protocol_attribute(name: str, field: str):
+    """A field of protocol ``name``'s spec, or the field's default (``ProtocolSpec``) for a name registered nowhere
+    in this process (a metrics file of a protocol the report's process does not know is still drawn)."""
+    if name in known_protocols():
+        return getattr(get_protocol(name), field)
+    default = {f.name: f for f in dataclasses.fields(ProtocolSpec)}[field]
+    return default.default_factory() if default.default_factory is not dataclasses.MISSING else default.default
+
+
+def metric_spec(name: str) -> ProtocolMetrics | None:
+    """The metric definitions of protocol ``name`` (``SPEC.metrics()``, made once), or None for an unknown name."""
+    if name not in _METRICS:
+        if name not in known_protocols():
+            return None
+        _METRICS[name] = get_protocol(name).metrics()
+    return _METRICS[name]
+
+
+def metric_specs() -> dict[str, ProtocolMetrics]:
+    """Every registered protocol's metric definitions, in registry order."""
+    return {name: metric_spec(name) for name in known_protocols()}  # type: ignore[misc]
 
 
 def resolve(reference: str):
@@ -166,4 +140,3 @@ def resolve(reference: str):
     if not sep:
         raise ValueError(f"{reference!r} is not 'package.module:attribute'")
     return getattr(importlib.import_module(module), attribute)
-

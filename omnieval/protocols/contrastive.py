@@ -19,8 +19,9 @@ config yields both. ``Options.media = False`` keeps only the caption instances (
 round-trip-consistency filter).
 
 **Prompt**: each input as an option segment (``Instance.option_segments``), labels ``A``..; ``option_texts`` are
-``Scene A``, ``Scene B``... so an answer naming the scene parses. ``omnieval.core.prompts.render_prompt``, which every
-engine renders, gives these instances the layout of docs/reference.md, Protocol `contrastive`: ``Scene A.`` <media>
+``Scene A``, ``Scene B``... so an answer naming the scene parses. Every instance carries the ``scenes`` prompt layout
+(``PROMPT_LAYOUT``, the spec's ``prompt_layout``), which ``omnieval.core.prompts.render_prompt``, used by every
+engine, draws as in docs/reference.md, Protocol `contrastive`: ``Scene A.`` <media>
 ``Scene B.`` <media> ... then ``Question: ...`` and the instruction of the prompt style (for captions,
 ``Scene A. <caption>`` lines).
 
@@ -56,11 +57,11 @@ from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment
+from omnieval.protocols.spec import ProtocolSpec
 
 NAME = "contrastive"
-ITEM_LOCAL = True
-"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.run.expansion``)."""
+PROMPT_LAYOUT = "scenes"
+"""The options are the inputs themselves, each shown after its ``Scene X.`` prefix (``core.prompts.render_scenes``)."""
 MODALITIES: tuple[str, ...] = ("image", "audio", "video", "pointcloud")
 SELECTION_TYPES: tuple[str, ...] = ("random", "similar")
 MIN_INPUTS, MAX_INPUTS = 2, 4
@@ -243,7 +244,7 @@ def expand(item: Item, seed: int, options: Options | None = None) -> list[Instan
                 question=item.question, option_labels=labels, option_texts=[f"Scene {lab}" for lab in labels],
                 option_segments=segments, target=target, task=item.task, category=item.category,
                 n_inputs=n, selection_type=item.selection_type, answer_modality=item.answer_modality,
-                evidence=evidence, media_unit=item.inputs[item.answer].path,
+                evidence=evidence, media_unit=item.inputs[item.answer].path, layout=PROMPT_LAYOUT,
             ))
     return out
 
@@ -357,8 +358,14 @@ def metrics_spec():
         bounds={"accuracy": UNIT, "permutation_consistency": UNIT, "position_bias": DIFFERENCE})
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
-PAIRED_MATRIX = (("accuracy", "all"), ("permutation_consistency", ""))
-REPORT_SECTION = "omnieval.report.contrastive:section"
-SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_contrastive:synthetic_benchmark"
+SPEC = ProtocolSpec(
+    name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
+    expand_all=expand_all, metrics=metrics_spec,
+    item_local=True,  # an item's instances depend on that item alone
+    prompt_layout=PROMPT_LAYOUT,
+    paired_matrix=(("accuracy", "all"), ("permutation_consistency", "")),
+    report_section="omnieval.report.contrastive:section",
+    synthetic_benchmark="omnieval.datasets.synthetic_contrastive:synthetic_benchmark",
+)

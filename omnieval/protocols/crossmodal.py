@@ -37,11 +37,9 @@ from omnieval.core.keyed import keyed_rng
 from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
+from omnieval.protocols.spec import ProtocolSpec
 
 NAME = "crossmodal"
-ITEM_LOCAL = True
-"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.run.expansion``)."""
 DIRECTIONS: tuple[str, ...] = ("A->T", "A->V", "T->A", "T->V", "V->A", "V->T")
 EXTRA_CONDITIONS: tuple[str, ...] = ("AV->T", "none->T")
 DISPARITY_PAIRS: tuple[tuple[str, str], ...] = (("T", "V"), ("T", "A"), ("V", "A"))
@@ -467,9 +465,14 @@ def metrics_spec():
                 "imbalance": DIFFERENCE, "disparity": (-2.0, 2.0)})
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
-PAIRED_MATRIX = (("average", ""), ("disparity", None), ("consistency", ""))
-REPORT_SECTION = "omnieval.report.crossmodal:section"
-VALUE_RANGES = {"disparity": "disparity, a sum of two differences, lies in [-2, 2]"}
-SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_crossmodal:synthetic_benchmark"
+SPEC = ProtocolSpec(
+    name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
+    expand_all=expand_all, metrics=metrics_spec,
+    item_local=True,  # an item's instances depend on that item alone
+    paired_matrix=(("average", ""), ("disparity", None), ("consistency", "")),
+    report_section="omnieval.report.crossmodal:section",
+    value_ranges={"disparity": "disparity, a sum of two differences, lies in [-2, 2]"},
+    synthetic_benchmark="omnieval.datasets.synthetic_crossmodal:synthetic_benchmark",
+)

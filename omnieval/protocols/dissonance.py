@@ -19,11 +19,9 @@ from pydantic import BaseModel, ConfigDict
 
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import LABELS, Anchor, DissonanceItem, InputError, Instance, Segment, option_key
+from omnieval.protocols.spec import ProtocolSpec
 
 NAME = "dissonance"
-ITEM_LOCAL = True
-"""An item's instances depend on that item (and the benchmark), never on the other items: expansion may run on
-chunks of the items in parallel (``omnieval.run.expansion``)."""
 MODALITIES: tuple[str, ...] = ("video", "audio", "text")
 CONDITIONS: tuple[str, ...] = tuple("C" + "".join(map(str, bits)) for bits in itertools.product((0, 1), repeat=3))
 Item = DissonanceItem
@@ -377,11 +375,16 @@ def metrics_spec():
     )
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
-PAIRED_MATRIX = (("accuracy_k", None), ("ace", ""), ("shapley", None))
-REPORT_SECTION = "omnieval.report.dissonance:section"
-VALUE_RANGES = {"reliance": "reliance, the share of the clean accuracy lost when one modality is corrupted, is at "
-                            "most 1 and has no lower bound (negative: the model did better with that modality "
-                            "corrupted)"}
-SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic:synthetic_benchmark"
+SPEC = ProtocolSpec(
+    name=NAME, item=DissonanceItem, options=Options, media_refs=media_refs, validate_items=validate_items,
+    expand_all=expand_all, metrics=metrics_spec,
+    item_local=True,  # an item's instances depend on it and the benchmark's anchor library, never on other items
+    paired_matrix=(("accuracy_k", None), ("ace", ""), ("shapley", None)),
+    report_section="omnieval.report.dissonance:section",
+    value_ranges={"reliance": "reliance, the share of the clean accuracy lost when one modality is corrupted, is at "
+                              "most 1 and has no lower bound (negative: the model did better with that modality "
+                              "corrupted)"},
+    synthetic_benchmark="omnieval.datasets.synthetic:synthetic_benchmark",
+)

@@ -84,6 +84,7 @@ from pydantic import Field, field_validator, model_validator
 from omnieval.core.metric_types import DIFFERENCE, QUESTION, UNIT, CellFamily, ProtocolMetrics, question_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
+from omnieval.protocols.spec import ProtocolSpec
 from omnieval.protocols.spectrum_donors import donors
 from omnieval.scoring.videomme_v2 import UNPARSED, group_score
 
@@ -872,8 +873,14 @@ def metrics_spec():
                                    "as_text_gap": DIFFERENCE})
 
 
-# === how the results are shown (omnieval.protocols lists these attributes) ===
+# === the protocol, as the registry knows it (omnieval.protocols.spec) ===
 
-PAIRED_MATRIX = (("accuracy", "normal"), ("intra", None), ("inter", ""))
-REPORT_SECTION = "omnieval.report.spectrum:section"
-SYNTHETIC_BENCHMARK = "omnieval.datasets.synthetic_spectrum:synthetic_benchmark"
+SPEC = ProtocolSpec(
+    name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
+    expand_all=expand_all, metrics=metrics_spec,
+    item_local=False,  # donors are drawn across all items: one expansion task holds them all
+    condition_coverage=condition_coverage,
+    paired_matrix=(("accuracy", "normal"), ("intra", None), ("inter", "")),
+    report_section="omnieval.report.spectrum:section",
+    synthetic_benchmark="omnieval.datasets.synthetic_spectrum:synthetic_benchmark",
+)

@@ -2,9 +2,9 @@
 
 Inputs are run folders (``predictions.parquet``), metrics folders (``metrics.parquet``), single files, or any folder
 holding several (the demo's output); see ``build.py``. Each protocol's section appears when its metrics are present,
-in the order of the protocol registry: the builder its module names (``REPORT_SECTION``: ``dissonance.py``,
-``crossmodal.py``, ``spectrum.py``, ``contrastive.py``), else ``generic.py`` drawing the layout its module states
-(``REPORT``), with an open-ended subsection (``open_ended.py``) when judges graded free answers, and the
+in the order of the protocol registry: the builder its spec names (``ProtocolSpec.report_section``: ``dissonance.py``,
+``crossmodal.py``, ``spectrum.py``, ``contrastive.py``), else ``generic.py`` drawing the layout its spec states
+(``ProtocolSpec.report``), with an open-ended subsection (``open_ended.py``) when judges graded free answers, and the
 significance section when tests are found or can be computed from predictions; with three or more models on the same
 questions, a leaderboard (``leaderboard.py``: ranks with simultaneous intervals and significance groups) before
 the paired differences. A run whose model has published
@@ -30,12 +30,12 @@ __all__ = ["build_report", "write_report", "report_command"]
 
 
 def section_builder(protocol: str) -> Callable[[ProtocolInput], Section | None]:
-    """The section builder the protocol's module names (``REPORT_SECTION``), else the generic section, which draws
-    the module's ``REPORT`` layout (or the default one for a protocol with neither)."""
+    """The section builder the protocol's spec names (``ProtocolSpec.report_section``), else the generic section,
+    which draws the spec's ``report`` layout (or the default one for a protocol with neither)."""
     from omnieval.protocols import protocol_attribute, resolve
     from omnieval.report import generic
 
-    reference = protocol_attribute(protocol, "REPORT_SECTION")
+    reference = protocol_attribute(protocol, "report_section")
     return resolve(reference) if reference else generic.section
 
 
@@ -147,13 +147,11 @@ def metric_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> tuple[di
     """The range of every metric with a value in the runs (its protocol's ``ProtocolMetrics.bounds_of``), and of
     every paired difference in ``inputs`` (``stats.intervals.difference_bounds`` of its metric's range): what the
     header states, and what every value shown must lie in."""
+    from omnieval.protocols import metric_spec
     from omnieval.stats.intervals import difference_bounds
-    from omnieval.stats.registry import REGISTRY, load_protocols
-
-    load_protocols()
 
     def bounds(protocol: str, metric: str) -> tuple[float, float]:
-        spec = REGISTRY.get(protocol)
+        spec = metric_spec(protocol)
         return spec.bounds_of(metric) if spec is not None else (-math.inf, math.inf)
 
     values: dict[str, tuple[float, float]] = {}
@@ -173,7 +171,7 @@ def metric_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> tuple[di
 def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
     """The sentence on what values can be, built from each protocol's declared bounds (``metric_ranges``): every
     metric shown with its range, every paired difference with its own (a difference of two gains in [-1, 1] can
-    reach 2), then the protocols' notes on the metrics whose range needs a word (``VALUE_RANGES``; their
+    reach 2), then the protocols' notes on the metrics whose range needs a word (``ProtocolSpec.value_ranges``; their
     definitions in docs/reference.md)."""
     from omnieval.protocols import protocol_attribute
 
@@ -182,7 +180,7 @@ def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
     for run in runs:
         for protocol, metrics in run.metrics.group_by("protocol", maintain_order=True).agg(pl.col("metric").unique()) \
                 .iter_rows():
-            for metric, note in protocol_attribute(protocol, "VALUE_RANGES").items():
+            for metric, note in protocol_attribute(protocol, "value_ranges").items():
                 if metric in metrics:
                     notes.setdefault(metric, note)
     text = f"Each metric's values lie in the range its protocol declares: {_grouped(values)}."

@@ -1,5 +1,5 @@
 """Report section of a protocol without a section builder of its own: accuracy per condition, the invalid and error
-rates, then the tables and bar figures of the layout its module states (``REPORT``, a
+rates, then the tables and bar figures of the layout its spec states (``ProtocolSpec.report``, a
 ``core.protocol_views.ReportLayout``), then every other metric row in a long table."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def section(data: ProtocolInput) -> Section | None:
     view = MetricView(data.metrics)
     if not view:
         return None
-    layout: ReportLayout | None = protocol_attribute(data.protocol, "REPORT")
+    layout: ReportLayout | None = protocol_attribute(data.protocol, "report")
     cols = [Col(c, "accuracy", c) for c in view.leaves("accuracy")]
     cols.append(Col("invalid", "invalid_rate", "", scale=None))
     cols += error_cols(view)

@@ -3,14 +3,15 @@ models), one table per benchmark and prompt style: each model's accuracy with it
 simultaneous rank interval and its significance group (``omnieval.stats.ranks``), best first.
 
 A benchmark has one accuracy row per condition; the leaderboard ranks on the headline one (``headline_key``): the
-accuracy column of the protocol's compact paired matrix (``PAIRED_MATRIX``: spectrum's ``normal``, contrastive's
-``all``), else the unaltered condition of its tests (dissonance's ``C000``), else each condition in turn."""
+accuracy column of the protocol's compact paired matrix (``ProtocolSpec.paired_matrix``: spectrum's ``normal``,
+contrastive's ``all``), else the unaltered condition of its tests (dissonance's ``C000``), else each condition in
+turn."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from omnieval.protocols import protocol_attribute
+from omnieval.protocols import metric_spec, protocol_attribute
 from omnieval.report.blocks import Cell, Section, Table, fmt, text_cell
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import shade
@@ -25,13 +26,10 @@ NOTE = ("Rank: 1 + the models with a higher accuracy. Rank interval: where each 
 
 def headline_key(protocol: str, keys: list[str]) -> list[str]:
     """The accuracy keys to rank a benchmark on, of those present (module docstring)."""
-    from omnieval.stats.registry import REGISTRY, load_protocols
-
-    for metric, key in protocol_attribute(protocol, "PAIRED_MATRIX"):
+    for metric, key in protocol_attribute(protocol, "paired_matrix"):
         if metric == "accuracy" and key in keys:
             return [key]
-    load_protocols()
-    spec = REGISTRY.get(protocol)
+    spec = metric_spec(protocol)
     if spec is not None and spec.tests is not None and spec.tests.baseline in keys:
         return [spec.tests.baseline]
     return keys

@@ -29,11 +29,11 @@ def _in_clusters(row: dict) -> str:
 
 
 def _columns(paired: pl.DataFrame, protocol: str) -> list[tuple[str, str]]:
-    """The compact matrix's columns: the protocol's ``PAIRED_MATRIX`` ((metric, key), or every key of the metric
+    """The compact matrix's columns: the protocol's ``paired_matrix`` ((metric, key), or every key of the metric
     where the key is None) among the rows present."""
     present = list(dict.fromkeys(zip(paired["metric"].to_list(), paired["key"].to_list(), strict=True)))
     out = []
-    for metric, key in protocol_attribute(protocol, "PAIRED_MATRIX"):
+    for metric, key in protocol_attribute(protocol, "paired_matrix"):
         out += [(m, k) for m, k in present if m == metric and (key is None or k == key)]
     return out
 

@@ -2,8 +2,8 @@
 driver never holds the instances (its memory does not grow with them) and expansion runs on every core.
 
 The items are cut into chunks of ``CHUNK_ITEMS`` (for a protocol whose items expand independently of each other,
-``ITEM_LOCAL`` in its module; otherwise, as for spectrum's donors drawn across all items, one chunk holds every
-item). A task per chunk expands it (``protocol.expand_all``) and yields blocks of ``ExpansionSource.block_size``
+``item_local`` in its spec; otherwise, as for spectrum's donors drawn across all items, one chunk holds every
+item). A task per chunk expands it (``ProtocolSpec.expand``) and yields blocks of ``ExpansionSource.block_size``
 instance rows (``INSTANCE_SCHEMA``) into the object store, then a ``ChunkSummary``: its instance count, a SHA-256 of
 its instances' JSON, and the media files they show. The driver keeps the block refs and the summaries only; the run's
 stream reads the blocks (``instance_dataset``).
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from omnieval.core.schema import InputError
+from omnieval.core.schema import InputError, Instance
 
 CHUNK_ITEMS = 64
 BLOCK_INSTANCES = 512
@@ -43,6 +43,9 @@ instance's stored JSON where unset."""
 LATER_FIELDS = frozenset({"breakdowns"})
 """Instance fields added after outputs were written: out of the digest and the stored JSON where unset, so an
 instance without one has the digest it had before the field existed (a run written then still resumes)."""
+DERIVED_FIELDS = frozenset({"layout"})
+"""Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest, and
+out of the stored JSON at their default."""
 
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.string())])
@@ -99,8 +102,6 @@ class Expansion:
     def load_instances(self) -> list:
         """Every instance, parsed, in this process: O(instances) memory, for the few callers that need them all
         on the driver (describers, judges, benchmarks of the engine)."""
-        from omnieval.core.schema import Instance
-
         return [Instance.model_validate_json(j) for table in self._tables() for j in
                 table.column("instance_json").to_pylist()]
 
@@ -119,7 +120,7 @@ def chunks(source: ExpansionSource) -> list[tuple[int, int]]:
     from omnieval.protocols import get_protocol
 
     n = len(source.bench.items)
-    if not getattr(get_protocol(source.protocol), "ITEM_LOCAL", False):
+    if not get_protocol(source.protocol).item_local:
         return [(0, n)]
     return [(start, min(n, start + CHUNK_ITEMS)) for start in range(0, n, CHUNK_ITEMS)]
 
@@ -132,7 +133,7 @@ def expand_chunk(source: ExpansionSource, start: int, stop: int) -> Iterator[pa.
 def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[pa.Table | ChunkSummary]:
     from omnieval.protocols import get_protocol
 
-    instances = get_protocol(source.protocol).expand_all(items, source.bench, source.seed, source.options)
+    instances = get_protocol(source.protocol).expand(items, source.bench, source.seed, source.options)
     digest = hashlib.sha256()
     media: dict[str, str] = {}
     for first in range(0, len(instances), size):
@@ -141,8 +142,10 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
             # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
             # hashed), and are left out of the digest so that outputs written before the fields existed resume.
             unset = {k for k in NAMING_FIELDS | LATER_FIELDS if getattr(inst, k) is None}
-            text = inst.model_dump_json(exclude=unset)
-            digest.update(inst.model_dump_json(exclude=set(NAMING_FIELDS) | (unset & LATER_FIELDS)).encode())
+            default = {k for k in DERIVED_FIELDS if getattr(inst, k) == Instance.model_fields[k].default}
+            text = inst.model_dump_json(exclude=unset | default)
+            digest.update(inst.model_dump_json(exclude=NAMING_FIELDS | DERIVED_FIELDS | (unset & LATER_FIELDS))
+                          .encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:
@@ -196,11 +199,11 @@ def _expand_ray(source: ExpansionSource) -> Expansion:
     global _TASK
     if _TASK is None:
         _TASK = ray.remote(num_returns="streaming", num_cpus=1, max_retries=2)(_expand_task)
-    from omnieval.protocols import get_protocol
+    from omnieval.protocols import protocol_module
     from omnieval.run.parallelism import cpu_parallelism
 
     shared = ray.put(replace(source, bench=replace(source.bench, items=[])))
-    module = get_protocol(source.protocol).__name__  # registered in this process only? the tasks register it too
+    module = protocol_module(source.protocol)  # the tasks register it too: a protocol registered here in Python
     items = source.bench.items
     pending = list(chunks(source))
     window = cpu_parallelism()  # chunks in flight: more would only start more worker processes

@@ -202,16 +202,16 @@ def protocol_options(config: RunConfig, protocol):
     from omnieval.core.schema import InputError, pydantic_message
 
     try:
-        return protocol.Options.model_validate(config.protocol_options)
+        return protocol.options.model_validate(config.protocol_options)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            known = list(protocol.Options.model_fields)
+            known = list(protocol.options.model_fields)
             takes = f"its options: {', '.join(known)}" if known else "it takes none"
-            raise InputError(f"unknown option {where!r} of protocol {protocol.NAME} ({takes})",
+            raise InputError(f"unknown option {where!r} of protocol {protocol.name} ({takes})",
                              field=f"protocol_options.{where}") from None
-        raise InputError(f"{pydantic_message(err)} (protocol {protocol.NAME})",
+        raise InputError(f"{pydantic_message(err)} (protocol {protocol.name})",
                          field=f"protocol_options.{where}" if where else "protocol_options") from None
 
 

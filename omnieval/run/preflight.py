@@ -159,7 +159,7 @@ def canonical_options(protocol: str, options: dict) -> dict:
     from omnieval.protocols import get_protocol
 
     try:
-        return get_protocol(protocol).Options.model_validate(options).model_dump(mode="json", exclude_defaults=True)
+        return get_protocol(protocol).options.model_validate(options).model_dump(mode="json", exclude_defaults=True)
     except (ValidationError, KeyError, ValueError):
         return dict(options)
 

@@ -72,10 +72,9 @@ def parse_cluster_option(values: Iterable[str] | None) -> ClusterChoice:
 
 def default_cluster(protocol: str) -> str:
     """The protocol's own resampling unit (its metric spec's ``cluster``; ``item`` for one without a spec)."""
-    from omnieval.stats.registry import REGISTRY, load_protocols
+    from omnieval.protocols import metric_spec
 
-    load_protocols()
-    spec = REGISTRY.get(protocol)
+    spec = metric_spec(protocol)
     return spec.cluster if spec is not None else ITEM_CLUSTER
 
 

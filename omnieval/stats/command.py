@@ -24,7 +24,6 @@ from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.paired import Collector, metrics_and_paired
 from omnieval.stats.ranks import ranks_table
 from omnieval.stats.read import read_predictions
-from omnieval.stats.registry import load_protocols
 
 
 @dataclass
@@ -67,7 +66,6 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
 
     from omnieval.stats import distributed
 
-    load_protocols()
     if distributed.use_ray(paths, address):
         started = distributed.connect(address)
         try:

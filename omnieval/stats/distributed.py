@@ -232,7 +232,6 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
     ``UNREAD_COLUMNS``)."""
     from omnieval.stats import read
 
-    read.load_protocols()
     frames = []
     for given in paths:
         path = _file_of(given)
@@ -257,12 +256,12 @@ def group_facts(paths: Sequence[str], protocol: str | None, split: str | None, c
                 random: str | None = None) -> tuple[ProtocolFacts, dict[str, str]]:
     """The first pass over one group: its whole-protocol choices (``stats.first_pass``) from the frame the metrics
     read (read, prepared, clustered and derived as ``metrics.metrics_table`` does), and its resampling unit."""
+    from omnieval.protocols import metric_spec
     from omnieval.stats.clusters import units_used, with_clusters
     from omnieval.stats.read import prepare
-    from omnieval.stats.registry import REGISTRY
 
     frame = with_clusters(prepare(read_group(paths, protocol, cluster, random, split)), cluster)
-    spec = REGISTRY[protocol]
+    spec = metric_spec(protocol)
     part = frame if spec.derive is None else spec.derive(frame)
     return protocol_facts(part), units_used(frame, cluster)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from omnieval.stats.registry import REGISTRY, load_protocols
+from omnieval.protocols import metric_spec
 
 
 def _with_ci() -> pl.Expr:
@@ -55,7 +55,7 @@ def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
 def protocol_tables(protocol: str, table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """The headline tables the protocol's metric spec names (``ProtocolMetrics.headlines``; none for a protocol
     without a spec), from its rows of the metrics table."""
-    spec = REGISTRY.get(protocol)
+    spec = metric_spec(protocol)
     out = []
     for headline in spec.headlines if spec is not None else ():
         rows = headline.rows(table)
@@ -69,7 +69,6 @@ def protocol_tables(protocol: str, table: pl.DataFrame) -> list[tuple[str, pl.Da
 
 def headline_tables(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """(title, table) per protocol present in a metrics table, open-ended answers last."""
-    load_protocols()
     out = []
     for protocol in sorted(table["protocol"].unique().to_list()):
         part = table.filter(pl.col("protocol") == protocol)

@@ -5,16 +5,16 @@ How it flows (docs/architecture.md, decision 5):
 
 1. ``stats.read.read_predictions`` reads the files and refuses bad rows; ``stats.read.prepare`` derives the row
    flags every protocol shares (errored rows stay out of every denominator and are counted in ``error_rate``).
-2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``) from ``stats.registry.REGISTRY`` names its
-   **cell families** (a cell = the mean of one column over the rows of one unit x key, e.g. correctness per
-   condition) and one function from those cells to metric rows. A unit is model x prompt x split; its resampling
-   clusters are the protocol's unit (``stats.clusters``: the question by default, or an anchor, a media file, any
-   column holding whole questions).
+2. Per protocol, a ``ProtocolMetrics`` spec (``omnieval.core.metric_types``), from the protocol registry
+   (``omnieval.protocols.metric_spec``), names its **cell families** (a cell = the mean of one column over the rows
+   of one unit x key, e.g. correctness per condition) and one function from those cells to metric rows. A unit is
+   model x prompt x split; its resampling clusters are the protocol's unit (``stats.clusters``: the question by
+   default, or an anchor, a media file, any column holding whole questions).
 3. Per unit, one bootstrap pass (``omnieval.stats.bootstrap``) gives every cell's resampled sums and the metric rows
    with their 95% percentile intervals; open-ended rows get theirs from ``omnieval.stats.open_metrics`` the same way.
 
-A protocol plugs in with ``stats.registry.register(ProtocolMetrics(...))``; its formulas live in its own module
-under ``omnieval/protocols``. Writing the command's files (and the paired differences of the same pass) is
+A protocol plugs in through its spec (``omnieval.protocols.spec.ProtocolSpec.metrics``); its formulas live in its
+own module. Writing the command's files (and the paired differences of the same pass) is
 ``omnieval.stats.command``.
 """
 
@@ -27,6 +27,7 @@ import polars as pl
 
 from omnieval.core.metric_types import with_answer_verdicts, with_error_rates, with_forced_rate
 from omnieval.core.schema import InputError
+from omnieval.protocols import known_protocols, metric_spec
 from omnieval.stats.bootstrap import UnitHook, protocol_rows
 from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.factors import FactorSplit, pool_levels
@@ -34,7 +35,6 @@ from omnieval.stats.first_pass import ProtocolFacts, protocol_facts
 from omnieval.stats.intervals import DEFAULT_METHOD, check_method
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import prepare, read_predictions
-from omnieval.stats.registry import REGISTRY, load_protocols
 from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
@@ -60,7 +60,6 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     are a random factor (``stats.factors``): pooled, their spread in ``se_<column>``, ``se_total`` and the interval.
     ``facts``: protocol -> the choices made from all of its rows (``stats.first_pass``), where ``predictions``
     holds part of a protocol (a Ray task of ``stats.distributed``); default: read from ``predictions``."""
-    load_protocols()
     check_method(interval)
     frame = with_clusters(prepare(predictions), cluster)
     rows: list[dict] = []
@@ -69,9 +68,10 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     if random is not None:  # a random factor's levels pooled, their spread counted (stats.factors)
         frame, factor = pool_levels(frame, random, random_checked), FactorSplit(random, {}, resamples, seed)
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
-        spec = REGISTRY.get(protocol)
+        spec = metric_spec(protocol)
         if spec is None:  # read_predictions refuses these with file and row; a frame built in code ends here
-            raise InputError(f"unknown protocol {protocol!r}; metrics are defined for {', '.join(sorted(REGISTRY))}",
+            raise InputError(f"unknown protocol {protocol!r}; metrics are defined for "
+                             f"{', '.join(sorted(known_protocols()))}",
                              field="protocol")
         part = frame.filter(pl.col("protocol") == protocol)
         if spec.derive is not None:
@@ -116,5 +116,4 @@ def _both(first: UnitHook, second: UnitHook | None) -> UnitHook:
 def compute_metrics(paths: Iterable[str | Path], resamples: int = 10_000, seed: int = 0,
                     cluster: ClusterChoice = None) -> pl.DataFrame:
     """Library entry point: predictions files -> metrics table."""
-    load_protocols()
     return metrics_table(read_predictions(paths), resamples=resamples, seed=seed, cluster=cluster)

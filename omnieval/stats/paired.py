@@ -43,13 +43,13 @@ from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
+from omnieval.protocols import metric_spec
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.intervals import DEFAULT_METHOD, clipped, difference_bounds, intervals, needs_jackknife
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
-from omnieval.stats.registry import REGISTRY
 from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
 PAIRED_COLUMNS = ("protocol", "comparison", "model", "prompt", "split", "a", "b", "metric", "key", "estimate",
@@ -278,7 +278,7 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
                        seed: int, cluster: ClusterChoice = None,
                        interval: str = DEFAULT_METHOD) -> tuple[UnitValues, UnitValues] | None:
     """Both units again, on their common questions only, in one pass where they draw the same clusters."""
-    spec = REGISTRY[protocol]  # unregistered protocols are refused when predictions are read
+    spec = metric_spec(protocol)  # unregistered protocols are refused when predictions are read
     common = sorted(set(a.item_ids) & set(b.item_ids))
     if not common:
         return None
@@ -377,9 +377,7 @@ def paired_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int =
 def _bounds(row: dict) -> tuple[float, float]:
     """The values the metric of a paired row can take (its protocol's ``bounds_of``)."""
     from omnieval.core.metric_types import SHARED_BOUNDS
-    from omnieval.stats.registry import REGISTRY
-
-    spec = REGISTRY.get(row["protocol"])
+    spec = metric_spec(row["protocol"])
     if spec is not None:
         return spec.bounds_of(row["metric"])
     return SHARED_BOUNDS.get(row["metric"], (-np.inf, np.inf))

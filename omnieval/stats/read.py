@@ -29,7 +29,7 @@ from kernels.softmax import restricted_softmax
 from omnieval.core.metric_types import CLUSTER, QUESTION, cluster_of, question_of
 from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
 from omnieval.core.store import StoredPath, readable, stored_path
-from omnieval.stats.registry import REGISTRY, load_protocols
+from omnieval.protocols import metric_specs
 from omnieval.stats.samples import SAMPLE, sample_index
 
 
@@ -94,7 +94,7 @@ def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
     conf = frame["confidence"].drop_nulls()
     if len(conf) and (conf.min() < 0.0 or conf.max() > 1.0 or conf.is_nan().any()):
         raise InputError("confidence must lie in [0, 1]", file=path, field="confidence")
-    for name, spec in REGISTRY.items():
+    for name, spec in metric_specs().items():
         if spec.conditions is None:
             continue
         bad = frame.filter((pl.col("protocol") == name) & ~pl.col("condition").is_in(list(spec.conditions)))
@@ -193,7 +193,7 @@ def _check_rows(frame: pl.DataFrame, path: Path) -> None:
     * ``error_kind`` not one of ``schema.ERROR_KINDS``, or set where ``error`` is not (or the other way round): the
       row's error would be counted under no kind, or a kind counted without an error.
     """
-    known = sorted(REGISTRY)
+    known = sorted(metric_specs())
     if row := _first_bad(frame, ~pl.col("protocol").is_in(known)):
         raise InputError(f"{row['where']}: unknown protocol {row['protocol']!r}; metrics are defined for "
                          f"{', '.join(known)}", file=path, item=row["where"], field="protocol")
@@ -282,7 +282,6 @@ def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
 def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
     """Concatenate predictions files, local paths or URIs (columns missing from some files become null; extra
     columns are kept)."""
-    load_protocols()
     frames = [_normalise(_read_one(path), path).with_columns(
         _file=pl.lit(str(path)), _row=pl.int_range(1, pl.len() + 1)) for path in map(stored_path, paths)]
     if not frames:

@@ -265,13 +265,12 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
     the permutation tests of every protocol (over the units ``cluster`` names: ``stats.clusters``), the open-ended
     tests. ``model_order``: how model pairs are oriented (``model_permutation_tests``; ``stats.distributed``
     passes the whole input's to a task holding one protocol)."""
-    from omnieval.stats.registry import REGISTRY, load_protocols
+    from omnieval.protocols import metric_spec
 
-    load_protocols()
     frame = with_clusters(prepare(predictions), cluster)
     first, last = [], []
     for protocol in sorted(frame["protocol"].unique().drop_nulls().to_list()):
-        spec = REGISTRY.get(protocol)
+        spec = metric_spec(protocol)
         if spec is None or spec.tests is None:
             continue
         part = frame.filter(pl.col("protocol") == protocol)
