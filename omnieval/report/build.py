@@ -186,7 +186,10 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
         if path.suffix == ".parquet":
             frame = pl.read_parquet(readable(path))
         elif path.suffix == ".csv":
-            frame = pl.read_csv(readable(path), schema_overrides={"key": pl.Utf8, "split": pl.Utf8, "prompt": pl.Utf8})
+            from omnieval.stats.registry import key_columns
+
+            text = dict.fromkeys(("key", "split", "prompt", *key_columns()), pl.Utf8)  # a level "0" stays text
+            frame = pl.read_csv(readable(path), schema_overrides=text)
         else:
             frame = pl.DataFrame(json.loads(path.read_text())["metrics"])
     except (pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
