@@ -141,3 +141,21 @@ def test_a_metric_row_breaking_the_key_contract_is_refused_naming_the_protocol()
                       MetricRow("accuracy", values, support, "b", {"task": "t"})])
     with pytest.raises(ValueError, match="must not repeat a shared part or a table column"):
         _spec(key_parts=("model",))
+
+
+def test_key_parts_read_back_from_metrics_csv_stay_text(tmp_path):
+    """Tasks named ``007`` and ``010`` are parts ``007`` and ``010`` after a round trip through ``metrics.csv``,
+    not the integers 7 and 10, also where the file was saved again by a tool that writes an empty part as an empty
+    field (a spreadsheet): the column then holds only numbers and empty fields."""
+    from omnieval.report.build import _read_metrics
+    from omnieval.stats.metrics import metrics_table
+
+    predictions = _predictions().with_columns(task=pl.when(pl.col("task") == TASK).then(pl.lit("007"))
+                                              .otherwise(pl.lit("010")))
+    table = metrics_table(predictions, resamples=50, seed=1)
+    table.with_columns(pl.col("task").replace("", None)).write_csv(tmp_path / "metrics.csv")
+    read, _ = _read_metrics(tmp_path / "metrics.csv")
+    assert set(read["task"].to_list()) == {"", "007", "010"}
+    got = read.filter((pl.col("task") == "007") & (pl.col("leaf") == "A->T") & (pl.col("metric") == "accuracy")
+                      & (pl.col("model") == PLAIN))
+    assert got["value"].to_list() == [pytest.approx(_accuracy(PLAIN, "A->T", TASK))]
