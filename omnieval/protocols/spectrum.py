@@ -411,11 +411,11 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 
 # === metrics (cell means -> metric values) ===
 # The metrics of docs/reference.md, Protocol `spectrum`, as functions of cell means, vectorised over bootstrap rows (row
-# 0 = the data, rows 1..R the resamples). Overall keys are the condition / modality; per category they are prefixed
-# ``<category>/`` and the keyless metrics (``chance``, ``inter``) take the category alone as key, as crossmodal's
-# ``task/direction``.
+# 0 = the data, rows 1..R the resamples). Each row's key is its parts (``leaf``: the condition / modality; a scope's
+# ``scope_by``, ``scope_value``, ``breakdown``: ``scope_key``); the label prefixes a scope's leaf with ``<scope>/``
+# and the metrics without a leaf (``chance``, ``inter``) take the scope alone, as crossmodal's ``task/direction``.
 #
-# ``dependency`` is a label, not a number: its row has ``value`` null and the label in ``key`` (``image-intra``,
+# ``dependency`` is a label, not a number: its row has ``value`` null and the label as its ``leaf`` (``image-intra``,
 # ``image-intra+text-intra``, ``inter-only``; per category ``<category>/<label>``), ``n`` the predictions behind the
 # intra values. The label needs the intra intervals, so the metric function computes them itself from the resample
 # rows with the same percentile kernel ``omnieval metrics`` uses for every CI: a modality counts when the lower end
@@ -423,8 +423,8 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # ``dependency`` row.
 
 SET_KEY = "_modality_set"
-"""The column naming an item's set of modalities (``modalities=image+audio+text``), on a benchmark whose items
-differ in their modalities only (``modality_sets``)."""
+"""The column naming an item's set of modalities (``image+audio+text``; its rows' key label
+``modalities=image+audio+text``), on a benchmark whose items differ in their modalities only (``modality_sets``)."""
 MAX_BREAKDOWNS = 16
 """The most breakdown names a predictions frame may carry (each is a scope of its own: ``derive_columns`` gives
 breakdown ``i`` of the frame, by name, its own column ``_breakdown_<i>``). WorldSense, the release with the most,
