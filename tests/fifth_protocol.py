@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
-from omnieval.core.metric_types import CellFamily, ProtocolMetrics
+from omnieval.core.metric_types import CellFamily, MetricRow, ProtocolMetrics
 from omnieval.core.protocol_views import (
     ConditionTests,
     HeadlineTable,
@@ -94,16 +94,16 @@ def expand_all(items, bench=None, seed: int = 0, options: Options | None = None)
 def metric_rows(cells):
     acc = {c: cells.mean("acc", c) for c in CONDITIONS if cells.has("acc", c)}
     for c, values in acc.items():
-        yield "accuracy", c, values, cells.support("acc", c)
+        yield MetricRow("accuracy", values, cells.support("acc", c), c, {"leaf": c})
     if len(acc) == len(CONDITIONS):
         support = cells.support("acc", "normal") + cells.support("acc", "no_image")
         gain = acc["normal"] - acc["no_image"]
-        yield "image_gain", "", gain, support
+        yield MetricRow("image_gain", gain, support)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(acc["normal"] > 0, gain / np.where(acc["normal"] > 0, acc["normal"], 1), np.nan)
-        yield "image_share", "", share, support
+        yield MetricRow("image_share", share, support)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
+        yield MetricRow("invalid_rate", cells.mean("invalid"), cells.support("invalid"))
 
 
 def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:

@@ -251,11 +251,13 @@ def test_headline_tables_never_wrap_a_header():
     import polars as pl
 
     from omnieval.stats.headlines import headline_tables, render
+    from omnieval.stats.key_parts import key_columns
 
     rows = [("contrastive", f"a-model-with-a-rather-long-name-{i}", "zs", "all", "accuracy", key, 0.5, 0.4, 0.6, 10,
-             10) for i in range(6) for key in ("all", "n=2", "n=3")]
+             10, n) for i in range(6) for key, n in (("all", ""), ("n=2", "2"), ("n=3", "3"))]
     table = pl.DataFrame(rows, orient="row", schema=["protocol", "model", "prompt", "split", "metric", "key", "value",
-                                                     "ci_low", "ci_high", "n", "n_items"])
+                                                     "ci_low", "ci_high", "n", "n_items", "n_inputs"])
+    table = table.with_columns(pl.lit("").alias(p) for p in key_columns() if p != "n_inputs")
     text = render(headline_tables(table))
     lines = [line for line in text.splitlines() if line.startswith(("┌", "│", "╞", "└"))]
     assert len({len(line) for line in lines}) == 1  # every row of the table is one line: nothing wrapped

@@ -6,12 +6,16 @@ import polars as pl
 import pytest
 
 from omnieval.stats.headlines import headline_tables
+from omnieval.stats.key_parts import key_columns
 
 COLUMNS = ["protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n", "n_items"]
 
 
-def _table(rows: list[tuple]) -> pl.DataFrame:
-    return pl.DataFrame(rows, orient="row", schema=COLUMNS)
+def _table(rows: list[tuple], parts=lambda key: {"leaf": key}) -> pl.DataFrame:
+    """A metrics table of ``rows``, each row's key parts ``parts(key)`` (the other parts empty)."""
+    table = pl.DataFrame(rows, orient="row", schema=COLUMNS)
+    named = [parts(key) for key in table["key"].to_list()]
+    return table.with_columns(pl.Series(p, [n.get(p, "") for n in named], dtype=pl.Utf8) for p in key_columns())
 
 
 def test_two_prompt_styles_are_two_rows_of_every_model():
@@ -19,7 +23,7 @@ def test_two_prompt_styles_are_two_rows_of_every_model():
     values = {("m1", "zs"): 0.1, ("m1", "cot"): 0.2, ("m2", "zs"): 0.3, ("m2", "cot"): 0.4}
     rows = [("contrastive", m, p, "all", "accuracy", key, v + k / 100, 0.0, 1.0, 10, 10)
             for (m, p), v in values.items() for k, key in enumerate(["all", "n=2"])]
-    [(title, frame)] = headline_tables(_table(rows))
+    [(title, frame)] = headline_tables(_table(rows, lambda key: {"n_inputs": "2"} if key == "n=2" else {}))
     assert "contrastive" in title
     assert set(frame.columns) == {"metric", "split", "prompt", "m1", "m2"}
     got = {(r["metric"], r["prompt"]): (r["m1"], r["m2"]) for r in frame.iter_rows(named=True)}
@@ -41,4 +45,4 @@ def test_shapley_rows_are_per_model_and_prompt():
 def test_two_metric_rows_for_one_cell_are_refused_with_the_cell_named():
     row = ("crossmodal", "m1", "zs", "all", "disparity", "", 0.5, 0.4, 0.6, 10, 10)
     with pytest.raises(ValueError, match="two metric rows for one cell.*'disparity'"):
-        headline_tables(_table([row, row]))
+        headline_tables(_table([row, row], lambda key: {}))

@@ -43,7 +43,7 @@ def with_values(frame: pl.DataFrame, **kw) -> tuple[pl.DataFrame, dict]:
 
     def keep(spec, unit, rows, values):
         for j, row in enumerate(rows):
-            seen[(unit.key[0], row[0], row[1])] = values[j].copy()
+            seen[(unit.key[0], row.metric, row.key)] = values[j].copy()
 
     return metrics_table(frame, resamples=R, seed=1, on_unit=keep, **kw), seen
 

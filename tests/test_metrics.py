@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from omnieval.core.schema import InputError
+from omnieval.stats.key_parts import key_columns
 from omnieval.stats.metrics import compute_metrics, metrics_table
 from omnieval.stats.read import read_predictions
 
@@ -69,7 +70,7 @@ def test_spec_worked_example_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr
     table = pl.read_csv(out / "metrics.csv", schema_overrides={"key": pl.Utf8})
     assert table.columns == ["protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high",
-                             "n", "n_items", "n_clusters"]
+                             "n", "n_items", "n_clusters", *key_columns()]
     assert (out / "metrics.parquet").exists() and (out / "metrics.json").exists()
     assert (out / "paired.parquet").exists()  # one model, one prompt: no pair, an empty table with its columns
     assert set(table["n_items"].to_list()) == set(table["n_clusters"].to_list()) == {1000}

@@ -605,32 +605,46 @@ def test_report_from_predictions_computes_metrics_and_compares_runs(demo, tmp_pa
 def handmade_metrics() -> pl.DataFrame:
     rows = []
 
-    def add(protocol, model, metric, key, value, low=None, high=None, n=40, split="all"):
+    parts = ("leaf", "method", "judge", "scope_by", "scope_value", "n_inputs", "selection_type", "answer_modality")
+
+    def add(protocol, model, metric, key, value, low=None, high=None, n=40, split="all", **kw):
+        """A row with its key label and its key parts (``leaf`` the label where no part is given)."""
+        named = kw or ({"leaf": key} if key else {})
         rows.append({"protocol": protocol, "model": model, "prompt": "zs", "split": split, "metric": metric,
-                     "key": key, "value": value, "ci_low": low, "ci_high": high, "n": n})
+                     "key": key, "value": value, "ci_low": low, "ci_high": high, "n": n,
+                     **{p: named.get(p, "") for p in parts}})
 
     for i, model in enumerate(["m-vision", "m-text", "ensemble"]):
         for scope in ("", "charts/", "maps/"):
+            category = {"scope_by": "category", "scope_value": scope.rstrip("/")} if scope else {}
             acc = {"normal": 0.8 - 0.1 * i, "image_only": 0.7 - 0.2 * i, "text_only": 0.3 + 0.1 * i,
                    "random": 0.25}
             for condition, v in acc.items():
-                add("spectrum", model, "accuracy", scope + condition, v, v - 0.05, v + 0.05)
+                add("spectrum", model, "accuracy", scope + condition, v, v - 0.05, v + 0.05, leaf=condition,
+                    **category)
                 # rotated copies of each question: CircularEval is at most the accuracy
-                add("spectrum", model, "circular_accuracy", scope + condition, 0.7 * v, 0.7 * v - 0.05, 0.7 * v + 0.05)
-            add("spectrum", model, "chance", scope.rstrip("/"), 0.25, None, None)
+                add("spectrum", model, "circular_accuracy", scope + condition, 0.7 * v, 0.7 * v - 0.05, 0.7 * v + 0.05,
+                    leaf=condition, **category)
+            add("spectrum", model, "chance", scope.rstrip("/"), 0.25, None, None, **category, leaf="")
             for m in ("image", "text"):
                 gain = acc[f"{m}_only"] - 0.25
-                add("spectrum", model, "intra", scope + m, gain, gain - 0.05, gain + 0.05)
-            add("spectrum", model, "inter", scope.rstrip("/"), 0.1, 0.02, 0.18)
-            add("spectrum", model, "perceptual_score", scope + "image", acc["normal"] - acc["text_only"], 0.3, 0.5)
-            add("spectrum", model, "perceptual_score", scope + "text", acc["normal"] - acc["image_only"], 0.0, 0.3)
-            add("spectrum", model, "dependency", scope + ("image-intra" if i < 2 else "image-intra+text-intra"),
-                None)
+                add("spectrum", model, "intra", scope + m, gain, gain - 0.05, gain + 0.05, leaf=m, **category)
+            add("spectrum", model, "inter", scope.rstrip("/"), 0.1, 0.02, 0.18, **category, leaf="")
+            add("spectrum", model, "perceptual_score", scope + "image", acc["normal"] - acc["text_only"], 0.3, 0.5,
+                leaf="image", **category)
+            add("spectrum", model, "perceptual_score", scope + "text", acc["normal"] - acc["image_only"], 0.0, 0.3,
+                leaf="text", **category)
+            label = "image-intra" if i < 2 else "image-intra+text-intra"
+            add("spectrum", model, "dependency", scope + label, None, leaf=label, **category)
         add("spectrum", model, "invalid_rate", "", 0.01 * i, 0.0, 0.02)
     for model in ("clip-like", "clip-like+captions"):
-        for key, v in {"all": 0.6, "n=2": 0.7, "n=3": 0.55, "n=4": 0.5, "selection=random": 0.7,
+        subsets = {"n=2": ("n_inputs", "2"), "n=3": ("n_inputs", "3"), "n=4": ("n_inputs", "4"),
+                   "selection=random": ("selection_type", "random"), "selection=similar": ("selection_type", "similar"),
+                   "modality=audio": ("answer_modality", "audio"), "modality=image": ("answer_modality", "image")}
+        add("contrastive", model, "accuracy", "all", 0.6, 0.5, 0.7, leaf="")
+        for key, v in {"n=2": 0.7, "n=3": 0.55, "n=4": 0.5, "selection=random": 0.7,
                        "selection=similar": 0.5, "modality=audio": 0.4, "modality=image": 0.8}.items():
-            add("contrastive", model, "accuracy", key, v, v - 0.1, v + 0.1)
+            add("contrastive", model, "accuracy", key, v, v - 0.1, v + 0.1, **dict([subsets[key]]))
         add("contrastive", model, "permutation_consistency", "", 0.3, 0.2, 0.4)
         for label, v in zip("ABCD", (0.1, -0.02, -0.05, -0.03)):
             add("contrastive", model, "position_bias", label, v, v - 0.03, v + 0.03)
@@ -640,7 +654,7 @@ def handmade_metrics() -> pl.DataFrame:
     add("newproto", "m1", "invalid_rate", "", 0.0, 0.0, 0.0)
     return pl.DataFrame(rows, schema={"protocol": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "split": pl.Utf8,
                                       "metric": pl.Utf8, "key": pl.Utf8, "value": pl.Float64, "ci_low": pl.Float64,
-                                      "ci_high": pl.Float64, "n": pl.Int64})
+                                      "ci_high": pl.Float64, "n": pl.Int64, **dict.fromkeys(parts, pl.Utf8)})
 
 
 def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):

@@ -7,7 +7,7 @@ protocols never import the module that computes the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -91,10 +91,39 @@ def cluster_of(frame: pl.DataFrame) -> pl.Expr:
     return question_of(frame).alias(CLUSTER)
 
 
-MetricRow = tuple[str, str, np.ndarray, int | Support]
-"""(metric, key, values over rows [data, resample 1, ..., resample R], support). The support is a ``Support`` (the
-rows and items behind the value); a plain int is read as ``n`` on all the unit's items (a spec written before
-``Support``: its ``n_items`` is the unit's)."""
+RESERVED_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
+                    "n_items", "n_clusters", "run", "comparison", "a", "b", "model_a", "model_b")
+"""Columns of the metrics and paired tables that no key part may be named."""
+
+KEY_PARTS = ("leaf", "method", "judge")
+"""The key parts every protocol's rows may carry, each a column of the metrics table: ``leaf`` (what the row is
+of inside its scope: a condition, direction, level, modality, anchor, option label, error kind...), ``method`` (the
+confidence method of a calibration row) and ``judge`` (the judge of an open-ended row). A protocol's own parts
+(a task, a category, an input count) are its ``ProtocolMetrics.key_parts``. A part a row does not set is ``""``."""
+
+OPEN_KEY_PARTS = ("k",)
+"""The open-ended metrics' own key part (``stats.open_metrics``) beside ``leaf`` (a condition) and ``judge``: the
+corruption level ``k`` of a row over one level (labelled ``k=<k>``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class MetricRow:
+    """One metric row of one unit, as a protocol's metric function yields it.
+
+    ``values``: over rows [data, resample 1, ..., resample R]; ``support``: the rows and items behind the value.
+    ``parts``: the key as named parts (``KEY_PARTS`` and the protocol's ``key_parts``; parts not set are ``""``),
+    what every reader selects rows by; ``key``: the same key as one label for people (``task/direction``,
+    ``0@rs``), written to the table beside the parts and never read back."""
+
+    metric: str
+    values: np.ndarray
+    support: Support
+    key: str = ""
+    parts: Mapping[str, str] = field(default_factory=dict)
+
+    def with_metric(self, metric: str, values: np.ndarray | None = None) -> MetricRow:
+        """The same key and support under another metric name (and values)."""
+        return replace(self, metric=metric, values=self.values if values is None else values)
 
 
 @dataclass(frozen=True)
@@ -123,6 +152,9 @@ class ProtocolMetrics:
     another (``omnieval.stats.clusters``; docs/reference.md, Statistics common to all protocols);
     ``bounds``: metric name -> the values it can take (``SHARED_BOUNDS`` adds the metrics shared code computes),
     which its intervals are clipped to (``bounds_of``). A metric not named is not clipped.
+    ``key_parts``: the protocol's own key parts beyond ``KEY_PARTS`` (each a column of the metrics table, ``""`` on
+    other protocols' rows); ``scope_parts``: those of them that restrict a row to part of the unit (a task, a
+    category): a row with any of them set is not the unit's own, and the paired differences leave it out.
     """
 
     name: str
@@ -136,6 +168,23 @@ class ProtocolMetrics:
     tests: ConditionTests | None = None
     cluster: str = ITEM_CLUSTER
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    key_parts: tuple[str, ...] = ()
+    scope_parts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        clash = [p for p in self.key_parts if p in KEY_PARTS or p in RESERVED_COLUMNS]
+        if clash or not set(self.scope_parts) <= set(self.key_parts):
+            raise ValueError(f"protocol {self.name!r}: key parts {self.key_parts} must not repeat a shared part or "
+                             f"a table column ({', '.join(clash) or 'none'}), and scope parts {self.scope_parts} "
+                             "must be among them")
+
+    def scoped(self, parts: Mapping[str, str]) -> bool:
+        """Whether a row with these key parts is restricted to part of its unit (a scope part set)."""
+        return any(parts.get(p) for p in self.scope_parts)
+
+    def compares(self, row: MetricRow) -> bool:
+        """Whether the paired differences compare this row between two models or prompt styles (``paired``)."""
+        return self.paired.covers(row.metric, scoped=self.scoped(row.parts), keyless=not any(row.parts.values()))
 
     def bounds_of(self, metric: str) -> tuple[float, float]:
         """The values ``metric`` can take: this protocol's, then the shared metrics', else unbounded."""
@@ -205,10 +254,11 @@ def with_error_rates(spec: ProtocolMetrics, kinds: Iterable[str], metric: str = 
     def metrics(cells: Cells) -> Iterable[MetricRow]:
         yield from spec.metrics(cells)
         if cells.has("_error"):
-            yield metric, "", cells.mean("_error"), cells.support("_error")
+            yield MetricRow(metric, cells.mean("_error"), cells.support("_error"))
         for kind in kinds:
             if cells.has(f"_error_{kind}"):
-                yield metric, kind, cells.mean(f"_error_{kind}"), cells.support(f"_error_{kind}")
+                yield MetricRow(metric, cells.mean(f"_error_{kind}"), cells.support(f"_error_{kind}"), kind,
+                                {"leaf": kind})
 
     return replace(spec, families=spec.families + families, metrics=metrics)
 
@@ -222,7 +272,7 @@ def with_forced_rate(spec: ProtocolMetrics) -> ProtocolMetrics:
     def metrics(cells: Cells) -> Iterable[MetricRow]:
         yield from spec.metrics(cells)
         if cells.has("_forced"):
-            yield "forced_rate", "", cells.mean("_forced"), cells.support("_forced")
+            yield MetricRow("forced_rate", cells.mean("_forced"), cells.support("_forced"))
 
     return replace(spec, families=spec.families + (family,), metrics=metrics)
 
@@ -263,10 +313,9 @@ def with_answer_verdicts(spec: ProtocolMetrics) -> ProtocolMetrics:
             view = _twin_view(cells, metric, names)
             if view is None:
                 continue
-            for name, key, values, support in spec.metrics(view):
-                if name == "accuracy":
-                    n = support.n if isinstance(support, Support) else support
-                    yield metric, key, values * n if metric == "disagree" else values, support
+            for row in spec.metrics(view):
+                if row.metric == "accuracy":
+                    yield row.with_metric(metric, row.values * row.support.n if metric == "disagree" else None)
 
     return replace(spec, families=spec.families + twins, metrics=metrics)
 

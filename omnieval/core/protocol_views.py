@@ -21,15 +21,15 @@ import polars as pl
 class PairedHeadline:
     """The metrics the paired differences (``paired.csv``) compare between two models or prompt styles.
 
-    ``every_key``: compared for every key of the overall scope (keys holding ``/`` are a task or category scope and
-    are left out); ``overall``: compared only on the keyless row (``key == ""``). The default compares accuracy per
+    ``every_key``: compared for every key of the unit's own rows (rows of a task or category, ``scoped``, are left
+    out); ``overall``: compared only on the row without key parts (``keyless``). The default compares accuracy per
     condition."""
 
     every_key: tuple[str, ...] = ("accuracy",)
     overall: tuple[str, ...] = ()
 
-    def covers(self, metric: str, key: str) -> bool:
-        return (metric in self.every_key and "/" not in key) or (metric in self.overall and key == "")
+    def covers(self, metric: str, *, scoped: bool, keyless: bool) -> bool:
+        return (metric in self.every_key and not scoped) or (metric in self.overall and keyless)
 
 
 @dataclass(frozen=True)

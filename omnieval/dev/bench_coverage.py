@@ -210,9 +210,9 @@ class _Pass:
         _, unit, rows, values = self.units[model]
         from omnieval.stats.bootstrap import row_items, row_size
 
-        for j, (m, k, _, support) in enumerate(rows):
-            if (m, k) == (metric, key):
-                return values[j], row_size(support, unit)[2], unit.cluster_mask(row_items(support, unit))
+        for j, row in enumerate(rows):
+            if (row.metric, row.key) == (metric, key):
+                return values[j], row_size(row.support, unit)[2], unit.cluster_mask(row_items(row.support, unit))
         raise KeyError((metric, key))
 
 
@@ -285,7 +285,7 @@ def _two_stage(item_pass: _Pass, frame: pl.DataFrame, design: Design, targets, r
         n_cells = len(u.cells)
         cells = Cells(sums=rows[:, :n_cells], counts=rows[:, n_cells:],
                       index={name: i for i, name in enumerate(u.cells)}, present=u.present)
-        values[model] = {(m, k): v for m, k, v, _ in spec.metrics(cells)}
+        values[model] = {(row.metric, row.key): row.values for row in spec.metrics(cells)}
     out = {}
     for metric, key in targets:
         v = values["a"][(metric[7:], key)] - values["b"][(metric[7:], key)] if metric.startswith("paired ") \

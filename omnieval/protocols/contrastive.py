@@ -54,7 +54,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.core.keyed import keyed_seed
-from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
+from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, MetricRow, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment
 from omnieval.protocols.spec import ProtocolSpec
@@ -289,12 +289,12 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     extra = [
         (pl.col("valid") & (pl.col("condition") == ORIGINAL)).alias("_orig_valid"),
         pl.lit("all").alias("_all_key"),
-        (pl.lit("n=") + pl.col("_n").cast(pl.Utf8)).alias("_n_key"),
+        pl.col("_n").cast(pl.Utf8).alias("_n_key"),
     ]
     if "selection_type" in frame.columns:
-        extra.append((pl.lit("selection=") + pl.col("selection_type").cast(pl.Utf8)).alias("_sel_key"))
+        extra.append(pl.col("selection_type").cast(pl.Utf8).alias("_sel_key"))
     if "answer_modality" in frame.columns:
-        extra.append((pl.lit("modality=") + pl.col("answer_modality").cast(pl.Utf8)).alias("_mod_key"))
+        extra.append(pl.col("answer_modality").cast(pl.Utf8).alias("_mod_key"))
     for i, label in enumerate(POSITION_LABELS):
         extra.append((pl.col("choice") == label).fill_null(False).cast(pl.Float64).alias(f"_is_{label}"))
         extra.append(pl.when(pl.col("_n") > i).then(1.0 / pl.col("_n")).otherwise(0.0).alias(f"_exp_{label}"))
@@ -307,23 +307,34 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(_consist_ok=pl.col("_marker") & pl.col("_consist").is_not_null()).drop("_marker")
 
 
+KEY_PARTS = ("n_inputs", "selection_type", "answer_modality")
+"""The protocol's own key parts (``ProtocolMetrics.key_parts``): the subset of the original-order answers an
+``accuracy`` row is over (``n=3``, ``selection=similar``, ``modality=audio``; none set: ``all``). Each is a whole
+column of the predictions, not a scope of the unit, so the paired differences compare them all."""
+SUBSETS = (("acc_n", "n_inputs", "n"), ("acc_sel", "selection_type", "selection"),
+           ("acc_mod", "answer_modality", "modality"))
+"""Accuracy cell family per subset, its key part and the name its label gives it."""
+
+
 def metric_rows(cells):
+    """The metrics of docs/reference.md, Protocol `contrastive`, of one unit as ``MetricRow`` records."""
     if cells.has("acc", "all"):
-        yield "accuracy", "all", cells.mean("acc", "all"), cells.support("acc", "all")
-    for family in ("acc_n", "acc_sel", "acc_mod"):
-        for (key,) in cells.keys(family):
-            yield "accuracy", key, cells.mean(family, key), cells.support(family, key)
+        yield MetricRow("accuracy", cells.mean("acc", "all"), cells.support("acc", "all"), "all")
+    for family, part, name in SUBSETS:
+        for (value,) in cells.keys(family):
+            yield MetricRow("accuracy", cells.mean(family, value), cells.support(family, value), f"{name}={value}",
+                            {part: value})
     if cells.has("consist"):
-        yield "permutation_consistency", "", cells.mean("consist"), cells.support("consist")
+        yield MetricRow("permutation_consistency", cells.mean("consist"), cells.support("consist"))
     for label in POSITION_LABELS:
         if cells.has(f"pos_{label}") and cells.has(f"exp_{label}"):
             expected = cells.mean(f"exp_{label}")
             if np.isfinite(expected[0]) and expected[0] > 0:
                 chosen = cells.support(f"pos_{label}")
-                yield "position_bias", label, cells.mean(f"pos_{label}") - expected, \
-                    support_of(chosen, cells.support(f"exp_{label}"), n=chosen.n)
+                yield MetricRow("position_bias", cells.mean(f"pos_{label}") - expected,
+                                support_of(chosen, cells.support(f"exp_{label}"), n=chosen.n), label, {"leaf": label})
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
+        yield MetricRow("invalid_rate", cells.mean("invalid"), cells.support("invalid"))
 
 
 def _families():
@@ -340,9 +351,10 @@ def _families():
 
 
 def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
-    keep = (((pl.col("metric") == "accuracy") & (pl.col("key").str.starts_with("n=") | (pl.col("key") == "all")))
+    whole = (pl.col("selection_type") == "") & (pl.col("answer_modality") == "")
+    keep = (((pl.col("metric") == "accuracy") & whole)
             | (pl.col("metric") == "permutation_consistency")
-            | ((pl.col("metric") == "position_bias") & (pl.col("key") == "A")))
+            | ((pl.col("metric") == "position_bias") & (pl.col("leaf") == "A")))
     return table.filter(keep)
 
 
@@ -353,6 +365,7 @@ def metrics_spec():
         name=NAME, families=_families(), metrics=metric_rows, derive=derive_columns, conditions=CONDITIONS,
         paired=PairedHeadline(every_key=("accuracy",), overall=("permutation_consistency",)),
         cluster="media_unit",  # the questions one input answers share it (docs/reference.md, Resampling unit)
+        key_parts=KEY_PARTS,
         headlines=(HeadlineTable("Accuracy by number of inputs, permutation consistency, position bias of A",
                                  _headline_rows),),
         bounds={"accuracy": UNIT, "permutation_consistency": UNIT, "position_bias": DIFFERENCE})

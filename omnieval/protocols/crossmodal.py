@@ -34,7 +34,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omnieval.core.keyed import keyed_rng
-from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, ProtocolMetrics, support_of
+from omnieval.core.metric_types import DIFFERENCE, UNIT, CellFamily, MetricRow, ProtocolMetrics, support_of
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, option_key, repeated_option
 from omnieval.protocols.spec import ProtocolSpec
@@ -363,35 +363,38 @@ SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("t", ("task",)), (
 
 def _scope_rows(cells, prefix: str, scope: tuple[str, ...]):
     """The metrics of docs/reference.md, Protocol `crossmodal`, for one scope (overall: ``scope = ()``; a task:
-    ``("perception",)``; a subtask: ``("perception", "instruments")``). Keys are ``<scope>/<key>``, or the scope alone
-    for keyless metrics."""
+    ``("perception",)``; a subtask: ``("perception", "instruments")``). The key's parts are the scope's ``task`` and
+    ``subtask`` and the ``leaf`` (a direction, a pair of modalities or of directions); its label is
+    ``<scope>/<leaf>``, or the scope alone for metrics without a leaf."""
     label = "/".join(scope)
+    scope_parts = dict(zip(("task", "subtask"), scope, strict=False))
 
-    def key(k: str) -> str:
-        return f"{label}/{k}" if label and k else (label or k)
+    def row(metric: str, values, support, leaf: str = "") -> MetricRow:
+        text = f"{label}/{leaf}" if label and leaf else (label or leaf)
+        return MetricRow(metric, values, support, text, {**scope_parts, "leaf": leaf})
 
     acc = {c: cells.mean(f"{prefix}acc", *scope, c) for c in (*DIRECTIONS, *EXTRA_CONDITIONS)
            if cells.has(f"{prefix}acc", *scope, c)}
     n = {c: cells.support(f"{prefix}acc", *scope, c) for c in acc}
     for c in acc:
-        yield "accuracy", key(c), acc[c], n[c]
+        yield row("accuracy", acc[c], n[c], c)
     if all(d in acc for d in DIRECTIONS):
         n_six = sum(n[d] for d in DIRECTIONS)
-        yield "average", key(""), average(acc), n_six
-        yield "std", key(""), std(acc), n_six
-        for k, values in disparity(acc).items():
-            read = disparity_directions(*k.split("_vs_"))
-            yield "disparity", key(k), values, support_of(*(n[d] for d in read), n=n_six.n)
-        for k, values in imbalance(acc).items():
-            x, y = k.split("<->")
-            yield "imbalance", key(k), values, n[f"{x}->{y}"] + n[f"{y}->{x}"]
+        yield row("average", average(acc), n_six)
+        yield row("std", std(acc), n_six)
+        gaps = disparity(acc)
+        for x, y in DISPARITY_PAIRS:
+            read = disparity_directions(x, y)
+            yield row("disparity", gaps[f"{x}_vs_{y}"], support_of(*(n[d] for d in read), n=n_six.n), f"{x}_vs_{y}")
+        gaps = imbalance(acc)
+        for x, y in IMBALANCE_PAIRS:
+            yield row("imbalance", gaps[f"{x}<->{y}"], n[f"{x}->{y}"] + n[f"{y}->{x}"], f"{x}<->{y}")
     if cells.has(f"{prefix}consist", *scope):
-        yield "consistency", key(""), cells.mean(f"{prefix}consist", *scope), \
-            cells.support(f"{prefix}consist", *scope)
+        yield row("consistency", cells.mean(f"{prefix}consist", *scope), cells.support(f"{prefix}consist", *scope))
     for i, (d1, d2) in enumerate(AGREEMENT_PAIRS):
         family = f"{prefix}agree{i}"
         if cells.has(family, *scope):
-            yield "agreement", key(f"{d1}|{d2}"), cells.mean(family, *scope), cells.support(family, *scope)
+            yield row("agreement", cells.mean(family, *scope), cells.support(family, *scope), f"{d1}|{d2}")
 
 
 def metric_rows(cells):
@@ -401,7 +404,7 @@ def metric_rows(cells):
         for scope in sorted({s[:len(by)] for s in scopes}) if by else scopes:
             yield from _scope_rows(cells, prefix, scope)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
+        yield MetricRow("invalid_rate", cells.mean("invalid"), cells.support("invalid"))
 
 
 def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
@@ -448,7 +451,7 @@ def _families():
 
 def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
     return table.filter(pl.col("metric").is_in(["average", "disparity", "imbalance", "consistency"])
-                        & ~pl.col("key").str.contains("/"))
+                        & (pl.col("task") == ""))
 
 
 def metrics_spec():
@@ -459,6 +462,7 @@ def metrics_spec():
         conditions=DIRECTIONS + EXTRA_CONDITIONS,
         paired=PairedHeadline(every_key=("accuracy", "disparity"), overall=("average", "consistency")),
         cluster="media_unit",  # the questions about one clip share it (docs/reference.md, Resampling unit)
+        key_parts=("task", "subtask"), scope_parts=("task", "subtask"),
         headlines=(HeadlineTable("Modality disparity, direction imbalance and consistency, with the average accuracy",
                                  _headline_rows),),
         bounds={"accuracy": UNIT, "average": UNIT, "std": UNIT, "consistency": UNIT, "agreement": UNIT,

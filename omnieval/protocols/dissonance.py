@@ -268,47 +268,51 @@ def metric_rows(cells):
     """All metrics of docs/reference.md, Protocol `dissonance`, of one model x prompt x split from its resampled cells
     (``omnieval.core.metric_types.Cells``).
 
-    Yields ``(metric, key, values over rows, support)``, the support (``n`` and items) from the cells each metric
-    reads; metrics whose cells are missing in this unit are left out.
+    Yields ``MetricRow`` records (values over rows, the support, ``n`` and items, from the cells each metric
+    reads; the key as its parts: ``leaf`` a condition, level, modality or anchor, ``method`` a confidence method);
+    metrics whose cells are missing in this unit are left out.
     """
-    from omnieval.core.metric_types import support_of
+    from omnieval.core.metric_types import MetricRow, support_of
+
+    def row(metric, values, support, leaf="", method=""):
+        label = f"{leaf}{cells.method_suffix(method)}" if method else leaf
+        return MetricRow(metric, values, support, label, {"leaf": leaf, "method": method})
 
     acc = {c: cells.mean("acc", c) for c in CONDITIONS if cells.has("acc", c)}
     n_acc = {c: cells.support("acc", c) for c in acc}
     for c in acc:
-        yield "accuracy", c, acc[c], n_acc[c]
+        yield row("accuracy", acc[c], n_acc[c], c)
     complete = len(acc) == len(CONDITIONS)
     if complete:
         for k, values in accuracy_k(acc).items():
-            yield "accuracy_k", str(k), values, sum(n_acc[c] for c in CONDITIONS if level(c) == k)
+            yield row("accuracy_k", values, sum(n_acc[c] for c in CONDITIONS if level(c) == k), str(k))
     abst = {k: cells.mean("abst", str(k)) for k in LEVELS if cells.has("abst", str(k))}
     human = {k: cells.mean("human", str(k)) for k in LEVELS if cells.has("human", str(k))}
     n_abst = {k: cells.support("abst", str(k)) for k in abst}
     n_human = {k: cells.support("human", str(k)) for k in human}
     for k in abst:
-        yield "abstention_k", str(k), abst[k], n_abst[k]
+        yield row("abstention_k", abst[k], n_abst[k], str(k))
     for k in human:
-        yield "human_abstention_k", str(k), human[k], n_human[k]
+        yield row("human_abstention_k", human[k], n_human[k], str(k))
     if len(abst) == len(LEVELS) and len(human) == len(LEVELS):
-        yield "ace", "", ace(abst, human), support_of(*n_abst.values(), *n_human.values(),
-                                                      n=sum(s.n for s in n_abst.values()))
+        yield row("ace", ace(abst, human), support_of(*n_abst.values(), *n_human.values(),
+                                                      n=sum(s.n for s in n_abst.values())))
     for method, k in cells.keys("conf"):
-        yield "confidence_k", f"{k}{cells.method_suffix(method)}", cells.mean("conf", method, k), \
-            cells.support("conf", method, k)
+        yield row("confidence_k", cells.mean("conf", method, k), cells.support("conf", method, k), k, method)
     for method in sorted({key[1] for key in cells.stats if key[0] == "ece"}):
         for name in ("ece", "rc_auc"):
             values, support = cells.stat(name, method)
-            yield name, cells.method_suffix(method), values, support
+            yield row(name, values, support, method=method)
     if complete:
         n_all = sum(n_acc.values())
         for m, values in shapley(acc).items():
-            yield "shapley", m, values, n_all
+            yield row("shapley", values, n_all, m)
         for m, values in reliance(acc).items():
-            yield "reliance", m, values, n_acc["C000"] + n_acc[ONLY_CORRUPTED[m]]
+            yield row("reliance", values, n_acc["C000"] + n_acc[ONLY_CORRUPTED[m]], m)
     for (anchor,) in cells.keys("anchor"):
-        yield "anchor_accuracy", anchor, cells.mean("anchor", anchor), cells.support("anchor", anchor)
+        yield row("anchor_accuracy", cells.mean("anchor", anchor), cells.support("anchor", anchor), anchor)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
+        yield row("invalid_rate", cells.mean("invalid"), cells.support("invalid"))
 
 
 def derive_columns(frame):

@@ -81,7 +81,15 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from omnieval.core.metric_types import DIFFERENCE, QUESTION, UNIT, CellFamily, ProtocolMetrics, question_of
+from omnieval.core.metric_types import (
+    DIFFERENCE,
+    QUESTION,
+    UNIT,
+    CellFamily,
+    MetricRow,
+    ProtocolMetrics,
+    question_of,
+)
 from omnieval.core.protocol_views import HeadlineTable, PairedHeadline
 from omnieval.core.schema import LABELS, InputError, Instance, ItemId, Segment, Strict, repeated_options_message
 from omnieval.protocols.spec import ProtocolSpec
@@ -441,11 +449,11 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 
 # === metrics (cell means -> metric values) ===
 # The metrics of docs/reference.md, Protocol `spectrum`, as functions of cell means, vectorised over bootstrap rows (row
-# 0 = the data, rows 1..R the resamples). Overall keys are the condition / modality; per category they are prefixed
-# ``<category>/`` and the keyless metrics (``chance``, ``inter``) take the category alone as key, as crossmodal's
-# ``task/direction``.
+# 0 = the data, rows 1..R the resamples). Each row's key is its parts (``leaf``: the condition / modality; a scope's
+# ``scope_by``, ``scope_value``, ``breakdown``: ``scope_key``); the label prefixes a scope's leaf with ``<scope>/``
+# and the metrics without a leaf (``chance``, ``inter``) take the scope alone, as crossmodal's ``task/direction``.
 #
-# ``dependency`` is a label, not a number: its row has ``value`` null and the label in ``key`` (``image-intra``,
+# ``dependency`` is a label, not a number: its row has ``value`` null and the label as its ``leaf`` (``image-intra``,
 # ``image-intra+text-intra``, ``inter-only``; per category ``<category>/<label>``), ``n`` the predictions behind the
 # intra values. The label needs the intra intervals, so the metric function computes them itself from the resample
 # rows with the same percentile kernel ``omnieval metrics`` uses for every CI: a modality counts when the lower end
@@ -453,18 +461,37 @@ def expand_all(items: Sequence[Item], bench=None, seed: int = 0, options: Option
 # ``dependency`` row.
 
 SET_KEY = "_modality_set"
-"""The column naming an item's set of modalities (``modalities=image+audio+text``), on a benchmark whose items
-differ in their modalities only (``modality_sets``)."""
+"""The column naming an item's set of modalities (``image+audio+text``; its rows' key label
+``modalities=image+audio+text``), on a benchmark whose items differ in their modalities only (``modality_sets``)."""
 MAX_BREAKDOWNS = 16
 """The most breakdown names a predictions frame may carry (each is a scope of its own: ``derive_columns`` gives
 breakdown ``i`` of the frame, by name, its own column ``_breakdown_<i>``). WorldSense, the release with the most,
 reports along eight (five axes and its three audio classes); a scope whose column the frame lacks costs nothing."""
-BREAKDOWN_SCOPES = tuple((f"b{i}", (f"_breakdown_{i}",)) for i in range(MAX_BREAKDOWNS))
+BREAKDOWN_SCOPES = tuple((f"b{i}", (f"_breakdown_name_{i}", f"_breakdown_{i}")) for i in range(MAX_BREAKDOWNS))
 SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (("", ()), ("c", ("category",)), ("e", ("_evidence_key",)),
                                                    ("s", (SET_KEY,)), *BREAKDOWN_SCOPES)
-"""Cell prefix and scope columns: overall, per category, per evidence label (``evidence=<label>``), per set of
-modalities (``modalities=<set>``), per value of each of the release's breakdowns (``<name>=<value>``). A family
-whose column the frame lacks has no cells."""
+"""Cell prefix and scope columns: overall, per category, per evidence label, per set of modalities, per value of
+each of the release's breakdowns (its name and value). A family whose column the frame lacks has no cells."""
+SCOPE_BY = {"c": "category", "e": "evidence", "s": "modalities"} | {prefix: "breakdown" for prefix, _ in
+                                                                    BREAKDOWN_SCOPES}
+"""The ``scope_by`` key part of each scope's rows (cell prefix -> what the scope is a value of)."""
+KEY_PARTS = ("scope_by", "scope_value", "breakdown")
+"""The protocol's own key parts (``ProtocolMetrics.key_parts``): what a scoped row is restricted to (``scope_by``:
+``category``, ``evidence``, ``modalities`` or ``breakdown``), the scope's value (a category, an evidence label, a set
+of modalities ``image+audio+text``, a breakdown's value) and, for a breakdown, its name."""
+
+
+def scope_key(prefix: str, scope: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """The label and key parts of a scope: a category stands alone (``Sports``), the others name what they are a
+    value of (``evidence=audio``, ``modalities=image+text``, ``duration=long``)."""
+    if not scope:
+        return "", {}
+    by = SCOPE_BY[prefix]
+    if by == "breakdown":
+        name, value = scope
+        return f"{name}={value}", {"scope_by": by, "breakdown": name, "scope_value": value}
+    (value,) = scope
+    return (value if by == "category" else f"{by}={value}"), {"scope_by": by, "scope_value": value}
 
 
 def named_modalities(conditions: Sequence[str]) -> list[str]:
@@ -540,50 +567,53 @@ def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray |
 def _scope_rows(cells, prefix: str, scope: tuple[str, ...], contrasts: bool = True):
     """The metrics of one scope; without ``contrasts`` only those of one condition at a time (accuracy, circular
     accuracy, chance): on a benchmark whose items differ in their modalities, two conditions of a scope other than
-    a set of modalities cover different items, and their difference would compare different questions."""
-    label = "/".join(scope)
+    a set of modalities cover different items, and their difference would compare different questions. Each row's
+    key: the scope's parts (``scope_key``) and its ``leaf`` (a condition, a modality, the dependency label), labelled
+    ``<scope>/<leaf>``, or the scope alone for metrics without a leaf."""
+    label, scope_parts = scope_key(prefix, scope)
 
-    def key(k: str) -> str:
-        return f"{label}/{k}" if label and k else (label or k)
+    def row(metric: str, values, support, leaf: str = "") -> MetricRow:
+        text = f"{label}/{leaf}" if label and leaf else (label or leaf)
+        return MetricRow(metric, values, support, text, {**scope_parts, "leaf": leaf})
 
     acc = {c: cells.mean(f"{prefix}acc", *scope, c) for c in ALL_CONDITIONS if cells.has(f"{prefix}acc", *scope, c)}
     n = {c: cells.support(f"{prefix}acc", *scope, c) for c in acc}
     for c in acc:
-        yield "accuracy", key(c), acc[c], n[c]
+        yield row("accuracy", acc[c], n[c], c)
     circ = f"{prefix}circ"
     for c in ALL_CONDITIONS:
         if cells.has(circ, *scope, c):
-            yield "circular_accuracy", key(c), cells.mean(circ, *scope, c), cells.support(circ, *scope, c)
+            yield row("circular_accuracy", cells.mean(circ, *scope, c), cells.support(circ, *scope, c), c)
     for metric, family in (("group_score", f"{prefix}gscore"), ("official_group_score", f"{prefix}ogscore")):
         for c in ALL_CONDITIONS:
             if cells.has(family, *scope, c):
-                yield metric, key(c), cells.mean(family, *scope, c), cells.support(family, *scope, c)
+                yield row(metric, cells.mean(family, *scope, c), cells.support(family, *scope, c), c)
     if cells.has(f"{prefix}chance", *scope):
-        yield "chance", key(""), cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope)
+        yield row("chance", cells.mean(f"{prefix}chance", *scope), cells.support(f"{prefix}chance", *scope))
     if not contrasts:
         return
     gains = intra(acc)
     for m, values in gains.items():
-        yield "intra", key(m), values, n[f"{m}_only"] + n["random"]
+        yield row("intra", values, n[f"{m}_only"] + n["random"], m)
     combined = inter(acc)
     if combined is not None:
-        yield "inter", key(""), combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc))
+        yield row("inter", combined, n["normal"] + sum(n[f"{m}_only"] for m in named_modalities(acc)))
     for m in MEDIA:  # normal on the same items as the stand-in (``_normal_with_<m>_text``)
         same = f"{prefix}{STAND_IN_NORMAL}{m}"
         if f"{m}_as_text" in acc and cells.has(same, *scope):
-            yield ("as_text_gap", key(m), acc[f"{m}_as_text"] - cells.mean(same, *scope),
-                   cells.support(same, *scope) + n[f"{m}_as_text"])
+            yield row("as_text_gap", acc[f"{m}_as_text"] - cells.mean(same, *scope),
+                      cells.support(same, *scope) + n[f"{m}_as_text"], m)
     for m, values in perceptual_score(acc).items():
         other = f"no_{m}" if f"no_{m}" in acc else next(f"{x}_only" for x in named_modalities(acc) if x != m)
-        yield "perceptual_score", key(m), values, n["normal"] + n[other]
+        yield row("perceptual_score", values, n["normal"] + n[other], m)
     if gains and len(gains) == len(named_modalities(acc)):
         over_chance = (acc["normal"] - cells.mean(f"{prefix}chance", *scope)
                        if "normal" in acc and cells.has(f"{prefix}chance", *scope) else None)
         label_value = dependency(gains, over_chance)
         if label_value is not None:
             rows = gains[next(iter(gains))].shape[0]
-            yield ("dependency", key(label_value), np.full(rows, np.nan),
-                   n["random"] + sum(n[f"{m}_only"] for m in gains))
+            yield row("dependency", np.full(rows, np.nan), n["random"] + sum(n[f"{m}_only"] for m in gains),
+                      label_value)
 
 
 def metric_rows(cells):
@@ -601,7 +631,7 @@ def metric_rows(cells):
         for scope in sorted({k[: len(by)] for k in cells.keys(f"{prefix}acc")}):
             yield from _scope_rows(cells, prefix, scope, contrasts)
     if cells.has("invalid"):
-        yield "invalid_rate", "", cells.mean("invalid"), cells.support("invalid")
+        yield MetricRow("invalid_rate", cells.mean("invalid"), cells.support("invalid"))
 
 
 # --- the majority-vote ensemble and the chance column ----------------------------------------------------------
@@ -766,7 +796,7 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
     if ENSEMBLE not in models and len(models) >= 2:
         frame = pl.concat([frame, ensemble_rows(frame)], how="vertical")
     if "evidence_modality" in frame.columns:
-        frame = frame.with_columns(_evidence_key=pl.lit("evidence=") + pl.col("evidence_modality").cast(pl.Utf8))
+        frame = frame.with_columns(_evidence_key=pl.col("evidence_modality").cast(pl.Utf8))
     frame = breakdown_columns(stand_in_columns(modality_sets(frame)))
     if "n_options" in frame.columns:
         n_options = pl.col("n_options").cast(pl.Float64)
@@ -777,7 +807,7 @@ def derive_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
 def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
     """``SET_KEY`` per row where the items differ in their modalities: an item's set is read from its conditions
-    (``<m>_only`` for each modality it has, the run's ``conditions`` aside), ``modalities=image+audio+text``. A
+    (``<m>_only`` for each modality it has, the run's ``conditions`` aside), ``image+audio+text``. A
     frame whose items all have one set gets no column, and its metrics stay as they were."""
     needed = {"condition", "item_id"}
     if not needed <= set(frame.columns):
@@ -789,7 +819,7 @@ def modality_sets(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     names = pl.concat_str([pl.when(pl.col("_m").list.contains(m)).then(pl.lit(m)) for m in MODALITY_ORDER],
                           separator="+", ignore_nulls=True)
-    sets = only.select(*unit, (pl.lit("modalities=") + names).alias(SET_KEY))
+    sets = only.select(*unit, names.alias(SET_KEY))
     if sets[SET_KEY].n_unique() < 2:
         return frame
     return frame.join(sets, on=unit, how="left", nulls_equal=True, maintain_order="left")
@@ -812,8 +842,9 @@ def stand_in_columns(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def breakdown_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """One column ``_breakdown_<i>`` per breakdown name the rows carry (names sorted), holding ``<name>=<value>``
-    (null where the row's item has no value for it): the scope keys of ``BREAKDOWN_SCOPES``. A row holds a value of
+    """Per breakdown name the rows carry (names sorted), a column ``_breakdown_<i>`` holding the row's value (null
+    where the row's item has none) and ``_breakdown_name_<i>`` its name: the scopes of ``BREAKDOWN_SCOPES``. A row
+    holds a value of
     every breakdown at once (a Video-MME question is ``long`` and ``Sports``), so each name needs a column of its
     own; more than ``MAX_BREAKDOWNS`` names is an ``InputError``."""
     if "breakdowns" not in frame.columns or frame["breakdowns"].null_count() == frame.height:
@@ -824,9 +855,9 @@ def breakdown_columns(frame: pl.DataFrame) -> pl.DataFrame:
         raise InputError(f"the predictions carry {len(names)} breakdowns ({', '.join(names)}); metrics are given "
                          f"per value of at most {MAX_BREAKDOWNS}", field="breakdowns")
     return frame.with_columns(**{
-        f"_breakdown_{i}": pl.lit(f"{name}=") + pairs.list.eval(
+        f"_breakdown_{i}": pairs.list.eval(
             pl.element().filter(pl.element().struct.field("name") == name).struct.field("value")).list.first()
-        for i, name in enumerate(names)})
+        for i, name in enumerate(names)}, **{f"_breakdown_name_{i}": pl.lit(name) for i, name in enumerate(names)})
 
 
 def _families():
@@ -844,17 +875,16 @@ def _families():
 
 def _headline_rows(table: pl.DataFrame) -> pl.DataFrame:
     """Overall accuracy per condition, and chance, each labelled by itself alone (the condition, ``chance``)."""
-    overall = table.filter(~pl.col("key").str.contains("/"))
-    rows = overall.filter((pl.col("metric") == "accuracy")
-                          | ((pl.col("metric") == "chance") & (pl.col("key") == "")))
+    overall = table.filter(pl.col("scope_by") == "")
+    rows = overall.filter((pl.col("metric") == "accuracy") | (pl.col("metric") == "chance"))
     return rows.with_columns(metric=pl.when(pl.col("metric") == "chance").then(pl.lit("chance"))
-                             .otherwise(pl.col("key")), key=pl.lit(""))
+                             .otherwise(pl.col("leaf")), key=pl.lit(""))
 
 
 def _headline_title(table: pl.DataFrame) -> str:
     """The title names each model's dependency label (a label, not a number: no cell of its own)."""
-    overall = table.filter(~pl.col("key").str.contains("/"))
-    labels = overall.filter(pl.col("metric") == "dependency").select("model", "prompt", "split", "key").unique()
+    overall = table.filter(pl.col("scope_by") == "")
+    labels = overall.filter(pl.col("metric") == "dependency").select("model", "prompt", "split", "leaf").unique()
     note = "; ".join(f"{m} {p} ({s}) {d}" for m, p, s, d in labels.sort("model", "prompt", "split").iter_rows())
     return f"Accuracy per shuffling condition against chance; dependency: {note}"
 
@@ -866,6 +896,7 @@ def metrics_spec():
                            conditions=ALL_CONDITIONS,
                            paired=PairedHeadline(every_key=("accuracy", "intra", "as_text_gap"), overall=("inter",)),
                            cluster="media_unit",  # questions about one clip share it (docs/reference.md)
+                           key_parts=KEY_PARTS, scope_parts=KEY_PARTS,
                            headlines=(HeadlineTable(_headline_title, _headline_rows),),
                            bounds={"accuracy": UNIT, "circular_accuracy": UNIT, "group_score": UNIT,
                                    "official_group_score": UNIT, "chance": UNIT,

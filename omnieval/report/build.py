@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from omnieval.core.metric_types import KEY_PARTS
 from omnieval.core.schema import InputError
 from omnieval.core.store import StoredPath, readable, stored_path
 
@@ -185,7 +186,10 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
         if path.suffix == ".parquet":
             frame = pl.read_parquet(readable(path))
         elif path.suffix == ".csv":
-            frame = pl.read_csv(readable(path), schema_overrides={"key": pl.Utf8, "split": pl.Utf8, "prompt": pl.Utf8})
+            from omnieval.stats.key_parts import key_columns
+
+            text = dict.fromkeys(("key", "split", "prompt", *key_columns()), pl.Utf8)  # a level "0" stays text
+            frame = pl.read_csv(readable(path), schema_overrides=text)
         else:
             frame = pl.DataFrame(json.loads(path.read_text())["metrics"])
     except (pl.exceptions.PolarsError, OSError, ValueError, KeyError) as exc:
@@ -202,14 +206,35 @@ def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
                          if k in meta})
         except (json.JSONDecodeError, OSError):
             pass
-    return normalise_metrics(frame), info
+    return normalise_metrics(frame, path), info
 
 
-def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """The columns of docs/reference.md, Metrics, with their types (key '' where null), ``n_items`` (null in older
-    tables), ``n_clusters`` (``n_items`` in tables written before the unit was a choice: the item was the
-    unit) and the variance split of repeated samples (null where the table has none)."""
+def _read_tests(path: Path | StoredPath) -> pl.DataFrame:
+    """A ``tests.parquet``; one written before tests between two models named them in ``model_a`` / ``model_b`` is
+    refused, naming it (its pairs would have to be parsed out of ``a vs b``)."""
+    frame = pl.read_parquet(readable(path))
+    if "model_a" not in frame.columns or "model_b" not in frame.columns:
+        raise InputError("written before the tests table named the two models of a pair in model_a / model_b: run "
+                         "`omnieval stats` on its predictions again", file=path)
+    return frame
+
+
+def normalise_metrics(frame: pl.DataFrame, path: Path | StoredPath | None = None) -> pl.DataFrame:
+    """The columns of docs/reference.md, Metrics, with their types (key '' where null), the key's parts ('' where
+    null), ``n_items`` (null in older tables), ``n_clusters`` (``n_items`` in tables written before the unit was a
+    choice: the item was the unit) and the variance split of repeated samples (null where the table has none).
+
+    A table written before the key's parts were columns of their own is refused, naming ``path``: its keys would
+    have to be parsed back into parts, which is what the columns are there to avoid; the table is rebuilt from its
+    predictions by running ``omnieval metrics`` again (the values come out the same)."""
+    from omnieval.stats.key_parts import key_columns
     from omnieval.stats.samples import SPLIT_COLUMNS
+
+    parts = key_columns()
+    if any(p not in frame.columns for p in KEY_PARTS):
+        raise InputError("written before the metrics table held its key's parts as columns "
+                         f"({', '.join(KEY_PARTS)}, ...): run `omnieval metrics` on its predictions again", file=path)
+    frame = frame.with_columns(pl.lit("").alias(p) for p in parts if p not in frame.columns)
 
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
@@ -220,11 +245,10 @@ def normalise_metrics(frame: pl.DataFrame) -> pl.DataFrame:
     # the variance split of repeated samples (``stats.samples``): null in tables without samples
     frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(c) for c in SPLIT_COLUMNS
                                if c not in frame.columns)
-    frame = frame.select(*METRIC_COLUMNS, "n_items", "n_clusters", *SPLIT_COLUMNS).cast(
+    frame = frame.select(*METRIC_COLUMNS, "n_items", "n_clusters", *SPLIT_COLUMNS, *parts).cast(
         {**strings, **floats, "n": pl.Int64, "n_items": pl.Int64, "n_clusters": pl.Int64,
-         **dict.fromkeys(SPLIT_COLUMNS, pl.Float64)})
-    return frame.with_columns(pl.col("key").fill_null(""), pl.col("prompt").fill_null(""),
-                              pl.col("split").fill_null(""))
+         **dict.fromkeys(SPLIT_COLUMNS, pl.Float64), **dict.fromkeys(parts, pl.Utf8)})
+    return frame.with_columns(pl.col("key", "prompt", "split", *parts).fill_null(""))
 
 
 def _run_json(predictions: list[Path | StoredPath]) -> dict:
@@ -279,7 +303,7 @@ def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
                      "confidence_level": 0.95, "cluster": units_used(predictions, cluster),
                      "interval": DEFAULT_METHOD}
-        tests = pl.read_parquet(readable(source.tests)) if source.tests is not None else None
+        tests = _read_tests(source.tests) if source.tests is not None else None
         info = dict(record)
         info["metrics"] = minfo
         info["predictions_files"] = [str(p) for p in source.predictions]
@@ -425,8 +449,8 @@ def without_unshown_ensemble(metrics: pl.DataFrame, tests: pl.DataFrame | None,
     if ensemble in metrics["model"].to_list():
         return tests, paired
     if tests is not None and not tests.is_empty():
-        names = pl.col("model").str.split(" vs ")
-        tests = significance.adjust_p(tests.filter(~names.list.contains(ensemble)))
+        tests = significance.adjust_p(tests.filter(~pl.any_horizontal(
+            pl.col(c).fill_null("") == ensemble for c in ("model", "model_a", "model_b"))))
     if paired is not None and not paired.is_empty():
         shown = ~pl.any_horizontal(pl.col(c) == ensemble for c in ("a", "b", "model"))
         paired = stats_paired.adjust_p(paired.filter(shown))

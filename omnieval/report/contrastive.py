@@ -14,14 +14,15 @@ from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 NAME = "contrastive"
 
 
-def _sorted_keys(keys: list[str], prefix: str) -> list[str]:
-    picked = [k for k in keys if k.startswith(prefix)]
+def _subset(view: MetricView, part: str) -> list[tuple[str, str]]:
+    """``(key label, value)`` of the accuracy rows over one value of the key part ``part`` (``n_inputs``,
+    ``selection_type``, ``answer_modality``), numbers in numeric order, then the other values in order."""
+    found = {r["key"]: r[part] for r in view.records if r["metric"] == "accuracy" and r["scope"] == "" and r[part]}
 
-    def order(k: str):
-        rest = k[len(prefix):]
-        return (0, int(rest), "") if re.fullmatch(r"\d+", rest) else (1, 0, rest)
+    def order(value: str):
+        return (0, int(value), "") if re.fullmatch(r"\d+", value) else (1, 0, value)
 
-    return sorted(picked, key=order)
+    return sorted(found.items(), key=lambda kv: order(kv[1]))
 
 
 def section(data: ProtocolInput) -> Section | None:
@@ -29,14 +30,13 @@ def section(data: ProtocolInput) -> Section | None:
     if not view:
         return None
     keys = view.leaves("accuracy")
-    by_n = _sorted_keys(keys, "n=")
-    by_sel = _sorted_keys(keys, "selection=")
-    by_mod = _sorted_keys(keys, "modality=")
-    other = [k for k in keys if k != "all" and k not in by_n + by_sel + by_mod]
+    by_n, by_sel, by_mod = (_subset(view, part) for part in ("n_inputs", "selection_type", "answer_modality"))
+    subsets = {k for k, _ in by_n + by_sel + by_mod}
+    other = [k for k in keys if k != "all" and k not in subsets]
     cols = [Col("all", "accuracy", "all", group="accuracy (original order)")] if "all" in keys else []
-    cols += [Col(k.replace("=", " = "), "accuracy", k, group="by number of inputs") for k in by_n]
-    cols += [Col(k.split("=", 1)[1], "accuracy", k, group="by selection type") for k in by_sel]
-    cols += [Col(k.split("=", 1)[1], "accuracy", k, group="by answer modality") for k in by_mod]
+    cols += [Col(f"n = {n}", "accuracy", k, group="by number of inputs") for k, n in by_n]
+    cols += [Col(value, "accuracy", k, group="by selection type") for k, value in by_sel]
+    cols += [Col(value, "accuracy", k, group="by answer modality") for k, value in by_mod]
     cols += [Col(k, "accuracy", k, group="other") for k in other]
     cols.append(Col("consistency", "permutation_consistency", "", group="",
                     title="share of items answered correctly under every option order evaluated"))
@@ -55,7 +55,7 @@ def section(data: ProtocolInput) -> Section | None:
     panels = []
     for s in view.distinct("split"):
         suffix = f", split {s}" if len(view.order["split"]) > 1 else ""
-        acc = plot_series(view, "accuracy", by_n, split=s, xlabels=[k.split("=", 1)[1] for k in by_n])
+        acc = plot_series(view, "accuracy", [k for k, _ in by_n], split=s, xlabels=[n for _, n in by_n])
         bias = plot_series(view, "position_bias", labels, split=s)
         if acc:
             panels.append((f"accuracy by number of inputs{suffix}", "accuracy", acc, "number of inputs"))

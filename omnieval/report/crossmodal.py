@@ -17,28 +17,29 @@ SCOPED_LEAF = ("accuracy", "disparity", "imbalance", "agreement")
 SCOPE_ONLY = ("average", "std", "consistency")
 
 
-def split_key(metric: str, key: str) -> tuple[str, str]:
-    """``task/direction`` -> (``task``, ``direction``); ``average`` etc. are keyed by the scope alone."""
-    if metric in SCOPED_LEAF:
-        scope, _, leaf = key.rpartition("/")
-        return scope, leaf
-    if metric in SCOPE_ONLY:
-        return key, ""
-    return "", key
-
-
-def _is_task(scope: str) -> bool:
-    return scope != "" and "/" not in scope
-
-
-def _is_subtask(scope: str) -> bool:
-    return "/" in scope
+def scope_and_leaf(rec: dict) -> tuple[str, str, tuple[str, ...]]:
+    """The scope is the row's task, or its task and subtask (shown ``task/subtask``); the leaf a direction or a
+    pair of them. ``average`` etc. have the scope alone; other metrics (error rates, answer verdicts) are shown
+    under their whole key label."""
+    if rec["metric"] not in SCOPED_LEAF and rec["metric"] not in SCOPE_ONLY:
+        return "", rec["key"], ()
+    task, subtask = rec["task"], rec["subtask"]
+    if subtask:
+        return f"{task}/{subtask}", rec["leaf"], ("subtask",)
+    return task, rec["leaf"], ("task",) if task else ()
 
 
 def section(data: ProtocolInput) -> Section | None:
-    view = MetricView(data.metrics, split_key)
+    view = MetricView(data.metrics, scope_and_leaf)
     if not view:
         return None
+
+    def is_task(scope: str) -> bool:
+        return view.kind_of(scope) == ("task",)
+
+    def is_subtask(scope: str) -> bool:
+        return view.kind_of(scope) == ("subtask",)
+
     directions = [d for d in DIRECTIONS if view.has("accuracy", d)]
     directions += [d for d in view.leaves("accuracy", lambda s: True) if d not in directions]
     summary = [Col("average", "average", "", group="summary"), Col("std", "std", "", group="summary", scale=None),
@@ -54,9 +55,9 @@ def section(data: ProtocolInput) -> Section | None:
                          name="directions")]
     tasks = view.table("Accuracy per direction, average, std and consistency per task family",
                        direction_cols + summary, rows=("run", "model", "prompt", "split", "scope"),
-                       scope=_is_task, scope_label="task", name="directions-task")
+                       scope=is_task, scope_label="task", name="directions-task")
     subtasks = view.table("The same per task and subtask", direction_cols + summary,
-                          rows=("run", "model", "prompt", "split", "scope"), scope=_is_subtask,
+                          rows=("run", "model", "prompt", "split", "scope"), scope=is_subtask,
                           scope_label="task/subtask", collapsed=True, name="directions-subtask")
     gaps = [Col(k.replace("_vs_", " vs "), "disparity", k, group="modality disparity", scale="div")
             for k in DISPARITY]
@@ -87,7 +88,7 @@ def _figures(view: MetricView, directions: list[str]) -> list[Figure]:
     out = []
     rows, values = [], []
     splits = view.distinct("split")
-    scopes = [""] + [s for s in view.scopes("accuracy") if _is_task(s)]
+    scopes = [""] + [s for s in view.scopes("accuracy") if view.kind_of(s) == ("task",)]
     idents = []
     for rec in view.records:
         if rec["metric"] == "accuracy" and rec["scope"] == "":

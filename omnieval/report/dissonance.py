@@ -22,28 +22,15 @@ METHOD_NAMES = {"rs": "restricted softmax over the option labels", "tp": "probab
 N_BINS = 10
 
 
-def split_key(default_method: str):
-    """Confidence metrics carry their method as ``@rs`` / ``@tp`` when there are several: that is their scope."""
-
-    def split(metric: str, key: str) -> tuple[str, str]:
-        if metric in CALIBRATION:
-            leaf, _, method = key.partition("@")
-            return method or default_method, leaf
-        return "", key
-
-    return split
-
-
-def _methods(predictions: pl.DataFrame | None) -> list[str]:
-    if predictions is None or "confidence_method" not in predictions.columns:
-        return []
-    valid = predictions.filter(pl.col("choice").is_not_null() & pl.col("confidence").is_not_null())
-    return sorted(valid["confidence_method"].fill_null("unknown").unique().to_list())
+def scope_and_leaf(rec: dict) -> tuple[str, str, tuple[str, ...]]:
+    """Confidence metrics are scoped by their method (``rs``, ``tp``); the others have no scope."""
+    if rec["metric"] in CALIBRATION:
+        return rec["method"], rec["leaf"], ("method",)
+    return "", rec["leaf"], ()
 
 
 def section(data: ProtocolInput) -> Section | None:
-    methods = _methods(data.predictions)
-    view = MetricView(data.metrics, split_key(methods[0] if len(methods) == 1 else ""))
+    view = MetricView(data.metrics, scope_and_leaf)
     if not view:
         return None
     splits = view.distinct("split")

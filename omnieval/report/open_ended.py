@@ -18,6 +18,7 @@ from omnieval.report import plots
 from omnieval.report.blocks import Figure, Note, Section, Table
 from omnieval.report.build import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
+from omnieval.stats.significance import pair_label
 
 OPEN_METRICS = ("open_accuracy", "open_abstention", "judge_agreement", "judge_kappa", "mcq_open_gap",
                 "open_invalid_verdicts", "open_error_rate", "open_official_accuracy", "open_rating")
@@ -32,31 +33,42 @@ def split_metrics(data: ProtocolInput) -> tuple[ProtocolInput, ProtocolInput]:
     return (replace(data, metrics=data.metrics.filter(~is_open)), replace(data, metrics=data.metrics.filter(is_open)))
 
 
-def _split_key(metric: str, key: str) -> tuple[str, str]:
-    """Scope = the judge (``<key>@<judge>`` rows and the invalid-verdict share), '' for judge averages."""
-    if metric in PER_JUDGE and "@" in key:
-        leaf, judge = key.rsplit("@", 1)
-        return judge, leaf
-    if metric == "open_invalid_verdicts":
-        return key, "invalid"
-    return "", key
+BY_NAME = (*PER_JUDGE, "judge_agreement", "mcq_open_gap")
+"""Metrics given over all rows (``all``), per level k (``k=<k>``) and per condition."""
 
 
-def _ordered(leaves: list[str]) -> tuple[list[str], list[str], list[str]]:
+def _scope_and_leaf(rec: dict) -> tuple[str, str, tuple[str, ...]]:
+    """Scope = the judge (per-judge rows and the invalid-verdict share), '' for judge averages; the leaf of the
+    metrics of ``BY_NAME``: ``all``, ``k=<k>`` or the condition."""
+    if rec["metric"] in BY_NAME:
+        leaf = f"k={rec['k']}" if rec["k"] else (rec["leaf"] or "all")
+        return rec["judge"], leaf, ("judge",) if rec["judge"] else ()
+    if rec["metric"] == "open_invalid_verdicts":
+        return rec["judge"], "invalid", ("judge",)
+    return "", rec["key"], ()
+
+
+def _levels(view: MetricView) -> dict[str, str]:
+    """Leaf -> level k of the rows over one level."""
+    return {f"k={r['k']}": r["k"] for r in view.records if r["metric"] in BY_NAME and r["k"]}
+
+
+def _ordered(view: MetricView, leaves: list[str]) -> tuple[list[str], list[str], list[str]]:
     """(['all'], levels k in numeric order, conditions in order of appearance)."""
-    levels = sorted((x for x in leaves if x.startswith("k=")), key=lambda x: (len(x), x))
+    level_of = _levels(view)
+    levels = sorted((x for x in leaves if x in level_of), key=lambda x: (len(level_of[x]), level_of[x]))
     return [x for x in leaves if x == "all"], levels, [x for x in leaves if x != "all" and x not in levels]
 
 
 def _cols(view: MetricView, metric: str, scope, scale: str = "seq") -> list[Col]:
-    overall, levels, conditions = _ordered(view.leaves(metric, scope))
+    overall, levels, conditions = _ordered(view, view.leaves(metric, scope))
     return ([Col("all", metric, "all", group="", scale=scale) for _ in overall]
             + [Col(x.replace("=", " = "), metric, x, group="by level k", scale=scale) for x in levels]
             + [Col(x, metric, x, group="by condition", scale=scale) for x in conditions])
 
 
 def section(data: ProtocolInput) -> Section | None:
-    view = MetricView(data.metrics, _split_key)
+    view = MetricView(data.metrics, _scope_and_leaf)
     if not view:
         return None
     average = lambda s: s == ""  # noqa: E731
@@ -103,10 +115,10 @@ def _figure(view: MetricView, protocol: str) -> Figure | None:
     panels = []
     for split in view.distinct("split"):
         suffix = f", split {split}" if len(view.order["split"]) > 1 else ""
-        _, levels, conditions = _ordered(view.leaves("open_accuracy"))
+        _, levels, conditions = _ordered(view, view.leaves("open_accuracy"))
         xs = levels or conditions
         xlabel = "corruption level k" if levels else "condition"
-        labels = [x.replace("k=", "") for x in xs]
+        labels = [_levels(view).get(x, x) for x in xs]
         acc = plot_series(view, "open_accuracy", xs, split=split, xlabels=labels)
         gap = plot_series(view, "mcq_open_gap", xs, split=split, xlabels=labels)
         if acc:
@@ -134,7 +146,8 @@ def cascades_of(predictions: pl.DataFrame | None) -> dict[str, str]:
 
 
 def mark_cascades(section: Section, cascades: dict[str, str]) -> None:
-    """Add the dagger and a hover note to every model cell naming a cascade model (pairs ``a vs b`` included, and
+    """Add the dagger and a hover note to every model cell naming a cascade model (the two models of a test between
+    two, and
     model-pair matrices' column headers), and one note saying what the dagger means."""
     if not cascades:
         return
@@ -146,10 +159,12 @@ def mark_cascades(section: Section, cascades: dict[str, str]) -> None:
         block.header = [h + CASCADE_MARK if h in cascades and i != col else h for i, h in enumerate(block.header)]
         for row in block.rows:
             cell = row[col]
-            parts = cell.text.split(" vs ")
-            if any(p in cascades for p in parts):
-                cell.title = "; ".join(f"{p}: cascade {cascades[p]}" for p in parts if p in cascades)
-                cell.text = " vs ".join(p + CASCADE_MARK if p in cascades else p for p in parts)
+            pair = cell.data.get("model_b") is not None  # a test between two models (report.significance)
+            names = [cell.data["model_a"], cell.data["model_b"]] if pair else [cell.text]
+            if any(p in cascades for p in names):
+                cell.title = "; ".join(f"{p}: cascade {cascades[p]}" for p in names if p in cascades)
+                marked_names = [p + CASCADE_MARK if p in cascades else p for p in names]
+                cell.text = pair_label(*marked_names) if pair else marked_names[0]
                 marked = True
     if marked:
         described = "; ".join(f"{m}: {how}" for m, how in cascades.items())

@@ -47,10 +47,11 @@ def _label(metric: str, key: str) -> str:
 def _mode_columns(g: pl.DataFrame) -> list[tuple[str, str]]:
     """Multiple-choice vs open-ended: all conditions pooled, then per level k where the protocol has levels, else
     per condition."""
-    keys = list(dict.fromkeys(g["key"].to_list()))
-    levels = [k for k in keys if k.startswith("k=")]
-    rest = levels or [k for k in keys if k != "all"]
-    return [("accuracy", k) for k in (["all"] if "all" in keys else []) + rest]
+    rows = list(g.select("key", "leaf", "k").unique(maintain_order=True).iter_rows(named=True))
+    pooled = [r["key"] for r in rows if not r["leaf"] and not r["k"]]  # no key part: all conditions
+    levels = [r["key"] for r in rows if r["k"]]
+    rest = levels or [r["key"] for r in rows if r["key"] not in pooled]
+    return [("accuracy", k) for k in pooled + rest]
 
 
 def pair_cell(row: dict | None, vmax: float) -> Cell:

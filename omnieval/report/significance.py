@@ -40,7 +40,9 @@ def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, 
     condition, and multiple-choice vs open-ended (judge-averaged, or the only judge)."""
     if paired is None or paired.is_empty():
         return {}
-    rows = {(r["comparison"], r["a"], r["b"], r["model"], r["prompt"], r["split"], r["key"]): r
+    # a paired row by its comparison, sides, unit and key parts: a condition's accuracy (``leaf``), or the
+    # multiple-choice minus open-ended gap over all rows (no part set)
+    rows = {(r["comparison"], r["a"], r["b"], r["model"], r["prompt"], r["split"], r["leaf"], r["k"], r["judge"]): r
             for r in paired.filter(pl.col("metric") == "accuracy").iter_rows(named=True)}
     judged = tests.filter(pl.col("test") == "mcq_vs_open").group_by("model", "prompt", "split").len()
     single = {(r["model"], r["prompt"], r["split"]) for r in judged.iter_rows(named=True) if r["len"] == 1}
@@ -48,16 +50,25 @@ def _intervals(tests: pl.DataFrame, paired: pl.DataFrame | None) -> dict[tuple, 
     for t in tests.iter_rows(named=True):
         ident = (t["test"], t["comparison"], t["model"], t["prompt"], t["split"])
         if t["test"] == "permutation_models" and t["comparison"] != "all":
-            a, _, b = t["model"].partition(" vs ")
-            hit = rows.get(("models", a, b, "", t["prompt"], t["split"], t["comparison"]))
+            hit = rows.get(("models", t["model_a"], t["model_b"], "", t["prompt"], t["split"], t["comparison"], "",
+                            ""))
         elif t["test"] == "mcq_vs_open" and (t["comparison"] == "mcq_vs_open"
                                              or (t["model"], t["prompt"], t["split"]) in single):
-            hit = rows.get(("modes", DEFAULT_MODE, OPEN_MODE, t["model"], t["prompt"], t["split"], "all"))
+            hit = rows.get(("modes", DEFAULT_MODE, OPEN_MODE, t["model"], t["prompt"], t["split"], "", "", ""))
         else:
             hit = None
         if hit is not None and hit["ci_low"] is not None and hit["ci_high"] is not None:
             out[ident] = (hit["ci_low"], hit["ci_high"])
     return out
+
+
+def model_cell(row: dict) -> Cell:
+    """The ``model`` cell of a test row; a test between two models keeps them apart in its data (``model_a`` /
+    ``model_b``), what the cascade marks read (``open_ended.mark_cascades``) rather than its text."""
+    cell = text_cell(str(row["model"]))
+    if row.get("model_b"):
+        cell.data = {"model_a": row["model_a"], "model_b": row["model_b"]}
+    return cell
 
 
 def tests_table(tests: pl.DataFrame, protocol: str, paired: pl.DataFrame | None = None) -> Table:
@@ -71,7 +82,7 @@ def tests_table(tests: pl.DataFrame, protocol: str, paired: pl.DataFrame | None 
         ci = intervals.get((row["test"], row["comparison"], row["model"], row["prompt"], row["split"]))
         rows.append([
             text_cell(row["test"], header=True, title=TEST_NAMES.get(row["test"], row["test"])),
-            text_cell(str(row["comparison"])), text_cell(str(row["model"])), text_cell(str(row["prompt"])),
+            text_cell(str(row["comparison"])), model_cell(row), text_cell(str(row["prompt"])),
             text_cell(str(row["split"])),
             _num_cell(row, "statistic", fmt(row["statistic"])),
             _num_cell(row, "estimate", fmt(row["estimate"]), strong=bool(ci) and excludes_zero(*ci)),
@@ -100,7 +111,7 @@ def pair_matrices(tests: pl.DataFrame, where=lambda split: f"split {split}") -> 
         models: list[str] = []
         entries: dict[tuple[str, str], dict] = {}
         for row in g.iter_rows(named=True):
-            a, _, b = row["model"].partition(" vs ")
+            a, b = row["model_a"], row["model_b"]
             for m in (a, b):
                 if m not in models:
                     models.append(m)

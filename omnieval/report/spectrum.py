@@ -21,19 +21,25 @@ NAME = "spectrum"
 MODALITIES = ("image", "video", "audio", "text")
 SCOPED_LEAF = ("accuracy", "circular_accuracy", "group_score", "official_group_score", "intra", "perceptual_score",
                "as_text_gap", "dependency")
-EVIDENCE = "evidence="  # the scope prefix of the per-evidence-label metrics
 SCOPE_ONLY = ("chance", "inter")
 
 
-def split_key(metric: str, key: str) -> tuple[str, str]:
-    """``<category>/<leaf>`` for conditions, modalities and the dependency label; ``chance`` and ``inter`` are keyed
-    by the category alone."""
-    if metric in SCOPED_LEAF:
-        scope, _, leaf = key.rpartition("/")
-        return scope, leaf
-    if metric in SCOPE_ONLY:
-        return key, ""
-    return "", key
+def scope_and_leaf(rec: dict) -> tuple[str, str, tuple[str, ...]]:
+    """The scope (a category, ``evidence=<label>``, ``<breakdown>=<value>``, ``modalities=<set>``) and leaf (a
+    condition, a modality, the dependency label) of the conditions' metrics; ``chance`` and ``inter`` have the scope
+    alone; other metrics are shown under their whole key label. The kind: ``("category",)``, ``("evidence",)`` or
+    ``("breakdown", <name>)`` (a set of modalities is shown as the breakdown ``modalities``)."""
+    if rec["metric"] not in SCOPED_LEAF and rec["metric"] not in SCOPE_ONLY:
+        return "", rec["key"], ()
+    by, value = rec["scope_by"], rec["scope_value"]
+    if by == "":
+        return "", rec["leaf"], ()
+    if by == "category":
+        return value, rec["leaf"], ("category",)
+    if by == "evidence":
+        return f"evidence={value}", rec["leaf"], ("evidence",)
+    name = rec["breakdown"] if by == "breakdown" else by
+    return f"{name}={value}", rec["leaf"], ("breakdown", name)
 
 
 def _conditions(view: MetricView, metric: str = "accuracy") -> list[str]:
@@ -68,24 +74,14 @@ def _columns(view: MetricView) -> list[Col]:
     return cols
 
 
-def _is_category(scope: str) -> bool:
-    return scope != "" and not scope.startswith(EVIDENCE) and _breakdown_of(scope) is None
-
-
-def _breakdown_of(scope: str) -> str | None:
-    """The breakdown a scope ``<name>=<value>`` is a value of (names hold no ``=``); None for other scopes."""
-    name, sep, _ = scope.partition("=")
-    return name if sep and not scope.startswith(EVIDENCE) else None
-
-
 def _breakdown_sections(view: MetricView) -> list[Section]:
     """Per breakdown of the release (its name), the section's columns per value, and the dependency label per
     value: one table each, rows the values."""
-    names = sorted({b for r in view.records if (b := _breakdown_of(r["scope"])) is not None})
+    names = sorted({kind[1] for r in view.records if (kind := view.kind_of(r["scope"]))[:1] == ("breakdown",)})
     out = []
     for name in names:
         def scope(s: str, name: str = name) -> bool:
-            return _breakdown_of(s) == name
+            return view.kind_of(s) == ("breakdown", name)
 
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
         blocks = [view.table(f"Accuracy, gains and perceptual scores per {name} (the release's own breakdown)",
@@ -98,14 +94,17 @@ def _breakdown_sections(view: MetricView) -> list[Section]:
     return out
 
 
-def _is_evidence(scope: str) -> bool:
-    return scope.startswith(EVIDENCE)
-
-
 def section(data: ProtocolInput) -> Section | None:
-    view = MetricView(data.metrics, split_key)
+    view = MetricView(data.metrics, scope_and_leaf)
     if not view:
         return None
+
+    def is_category(scope: str) -> bool:
+        return view.kind_of(scope) == ("category",)
+
+    def is_evidence(scope: str) -> bool:
+        return view.kind_of(scope) == ("evidence",)
+
     sec = Section(NAME, "Modality dependence spectrum",
                   intro="Modalities shuffled between items: '<m> only' keeps m and replaces the others, 'random' "
                         "replaces all, 'no <m>' replaces m alone, '<m> as text' shows m's text stand-in (a "
@@ -116,17 +115,17 @@ def section(data: ProtocolInput) -> Section | None:
     blocks.append(_dependency_table(view, lambda s: s == "", "Dependency label"))
     per_cat = view.table("Accuracy, gains and perceptual scores per category", _columns(view),
                          rows=("run", "model", "prompt", "split", "scope"),
-                         scope=_is_category, scope_label="category", name="spectrum-category")
-    dep_cat = _dependency_table(view, _is_category, "Dependency label per category", scoped=True)
+                         scope=is_category, scope_label="category", name="spectrum-category")
+    dep_cat = _dependency_table(view, is_category, "Dependency label per category", scoped=True)
     sec.blocks = [b for b in blocks if b is not None]
     scoped = [b for b in (per_cat, dep_cat) if b is not None]
     if scoped:
         sec.subsections.append(Section(f"{NAME}-categories", "Per category", blocks=scoped))
     per_evidence = view.table("Accuracy per condition by the benchmark's evidence label: where the benchmark says "
                               "the answer's evidence lies, beside what the shuffles find", _columns(view),
-                              rows=("run", "model", "prompt", "split", "scope"), scope=_is_evidence,
+                              rows=("run", "model", "prompt", "split", "scope"), scope=is_evidence,
                               scope_label="evidence", name="spectrum-evidence")
-    dep_evidence = _dependency_table(view, _is_evidence, "Dependency label per evidence label", scoped=True,
+    dep_evidence = _dependency_table(view, is_evidence, "Dependency label per evidence label", scoped=True,
                                      scope_label="evidence")
     labelled = [b for b in (per_evidence, dep_evidence) if b is not None]
     if labelled:

@@ -1,9 +1,10 @@
 """Wide tables from the long metrics table: rows are models (x run, prompt, split, scope), columns are metric keys.
 
 ``MetricView`` holds one protocol's metric rows with two derived columns: ``scope`` (a task, subtask, category or
-confidence method the key is prefixed or suffixed with) and ``leaf`` (the rest of the key), as split by the
-protocol's ``split_key``. Every cell it writes remembers its metrics-table row, so a section can list whatever rows
-no table showed (``leftover_table``) and nothing is silently dropped.
+confidence method the row is of) and ``leaf`` (what the row is of inside it), as the protocol's ``scope_and_leaf`` reads
+them from the row's key parts (the columns of ``stats.key_parts.key_columns``; the ``key`` label is never parsed).
+Every cell it writes remembers its metrics-table row, so a section can list whatever rows no table showed
+(``leftover_table``) and nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -38,7 +39,15 @@ def clusters_of(rec: dict) -> int | None:
     n = rec.get("n_clusters")
     return rec.get("n_items") if n is None else n
 
-SplitKey = Callable[[str, str], tuple[str, str]]
+ScopeAndLeaf = Callable[[dict], tuple[str, str, tuple[str, ...]]]
+"""(scope, leaf, kind) of one metrics row (a dict of its columns), read from its key parts: ``scope`` as shown,
+``leaf`` what the row is of inside it, ``kind`` what the scope is (``("task",)``, ``("breakdown", "duration")``;
+``()`` for none): what a section selects scopes by (``MetricView.kind_of``)."""
+
+
+def by_label(rec: dict) -> tuple[str, str, tuple[str, ...]]:
+    """No scope; the leaf is the row's whole key label (a protocol whose report names its columns by key)."""
+    return "", rec["key"], ()
 
 
 @dataclass(frozen=True)
@@ -86,9 +95,10 @@ def order_of(values: Iterable[str], *, prompts: bool = False) -> dict[str, int]:
 class MetricView:
     """One protocol's metric rows, indexed by identity, metric and leaf."""
 
-    def __init__(self, frame: pl.DataFrame, split_key: SplitKey | None = None):
-        split_key = split_key or (lambda metric, key: ("", key))
-        parts = [split_key(m, k) for m, k in zip(frame["metric"].to_list(), frame["key"].to_list())]
+    def __init__(self, frame: pl.DataFrame, scope_and_leaf: ScopeAndLeaf | None = None):
+        scope_and_leaf = scope_and_leaf or by_label
+        parts = [scope_and_leaf(rec) for rec in frame.iter_rows(named=True)]
+        self.kinds: dict[str, tuple[str, ...]] = {p[0]: p[2] for p in parts}
         self.frame = frame.with_columns(scope=pl.Series([p[0] for p in parts], dtype=pl.Utf8),
                                         leaf=pl.Series([p[1] for p in parts], dtype=pl.Utf8))
         self.records = self.frame.to_dicts()
@@ -107,6 +117,10 @@ class MetricView:
     def leaves(self, metric: str, scope: Callable[[str], bool] = lambda s: s == "") -> list[str]:
         """Leaves of a metric in order of first appearance, over the scopes accepted by ``scope``."""
         return list(order_of(r["leaf"] for r in self.records if r["metric"] == metric and scope(r["scope"])))
+
+    def kind_of(self, scope: str) -> tuple[str, ...]:
+        """What a scope shown in this view is (the ``kind`` its protocol's ``scope_and_leaf`` gave it)."""
+        return self.kinds.get(scope, ())
 
     def scopes(self, metric: str) -> list[str]:
         return list(order_of(r["scope"] for r in self.records if r["metric"] == metric))

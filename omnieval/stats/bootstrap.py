@@ -28,6 +28,7 @@ from kernels.calibration import calibration_weighted
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import (
     CLUSTER,
+    KEY_PARTS,
     QUESTION,
     CellFamily,
     Cells,
@@ -319,38 +320,58 @@ def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, se
             support = Support(len(unit.calibration[method][0]), unit.calibration_items[method])
             cells.stats[("ece", method)] = (ece, support)
             cells.stats[("rc_auc", method)] = (auc, support)
-        rows = list(spec.metrics(cells))
+        rows = checked_rows(spec, unit.key, spec.metrics(cells))
         if not rows:
             continue
         values = np.empty((len(rows), full.shape[0]))  # metric x row: each metric's rows contiguous
         for j, r in enumerate(rows):
-            values[j] = r[2]
-        sizes = [row_size(r[3], unit) for r in rows]
-        masks = np.vstack([unit.cluster_mask(row_items(r[3], unit)) for r in rows]) if jackknife else None
+            values[j] = r.values
+        sizes = [row_size(r.support, unit) for r in rows]
+        masks = np.vstack([unit.cluster_mask(row_items(r.support, unit)) for r in rows]) if jackknife else None
         low, high = clipped(*intervals(values, resamples, interval, np.array([s[2] for s in sizes]),
-                                       CONFIDENCE_LEVEL, masks), [spec.bounds_of(r[0]) for r in rows])
+                                       CONFIDENCE_LEVEL, masks), [spec.bounds_of(r.metric) for r in rows])
         if on_unit is not None:
             on_unit(spec, unit, rows, values)
         model, prompt, split = unit.key
-        for j, (metric, key, _, _) in enumerate(rows):
+        for j, r in enumerate(rows):
             n, n_items, n_clusters = sizes[j]
-            out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split, "metric": metric,
-                        "key": key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
-                        "ci_high": _num(high[j]), "n": n, "n_items": n_items, "n_clusters": n_clusters})
+            out.append({"protocol": spec.name, "model": model, "prompt": prompt, "split": split,
+                        "metric": r.metric, "key": r.key, "value": _num(values[j, 0]), "ci_low": _num(low[j]),
+                        "ci_high": _num(high[j]), "n": n, "n_items": n_items, "n_clusters": n_clusters,
+                        **{part: r.parts.get(part, "") for part in (*KEY_PARTS, *spec.key_parts)}})
     return out
 
 
-def row_size(support: Support | int, unit: UnitData) -> tuple[int, int, int]:
+def checked_rows(spec: ProtocolMetrics, unit: tuple[str, ...], rows: Iterable[MetricRow]) -> list[MetricRow]:
+    """A unit's metric rows, refused (``ValueError`` naming the protocol, unit and metric) where one is not a
+    ``MetricRow``, sets a key part its protocol does not declare, or repeats another row's metric and parts: a
+    reader selects rows by their parts, so two rows with the same parts would be one row to it."""
+    rows = list(rows)
+    allowed = {*KEY_PARTS, *spec.key_parts}
+    seen: set[tuple] = set()
+    for row in rows:
+        if not isinstance(row, MetricRow) or not isinstance(row.support, Support):
+            raise ValueError(f"protocol {spec.name!r}, unit {'/'.join(unit)}: its metric function must yield "
+                             f"MetricRow records with a Support, got {row!r:.80}")
+        undeclared = set(row.parts) - allowed
+        ident = (row.metric, *sorted((p, v) for p, v in row.parts.items() if v))
+        if undeclared or ident in seen:
+            raise ValueError(f"protocol {spec.name!r}, unit {'/'.join(unit)}, metric {row.metric!r}: "
+                             + (f"key parts {sorted(undeclared)} are not declared in its metric spec" if undeclared
+                                else f"two rows with the same key parts {dict(ident[1:])}"))
+        seen.add(ident)
+    return rows
+
+
+def row_size(support: Support, unit: UnitData) -> tuple[int, int, int]:
     """``(n, n_items, n_clusters)`` of a metric row: its rows, the questions behind it and the clusters holding
-    them (all the unit's for a plain count)."""
-    if isinstance(support, Support):
-        return support.n, support.n_items, unit.clusters_of(support.items)
-    return int(support), unit.n_items, unit.n_clusters
+    them."""
+    return support.n, support.n_items, unit.clusters_of(support.items)
 
 
-def row_items(support: Support | int, unit: UnitData) -> np.ndarray:
-    """The mask over the unit's items of those behind a metric row (all of them for a plain count)."""
-    return support.items if isinstance(support, Support) else np.ones(unit.n_items, bool)
+def row_items(support: Support, unit: UnitData) -> np.ndarray:
+    """The mask over the unit's items of those behind a metric row."""
+    return support.items
 
 
 def _num(x: float) -> float | None:

@@ -77,7 +77,8 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
                 import ray
 
                 ray.shutdown()
-        units = {protocol: unit for group in groups for protocol, unit in group.units.items()}
+        # by protocol name, as ``units_used`` gives them: the groups come back in the order their tasks finished
+        units = dict(sorted((protocol, unit) for group in groups for protocol, unit in group.units.items()))
         n_predictions = sum(group.n_predictions for group in groups)
     else:
         predictions = read_predictions(paths)

@@ -99,7 +99,7 @@ def level_values(matrix: LevelMatrix, spec: ProtocolMetrics, present: np.ndarray
     counts = np.vstack([matrix.counts.sum(axis=0), weights @ matrix.counts])
     cells = Cells(sums=np.asfortranarray(sums), counts=np.asfortranarray(counts), index=matrix.index,
                   present=present, methods=())
-    return {(metric, key): np.asarray(v, dtype=np.float64) for metric, key, v, _ in spec.metrics(cells)}
+    return {(row.metric, row.key): np.asarray(row.values, dtype=np.float64) for row in spec.metrics(cells)}
 
 
 def combined(unit_boot: np.ndarray, n_clusters: int, level_boot: np.ndarray | None, n_levels: int,
@@ -145,11 +145,11 @@ class FactorSplit:
             return
         rng = keyed_rng(self.seed, "levels", spec.name, unit.key[2])
         levels = level_values(matrix, spec, unit.present, min(self.resamples, MAX_LEVEL_RESAMPLES), rng)
-        for j, (metric, key, _, support) in enumerate(rows):
-            boot = levels.get((metric, key))
-            self.rows[(spec.name, *unit.key, metric, key)] = combined(
-                values[j, 1:1 + self.resamples], row_size(support, unit)[2], None if boot is None else boot[1:],
-                len(matrix.sums), values[j, 0], spec.bounds_of(metric))
+        for j, row in enumerate(rows):
+            boot = levels.get((row.metric, row.key))
+            self.rows[(spec.name, *unit.key, row.metric, row.key)] = combined(
+                values[j, 1:1 + self.resamples], row_size(row.support, unit)[2], None if boot is None else boot[1:],
+                len(matrix.sums), values[j, 0], spec.bounds_of(row.metric))
 
     def fill(self, rows: list[dict]) -> list[dict]:
         """The rows with ``se_<factor>`` and, where the factor was resampled, the interval and ``se_total`` that

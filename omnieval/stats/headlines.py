@@ -44,7 +44,7 @@ def _label(frame: pl.DataFrame) -> pl.DataFrame:
 
 def open_ended(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     rows = table.filter(pl.col("metric").is_in(["open_accuracy", "mcq_open_gap", "judge_kappa"])
-                        & (pl.col("key").str.starts_with("all") | (pl.col("metric") == "judge_kappa")))
+                        & (((pl.col("leaf") == "") & (pl.col("k") == "")) | (pl.col("metric") == "judge_kappa")))
     if rows.is_empty():
         return []
     return [("Open-ended answers graded by the judges: accuracy (mean and per judge), multiple-choice minus open, "

@@ -33,12 +33,15 @@ from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.factors import FactorSplit, pool_levels
 from omnieval.stats.first_pass import ProtocolFacts, protocol_facts
 from omnieval.stats.intervals import DEFAULT_METHOD, check_method
+from omnieval.stats.key_parts import key_columns
 from omnieval.stats.open_metrics import open_rows
 from omnieval.stats.read import prepare, read_predictions
 from omnieval.stats.samples import SPLIT_COLUMNS, VarianceSplit, has_samples
 
 TABLE_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n",
                  "n_items", "n_clusters")
+"""The table's columns before its key parts (``registry.key_columns``). ``key`` is the key as one label for people;
+readers select rows by the parts."""
 
 
 def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int = 0,
@@ -93,13 +96,16 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
                                                          "n_clusters": pl.Int64}
+    parts = key_columns()
+    schema |= dict.fromkeys(parts, pl.Utf8)
     if split is not None:
         rows, schema = split.fill(rows), schema | dict.fromkeys(SPLIT_COLUMNS, pl.Float64)
     if factor is not None:
         rows = factor.fill(rows)
         schema |= dict.fromkeys(("se_total", "se_data", *([] if split is None else ["se_prediction"]),
                                  f"se_{random}"), pl.Float64)
-    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return table.with_columns(pl.col(*parts).fill_null(""))
 
 
 def _both(first: UnitHook, second: UnitHook | None) -> UnitHook:

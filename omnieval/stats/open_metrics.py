@@ -46,7 +46,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from omnieval.core.metric_types import CellFamily, ProtocolMetrics, support_of, with_error_rates
+from omnieval.core.metric_types import (
+    OPEN_KEY_PARTS,
+    CellFamily,
+    MetricRow,
+    ProtocolMetrics,
+    support_of,
+    with_error_rates,
+)
 from omnieval.core.schema import ERROR_KINDS, VERDICTS
 from omnieval.stats.bootstrap import protocol_rows
 from omnieval.stats.intervals import DEFAULT_METHOD
@@ -154,39 +161,41 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
         fams.append(CellFamily("fleiss_p", "fleiss_p", "all_ok"))
         fams += [CellFamily(f"share_{v}", f"share_{v}", "all_ok") for v in VERDICTS]
 
-    def metrics(cells) -> Iterable[tuple]:
+    def metrics(cells) -> Iterable[MetricRow]:
         for tag, by in groups:
             keys = sorted({k for f in [*(f"{kind}{i}{tag}" for kind in ("acc", "rate") for i in range(m)), f"off{tag}"]
                            for k in cells.keys(f)}) if by else [()]
             for key in keys:
-                name = {"c": lambda k: k[0], "a": lambda k: "all", "k": lambda k: f"k={k[0]}"}[tag](key)
+                name, parts = {"c": lambda k: (k[0], {"leaf": k[0]}), "a": lambda k: ("all", {}),
+                               "k": lambda k: (f"k={k[0]}", {"k": k[0]})}[tag](key)
                 if cells.has(f"off{tag}", *key):
-                    yield "open_official_accuracy", name, cells.mean(f"off{tag}", *key), \
-                        cells.support(f"off{tag}", *key)
-                yield from _per_judge(cells, "open_accuracy", f"acc{{i}}{tag}", key, name, judges)
-                yield from _per_judge(cells, "open_rating", f"rate{{i}}{tag}", key, name, judges)
+                    yield MetricRow("open_official_accuracy", cells.mean(f"off{tag}", *key),
+                                    cells.support(f"off{tag}", *key), name, parts)
+                yield from _per_judge(cells, "open_accuracy", f"acc{{i}}{tag}", key, name, parts, judges)
+                yield from _per_judge(cells, "open_rating", f"rate{{i}}{tag}", key, name, parts, judges)
                 if has_abstention:
-                    yield from _per_judge(cells, "open_abstention", f"abs{{i}}{tag}", key, name, judges)
+                    yield from _per_judge(cells, "open_abstention", f"abs{{i}}{tag}", key, name, parts, judges)
                 if m > 1 and cells.has(f"agree{tag}", *key):
-                    yield "judge_agreement", name, cells.mean(f"agree{tag}", *key), \
-                        cells.support(f"agree{tag}", *key)
+                    yield MetricRow("judge_agreement", cells.mean(f"agree{tag}", *key),
+                                    cells.support(f"agree{tag}", *key), name, parts)
                 judged = [i for i in range(m) if cells.has(f"acc{i}{tag}", *key)]
                 if judged and cells.has(f"mcq{tag}", *key):
                     with np.errstate(invalid="ignore"):
                         gap = cells.mean(f"mcq{tag}", *key) - _nanmean_rows([cells.mean(f"acc{i}{tag}", *key)
                                                                              for i in judged])
                     mcq = cells.support(f"mcq{tag}", *key)
-                    yield "mcq_open_gap", name, gap, support_of(
-                        mcq, *(cells.support(f"acc{i}{tag}", *key) for i in judged), n=mcq.n)
+                    yield MetricRow("mcq_open_gap", gap, support_of(
+                        mcq, *(cells.support(f"acc{i}{tag}", *key) for i in judged), n=mcq.n), name, parts)
         for i, judge in enumerate(judges):
             if cells.has(f"bad{i}"):
-                yield "open_invalid_verdicts", judge, cells.mean(f"bad{i}"), cells.support(f"bad{i}")
+                yield MetricRow("open_invalid_verdicts", cells.mean(f"bad{i}"), cells.support(f"bad{i}"), judge,
+                                {"judge": judge})
         if m == 2 and cells.has("agreea"):  # the verdict shares it reads are over the same rows (``all_ok``)
-            yield "judge_kappa", "cohen", _cohen(cells), cells.support("agreea")
+            yield MetricRow("judge_kappa", _cohen(cells), cells.support("agreea"), "cohen", {"leaf": "cohen"})
         elif m > 2 and cells.has("fleiss_p"):
-            yield "judge_kappa", "fleiss", _fleiss(cells), cells.support("fleiss_p")
+            yield MetricRow("judge_kappa", _fleiss(cells), cells.support("fleiss_p"), "fleiss", {"leaf": "fleiss"})
 
-    return ProtocolMetrics(name=protocol, families=tuple(fams), metrics=metrics)
+    return ProtocolMetrics(name=protocol, families=tuple(fams), metrics=metrics, key_parts=OPEN_KEY_PARTS)
 
 
 def _nanmean_rows(arrays: list[np.ndarray]) -> np.ndarray:
@@ -196,9 +205,9 @@ def _nanmean_rows(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(valid.any(axis=0), np.nansum(stack, axis=0) / np.maximum(valid.sum(axis=0), 1), np.nan)
 
 
-def _per_judge(cells, metric: str, family: str, key: tuple, name: str, judges: list[str]):
-    """One row per judge (``<name>@<judge>``) and the judge average (``<name>``: ``n`` the most verdicts of one
-    judge, on the items any judge graded)."""
+def _per_judge(cells, metric: str, family: str, key: tuple, name: str, parts: dict[str, str], judges: list[str]):
+    """One row per judge (``<name>@<judge>``, its ``judge`` part set) and the judge average (``<name>``: ``n`` the
+    most verdicts of one judge, on the items any judge graded)."""
     values, supports = [], []
     for i, judge in enumerate(judges):
         fam = family.format(i=i)
@@ -207,9 +216,10 @@ def _per_judge(cells, metric: str, family: str, key: tuple, name: str, judges: l
         values.append(cells.mean(fam, *key))
         supports.append(cells.support(fam, *key))
         if len(judges) > 1:
-            yield metric, f"{name}@{judge}", values[-1], supports[-1]
+            yield MetricRow(metric, values[-1], supports[-1], f"{name}@{judge}", parts | {"judge": judge})
     if values:
-        yield metric, name, _nanmean_rows(values), support_of(*supports, n=max(s.n for s in supports))
+        yield MetricRow(metric, _nanmean_rows(values), support_of(*supports, n=max(s.n for s in supports)), name,
+                        parts)
 
 
 def _cohen(cells) -> np.ndarray:

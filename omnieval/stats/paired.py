@@ -33,7 +33,7 @@ a - b; ``prompts`` (per model): the later style minus the earlier (``zs`` and ``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +47,7 @@ from omnieval.protocols import metric_spec
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.intervals import DEFAULT_METHOD, clipped, difference_bounds, intervals, needs_jackknife
+from omnieval.stats.key_parts import key_columns
 from omnieval.stats.metrics import metrics_table
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare
@@ -73,6 +74,7 @@ class UnitValues:
     per_item: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> clusters
     single_cell: set[tuple[str, str]] = field(default_factory=set)  # rows that are one cell's accuracy
     items: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (metric, key) -> mask of its questions
+    parts: dict[tuple[str, str], Mapping[str, str]] = field(default_factory=dict)  # (metric, key) -> its key parts
 
     def cluster_mask(self, items: np.ndarray) -> np.ndarray:
         """The clusters (a mask over ``cluster_ids``) holding the questions where ``items`` holds."""
@@ -106,17 +108,19 @@ class Collector:
 
     def __call__(self, spec, unit, rows, values) -> None:
         index = {name: j for j, name in enumerate(unit.cells)}
-        is_open = any(r[0] == _OPEN for r in rows) or any(r[0] == "open_accuracy" for r in rows)
+        is_open = any(r.metric in (_OPEN, "open_accuracy") for r in rows)
         kept = UnitValues(spec.name, unit.key, unit.item_ids, unit.cluster_ids, unit.item_cluster)
         if is_open:
             self._open(kept, unit, index, rows, values)
             return
         pooled = [j for name, j in index.items() if name[0] == "acc"]
-        for j, (metric, key, _, support) in enumerate(rows):
-            if not spec.paired.covers(metric, key):
+        for j, row in enumerate(rows):
+            if not spec.compares(row):
                 continue
+            metric, key = row.metric, row.key
             kept.values[(metric, key)] = values[j]
-            items = kept.items[(metric, key)] = row_items(support, unit)
+            kept.parts[(metric, key)] = row.parts
+            items = kept.items[(metric, key)] = row_items(row.support, unit)
             if metric == "accuracy" and ("acc", key) in index:
                 kept.per_item[(metric, key)] = _cell_mean(unit, [index[("acc", key)]])
                 kept.single_cell.add((metric, key))
@@ -129,9 +133,11 @@ class Collector:
         kept with the per-item multiple-choice and judge-averaged open accuracies behind it."""
         tags = {"all": ("a", ()), **{name[1]: ("c", (name[1],)) for name in index if name[0] == "mcqc"},
                 **{f"k={name[1]}": ("k", (name[1],)) for name in index if name[0] == "mcqk"}}
-        for j, (metric, key, _, _) in enumerate(rows):
+        for j, row in enumerate(rows):
+            metric, key = row.metric, row.key
             if metric != _OPEN or key not in tags:
                 continue
+            kept.parts[("accuracy", key)] = row.parts
             tag, rest = tags[key]
             judges = [index[name] for name in index if name[0].startswith("acc") and name[0].endswith(tag)
                       and name[0][3:-1].isdigit() and name[1:] == rest]
@@ -222,6 +228,7 @@ def pair_rows(comparison: str, model: str, prompt: str, split: str, a: UnitValue
             "item_corr": _corr(x, y), "n_items": n_items, "n_clusters": n_clusters, "p_value": _num(p),
             "p_method": method,
             "p_adjusted": None,
+            **a.parts.get((metric, key), {}),
         })
         if permuted:
             stream = keyed_seed(0, "paired", a.protocol, comparison, model, prompt, split, a_name, b_name, key)
@@ -327,10 +334,11 @@ def table_of(rows: Iterable[dict], extra: tuple[str, ...] = ()) -> pl.DataFrame:
     """The paired table of ``rows`` (``extra``: float columns after ``PAIRED_COLUMNS``, e.g. the variance split)."""
     rows = list(rows)
     floats = ("estimate", "ci_low", "ci_high", "a_value", "b_value", "item_corr", "p_value", "p_adjusted", *extra)
+    parts = key_columns()
     schema = {c: pl.Float64 if c in floats else pl.Int64 if c in ("n_items", "n_clusters") else pl.Utf8
-              for c in (*PAIRED_COLUMNS, *extra)}
+              for c in (*PAIRED_COLUMNS, *extra, *parts)}
     frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
-    return adjust_p(frame)
+    return adjust_p(frame.with_columns(pl.col(*parts).fill_null("")))
 
 
 def metrics_and_paired_rows(predictions: pl.DataFrame, resamples: int, seed: int, permutations: int,

@@ -134,7 +134,7 @@ def prediction_values(matrix: SampleMatrix, spec: ProtocolMetrics, present: np.n
         counts[1 + r0:1 + r0 + len(w)] = w @ matrix.counts
     cells = Cells(sums=np.asfortranarray(sums), counts=np.asfortranarray(counts), index=matrix.index,
                   present=present, methods=())
-    return {(metric, key): np.asarray(values, dtype=np.float64) for metric, key, values, _ in spec.metrics(cells)}
+    return {(row.metric, row.key): np.asarray(row.values, dtype=np.float64) for row in spec.metrics(cells)}
 
 
 def _sd(values: np.ndarray) -> float:
@@ -174,20 +174,20 @@ class VarianceSplit:
             self._matrices[spec.name] = sample_matrices(frame, spec) if frame is not None else {}
         matrix = self._matrices[spec.name].get(unit.key)
         self.clusters[(spec.name, *unit.key)] = unit.cluster_ids
-        for j, (metric, key, _, _) in enumerate(rows):  # what a paired difference's split reads
-            if spec.paired.covers(metric, key):
-                self.total[(spec.name, *unit.key, metric, key)] = values[j, :1 + self.resamples]
+        for j, row in enumerate(rows):  # what a paired difference's split reads
+            if spec.compares(row):
+                self.total[(spec.name, *unit.key, row.metric, row.key)] = values[j, :1 + self.resamples]
         if matrix is None or self.resamples < 2:
             return
         r = min(self.resamples, MAX_SPLIT_RESAMPLES)
         rng = keyed_rng(self.seed, "samples", spec.name, unit.key[2])
         within = prediction_values(matrix, spec, unit.present, r, rng)
         self.layouts[(spec.name, *unit.key)] = matrix.question
-        for j, (metric, key, _, support) in enumerate(rows):
-            row_key = (spec.name, *unit.key, metric, key)
-            pred = within.get((metric, key))
+        for j, row in enumerate(rows):
+            row_key = (spec.name, *unit.key, row.metric, row.key)
+            pred = within.get((row.metric, row.key))
             self.within[row_key] = pred
-            self.splits[row_key] = split_of(values[j, 1:1 + self.resamples], row_size(support, unit)[2],
+            self.splits[row_key] = split_of(values[j, 1:1 + self.resamples], row_size(row.support, unit)[2],
                                             None if pred is None else pred[1:])
 
     def fill(self, rows: list[dict]) -> list[dict]:

@@ -16,7 +16,8 @@ they compare (``ProtocolMetrics.tests``, a ``core.protocol_views.ConditionTests`
   ``cot``; any pair present) on matched instances; per item the mean correctness difference over its matched
   instances; ``kernels.permutation`` (estimate = mean per-item difference, second minus first).
 * ``permutation_models`` (every protocol, per prompt x split): the same paired sign-flip test between every pair of
-  models (``model`` = ``a vs b``, in order of first appearance), on the instances both answered validly, pooled
+  models (``model_a``, ``model_b``, in order of first appearance; ``model`` = ``a vs b`` for people), on the
+  instances both answered validly, pooled
   over all conditions (``comparison`` = ``all``) and per condition; estimate = mean per-item difference, a minus b.
 * ``mcq_vs_open`` (every protocol with both modes, per model x prompt x split): paired sign-flip test between
   multiple-choice correctness and a judge's open-ended verdict on the same instances (``comparison`` =
@@ -58,18 +59,27 @@ from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare, read_predictions
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
-                "p_adjusted", "n")
+                "p_adjusted", "n", "model_a", "model_b")
+"""``model`` names the row's model for people (``a vs b`` for a pair, ``all (3)`` for a test across models);
+``model_a`` / ``model_b`` are the two models of a test between two models (``""`` on other rows): what readers
+select pairs by, so a model named with `` vs `` in it is never misread."""
 
 
 def _finite(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-def _row(protocol, model, prompt, split, test, comparison, statistic, estimate, p, n) -> dict:
+def _row(protocol, model, prompt, split, test, comparison, statistic, estimate, p, n,
+         pair: tuple[str, str] = ("", "")) -> dict:
     f = _finite
     return {"protocol": protocol, "model": model, "prompt": prompt, "split": split, "test": test,
             "comparison": comparison, "statistic": f(statistic), "estimate": f(estimate), "p_value": f(p),
-            "p_adjusted": None, "n": int(n)}
+            "p_adjusted": None, "n": int(n), "model_a": pair[0], "model_b": pair[1]}
+
+
+def pair_label(a: str, b: str) -> str:
+    """The ``model`` label of a row about two models (for people; readers use ``model_a`` / ``model_b``)."""
+    return f"{a} vs {b}"
 
 
 def _safe(test, *args, **kwargs):
@@ -151,8 +161,8 @@ def mcnemar_tests(frame: pl.DataFrame, protocol: str, baseline: str) -> list[dic
             pair = wide.select(a, b).drop_nulls()
             x, y = pair[a].to_numpy(), pair[b].to_numpy()
             stat, p = exact_mcnemar(x, y)
-            rows.append(_row(protocol, f"{a} vs {b}", prompt, split, "mcnemar", baseline, stat,
-                             float(x.mean() - y.mean()) if len(pair) else np.nan, p, len(pair)))
+            rows.append(_row(protocol, pair_label(a, b), prompt, split, "mcnemar", baseline, stat,
+                             float(x.mean() - y.mean()) if len(pair) else np.nan, p, len(pair), (a, b)))
     return rows
 
 
@@ -204,8 +214,8 @@ def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int,
                     continue
                 stream = keyed_seed(0, "permutation_models", protocol, prompt, split, a, b, comparison)
                 estimate, p = sign_flip_test(d, permutations, np.uint64(seed % 2**64), np.uint64(stream))
-                rows.append(_row(protocol, f"{a} vs {b}", prompt, split, "permutation_models", comparison,
-                                 estimate, estimate, p, len(d)))
+                rows.append(_row(protocol, pair_label(a, b), prompt, split, "permutation_models", comparison,
+                                 estimate, estimate, p, len(d), (a, b)))
     return rows
 
 
@@ -283,7 +293,8 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
     rows = first + permutation_tests(frame, permutations, seed)
     rows += model_permutation_tests(frame, permutations, seed, model_order)
     rows += last + open_tests(frame, permutations, seed)
-    schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {"n": pl.Int64}
+    schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {
+        "n": pl.Int64, "model_a": pl.Utf8, "model_b": pl.Utf8}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return adjust_p(table)
 

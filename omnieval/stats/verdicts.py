@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
+from omnieval.stats.key_parts import key_columns
 
 NO_SCORER = "no official scorer"
 UNPARSED_TEXT = f"unparsed > {UNPARSED_FLAG:.0%}"
@@ -44,7 +45,8 @@ def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
     rows = metrics.filter(pl.col("metric").is_in(wanted))
     if rows.is_empty() or not rows["metric"].is_in(list(VERDICT_METRICS)).any():
         return pl.DataFrame()
-    wide = rows.pivot(on="metric", index=list(CELL), values="value", aggregate_function="first")
+    cell = [*CELL, *(c for c in key_columns() if c in rows.columns)]  # the key's parts ride along
+    wide = rows.pivot(on="metric", index=cell, values="value", aggregate_function="first")
     for metric in wanted:
         if metric not in wide.columns:
             wide = wide.with_columns(pl.lit(None, pl.Float64).alias(metric))
@@ -53,7 +55,7 @@ def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
     # that drops every answer of the cell counts none), or where its accuracy does (a file with no robust columns)
     flags = [cell_flags(u, f, d is not None or o is not None) for u, f, d, o in
              wide.select("unparsed_share", "official_forced_share", "disagree", "official_accuracy").iter_rows()]
-    return wide.select(*CELL, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
+    return wide.select(*cell, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
 
 
 def render_verdicts(metrics: pl.DataFrame) -> str:

@@ -89,13 +89,14 @@ def write_metrics(store, settings: dict) -> int:
 
 
 def run_verdicts(store) -> list[dict]:
-    """The overall accuracy cells (keys without ``/``) of a run's ``metrics/`` with both answer verdicts
+    """The overall accuracy cells (no task or category scope) of a run's ``metrics/`` with both answer verdicts
     (``stats.verdicts.verdict_table``): what the sweep summary prints; none where no answer was read from text."""
     import polars as pl
 
+    from omnieval.stats.key_parts import unscoped
     from omnieval.stats.verdicts import verdict_table
 
     if not store.exists("metrics/metrics.parquet"):
         return []
     cells = verdict_table(pl.from_arrow(store.read_table("metrics/metrics.parquet")))
-    return [] if cells.is_empty() else cells.filter(~pl.col("key").str.contains("/")).to_dicts()
+    return [] if cells.is_empty() else cells.filter(unscoped(cells)).to_dicts()
