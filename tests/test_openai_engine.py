@@ -171,11 +171,10 @@ def faulty():
 def _rows(engine, instances):
     """Prediction rows through the run's seam: request rows -> ``ModelCalls`` -> ``PredictionRows``."""
     from omnieval.run.answers import PredictionRows, answer_requests
-    from omnieval.run.stages import ModelCalls
+    from omnieval.run.stages import call_rows
 
     rows = list(answer_requests(instances, ["mcq"], ["zs"], set(), {}))
-    batch = {k: np.array([r[k] for r in rows], dtype=object) for k in rows[0]}
-    return {r["instance_id"]: r for r in PredictionRows("m", "openai")(ModelCalls(engine)(batch)).to_pylist()}
+    return {r["instance_id"]: r for r in PredictionRows("m", "openai")(call_rows(engine, rows)).to_pylist()}
 
 
 def test_failures_are_errored_rows_after_bounded_retries(faulty):
