@@ -159,8 +159,7 @@ class PredictionRows:
     def __call__(self, batch: dict[str, list]) -> pa.Table:
         out = []
         for i, r in enumerate(batch[RESULT_COLUMN]):
-            inst = (batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch
-                    else Instance.model_validate_json(batch["instance_json"][i]))
+            inst = batch[INSTANCE_COLUMN][i]  # parsed once for the batch, by the model stage
             cascade = batch["cascade"][i] if "cascade" in batch else None
             style, mode = batch["prompt"][i], batch["mode"][i]
             skipped = batch["skipped"][i] if "skipped" in batch else None
