@@ -196,7 +196,7 @@ def test_prefetch_asks_again_in_the_next_pass_of_a_kept_cache(monkeypatch):
 
     monkeypatch.setattr(MediaSource, "client", lambda self: Recorder())
     specs = {p: MediaSpec(f"k-{p}", p, "video") for p in ("a.mp4", "b.mp4")}
-    batch = pa.table({"media_paths": ['["a.mp4", "b.mp4"]', '["a.mp4"]']})
+    batch = pa.table({"media_paths": [["a.mp4", "b.mp4"], ["a.mp4"]]})
     first, second = (MediaSource("cache", "ns", specs, pass_id) for pass_id in ("p1", "p2"))
     for source in (first, first, second):
         assert prefetch_media(batch, media=source) is batch

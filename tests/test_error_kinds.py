@@ -8,7 +8,6 @@ instance through the request, parsed once in the model stage for all the rows of
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import polars as pl
@@ -79,19 +78,19 @@ def test_the_model_stage_writes_each_error_with_its_kind_into_predictions(tmp_pa
 
 
 def test_an_open_request_carries_no_copy_of_its_instance():
-    """The open-ended request row's ``meta_json`` says what it is for and nothing of the instance; the simulated
+    """The open-ended request row's ``meta`` says what it is for and nothing of the instance; the simulated
     engine still answers from the instance (reached through the request): a model relying fully on text says the
     option its text supports, ``a fox`` (the ``evidence`` written above)."""
+    from omnieval.core.schema import RESULT_COLUMN
     from omnieval.run.answers import answer_requests
     from omnieval.run.stages import call_rows
 
     instances = [_instance(n) for n in range(3)]
     rows = list(answer_requests(instances, ["open"], ["zs", "cot"], set(), {}))
-    assert [json.loads(r["meta_json"]) for r in rows] == [{"task": "answer", "style": s}
-                                                          for _ in instances for s in ("zs", "cot")]
+    assert [r["meta"] for r in rows] == [{"task": "answer", "style": s} for _ in instances for s in ("zs", "cot")]
     batch = call_rows(SimulatedEngine("reader", reliance={"text": 1.0}, invalid_rate=0.0), rows)
-    assert list(batch["r_error"]) == [None] * 6
-    assert [t.rsplit("Answer: ", 1)[-1] for t in batch["r_text"]] == ["a fox"] * 6
+    assert [r.error for r in batch[RESULT_COLUMN]] == [None] * 6
+    assert [r.raw_text.rsplit("Answer: ", 1)[-1] for r in batch[RESULT_COLUMN]] == ["a fox"] * 6
 
 
 def test_the_rows_of_one_instance_share_one_parse_in_a_batch():

@@ -171,11 +171,10 @@ def faulty():
 def _rows(engine, instances):
     """Prediction rows through the run's seam: request rows -> ``ModelCalls`` -> ``PredictionRows``."""
     from omnieval.run.answers import PredictionRows, answer_requests
-    from omnieval.run.stages import ModelCalls
+    from omnieval.run.stages import call_rows
 
     rows = list(answer_requests(instances, ["mcq"], ["zs"], set(), {}))
-    batch = {k: np.array([r[k] for r in rows], dtype=object) for k in rows[0]}
-    return {r["instance_id"]: r for r in PredictionRows("m", "openai")(ModelCalls(engine)(batch)).to_pylist()}
+    return {r["instance_id"]: r for r in PredictionRows("m", "openai")(call_rows(engine, rows)).to_pylist()}
 
 
 def test_failures_are_errored_rows_after_bounded_retries(faulty):
@@ -442,11 +441,11 @@ def test_endpoint_equals_the_inprocess_engine(server, inprocess, keyed):
                           logprobs="none", max_new_tokens=16)
     parsed = plain.score([EngineRequest(instances[0], {}, "zs")])[0]
     text = inprocess.generate([GenerationRequest(parts=render_prompt(instances[0], "zs"), max_new_tokens=16)])[0]
-    assert parsed.error is None and parsed.raw_text == text.text and parsed.confidence is None
-    assert parsed.choice == parse_answer(text.text, list("ABCDE"), instances[0].option_texts)
+    assert parsed.error is None and parsed.raw_text == text.raw_text and parsed.confidence is None
+    assert parsed.choice == parse_answer(text.raw_text, list("ABCDE"), instances[0].option_texts)
     free = endpoint.generate([GenerationRequest(parts=render_prompt(instances[1], "cot"), max_new_tokens=12)])[0]
     want = inprocess.generate([GenerationRequest(parts=render_prompt(instances[1], "cot"), max_new_tokens=12)])[0]
-    assert free.error is None and free.text == want.text
+    assert free.error is None and free.raw_text == want.raw_text
 
     # a missing key is refused by the server: errored rows, not retried, the key in no message
     nokey = create_engine("openai", model="tiny", base_url=server, modalities=[], logprobs="token_ids")

@@ -208,10 +208,11 @@ def test_a_prediction_keeps_only_answers_the_instance_allows():
                                 raw_text="C").row()
     assert (outside["choice"], outside["confidence"], outside["confidence_method"], outside["raw_text"]) == \
         (None, None, None, "C")
-    opened = Prediction.generated(inst, "m", "simulated", "cot", text="It barks.\nAnswer: a dog", latency_s=0.2).row()
+    opened = Prediction.generated(inst, "m", "simulated", "cot", raw_text="It barks.\nAnswer: a dog",
+                                  latency_s=0.2).row()
     assert (opened["mode"], opened["answer_text"], opened["reference"], opened["error"]) == \
         ("open", "a dog", "a dog", None)
-    empty = Prediction.generated(inst, "m", "simulated", "zs", text="  ").row()
+    empty = Prediction.generated(inst, "m", "simulated", "zs", raw_text="  ").row()
     assert empty["error"] == "open answer: the model returned no text" and empty["answer_text"] == ""
     assert (empty["error_kind"], opened["error_kind"], valid["error_kind"]) == ("other", None, None)
     failed = Prediction.failed(inst, "m", "simulated", "zs", "open", "describe failed: x.wav: no text",

@@ -151,8 +151,8 @@ def test_generate_equals_transformers_greedy_decoding(engine, qwen2):
     prompts = [[PromptPart("text", text=f"Describe case {n} in a few words.")] for n in range(3)]
     results = engine.generate([GenerationRequest(p, max_new_tokens=8) for p in prompts])
     for parts, res in zip(prompts, results, strict=True):
-        assert res.error is None and res.text
-        assert res.text == _greedy_reference(qwen2, parts, 8)
+        assert res.error is None and res.raw_text
+        assert res.raw_text == _greedy_reference(qwen2, parts, 8)
 
 
 def test_a_vllm_judge_with_random_weights_goes_through_the_invalid_verdict_path(engine):

@@ -132,10 +132,10 @@ def test_rows_are_what_the_engine_says_when_called_directly(run, reference, setu
                 np.testing.assert_allclose(row["confidence"], want.confidence, atol=1e-4)
         else:
             want = generated[key]
-            assert row["raw_text"] == want.text and row["choice"] is None and row["reference"]
+            assert row["raw_text"] == want.raw_text and row["choice"] is None and row["reference"]
             if want.error is not None:
                 assert row["error"] == want.error
-            elif not (want.text or "").strip():
+            elif not (want.raw_text or "").strip():
                 assert row["error"] == "open answer: the model returned no text"
             else:
                 assert row["error"] is None and row["answer_text"]
@@ -174,7 +174,7 @@ def test_verdicts_follow_the_strict_parse_and_one_retry(run, reference):
         text = judge_prompt(case)
         for attempt in (1, 2):  # noqa: B007 (the last attempt is the expected count)
             reply = engine.generate([GenerationRequest([PromptPart("text", text=text)],
-                                                       max_new_tokens=MAX_VERDICT_TOKENS)])[0].text
+                                                       max_new_tokens=MAX_VERDICT_TOKENS)])[0].raw_text
             verdict = parse_verdict(reply, allowed_verdicts(case))
             if verdict is not None:
                 break

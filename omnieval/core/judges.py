@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from omnieval.core.schema import VERDICTS
+from omnieval.core.schema import RESULT_COLUMN, VERDICTS
 
 JUDGEMENT_SCHEMA = pa.schema([("model", pa.string()), ("prompt", pa.string()), ("instance_id", pa.string()),
                               ("judge", pa.string()), ("verdict", pa.string()), ("raw_text", pa.string()),
@@ -182,32 +182,31 @@ def judge_request(judge: str, template: str, case: JudgeCase, **columns) -> dict
             "question": case.question}
     suffix = RATING_RETRY_SUFFIX if case.rated else RETRY_SUFFIX.format(words=", ".join(words))
     return columns | {
-        "call": "generate", "media_paths": "[]", "max_new_tokens": MAX_VERDICT_TOKENS, "key": f"{case.key}|{judge}|1",
-        "parts_json": json.dumps([{"kind": "text", "text": judge_prompt(case, template), "modality": None,
-                                   "path": None}]),
-        "meta_json": json.dumps(meta), "words_json": json.dumps(words),
-        "retry_json": json.dumps({"suffix": suffix, "words": words,
-                                  "key": f"{case.key}|{judge}|2"})}
+        "call": "generate", "media_paths": [], "max_new_tokens": MAX_VERDICT_TOKENS, "key": f"{case.key}|{judge}|1",
+        "parts": [{"kind": "text", "text": judge_prompt(case, template), "modality": None, "path": None}],
+        "meta": meta,
+        "retry": {"suffix": suffix, "words": words,
+                  "key": f"{case.key}|{judge}|2"}}
 
 
 class JudgementRows:
-    """The model stage's result columns -> judgement rows (``JUDGEMENT_SCHEMA``): the verdict parsed strictly
-    (None = invalid), the last reply (or its error), the attempts it took."""
+    """The model stage's result records -> judgement rows (``JUDGEMENT_SCHEMA``): the verdict parsed strictly
+    (None = invalid; the allowed words are the retry's), the last reply (or its error), the attempts it took.
+    ``batch``: the request columns and, under ``schema.RESULT_COLUMN``, one result record
+    (``engines.base.EngineResult``) per row."""
 
     def __init__(self, judge: str, template: str):
         self.judge, self.template = judge, template
 
     def __call__(self, batch: dict) -> pa.Table:
         rows = []
-        for i in range(len(batch["call"])):
-            text, error = batch["r_text"][i], batch["r_error"][i]
-            text = text if isinstance(text, str) else None
-            error = error if isinstance(error, str) and error else None
-            verdict = judge_reply(text, json.loads(batch["words_json"][i])) if error is None else None
+        for i, result in enumerate(batch[RESULT_COLUMN]):
+            text, error = result.raw_text, result.error or None
+            verdict = judge_reply(text, batch["retry"][i]["words"]) if error is None else None
             rows.append({"model": _str(batch, "model", i), "prompt": _str(batch, "prompt", i),
                          "instance_id": _str(batch, "instance_id", i), "judge": self.judge, "verdict": verdict,
                          "raw_text": text if error is None else f"error: {error}",
-                         "attempts": int(batch["r_attempts"][i]), "template": self.template})
+                         "attempts": int(result.attempts), "template": self.template})
         return pa.Table.from_pylist(rows, schema=JUDGEMENT_SCHEMA)
 
 

@@ -70,6 +70,10 @@ failed on a media file of the row (also where that file failed to decode: the fi
 the model was not called; ``other``: any other error (an engine's own error for one request, an open answer
 without text)."""
 
+RESULT_COLUMN = "_result"
+"""The batch column, inside a model stage's actor only, holding each request row's result record
+(``engines.base.EngineResult``) for the row builder (``run/stages.py``); never written out."""
+
 LEGACY_ERROR_PREFIXES: tuple[tuple[str, str], ...] = (
     ("media decode failed", MEDIA_ERROR), ("engine error", ENGINE_ERROR), ("describe failed", DESCRIBE_ERROR))
 

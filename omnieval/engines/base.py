@@ -43,10 +43,12 @@ class EngineRequest:
 
 @dataclass
 class EngineResult:
-    """What an engine says about one request. ``option_logprobs`` are in label order (log-probabilities of the
-    option-label tokens, before any renormalisation); ``confidence`` is in [0, 1]."""
+    """What an engine says about one request, and the one result record of the run's stages: the model stage
+    (``run.stages.ModelCalls``) keeps it, adding ``latency_s`` and ``attempts``, and hands it to the row builder in
+    the same actor; each field keeps its name in the prediction row. ``option_logprobs`` are in label order
+    (log-probabilities of the option-label tokens, before any renormalisation); ``confidence`` is in [0, 1]."""
 
-    choice: str | None
+    choice: str | None = None
     confidence: float | None = None
     confidence_method: str | None = None
     option_logprobs: list[float] | None = None
@@ -57,6 +59,8 @@ class EngineResult:
     error_kind: str | None = None  # the kind of ``error`` where the engine knows it (``media``: a medium was dropped)
     reasoning: str | None = None  # thinking style: the reasoning block, split off ``raw_text`` (engines/thinking.py)
     reasoning_tokens: int | None = None  # tokens the reasoning took (the thinking budget where closed by force)
+    latency_s: float | None = None  # set by the model stage: the call's seconds per request of its batch
+    attempts: int | None = None  # set by the model stage for generate calls: 2 where the strict retry was asked
 
 
 @dataclass
@@ -80,7 +84,10 @@ class GenerationRequest:
 
 @dataclass
 class GenerationResult:
-    text: str | None
+    """What an engine says about one free-text request: ``raw_text``, as the generated text is named from here to
+    the prediction row (the model stage copies it, by name, into an ``EngineResult``)."""
+
+    raw_text: str | None
     error: str | None = None
     shown: dict | None = None  # as ``EngineResult.shown``
     error_kind: str | None = None  # as ``EngineResult.error_kind``

@@ -221,9 +221,9 @@ class SimulatedEngine(Engine):
                     text = f"{request.meta.get('modality', 'media')} showing {what}"
                 else:
                     raise ValueError(f"no simulated behaviour for task {task!r}")
-                out.append(GenerationResult(text=text))
+                out.append(GenerationResult(raw_text=text))
             except Exception as exc:
-                out.append(GenerationResult(text=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
+                out.append(GenerationResult(raw_text=None, error=f"simulated engine: {type(exc).__name__}: {exc}"))
         return out
 
     def _open_answer(self, request: GenerationRequest, rng: np.random.Generator) -> str:

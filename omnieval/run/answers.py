@@ -11,20 +11,20 @@ call; under ``note`` it carries ``media_noted`` (the engine writes the notes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.prompts import open_media_paths, render_open_prompt
 from omnieval.core.schema import DESCRIBE_ERROR, Instance
 from omnieval.core.store import predictions_table
+from omnieval.engines.base import EngineResult
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction
-from omnieval.run.stages import INSTANCE_COLUMN
+from omnieval.run.records import request_schema
+from omnieval.run.stages import INSTANCE_COLUMN, RESULT_COLUMN
 from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts, open_verdicts
 
 
@@ -34,8 +34,8 @@ def open_generation(inst: Instance, style: str) -> dict:
     row's ``instance_json``, parsed once in the model stage, reaches the engine as the request's ``instance``."""
     parts = [{"kind": p.kind, "text": p.text, "modality": p.modality, "path": p.path}
              for p in render_open_prompt(inst, style)]
-    return {"parts_json": json.dumps(parts), "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
-            "meta_json": json.dumps({"task": "answer", "style": style})}
+    return {"parts": parts, "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
+            "meta": {"task": "answer", "style": style}}
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,13 @@ class SampleDraws:
     temperature: float | None = None
     top_p: float | None = None
 
-    def draws(self) -> list[tuple[int, str | None]]:
-        """``(sample, sampling_json)`` per sample; one sample at the model's own decoding records none."""
+    def draws(self) -> list[tuple[int, dict | None]]:
+        """``(sample, sampling)`` per sample (``records.SAMPLING_TYPE``); one sample at the model's own decoding
+        records none."""
         if self.k == 1:
             return [(0, None)]
-        return [(i, json.dumps({"seed": keyed_seed(self.seed, "sample", i), "temperature": self.temperature or 1.0,
-                                "top_p": self.top_p or 1.0}, sort_keys=True)) for i in range(self.k)]
+        return [(i, {"seed": keyed_seed(self.seed, "sample", i), "temperature": float(self.temperature or 1.0),
+                     "top_p": float(self.top_p or 1.0)}) for i in range(self.k)]
 
 
 def sample_draws(model, seed: int) -> SampleDraws:
@@ -61,13 +62,11 @@ def sample_draws(model, seed: int) -> SampleDraws:
     return SampleDraws(model.samples, seed, model.temperature, model.top_p)
 
 
-REQUEST_SCHEMA = pa.schema([
-    ("call", pa.string()), ("mode", pa.string()), ("prompt", pa.string()), ("instance_json", pa.string()),
-    ("instance_id", pa.string()), ("media_paths", pa.string()), ("cascade_json", pa.string()),
-    ("parts_json", pa.string()), ("max_new_tokens", pa.int64()), ("key", pa.string()), ("meta_json", pa.string()),
-    ("skipped", pa.string()), ("media_noted", pa.string()), ("sample", pa.int32()), ("sampling_json", pa.string()),
-])
-"""The columns of an answering model's request rows (the open-ended ones null on multiple-choice rows)."""
+REQUEST_SCHEMA = request_schema(["call", "mode", "prompt", "instance_json", "instance_id", "media_paths", "cascade",
+                                 "parts", "max_new_tokens", "key", "meta", "skipped", "media_noted", "sample",
+                                 "sampling"])
+"""The columns of an answering model's request rows (``records.REQUEST_FIELDS``; the open-ended ones null on
+multiple-choice rows)."""
 
 
 def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: list[str],
@@ -84,7 +83,7 @@ def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: li
 
 def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
               prompts: list[str], done, cascade: dict | None, policy: MediaPolicy,
-              draws: list[tuple[int, str | None]]) -> Iterator[dict]:
+              draws: list[tuple[int, dict | None]]) -> Iterator[dict]:
     """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows. An open instance (no
     options: ``Instance.open_only``) has no multiple-choice row."""
     # model_dump_json writes an empty list as ``[]`` with no space: the check spares parsing every instance
@@ -100,8 +99,8 @@ def _requests(instance_id: str, instance_json: str, media_paths: list[str], inst
                     continue
                 row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
                        "instance_json": instance_json, "instance_id": instance_id,
-                       "media_paths": json.dumps([] if skipped else paths), "cascade_json": json.dumps(cascade),
-                       "skipped": skipped, "media_noted": noted, "sample": sample, "sampling_json": sampling}
+                       "media_paths": [] if skipped else paths, "cascade": cascade,
+                       "skipped": skipped, "media_noted": noted, "sample": sample, "sampling": sampling}
                 if mode == "open":
                     row |= open_generation(instance(), prompt)
                 yield row
@@ -147,13 +146,14 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
     samples = (draws or SampleDraws()).draws()
     for i, (iid, paths) in enumerate(zip(block.column("instance_id").to_pylist(),
                                          block.column("media_paths").to_pylist(), strict=True)):
-        rows += _requests(iid, texts[i], json.loads(paths), lambda i=i: instance(i), modes, prompts, finished,
+        rows += _requests(iid, texts[i], paths, lambda i=i: instance(i), modes, prompts, finished,
                           None, policy or MediaPolicy(), samples)
     return request_table(rows, tags)
 
 
 class PredictionRows:
-    """Result columns -> prediction rows (``PREDICTION_SCHEMA``); a Ray Data map after the model stage. ``carry``
+    """Result records -> prediction rows (``PREDICTION_SCHEMA``), in the model's actor after the engine call; each
+    field of the record (``engines.base.EngineResult``) is the row's column of the same name. ``carry``
     names request columns passed on beside the prediction columns (the run a row belongs to, where one pipeline
     answers several runs). An answer read from generated text gets both verdicts here, for every engine
     (``generated_answer``, ``scoring.verdicts``), by the scorer its run's ``SCORER_COLUMN`` names."""
@@ -161,59 +161,52 @@ class PredictionRows:
     def __init__(self, model: str, engine: str, carry: tuple[str, ...] = ()):
         self.model, self.engine, self.carry = model, engine, tuple(carry)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
+    def __call__(self, batch: dict[str, list]) -> pa.Table:
         out = []
-        for i in range(len(batch["call"])):
-            inst = (batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch
-                    else Instance.model_validate_json(batch["instance_json"][i]))
-            cascade = _cascade(batch["cascade_json"][i])
-            r = {name[2:]: _value(batch[name][i]) for name in
-                 ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                  "r_error_kind", "r_latency_s", "r_answer_source", "r_shown", "r_reasoning", "r_reasoning_tokens")
-                 if name in batch}
-            shown = json.loads(r["shown"]) if r.get("shown") else None
-            style = str(batch["prompt"][i])
-            skipped = _value(batch["skipped"][i]) if "skipped" in batch else None
+        for i, r in enumerate(batch[RESULT_COLUMN]):
+            inst = batch[INSTANCE_COLUMN][i]  # parsed once for the batch, by the model stage
+            cascade = batch["cascade"][i] if "cascade" in batch else None
+            style, mode = batch["prompt"][i], batch["mode"][i]
+            skipped = batch["skipped"][i] if "skipped" in batch else None
             if skipped:
-                out.append(Prediction.skipped_row(inst, self.model, self.engine, style, str(batch["mode"][i]),
-                                                  skipped, cascade))
+                out.append(Prediction.skipped_row(inst, self.model, self.engine, style, mode, skipped, cascade))
                 continue
-            noted = _value(batch["media_noted"][i]) if "media_noted" in batch else None
-            if str(batch["mode"][i]) == "open":
-                answer = Prediction.generated(inst, self.model, self.engine, style, text=r["text"],
-                                              error=r["error"], error_kind=r["error_kind"],
-                                              latency_s=r["latency_s"], cascade=cascade, media_noted=noted,
-                                              shown=shown)
+            noted = batch["media_noted"][i] if "media_noted" in batch else None
+            latency_s = _finite(r.latency_s)
+            if mode == "open":
+                answer = Prediction.generated(inst, self.model, self.engine, style, raw_text=r.raw_text,
+                                              error=r.error, error_kind=r.error_kind, latency_s=latency_s,
+                                              cascade=cascade, media_noted=noted, shown=r.shown or None)
                 if answer.error is None:  # an open item's released rule, where it is offline (``open_verdicts``)
                     answer = replace(answer, answer_verdicts=open_verdicts(inst, answer.answer_text,
                                                                            _scorer(batch, i)))
                 out.append(answer)
             else:
-                logprobs = r["option_logprobs"]
+                logprobs = r.option_logprobs
                 out.append(Prediction.scored(
-                    inst, self.model, self.engine, style, choice=r["choice"], confidence=r["confidence"],
-                    confidence_method=r["confidence_method"],
+                    inst, self.model, self.engine, style, choice=r.choice, confidence=_finite(r.confidence),
+                    confidence_method=r.confidence_method,
                     option_logprobs=None if logprobs is None else [_logprob(x) for x in logprobs],
-                    raw_text=r["text"], error=r["error"], error_kind=r["error_kind"], latency_s=r["latency_s"],
-                    cascade=cascade, media_noted=noted, answer_source=r.get("answer_source"), shown=shown,
-                    answer_verdicts=answer_verdicts(inst, r["text"], _scorer(batch, i)) if generated_answer(r)
-                    else None, reasoning=r.get("reasoning"), reasoning_tokens=r.get("reasoning_tokens")))
+                    raw_text=r.raw_text, error=r.error, error_kind=r.error_kind, latency_s=latency_s,
+                    cascade=cascade, media_noted=noted, answer_source=r.answer_source, shown=r.shown or None,
+                    answer_verdicts=answer_verdicts(inst, r.raw_text, _scorer(batch, i)) if generated_answer(r)
+                    else None, reasoning=r.reasoning, reasoning_tokens=r.reasoning_tokens))
         if "sample" in batch:  # repeated samples: which one each row is, and how it was drawn
-            out = [replace(p, sample=int(_value(batch["sample"][i]) or 0), sampling=_sampling(batch, i))
+            out = [replace(p, sample=int(batch["sample"][i] or 0), sampling=_sampling(batch, i))
                    for i, p in enumerate(out)]
         table = predictions_table(p.row() for p in out)
         for name in self.carry:
-            table = table.append_column(name, pa.array([_value(v) for v in batch[name]]))
+            table = table.append_column(name, pa.array(batch[name]))
         return table
 
 
-def generated_answer(result: dict) -> bool:
+def generated_answer(result: EngineResult) -> bool:
     """Whether an engine result's option was read from generated text: a reply without an error whose choice was
     parsed or forced after a reasoning (``answer_source``), or read from the text with no confidence method (a
     generate-and-parse endpoint). Zero-shot options scored from the label logits are not: no rule reads them."""
-    if result.get("text") is None or result.get("error") is not None:
+    if result.raw_text is None or result.error is not None:
         return False
-    return result.get("answer_source") is not None or result.get("confidence_method") is None
+    return result.answer_source is not None or result.confidence_method is None
 
 
 def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: str, modes: list[str],
@@ -224,20 +217,19 @@ def failed_predictions(failed: list[tuple[Instance, str]], model: str, engine: s
     samples = (draws or SampleDraws()).draws()
     return predictions_table(
         replace(Prediction.failed(inst, model, engine, prompt, mode, message, DESCRIBE_ERROR), sample=sample,
-                sampling=json.loads(sampling) if sampling else None).row()
+                sampling=sampling).row()
         for inst, message in failed for mode in modes for prompt in prompts for sample, sampling in samples
         if (mode, prompt, inst.instance_id, sample) not in done)
 
 
 def _sampling(batch: dict, i: int) -> dict | None:
     """Row ``i``'s draw (``SampleDraws``): None for one sample."""
-    text = _value(batch["sampling_json"][i]) if "sampling_json" in batch else None
-    return json.loads(text) if text else None
+    return batch["sampling"][i] if "sampling" in batch else None
 
 
 def _scorer(batch: dict, i: int) -> str | None:
     """Row ``i``'s official scorer (its run's ``SCORER_COLUMN`` tag: blank or absent, none)."""
-    return (_value(batch[SCORER_COLUMN][i]) or None) if SCORER_COLUMN in batch else None
+    return (batch[SCORER_COLUMN][i] or None) if SCORER_COLUMN in batch else None
 
 
 def _logprob(x) -> float | None:
@@ -246,20 +238,6 @@ def _logprob(x) -> float | None:
     return None if x is None or x != x else float(x)
 
 
-def _cascade(text):
-    """A row's ``cascade_json``: most rows have none (``null``), and parsing it cost more than the test."""
-    return None if text is None or text == "null" else json.loads(text)
-
-
-def _value(v):
-    """A numpy batch cell as a plain value: NaN/None -> None, numpy scalars -> Python."""
-    if v is None or type(v) is str:  # most cells: returned as they are, without the checks below
-        return v
-    if isinstance(v, float | np.floating) and np.isnan(v):
-        return None
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
+def _finite(x) -> float | None:
+    """A float of the result record as the row stores it: NaN (an engine's unreadable value) as null."""
+    return None if x is None or x != x else x

@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 import sys
 
-import numpy as np
 import pyarrow as pa
 
 from omnieval.config import ModelConfig
-from omnieval.core.schema import DESCRIBE_ERROR, Instance, Segment, media_file
+from omnieval.core.schema import DESCRIBE_ERROR, RESULT_COLUMN, Instance, Segment, media_file
 
 DESCRIPTION_SCHEMA = pa.schema([("path", pa.string()), ("modality", pa.string()), ("describer", pa.string()),
                                 ("prompt", pa.string()), ("text", pa.string()), ("error", pa.string()),
@@ -42,23 +41,25 @@ def describe_request(path: str, modality: str, prompt: str, max_new_tokens: int)
             "path": media_file(path)}
     parts = [part,
              {"kind": "text", "text": prompt, "modality": None, "path": None}]
-    return {"call": "generate", "path": path, "modality": modality, "media_paths": json.dumps([path]),
-            "parts_json": json.dumps(parts), "max_new_tokens": max_new_tokens, "key": path,
-            "meta_json": json.dumps({"task": "describe", "modality": modality, "path": path})}
+    return {"call": "generate", "path": path, "modality": modality, "media_paths": [path], "parts": parts,
+            "max_new_tokens": max_new_tokens, "key": path,
+            "meta": {"task": "describe", "modality": modality, "path": path}}
+
+
+DESCRIBE_REQUEST_COLUMNS = {"path": pa.string(), "modality": pa.string()}
+"""The columns of a describe request beyond the request's own (``records.REQUEST_FIELDS``)."""
 
 
 class DescriptionRows:
-    """Result columns -> description rows (``DESCRIPTION_SCHEMA``); a Ray Data map after the model stage."""
+    """Result records -> description rows (``DESCRIPTION_SCHEMA``), in the describer's actor after its call."""
 
     def __init__(self, describer: str, prompts: dict):
         self.describer, self.prompts = describer, prompts
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> pa.Table:
+    def __call__(self, batch: dict[str, list]) -> pa.Table:
         rows = []
-        for path, modality, text, error in zip(batch["path"], batch["modality"], batch["r_text"], batch["r_error"],
-                                               strict=True):
-            text = text if isinstance(text, str) else None
-            error = error if isinstance(error, str) and error else None
+        for path, modality, result in zip(batch["path"], batch["modality"], batch[RESULT_COLUMN], strict=True):
+            text, error = result.raw_text, result.error or None
             error = error or (None if (text or "").strip() else "the describer returned no text")
             rows.append({"path": str(path), "modality": str(modality), "describer": self.describer,
                          "prompt": self.prompts[str(modality)], "text": None if error else text.strip(),
@@ -112,7 +113,7 @@ def describe_media(model: ModelConfig, instances: list[Instance], config, store,
     if todo:
         print(f"describe: {len(todo)} media files with {describer.name} for {model.name}", file=sys.stderr)
         builder = RowBuilder(DescriptionRows, {"describer": describer.name, "prompts": dict(spec.prompts)})
-        ds = through_model(from_rows(todo), describer, media, rows=builder)
+        ds = through_model(from_rows(todo, DESCRIBE_REQUEST_COLUMNS), describer, media, rows=builder)
         folder = describe_folder(describer.name)
         drain(ds, len(todo), f"describe {describer.name}",
               lambda table: store.write_table(store.next_part(folder), table), progress)

@@ -16,7 +16,6 @@ one made with it have the same identity.
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import zlib
 from collections.abc import Iterator
@@ -48,8 +47,9 @@ DERIVED_FIELDS = frozenset({"layout"})
 out of the stored JSON at their default."""
 
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
-                             ("media_paths", pa.string())])
-"""An instance block: the id, the instance as JSON, and the media refs of its segments (JSON list)."""
+                             ("media_paths", pa.list_(pa.string()))])
+"""An instance block: the id, the instance as JSON (its canonical form, the digest's input), and the media refs of
+its segments."""
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,9 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
                 media.setdefault(seg.ref, seg.modality)
             ids.append(inst.instance_id)
             texts.append(text)
-            paths.append(json.dumps([seg.ref for seg in segments]))
+            paths.append([seg.ref for seg in segments])
         yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(texts, pa.string()),
-                                    pa.array(paths, pa.string())], schema=INSTANCE_SCHEMA)
+                                    pa.array(paths, pa.list_(pa.string()))], schema=INSTANCE_SCHEMA)
     yield ChunkSummary(len(instances), digest.hexdigest(), media)
 
 

@@ -72,7 +72,7 @@ def run_judges(config: RunConfig, store, predictions: pa.Table, instances: dict[
                 and (reference_text(instances[r["instance_id"]]) is not None or instances[r["instance_id"]].rated)]
         if not rows:
             continue
-        ds = through_model(from_rows(rows), judge, None,
+        ds = through_model(from_rows(rows, {"model": pa.string()}), judge, None,
                            rows=RowBuilder(JudgementRows, {"judge": judge.name, "template": config.judge_template}))
         folder = judge_folder(judge.name)
         written += drain(ds, len(rows), f"judge {judge.name}",

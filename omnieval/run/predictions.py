@@ -1,9 +1,10 @@
 """The ``Prediction`` type: what one model call (or a row that could not be asked) becomes in ``predictions.parquet``.
 
-Every prediction row of a run is built here, once, after the model stage (``stages.ModelStage``) has returned its
-result columns: a multiple-choice answer (``Prediction.scored``), an open-ended answer (``Prediction.generated``) or
-a row that never reached the model (``Prediction.failed``: its describer failed; ``Prediction.skipped_row``: it
-shows media its model cannot take, ``media_policy``). Engines return results only and never build rows, so the row
+Every prediction row of a run is built here, once, from the model stage's result record
+(``engines.base.EngineResult``: each of its fields the row's column of the same name): a multiple-choice answer
+(``Prediction.scored``), an open-ended answer (``Prediction.generated``) or a row that never reached the model
+(``Prediction.failed``: its describer failed; ``Prediction.skipped_row``: it shows media its model cannot take,
+``media_policy``). Engines return results only and never build rows, so the row
 shape cannot drift between engines. A row's ``error`` always comes with its ``error_kind`` (``schema.ERROR_KINDS``),
 given by the stage where the error happened (``stages.ModelCalls`` for media, engine and engine-result errors,
 ``cascade`` for describer failures); a row cannot be built with one and not the other.
@@ -94,16 +95,16 @@ class Prediction:
                    reasoning_tokens=None if reasoning_tokens is None else int(reasoning_tokens))
 
     @classmethod
-    def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, text: str | None,
+    def generated(cls, inst: Instance, model: str, engine: str, prompt: str, *, raw_text: str | None,
                   error: str | None = None, error_kind: str | None = None, latency_s: float | None = None,
                   cascade: dict | None = None, media_noted: str | None = None,
                   shown: dict | None = None) -> Prediction:
         """An open-ended answer: the full reply in ``raw_text``, the part a judge grades in ``answer_text``. A reply
         with no answer in it is an error (of kind ``other``), not an empty answer."""
-        answer = final_answer(text) if error is None else None
+        answer = final_answer(raw_text) if error is None else None
         if error is None and not answer:
             error, error_kind = "open answer: the model returned no text", OTHER_ERROR
-        return cls(inst, model, engine, prompt, OPEN_MODE, raw_text=text, answer_text=answer, error=error,
+        return cls(inst, model, engine, prompt, OPEN_MODE, raw_text=raw_text, answer_text=answer, error=error,
                    error_kind=error_kind, latency_s=latency_s, cascade=cascade, media_noted=media_noted, shown=shown)
 
     @classmethod

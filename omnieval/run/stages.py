@@ -10,40 +10,42 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
                     description rows)
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
 
-A request row says what to ask with ``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt
-style) or ``generate`` (free text: ``parts_json``, ``max_new_tokens``, ``key``, ``meta_json``, and for an open-ended
-answer its ``instance_json``, parsed once for the request and the row), and which media it
-needs (``media_paths``, JSON: ``schema.media_ref`` of each, a path relative to its benchmark or ``<path>#audio`` for
-a video file's soundtrack, as the engine looks them up). Where rows of several runs
+A request row (``records.REQUEST_FIELDS``: Arrow lists and structs, read once per batch) says what to ask with
+``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt style) or ``generate`` (free text:
+``parts``, ``max_new_tokens``, ``key``, ``meta``, and for an open-ended answer its ``instance_json``, parsed once for
+the request and the row), and which media it needs (``media_paths``: ``schema.media_ref`` of each, a path relative
+to its benchmark or ``<path>#audio`` for a video file's soundtrack, as the engine looks them up). Where rows of
+several runs
 share one pipeline (``pipeline.evaluate_runs``: one model load for all of a model's runs), each row also carries
 ``media_scope`` (its run), and its media specs are looked up under ``media_key(scope, path)``, since two benchmarks
-may both hold a ``media/0.mp4``. A generate row may carry ``retry_json`` (``suffix``, ``words``, ``key``): when the
+may both hold a ``media/0.mp4``. A generate row may carry ``retry`` (``suffix``, ``words``, ``key``): when the
 reply is not one of ``words`` it is asked once more with ``suffix`` appended (the judges' strict-verdict retry),
-inside the same actor, so a retry never loads the model twice. ``ModelStage`` adds the result columns
-(``RESULT_FIELDS``) and passes every other column through.
+inside the same actor, so a retry never loads the model twice. ``ModelCalls`` adds one result record per row
+(``engines.base.EngineResult``, in ``RESULT_COLUMN``) and passes every other column through to the row builder.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pyarrow as pa
 
 from omnieval.core.keyed import keyed_rng
-from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR
+from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR, RESULT_COLUMN
+from omnieval.engines.base import EngineResult
+from omnieval.run.records import batch_columns, meta_dict, request_rows_table
 
 INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
-RESULT_FIELDS = ("r_choice", "r_confidence", "r_confidence_method", "r_option_logprobs", "r_text", "r_error",
-                 "r_error_kind", "r_latency_s", "r_attempts", "r_answer_source", "r_shown", "r_reasoning",
-                 "r_reasoning_tokens")
+MODEL_BATCH_FORMAT = "pyarrow"
+"""The model stage takes its batches as Arrow tables and reads their columns once (``records.batch_columns``)."""
+_RESULT_NAMES = tuple(f.name for f in fields(EngineResult))
 FLUSH_ROWS = 256
 FLUSH_SECONDS = 5.0
 PACKED_COLUMN = "_packed_rows"
@@ -82,7 +84,7 @@ def media_key(scope: str | None, path: str) -> str:
 def _row_keys(batch: dict[str, np.ndarray]) -> list[list[tuple[str, str]]]:
     """(spec key, path) of every media file of every row of a batch."""
     scopes = batch["media_scope"] if "media_scope" in batch else [None] * len(batch["media_paths"])
-    return [[(media_key(scope, p), p) for p in json.loads(paths)]
+    return [[(media_key(scope, p), p) for p in paths or ()]
             for scope, paths in zip(scopes, batch["media_paths"], strict=True)]
 
 
@@ -118,32 +120,12 @@ def request_tasks():
     return TaskPoolStrategy(size=1)
 
 
-@dataclass
-class _Result:
-    choice: str | None = None
-    confidence: float | None = None
-    confidence_method: str | None = None
-    option_logprobs: list[float] | None = None
-    text: str | None = None
-    error: str | None = None
-    error_kind: str | None = None  # ``schema.ERROR_KINDS``: set here, where the error happens, with ``error``
-    latency_s: float | None = None
-    attempts: int | None = None
-    answer_source: str | None = None
-    shown: str | None = None  # what the model was shown (``engines.shown.Shown``), as JSON: one plain column
-    reasoning: str | None = None
-    reasoning_tokens: int | None = None
-
-
 def _draw_of(batch: dict, i: int) -> dict | None:
     """Row ``i``'s repeated-sample draw (``answers.SampleDraws``: seed, temperature, top_p), None for one sample."""
-    if "sampling_json" not in batch:
-        return None
-    text = batch["sampling_json"][i]
-    return json.loads(text) if isinstance(text, str) and text else None
+    return batch["sampling"][i] if "sampling" in batch else None
 
 
-def drawn_answer(result: _Result, request, draw: dict) -> _Result:
+def drawn_answer(result: EngineResult, request, draw: dict) -> EngineResult:
     """A zero-shot answer of a repeated sample: its label drawn from the option distribution (the label logprobs'
     softmax at the draw's ``temperature``, cut to the ``top_p`` nucleus), seeded by the sample's seed and the
     instance and prompt, so the k samples of an instance differ as a sampling model's would. Answers read from
@@ -178,7 +160,7 @@ class ModelCalls:
     default to None: for engines that read no media); the engine gets them by path. A row whose media
     failed to decode gets that error without a model call, and a row marked ``skipped`` (media its model cannot
     take: ``media_policy``) passes by without one and with no result; an engine exception marks every request of
-    its sub-batch (``engine error: ...``) and the run goes on. Each error gets its kind here (``r_error_kind``,
+    its sub-batch (``engine error: ...``) and the run goes on. Each error gets its kind here (``error_kind``,
     ``schema.ERROR_KINDS``): ``media`` for a decode, ``engine`` for an exception and for an engine's own error
     result, unless the engine gives the kind (``media``: a medium it shows was dropped from the model's input,
     ``engines.shown``)."""
@@ -190,17 +172,19 @@ class ModelCalls:
     def _media(self, paths: set[str]) -> dict[str, object]:
         return self.fetch(paths)
 
-    def __call__(self, batch: dict[str, np.ndarray], keys_of: list | None = None) -> dict[str, np.ndarray]:
-        """``keys_of``: the batch's ``_row_keys`` where the caller has them already."""
+    def __call__(self, batch: dict[str, list], keys_of: list | None = None) -> dict[str, list]:
+        """``batch``: the request columns as plain values (``records.batch_columns``); ``keys_of``: the batch's
+        ``_row_keys`` where the caller has them already. Returns the batch with ``INSTANCE_COLUMN`` and
+        ``RESULT_COLUMN`` added."""
         n = len(batch["call"])
         if "instance_json" in batch:
             batch[INSTANCE_COLUMN] = _parsed_instances(batch["instance_json"])
-        calls = [str(c) for c in batch["call"]]
-        decode_errors = [str(e) for e in batch["decode_error"]] if "decode_error" in batch else [""] * n
+        calls = batch["call"]
+        decode_errors = batch["decode_error"] if "decode_error" in batch else [""] * n
         keys_of = keys_of if keys_of is not None else _row_keys(batch)
-        skipped = [isinstance(s, str) and bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
-        results = {i: _Result() for i in range(n) if skipped[i]}
-        results |= {i: _Result(error=decode_errors[i], error_kind=MEDIA_ERROR) for i in range(n)
+        skipped = [bool(s) for s in batch["skipped"]] if "skipped" in batch else [False] * n
+        results = {i: EngineResult() for i in range(n) if skipped[i]}
+        results |= {i: EngineResult(error=decode_errors[i], error_kind=MEDIA_ERROR) for i in range(n)
                     if decode_errors[i] and not skipped[i]}
         todo = [i for i in range(n) if i not in results]
         start = time.perf_counter()
@@ -216,52 +200,42 @@ class ModelCalls:
         latency = (time.perf_counter() - start) / max(1, len(todo))
         for i in todo:
             results[i].latency_s = latency
-        ordered = [results[i] for i in range(n)]
-        for name in RESULT_FIELDS:
-            batch[name] = np.array([getattr(r, name[2:]) for r in ordered] + [None], dtype=object)[:-1]
+        batch[RESULT_COLUMN] = [results[i] for i in range(n)]
         return batch
 
-    def _score(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
+    def _score(self, batch: dict, ids: list[int], media: dict) -> list[EngineResult]:
         from omnieval.engines.base import EngineRequest
 
         draws = [_draw_of(batch, i) for i in ids]
-        requests = [EngineRequest(batch[INSTANCE_COLUMN][i], media[i], str(batch["prompt"][i]),
+        requests = [EngineRequest(batch[INSTANCE_COLUMN][i], media[i], batch["prompt"][i],
                                   sample_seed=None if d is None else int(d["seed"])) for i, d in zip(ids, draws)]
         try:
             out = self.engine.score(requests)
         except Exception as exc:
             return [_engine_error(exc) for _ in ids]
-        results = [_Result(choice=r.choice, confidence=r.confidence, confidence_method=r.confidence_method,
-                           option_logprobs=r.option_logprobs, text=r.raw_text, error=r.error,
-                           error_kind=_own_error_kind(r), answer_source=getattr(r, "answer_source", None),
-                           shown=_shown_json(r), reasoning=getattr(r, "reasoning", None),
-                           reasoning_tokens=getattr(r, "reasoning_tokens", None))
-                   for r in out]
+        results = [_record(r) for r in out]
         return [drawn_answer(res, req, d) if d is not None else res
                 for res, req, d in zip(results, requests, draws, strict=True)]
 
-    def _generate(self, batch: dict, ids: list[int], media: dict) -> list[_Result]:
+    def _generate(self, batch: dict, ids: list[int], media: dict) -> list[EngineResult]:
         from omnieval.core.prompts import PromptPart
         from omnieval.engines.base import GenerationRequest
 
         def request(i: int, suffix: str = "", key: str | None = None) -> GenerationRequest:
-            parts = [PromptPart(**p) for p in json.loads(batch["parts_json"][i])]
-            parts = [_as_decoded(p, media[i]) for p in parts]
+            parts = [_as_decoded(PromptPart(**p), media[i]) for p in batch["parts"][i]]
             if suffix:
                 last = parts[-1]
                 parts[-1] = PromptPart("text", text=(last.text or "") + suffix)
             budget = batch["max_new_tokens"][i] if "max_new_tokens" in batch else None
-            return GenerationRequest(parts=parts, media=media[i],
-                                     max_new_tokens=None if budget is None or budget != budget else int(budget),
-                                     key=key if key is not None else str(batch["key"][i]),
-                                     meta=json.loads(batch["meta_json"][i]),
+            return GenerationRequest(parts=parts, media=media[i], max_new_tokens=budget,
+                                     key=key if key is not None else batch["key"][i],
+                                     meta=meta_dict(batch["meta"][i]),
                                      instance=batch[INSTANCE_COLUMN][i] if INSTANCE_COLUMN in batch else None)
 
         results = {i: r for i, r in zip(ids, self._call_generate([request(i) for i in ids]), strict=True)}
         for r in results.values():
             r.attempts = 1
-        retries = {i: json.loads(batch["retry_json"][i]) for i in ids
-                   if "retry_json" in batch and batch["retry_json"][i]}
+        retries = {i: batch["retry"][i] for i in ids if "retry" in batch and batch["retry"][i]}
         again = [i for i, spec in retries.items() if results[i].error is not None or not _accepted(results[i], spec)]
         if again:
             second = self._call_generate([request(i, retries[i]["suffix"], retries[i]["key"]) for i in again])
@@ -270,13 +244,12 @@ class ModelCalls:
                 results[i] = r
         return [results[i] for i in ids]
 
-    def _call_generate(self, requests: list) -> list[_Result]:
+    def _call_generate(self, requests: list) -> list[EngineResult]:
         try:
             out = self.engine.generate(requests)
         except Exception as exc:
             return [_engine_error(exc) for _ in requests]
-        return [_Result(text=r.text, error=r.error, error_kind=_own_error_kind(r), shown=_shown_json(r))
-                for r in out]
+        return [_record(r) for r in out]
 
 
 class ModelStage(ModelCalls):
@@ -287,7 +260,7 @@ class ModelStage(ModelCalls):
 
     MEDIA_LRU = 512
 
-    def __init__(self, model: dict, media: MediaSource | None, rows: RowBuilder | None = None):
+    def __init__(self, model: dict, media: MediaSource | None, rows: RowBuilder):
         from omnieval.config import ModelConfig
         from omnieval.engines.base import create_engine
 
@@ -298,20 +271,17 @@ class ModelStage(ModelCalls):
         self.local_bytes = media.reader_bytes if media is not None else 0
         self.local: OrderedDict[str, object] = OrderedDict()
         self.status: dict[str, str] = {}
-        self.rows = rows.build() if rows is not None else None
+        self.rows = rows.build()
 
-    def __call__(self, batch: dict[str, np.ndarray]):
+    def __call__(self, table: pa.Table) -> pa.Table:
+        batch = batch_columns(table)
         keys_of = None
         if self.cache is not None and "media_paths" in batch:
-            keys_of = _row_keys(batch)  # parsed once: the decode wait and the engine's media both need them
+            keys_of = _row_keys(batch)  # once: the decode wait and the engine's media both need them
             batch["decode_error"] = self._decode_errors(keys_of)
-        batch = super().__call__(batch, keys_of)
-        if self.rows is not None:
-            return pack_rows(self.rows(batch))
-        batch.pop(INSTANCE_COLUMN, None)
-        return batch
+        return pack_rows(self.rows(super().__call__(batch, keys_of)))
 
-    def _decode_errors(self, keys_of: list[list[tuple[str, str]]]) -> np.ndarray:
+    def _decode_errors(self, keys_of: list[list[tuple[str, str]]]) -> list[str]:
         """Per row, ``media decode failed: ...`` naming each of its files that failed to decode, or ``""``. Waits
         for the decodes (started ahead by ``prefetch_media``); a key's status is asked of the cache once per actor:
         every condition, direction and order of an item shows the same few files, so after the first blocks a
@@ -320,7 +290,7 @@ class ModelStage(ModelCalls):
         unknown = sorted({k for keys in per_row for k in keys} - self.status.keys())
         self.status.update(zip(unknown, self.cache.statuses([self.specs[k] for k in unknown]), strict=True))
         errors = ["; ".join(self.status[k] for k in keys if self.status[k]) for keys in per_row]
-        return np.array([f"media decode failed: {e}" if e else "" for e in errors], dtype=object)
+        return [f"media decode failed: {e}" if e else "" for e in errors]
 
     def _media(self, keys: set[str]) -> dict[str, object]:
         while self._over_bytes() and next(iter(self.local)) not in keys:  # room first: what is kept stays pinned
@@ -348,7 +318,7 @@ def _payload_bytes(media) -> int:
 
 @dataclass(frozen=True)
 class RowBuilder:
-    """What turns a batch with result columns into the rows a caller stores (``answers.PredictionRows``,
+    """What turns a batch with its result records into the rows a caller stores (``answers.PredictionRows``,
     ``judges.JudgementRows``, ``cascade.DescriptionRows``): a class and its constructor arguments. ``through_model``
     runs it inside the model's actors, right after the engine call, so a row's instance is parsed once and the
     stream carries finished rows, not a request row plus its results to a further pool of actors."""
@@ -360,14 +330,24 @@ class RowBuilder:
         return self.cls(**self.kwargs)
 
 
-def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None = None) -> dict[str, np.ndarray]:
-    """Request rows through ``engine`` without Ray (tests, benchmarks): the batch with its result columns. Without
-    ``fetch`` every media path maps to None: for engines that read no media (the simulated engine)."""
-    batch = {k: np.array([r.get(k) for r in rows] + [None], dtype=object)[:-1] for k in {k for r in rows for k in r}}
-    return ModelCalls(engine, fetch)(batch)
+def call_rows(engine, rows: list[dict], fetch: Callable[[set[str]], dict] | None = None) -> dict[str, list]:
+    """Request rows through ``engine`` without Ray (tests, benchmarks), typed as the stream types them (a column
+    outside ``records.REQUEST_FIELDS`` as Arrow infers it): the batch with its result records (``RESULT_COLUMN``).
+    Without ``fetch`` every media path maps to None: for engines that read no media (the simulated engine)."""
+    return ModelCalls(engine, fetch)(batch_columns(typed_rows(rows)))
 
 
-def _parsed_instances(texts) -> np.ndarray:
+def typed_rows(rows: list[dict]) -> pa.Table:
+    """Request rows as the stream's Arrow table: ``records.REQUEST_FIELDS`` typed, any other column (the run a
+    row belongs to, the names a judgement carries) as Arrow infers it from its values."""
+    from omnieval.run.records import REQUEST_FIELDS
+
+    known = dict(REQUEST_FIELDS)
+    names = dict.fromkeys(k for r in rows for k in r if k not in known)
+    return request_rows_table(rows, {k: pa.array([r.get(k) for r in rows]).type for k in names})
+
+
+def _parsed_instances(texts) -> list:
     """The ``Instance`` of each row's ``instance_json`` (None where it has none), each distinct text parsed once:
     the engine's request and the row builder both read it, and the rows of one instance (its modes and prompt
     styles, made one after another by ``answers.block_requests``) share one parse (~35 us) within a batch."""
@@ -379,7 +359,7 @@ def _parsed_instances(texts) -> np.ndarray:
         if text is not None and text not in parsed:
             parsed[text] = Instance.model_validate_json(text)
         out.append(None if text is None else parsed[text])
-    return np.array([*out, None], dtype=object)[:-1]
+    return out
 
 
 def _as_decoded(part, media: dict):
@@ -392,15 +372,24 @@ def _as_decoded(part, media: dict):
     return part
 
 
-def _accepted(result: _Result, spec: dict) -> bool:
+def _accepted(result: EngineResult, spec: dict) -> bool:
     from omnieval.core.judges import judge_reply
 
-    return judge_reply(result.text, spec["words"]) is not None
+    return judge_reply(result.raw_text, spec["words"]) is not None
 
 
-def _engine_error(exc: Exception) -> _Result:
+def _engine_error(exc: Exception) -> EngineResult:
     """The result of each request of a sub-batch whose engine call raised."""
-    return _Result(error=f"engine error: {type(exc).__name__}: {exc}", error_kind=ENGINE_ERROR)
+    return EngineResult(error=f"engine error: {type(exc).__name__}: {exc}", error_kind=ENGINE_ERROR)
+
+
+def _record(result) -> EngineResult:
+    """An engine's result (``EngineResult`` for ``score``, ``GenerationResult`` for ``generate``; any object with
+    those fields) as the stage's own record, field by field under the same names, its error given a kind
+    (``_own_error_kind``). A copy: an engine may hand back one result object for equal requests."""
+    record = EngineResult(**{name: getattr(result, name, None) for name in _RESULT_NAMES})
+    record.error_kind = _own_error_kind(result)
+    return record
 
 
 def _own_error_kind(result) -> str | None:
@@ -413,17 +402,10 @@ def _own_error_kind(result) -> str | None:
     return getattr(result, "error_kind", None) or ENGINE_ERROR
 
 
-def _shown_json(result) -> str | None:
-    """An engine result's ``shown`` as the JSON text the result column carries (None where it has none)."""
-    shown = getattr(result, "shown", None)
-    return json.dumps(shown, sort_keys=True) if shown else None
-
-
-def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | None = None):
+def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder):
     """``ds`` of request rows through ``model``'s engine pool (``replicas`` actors, each with the model's
     ``num_cpus``/``num_gpus``, batches of ``batch_size``), their media decodes started ahead by ``prefetch_media``
-    (unless ``media`` is None: requests of text only): the rows come back with the result columns, or, with
-    ``rows``, as the rows it builds."""
+    (unless ``media`` is None: requests of text only): the rows ``rows`` builds come back, packed (``pack_rows``)."""
     from ray.data import ActorPoolStrategy
 
     from omnieval.run.ray_notices import absorb_restart_notice
@@ -434,7 +416,8 @@ def through_model(ds, model, media: MediaSource | None, *, rows: RowBuilder | No
                             batch_format="pyarrow", num_cpus=REQUEST_CPUS)
     resources = {"num_cpus": model.num_cpus} | ({"num_gpus": model.num_gpus} if model.num_gpus else {})
     return ds.map_batches(ModelStage, fn_constructor_kwargs={"model": model.model_dump(), "media": media, "rows": rows},
-                          compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size, **resources)
+                          compute=ActorPoolStrategy(size=model.replicas), batch_size=model.batch_size,
+                          batch_format=MODEL_BATCH_FORMAT, **resources)
 
 
 def pack_rows(table: pa.Table) -> pa.Table:
@@ -462,11 +445,15 @@ def unpack_rows(block: pa.Table) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def from_rows(rows: list[dict]):
-    """A Ray dataset of request rows, in blocks of about 32 rows (at most 64 blocks)."""
+def from_rows(rows: list[dict], extra: dict[str, pa.DataType] | None = None):
+    """A Ray dataset of request rows (``records.request_rows_table``: ``extra`` types the columns beyond the
+    request's own), in blocks of about 32 rows (at most 64 blocks)."""
     import ray.data
 
-    return ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // 32, 64)))
+    table = request_rows_table(rows, extra)
+    n = max(1, min(len(rows) // 32, 64))
+    size = -(-len(rows) // n)
+    return ray.data.from_arrow([table.slice(i, size) for i in range(0, max(1, len(rows)), size)])
 
 
 def drain(ds, total: int, desc: str, write: Callable[[pa.Table], None], progress: bool) -> int:
