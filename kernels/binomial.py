@@ -3,7 +3,8 @@
 Why: the bootstrap distribution of counts over discrete per-item outcomes is a multinomial over the distinct outcome
 patterns (a binomial for one 0/1 cell). Drawing it costs O(patterns) per resample instead of O(items), which is the
 whole speed-up of the pattern shortcut; but numba's ``np.random.binomial`` is stateful per thread, so it would break
-the "same numbers for any thread count" rule. Inversion turns one uniform from ``kernels.rng`` into one exact draw:
+the "same numbers for any thread count" rule. Inversion turns one uniform from ``omnieval.kernels.rng`` into one exact
+draw:
 
 * small mean (``n * min(p, q) < 20``): walk the pmf up from 0 (at most ~mean + a few steps);
 * otherwise: walk the pmf outwards from the mode, alternately up and down ("chop-down from the mode"). Inversion is
@@ -31,7 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
-from kernels.rng import randbelow, stream_key, uniform
+from omnieval.kernels.rng import randbelow, stream_key, uniform
 
 _SMALL_MEAN = 20.0
 

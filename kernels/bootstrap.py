@@ -28,14 +28,14 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from kernels.binomial import (
+from omnieval.kernels.binomial import (
     binomial_cdf,
     multinomial_inversion,
     multinomial_poissonized,
     poisson_tables,
     poissonized_lambda,
 )
-from kernels.rng import randbelow, stream_key
+from omnieval.kernels.rng import randbelow, stream_key
 
 PARALLEL_WORK = 4_000_000
 """Below this many elementary steps a kernel runs on the calling thread: waking numba's worker threads costs
@@ -352,8 +352,8 @@ def pattern_sums(patterns, counts, r0, r1, seed, stream):
     ``patterns[p]`` is a distinct per-item row and ``counts[p]`` how many items have it (``n = counts.sum()``).
     Each resample draws pattern multiplicities ~ Multinomial(n, counts / n) and returns ``multiplicities @ patterns``:
     the same distribution as ``cluster_sums`` on the expanded items. Two patterns: one binomial from a CDF table;
-    more: Poissonisation with table inversion and ~1.5 sqrt(n) unit-level corrections (``kernels.binomial``), which
-    needs neither a chain of dependent draws nor work that grows with their spread.
+    more: Poissonisation with table inversion and ~1.5 sqrt(n) unit-level corrections (``omnieval.kernels.binomial``),
+    which needs neither a chain of dependent draws nor work that grows with their spread.
     """
     order = np.argsort(-np.asarray(counts), kind="stable")
     c = np.ascontiguousarray(np.asarray(counts, dtype=np.int64)[order])

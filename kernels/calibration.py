@@ -1,10 +1,10 @@
 """Calibration: ECE and the risk-coverage AUC, on the data or under bootstrap weights (the restricted softmax that
-gives the ``rs`` confidence is ``kernels.softmax``).
+gives the ``rs`` confidence is ``omnieval.kernels.softmax``).
 
 ECE and RC-AUC are not functions of a few cell means (RC-AUC depends on the ranking of every instance), so under the
 clustered bootstrap they are evaluated on the resample itself: a resample is a row of item multiplicities ``W[r]``
-(from ``kernels.bootstrap.resample_counts``) and instance ``t`` of item ``item[t]`` counts ``W[r, item[t]]`` times.
-A row of ones gives the point estimate, so the estimate and its CI come from the same code.
+(from ``omnieval.kernels.bootstrap.resample_counts``) and instance ``t`` of item ``item[t]`` counts ``W[r, item[t]]``
+times. A row of ones gives the point estimate, so the estimate and its CI come from the same code.
 
 Definitions (docs/reference.md, Protocol `dissonance`):
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from kernels.bootstrap import blocks
+from omnieval.kernels.bootstrap import blocks
 
 
 @njit(cache=True)

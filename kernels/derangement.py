@@ -10,7 +10,7 @@ pools it).
 How (why it is fast and free of the row order):
 
 1. Every item gets a 64-bit random rank ``draw64(stream_key(seed, stream, 0), key)`` from its *key* (a stable
-   identity, e.g. a hash of the item id), not from its position: the counter-based streams of ``kernels.rng``.
+   identity, e.g. a hash of the item id), not from its position: the counter-based streams of ``omnieval.kernels.rng``.
 2. Items are sorted by ``(group, rank)``: group id, the rank's top bits and the row index are packed into one uint64
    and sorted as plain values (numpy's vectorised sort; an ``argsort`` is twice as slow). Packed values whose group
    and rank bits tie, which is rare, are then put in exact ``(full rank, key, row)`` order. When the group-id span
@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kernels.rng import draw64, stream_key
+from omnieval.kernels.rng import draw64, stream_key
 
 _PACK_BITS = 48
 """Group and row bits packed beside the rank's top bits (at least 16 rank bits stay; ties are resolved exactly)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from kernels.bootstrap import blocks
-from kernels.rng import draw64, stream_key
+from omnieval.kernels.bootstrap import blocks
+from omnieval.kernels.rng import draw64, stream_key
 
 
 @njit(cache=True)

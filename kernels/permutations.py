@@ -6,8 +6,8 @@
   system / Lehmer code), so a permutation can be drawn as one integer.
 * ``sample_permutations(n, k, seed, stream, exclude_identity)``: ``k`` distinct permutations drawn uniformly without
   replacement (a uniform ``k``-subset of the ranks by Floyd's algorithm), returned in rank order. Every draw comes
-  from the counter-based streams of ``kernels.rng``: the result is a pure function of ``(n, k, seed, stream)``, the
-  same on any machine, thread count or call order. ``exclude_identity`` draws from ranks ``1..n!-1`` (the identity,
+  from the counter-based streams of ``omnieval.kernels.rng``: the result is a pure function of ``(n, k, seed, stream)``,
+  the same on any machine, thread count or call order. ``exclude_identity`` draws from ranks ``1..n!-1`` (the identity,
   rank 0, is the ``original`` condition, evaluated anyway).
 
 Ranks are exact 64-bit integers up to ``n = 20`` (``20! < 2**63``); a bounded integer is drawn by rejection so no rank
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kernels.rng import draw64, stream_key
+from omnieval.kernels.rng import draw64, stream_key
 
 MAX_N = 20
 

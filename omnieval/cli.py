@@ -121,7 +121,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from omnieval.dev.demo import run_demo
+    from omnieval.demo.run import run_demo
 
     return run_demo(args.out, with_hf=not args.no_hf, anchors=args.anchors, questions=args.questions,
                     seed=args.seed)

@@ -34,7 +34,7 @@ VOLATILE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?|\b[0-9a-f]{10,
 def build_demo(out: Path) -> None:
     """The demo without its transformers model (its floating-point logits are not part of this contract)."""
     from omnieval.cli import main
-    from omnieval.dev.demo import run_demo
+    from omnieval.demo.run import run_demo
 
     assert run_demo(out, with_hf=False) == 0
     assert main(["report", str(out), "--out", str(out / "report")]) == 0

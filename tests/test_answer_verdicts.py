@@ -197,7 +197,7 @@ def test_metrics_give_both_accuracies_disagreements_and_shares(test_scorers, sco
 
 def test_report_and_sweep_summary_show_both_accuracies_and_the_flags(test_scorers):
     from omnieval.report import verdicts as report_verdicts
-    from omnieval.report.build import ProtocolInput
+    from omnieval.report.inputs import ProtocolInput
     from omnieval.stats.verdicts import render_verdicts, verdict_table
     from omnieval.sweep.status import RunOutcome, SweepResult
 
@@ -226,7 +226,7 @@ def test_report_and_sweep_summary_show_both_accuracies_and_the_flags(test_scorer
 
 def test_report_says_no_official_scorer():
     from omnieval.report import verdicts as report_verdicts
-    from omnieval.report.build import ProtocolInput
+    from omnieval.report.inputs import ProtocolInput
 
     table = metrics_table(predictions(None), resamples=50, seed=0)
     data = ProtocolInput("spectrum", table.with_columns(run=pl.lit("r"), _rid=pl.int_range(pl.len())), None, None,
@@ -300,7 +300,7 @@ def test_a_cell_with_no_parsed_answer_still_shows_what_the_official_rule_credits
     """Only answers omnieval reads no option in (no accuracy to give): the official rule still counts them, and the
     report shows its accuracy beside an empty one, flagged."""
     from omnieval.report import verdicts as report_verdicts
-    from omnieval.report.build import ProtocolInput
+    from omnieval.report.inputs import ProtocolInput
 
     unread = [(text, gold) for text, gold, robust in CASES if robust is None and text != FORCED]
     frame = predictions(FIRST_CAPITAL).filter(pl.col("raw_text").is_in([t for t, _ in unread]))

@@ -298,7 +298,7 @@ def test_report_sets_our_accuracy_beside_the_card(published):
 def test_verdict_follows_the_interval(published):
     """Cards placed inside and outside the run's interval (as the metrics give it) get the verdict, and the gap,
     each implies."""
-    from omnieval.report.build import load_runs
+    from omnieval.report.inputs import load_runs
 
     (run,) = load_runs([str(published / "run")], resamples=300, permutations=200)
     cell = run.metrics.filter((pl.col("model") == "sim-omni") & (pl.col("metric") == "accuracy")
@@ -317,7 +317,7 @@ def test_verdict_follows_the_interval(published):
 
 
 def test_an_unknown_card_is_reported_not_matched(published):
-    from omnieval.report.build import load_runs
+    from omnieval.report.inputs import load_runs
 
     (run,) = load_runs([str(published / "run")], resamples=300, permutations=200)
     run.info["config"]["models"][0]["card"] = "Qwen9-Omni"

@@ -23,7 +23,8 @@ def many_specs(tmp_path_factory):
 
 
 def _decode_intervals(ray, since: float) -> list[tuple[float, float]]:
-    events = [e for e in ray.timeline() if e.get("ph") == "X" and e.get("name") == "omnieval.media.cache.decode_task"
+    events = [e for e in ray.timeline()
+              if e.get("ph") == "X" and e.get("name") == "omnieval.run.decode_cache.decode_task"
               and e["ts"] / 1e6 >= since]
     return sorted((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in events)
 
@@ -32,7 +33,7 @@ def _decode_intervals(ray, since: float) -> list[tuple[float, float]]:
 def test_decode_tasks_in_flight_never_exceed_the_bound(ray_session, many_specs, parallel):
     import ray
 
-    from omnieval.media.cache import CacheClient, MediaCache
+    from omnieval.run.decode_cache import CacheClient, MediaCache
 
     name = f"bound-test-{parallel}"
     since = time.time()
@@ -59,7 +60,7 @@ def test_decode_tasks_in_flight_never_exceed_the_bound(ray_session, many_specs, 
 
 
 def test_warm_start_takes_the_first_specs_within_the_budget():
-    from omnieval.media.cache import MediaSpec, decoded_bound, warm_start
+    from omnieval.run.decode_cache import MediaSpec, decoded_bound, warm_start
 
     video = MediaSpec("v", "v.mp4", "video", (("max_side", 160), ("num_frames", 8)))
     audio = MediaSpec("a", "a.wav", "audio", (("sample_rate", 16000),))
@@ -82,8 +83,8 @@ def test_an_audio_bound_is_the_length_the_file_declares_cut_to_the_runs_cap(tmp_
     import subprocess
     import wave
 
-    from omnieval.media.cache import MediaSpec, decoded_bound
     from omnieval.media.decode import decode_media
+    from omnieval.run.decode_cache import MediaSpec, decoded_bound
 
     call = tmp_path / "call.wav"
     with wave.open(str(call), "wb") as out:
@@ -113,8 +114,8 @@ def test_a_byte_budget_bounds_decoding_ahead_and_drops_what_readers_asked_for(ra
     lookups' payloads, and a file asked for again after it was dropped is decoded again."""
     import ray
 
-    from omnieval.media.cache import RECENT_LOOKUPS, CacheClient, MediaCache
     from omnieval.media.decode import decode_media
+    from omnieval.run.decode_cache import RECENT_LOOKUPS, CacheClient, MediaCache
 
     videos = [s for s in many_specs if s.modality == "video"][:10]
     sizes = {decode_media(s.path, "video", **dict(s.params)).data.nbytes for s in videos}
@@ -185,8 +186,8 @@ def test_prefetch_asks_again_in_the_next_pass_of_a_kept_cache(monkeypatch):
     map asks once per key within a pass, and again in the next pass."""
     import pyarrow as pa
 
-    from omnieval.media.cache import MediaSpec
-    from omnieval.run.stages import MediaSource, prefetch_media
+    from omnieval.run.decode_cache import MediaSource, MediaSpec
+    from omnieval.run.stages import prefetch_media
 
     asked: list[list[str]] = []
 

@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-import omnieval.media.cache as cache_module
-from omnieval.media.cache import decode_through
+import omnieval.run.decode_cache as cache_module
 from omnieval.media.claims import NAMESPACE, acquire_claims, release_claims
 from omnieval.media.decoded import content_hash
+from omnieval.media.decoded_store import DecodedStore
 from omnieval.media.spec import MediaSpec
-from omnieval.media.store import DecodedStore
 from omnieval.media.synth import still_image
+from omnieval.run.decode_cache import decode_through
 
 
 def _together(n: int, work) -> list:

@@ -44,7 +44,7 @@ def test_the_model_stage_writes_each_error_with_its_kind_into_predictions(tmp_pa
     part and the consolidation into ``predictions.parquet``: rows whose media failed to decode are ``media`` (no
     engine call), multiple-choice rows of the raising ``score`` are ``engine``, and so are open rows answered with an
     error result (the engine failed for that request); the messages stay as they were."""
-    from omnieval.core.store import RunStore, consolidate
+    from omnieval.core.run_outputs import RunOutputs, consolidate
     from omnieval.run.answers import PredictionRows, answer_requests
     from omnieval.run.pipeline import summarise
     from omnieval.run.stages import call_rows
@@ -56,7 +56,7 @@ def test_the_model_stage_writes_each_error_with_its_kind_into_predictions(tmp_pa
     for row in rows:
         row["decode_error"] = DECODE_MESSAGE if row["instance_id"] in broken else ""
     batch = call_rows(FailingEngine("failing"), rows)
-    store = RunStore(str(tmp_path / "run"), writer="w")
+    store = RunOutputs(str(tmp_path / "run"), writer="w")
     store.append_part("failing", PredictionRows("failing", "simulated")(batch))
     store.write_table("predictions.parquet", consolidate([store.read_parts("failing")]))
     table = pq.read_table(tmp_path / "run" / "predictions.parquet")

@@ -150,7 +150,7 @@ def test_forced_cot_answers_are_counted_in_forced_rate(qwen2, monkeypatch):
     import polars as pl
 
     from omnieval.core.prompts import parse_answer
-    from omnieval.core.store import predictions_table
+    from omnieval.core.run_outputs import predictions_table
     from omnieval.run.predictions import Prediction
     from omnieval.stats.metrics import metrics_table
 

@@ -52,8 +52,9 @@ def planted(tmp_path_factory) -> tuple[Path, dict[str, int]]:
     shutil.copy(REPO / "pyproject.toml", root)
     lines = {
         # a cycle, and kernels importing omnieval
-        "kernels.bootstrap": plant(root / "kernels" / "bootstrap.py", "from omnieval.stats.bootstrap import UNIT"),
-        "kernels.rng": plant(root / "kernels" / "rng.py", "import polars"),
+        "omnieval.kernels.bootstrap": plant(root / "kernels" / "bootstrap.py",
+                                            "from omnieval.stats.bootstrap import UNIT"),
+        "omnieval.kernels.rng": plant(root / "kernels" / "rng.py", "import polars"),
         "omnieval.engines.simulated": plant(root / "omnieval" / "engines" / "simulated.py",
                                             "from omnieval import sweep"),
         "omnieval.protocols.dissonance": plant(root / "omnieval" / "protocols" / "dissonance.py",
@@ -80,8 +81,8 @@ def test_planted_imports_break_the_contracts(planted):
     out = result.stdout
     assert result.returncode == 1, out + result.stderr
     assert "kernels import only the standard library, numpy and numba BROKEN" in out
-    assert f"- kernels.bootstrap -> omnieval.stats.bootstrap (l.{lines['kernels.bootstrap']})" in out
-    assert f"- kernels.rng -> polars (l.{lines['kernels.rng']})" in out
+    assert f"- omnieval.kernels.bootstrap -> omnieval.stats.bootstrap (l.{lines['omnieval.kernels.bootstrap']})" in out
+    assert f"- omnieval.kernels.rng -> polars (l.{lines['omnieval.kernels.rng']})" in out
     assert "the packages are layers: each imports only the layers below it (docs/architecture.md) BROKEN" in out
     assert f"omnieval.engines.simulated -> omnieval.sweep (l.{lines['omnieval.engines.simulated']})" in out
     assert (f"omnieval.protocols.dissonance -> omnieval.stats.metrics (l.{lines['omnieval.protocols.dissonance']})"
@@ -112,14 +113,15 @@ def test_planted_cycle_is_named_with_its_import_lines(planted):
     result = run([sys.executable, CHECKER, "--root", root], root)
     out = result.stdout
     assert result.returncode == 1, out + result.stderr
-    # kernels.calibration and stats.intervals import kernels.bootstrap and are imported by stats.bootstrap: they are
-    # in the cycle too
-    assert ("import cycle among 4 modules: kernels.bootstrap, kernels.calibration, omnieval.stats.bootstrap, "
+    # omnieval.kernels.calibration and stats.intervals import omnieval.kernels.bootstrap and are imported by
+    # stats.bootstrap: they are in the cycle too
+    assert ("import cycle among 4 modules: omnieval.kernels.bootstrap, omnieval.kernels.calibration, "
+            "omnieval.stats.bootstrap, "
             "omnieval.stats.intervals") in out
-    there = lines["kernels.bootstrap"]
-    assert f"kernels.bootstrap -> omnieval.stats.bootstrap: kernels/bootstrap.py line {there}" in out
-    back = line_of(root / "omnieval" / "stats" / "bootstrap.py", "from kernels.bootstrap import")
-    assert f"omnieval.stats.bootstrap -> kernels.bootstrap: omnieval/stats/bootstrap.py line {back}" in out
+    there = lines["omnieval.kernels.bootstrap"]
+    assert f"omnieval.kernels.bootstrap -> omnieval.stats.bootstrap: kernels/bootstrap.py line {there}" in out
+    back = line_of(root / "omnieval" / "stats" / "bootstrap.py", "from omnieval.kernels.bootstrap import")
+    assert f"omnieval.stats.bootstrap -> omnieval.kernels.bootstrap: omnieval/stats/bootstrap.py line {back}" in out
     assert out.splitlines()[-1].startswith("FAILED: 1 import cycle(s)")
 
 

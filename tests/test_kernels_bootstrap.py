@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernels.binomial import binomial_cdf, binomial_from_cdf, binomial_sample
-from kernels.bootstrap import (
+from omnieval.kernels.binomial import binomial_cdf, binomial_from_cdf, binomial_sample
+from omnieval.kernels.bootstrap import (
     cluster_sums,
     pattern_sums,
     percentile_interval,
@@ -92,7 +92,7 @@ def test_sparse_weighted_sums_equal_dense():
 
 
 def test_same_numbers_for_one_and_two_threads_and_serially(monkeypatch):
-    import kernels.bootstrap
+    import omnieval.kernels.bootstrap
 
     rng = np.random.default_rng(2)
     values = rng.normal(size=(64, 4))
@@ -101,7 +101,7 @@ def test_same_numbers_for_one_and_two_threads_and_serially(monkeypatch):
     out = {}
     try:
         for threads, limit in ((1, 0), (2, 0), (2, 10**12)):  # limit 0: always numba's threads; huge: serial
-            monkeypatch.setattr(kernels.bootstrap, "PARALLEL_WORK", limit)
+            monkeypatch.setattr(omnieval.kernels.bootstrap, "PARALLEL_WORK", limit)
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             out[threads, limit] = (cluster_sums(values, 0, 500, U(3), U(4)), resample_counts(64, 0, 500, U(3), U(4)),
                                    pattern_sums(pats, cnt.astype(np.int64), 0, 500, U(3), U(4)))
@@ -176,8 +176,8 @@ def test_poissonised_multinomial_is_exactly_multinomial():
     over every outcome (a chi-square test on the 28 joint outcomes), for both correction directions (t < n, t > n)."""
     from numba import njit
 
-    from kernels.binomial import multinomial_poissonized, poisson_tables, poissonized_lambda
-    from kernels.rng import stream_key
+    from omnieval.kernels.binomial import multinomial_poissonized, poisson_tables, poissonized_lambda
+    from omnieval.kernels.rng import stream_key
 
     counts = np.array([3, 2, 1], dtype=np.int64)
     n = int(counts.sum())

@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from kernels.calibration import calibration_weighted
+from omnieval.kernels.calibration import calibration_weighted
 
 
 def ece_loop(conf, correct, bins=10):

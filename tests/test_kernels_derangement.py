@@ -1,5 +1,5 @@
-"""``kernels.derangement``: never a fixed point, donors inside the group, each group's donors a permutation of it
-(marginals kept), keyed and order-free, independent streams, uniform donors; against plain numpy/Python checks."""
+"""``omnieval.kernels.derangement``: never a fixed point, donors inside the group, each group's donors a permutation of
+it (marginals kept), keyed and order-free, independent streams, uniform donors; against plain numpy/Python checks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
-from kernels.derangement import derange, derange_apart
-from kernels.rng import draw64, stream_key
+from omnieval.kernels.derangement import derange, derange_apart
+from omnieval.kernels.rng import draw64, stream_key
 
 
 def check_derangement(groups: np.ndarray, donor: np.ndarray) -> None:

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 from scipy import stats
 
-from kernels.permutation import sign_flip_test
+from omnieval.kernels.permutation import sign_flip_test
 
 U = np.uint64
 
@@ -37,7 +37,7 @@ def test_random_flips_within_monte_carlo_error_of_scipy():
 
 
 def test_all_zero_differences_give_p_one_and_threads_do_not_matter(monkeypatch):
-    import kernels.bootstrap
+    import omnieval.kernels.bootstrap
 
     _, p = sign_flip_test(np.zeros(100), 1000, U(0), U(0))
     assert p == 1.0
@@ -46,7 +46,7 @@ def test_all_zero_differences_give_p_one_and_threads_do_not_matter(monkeypatch):
     results = []
     try:
         for threads, limit in ((1, 0), (2, 0), (2, 10**12)):
-            monkeypatch.setattr(kernels.bootstrap, "PARALLEL_WORK", limit)
+            monkeypatch.setattr(omnieval.kernels.bootstrap, "PARALLEL_WORK", limit)
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             results.append(sign_flip_test(d, 5000, U(9), U(9)))
     finally:
@@ -57,7 +57,7 @@ def test_all_zero_differences_give_p_one_and_threads_do_not_matter(monkeypatch):
 def test_many_tests_at_once_equal_one_at_a_time():
     """``sign_flip_tests`` (tests spread over threads) gives each test exactly ``sign_flip_test``'s answer,
     random and exact (few items) tests mixed, an empty one NaN."""
-    from kernels.permutation import sign_flip_tests
+    from omnieval.kernels.permutation import sign_flip_tests
 
     rng = np.random.default_rng(3)
     ds = [rng.normal(0.1 * k, 1, size) for k, size in enumerate((40, 255, 7, 0, 130, 64, 3))]

@@ -1,4 +1,5 @@
-"""kernels.permutations against itertools: enumeration order, ranks, and seeded sampling without replacement."""
+"""omnieval.kernels.permutations against itertools: enumeration order, ranks, and seeded sampling without
+replacement."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernels.permutations import all_permutations, factorial, rank_of, sample_permutations, unrank
+from omnieval.kernels.permutations import all_permutations, factorial, rank_of, sample_permutations, unrank
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])

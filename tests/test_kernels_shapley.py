@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from kernels.shapley import shapley_values
+from omnieval.kernels.shapley import shapley_values
 
 
 def shapley_by_orders(v_row: np.ndarray, players: int) -> np.ndarray:

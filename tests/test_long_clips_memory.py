@@ -141,7 +141,7 @@ def _payload_bytes(bench: Path) -> tuple[int, int]:
 def test_a_run_and_a_sweep_over_long_clips_keep_the_object_store_and_the_driver_flat(small_store_ray, long_bench,
                                                                                        tmp_path):
     from omnieval.config import parse_run_config
-    from omnieval.media.cache import MEDIA_STORE_SHARE
+    from omnieval.run.decode_cache import MEDIA_STORE_SHARE
     from omnieval.run.pipeline import run_evaluation
     from omnieval.sweep import SweepRunner, parse_sweep_config
 

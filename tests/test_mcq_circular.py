@@ -17,8 +17,8 @@ import pandas as pd
 import polars as pl
 import pytest
 
+from omnieval.core.run_outputs import predictions_table
 from omnieval.core.schema import LABELS, InputError
-from omnieval.core.store import predictions_table
 from omnieval.datasets.mcq import convert_mcq
 from omnieval.engines import EngineRequest, create_engine
 from omnieval.protocols import spectrum

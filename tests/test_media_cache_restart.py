@@ -38,7 +38,7 @@ def test_killed_cache_restarts_and_readers_recover(ray_session, specs):
     import numpy as np
     import ray
 
-    from omnieval.media.cache import CacheClient, MediaCache
+    from omnieval.run.decode_cache import CacheClient, MediaCache
 
     cache = MediaCache.options(name="cache-restart-test", namespace="omnieval-test").remote()
     client = CacheClient("cache-restart-test", "omnieval-test")

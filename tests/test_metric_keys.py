@@ -17,7 +17,7 @@ from omnieval.core.schema import InputError
 from omnieval.protocols.crossmodal import DIRECTIONS
 from omnieval.report import build_report
 from omnieval.report.blocks import Table
-from omnieval.report.build import load_runs
+from omnieval.report.inputs import load_runs
 from omnieval.stats.bootstrap import checked_rows
 from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.significance import stats_table
@@ -147,7 +147,7 @@ def test_key_parts_read_back_from_metrics_csv_stay_text(tmp_path):
     """Tasks named ``007`` and ``010`` are parts ``007`` and ``010`` after a round trip through ``metrics.csv``,
     not the integers 7 and 10, also where the file was saved again by a tool that writes an empty part as an empty
     field (a spreadsheet): the column then holds only numbers and empty fields."""
-    from omnieval.report.build import _read_metrics
+    from omnieval.report.inputs import _read_metrics
     from omnieval.stats.metrics import metrics_table
 
     predictions = _predictions().with_columns(task=pl.when(pl.col("task") == TASK).then(pl.lit("007"))

@@ -190,14 +190,14 @@ def test_missing_required_column_names_the_column_and_the_file(tmp_path):
 
 
 def test_same_table_for_one_and_two_threads(monkeypatch):
-    import kernels.bootstrap
+    import omnieval.kernels.bootstrap
 
     frame = small_study(seed=4)
     before = numba.get_num_threads()
     tables = []
     try:
         for threads, limit in ((1, 0), (2, 0), (2, 10**12)):  # limit 0: every kernel on numba's threads
-            monkeypatch.setattr(kernels.bootstrap, "PARALLEL_WORK", limit)
+            monkeypatch.setattr(omnieval.kernels.bootstrap, "PARALLEL_WORK", limit)
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             tables.append(metrics_table(frame, resamples=300, seed=7))
     finally:

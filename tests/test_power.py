@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from kernels.permutation import sign_flip_test
+from omnieval.kernels.permutation import sign_flip_test
 from omnieval.stats.power import from_numbers, power_table
 
 

@@ -51,9 +51,9 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 HOLD_LEASE = """
 import sys, time
-from omnieval.core.store import RunStore
+from omnieval.core.run_outputs import RunOutputs
 from omnieval.run.lease import OutputLease
-lease = OutputLease(RunStore(sys.argv[1])).acquire()
+lease = OutputLease(RunOutputs(sys.argv[1])).acquire()
 assert "psutil" not in sys.modules and "ray" not in sys.modules
 print("held", flush=True)
 time.sleep(600)
@@ -69,7 +69,7 @@ def _proc_start_time(pid: int) -> float:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process start times from /proc")
 def test_a_second_sweep_on_a_held_output_is_refused_naming_the_live_holder(small_bench, tmp_path):
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.run.lease import LEASE_FILE, OutputBusy, OutputLease
 
     out = tmp_path / "sweep"
@@ -96,16 +96,16 @@ def test_a_second_sweep_on_a_held_output_is_refused_naming_the_live_holder(small
         # the same pid with another start time is another program (the pid was reused): the lease is stale
         (out / LEASE_FILE).write_text(json.dumps(dict(held, pid_started=held["pid_started"] - 3600)))
         said: list[str] = []
-        OutputLease(RunStore(str(out)), log=said.append).acquire().release()
+        OutputLease(RunOutputs(str(out)), log=said.append).acquire().release()
         assert said and "pid now runs another program" in said[0]
         (out / LEASE_FILE).write_text(json.dumps(dict(held, heartbeat=time.time())))
         with pytest.raises(OutputBusy):
-            OutputLease(RunStore(str(out))).acquire()
+            OutputLease(RunOutputs(str(out))).acquire()
     finally:
         holder.kill()
         holder.wait(30)
     said = []  # killed: its lease is taken over at once, by any process
-    OutputLease(RunStore(str(out)), log=said.append).acquire().release()
+    OutputLease(RunOutputs(str(out)), log=said.append).acquire().release()
     assert said and f"its process {holder.pid} on this host has ended" in said[0]
 
 

@@ -1,5 +1,5 @@
 """Ranks and significance groups (``stats.ranks``): rank intervals against a plain numpy loop over the same resample
-indices (drawn here from ``kernels.rng`` as the metrics pass draws them), groups against statsmodels'
+indices (drawn here from ``omnieval.kernels.rng`` as the metrics pass draws them), groups against statsmodels'
 Benjamini-Hochberg on the paired table's p-values and a brute-force search of the groups, a worked letter example,
 and the files ``omnieval metrics`` writes."""
 
@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from kernels.rng import randbelow, stream_key
 from omnieval.core.keyed import keyed_seed
+from omnieval.kernels.rng import randbelow, stream_key
 from omnieval.stats.command import metrics_files
 from omnieval.stats.paired import Collector, metrics_and_paired
 from omnieval.stats.ranks import differing_pairs, letter_groups, ranks_table

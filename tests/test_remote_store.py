@@ -143,13 +143,13 @@ def test_a_sweep_runs_metrics_on_s3_are_what_omnieval_metrics_writes(s3, tmp_pat
     import json
 
     from omnieval.cli import main
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.dev.bench_stats import synthetic_dissonance
     from omnieval.sweep.state import write_metrics
 
     local = tmp_path / "predictions.parquet"
     synthetic_dissonance(n_models=2, prompts=("zs",), splits=("real",), n_items=12, seed=4).write_parquet(local)
-    store = RunStore(s3("sweep-run"))
+    store = RunOutputs(s3("sweep-run"))
     store.write_bytes("predictions.parquet", local.read_bytes())
     rows = write_metrics(store, {"resamples": 100, "seed": 3, "permutations": 200})
     assert main(["metrics", str(local), "--out", str(tmp_path / "m"), "--resamples", "100", "--seed", "3",

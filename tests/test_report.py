@@ -390,7 +390,7 @@ def test_header_states_the_range_of_every_value_shown(demo, demo_page, demo_repo
     # the header names only the metrics the runs have: a metrics folder without crossmodal has no disparity
     assert {"disparity", "reliance"} <= set(metrics["metric"].to_list())
     from omnieval.report import value_ranges
-    from omnieval.report.build import load_runs
+    from omnieval.report.inputs import load_runs
 
     alone = value_ranges(load_runs([str(demo / "spectrum" / "metrics")], resamples=50, seed=0, permutations=50))
     assert "disparity" not in alone and "reliance" not in alone and "intra" in alone and "in [-1, 1]" in alone

@@ -19,7 +19,7 @@ from statsmodels.stats.multitest import multipletests
 from omnieval.cli import main
 from omnieval.report import plots
 from omnieval.report.browser import find_chromium, open_page
-from omnieval.report.build import load_runs, protocol_inputs
+from omnieval.report.inputs import load_runs, protocol_inputs
 from tests.omni_release_run import make_clips
 from tests.test_report import ReportPage
 

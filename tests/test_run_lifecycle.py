@@ -346,11 +346,11 @@ def test_the_commit_is_read_without_rewriting_the_checkouts_index(tmp_path, monk
 
 
 def test_a_corrupt_identity_file_is_one_line_and_overwrite_recomputes(tmp_path):
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.core.schema import InputError
-    from omnieval.core.store import RunStore
     from omnieval.run.preflight import claim_folders
 
-    store = RunStore(str(tmp_path / "out"))
+    store = RunOutputs(str(tmp_path / "out"))
     identities = {"parts/sim": {"kind": "predictions", "seed": 0}}
     claim_folders(store, identities)
     path = tmp_path / "out" / "parts" / "sim" / "_identity.json"

@@ -190,9 +190,9 @@ def test_models_whose_names_sanitise_alike_keep_their_own_rows(ray_session, smal
 # ---------------------------------------------------------------------------------------------------------------
 
 def _append_many(root: str, start: int, count: int) -> None:
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
 
-    store = RunStore(root)
+    store = RunOutputs(root)
     for i in range(start, start + count):
         store.append_part("m", [{"model": "m", "prompt": "zs", "protocol": "dissonance", "split": "s",
                                  "item_id": f"i{i}", "instance_id": f"i{i}|C000", "condition": "C000",
@@ -200,7 +200,7 @@ def _append_many(root: str, start: int, count: int) -> None:
 
 
 def test_two_writers_racing_on_one_parts_folder_lose_no_row(tmp_path):
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
 
     root = str(tmp_path / "run")
     ctx = multiprocessing.get_context("spawn")
@@ -210,7 +210,7 @@ def test_two_writers_racing_on_one_parts_folder_lose_no_row(tmp_path):
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
-    ids = RunStore(root).read_parts("m")["instance_id"].to_pylist()
+    ids = RunOutputs(root).read_parts("m")["instance_id"].to_pylist()
     assert sorted(ids) == sorted(f"i{i}|C000" for i in range(400))
 
 
@@ -263,14 +263,14 @@ def test_lease_on_an_object_store_refuses_a_live_holder_takes_over_a_silent_one_
 
     import pyarrow.fs as pafs
 
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.run.lease import LEASE_FILE, LeaseLost, OutputBusy, OutputLease
 
     fs = pafs._MockFileSystem()  # an in-memory pyarrow filesystem: the non-local (object store) code path
     fs.create_dir("bucket/run", recursive=True)
 
-    def store(writer: str) -> RunStore:
-        s = RunStore(str(tmp_path / "unused"), writer=writer)
+    def store(writer: str) -> RunOutputs:
+        s = RunOutputs(str(tmp_path / "unused"), writer=writer)
         s.fs, s.root, s.uri = fs, "bucket/run", "mock://bucket/run"
         return s
 
@@ -435,11 +435,11 @@ def test_sweep_names_that_are_paths_are_refused_or_stay_inside_the_output(small_
 
 
 def test_the_store_never_deletes_outside_its_root(tmp_path):
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
 
     outside = tmp_path / "keep"
     outside.mkdir()
-    store = RunStore(str(tmp_path / "run"))
+    store = RunOutputs(str(tmp_path / "run"))
     for rel in ("..", "../keep", "/etc", "a/../../keep", "."):
         with pytest.raises(ValueError):
             store.delete_folder(rel)

@@ -232,7 +232,7 @@ def test_top_p_keeps_the_nucleus_and_one_sample_keeps_the_engine_answer():
 def test_resume_skips_the_samples_already_done_and_consolidation_keeps_each_sample():
     import pyarrow as pa
 
-    from omnieval.core.store import consolidate
+    from omnieval.core.run_outputs import consolidate
 
     rows = sampled_rows(3, n=2, done={("mcq", "zs", "q0|C000", 1)})
     assert sorted((r["instance_id"], r["sample"]) for r in rows) == \

@@ -201,8 +201,8 @@ def shown_rows() -> list[dict]:
 
 
 def test_the_columns_are_typed_and_kept_by_a_resume(tmp_path):
+    from omnieval.core.run_outputs import predictions_table
     from omnieval.core.schema import MEDIA_TOKENS_TYPE, conform
-    from omnieval.core.store import predictions_table
 
     path = tmp_path / "part.parquet"
     pq.write_table(predictions_table(shown_rows()), path)
@@ -222,8 +222,8 @@ def test_the_columns_are_typed_and_kept_by_a_resume(tmp_path):
 def test_the_report_table_gives_median_and_range_per_run_and_model():
     import polars as pl
 
-    from omnieval.core.store import predictions_table
-    from omnieval.report.build import Run, RunSource
+    from omnieval.core.run_outputs import predictions_table
+    from omnieval.report.inputs import Run, RunSource
     from omnieval.report.shown import shown_table
 
     frame = pl.from_arrow(predictions_table(shown_rows()))

@@ -1,4 +1,4 @@
-"""The restricted softmax (``kernels.softmax``) against ``scipy.special.softmax``, its all-invalid case as its
+"""The restricted softmax (``omnieval.kernels.softmax``) against ``scipy.special.softmax``, its all-invalid case as its
 docstring says (every probability NaN), and both callers: an engine scoring from logits (an errored answer) and
 the metrics reader filling a missing confidence (left null)."""
 
@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from scipy.special import softmax
 
-from kernels.softmax import restricted_softmax
 from omnieval.engines.base import result_from_option_logprobs
+from omnieval.kernels.softmax import restricted_softmax
 from omnieval.stats.read import read_predictions
 
 

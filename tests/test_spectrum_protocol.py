@@ -456,7 +456,7 @@ def test_the_report_figure_shows_every_modality_and_keeps_each_models_colour(mon
     one colour across its prompt styles (another style, another hatch)."""
     from omnieval.report import plots
     from omnieval.report import spectrum as section_module
-    from omnieval.report.build import ProtocolInput
+    from omnieval.report.inputs import ProtocolInput
 
     instances = spectrum.expand_all(make_items(200, ("video", "audio")), None, seed=0)
     rows = []

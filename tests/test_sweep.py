@@ -332,7 +332,7 @@ def test_changed_metrics_settings_recompute_metrics_without_model_work(finished)
 def test_report_of_a_sweep_lists_each_run_once_with_its_own_metrics(finished):
     """The sweep's combined metrics.parquet repeats its runs' metrics: the report takes each run folder once, with
     the metrics the sweep computed (not recomputed with other resample counts)."""
-    from omnieval.report.build import discover, labels
+    from omnieval.report.inputs import discover, labels
 
     root, *_ = finished
     sources = discover([str(root)])
@@ -350,7 +350,7 @@ def test_report_of_a_sweep_compares_each_models_prompt_styles_and_the_sweep_prin
     """Each model's zs and cot sit in sibling run folders: the report pools them as one model, so its cot - zs
     differences are formed (and the models are still compared with each other); the sweep prints the report
     command that runs as printed."""
-    from omnieval.report.build import load_runs, protocol_inputs
+    from omnieval.report.inputs import load_runs, protocol_inputs
 
     root, result, *_ = finished
     (dissonance,) = protocol_inputs(load_runs([str(root)], resamples=50), resamples=50, permutations=50)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_media_store import distinct_media
+from test_decoded_store import distinct_media
 from test_remote_store import s3  # noqa: F401 - the S3 server fixture
 
 from omnieval.sweep import SweepRunner, parse_sweep_config
@@ -83,7 +83,7 @@ def test_the_store_on_s3_serves_a_second_run(s3, small_bench, tmp_path):  # noqa
     from conftest import start_local_ray
 
     from omnieval.config import parse_run_config
-    from omnieval.media.store import DecodedStore
+    from omnieval.media.decoded_store import DecodedStore
     from omnieval.run.pipeline import run_evaluation
 
     if ray.is_initialized():

@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from omnieval.dev.tiny_models import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS, build_tiny_model  # noqa: E402
+from omnieval.demo.tiny_model import OMNI_MEDIA_TOKENS, SINGLE_TOKEN_STRINGS  # noqa: E402
+from omnieval.dev.tiny_models import build_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

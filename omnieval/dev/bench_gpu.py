@@ -63,21 +63,22 @@ DEFAULTS = {"batch_size": 32, "instances": 128, "peer_instances": 32, "max_batch
 def write_model_folder(size: str, out: Path) -> Path:
     """A Qwen2.5-Omni model folder without weights: ``config.json`` of the given size, the tokenizer and the
     released processor configuration. The engine builds the weights (``RandomWeightHFEngine``)."""
+    from omnieval.demo import tiny_model as demo_model
     from omnieval.dev import tiny_models as tm
 
     out.mkdir(parents=True, exist_ok=True)
     if size == "tiny":
         return tm.build_tiny_model("qwen2.5-omni", out, seed=0)
-    tok = tm.build_tokenizer(0, media_tokens=True)
+    tok = demo_model.build_tokenizer(0, media_tokens=True)
     dims = SIZES[size]
-    ids = tm._token_ids(tok)
+    ids = demo_model._token_ids(tok)
     text = {**dims["text"], "tie_word_embeddings": False, "bos_token_id": ids["pad"], "eos_token_id": ids["eos"],
             "pad_token_id": ids["pad"]}
-    config = tm.qwen25_omni_config(tok, text, dict(dims["vision"]), dict(dims["audio"]), 0.02)
+    config = demo_model.qwen25_omni_config(tok, text, dict(dims["vision"]), dict(dims["audio"]), 0.02)
     config.architectures = ["Qwen2_5OmniModel"]
     config.save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "processor_config.json").write_text(json.dumps(tm.OMNI_PROCESSOR_CONFIG, indent=2, sort_keys=True))
+    (out / "processor_config.json").write_text(json.dumps(demo_model.OMNI_PROCESSOR_CONFIG, indent=2, sort_keys=True))
     return out
 
 

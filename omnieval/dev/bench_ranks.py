@@ -13,10 +13,10 @@ questions for all models, as the metrics pass draws them):
 
 * rank intervals (``stats.ranks.rank_intervals``): simultaneous coverage, the share of studies where every model's
   true rank lies in its interval (target >= 0.95);
-* groups: the paired sign-flip tests of every pair (``kernels.permutation``, as the paired table), Benjamini-Hochberg
-  at 0.05 (``stats.ranks``' rule): a false grouping is a pair of equal models declared different, which splits them
-  into different groups; its rate is the false discovery proportion among the declared pairs, averaged over studies
-  (target <= 0.05), beside the share of studies with any such pair;
+* groups: the paired sign-flip tests of every pair (``omnieval.kernels.permutation``, as the paired table),
+  Benjamini-Hochberg at 0.05 (``stats.ranks``' rule): a false grouping is a pair of equal models declared different,
+  which splits them into different groups; its rate is the false discovery proportion among the declared pairs, averaged
+  over studies (target <= 0.05), beside the share of studies with any such pair;
 * the gate (``stats.compare.compare_table``, margin 0.02, alpha 0.05) on three benchmarks of the same design, a
   candidate checkpoint against its baseline: the candidate gives the baseline's answer except on a random
   ``REDRAW`` share of the questions, where it answers afresh with shift ``s`` (two checkpoints of one model agree on
@@ -79,7 +79,7 @@ def false_groupings(correct: np.ndarray, shifts: np.ndarray, permutations: int, 
     """(false discovery proportion among the pairs declared different, whether any equal pair was declared)."""
     from statsmodels.stats.multitest import multipletests
 
-    from kernels.permutation import sign_flip_tests
+    from omnieval.kernels.permutation import sign_flip_tests
 
     pairs = list(itertools.combinations(range(len(shifts)), 2))
     results = sign_flip_tests([correct[a] - correct[b] for a, b in pairs], permutations, np.uint64(seed),

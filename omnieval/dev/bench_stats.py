@@ -14,8 +14,8 @@ Prints one table:
     the disparity of one XModBench model);
 (d) numba compile time in a cold process and the cached time in a second process (both spawned, with a private
     cache folder, so the numbers do not depend on what ran before);
-(e) one warm derangement (``kernels.derangement.derange``, the spectrum protocol's shuffle) of 5,000,000 items in
-    1,000 random groups, best of 3 (the figures of that module's docstring).
+(e) one warm derangement (``omnieval.kernels.derangement.derange``, the spectrum protocol's shuffle) of 5,000,000 items
+    in 1,000 random groups, best of 3 (the figures of that module's docstring).
 
 Synthetic predictions come from numpy with a fixed seed; the timings include building cells from the polars frame.
 """
@@ -119,8 +119,8 @@ def _scipy_ci(data: tuple, statistic, resamples: int) -> float:
 
 def _ci_rows(resamples: int, xmod_items: int) -> list[tuple[str, float, float]]:
     """(what, ours, scipy) seconds per CI on the same cell."""
-    from kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval
-    from kernels.shapley import shapley_values
+    from omnieval.kernels.bootstrap import cluster_sums, pattern_sums, percentile_interval
+    from omnieval.kernels.shapley import shapley_values
     from omnieval.protocols.crossmodal import disparity
     from omnieval.protocols.dissonance import clean_set_condition
 
@@ -204,9 +204,8 @@ def _ci_rows(resamples: int, xmod_items: int) -> list[tuple[str, float, float]]:
 _COMPILE_SNIPPET = """
 import time
 start = time.perf_counter()
-from omnieval.dev.bench_stats import synthetic_dissonance
 from omnieval.stats.metrics import metrics_table
-from kernels.permutation import sign_flip_test
+from omnieval.kernels.permutation import sign_flip_test
 import numpy as np
 metrics_table(synthetic_dissonance(n_models=2, prompts=("zs",), splits=("s",), n_items=40), resamples=50)
 metrics_table(synthetic_dissonance(n_models=1, prompts=("zs",), splits=("s",), n_items=400)
@@ -247,7 +246,7 @@ def whole_command_seconds(predictions: pl.DataFrame, resamples: int) -> float:
 
 def derange_seconds(n: int = 5_000_000, n_groups: int = 1_000, seed: int = 0, repeat: int = 3) -> float:
     """Seconds for one warm ``derange`` of ``n`` items in ``n_groups`` random groups, the best of ``repeat``."""
-    from kernels.derangement import derange
+    from omnieval.kernels.derangement import derange
 
     rng = np.random.default_rng(seed)
     groups = rng.integers(0, n_groups, n).astype(np.int64)

@@ -183,7 +183,7 @@ def _read_against_decode(bench: Path, decode: dict, repeats: int = 5) -> tuple[f
 
     from omnieval.media.decode import decode_media
     from omnieval.media.decoded import content_hash
-    from omnieval.media.store import DecodedStore
+    from omnieval.media.decoded_store import DecodedStore
 
     clip = sorted((bench / "media").rglob("*.mp4"))[0]
     params = {"num_frames": decode["num_frames"], "max_side": decode["max_side"]}

@@ -16,11 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kernels.softmax import restricted_softmax
 from omnieval.core.engine_names import LAZY as _LAZY
 from omnieval.core.engine_names import REGISTRY as _REGISTRY
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.schema import Instance
+from omnieval.kernels.softmax import restricted_softmax
 from omnieval.media.decoded import DecodedMedia
 
 

@@ -79,7 +79,7 @@ class PacketIndex:
 
 def decode_threads() -> int:
     """FFmpeg threads for one decode: the CPUs Ray assigned to the task running it (a decode task holds 1 by
-    default, ``media.cache.decode_task``), else ``DEFAULT_THREADS`` (never more than the machine's cores)."""
+    default, ``run.decode_cache.decode_task``), else ``DEFAULT_THREADS`` (never more than the machine's cores)."""
     if "ray" in sys.modules:  # never import Ray just to ask: a command-line decode has none
         ray = sys.modules["ray"]
         try:

@@ -8,8 +8,8 @@ modalities, the one that answers the question.
 **Conditions**: ``original`` (the inputs in the item's order) and option permutations ``perm:<order>``: ``perm:CAB``
 shows the item's input C first (as scene A), then A, then B. ``Options.permutations``: ``"all"`` (the ``n! - 1``
 non-identity orders, in lexicographic order), or a sample size ``k`` (``min(k, n! - 1)`` distinct non-identity orders
-drawn without replacement by ``kernels.permutations`` from the counter stream keyed on the run seed and the item id:
-same seed and item, same orders, whatever else is in the benchmark), or ``0`` (original only).
+drawn without replacement by ``omnieval.kernels.permutations`` from the counter stream keyed on the run seed and the
+item id: same seed and item, same orders, whatever else is in the benchmark), or ``0`` (original only).
 
 **Caption baseline** (``Options.captions``): the same instances with every input replaced by its caption (text only),
 condition prefixed ``captions:`` (``captions:original``, ``captions:perm:CAB``) and instance ids to match. The
@@ -173,7 +173,7 @@ CONDITIONS: tuple[str, ...] = _all_conditions()
 
 def item_orders(item: Item, seed: int, permutations: str | int = "all") -> list[tuple[str, tuple[int, ...]]]:
     """``(condition, order)`` of every order evaluated for the item: ``original`` first, then the permutations."""
-    from kernels.permutations import all_permutations, factorial, sample_permutations
+    from omnieval.kernels.permutations import all_permutations, factorial, sample_permutations
 
     n = len(item.inputs)
     out = [(ORIGINAL, tuple(range(n)))]

@@ -249,7 +249,7 @@ def ace(abstention: Mapping[int, np.ndarray], human: Mapping[int, np.ndarray]) -
 
 def shapley(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Exact Shapley value per modality with v(S) = accuracy of the condition where exactly S is clean."""
-    from kernels.shapley import shapley_values
+    from omnieval.kernels.shapley import shapley_values
 
     table = np.column_stack([acc[clean_set_condition(mask)] for mask in range(2 ** len(MODALITIES))])
     phi = shapley_values(np.ascontiguousarray(table, dtype=np.float64))

@@ -38,8 +38,8 @@ the predictions' ``breakdowns`` column. Where the breakdowns carry Video-MME-v2'
 ``group_structure``), the questions on one clip are also scored as its release scores them, a group of four at a
 time: ``group_score`` per condition and scope (``group_score_columns``, ``scoring.videomme_v2``), resampled by clip.
 
-**Donors.** One seeded derangement per modality (``kernels.derangement``, stream keyed on the modality, ranks keyed
-on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
+**Donors.** One seeded derangement per modality (``omnieval.kernels.derangement``, stream keyed on the modality, ranks
+keyed on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
 every image (question, clip) is still shown exactly once per condition and each modality keeps its marginal
 distribution. Every condition that replaces m uses the same ``donor_m``: ``image_only`` and ``random`` then differ
 only in the image, so ``intra`` compares like with like (a paired contrast, lower variance). Donors are drawn
@@ -55,7 +55,7 @@ rotated) are never each other's donors: a sibling's image is the item's own, so 
 show the item's own image. Likewise items whose file of a modality has the same content (several questions about one
 clip, one file under two names: ``shared_media``) never lend that modality to each other. Each instance records the
 item each replaced modality came from (``Instance.donors``, the ``donors`` column of the predictions). Donors then
-come from ``kernels.derangement.derange_apart`` (still a permutation of the donor group, never the item's own
+come from ``omnieval.kernels.derangement.derange_apart`` (still a permutation of the donor group, never the item's own
 question); a donor group where one question holds more than half of the items cannot be deranged that way and is
 treated like a lone item (error, or pooled).
 
@@ -541,7 +541,7 @@ def dependency(intra_values: Mapping[str, np.ndarray], over_chance: np.ndarray |
     above 0, joined by ``+``; where none does, ``at-chance`` when the interval of ``over_chance`` (accuracy[normal]
     minus chance) does not lie above 0 either (nothing was learned, so nothing can be said about combining modalities),
     else ``inter-only``; None without resamples or with an undefined interval."""
-    from kernels.bootstrap import percentile_interval
+    from omnieval.kernels.bootstrap import percentile_interval
 
     if not intra_values:
         return None

@@ -4,7 +4,7 @@ that module's ``Item`` and ``Options`` (read by attribute here, so that this mod
 
 * ``donor_groups``: the group each item draws its donors from (benchmark, split, and as configured option count and
   category), with the groups that cannot be deranged pooled or refused;
-* ``donors``: one seeded derangement per modality within those groups (``kernels.derangement``); copies of one
+* ``donors``: one seeded derangement per modality within those groups (``omnieval.kernels.derangement``); copies of one
   question (``Item.group``) never lend to each other, nor do items whose file of the modality has the same content
   (``media_blocks``, ``omnieval.protocols.shared_media``).
 """
@@ -45,7 +45,7 @@ def _shown(idx: Sequence[int], block: Sequence[int | None]) -> list[int]:
 def _feasible(idx: Sequence[int], blocks: dict[str, Sequence[int | None]]) -> bool:
     """Whether the items ``idx`` can lend to each other with no item taking a modality from its own block (a copy
     of its question, or an item showing the same file of that modality): two or more items and, for every
-    modality, no block holding more than half of the items that show it (``kernels.derangement.derange_apart``;
+    modality, no block holding more than half of the items that show it (``omnieval.kernels.derangement.derange_apart``;
     a lone item showing a modality has no donor for it)."""
     if len(idx) < 2:
         return False
@@ -233,7 +233,7 @@ def size_groups(items: Sequence, modality: str, group_ids: np.ndarray, block: Se
 def _derangement(items: Sequence, shown: np.ndarray, block: Sequence[int], group_ids: np.ndarray, keys: np.ndarray,
                  seed: int, modality: str) -> np.ndarray:
     """One modality's donors among the items that show it (positions in ``shown``)."""
-    from kernels.derangement import derange, derange_apart
+    from omnieval.kernels.derangement import derange, derange_apart
 
     stream = keyed_seed(0, NAME, "donor", modality)
     if len(set(block)) == len(block):

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.core.store import local_folder
+from omnieval.core.storage import local_folder
 from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
-from omnieval.report.build import ProtocolInput, Run, load_runs, protocol_inputs
+from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs
 from omnieval.report.shown import shown_table
 
 __all__ = ["build_report", "write_report", "report_command"]

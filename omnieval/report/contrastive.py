@@ -8,7 +8,7 @@ import re
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 
 NAME = "contrastive"

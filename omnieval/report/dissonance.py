@@ -9,7 +9,7 @@ import polars as pl
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series, series_label
 
 NAME = "dissonance"

@@ -8,7 +8,7 @@ from omnieval.core.protocol_views import ReportBars, ReportLayout
 from omnieval.protocols import protocol_attribute
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 
 

@@ -13,7 +13,7 @@ import polars as pl
 
 from omnieval.protocols import metric_spec, protocol_attribute
 from omnieval.report.blocks import Cell, Section, Table, fmt, text_cell
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import shade
 
 NOTE = ("Rank: 1 + the models with a higher accuracy. Rank interval: where each model's rank lies, all models at once "

@@ -16,7 +16,7 @@ import polars as pl
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Note, Section, Table
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 from omnieval.stats.significance import pair_label
 

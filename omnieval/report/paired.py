@@ -10,7 +10,7 @@ import polars as pl
 
 from omnieval.protocols import protocol_attribute
 from omnieval.report.blocks import Cell, Note, Section, Table, excludes_zero, fmt, fmt_p, p_text, text_cell
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, clusters_of, few_clusters, shade
 
 MATRIX_NOTE = ("Each cell: a minus b of the column's metric on the items both answered (accuracy <condition>: that "

@@ -10,7 +10,7 @@ import polars as pl
 
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
 from omnieval.report.blocks import Cell, Section, Table, excludes_zero, fmt, fmt_p, p_text, text_cell
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import shade
 
 TEST_NAMES = {

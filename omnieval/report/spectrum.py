@@ -14,7 +14,7 @@ import re
 
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Section, Table, fmt, text_cell
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK, Col, MetricView, error_cols, plot_series
 
 NAME = "spectrum"

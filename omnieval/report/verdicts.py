@@ -10,7 +10,7 @@ import polars as pl
 
 from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 from omnieval.report.blocks import Section, Table, text_cell
-from omnieval.report.build import ProtocolInput
+from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import IDENTITY, MetricView
 from omnieval.stats.verdicts import NO_SCORER, cell_flags, official_text
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.prompts import open_media_paths, render_open_prompt
+from omnieval.core.run_outputs import predictions_table
 from omnieval.core.schema import DESCRIBE_ERROR, Instance
-from omnieval.core.store import predictions_table
 from omnieval.engines.base import EngineResult
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction

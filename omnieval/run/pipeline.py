@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from omnieval.config import ModelConfig, RunConfig, modes_of
-from omnieval.run.pass_cache import PassCache, media_cache
+from omnieval.run.decode_cache import PassCache, media_cache
 from omnieval.run.plan import Plan, engine_models, expand_plan, make_plan, skipped_conditions
 from omnieval.run.ray_start import ensure_ray
 from omnieval.run.recipe import with_recipe_options
@@ -48,7 +48,7 @@ from omnieval.scoring.verdicts import SCORER_COLUMN
 if TYPE_CHECKING:
     from ray.data import Dataset
 
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
 
 
 @dataclass
@@ -129,7 +129,7 @@ class PreparedRun:
 
     config: RunConfig
     plan: Plan
-    store: RunStore
+    store: RunOutputs
     identities: dict[str, str]
 
 
@@ -153,12 +153,12 @@ def prepared_run(config: RunConfig, address: str | None = None, *,
     fit the cluster; all of it before any model work."""
     import ray
 
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.run.lease import OutputLease
     from omnieval.run.preflight import check_resources, claim_folders, folder_identities
 
     plan = make_plan(config, expand=False)
-    store = RunStore(config.output)
+    store = RunOutputs(config.output)
     store.check_writable()
     check_media_store(config)
     with OutputLease(store) as lease:
@@ -179,8 +179,8 @@ def check_media_store(config: RunConfig) -> None:
 
 def check_decode_store(uri: str | None) -> None:
     """``check_media_store`` for the store at ``uri`` (a run's, or the one a sweep gives its runs)."""
-    from omnieval.core.store import filesystem
-    from omnieval.media.store import DecodedStore
+    from omnieval.core.storage import filesystem
+    from omnieval.media.decoded_store import DecodedStore
 
     if uri and "://" in uri:
         filesystem(uri, field="decode.store")
@@ -451,14 +451,14 @@ def summarise(predictions: pa.Table) -> dict:
             "skipped": skipped_summary(predictions)}
 
 
-def _consolidated_parts(store: RunStore, models: list[str]) -> pa.Table:
+def _consolidated_parts(store: RunOutputs, models: list[str]) -> pa.Table:
     """Every answering model's parts as one table, one row per (model, prompt, instance, mode) (``consolidate``)."""
-    from omnieval.core.store import consolidate
+    from omnieval.core.run_outputs import consolidate
 
     return consolidate([store.read_parts(name) for name in models])
 
 
-def _write_predictions(store: RunStore, predictions: pa.Table) -> dict:
+def _write_predictions(store: RunOutputs, predictions: pa.Table) -> dict:
     """``predictions.parquet`` written; its summary (``summarise``)."""
     store.write_table("predictions.parquet", predictions)
     return summarise(predictions)
@@ -466,16 +466,16 @@ def _write_predictions(store: RunStore, predictions: pa.Table) -> dict:
 
 def _consolidate_and_summarise(output: str, models: list[str]) -> dict:
     """The parts consolidated into ``predictions.parquet``, by the Ray task of ``_consolidated``."""
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
 
-    store = RunStore(output)
+    store = RunOutputs(output)
     return _write_predictions(store, _consolidated_parts(store, models))
 
 
 _CONSOLIDATE = None
 
 
-def _consolidated(store: RunStore, models: list[str]) -> dict:
+def _consolidated(store: RunOutputs, models: list[str]) -> dict:
     """``_consolidate_and_summarise`` in a Ray task on this node (the output may be a local folder), the lease checked
     first; in this process where Ray is not up or the output is an object store (a worker may lack its
     credentials)."""

@@ -24,7 +24,7 @@ from omnieval.run.identity import (
 from omnieval.run.stages import REQUEST_CPUS
 
 DECODE_TASK_CPUS = 1.0
-"""One decode task (``media.cache.decode_task``): at least one must be able to run beside the engine actors."""
+"""One decode task (``run.decode_cache.decode_task``): at least one must be able to run beside the engine actors."""
 
 
 def check_engines(config, models: list[tuple[str, object]]) -> None:
@@ -127,7 +127,7 @@ def _resolved(plan, model: str):
 def folder_identities(config, plan) -> dict[str, dict]:
     """Folder (relative to the output) -> the identity of the rows it must hold."""
     from omnieval.config import modes_of
-    from omnieval.core.store import RunStore
+    from omnieval.core.run_outputs import RunOutputs
     from omnieval.run.cascade import describe_folder
     from omnieval.run.open_ended import judge_folder
 
@@ -135,7 +135,7 @@ def folder_identities(config, plan) -> dict[str, dict]:
     config = config.model_copy(update={"protocol": plan.source.protocol,
                                        "protocol_options": canonical_options(plan.source.protocol,
                                                                              config.protocol_options)})
-    out = {RunStore.parts_folder(m.name): predictions_identity(config, m, digest, _resolved(plan, m.name))
+    out = {RunOutputs.parts_folder(m.name): predictions_identity(config, m, digest, _resolved(plan, m.name))
            for m in config.models}
     if any("open" in modes_of(config, m) for m in config.models):
         out |= {judge_folder(j.name): judgements_identity(config, j, digest) for j in config.judges}

@@ -29,7 +29,7 @@ CONNECT_TIMEOUT_ENV = "OMNIEVAL_RAY_CONNECT_TIMEOUT_S"
 CONNECT_TIMEOUT_S = 30.0
 DATA_STORE_SHARE = 0.25
 """The share of the object store Ray Data's blocks may fill before the stream waits (Ray's default is half): the
-decoded media of the run's cache live there too, outside Ray Data's accounting (``media.cache.MEDIA_STORE_SHARE``),
+decoded media of the run's cache live there too, outside Ray Data's accounting (``run.decode_cache.MEDIA_STORE_SHARE``),
 so together they leave room for the readers' copies in use instead of spilling."""
 START_TIMEOUT_TEXT = "timed out during startup"
 """What Ray's ``Node`` raises (a plain ``Exception``) when the raylet misses its registration window."""
@@ -145,7 +145,7 @@ def running_cluster() -> tuple[str, str] | None:
 
 
 def connect_timeout() -> float:
-    from omnieval.core.store import env_seconds
+    from omnieval.core.storage import env_seconds
 
     return env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S)
 

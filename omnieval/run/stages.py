@@ -38,6 +38,7 @@ import pyarrow as pa
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR, RESULT_COLUMN
 from omnieval.engines.base import EngineResult
+from omnieval.run.decode_cache import MediaSource
 from omnieval.run.records import batch_columns, meta_dict, request_rows_table
 
 INSTANCE_COLUMN = "_instance"
@@ -54,25 +55,6 @@ PACKED_SIZE_COLUMN = "_packed_size"
 PACK_CODEC = "lz4"
 REQUEST_CPUS = 0.25
 """A task of the maps that make request rows and start their decodes (``request_tasks``)."""
-
-
-@dataclass(frozen=True)
-class MediaSource:
-    """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by media
-    ref (``schema.media_ref``). ``pass_id`` tells passes apart: the driver keeps one cache, under one name, for all
-    of its passes, and resets it between them. ``reader_bytes``: the decoded media a reader keeps once fetched
-    (``ModelStage``; 0: no bound by bytes)."""
-
-    cache_name: str
-    namespace: str
-    specs: dict
-    pass_id: str = ""
-    reader_bytes: int = 0
-
-    def client(self):
-        from omnieval.media.cache import CacheClient
-
-        return CacheClient(self.cache_name, self.namespace)
 
 
 def media_key(scope: str | None, path: str) -> str:

@@ -3,12 +3,12 @@
 The resampling clusters are the ``_cluster`` column of a prepared frame (``stats.clusters``: the question by default,
 an item's ``group`` where set so that the rotated copies of one question are drawn together, else its ``item_id``;
 an anchor, a media file or any column holding whole questions where chosen); "item" in the kernels means such a
-cluster. Per unit, one bootstrap pass (``kernels.bootstrap``) resamples clusters and yields every cell's resampled
-sum and count at once; row 0 is the data itself. The protocol's metric function runs once on all rows (vectorised
-over the resample axis), so adding a metric never adds a pass. ECE and RC-AUC, which depend on the ranking of
-instances rather than on cell means, are evaluated on the same resamples' cluster multiplicities
-(``kernels.calibration``). The 95% interval is formed from resamples 1..R by ``stats.intervals`` (BCa also reads
-the leave-one-cluster-out rows appended after them).
+cluster. Per unit, one bootstrap pass (``omnieval.kernels.bootstrap``) resamples clusters and yields every cell's
+resampled sum and count at once; row 0 is the data itself. The protocol's metric function runs once on all rows
+(vectorised over the resample axis), so adding a metric never adds a pass. ECE and RC-AUC, which depend on the ranking
+of instances rather than on cell means, are evaluated on the same resamples' cluster multiplicities
+(``omnieval.kernels.calibration``). The 95% interval is formed from resamples 1..R by ``stats.intervals`` (BCa also
+reads the leave-one-cluster-out rows appended after them).
 
 Randomness: resample r of a unit uses the counter stream ``(seed, hash(protocol, split), r)``, so models and prompts
 on the same clusters of a split get the same resamples (paired), for any thread count: such units are always
@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kernels.bootstrap import cluster_sums, pattern_sums, resample_sums
-from kernels.calibration import calibration_weighted
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import (
     CLUSTER,
@@ -37,6 +35,8 @@ from omnieval.core.metric_types import (
     Support,
     question_of,
 )
+from omnieval.kernels.bootstrap import cluster_sums, pattern_sums, resample_sums
+from omnieval.kernels.calibration import calibration_weighted
 from omnieval.stats.intervals import DEFAULT_METHOD, clipped, intervals, needs_jackknife
 
 UNIT = ("model", "prompt", "split")
@@ -200,8 +200,8 @@ def _csr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 _SPARSE = 0.03
 """Non-integer channels with non-zeros on fewer than this share of items go to the sparse (CSR) part of index
 resampling, which costs per non-zero (~10 ns: a branch and a scattered addition). Integer channels, sparse or not,
-are packed several to a 64-bit word (``kernels.bootstrap``), which costs ~0.1 ns per word and item: cheaper even
-for one cell per anchor among hundreds of items."""
+are packed several to a 64-bit word (``omnieval.kernels.bootstrap``), which costs ~0.1 ns per word and item: cheaper
+even for one cell per anchor among hundreds of items."""
 
 
 def _pattern_shortcut(distinct: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:

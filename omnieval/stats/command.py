@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from omnieval.core.store import StoredPath, local_folder
+from omnieval.core.storage import StoredPath, local_folder
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL
 from omnieval.stats.clusters import ClusterChoice, units_used
 from omnieval.stats.intervals import DEFAULT_METHOD

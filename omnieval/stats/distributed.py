@@ -20,7 +20,7 @@ Identical numbers: a task reads its rows in the input's order (files in the orde
 pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
 back in the single process's order (``gather``: protocols sorted; a split protocol's rows by unit, the pairs by
 context, the model and prompt pairs of every protocol before the modes rows); the Benjamini-Hochberg adjustment runs
-on the gathered table, as its families never cross a split. Every random choice is keyed (``kernels.rng``,
+on the gathered table, as its families never cross a split. Every random choice is keyed (``omnieval.kernels.rng``,
 ``core.keyed``), so the worker count and the placement of tasks change nothing: ``tests/test_stats_distributed.py``
 compares one worker, four workers and the single process.
 
@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from omnieval.core.schema import InputError
-from omnieval.core.store import StoredPath, stored_path
+from omnieval.core.storage import StoredPath, stored_path
 from omnieval.stats.clusters import ClusterChoice
 from omnieval.stats.first_pass import ProtocolFacts, merge, protocol_facts
 from omnieval.stats.intervals import DEFAULT_METHOD

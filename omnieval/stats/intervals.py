@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.bootstrap import percentile_interval
+from omnieval.kernels.bootstrap import percentile_interval
 
 METHODS = ("percentile", "t", "bca")
 DEFAULT_METHOD = "t"

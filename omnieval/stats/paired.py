@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kernels.permutation import sign_flip_tests
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import QUESTION
 from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
+from omnieval.kernels.permutation import sign_flip_tests
 from omnieval.protocols import metric_spec
 from omnieval.stats.bootstrap import CONFIDENCE_LEVEL, UNIT, protocol_rows, row_items
 from omnieval.stats.clusters import ClusterChoice, with_clusters

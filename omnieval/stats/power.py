@@ -201,7 +201,7 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
                   effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None) -> int:
     """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
     from omnieval.core.schema import InputError
-    from omnieval.core.store import local_folder
+    from omnieval.core.storage import local_folder
     from omnieval.stats.read import read_predictions
 
     start = time.perf_counter()

@@ -25,16 +25,16 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from kernels.softmax import restricted_softmax
 from omnieval.core.metric_types import CLUSTER, QUESTION, cluster_of, question_of
 from omnieval.core.schema import DEFAULT_MODE, ERROR_KINDS, LABELS, REQUIRED_COLUMNS, InputError, with_error_kind
-from omnieval.core.store import StoredPath, readable, stored_path
+from omnieval.core.storage import StoredPath, readable, stored_path
+from omnieval.kernels.softmax import restricted_softmax
 from omnieval.protocols import metric_specs
 from omnieval.stats.samples import SAMPLE, sample_index
 
 
 def _read_one(path: Path | StoredPath) -> pl.DataFrame:
-    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.core.store``); a
+    """One predictions file, local or wherever a run can write (``s3://``, ``gs://``: ``omnieval.core.storage``); a
     local folder that holds ``predictions.parquet`` (a run's output, an ``omnieval import`` folder) stands for it."""
     if isinstance(path, Path) and path.is_dir() and (path / "predictions.parquet").is_file():
         path = path / "predictions.parquet"

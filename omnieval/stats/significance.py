@@ -14,7 +14,7 @@ they compare (``ProtocolMetrics.tests``, a ``core.protocol_views.ConditionTests`
   validly (exact binomial McNemar from statsmodels; estimate = accuracy difference).
 * ``permutation`` (every protocol, per model x split): paired sign-flip test between two prompt styles (``zs`` vs
   ``cot``; any pair present) on matched instances; per item the mean correctness difference over its matched
-  instances; ``kernels.permutation`` (estimate = mean per-item difference, second minus first).
+  instances; ``omnieval.kernels.permutation`` (estimate = mean per-item difference, second minus first).
 * ``permutation_models`` (every protocol, per prompt x split): the same paired sign-flip test between every pair of
   models (``model_a``, ``model_b``, in order of first appearance; ``model`` = ``a vs b`` for people), on the
   instances both answered validly, pooled
@@ -49,11 +49,11 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from kernels.permutation import sign_flip_test
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.metric_types import CLUSTER
 from omnieval.core.protocol_views import ConditionTests
-from omnieval.core.store import local_folder
+from omnieval.core.storage import local_folder
+from omnieval.kernels.permutation import sign_flip_test
 from omnieval.stats.clusters import ClusterChoice, with_clusters
 from omnieval.stats.multiple_testing import bh_within
 from omnieval.stats.read import prepare, read_predictions

@@ -40,7 +40,7 @@ folder, as ``pipeline.run_evaluation`` would write it alone::
                                                         (this run's state and fingerprint), metrics/ (the files
                                                         ``omnieval metrics`` writes: ``stats.command``)
     <output>/media/                                     the decoded-media store every run of the sweep reads and
-                                                        fills (``media.store``; ``decode.store`` names another),
+                                                        fills (``media.decoded_store``; ``decode.store`` names another),
                                                         so each media file is decoded once for the whole sweep
 
 **Complete.** A run is complete when its ``sweep-run.json`` says ``complete`` with the current fingerprint,

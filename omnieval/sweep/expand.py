@@ -47,7 +47,7 @@ def run_uri(sweep: SweepConfig, model: SweepModel, entry: ProtocolEntry, prompt:
 
 
 MEDIA_STORE = "media"
-"""The folder of a sweep's output holding its decoded-media store (``omnieval.media.store``), unless
+"""The folder of a sweep's output holding its decoded-media store (``omnieval.media.decoded_store``), unless
 ``decode.store`` names one."""
 
 

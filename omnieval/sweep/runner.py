@@ -94,13 +94,13 @@ class SweepRunner:
     # -- the sweep ---------------------------------------------------------------------------------------------
     def run(self) -> SweepResult:
         """Check the whole sweep, take the output's lease (one sweep per output), run what is incomplete."""
-        from omnieval.core.store import RunStore
+        from omnieval.core.run_outputs import RunOutputs
         from omnieval.run.lease import OutputLease
         from omnieval.run.pipeline import check_decode_store
 
         plans = plan_benchmarks(self.sweep)
         check_sweep_engines(self.sweep)
-        root = RunStore(self.sweep.output)
+        root = RunOutputs(self.sweep.output)
         root.check_writable()
         check_decode_store(sweep_decode(self.sweep).store)
         with OutputLease(root) as lease:
@@ -108,7 +108,7 @@ class SweepRunner:
             return self._run(plans, root)
 
     def _run(self, plans: dict[str, BenchmarkPlan], root) -> SweepResult:
-        from omnieval.core.store import RunStore
+        from omnieval.core.run_outputs import RunOutputs
 
         sweep = self.sweep
         t0 = time.monotonic()
@@ -121,12 +121,12 @@ class SweepRunner:
             outcome = RunOutcome(key=spec.key, model=spec.model.name, protocol=spec.entry.protocol,
                                  benchmark=spec.entry.label, prompt=spec.prompt, output=spec.uri,
                                  fingerprint=fingerprint(spec.config, plan), expected=plan.n_instances)
-            done, outcome.reason = completeness(RunStore(spec.uri), outcome.fingerprint, plan.n_instances,
+            done, outcome.reason = completeness(RunOutputs(spec.uri), outcome.fingerprint, plan.n_instances,
                                                 metrics=self._metrics_settings(), retry_errors=sweep.retry_errors)
             if done:
                 outcome.status = "skipped"
                 outcome.predictions = plan.n_instances
-                record = read_json(RunStore(spec.uri), "run.json") or {}
+                record = read_json(RunOutputs(spec.uri), "run.json") or {}
                 outcome.skipped_rows = int((record.get("skipped") or {}).get("count", 0))
                 outcome.skipped_conditions = (record.get("skipped") or {}).get("conditions", {})
             else:
@@ -241,10 +241,10 @@ class SweepRunner:
         """All of one model's incomplete runs in one pass (``pipeline.evaluate_runs``: one engine pool, one model
         load); each run keeps its own folder, resume, marker, metrics and outcome. A run that failed is tried again
         (``max_attempts``) together with the model's other failed runs, resuming from what was written."""
-        from omnieval.core.store import RunStore
+        from omnieval.core.run_outputs import RunOutputs
 
         labels = {s.index: f"run {s.index + 1}/{n_runs} {s.key}" for s in specs}
-        stores = {s.index: RunStore(s.uri) for s in specs}
+        stores = {s.index: RunOutputs(s.uri) for s in specs}
         clocks: dict[int, float] = {}
         for spec in specs:
             outcome = result.runs[spec.index]
@@ -382,11 +382,11 @@ class SweepRunner:
     def _write_combined_metrics(self, root, result: SweepResult) -> None:
         import pyarrow as pa
 
-        from omnieval.core.store import RunStore
+        from omnieval.core.run_outputs import RunOutputs
 
         tables = []
         for r in result.runs:
-            store = RunStore(r.output)
+            store = RunOutputs(r.output)
             if r.status in ("done", "skipped") and store.exists("metrics/metrics.parquet"):
                 table = store.read_table("metrics/metrics.parquet").replace_schema_metadata(None)
                 tables.append(table.append_column("benchmark", pa.array([r.benchmark] * table.num_rows,

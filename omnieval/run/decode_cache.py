@@ -6,8 +6,8 @@ the whole run and are shared by every instance (condition, direction, permutatio
 Ray Data stream carry only the keys, never the arrays, and an engine reads the arrays zero-copy from the object
 store. Each decode returns three objects: a small status (``""`` or the error message) that the model stage waits
 on, the payload (``DecodedMedia``, or ``None`` on failure) that only the engine fetches, and the kind of work it did
-(decoded, or read from a decoded-media store: ``media.store``), which only the cache's counts read. The decode task
-never raises: a file that fails to decode marks only the instances that use it.
+(decoded, or read from a decoded-media store: ``media.decoded_store``), which only the cache's counts read. The decode
+task never raises: a file that fails to decode marks only the instances that use it.
 
 Surviving the cache's own death. One actor is what makes decode-once cheap (a dict lookup, no coordination between
 readers), so it stays, but it is restartable (``max_restarts=-1``, ``max_task_retries=-1``, set on the class so
@@ -39,15 +39,24 @@ Bounded by bytes, not by the run's length. A run over long clips decodes far mor
 So the stream applies backpressure (decodes wait for answers) instead of filling and spilling the object store, and
 in a healthy run whose rows of a key come together (as ``answers.block_requests`` makes them) every key is still
 decoded once: it is dropped only after its rows have been asked for, and only when the budget is full.
+
+The pass's cache (``PassCache``, ``media_cache``): this driver's ``MediaCache`` actor, kept from one pass (one
+model's requests over one or more runs) to the next and reset between them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import math
 import time
+import uuid
 from collections import OrderedDict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError
@@ -101,7 +110,7 @@ MEDIA_STORE_SHARE = 0.3
 def decode_task(store: str | None, claims: str | None, *specs: MediaSpec):
     """``status, payload, kind`` of each spec in turn (``num_returns`` = 3 x the specs, set by the caller)."""
     from omnieval.media.claims import claims_of
-    from omnieval.media.store import DecodedStore
+    from omnieval.media.decoded_store import DecodedStore
 
     try:
         kept = DecodedStore(store) if store else None
@@ -256,7 +265,7 @@ class MediaCache:
     def reset(self, store: str | None = None, claims: str | None = None) -> None:
         """Start a new pass: forget every key and count (the decoded objects are freed once no reader holds them);
         lookups of the ended pass still waiting for a slot give up. ``store``: the pass's decoded-media store
-        (``media.store``), read before decoding and written after; ``claims``: the name of its claims actor."""
+        (``media.decoded_store``), read before decoding and written after; ``claims``: the name of its claims actor."""
         self._generation += 1
         for event in self._launched.values():
             event.set()
@@ -478,3 +487,120 @@ class CacheClient:
             except ValueError as exc:  # gone for good (ray.kill without restart, or the run ended)
                 raise RuntimeError(f"the media cache {self.name!r} is gone and will not restart") from exc
         return self._actor
+
+NAMESPACE = "omnieval"
+
+
+@dataclass(frozen=True)
+class PassCache:
+    """A pass's ``MediaCache`` actor, the name stages find it by, and the pass (the actor outlives it)."""
+
+    actor: object
+    name: str
+    pass_id: str = ""
+    budget: int = 0  # the bytes of decoded media the cache holds (``run.decode_cache.media_budget``; 0: no bound)
+
+    def source(self, specs: dict) -> MediaSource:
+        return MediaSource(self.name, NAMESPACE, specs, self.pass_id, reader_bytes(self.budget))
+
+    def decode_kinds(self) -> dict[str, list[str]]:
+        """key -> what each of its decode tasks did in this pass (``MediaCache.decode_kinds``)."""
+        import ray
+
+        return ray.get(self.actor.decode_kinds.remote())
+
+    def warm_start(self, specs: list) -> None:
+        """Start decoding the first media of the pass now (``run.decode_cache.warm_start``: a bounded amount), so they
+        decode while the engine actors start and load their models; the stream asks for the rest as it goes. (On
+        a resumed run some may be media of finished rows only: a bounded waste, never a wrong answer.)"""
+
+        first = warm_start(specs)
+        if first:
+            self.actor.lookup.remote(first, prefetch=True)
+
+
+READER_SHARE = 8
+"""Each reader (an engine replica) keeps decoded media it fetched up to 1/8 of the cache's budget (always the
+current batch's): what it keeps stays pinned in the object store, beside what the cache holds."""
+
+
+def reader_bytes(budget: int) -> int:
+    return budget // READER_SHARE
+
+
+_KEPT: dict[tuple[str, str], PassCache] = {}
+"""This process's cache per (Ray cluster, job)."""
+
+
+def _reset(cache: PassCache, store: str | None = None, claims: str | None = None) -> bool:
+    """Reset the actor for a new pass (with its decoded-media store, if any); False where it cannot be reached
+    (dead, or of another Ray session)."""
+    import ray
+
+    try:
+        ray.get(cache.actor.reset.remote(store, claims), timeout=60)
+        return True
+    except Exception:  # a dead actor, a timeout, an actor of a Ray this process no longer talks to
+        return False
+
+
+@contextmanager
+def media_cache(store: str | None = None) -> Iterator[PassCache]:
+    """The ``MediaCache`` for one pass: the kept one, reset, or a new one (see the module docstring). ``store``: a
+    decoded-media store the pass reads before decoding and fills after (``media.decoded_store``), with its claims actor
+    started here, on the driver, so that side-by-side passes decode each missing key once (``media.claims``)."""
+    from omnieval.media.claims import acquire_claims, release_claims
+
+    claims = acquire_claims(store) if store else None
+    try:
+        with _pass_of(store, claims) as cache:
+            yield cache
+    finally:
+        if store:
+            release_claims(store)
+
+
+@contextmanager
+def _pass_of(store: str | None, claims: str | None) -> Iterator[PassCache]:
+    import ray
+
+    from omnieval.run.parallelism import cpu_parallelism
+
+    context = ray.get_runtime_context()
+    where = (context.gcs_address, context.get_job_id())
+    cache = _KEPT.pop(where, None)
+    if cache is not None and not _reset(cache, store, claims):
+        cache = None
+    if cache is None:
+        name = f"media-cache-{uuid.uuid4().hex[:12]}"
+        budget = media_budget()
+        actor = MediaCache.options(name=name, namespace=NAMESPACE).remote(cpu_parallelism(), budget)
+        cache = PassCache(actor, name, budget=budget)
+        ray.get(cache.actor.reset.remote(store, claims))
+    cache = dataclasses.replace(cache, pass_id=uuid.uuid4().hex[:12])
+    try:
+        yield cache
+    finally:
+        if _reset(cache) and where not in _KEPT:  # another pass may have kept its own meanwhile
+            _KEPT[where] = cache
+        else:
+            with contextlib.suppress(Exception):  # already dead, or of a Ray this process left
+                ray.kill(cache.actor)
+
+
+@dataclass(frozen=True)
+class MediaSource:
+    """Where a stage finds decoded media: the run's ``MediaCache`` actor (by name) and the media specs by media
+    ref (``schema.media_ref``). ``pass_id`` tells passes apart: the driver keeps one cache, under one name, for all
+    of its passes, and resets it between them. ``reader_bytes``: the decoded media a reader keeps once fetched
+    (``ModelStage``; 0: no bound by bytes)."""
+
+    cache_name: str
+    namespace: str
+    specs: dict
+    pass_id: str = ""
+    reader_bytes: int = 0
+
+    def client(self):
+
+        return CacheClient(self.cache_name, self.namespace)

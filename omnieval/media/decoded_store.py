@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from omnieval.core.store import filesystem
+from omnieval.core.storage import filesystem
 from omnieval.media.decoded import DecodedMedia
 
 MAGIC = b"OMDM\x00\x00\x00\x02"

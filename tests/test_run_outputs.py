@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from omnieval.core.names import folder_name
-from omnieval.core.store import RunStore, consolidate
+from omnieval.core.run_outputs import RunOutputs, consolidate
 
 
 def _row(iid, prompt="zs", model="m", error=None, choice="A"):
@@ -16,7 +16,7 @@ def _row(iid, prompt="zs", model="m", error=None, choice="A"):
 
 
 def test_parts_are_numbered_atomic_and_resume_skips_only_clean_rows(tmp_path):
-    store = RunStore(str(tmp_path / "run"), writer="w1")
+    store = RunOutputs(str(tmp_path / "run"), writer="w1")
     store.append_part("org/model", [_row("a|C000"), _row("b|C000", error="media decode failed")])
     store.append_part("org/model", [_row("c|C000", prompt="cot"), _row("a|C000") | {"mode": "open"}])
     files = store.part_files("org/model")
@@ -30,7 +30,7 @@ def test_parts_are_numbered_atomic_and_resume_skips_only_clean_rows(tmp_path):
 
 
 def test_consolidate_prefers_clean_rows_then_later_parts_and_sorts():
-    from omnieval.core.store import predictions_table
+    from omnieval.core.run_outputs import predictions_table
 
     first = predictions_table([_row("b|C000", error="boom"), _row("a|C000", choice="B")])
     second = predictions_table([_row("b|C000", choice="C"), _row("a|C000", error="late failure")])
@@ -48,9 +48,9 @@ def test_parts_of_an_older_omnieval_get_the_error_kind_column_from_their_message
     were written with."""
     import pyarrow as pa
 
-    from omnieval.core.store import predictions_table
+    from omnieval.core.run_outputs import predictions_table
 
-    store = RunStore(str(tmp_path / "run"), writer="w1")
+    store = RunOutputs(str(tmp_path / "run"), writer="w1")
     old = predictions_table([_row("a|C000", error="media decode failed: a.mp4: truncated"),
                              _row("b|C000", error="engine error: RuntimeError: CUDA OOM"),
                              _row("c|C000", error="describe failed: media decode failed: c.wav: no audio"),
@@ -77,7 +77,7 @@ def test_description_parts_written_before_error_kind_are_read(tmp_path):
 
     from omnieval.run.cascade import DESCRIPTION_SCHEMA, read_descriptions
 
-    store = RunStore(str(tmp_path / "run"), writer="w1")
+    store = RunOutputs(str(tmp_path / "run"), writer="w1")
     old_schema = pa.schema([f for f in DESCRIPTION_SCHEMA if f.name != "error_kind"])
     rows = [{"path": "a.wav", "modality": "audio", "describer": "d", "prompt": "Describe.", "text": "a dog",
              "error": None},

@@ -17,12 +17,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.media.cache import decode_through
 from omnieval.media.decode import decode_media
 from omnieval.media.decoded import content_hash
+from omnieval.media.decoded_store import DecodedStore, encode
 from omnieval.media.spec import MediaSpec
-from omnieval.media.store import DecodedStore, encode
 from omnieval.media.synth import beep_audio, moving_box_video, still_image
+from omnieval.run.decode_cache import decode_through
 
 PARAMS = {"video": {"num_frames": 4, "max_side": 96}, "audio": {"sample_rate": 16_000}, "image": {},
           "pointcloud": {}}

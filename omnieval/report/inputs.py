@@ -20,7 +20,7 @@ import polars as pl
 
 from omnieval.core.metric_types import KEY_PARTS
 from omnieval.core.schema import InputError
-from omnieval.core.store import StoredPath, readable, stored_path
+from omnieval.core.storage import StoredPath, readable, stored_path
 
 SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
 ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
