@@ -21,7 +21,7 @@ demo: setup
 	.venv/bin/omnieval demo --out ./omnieval-demo
 
 test: setup setup-vllm setup-chromium
-	.venv/bin/lint-imports --no-cache
+	.venv/bin/python scripts/lint_imports.py --no-cache
 	.venv/bin/python scripts/check_import_cycles.py
 	.venv/bin/python -m pytest -q tests
 	.venv-vllm/bin/python -m pytest -q $(VLLM_TESTS)
@@ -35,5 +35,5 @@ lint: setup
 
 # Import contracts (pyproject.toml [tool.importlinter]) and no import cycles between modules.
 imports: setup
-	.venv/bin/lint-imports --no-cache
+	.venv/bin/python scripts/lint_imports.py --no-cache
 	.venv/bin/python scripts/check_import_cycles.py

@@ -13,7 +13,7 @@ import statements, so that it shows where to cut.
 Configuration, in ``pyproject.toml``::
 
     [tool.omnieval.import-cycles]
-    packages = ["omnieval", "kernels"]   # the packages whose modules are checked (one graph across them)
+    packages = ["omnieval"]              # the packages whose modules are checked (one graph across them)
     allowed = [                          # cycles tolerated for now: each entry the exact set of modules of one
         ["pkg.a", "pkg.b"],              # strongly connected component
     ]
@@ -35,6 +35,9 @@ from pathlib import Path
 
 import grimp
 import networkx as nx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import import_view  # noqa: E402 - a sibling script, found through the line above
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_CHAINS = 8  # per cycle: enough to show every module of a small cycle, not a wall of text for a big one
@@ -100,10 +103,13 @@ def covering_chains(digraph: nx.DiGraph, component: frozenset[str]) -> list[list
 
 
 def source_file(root: Path, module: str) -> str:
-    """The file of ``module`` relative to ``root`` (``pkg/mod.py`` or ``pkg/sub/__init__.py``)."""
-    stem = Path(*module.split("."))
-    path = stem / "__init__.py" if (root / stem / "__init__.py").is_file() else stem.with_suffix(".py")
-    return path.as_posix()
+    """The file of ``module`` relative to ``root`` (``pkg/mod.py`` or ``pkg/sub/__init__.py``; ``kernels/...`` for
+    ``omnieval.kernels``)."""
+    for is_package in (True, False):
+        path = import_view.source_file(module, is_package)
+        if (root / path).is_file():
+            return path
+    return import_view.source_file(module, False)
 
 
 def describe(graph: grimp.ImportGraph, digraph: nx.DiGraph, component: frozenset[str], root: Path) -> list[str]:
@@ -124,7 +130,7 @@ def describe(graph: grimp.ImportGraph, digraph: nx.DiGraph, component: frozenset
 def check(root: Path, config: Path) -> tuple[int, list[str]]:
     """``(exit status, report lines)`` for the packages under ``root``."""
     packages, allowed = read_config(config)
-    sys.path.insert(0, str(root))  # the tree under review, not an installed copy
+    import_view.use_view(root)  # the tree under review, not an installed copy, with omnieval.kernels inside omnieval
     graph, digraph = module_graph(packages)
     found = cycles(digraph)
     report, status = [], 0

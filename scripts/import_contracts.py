@@ -1,20 +1,21 @@
 """An import-linter contract type that its built-in ones lack: an allow-list of what a package may import.
 
-``forbidden`` contracts name what may not be imported; a package meant to stay tiny (``kernels``: numba and numpy,
-nothing else) is better guarded by naming what it may import, so that a new dependency of any kind breaks the
+``forbidden`` contracts name what may not be imported; a package meant to stay tiny (``omnieval.kernels``: numba and
+numpy, nothing else) is better guarded by naming what it may import, so that a new dependency of any kind breaks the
 contract. Registered in ``pyproject.toml`` under ``[tool.importlinter] contract_types`` (``lint-imports`` puts the
 working directory on ``sys.path``, so it must run from the repository root) and used as::
 
     [[tool.importlinter.contracts]]
     name = "..."
     type = "allowed_imports"
-    source_modules = ["kernels"]
+    source_modules = ["omnieval.kernels"]
     allowed_modules = ["numpy", "numba"]
 
-Every module in ``source_modules`` (packages included, with all their modules) may import modules of its own
-top-level package, the standard library (``sys.stdlib_module_names``) and the top-level packages in
-``allowed_modules``; any other import, inside a function or not, breaks the contract. It needs
-``include_external_packages = true`` in ``[tool.importlinter]``, so that third-party imports are in the graph.
+Every module in ``source_modules`` (packages included, with all their modules) may import the modules of that
+source (``omnieval.kernels``: its own modules, nothing else of ``omnieval``), the standard library
+(``sys.stdlib_module_names``) and the top-level packages in ``allowed_modules``; any other import, inside a function
+or not, breaks the contract. It needs ``include_external_packages = true`` in ``[tool.importlinter]``, so that
+third-party imports are in the graph.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ class AllowedImportsContract(Contract):
         for source in self.source_modules:  # type: ignore[attr-defined]
             if source.name not in graph.modules:
                 raise ValueError(f"Module '{source.name}' does not exist.")
-            own = source.name.split(".")[0]
+            own = source.name
             for module in sorted({source.name} | graph.find_descendants(source.name)):
                 for imported in sorted(graph.find_modules_directly_imported_by(module)):
                     top = imported.split(".")[0]
-                    if top == own or top in allowed:
+                    if imported == own or imported.startswith(own + ".") or top in allowed:
                         continue
                     lines = sorted(d["line_number"] for d in graph.get_import_details(importer=module,
                                                                                       imported=imported))

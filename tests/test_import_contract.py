@@ -1,7 +1,8 @@
 """The import contracts (``make imports``): the real tree keeps them, and planted violations break them.
 
 Planted violations go into a copy of the packages (or a throwaway package) in ``tmp_path``, checked by the same
-commands CI runs, as subprocesses: ``lint-imports`` for the contracts in ``pyproject.toml`` and
+commands CI runs, as subprocesses: ``scripts/lint_imports.py`` (``lint-imports`` on the tree as installed, with
+``omnieval.kernels`` inside ``omnieval``) for the contracts in ``pyproject.toml`` and
 ``scripts/check_import_cycles.py`` for cycles between modules. Each must exit non-zero and name the planted modules
 and lines; the allow-list of known cycles must fail when an entry no longer matches.
 """
@@ -20,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKER = REPO / "scripts" / "check_import_cycles.py"
-LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+LINT_IMPORTS = [sys.executable, REPO / "scripts" / "lint_imports.py"]  # lint-imports on the installed layout
 
 
 def run(args: list, cwd: Path) -> subprocess.CompletedProcess:
@@ -67,7 +68,7 @@ def planted(tmp_path_factory) -> tuple[Path, dict[str, int]]:
 
 
 def test_the_real_tree_keeps_the_contracts():
-    lint = run([LINT_IMPORTS, "--no-cache"], REPO)
+    lint = run([*LINT_IMPORTS, "--no-cache"], REPO)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert " 0 broken" in lint.stdout
     cycles = run([sys.executable, CHECKER], REPO)
@@ -77,7 +78,7 @@ def test_the_real_tree_keeps_the_contracts():
 
 def test_planted_imports_break_the_contracts(planted):
     root, lines = planted
-    result = run([LINT_IMPORTS, "--no-cache"], root)
+    result = run([*LINT_IMPORTS, "--no-cache"], root)
     out = result.stdout
     assert result.returncode == 1, out + result.stderr
     assert "kernels import only the standard library, numpy and numba BROKEN" in out
@@ -102,7 +103,7 @@ def test_an_ignored_import_that_no_longer_occurs_fails(planted):
     stale = root / "stale.toml"
     ignored = 'ignore_imports = ["omnieval.config -> omnieval.engines.hf"]\n'
     stale.write_text(config.replace(anchor, anchor + ignored))
-    result = run([LINT_IMPORTS, "--no-cache", "--config", stale], root)
+    result = run([*LINT_IMPORTS, "--no-cache", "--config", stale], root)
     assert result.returncode == 1
     expected = "No matches for ignored import omnieval.config -> omnieval.engines.hf."
     assert expected in result.stdout + result.stderr
@@ -116,8 +117,7 @@ def test_planted_cycle_is_named_with_its_import_lines(planted):
     # omnieval.kernels.calibration and stats.intervals import omnieval.kernels.bootstrap and are imported by
     # stats.bootstrap: they are in the cycle too
     assert ("import cycle among 4 modules: omnieval.kernels.bootstrap, omnieval.kernels.calibration, "
-            "omnieval.stats.bootstrap, "
-            "omnieval.stats.intervals") in out
+            "omnieval.stats.bootstrap, omnieval.stats.intervals") in out
     there = lines["omnieval.kernels.bootstrap"]
     assert f"omnieval.kernels.bootstrap -> omnieval.stats.bootstrap: kernels/bootstrap.py line {there}" in out
     back = line_of(root / "omnieval" / "stats" / "bootstrap.py", "from omnieval.kernels.bootstrap import")
