@@ -272,14 +272,3 @@ def multinomial_poissonized(key, n, lo, off, cdf, guide, category_of_unit, out):
             j += 1
         out[j] -= 1
         total -= 1
-
-
-@njit(cache=True)
-def poisson_sample(lam, size, seed, stream):
-    """``size`` independent Poisson(lam) draws from the counter stream ``(seed, stream, 0)`` (table inversion)."""
-    lo, off, cdf, guide = poisson_tables(np.array([lam]))
-    key = stream_key(seed, stream, 0)
-    out = np.empty(size, dtype=np.int64)
-    for i in range(size):
-        out[i] = poisson_from_table(uniform(key, i), 0, lo, off, cdf, guide)
-    return out

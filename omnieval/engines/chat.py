@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from omnieval.core.prompts import TEXT_ONLY_NOTE, UNSUPPORTED_NOTE, PromptPart
 from omnieval.engines.families import (
     FAMILIES,
-    OMNI,
-    OmniFamily,
     expected_audio_tokens,  # noqa: F401 (Qwen2.5-Omni's count, still named here)
 )
 from omnieval.engines.families import accepted_modalities as family_modalities
@@ -139,9 +137,3 @@ def media_token_ids(folder, tokenizer, processor=None) -> list[int]:
     except TypeError:
         size = None
     return sorted(t for t in found if t >= 0 and t not in never and (size is None or t < size))
-
-
-def omni_media_fields(parts: Sequence[PromptPart], media: dict,
-                      family: OmniFamily = OMNI) -> tuple[dict, dict, dict | None]:
-    """An omni request's vLLM fields (``OmniFamily.vllm_media_fields``)."""
-    return family.vllm_media_fields(parts, media)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-_CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl"}
 _TABLES = {b"stsz", b"stco", b"co64", b"stsc", b"ctts"}
 
 

@@ -147,20 +147,6 @@ def order_name(perm: Sequence[int]) -> str:
     return PERM_PREFIX + "".join(LABELS[int(i)] for i in perm)
 
 
-def parse_condition(condition: str) -> tuple[bool, tuple[int, ...] | None]:
-    """``(caption baseline?, order)``: order None for ``original``; ``ValueError`` for an unknown name."""
-    captions = condition.startswith(CAPTIONS_PREFIX)
-    base = condition[len(CAPTIONS_PREFIX):] if captions else condition
-    if base == ORIGINAL:
-        return captions, None
-    if base.startswith(PERM_PREFIX):
-        letters = base[len(PERM_PREFIX):]
-        perm = tuple(LABELS.find(c) for c in letters)
-        if MIN_INPUTS <= len(perm) <= MAX_INPUTS and sorted(perm) == list(range(len(perm))):
-            return captions, perm
-    raise ValueError(f"unknown contrastive condition {condition!r}")
-
-
 def _all_conditions() -> tuple[str, ...]:
     base = [ORIGINAL] + [order_name(p) for n in range(MIN_INPUTS, MAX_INPUTS + 1)
                          for p in itertools.permutations(range(n))]

@@ -161,7 +161,7 @@ def pinned_decode(bench) -> dict[str, Any]:
 
 #: Engines that render the chat template and call the processor themselves, and so can apply what a recipe says
 #: beyond the decode settings (``recipe_options``).
-SYSTEM_PROMPT_ENGINES = RECIPE_ENGINES = ("hf", "vllm")
+RECIPE_ENGINES = ("hf", "vllm")
 #: The engine options a recipe gives (``engines.feeding`` and the system prompt), as ``run.json`` records them.
 RECIPE_OPTIONS = ("system_prompt", "image_pixels", "soundtrack", "media_first")
 

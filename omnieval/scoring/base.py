@@ -8,7 +8,7 @@ by feeding it the outputs models really write next to the verdicts the benchmark
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -117,7 +117,3 @@ def labels_for(n: int) -> tuple[str, ...]:
     if not 0 < n <= 26:
         raise ValueError(f"{n} options; between 1 and 26 are labelled A-Z")
     return tuple(chr(ord("A") + i) for i in range(n))
-
-
-def as_tuple(values: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(v) for v in values)

@@ -88,11 +88,6 @@ def cluster_for(protocol: str, choice: ClusterChoice = None) -> str:
     return default_cluster(protocol)
 
 
-def describe_choice(choice: ClusterChoice) -> str | dict[str, str] | None:
-    """``choice`` as recorded in a sweep's run marker (comparable, JSON-ready)."""
-    return dict(sorted(choice.items())) if isinstance(choice, Mapping) else choice
-
-
 def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     if column in QUESTION_UNITS:
         return pl.col(QUESTION)

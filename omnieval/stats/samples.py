@@ -69,9 +69,6 @@ class SampleMatrix:
     counts: np.ndarray
     index: dict[tuple[str, ...], int]
 
-    def samples_per_question(self) -> np.ndarray:
-        return np.bincount(self.question)
-
 
 def sample_matrices(frame: pl.DataFrame, spec: ProtocolMetrics) -> dict[tuple[str, ...], SampleMatrix]:
     """Unit key -> its cells per (question, sample), for the units where some question has two samples or more."""

@@ -49,8 +49,6 @@ SCORER = "video-holmes"
 QA_FILE = "test_Video-Holmes.json"
 VIDEO_NAMES = ("videos/{}.mp4", "video/{}.mp4")
 ARCHIVES = (ArchiveFolder("videos", "videos.zip"),)
-QUESTION_TYPES = ("SR", "IMC", "TCI", "TA", "MHR", "PAR", "CTI")
-"""The seven tasks, in the order the release's ``evaluate.py`` writes its table."""
 
 
 def read_video_holmes(release: Path, media_root: str | Path | None = None,
