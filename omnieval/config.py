@@ -229,18 +229,6 @@ class DecodeConfig(_Config):
         documented ``off``, not a type error."""
         return "off" if v is False else v
 
-    @model_validator(mode="before")
-    @classmethod
-    def _retired_batch_size(cls, data: Any) -> Any:
-        """``decode.batch_size`` sized the batches of a media stage that no longer exists (decodes are started per
-        block ahead of the model stage): an older config that sets it still loads, and is told it has no effect."""
-        if isinstance(data, dict) and "batch_size" in data:
-            import sys
-
-            print("omnieval: decode.batch_size has no effect any more (media decodes start per block, ahead of the "
-                  "model stage); remove it from the config", file=sys.stderr)
-            data = {k: v for k, v in data.items() if k != "batch_size"}
-        return data
 
 
 class RayConfig(_Config):

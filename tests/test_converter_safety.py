@@ -248,6 +248,21 @@ def test_overwrite_refuses_the_output_of_another_converter(writer, other, tmp_pa
     assert tree(out) == before
 
 
+def test_a_folder_naming_its_writer_by_module_only_is_not_a_converter_output(tmp_path, capsys):
+    """Benchmark folders written before the first release named their writer by module alone (``generator``); such
+    a folder is not taken for a converter's output, so ``--overwrite`` refuses it like any folder of other files."""
+    out = tmp_path / "bench"
+    argv = command("mcq", tmp_path, str(out))
+    assert main(argv) == 0
+    meta = json.loads((out / "benchmark.json").read_text())
+    del meta["converter"]
+    (out / "benchmark.json").write_text(json.dumps(meta | {"generator": "omnieval.datasets.mcq"}))
+    before = tree(out)
+    err = refused(argv + ["--overwrite"], capsys)
+    assert "holds no benchmark written by an omnieval converter" in err
+    assert tree(out) == before
+
+
 def test_a_previous_output_holding_other_files_is_not_replaced(tmp_path, capsys):
     out = tmp_path / "bench"
     argv = command("mcq", tmp_path, str(out))

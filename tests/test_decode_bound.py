@@ -1,6 +1,6 @@
 """How much decoding a pass starts, and how much at once: the media cache's bound on decode tasks in flight (seen in
 Ray's own task timeline), its byte budget (payload sizes from a decode outside Ray), the warm start's budget (hand
-arithmetic from the decode settings), the bound's default, and the retired ``decode.batch_size``."""
+arithmetic from the decode settings), the bound's default, and ``decode.batch_size`` refused."""
 
 from __future__ import annotations
 
@@ -144,16 +144,17 @@ def test_the_bound_on_one_machine_is_its_cores(ray_session):
     assert cpu_parallelism() == os.cpu_count()
 
 
-def test_the_retired_decode_batch_size_loads_with_a_notice(tmp_path, capsys):
+def test_decode_batch_size_is_refused_naming_the_field(tmp_path):
+    """``decode.batch_size`` sized the batches of a media stage that existed before the first release: a config
+    that sets it is refused like any unknown field, naming it."""
     from omnieval.config import parse_run_config
+    from omnieval.core.schema import InputError
 
     base = {"benchmark": str(tmp_path / "bench"), "output": str(tmp_path / "out"),
             "models": [{"name": "s", "engine": "simulated"}]}
-    config = parse_run_config(base | {"decode": {"num_frames": 4, "batch_size": 32}})
-    assert config.decode.num_frames == 4 and "batch_size" not in config.decode.model_dump()
-    assert "decode.batch_size has no effect" in capsys.readouterr().err
-    parse_run_config(base | {"decode": {"num_frames": 4}})
-    assert "batch_size" not in capsys.readouterr().err
+    with pytest.raises(InputError, match=r"decode\.batch_size"):
+        parse_run_config(base | {"decode": {"num_frames": 4, "batch_size": 32}})
+    assert parse_run_config(base | {"decode": {"num_frames": 4}}).decode.num_frames == 4
 
 
 def test_one_cache_per_driver_counts_each_pass_from_zero(ray_session, tmp_path):

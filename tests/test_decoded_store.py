@@ -146,7 +146,9 @@ def test_a_video_entry_holds_its_frames_as_one_standard_zstd_frame(files, tmp_pa
     assert len(array) < len(raw) / 2  # the moving box on a flat ground compresses well
 
 
-def test_an_entry_written_before_compression_is_still_read(files, tmp_path):
+def test_an_entry_of_the_uncompressed_format_is_rejected_and_decoded_again(files, tmp_path):
+    """The format written before arrays were compressed (magic ``...\\x01``, the array as it is) is not read: a
+    read reports it rejected and removes it, and the caller decodes the file again."""
     store = DecodedStore(str(tmp_path / "store"))
     spec = _spec(files["video"], "video")
     media = decode_media(files["video"], "video", **PARAMS["video"])
@@ -155,7 +157,11 @@ def test_an_entry_written_before_compression_is_still_read(files, tmp_path):
     entry = Path(store.entry_path(spec.key))
     entry.parent.mkdir(parents=True)
     entry.write_bytes(_entry(b"OMDM\x00\x00\x00\x01", header, media.data.tobytes()))
-    _assert_identical(store.read(spec.key, spec.path).media, media)
+    found = store.read(spec.key, spec.path)
+    assert found.status == "rejected" and found.media is None and not entry.exists()
+    entry.write_bytes(_entry(b"OMDM\x00\x00\x00\x02", header, media.data.tobytes()))  # today's magic, no codec
+    found = store.read(spec.key, spec.path)
+    assert found.status == "rejected" and "codec" in found.reason
 
 
 def test_an_array_that_does_not_decompress_to_its_shape_is_rejected(files, tmp_path):

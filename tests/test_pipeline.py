@@ -72,8 +72,7 @@ def test_same_predictions_for_any_replicas_and_batch_size(ray_session, bench, tm
     outs = []
     for replicas, batch in [(1, 4), (2, 4), (2, 32)]:
         model = SIM | {"replicas": replicas, "batch_size": batch}
-        result = run_evaluation(_config(bench, tmp_path / f"r{replicas}b{batch}", [model],
-                                        decode={"batch_size": 7}), progress=False)
+        result = run_evaluation(_config(bench, tmp_path / f"r{replicas}b{batch}", [model]), progress=False)
         outs.append(_canonical(result.predictions_path))
     assert outs[0] == outs[1] == outs[2]
 

@@ -157,7 +157,7 @@ def test_fingerprint_follows_what_decides_predictions(bench, tmp_path):
     base = fp()
     assert base == fp(output=str(tmp_path / "elsewhere"))  # where the outputs go
     assert base == fp(model={"replicas": 3, "batch_size": 5, "num_cpus": 2})  # how many workers make them
-    assert base == fp(decode={"num_frames": 4, "max_side": 96, "batch_size": 3, "media_check": "exists"})
+    assert base == fp(decode={"num_frames": 4, "max_side": 96, "media_check": "exists"})
     assert base == fp(decode={"num_frames": 4, "max_side": 96, "store": str(tmp_path / "shared-media")})
     assert base != fp(seed=1)
     assert base != fp(model={"options": {"seed": 9}})

@@ -52,12 +52,6 @@ SUITE_INDEX = "benchmarks.json"
 """The index of a suite (module doc): ``{"converter": ..., "benchmarks": [sub-folder names]}``."""
 SUITE_ENTRIES = frozenset({SUITE_INDEX, "skipped.jsonl"})
 """What a suite folder holds besides the benchmark folders its index lists."""
-_EARLIER_MARKS = {"omnieval.datasets.synthetic": "synth", "omnieval.datasets.synthetic_crossmodal": "synth",
-                  "omnieval.datasets.synthetic_spectrum": "synth", "omnieval.datasets.synthetic_contrastive": "synth",
-                  "omnieval.datasets.xmodbench": "xmodbench", "omnieval.datasets.mcq": "mcq",
-                  "omnieval.datasets.contra4": "contra4"}
-"""How benchmark folders written before ``converter`` was recorded name their writer (``generator`` or
-``converter`` holding a module name), so those can be replaced too."""
 
 
 @dataclass(frozen=True)
@@ -94,11 +88,8 @@ def converter_of(folder: Path) -> str | None:
         meta = _read_object(folder / SUITE_INDEX)
     if meta is None:
         return None
-    for key in ("converter", "generator"):
-        value = meta.get(key)
-        if isinstance(value, str) and (value in CONVERTERS or value in _EARLIER_MARKS):
-            return _EARLIER_MARKS.get(value, value)
-    return None
+    value = meta.get("converter")
+    return value if isinstance(value, str) and value in CONVERTERS else None
 
 
 def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = False,

@@ -10,8 +10,8 @@ The header has the key, the ``DecodedMedia`` fields but the array (modality, con
 meta), the array's dtype and shape, and ``codec``: the array bytes are compressed with zstd at level 1 (lossless:
 the array comes back bit for bit). A read checks the trailing checksum and that the array decompresses to exactly
 the length its dtype and shape imply, so a truncated or corrupted entry is never served: it is reported
-(``Read.status == "rejected"``), removed, and the caller decodes again and writes a new one. Entries written before
-arrays were compressed (``MAGIC_RAW``: no ``codec``, the array as it is) are still read.
+(``Read.status == "rejected"``), removed, and the caller decodes again and writes a new one (so does an entry of
+another format, such as one written before arrays were compressed).
 
 Why zstd level 1, and no size cap (docs/runs.md, "Decoded-media store at real sizes", has the figures): decoded
 frames of a 720p clip with motion and texture compress 2.95x at ~270 MB/s and decompress at ~550 MB/s on one core;
@@ -48,8 +48,6 @@ from omnieval.core.storage import filesystem
 from omnieval.media.decoded import DecodedMedia
 
 MAGIC = b"OMDM\x00\x00\x00\x02"
-MAGIC_RAW = b"OMDM\x00\x00\x00\x01"
-"""Entries whose array is stored as it is (written before arrays were compressed)."""
 CODEC, LEVEL = "zstd", 1
 SUFFIX = ".omdm"
 _LENGTH = struct.Struct("<Q")
@@ -97,7 +95,7 @@ def _exact(got: object, want: object) -> bool:
 def decode_entry(key: str, blob: bytes, path: str) -> DecodedMedia:
     """The media an entry holds, with ``path`` as its file path; ``EntryError`` where the entry is cut short, its
     checksum does not match, or it is the entry of another key."""
-    if len(blob) < len(MAGIC) + _LENGTH.size + _DIGEST or not blob.startswith((MAGIC, MAGIC_RAW)):
+    if len(blob) < len(MAGIC) + _LENGTH.size + _DIGEST or not blob.startswith(MAGIC):
         raise EntryError("too short or not an entry")
     view = memoryview(blob)
     body, digest = view[:-_DIGEST], view[-_DIGEST:]
@@ -113,18 +111,16 @@ def decode_entry(key: str, blob: bytes, path: str) -> DecodedMedia:
     if header.get("key") != key:
         raise EntryError("the entry of another key")
     size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-    payload = _array_bytes(body[start + n:], header.get("codec") if blob.startswith(MAGIC) else None, size)
+    payload = _array_bytes(body[start + n:], header.get("codec"), size)
     data = np.frombuffer(payload, dtype=dtype).reshape(shape)
     return DecodedMedia(header["modality"], data, header["content_hash"], path, header["fps"],
                         header["sample_rate"], header["meta"])
 
 
 def _array_bytes(stored: memoryview, codec: str | None, size: int):
-    """The array's ``size`` bytes from what the entry stores (compressed with ``codec``, or as it is)."""
-    if codec is None:
-        if len(stored) != size:
-            raise EntryError("array length does not match its shape")
-        return stored
+    """The array's ``size`` bytes from what the entry stores (compressed with ``codec``)."""
+    if codec != CODEC:
+        raise EntryError(f"array codec {codec!r}, not {CODEC!r}")
     try:
         return pa.Codec(codec).decompress(stored, decompressed_size=size)
     except (OSError, ValueError, pa.ArrowException) as exc:  # a length other than the shape's, or not zstd at all
