@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -360,11 +361,33 @@ def _overwrite_flag(parser: argparse.ArgumentParser, converter: str) -> None:
                              "other non-empty folder is refused, with or without this flag)")
 
 
-def _models_tiny(args: argparse.Namespace) -> int:
-    from omnieval.dev.tiny_models import build_tiny_model
+DEV_INSTALL = ("install omnieval from a clone of its repository (`pip install -e '.[dev]'`): the wheel leaves the "
+               "benches and tiny builds (omnieval.dev) out")
+
+
+def _dev(module: str, command: str):
+    """``omnieval.dev.<module>``, which only a source install has: where it is absent, one line (exit 2) saying
+    what to install, not a traceback."""
+    import importlib
 
     try:
-        path = build_tiny_model(args.arch, args.out, seed=args.seed)
+        return importlib.import_module(f"omnieval.dev.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("omnieval.dev", f"omnieval.dev.{module}"):
+            raise
+        raise InputError(f"`omnieval {command}` needs the development tools: {DEV_INSTALL}") from None
+
+
+def _models_tiny(args: argparse.Namespace) -> int:
+    if args.arch == "qwen2.5-omni":  # the demo's, in every install
+        from omnieval.demo.tiny_model import build_tiny_omni
+
+        build = functools.partial(build_tiny_omni, args.out, seed=args.seed)
+    else:
+        build = functools.partial(_dev("tiny_models", "models tiny").build_tiny_model, args.arch, args.out,
+                                  seed=args.seed)
+    try:
+        path = build()
     except ModuleNotFoundError as exc:  # a family's model code needs a package that is not installed (timm)
         print(f"omnieval: error: tiny {args.arch}: missing package {exc.name!r} (pip install {exc.name})",
               file=sys.stderr)
@@ -374,28 +397,22 @@ def _models_tiny(args: argparse.Namespace) -> int:
 
 
 def _bench_pipeline(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_pipeline import bench_pipeline
-
-    return bench_pipeline(quick=args.quick, workdir=args.workdir)
+    return _dev("bench_pipeline", "bench pipeline").bench_pipeline(quick=args.quick, workdir=args.workdir)
 
 
 def _bench_sweep(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_sweep import bench_sweep
-
-    return bench_sweep(quick=args.quick, workdir=args.workdir)
+    return _dev("bench_sweep", "bench sweep").bench_sweep(quick=args.quick, workdir=args.workdir)
 
 
 def _bench_engine(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_engine import bench_engine
-
+    bench_engine = _dev("bench_engine", "bench engine").bench_engine
     return bench_engine(model=args.model, anchors=args.anchors, questions=args.questions, device=args.device,
                         vllm_options=args.vllm_options, workdir=args.workdir, small_items=args.small_items,
                         repeats=args.repeats, quick=args.quick)
 
 
 def _bench_gpu(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_gpu import bench_gpu
-
+    bench_gpu = _dev("bench_gpu", "bench gpu").bench_gpu
     return bench_gpu(size=args.size, device=args.device, dtype=args.dtype, benchmark=args.benchmark,
                      workdir=args.workdir, out=args.out, batch_size=args.batch_size, instances=args.instances,
                      peer_instances=args.peer_instances, max_batch=args.max_batch,
@@ -403,28 +420,22 @@ def _bench_gpu(args: argparse.Namespace) -> int:
 
 
 def _bench_decode(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_decode import bench_decode
-
+    bench_decode = _dev("bench_decode", "bench decode").bench_decode
     return bench_decode(quick=args.quick, long=args.long, workdir=args.workdir, only=args.only,
                         counts=args.counts.split(",") if args.counts else None)
 
 
 def _bench_stats(args: argparse.Namespace) -> int:
     if args.scale:
-        from omnieval.dev.bench_scale import bench_scale
-
         sizes = args.sizes or ([20_000] if args.quick else [1_000_000, 5_000_000, 20_000_000])
-        return bench_scale(sizes, workdir=args.workdir)
-    from omnieval.dev.bench_stats import bench_stats
-
-    return bench_stats(quick=args.quick)
+        return _dev("bench_scale", "bench stats --scale").bench_scale(sizes, workdir=args.workdir)
+    return _dev("bench_stats", "bench stats").bench_stats(quick=args.quick)
 
 
 def _bench_coverage(args: argparse.Namespace) -> int:
-    from omnieval.dev.bench_coverage import PARTS, bench_coverage
-
-    return bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples, seed=args.seed,
-                          parts=tuple(args.part) if args.part else PARTS)
+    coverage = _dev("bench_coverage", "bench coverage")
+    return coverage.bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples,
+                                   seed=args.seed, parts=tuple(args.part) if args.part else coverage.PARTS)
 
 
 class _WholeNamesFormatter(argparse.HelpFormatter):
@@ -457,8 +468,13 @@ class _LazyChoices(Sequence):
 
 
 def _tiny_archs() -> Sequence[str]:
-    from omnieval.dev.tiny_models import ARCHS
-
+    """Every tiny arch where the development tools are installed; the demo's alone where they are not."""
+    try:
+        from omnieval.dev.tiny_models import ARCHS
+    except ModuleNotFoundError as exc:
+        if exc.name != "omnieval.dev":
+            raise
+        return ("qwen2.5-omni",)
     return ARCHS
 
 

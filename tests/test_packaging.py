@@ -1,6 +1,7 @@
 """What the wheel holds: the numba kernels as ``omnieval.kernels`` (the source tree's ``kernels/`` folder, mapped by
-``[tool.setuptools] package-dir``), no top-level ``kernels`` package that would shadow PyPI's, and every package of
-the tree (the list in pyproject.toml is explicit because a mapped folder cannot be found by ``packages.find``)."""
+``[tool.setuptools] package-dir``), no top-level ``kernels`` package that would shadow PyPI's, every package of the
+tree but ``omnieval.dev`` (the list in pyproject.toml is explicit because a mapped folder cannot be found by
+``packages.find``), the demo and its tiny build; and what an install without ``omnieval.dev`` says about the benches."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_the_package_list_names_every_package_of_the_tree():
     assert setuptools["package-dir"] == {"omnieval.kernels": "kernels"}
     listed = set(setuptools["packages"])
     assert "omnieval.kernels" in listed and "kernels" not in listed
-    assert listed == _tree_packages()
+    assert listed == _tree_packages() - {"omnieval.dev"}
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,8 @@ def test_the_wheel_holds_the_kernels_inside_omnieval_and_no_top_level_kernels(wh
     assert {t for t in tops if not t.endswith(".dist-info")} == {"omnieval"}
     kernels = {n for n in names if n.startswith("omnieval/kernels/")}
     assert {f"omnieval/kernels/{p.name}" for p in (REPO / "kernels").glob("*.py")} == kernels
+    assert not [n for n in names if n.startswith("omnieval/dev/")]
+    assert {"omnieval/demo/run.py", "omnieval/demo/tiny_model.py", "omnieval/cli.py"} <= set(names)
 
 
 def test_omnieval_kernels_imports_from_the_installed_wheel_and_kernels_names_nothing(wheel, tmp_path):
@@ -86,3 +89,46 @@ def test_a_source_checkout_on_pythonpath_maps_omnieval_kernels_to_its_kernels_fo
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == REPO / "kernels" / "rng.py"
+
+
+def _installed(wheel: Path, tmp_path: Path, code: str) -> subprocess.CompletedProcess:
+    """``code`` run by this interpreter on the unpacked wheel alone (``-S``: no ``.pth`` file, so no editable install
+    of a checkout), numpy, numba and the rest from the environment's site-packages."""
+    installed = tmp_path / "site"
+    if not installed.exists():
+        zipfile.ZipFile(wheel).extractall(installed)
+    site = sysconfig.get_paths()["purelib"]
+    return subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": f"{installed}:{site}", "NUMBA_CACHE_DIR": str(tmp_path / "numba")},
+                          timeout=120)
+
+
+def test_without_the_development_tools_bench_says_what_to_install(wheel, tmp_path):
+    code = "import sys; from omnieval.cli import main; sys.exit(main(['bench', 'stats', '--quick']))"
+    done = _installed(wheel, tmp_path, code)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("omnieval: error: `omnieval bench stats` needs the development tools: install ")
+    assert "(`pip install -e '.[dev]'`)" in done.stderr
+
+
+def test_the_demo_and_its_tiny_build_import_from_the_wheel_alone(wheel, tmp_path):
+    """Every ``omnieval`` module the demo and its tiny build import, inside functions too, is in the wheel: the
+    demo runs where ``omnieval.dev`` is absent (the import contracts keep dev above the demo)."""
+    code = ("import ast, importlib, importlib.util, sys\n"
+            "seen, todo = set(), ['omnieval.demo.run', 'omnieval.demo.tiny_model']\n"
+            "while todo:\n"
+            "    name = todo.pop()\n"
+            "    if name in seen: continue\n"
+            "    seen.add(name)\n"
+            "    spec = importlib.util.find_spec(name)\n"
+            "    if spec is None: sys.exit('missing: ' + name)\n"
+            "    if not spec.origin.endswith('.py'): continue\n"
+            "    for node in ast.walk(ast.parse(open(spec.origin).read())):\n"
+            "        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (\n"
+            "            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])\n"
+            "        todo += [n for n in names if n.startswith('omnieval')]\n"
+            "print(len(seen))\n")
+    done = _installed(wheel, tmp_path, code)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert int(done.stdout) > 20  # the run, the statistics, the protocols: the demo's whole path was followed

@@ -134,10 +134,10 @@ def run_demo(out: str | Path, *, with_hf: bool = True, anchors: int = 4, questio
     if with_hf:
         tiny = out / "models" / "tiny-qwen2.5-omni"
         if not (tiny / "config.json").exists():
-            from omnieval.dev.tiny_models import build_tiny_model
+            from omnieval.demo.tiny_model import build_tiny_omni
 
             print(f"writing a tiny random-weight Qwen2.5-Omni to {tiny} ...")
-            build_tiny_model("qwen2.5-omni", tiny, seed=seed)
+            build_tiny_omni(tiny, seed=seed)
     config_path = out / "demo.yaml"
     config_path.write_text(yaml.safe_dump(demo_config(out, benchmark, tiny, seed), sort_keys=False))
     print(f"config: {config_path}")

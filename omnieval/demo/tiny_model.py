@@ -11,6 +11,9 @@ function of ``seed``: same seed, same weights, same files.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 # The tiny omni folder's processor_config.json: the sizes of the released Qwen2.5-Omni processor (images up to
 # 12845056 pixels, videos 128 to 768 merged patches a frame, 128 Whisper mel bins), as ``Qwen2_5OmniProcessor``
@@ -178,3 +181,38 @@ def qwen25_omni_config(tok, text: dict, vision: dict, audio: dict, init_range: f
         ("audio_token_index", "audio_token"), ("image_token_index", "image_token"),
         ("video_token_index", "video_token")]}
     return Qwen2_5OmniConfig(thinker_config=thinker, talker_config=talker, enable_audio_output=False)
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings and progress bars off while a tiny model is built and saved: building a Qwen2.5-Omni
+    config compares it with a default (7B-vocabulary) talker config, which warns about token ids outside that
+    vocabulary, noise for a talker that is never built."""
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def build_tiny_omni(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write the tiny random-weight Qwen2.5-Omni (module doc), its tokenizer and the released processor's
+    configuration to ``out_dir``; return it. ``omnieval.dev.tiny_models.build_tiny_model("qwen2.5-omni")`` is this."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with quiet_transformers():
+        tok = build_tokenizer(seed, media_tokens=True)
+        _qwen25_omni(tok, seed).save_pretrained(out)
+    # save_pretrained names the class; vLLM's registry knows the full model as Qwen2_5OmniModel
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = ["Qwen2_5OmniModel"]
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    tok.save_pretrained(out)
+    (out / "processor_config.json").write_text(json.dumps(OMNI_PROCESSOR_CONFIG, indent=2, sort_keys=True))
+    return out

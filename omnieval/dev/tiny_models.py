@@ -11,7 +11,8 @@
   decoder with ``mrope_section`` [4, 6, 6]), saved with its ``Qwen2_5_VLProcessor``; images and video frames are
   capped at 64 merged patches per frame (``longest_edge`` 64 * 28 * 28) so tests stay fast. Building or loading its
   processor needs torchvision (the video processor imports it).
-* ``qwen2.5-omni``: a full ``Qwen2_5OmniConfig`` (``architectures: ["Qwen2_5OmniModel"]``, talker disabled) whose
+* ``qwen2.5-omni``: the demo's, built in ``omnieval.demo.tiny_model`` (which ships in the wheel; its module doc):
+  a full ``Qwen2_5OmniConfig`` (``architectures: ["Qwen2_5OmniModel"]``, talker disabled) whose
   ``model.safetensors`` keys are prefixed ``thinker.``: the layout vLLM's registry loads (a thinker-only save is
   not in it). Vision depth 1 (hidden 32), audio 1 layer (d_model 32), text 2 layers (hidden 128, head 32,
   ``mrope_section`` [4, 6, 6] sums to head_dim / 2). Its ``processor_config.json`` is the released processor's
@@ -41,15 +42,13 @@
   transformers-native release layout, built in ``tiny_nemotron_h_omni.py`` (its module doc) from the same tokenizer
   and text decoder sizes.
 
-The tokenizer is a byte-level BPE trained here on a small built-in corpus with the Qwen2 pre-tokenizer, wrapped as
-``Qwen2Tokenizer``. The corpus repeats the option labels and ``Answer`` so that ``A``..``E``, `` A``..`` E`` and
-``Answer`` are single tokens (checked at build time): label logits are then well defined. Everything is a function
-of ``seed``: same seed, same weights, same files.
+Every arch shares the tokenizer and the text decoder sizes of ``omnieval.demo.tiny_model`` (its module doc: a
+byte-level BPE trained on a small built-in corpus, option labels single tokens). Everything is a function of
+``seed``: same seed, same weights, same files.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +56,12 @@ from pathlib import Path
 from omnieval.demo.tiny_model import (
     INIT_RANGE,
     OMNI_CHAT_TEMPLATE,
-    OMNI_PROCESSOR_CONFIG,
     _qwen25_omni,
     _text_dims,
     _token_ids,
+    build_tiny_omni,
     build_tokenizer,
+    quiet_transformers,
 )
 from omnieval.dev import (
     tiny_audioflamingo3,
@@ -243,18 +243,11 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
     """Write a tiny random-weight ``arch`` model (see module doc) and its tokenizer to ``out_dir``; return it."""
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny model arch {arch!r}; known: {', '.join(ARCHS)}")
+    if arch == "qwen2.5-omni":  # the demo's own build, which ships in the wheel
+        return build_tiny_omni(out_dir, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    omni = arch == "qwen2.5-omni"
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    # Building and saving the config compares it with a default (7B-vocabulary) talker config, which warns about
-    # token ids outside that vocabulary: noise for a talker that is never built.
-    hf_logging.set_verbosity_error()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_transformers():
         family = FAMILIES[arch]
         tok = build_tokenizer(seed, media_tokens=family.tokens, chat_template=family.template)
         model = family.build(tok, seed)
@@ -264,15 +257,5 @@ def build_tiny_model(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
         if family.save_processor is not None:  # it writes the tokenizer and the chat template it renders
             family.save_processor(tok, out)
             return out
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-    if omni:  # save_pretrained names the class; vLLM's registry knows the full model as Qwen2_5OmniModel
-        cfg = json.loads((out / "config.json").read_text())
-        cfg["architectures"] = ["Qwen2_5OmniModel"]
-        (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     tok.save_pretrained(out)
-    if omni:
-        (out / "processor_config.json").write_text(json.dumps(OMNI_PROCESSOR_CONFIG, indent=2, sort_keys=True))
     return out
