@@ -11,13 +11,6 @@ is written ``--out`` must be
   records the converter that wrote it (``"converter": "mcq"``; the benchmark loader reads only ``name`` and
   ``protocol`` and ignores it) and the folder holds nothing but what converters write (``OUTPUT_ENTRIES``).
 
-A converter that writes several benchmarks at once writes a **suite** (earlier versions of ``av-odyssey`` did, one
-benchmark per set of modalities; such an output is still recognised, and replaced whole by the one benchmark):
-``--out`` holds ``benchmarks.json`` (``SUITE_INDEX``: the converter and the sub-folders), ``skipped.jsonl`` where
-items were left out, and one benchmark folder per name the index lists, each as above. It is replaced whole, under
-the same rules: the index names the converter, and neither the suite folder nor a listed benchmark holds anything
-else.
-
 Any other non-empty folder (the working folder, a home folder, another converter's benchmark) is refused in one
 line, with nothing touched. So is an ``--out`` equal to, inside or containing what the converter reads: the release
 or source and every ``--media-root`` (``Source``), and a ``--media-root`` that names no folder.
@@ -48,10 +41,6 @@ CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-om
 OUTPUT_ENTRIES = frozenset({"benchmark.json", "items.jsonl", "anchors.jsonl", "media", "unmatched.jsonl",
                             "skipped.jsonl"})
 """Every top-level name a converter writes: a folder holding anything else is not only a converter's output."""
-SUITE_INDEX = "benchmarks.json"
-"""The index of a suite (module doc): ``{"converter": ..., "benchmarks": [sub-folder names]}``."""
-SUITE_ENTRIES = frozenset({SUITE_INDEX, "skipped.jsonl"})
-"""What a suite folder holds besides the benchmark folders its index lists."""
 
 
 @dataclass(frozen=True)
@@ -70,22 +59,9 @@ def _read_object(path: Path) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
-def suite_benchmarks(folder: Path) -> list[str] | None:
-    """The benchmark sub-folders a suite's index lists (plain names); None where ``folder`` is no suite."""
-    index = _read_object(folder / SUITE_INDEX)
-    names = index.get("benchmarks") if index else None
-    if not isinstance(names, list) or not all(isinstance(n, str) and n and "/" not in n and n not in (".", "..")
-                                              for n in names):
-        return None
-    return names
-
-
 def converter_of(folder: Path) -> str | None:
-    """The converter whose output ``folder`` is, from its ``benchmark.json`` (or a suite's index); None if it names
-    none."""
+    """The converter whose output ``folder`` is, from its ``benchmark.json``; None if it names none."""
     meta = _read_object(folder / "benchmark.json")
-    if meta is None and suite_benchmarks(folder) is not None:
-        meta = _read_object(folder / SUITE_INDEX)
     if meta is None:
         return None
     value = meta.get("converter")
@@ -119,7 +95,7 @@ def check_output_folder(out: str | Path, converter: str, *, overwrite: bool = Fa
     if previous != converter:
         raise InputError(f"--out holds a benchmark written by `omnieval datasets {previous}`, not by {command}; "
                          "nothing was changed: give a new or empty folder", file=target, field="--out")
-    foreign = _foreign_entries(target, converter)
+    foreign = _foreign_entries(target)
     if foreign:
         raise InputError(f"--out holds a benchmark written by {command} and also {foreign[0]!r}, which no "
                          "converter writes; nothing was changed: give a new or empty folder", file=target,
@@ -140,22 +116,9 @@ def _present(source: Source) -> None:
                      file=source.path, field="--media-root")
 
 
-def _foreign_entries(folder: Path, converter: str) -> list[str]:
-    """What ``folder`` (a previous output of ``converter``) holds that no converter writes there: for a suite, also
-    inside each benchmark it lists, and any listed benchmark that is not ``converter``'s."""
-    names = suite_benchmarks(folder) if not (folder / "benchmark.json").exists() else None
-    if names is None:
-        return [e.name for e in sorted(folder.iterdir()) if e.name not in OUTPUT_ENTRIES]
-    foreign = [e.name for e in sorted(folder.iterdir()) if e.name not in SUITE_ENTRIES and e.name not in names]
-    for name in names:
-        sub = folder / name
-        if not sub.exists():
-            continue  # listed, but gone: nothing of it to delete
-        if not sub.is_dir() or converter_of(sub) != converter:
-            foreign.append(name)
-            continue
-        foreign += [f"{name}/{e.name}" for e in sorted(sub.iterdir()) if e.name not in OUTPUT_ENTRIES]
-    return foreign
+def _foreign_entries(folder: Path) -> list[str]:
+    """What ``folder`` (a previous output of ``converter``) holds that no converter writes there."""
+    return [e.name for e in sorted(folder.iterdir()) if e.name not in OUTPUT_ENTRIES]
 
 
 def _apart(out: Path, source: Source) -> None:
@@ -222,18 +185,6 @@ def remove_dead_builds(parent: Path, prefix: str) -> list[Path]:
 
 
 def _record_converter(folder: Path, converter: str) -> None:
-    names = suite_benchmarks(folder) if not (folder / "benchmark.json").exists() else None
-    if names is not None:
-        unknown = sorted(p.name for p in folder.iterdir() if p.name not in SUITE_ENTRIES and p.name not in names)
-        if unknown:
-            raise ValueError(f"{converter} wrote {unknown} into a suite, whose index does not list them")
-        for name in names:
-            _record_converter(folder / name, converter)
-        meta_path = folder / SUITE_INDEX
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        meta["converter"] = converter
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return
     unknown = sorted(p.name for p in folder.iterdir() if p.name not in OUTPUT_ENTRIES)
     if unknown:  # a converter writing a name the replacement check does not know would lock its own output
         raise ValueError(f"{converter} wrote {unknown}, which OUTPUT_ENTRIES does not list")
