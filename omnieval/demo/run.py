@@ -51,6 +51,14 @@ def demo_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) 
             "decode": {"num_frames": 8, "max_side": 160}}
 
 
+def _tiny(tiny_model: Path | None, batch_size: int) -> list[dict]:
+    """The tiny transformers model's entry in a protocol's model list (none when the demo runs without it)."""
+    if tiny_model is None:
+        return []
+    return [{"name": "tiny-omni-random", "engine": "hf", "batch_size": batch_size,
+             "options": {"path": str(tiny_model)}}]
+
+
 def crossmodal_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: int) -> dict:
     models = [
         {"name": "sim-balanced", "engine": "simulated", "batch_size": 32,
@@ -58,10 +66,7 @@ def crossmodal_config(out: Path, benchmark: Path, tiny_model: Path | None, seed:
         {"name": "sim-weak-audio", "engine": "simulated", "batch_size": 32,
          "options": {"reliance": {"audio": 0.35, "video": 0.9, "image": 0.9, "text": 0.95,
                                   "audio->text": 0.6}, "seed": seed}},
-    ]
-    if tiny_model is not None:
-        models.append({"name": "tiny-omni-random", "engine": "hf", "batch_size": 4,
-                       "options": {"path": str(tiny_model)}})
+    ] + _tiny(tiny_model, 4)
     return {"name": "demo-crossmodal", "protocol": "crossmodal", "benchmark": str(benchmark),
             "output": str(out / "run"), "seed": seed, "prompts": ["zs"], "models": models,
             "decode": {"num_frames": 4, "max_side": 112}}
@@ -73,10 +78,7 @@ def spectrum_config(out: Path, benchmark: Path, tiny_model: Path | None, seed: i
          "options": {"reliance": {"image": 0.9}, "seed": seed}},
         {"name": "sim-needs-both", "engine": "simulated", "batch_size": 32,
          "options": {"reliance": {"image+text": 0.9}, "seed": seed}},
-    ]
-    if tiny_model is not None:
-        models.append({"name": "tiny-omni-random", "engine": "hf", "batch_size": 8,
-                       "options": {"path": str(tiny_model)}})
+    ] + _tiny(tiny_model, 8)
     return {"name": "demo-spectrum", "protocol": "spectrum", "benchmark": str(benchmark), "output": str(out / "run"),
             "seed": seed, "prompts": ["zs"], "models": models}
 
@@ -89,10 +91,7 @@ def contrastive_config(out: Path, benchmark: Path, tiny_model: Path | None, seed
         {"name": "sim-prefers-A", "engine": "simulated", "batch_size": 32,
          "options": {"reliance": {"image": 0.6, "video": 0.6, "audio": 0.4, "pointcloud": 0.3, "text": 0.7,
                                   "position:A": 0.5}, "seed": seed}},
-    ]
-    if tiny_model is not None:
-        models.append({"name": "tiny-omni-random", "engine": "hf", "batch_size": 4,
-                       "options": {"path": str(tiny_model)}})
+    ] + _tiny(tiny_model, 4)
     return {"name": "demo-contrastive", "protocol": "contrastive", "benchmark": str(benchmark),
             "output": str(out / "run"), "seed": seed, "prompts": ["zs"], "models": models,
             "protocol_options": {"permutations": 3, "captions": True},
