@@ -150,3 +150,37 @@ def test_only_and_counts_keep_what_they_name_and_say_what_is_there(capsys):
     assert bench_decode.bench_decode(long=True, only=["no-such-clip.mp4"]) == 2
     out = capsys.readouterr().out
     assert "h264-720p-30min.mp4" in out and "2fps" in out  # the names that can be given
+
+
+def test_above_the_cap_ffmpeg_runs_at_spread_times_its_cost_scaled_and_the_checked_frames_compared(tmp_path,
+                                                                                                   monkeypatch):
+    """A row of more sampled frames than ``FFMPEG_MAX_FRAMES`` runs ffmpeg at that many of the picked times, spread
+    evenly (first and last included), and scales its seconds and CPU seconds by count / run; the checked times it
+    did not run are asked of ffmpeg untimed, and compared. The picked times are worked out here from PyAV's decode
+    of every frame and the on-screen rule (16 bin centres over the 2 s clip), the costs from fixed timings."""
+    from omnieval.dev.bench_decode import Clip, make_clip, measure
+
+    path = make_clip(Clip("h264", "mp4", 2, 160, 90), tmp_path, keyint=12)
+    times = [float(f.pts * f.time_base) for f in _every_frame(path)]
+    assert len(times) == 60
+    on_screen = [max(t for t in times if t - times[0] <= (i + 0.5) * 2.0 / 16 + 1e-9) for i in range(16)]
+    asked = []
+    real = bench_decode._ffmpeg_frames
+
+    def ffmpeg_frames(clip, at, rate):
+        asked.append(list(at))
+        return real(clip, at, rate)
+
+    def timed(fn, repeats, children=False):
+        return 3.0, 1.5, 0, fn()
+
+    monkeypatch.setattr(bench_decode, "FFMPEG_MAX_FRAMES", 3)
+    monkeypatch.setattr(bench_decode, "_ffmpeg_frames", ffmpeg_frames)
+    monkeypatch.setattr(bench_decode, "_timed", timed)
+    row = measure(Clip("h264", "mp4", 2, 160, 90), path, 16, {"repeats": 1, "keyint": 12, "full_max_s": None},
+                  torchcodec=False)
+    assert row["count"] == 16 and row["ffmpeg_run"] == 3
+    assert asked[0] == [on_screen[i] for i in (0, 8, 15)]  # linspace(0, 15, 3) rounded: 0, 7.5 -> 8, 15
+    assert row["ffmpeg_s"] == pytest.approx(3.0 * 16 / 3) and row["ffmpeg_cpu"] == pytest.approx(1.5 * 16 / 3)
+    assert asked[1] == [on_screen[i] for i in (2, 4, 6, 9, 11, 13)]  # the 8 checked, less those run
+    assert row["checks"]["ffmpeg"] and row["same_frames"], row["checks"]

@@ -261,3 +261,25 @@ def test_a_matroska_header_gives_no_index_and_the_packets_are_demuxed(seek_clips
 
     with av.open(str(seek_clips["h264.mkv"])) as container:
         assert frames.header_index(seek_clips["h264.mkv"], container, container.streams.video[0]) is None
+
+
+@pytest.mark.parametrize("name", CLIPS)
+def test_the_demuxed_index_gives_ffprobes_packet_times_to_the_last_bit(seek_clips, name):
+    """Where the index is demuxed (every clip can be: Matroska and WebM always are), its frame and keyframe times
+    are ffprobe's packets' (discarded ones shown by no frame), each the exact product with the time base rounded
+    once, as a decoded frame's time is."""
+    from fractions import Fraction
+
+    import av
+
+    if name not in seek_clips:
+        pytest.skip(f"{name}: this FFmpeg cannot encode or decode it")
+    path = seek_clips[name]
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        index = frames.packet_index(container, stream)
+        time_base = Fraction(stream.time_base)
+    shown, key_pts = ffprobe_packets(path)
+    assert index.times.tolist() == [float(pts * time_base) for pts in shown], name
+    assert index.key_pts.tolist() == key_pts, name
+    assert index.key_times.tolist() == [float(pts * time_base) for pts in key_pts], name

@@ -19,8 +19,10 @@ For each clip and each frame count the table gives seconds per clip and millisec
   clip's length: minutes for a long clip, ``-`` in the table);
 - ``ffmpeg``: ffmpeg's own input seeking, one ``ffmpeg -ss T -i clip -frames:v 1`` process per sampled frame
   (``T`` a quarter frame before the frame the rule picks, so ffmpeg, which keeps the first frame at or after
-  ``T``, returns the same one), raw YUV at the stored size: no scaling or RGB conversion, slightly less work; not
-  run above 128 frames (a process per frame, ``-``);
+  ``T``, returns the same one), raw YUV at the stored size: no scaling or RGB conversion, slightly less work.
+  Above ``FFMPEG_MAX_FRAMES`` sampled frames it runs at that many of the picked times, spread evenly over them, and
+  its seconds and CPU seconds are scaled to the row's count (each frame is its own process, so the frames run are a
+  sample of the per-frame cost; the table marks the row);
 - ``tc exact`` / ``tc approx``: torchcodec's ``VideoDecoder(...).get_frames_played_at(times)`` at the sampled
   times themselves (its rule is the on-screen rule), ``seek_mode="exact"`` (the file scanned when opened) and
   ``"approximate"`` (the header's frame rate trusted), resized in the decoder to the same 320 px RGB (``Resize``);
@@ -62,7 +64,7 @@ MAX_SIDE = 320
 KEYINT = 250
 SEGMENT = 60  # seconds: a longer clip whose length is a multiple of this is that clip repeated (module docstring)
 CHECKED = 8  # sampled frames compared pixel for pixel with ffmpeg's and torchcodec's, spread over a row's
-FFMPEG_MAX_FRAMES = 128  # above this the ffmpeg reference (a process per frame) is not run
+FFMPEG_MAX_FRAMES = 128  # above this the ffmpeg reference (a process per frame) runs on this many spread times, scaled
 RATE = "2fps"  # a row sampled by rate: 2 fps within media.sampling's bounds (4 to 768 frames, a multiple of 2)
 RATE_FPS = 2.0
 NATIVE = {"h264": "mp4", "hevc": "mp4", "vp9": "webm"}  # the container a codec is encoded into; others are copies
@@ -289,10 +291,15 @@ def measure(clip: Clip, path: Path, n: int | str, size: dict, torchcodec: bool) 
             lambda: decode.decode_video(path, max_side=MAX_SIDE, strategy="full", **_rule_args(n)), 1)
         row["full_decoded"] = full.meta["decoded_frames"]
         row["checks"]["full"] = np.array_equal(seek.data, full.data)
-    ff_out = None
-    if count <= FFMPEG_MAX_FRAMES:
-        row["ffmpeg_s"], row["ffmpeg_cpu"], _, (ff_out, row["ffmpeg_mem"]) = _timed(
-            lambda: _ffmpeg_frames(path, list(sampled.picked), 30.0), repeats, children=True)
+    ff_at = _spread(count, FFMPEG_MAX_FRAMES)
+    row["ffmpeg_run"] = len(ff_at)
+    row["ffmpeg_s"], row["ffmpeg_cpu"], _, (ff_run, row["ffmpeg_mem"]) = _timed(
+        lambda: _ffmpeg_frames(path, list(sampled.picked[ff_at]), 30.0), repeats, children=True)
+    row["ffmpeg_s"] *= count / len(ff_at)
+    row["ffmpeg_cpu"] *= count / len(ff_at)
+    checked = set(_spread(count, CHECKED).tolist())  # only these are compared: the others are not held
+    ff_out = {i: raw for i, raw in zip(ff_at.tolist(), ff_run, strict=True) if i in checked}
+    del ff_run
     for mode in ("exact", "approximate") if torchcodec else ():
         row[f"tc_{mode}_s"], row[f"tc_{mode}_cpu"], row[f"tc_{mode}_mem"], _ = _timed(
             lambda mode=mode: _torchcodec_frames(path, sampled.seconds, mode, (height, width)), repeats)
@@ -303,21 +310,29 @@ def measure(clip: Clip, path: Path, n: int | str, size: dict, torchcodec: bool) 
     return row
 
 
-def _check_picks(path: Path, sampled: Sampled, ff_out: list[bytes] | None, torchcodec: bool) -> dict:
+def _spread(count: int, most: int) -> np.ndarray:
+    """At most ``most`` indices of ``count`` sampled frames, spread evenly over them, first and last included."""
+    return np.unique(np.linspace(0, count - 1, min(most, count)).round().astype(int))
+
+
+def _check_picks(path: Path, sampled: Sampled, ff_out: dict[int, bytes], torchcodec: bool) -> dict:
     """Whether the seek path's picks at up to ``CHECKED`` spread sampled times equal ffmpeg's YUV bytes and
-    torchcodec's full-size RGB (both seek modes), by reference."""
+    torchcodec's full-size RGB (both seek modes), by reference. ``ff_out``: ffmpeg's frames of the timed run by
+    sampled index; a checked index it did not run is asked of ffmpeg here, untimed."""
     from omnieval.media import decode, frames
 
-    at = np.unique(np.linspace(0, len(sampled.targets) - 1, min(CHECKED, len(sampled.targets))).round().astype(int))
+    at = _spread(len(sampled.targets), CHECKED)
     found = frames.pick_by_seeking(lambda: decode._open(path), sampled.targets[at], sampled.duration,
                                    decode.allowed_shortfall(sampled.duration), path)
     if found is None:
         return {"seek path": False}  # it fell back to the full decode: nothing of its own to compare
     picks = found[0]
     checks = {"picked time": [float(f.pts * f.time_base) for f in picks] == list(sampled.picked[at])}
-    if ff_out is not None:
-        checks["ffmpeg"] = all(np.array_equal(f.to_ndarray(format="yuv420p").reshape(-1), np.frombuffer(raw, np.uint8))
-                               for f, raw in zip(picks, [ff_out[i] for i in at], strict=True))
+    missing = [i for i in at.tolist() if i not in ff_out]
+    ff_out = {**ff_out, **dict(zip(missing, _ffmpeg_frames(path, list(sampled.picked[missing]), 30.0)[0],
+                                    strict=True))}
+    checks["ffmpeg"] = all(np.array_equal(f.to_ndarray(format="yuv420p").reshape(-1), np.frombuffer(raw, np.uint8))
+                           for f, raw in zip(picks, [ff_out[i] for i in at.tolist()], strict=True))
     for mode in ("exact", "approximate") if torchcodec else ():
         theirs = _torchcodec_frames(path, sampled.seconds[at], mode)
         checks[f"torchcodec {mode}"] = all(np.array_equal(f.to_ndarray(format="rgb24"), x)
@@ -377,6 +392,9 @@ def print_row(r: dict) -> None:
           f"{1000 * r['seek_s'] / n:>10.2f} {1000 * best / n:>13.2f} {r['seek_s'] / best:>6.2f}x "
           f"{r['decoded']:>6}/{r.get('full_decoded', '-')!s:<6} {mem:>40} {cpu:>42} "
           f"{cpu_ratio(r):>6.2f}x  {same}", flush=True)
+    if r["ffmpeg_run"] < n:
+        print(f"  (ffmpeg run at {r['ffmpeg_run']} of the {n} sampled times, spread over them; its seconds and CPU "
+              f"seconds scaled by {n / r['ffmpeg_run']:.2f})", flush=True)
 
 
 def print_verdicts(rows: list[dict]) -> None:

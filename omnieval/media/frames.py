@@ -99,24 +99,31 @@ def bound_threads(stream, threads: int | None = None) -> None:
 
 
 def packet_index(container, stream) -> PacketIndex | None:
-    """Demux every packet of ``stream`` (no decoding); None when a packet carries no timestamp (a raw stream)."""
+    """Demux every packet of ``stream`` (no decoding); None when a packet carries no timestamp (a raw stream).
+
+    The loop keeps each packet's integer timestamp and flags only, and the times are converted in one pass
+    (``_seconds``, rounded as ``float(pts * time_base)``): on a 30-minute Matroska clip (54,000 packets) a
+    ``Fraction`` product per packet was 0.06-0.08 of the index's 0.33 CPU-s, the demux itself 0.23."""
     tb = stream.time_base
-    times, key_times, key_pts = [], [], []
-    for packet in container.demux(stream):
-        if packet.size == 0 and packet.pts is None:  # the demuxer's end-of-stream marker
-            continue
-        if packet.pts is None or tb is None:
-            return None
-        t = float(packet.pts * tb)
-        if not packet.is_discard:
-            times.append(t)
-        if packet.is_keyframe:
-            key_times.append(t)
-            key_pts.append(packet.pts)
-    if not times or not key_times:
+    if tb is None:
         return None
-    order = np.argsort(key_times, kind="stable")
-    return PacketIndex(np.unique(np.array(times)), np.array(key_times)[order], np.array(key_pts)[order])
+    pts, key, shown = [], [], []
+    for packet in container.demux(stream):
+        at = packet.pts
+        if at is None:
+            if packet.size == 0:  # the demuxer's end-of-stream marker
+                continue
+            return None
+        pts.append(at)
+        key.append(packet.is_keyframe)
+        shown.append(not packet.is_discard)
+    pts, key, shown = np.array(pts, np.int64), np.array(key, bool), np.array(shown, bool)
+    if not shown.any() or not key.any():
+        return None
+    exact = np.abs(pts).max() * tb.numerator < 2**53  # else each product is rounded one by one
+    times = _seconds(pts, tb) if exact else np.array([float(int(p) * tb) for p in pts])
+    order = np.argsort(times[key], kind="stable")
+    return PacketIndex(np.unique(times[shown]), times[key][order], pts[key][order])
 
 
 MP4_FORMATS = "mov"
