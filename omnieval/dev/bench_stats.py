@@ -204,6 +204,7 @@ def _ci_rows(resamples: int, xmod_items: int) -> list[tuple[str, float, float]]:
 _COMPILE_SNIPPET = """
 import time
 start = time.perf_counter()
+from omnieval.dev.bench_stats import synthetic_dissonance
 from omnieval.stats.metrics import metrics_table
 from omnieval.kernels.permutation import sign_flip_test
 import numpy as np
