@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -266,18 +267,27 @@ def test_a_rating_request_and_its_stored_rating():
     """A rated case asks for a number 1-5 on the transcript and the answer (no reference), retries an unreadable
     reply with the scale's reminder, and stores the rating's text; a verdict case is unchanged."""
     from omnieval.core.judges import JudgeCase, JudgementRows, judge_request
+    from omnieval.core.schema import RESULT_COLUMN
+    from omnieval.engines.base import EngineResult
+    from omnieval.run.records import batch_columns, request_rows_table
 
     case = JudgeCase(key="m|zs|i", question="What should I cook tonight?", reference="", answer="Pasta.",
                      abstention=False, rated=True)
     request = judge_request("j", "v1", case, model="m", prompt="zs", instance_id="i")
-    text = json.loads(request["parts_json"])[0]["text"]
+    text = request["parts"][0]["text"]
     assert "What should I cook tonight?" in text and "Pasta." in text and "from 1 to 5" in text
-    assert json.loads(request["words_json"]) == ["1", "2", "3", "4", "5"]
-    assert json.loads(request["meta_json"])["task"] == "rate"
-    assert "1 to 5" in json.loads(request["retry_json"])["suffix"]
+    assert request["retry"]["words"] == ["1", "2", "3", "4", "5"]
+    assert request["meta"]["task"] == "rate" and request["meta"]["question"] == "What should I cook tonight?"
+    assert "1 to 5" in request["retry"]["suffix"]
+    # the request row survives its Arrow table whole: the question the rating judge reads is not dropped
+    names = {c: pa.string() for c in ("model", "prompt", "instance_id")}
+    (typed,) = batch_columns(request_rows_table([request], names))["meta"]
+    assert typed["question"] == "What should I cook tonight?"
     verdict = judge_request("j", "v1", JudgeCase(key="k", question="q", reference="r", answer="a", abstention=False))
-    assert json.loads(verdict["words_json"]) == ["correct", "incorrect"]
-    batch = {"call": ["generate"] * 3, "r_text": ["4", "Rating: [[2]]", "four"], "r_error": [None] * 3,
-             "r_attempts": [1, 1, 2], "words_json": [request["words_json"]] * 2 + [verdict["words_json"]],
+    assert verdict["retry"]["words"] == ["correct", "incorrect"]
+    batch = {"call": ["generate"] * 3,
+             RESULT_COLUMN: [EngineResult(raw_text=t, attempts=a) for t, a in
+                             (("4", 1), ("Rating: [[2]]", 1), ("four", 2))],
+             "retry": [request["retry"]] * 2 + [verdict["retry"]],
              "model": ["m"] * 3, "prompt": ["zs"] * 3, "instance_id": ["a", "b", "c"]}
     assert JudgementRows("j", "v1")(batch)["verdict"].to_pylist() == ["4", "2", None]

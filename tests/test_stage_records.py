@@ -136,3 +136,14 @@ def test_judge_rows_carry_their_retry_as_a_struct_and_parse_it():
     batch = call_rows(Scripted("j", {}, texts), [row])
     (judged,) = JudgementRows("j", "v1")(batch).to_pylist()
     assert (judged["verdict"], judged["attempts"], judged["raw_text"]) == ("correct", 2, "correct")
+
+
+def test_a_struct_field_its_type_does_not_name_is_refused_by_name():
+    """Arrow drops a dict key its struct type lacks without a word; a request row with one is refused instead."""
+    from omnieval.run.records import request_rows_table
+
+    row = {"call": "generate", "key": "k", "meta": {"task": "judge", "answer": "a", "colour": "red"}}
+    with pytest.raises(ValueError, match="meta has no field colour"):
+        request_rows_table([row])
+    row["meta"].pop("colour")
+    assert request_rows_table([row]).column("meta").to_pylist()[0]["answer"] == "a"

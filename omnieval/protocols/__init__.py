@@ -21,10 +21,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+from typing import TYPE_CHECKING
 
-from omnieval.core.metric_types import ProtocolMetrics
 from omnieval.core.schema import InputError
 from omnieval.protocols.spec import ProtocolSpec
+
+if TYPE_CHECKING:  # polars: a protocol's expansion runs where only its items are needed (the GPU bench)
+    from omnieval.core.metric_types import ProtocolMetrics
 
 PROTOCOLS: dict[str, str] = {
     "dissonance": "omnieval.protocols.dissonance",

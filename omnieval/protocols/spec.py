@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from omnieval.core.metric_types import ProtocolMetrics
 from omnieval.core.prompts import DEFAULT_LAYOUT, LAYOUTS
-from omnieval.core.protocol_views import ReportLayout
 from omnieval.core.schema import Instance
+
+if TYPE_CHECKING:  # both import polars; expanding a benchmark (and the GPU bench, which has no polars) must not
+    from omnieval.core.metric_types import ProtocolMetrics
+    from omnieval.core.protocol_views import ReportLayout
 
 MediaRefs = Callable[[Any], list[tuple[str, str, str]]]
 Expand = Callable[..., list[Instance]]
@@ -88,7 +90,7 @@ class ProtocolSpec:
             raise TypeError(f"{where}: condition_coverage must be callable or None")
         if self.prompt_layout not in LAYOUTS:
             raise TypeError(f"{where}: prompt_layout {self.prompt_layout!r} is not one of {', '.join(LAYOUTS)}")
-        if self.report is not None and not isinstance(self.report, ReportLayout):
+        if self.report is not None and not _is_report_layout(self.report):
             raise TypeError(f"{where}: report must be a core.protocol_views.ReportLayout or None")
         for name in ("report_section", "synthetic_benchmark"):
             value = getattr(self, name)
@@ -115,3 +117,9 @@ def _pairs(matrix, where: str) -> tuple[tuple[str, str | None], ...]:
         if len(pair) != 2 or not isinstance(pair[0], str) or not (pair[1] is None or isinstance(pair[1], str)):
             raise TypeError(f"{where}: paired_matrix entries are (metric, key or None), got {pair!r}")
     return pairs  # type: ignore[return-value]
+
+
+def _is_report_layout(value) -> bool:
+    from omnieval.core.protocol_views import ReportLayout
+
+    return isinstance(value, ReportLayout)

@@ -30,9 +30,10 @@ PART_TYPE = pa.struct([("kind", pa.string()), ("text", pa.string()), ("modality"
 META_TYPE = pa.struct([("task", pa.string()), ("style", pa.string()), ("modality", pa.string()),
                        ("path", pa.string()), ("caption", pa.string()), ("reference", pa.string()),
                        ("answer", pa.string()), ("abstention", pa.bool_()),
-                       ("reference_is_abstention", pa.bool_())])
-"""What a generate request is for (``GenerationRequest.meta``): ``task`` (``answer``, ``judge``, ``describe``) and
-the fields of that task; the engine gets the fields that are set (``meta_dict``)."""
+                       ("reference_is_abstention", pa.bool_()), ("question", pa.string())])
+"""What a generate request is for (``GenerationRequest.meta``): ``task`` (``answer``, ``judge``, ``rate``,
+``describe``) and the fields of that task (a rating judge reads the ``question`` asked); the engine gets the fields
+that are set (``meta_dict``)."""
 
 RETRY_TYPE = pa.struct([("suffix", pa.string()), ("words", pa.list_(pa.string())), ("key", pa.string())])
 """A generate request's strict-verdict retry: asked once more with ``suffix`` when the reply is none of ``words``."""
@@ -72,7 +73,22 @@ def request_rows_table(rows: list[dict], extra: dict[str, pa.DataType] | None = 
     unknown = [n for n in names if n not in dict(REQUEST_FIELDS) and n not in (extra or {})]
     if unknown:
         raise ValueError(f"request rows: no type for the column(s) {', '.join(unknown)} (run/records.py)")
-    return pa.Table.from_pylist(rows, schema=request_schema(names, extra))
+    schema = request_schema(names, extra)
+    _check_struct_fields(rows, schema)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _check_struct_fields(rows: list[dict], schema: pa.Schema) -> None:
+    """Refuse a struct value with a field its type does not name: Arrow would drop it without a word."""
+    for field in schema:
+        if not pa.types.is_struct(field.type):
+            continue
+        known = {field.type.field(i).name for i in range(field.type.num_fields)}
+        for row in rows:
+            value = row.get(field.name)
+            extra = sorted(set(value) - known) if isinstance(value, dict) else []
+            if extra:
+                raise ValueError(f"request rows: {field.name} has no field {', '.join(extra)} (run/records.py)")
 
 
 def batch_columns(table: pa.Table) -> dict[str, list]:

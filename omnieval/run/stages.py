@@ -31,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +39,10 @@ import pyarrow as pa
 from omnieval.core.keyed import keyed_rng
 from omnieval.core.schema import ENGINE_ERROR, MEDIA_ERROR, RESULT_COLUMN
 from omnieval.engines.base import EngineResult
-from omnieval.run.decode_cache import MediaSource
 from omnieval.run.records import batch_columns, meta_dict, request_rows_table
+
+if TYPE_CHECKING:  # the decode cache imports Ray; planning a run (and the GPU bench) must not need it
+    from omnieval.run.decode_cache import MediaSource
 
 INSTANCE_COLUMN = "_instance"
 """The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
