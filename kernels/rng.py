@@ -1,4 +1,4 @@
-"""Counter-based random numbers for the statistics kernels (SplitMix64).
+"""``omnieval.kernels.rng``: counter-based random numbers for the statistics kernels (SplitMix64).
 
 Why counter-based: every random draw is a pure function of ``(seed, stream, index, counter)``. A resample (or a
 permutation) is identified by its index, not by the thread that happens to compute it, so results are identical for

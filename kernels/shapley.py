@@ -1,4 +1,5 @@
-"""Exact Shapley values over all coalitions of M players (modalities), vectorised over resamples.
+"""``omnieval.kernels.shapley``: exact Shapley values over all coalitions of M players (modalities), vectorised
+over resamples.
 
 The game is given as a table ``v[r, S]`` over coalition bitmasks ``S`` (bit m set = player m present; for the
 dissonance protocol "present" = the modality is clean, so ``v(S)`` is the accuracy of the condition in which exactly
