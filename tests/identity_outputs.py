@@ -25,7 +25,7 @@ SWEEP_MODELS = [
     {"name": "sim-text", "engine": "simulated", "samples": 2, "temperature": 0.7,
      "options": {"seed": 5, "reliance": {"text": 0.9}}},
 ]
-PREDICTION_VALUES = ["choice", "correct", "confidence", "answer_source", "error"]
+PREDICTION_VALUES = ["choice", "confidence", "answer_source", "error"]
 """The columns of a prediction row that carry its outcome (present in every protocol's predictions)."""
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:\.\d+)?(?:e[-+]?\d+)?%?")
 VOLATILE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?|\b[0-9a-f]{10,40}\b|in \d+(\.\d+)? s\b|/tmp/\S+")

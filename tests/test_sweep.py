@@ -366,3 +366,25 @@ def test_report_of_a_sweep_compares_each_models_prompt_styles_and_the_sweep_prin
     ran = subprocess.run(command, shell=True, capture_output=True, text=True,
                          cwd=root.parent, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
     assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_summarys_verdict_lines_name_each_split_and_match_the_predictions(finished):
+    """A run over two splits prints one verdict line per split and cell; each line's accuracy is the share right of
+    that split's rows in the run's predictions (the same cell of two splits was printed twice, indistinguishable)."""
+    _root, result, _recorder, _logs = finished
+    lines = [line for line in result.summary().splitlines() if line.startswith("  ") and " / " in line
+             and "disagree" in line]
+    cot = [r for r in result.runs if r.prompt == "cot"]
+    assert cot and lines
+    for run in cot:
+        rows = pl.read_parquet(run.output.removeprefix("file://") + "/predictions.parquet").filter(
+            pl.col("mode") == "mcq")
+        mine = [line for line in lines if line.startswith(f"  {run.key} ")]
+        heads = [line.split(":")[0] for line in mine]
+        assert len(heads) == len(set(heads)) == rows.select("split", "condition").n_unique()
+        for line in mine:
+            split, cell = line.split(":")[0][len(f"  {run.key} "):].split(" ")
+            cell_rows = rows.filter((pl.col("split") == split) & (pl.col("condition") == cell))
+            right = (cell_rows["choice"] == cell_rows["target"]).cast(pl.Float64).mean()
+            assert line.split(": ")[1].split(" /")[0] == f"{right:.3f}"

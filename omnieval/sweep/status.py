@@ -88,7 +88,8 @@ class SweepResult:
         for key, c in cells:
             official = official_text(c["official_accuracy"], c["disagree"] is not None, _share)
             flags = f"  FLAG: {c['flags']}" if c["flags"] and c["flags"] != NO_SCORER else ""
-            lines.append(f"  {key} {c['key'] or 'all'}: {_share(c['accuracy'])} / {official}, "
+            split = f" {c['split']}" if c.get("split") not in (None, "", "all") else ""  # a run's splits apart
+            lines.append(f"  {key}{split} {c['key'] or 'all'}: {_share(c['accuracy'])} / {official}, "
                          f"disagree {_count(c['disagree'])}, unparsed {_share(c['unparsed_share'])}, "
                          f"forced {_share(c['forced_share'])}, official forced {_share(c['official_forced_share'])}"
                          f"{flags}")
