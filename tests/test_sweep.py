@@ -369,10 +369,12 @@ def test_report_of_a_sweep_compares_each_models_prompt_styles_and_the_sweep_prin
 
 
 @pytest.mark.slow
-def test_the_summarys_verdict_lines_name_each_split_and_match_the_predictions(finished):
+def test_the_summarys_verdict_lines_name_each_split_and_match_the_predictions(ray_session, bench, tmp_path):
     """A run over two splits prints one verdict line per split and cell; each line's accuracy is the share right of
-    that split's rows in the run's predictions (the same cell of two splits was printed twice, indistinguishable)."""
-    _root, result, _recorder, _logs = finished
+    that split's rows in the run's predictions (the same cell of two splits was printed twice, indistinguishable).
+    A sweep of its own: the shared one is changed by the tests that redo runs."""
+    data = _sweep_data(bench, tmp_path / "out", prompts=["cot"])
+    result, _recorder = _sweep(data | {"models": data["models"][:1]})
     lines = [line for line in result.summary().splitlines() if line.startswith("  ") and " / " in line
              and "disagree" in line]
     cot = [r for r in result.runs if r.prompt == "cot"]
