@@ -779,8 +779,9 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                        "its evidence label", "a folder holding videos/"),
     "voicebench": ("VoiceBench: <subset>/<split>-*.parquet (recordings embedded); its multiple-choice subsets "
                    "openbookqa and mmsu, the options read out of each prompt; its open subsets as open items "
-                   "(modes: [open]): sd-qa and bbh judged against their reference, advbench scored by its refusal "
-                   "list, alpacaeval, commoneval and wildvoice rated 1-5 by the judges",
+                   "(modes: [open]): sd-qa and bbh judged against their reference (bbh also scored by its answer "
+                   "phrases), advbench scored by its refusal list, alpacaeval, commoneval and wildvoice rated 1-5 by "
+                   "the judges",
                    "a folder of media (not needed: the recordings are embedded)"),
     "mmsu": ("MMSU: data/*.parquet (clips embedded, or named under audio/); the answer's text mapped to its choice",
              "a folder holding audio/"),

@@ -140,6 +140,9 @@ def test_each_open_subset_named_with_the_evaluator_the_release_scores_it_by(tmp_
     assert any(n.startswith("alpacaeval, commoneval, wildvoice (gpt rating 1-5): open items without a reference")
                for n in converted.notes)
     assert any(n.startswith("ifeval (instruction checks): not converted: ") for n in converted.notes)
+    # mtbench: no released rule, and a later turn needs the model's own earlier answers (voicebench_open.MTBENCH_NOTE)
+    (mtbench,) = [n for n in converted.notes if n.startswith("mtbench (multi-turn): not converted: ")]
+    assert "names no evaluator" in mtbench and "issue 3" in mtbench and "no chat history" in mtbench
     assert all(s in OPEN_RULES for s in ("alpacaeval_full", "alpacaeval_speaker"))
 
 

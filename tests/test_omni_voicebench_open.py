@@ -120,7 +120,10 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
                                               for a, r in graded.select("answer_text", "reference").iter_rows()]
     # advbench's refusals, known by hand: the refusal sentence is one, the other sentence is not
     assert (advbench["official_correct"] == (advbench["answer_text"] == OPEN_REFUSAL)).all()
-    assert graded["official_correct"].null_count() == graded.height  # sd-qa and bbh: no offline released rule
+    sd_qa = graded.filter(pl.col("split") == "sd-qa")
+    assert sd_qa["official_correct"].null_count() == sd_qa.height  # sd-qa: no offline released rule
+    # bbh: its released answer phrases score it beside the judge (tests/test_omni_voicebench_bbh.py)
+    assert graded.filter(pl.col("split") == "bbh")["official_correct"].null_count() == 0
     assert rated["official_correct"].null_count() == rated.height
 
     assert main(["metrics", str(tmp_path / "run" / "predictions.parquet"), "--out", str(tmp_path / "metrics"),
@@ -130,7 +133,7 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
     assert not any(k[1] in ("advbench", "commoneval") and k[2] in ("open_accuracy", "judge_agreement") for k in got)
     assert not any(k[1] != "commoneval" and k[2] == "open_rating" for k in got)
     assert not any(k[2] == "open_invalid_verdicts" and r["value"] for k, r in got.items())
-    assert not any(k[1] != "advbench" and k[2] == "open_official_accuracy" for k in got)
+    assert {k[1] for k in got if k[2] == "open_official_accuracy"} == {"advbench", "bbh"}
     for model in NAMES:
         for split in ("sd-qa", "bbh"):
             for key in [*conditions, "all"]:
@@ -161,7 +164,7 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
     page.feed((tmp_path / "report" / "report.html").read_text(encoding="utf-8"))
     for metric, split in (("open_official_accuracy", "advbench"), ("open_rating", "commoneval")):
         shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
-                 if c["data-metric"] == metric and c.get("data-value")}
+                 if c["data-metric"] == metric and c.get("data-split") == split and c.get("data-value")}
         for model in NAMES:
             assert shown[(model, "all")] == pytest.approx(got[(model, split, metric, "all")]["value"], abs=1e-12)
 

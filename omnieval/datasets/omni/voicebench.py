@@ -19,17 +19,20 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 
 **Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
 ``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
-(1-5), reference answers, answer phrases, instruction checks or a refusal list (``omnieval.scoring.voicebench_open``:
-``OPEN_RULES``). Eight become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
-``voicebench_open.CONVERTED``): ``sd-qa`` (one split per speaker region: ``aus``, ``usa``, ...) and ``bbh`` with the
-row's ``reference`` as the ground truth the run's judges compare the answer with; ``advbench`` with none, its
-answers scored by the release's refusal list (the ``voicebench`` scorer's ``score_open``: the metric
-``open_official_accuracy`` is its refusal rate); ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
-``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's judges (``rated``; ``open_rating``). ``bbh``'s
-rows name their task in ``id`` (the release's ``BBHEvaluator`` tells ``sports_understanding``, ``hyperbaton``,
-``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the breakdown ``bbh_task``, a row naming none
-of them skipped and listed (the release stops on it). ``ifeval`` and ``mtbench`` are not converted: the conversion
-names the open subsets found, one note per rule (``benchmark.json``: ``open_subsets_converted``,
+(1-5), reference answers, answer phrases, instruction checks or a refusal list
+(``omnieval.scoring.voicebench_open``: ``OPEN_RULES``). Eight become open items (``spectrum.Item`` without options,
+asked only with ``modes: [open]``; ``voicebench_open.CONVERTED``): ``sd-qa`` (one split per speaker region: ``aus``,
+``usa``, ...) and ``bbh`` with the row's ``reference`` as the ground truth the run's judges compare the answer with,
+``bbh``'s answers also scored by the release's answer phrases (``omnieval.scoring.voicebench_bbh``:
+``open_official_accuracy`` is the release's score; a ``reference`` other than ``yes``, ``no``, ``(A)``, ``(B)`` is
+an error naming the row); ``advbench`` with none, its answers scored by the release's refusal list (the
+``voicebench`` scorer's ``score_open``: the metric ``open_official_accuracy`` is its refusal rate); ``alpacaeval``,
+``alpacaeval_full``, ``alpacaeval_speaker``, ``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's
+judges (``rated``; ``open_rating``). ``bbh``'s rows name their task in ``id`` (the release's ``BBHEvaluator`` tells
+``sports_understanding``, ``hyperbaton``, ``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the
+breakdown ``bbh_task``, a row naming none of them skipped and listed (the release stops on it). ``ifeval`` and
+``mtbench`` are not converted (``mtbench``: the release scores it by no rule, ``voicebench_open.MTBENCH_NOTE``): the
+conversion names the open subsets found, one note per rule (``benchmark.json``: ``open_subsets_converted``,
 ``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator, its kind of rule, and
 how omnieval reads it or why not).
 
@@ -58,6 +61,7 @@ from omnieval.datasets.omni.common import (
     sound_entries,
     write_release,
 )
+from omnieval.scoring.voicebench_bbh import REFERENCE_INDEX
 from omnieval.scoring.voicebench_open import CONVERTED, OPEN_RULES, RATED
 
 CONVERTER = "voicebench"
@@ -151,6 +155,9 @@ def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str
             raise where.error(f"id {row_id!r} names none of the bbh tasks the release reads ({', '.join(BBH_TASKS)})",
                               "id")
         breakdowns["bbh_task"] = task
+        if reference.lower() not in REFERENCE_INDEX:
+            raise where.error(f"reference {reference!r} is none of yes, no, (A), (B) (the answers the release's bbh "
+                              "rule reads; it raises on any other)", "reference")
     return Entry(where=where, item_id=item_id, question=QUESTION, options=[], answer=None, split=subset,
                  media={"audio": _recording(record, where)}, category=split, task=subset,
                  text_alternatives={"audio": prompt}, breakdowns=breakdowns, reference=reference, is_open=True,
