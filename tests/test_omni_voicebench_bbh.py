@@ -96,6 +96,30 @@ def test_the_verdict_against_the_reference_and_the_keyed_guess():
         read_answer("Yes.", "causal_judgement")
 
 
+# each list's rule count and the SHA-256 of its rules as JSON ([[test, text, answer], ...], ensure_ascii=False),
+# computed from the if/elif chains of the release's bbh.py at commit 533815410e3f4d602bd15a1de7105aea4acd828c
+RELEASE_LISTS = {
+    "YES_NO": (30, "0272152cefb9c5b5a287f0136accbbea3246c61d025fca0390a219c35e710e6f"),
+    "SPORTS_UNDERSTANDING": (71, "8ef068ac00f989ee48900deb9382e535f5f227736b0e755aec9db617a8b90166"),
+    "HYPERBATON": (210, "c069b5c3245d09eff5ea7bbed36a30c0f9319f0abaee5b7a450b83948df8a702"),
+    "NAVIGATE": (39, "ec1a9625ae6e1ce999fe3cb70e11f268444ecedea6a93f6ce339be36e938b70a"),
+    "WEB_OF_LIES": (31, "782e9a2c2c25f04ba9720fb4ebbfec63733aacbec6a16504a061bd926633a32c"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_LISTS))
+def test_the_phrase_lists_are_the_release_lists(name):
+    """The transcribed lists hold the release's rules, in its order, none edited since (381 in all)."""
+    import hashlib
+    import json
+
+    from omnieval.scoring import voicebench_bbh_phrases
+
+    rules = [list(rule) for rule in getattr(voicebench_bbh_phrases, name)]
+    digest = hashlib.sha256(json.dumps(rules, ensure_ascii=False).encode()).hexdigest()
+    assert (len(rules), digest) == RELEASE_LISTS[name]
+
+
 BBH = [("sports_understanding_12", "Is the following sentence plausible? Messi scored a touchdown.", "no"),
        ("hyperbaton_3", "Which sentence has the correct adjective order? (A) big red ball (B) red big ball", "(A)"),
        ("navigate_7", "Take one step forward, then one step back. Are you where you started?", "yes"),
