@@ -84,7 +84,8 @@ def section(data: ProtocolInput) -> Section | None:
                                         Col("invalid verdicts", "open_invalid_verdicts", "invalid", scale=None)],
                    rows=BY_JUDGE, scope=judge, scope_label="judge", name=f"{data.protocol}-open-judges"),
         view.table("Open-ended answers scored by the benchmark's released rule (share it counts correct: "
-                   "VoiceBench advbench's refusal rate)", _cols(view, "open_official_accuracy", average),
+                   "VoiceBench advbench's refusal rate, ifeval's prompt-level strict share)",
+                   _cols(view, "open_official_accuracy", average),
                    name=f"{data.protocol}-open-official"),
         view.table("Open-ended answers rated 1-5 by the judges (rated open items: VoiceBench alpacaeval, commoneval, "
                    "wildvoice), mean over judges", _cols(view, "open_rating", average, scale=None),
