@@ -21,7 +21,6 @@ import yaml
 from omnieval.cli import main
 from omnieval.datasets.omni.voicebench import QUESTION, convert_voicebench
 from omnieval.engines.simulated import OPEN_MISSED, OPEN_REFUSAL
-from omnieval.scoring.ifeval import HOW, Followed, release_figures
 from tests.omni_release_run import MODELS, NAMES, _Cells, items_of
 from tests.test_omni_voicebench import shard
 
@@ -204,19 +203,16 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
             cell = [IFEVAL[int(i.rsplit("/", 1)[1])][3][a] for m, c, i, a in
                     ifeval.select("model", "condition", "item_id", "answer_text").iter_rows()
                     if m == model and key in (c, "all")]
-            row = got[(model, "ifeval", "open_official_accuracy", key)]
-            assert row["value"] == pytest.approx(sum(all(strict) for strict in cell) / len(cell), abs=1e-12)
+            prompt = sum(all(strict) for strict in cell) / len(cell)
+            instruction = sum(sum(strict) for strict in cell) / sum(len(strict) for strict in cell)
+            for reading in ("strict", "loose"):  # one line without '*': loose reads as strict here
+                assert got[(model, "ifeval", f"ifeval_prompt_{reading}", key)]["value"] == pytest.approx(prompt)
+                assert got[(model, "ifeval", f"ifeval_instruction_{reading}", key)]["value"] == \
+                    pytest.approx(instruction)
+            row = got[(model, "ifeval", "open_official_accuracy", key)]  # the release's final: the four's mean
+            assert row["value"] == pytest.approx((2 * prompt + 2 * instruction) / 4, abs=1e-12)
             assert row["n"] == len(cell)
-    # the release's own figure (final: the mean of four shares) from each verdict's counts, against the hand table
-    for model in NAMES:
-        mine = ifeval.filter(pl.col("model") == model)
-        hand = [IFEVAL[int(i.rsplit("/", 1)[1])][3][a] for i, a in mine.select("item_id", "answer_text").iter_rows()]
-        counts = [tuple(int(x) for x in HOW.search(h).groups()) for h in mine["official_how"]]
-        n = sum(len(h) for h in hand)
-        want = (sum(all(h) for h in hand) / len(hand) + sum(sum(h) for h in hand) / n) / 2  # strict = loose here
-        figures = release_figures([Followed((True,) * a + (False,) * (b - a), (True,) * c + (False,) * (d - c))
-                                   for a, b, c, d in counts])
-        assert figures["final"] == pytest.approx(want, abs=1e-12)
+    assert not any(k[1] != "ifeval" and k[2].startswith("ifeval_") for k in got)
     # a model refuses only a request it heard: never where it hears no audio, never under ``random`` (nothing of the
     # item's own is shown), and the model that hears the audio does under ``normal``
     assert got[("sim-sight", "advbench", "open_official_accuracy", "all")]["value"] == 0.0
@@ -228,7 +224,7 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
     page = _Cells()
     page.feed((tmp_path / "report" / "report.html").read_text(encoding="utf-8"))
     for metric, split in (("open_official_accuracy", "advbench"), ("open_official_accuracy", "ifeval"),
-                          ("open_rating", "commoneval")):
+                          ("ifeval_instruction_loose", "ifeval"), ("open_rating", "commoneval")):
         shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
                  if c["data-metric"] == metric and c.get("data-value") and c["data-split"] == split}
         for model in NAMES:
@@ -330,6 +326,37 @@ def test_ratings_and_the_release_rule_beside_verdicts_in_the_open_metrics():
     assert got[("open_invalid_verdicts", "b")] == (pytest.approx(1 / 5), 5)
     assert got[("judge_agreement", "all")] == (0.5, 2)  # the two judged rows only
     assert got[("open_official_accuracy", "all")] == (pytest.approx(2 / 3), 3)
+
+
+def test_ifeval_figures_from_the_verdict_counts():
+    """IFEval's four shares and the release's final (their mean) from the ``official_how`` counts, worked by hand:
+    three answers following 2/2, 1/3 and 0/1 instructions strictly, 2/2, 3/3 and 0/1 loosely: prompt-level strict
+    1/3, instruction-level strict 3/6, prompt-level loose 2/3, instruction-level loose 5/6. A split whose official
+    verdicts carry no counts (advbench) keeps the share of answers counted correct."""
+    from omnieval.stats.metrics import metrics_table
+
+    def row(i: int, split: str, official: bool, how: str) -> dict:
+        return {"model": "m", "prompt": "zs", "protocol": "spectrum", "split": split, "item_id": f"{split}{i}",
+                "instance_id": f"in{split}{i}", "condition": "normal", "target": "", "choice": None,
+                "abstain_label": None, "confidence": None, "confidence_method": None, "mode": "open",
+                "n_options": None, "reference": None, "official_correct": official, "official_how": how}
+
+    rows = [row(0, "ifeval", True, "instruction checks: strict 2/2, loose 2/2"),
+            row(1, "ifeval", False, "instruction checks: strict 1/3, loose 3/3"),
+            row(2, "ifeval", False, "instruction checks: strict 0/1, loose 0/1"),
+            row(0, "advbench", True, "refusal list"), row(1, "advbench", False, "refusal list")]
+    table = metrics_table(pl.DataFrame(rows, infer_schema_length=None), resamples=50, seed=0)
+    got = {(r["split"], r["metric"], r["key"]): r for r in table.iter_rows(named=True)}
+    want = {"ifeval_prompt_strict": 1 / 3, "ifeval_instruction_strict": 3 / 6, "ifeval_prompt_loose": 2 / 3,
+            "ifeval_instruction_loose": 5 / 6}
+    for metric, value in want.items():
+        assert got[("ifeval", metric, "all")]["value"] == pytest.approx(value)
+        assert got[("ifeval", metric, "all")]["n"] == 3
+    final = got[("ifeval", "open_official_accuracy", "all")]
+    assert final["value"] == pytest.approx(sum(want.values()) / 4)
+    assert final["ci_low"] <= final["value"] <= final["ci_high"]
+    assert got[("advbench", "open_official_accuracy", "all")]["value"] == 0.5
+    assert not any(k[0] == "advbench" and k[1].startswith("ifeval_") for k in got)
 
 
 def test_a_rating_request_and_its_stored_rating():
