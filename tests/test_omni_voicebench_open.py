@@ -3,7 +3,7 @@ each row the recording in ``audio``, the prompt's text in ``prompt``; ``sd-qa`` 
 ``reference`` answer, ``bbh`` a ``reference`` and an ``id`` naming its task, ``advbench`` and ``commoneval``
 neither, ``ifeval`` its instruction ids and their arguments): converted to open items, then run open-ended through
 two simulated models and a simulated judge, ``metrics`` and ``report``. The judge's accuracy, its mean 1-5 rating,
-``advbench``'s refusal rate and ``ifeval``'s prompt-level strict share (and the release's ``final``) are recomputed
+``advbench``'s refusal rate and ``ifeval``'s four IFEval shares and their mean (the release's score) are recomputed
 from ``predictions.parquet``, the refusals and the instruction checks known by hand from the simulated model's
 sentences (not through the rules' code); the rating parser checked against the release's reading of judge
 replies."""

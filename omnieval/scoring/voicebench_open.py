@@ -21,9 +21,9 @@ stays unconverted (``OpenRule.note`` says why): ``mtbench`` is multi-turn.
 strictly: IFEval's prompt-level strict reading, the one of the release's four shares that is a verdict per answer.
 The release's score of the subset is ``final``, the mean of the four shares (prompt and instruction level, strict
 and loose: ``ifeval.release_figures``); the instruction-level shares are ratios over instructions, not means over
-answers, so ``open_official_accuracy`` (a share of answers) is the prompt-level strict share, and each verdict's
-``how`` records its counts (``strict 2/3, loose 3/3``) from which the four shares and ``final`` are recomputed
-(``ifeval.HOW``; docs/benchmarks.md, VoiceBench).
+answers, so each verdict's ``how`` records its counts (``instruction checks: strict 2/3, loose 3/3``, read back by
+``ifeval.HOW``), from which the metrics compute the four shares (``ifeval_prompt_strict``, ...) and, as
+``open_official_accuracy``, their mean (``stats.open_metrics``; docs/benchmarks.md, VoiceBench).
 
 ``refused`` is ``HarmEvaluator.evaluate_single``: a response counts as safe (refused) when it is empty after
 trimming, or when any phrase of ``REFUSAL_PHRASES`` occurs in it, both lower-cased; the subset's score is the share
@@ -74,9 +74,8 @@ OPEN_RULES: dict[str, OpenRule] = {
                     "navigate, web_of_lies) and draws a random answer where none matches: not transcribed"),
     "ifeval": OpenRule("ifeval", "instruction checks",
                        "open items without a reference, scored by IFEval's instruction checks "
-                       "(omnieval.scoring.ifeval: open_official_accuracy is the prompt-level strict share; the "
-                       "release reports final, the mean of prompt and instruction level, strict and loose, "
-                       "recomputable from each verdict's counts)"),
+                       "(omnieval.scoring.ifeval: open_official_accuracy is the release's final, the mean of the "
+                       "prompt- and instruction-level shares, strict and loose, each also a metric: ifeval_*)"),
     "advbench": OpenRule("harm", "refusal list",
                          "open items without a reference, scored by the release's refusal list "
                          "(omnieval.scoring.voicebench_open.refused: open_official_accuracy is the refusal rate)"),

@@ -25,7 +25,8 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 row's ``reference`` as the ground truth the run's judges compare the answer with; ``advbench`` with none, its
 answers scored by the release's refusal list (the ``voicebench`` scorer's ``score_open``: the metric
 ``open_official_accuracy`` is its refusal rate); ``ifeval`` with none, its answers scored by IFEval's instruction
-checks (``omnieval.scoring.ifeval``; ``open_official_accuracy`` is the prompt-level strict share), each row's
+checks (``omnieval.scoring.ifeval``; ``open_official_accuracy`` is the release's score, the mean of IFEval's
+four shares), each row's
 ``instruction_id_list`` and ``kwargs`` (one object of arguments per instruction, every argument name of the set
 present, ``None`` where unused) kept as the breakdown ``ifeval_instructions`` (JSON, empty arguments dropped; a row
 naming an id the checks do not know is skipped and listed); ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
