@@ -137,6 +137,8 @@ def test_blank_responses_and_unreadable_instructions():
         check("length_constraints:number_words", {"num_words": 3, "relation": None}, "a b c")
     with pytest.raises(InstructionError, match="none of"):
         check("length_constraints:number_words", {"num_words": 3, "relation": "exactly"}, "a b c")
+    with pytest.raises(InstructionError, match="let_relation 'at most'"):
+        check("keywords:letter_frequency", {"letter": "a", "let_frequency": 1, "let_relation": "at most"}, "a")
     with pytest.raises(InstructionError, match="unknown instruction"):
         check("keywords:key_sentences", {}, "a")
     # the unused argument names of the Hugging Face rows (None) are ignored

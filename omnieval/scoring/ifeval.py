@@ -28,8 +28,8 @@ Quirks, each kept:
 
 - keywords, forbidden words, section splitters and postscript markers are used as regular expressions, unescaped
   (``keywords:existence`` with ``"c++"`` is the pattern ``c++``); forbidden words are matched between ``\\b``;
-- ``keywords:letter_frequency``, ``change_case:capital_word_frequency``: a relation other than ``less than`` reads
-  as ``at least``; the other counted checks refuse an unknown relation;
+- a relation (``less than`` or ``at least``) is read as given; the release raises on any other, and omnieval
+  counts it a failed rule (``InstructionError``);
 - ``length_constraints:nth_paragraph_first_word`` counts paragraphs (split at ``\\n\\n``) without the blank ones
   but takes the n-th paragraph from the split with them;
 - ``language:response_language``, ``change_case:english_capital`` and ``english_lowercase`` ask ``langdetect``; a
@@ -189,10 +189,8 @@ def _highlights(value: str, kw: dict) -> bool:
 
 def _json(value: str, kw: dict) -> bool:
     text = value.strip()
-    for fence in ("```json", "```Json", "```JSON", "```"):
-        if text.startswith(fence):
-            text = text[len(fence):]
-            break
+    for fence in ("```json", "```Json", "```JSON", "```"):  # each in turn, as the release chains them
+        text = text.removeprefix(fence)
     text = text.removesuffix("```").strip()
     try:
         json.loads(text)
@@ -234,7 +232,7 @@ CHECKS: dict[str, Callable[[str, dict], bool]] = {
                                                       for w in sorted(set(_arg(kw, "forbidden_words")))),
     "keywords:letter_frequency": lambda v, kw: _compare(
         collections.Counter(v.lower())[str(_arg(kw, "letter")).strip().lower()], _arg(kw, "let_frequency"),
-        LESS_THAN if _arg(kw, "let_relation") == LESS_THAN else AT_LEAST),
+        _relation(kw, "let_relation")),
     "language:response_language": _language,
     "length_constraints:number_sentences": lambda v, kw: _compare(count_sentences(v), _arg(kw, "num_sentences"),
                                                                   _relation(kw)),
@@ -260,8 +258,7 @@ CHECKS: dict[str, Callable[[str, dict], bool]] = {
         str(_arg(kw, "end_phrase")).strip().lower()),
     "startend:quotation": lambda v, kw: len(v.strip()) > 1 and v.strip()[0] == '"' and v.strip()[-1] == '"',
     "change_case:capital_word_frequency": lambda v, kw: _compare(
-        capital_words(v), _arg(kw, "capital_frequency"),
-        LESS_THAN if _arg(kw, "capital_relation") == LESS_THAN else AT_LEAST),
+        capital_words(v), _arg(kw, "capital_frequency"), _relation(kw, "capital_relation")),
     "change_case:english_capital": lambda v, kw: _english_case(v, str.isupper),
     "change_case:english_lowercase": lambda v, kw: _english_case(v, str.islower),
     "punctuation:no_comma": lambda v, kw: "," not in v,
