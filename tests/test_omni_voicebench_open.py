@@ -213,6 +213,8 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
             assert row["value"] == pytest.approx((2 * prompt + 2 * instruction) / 4, abs=1e-12)
             assert row["n"] == len(cell)
     assert not any(k[1] != "ifeval" and k[2].startswith("ifeval_") for k in got)
+    # the instructions an ifeval item carries (a breakdown) are data for its rule, no axis of any metric
+    assert "ifeval_instructions" not in (tmp_path / "metrics" / "metrics.csv").read_text()
     # a model refuses only a request it heard: never where it hears no audio, never under ``random`` (nothing of the
     # item's own is shown), and the model that hears the audio does under ``normal``
     assert got[("sim-sight", "advbench", "open_official_accuracy", "all")]["value"] == 0.0
@@ -222,7 +224,9 @@ def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_p
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--resamples", "200",
                  "--permutations", "200"]) == 0
     page = _Cells()
-    page.feed((tmp_path / "report" / "report.html").read_text(encoding="utf-8"))
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    page.feed(html)
+    assert "ifeval_instructions" not in html
     for metric, split in (("open_official_accuracy", "advbench"), ("open_official_accuracy", "ifeval"),
                           ("ifeval_instruction_loose", "ifeval"), ("open_rating", "commoneval")):
         shown = {(c["data-model"], c["data-key"]): float(c["data-value"]) for c in page.cells
