@@ -111,10 +111,10 @@ class VoiceBenchScorer:
     def score_open(self, text: str | None, inst) -> Verdict | None:
         """An open item's answer (``scoring.verdicts.open_verdicts``) by its subset's released rule where that rule
         is offline: ``bbh``'s answer phrases (``voicebench_bbh.bbh_verdict``, on the item's ``bbh_task`` and
-        ``reference``), ``advbench``'s refusal list (``voicebench_open.open_verdict``); None for the other
-        subsets."""
+        ``reference``), ``advbench``'s refusal list and ``ifeval``'s instruction checks
+        (``voicebench_open.open_verdict``); None for the other subsets."""
         breakdowns = inst.breakdowns or {}
         subset = breakdowns.get("subset")
         if subset == "bbh":
             return bbh_verdict(text, breakdowns.get("bbh_task") or "", inst.reference or "", inst.item_id)
-        return open_verdict(text, subset)
+        return open_verdict(text, subset, breakdowns)
