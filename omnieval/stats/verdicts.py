@@ -11,30 +11,37 @@ from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 from omnieval.stats.key_parts import key_columns
 
 NO_SCORER = "no official scorer"
+NOT_COMPUTED_TEXT = "official rule not computed"
+"""Shown where the run names an official scorer whose rule cannot be computed here (``scoring.base.NOT_COMPUTED``)."""
 UNPARSED_TEXT = f"unparsed > {UNPARSED_FLAG:.0%}"
 CREDITS_TEXT = "official rule credits unparseable answers"
 DROPPED_TEXT = "every answer dropped by the official rule"
 CELL = ("protocol", "model", "prompt", "split", "key")
 
 
-def cell_flags(unparsed_share: float | None, official_forced_share: float | None, has_official: bool) -> list[str]:
+def cell_flags(unparsed_share: float | None, official_forced_share: float | None, has_official: bool,
+               not_computed: str | None = None) -> list[str]:
     """The flags of one accuracy cell: more than ``UNPARSED_FLAG`` of its answers unparsed; an official rule that
-    gives answers naming no option an option (so may count them correct); no official scorer."""
+    gives answers naming no option an option (so may count them correct); no official scorer, or (``not_computed``:
+    the reason) an official rule that cannot be computed here."""
     flags = []
     if unparsed_share is not None and unparsed_share > UNPARSED_FLAG:
         flags.append(UNPARSED_TEXT)
     if official_forced_share is not None and official_forced_share > 0:
         flags.append(CREDITS_TEXT)
     if not has_official:
-        flags.append(NO_SCORER)
+        flags.append(f"{NOT_COMPUTED_TEXT} ({not_computed})" if not_computed else NO_SCORER)
     return flags
 
 
-def official_text(official_accuracy: float | None, read: bool, number) -> str:
-    """The official accuracy as shown: ``number(value)``; where there is none, ``NO_SCORER``, or ``DROPPED_TEXT``
-    where the official rule ``read`` the answers but counted none."""
+def official_text(official_accuracy: float | None, read: bool, number, not_computed: str | None = None) -> str:
+    """The official accuracy as shown: ``number(value)``; where there is none, ``NO_SCORER``, ``DROPPED_TEXT``
+    where the official rule ``read`` the answers but counted none, or ``NOT_COMPUTED_TEXT`` where the run's official
+    rule cannot be computed here (``not_computed``: why)."""
     if official_accuracy is not None:
         return number(official_accuracy)
+    if not_computed:
+        return NOT_COMPUTED_TEXT
     return DROPPED_TEXT if read else NO_SCORER
 
 
