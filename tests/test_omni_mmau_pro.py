@@ -166,6 +166,25 @@ def test_parse_refuses_the_official_rule_it_cannot_compute(tmp_path, capsys):
     assert json.loads((tmp_path / "scored.jsonl").read_text())["choice"] == "A"
 
 
+def test_a_run_writes_no_official_verdict_only_why():
+    """The verdict columns of one chain-of-thought answer: the robust reading as for any benchmark, the official
+    ones empty but for the reason (a scorer with a computable rule fills them: ``mmau`` here, as a contrast)."""
+    from omnieval.core.schema import Instance, Segment
+    from omnieval.scoring.verdicts import answer_verdicts
+
+    inst = Instance(instance_id="q|normal", item_id="q", protocol="spectrum", benchmark="mmau-pro", split="test",
+                    condition="normal", segments=[Segment(kind="text", text="Which instrument?")],
+                    question="Which instrument?", option_labels=["A", "B", "C"],
+                    option_texts=["piano", "violin", "flute"], target="B")
+    text = "It sounds bowed.\nAnswer: B"
+    got = answer_verdicts(inst, text, "mmau-pro")
+    assert (got["robust_choice"], got["robust_source"]) == ("B", "parsed")
+    assert (got["official_choice"], got["official_correct"], got["official_source"]) == (None, None, None)
+    assert got["official_how"] == f"not computed: {REASON}"
+    computed = answer_verdicts(inst, "violin", "mmau")  # MMAU's word match: the gold's words and no other's
+    assert (computed["official_choice"], computed["official_correct"]) == ("B", True)
+
+
 @pytest.mark.slow
 def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, sounds):
     convert_mmau_pro(release(tmp_path / "MMAU-Pro", sounds), tmp_path / "bench")
