@@ -186,7 +186,7 @@ def test_a_run_writes_no_official_verdict_only_why():
 
 
 @pytest.mark.slow
-def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, sounds):
+def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path, sounds, capsys):
     convert_mmau_pro(release(tmp_path / "MMAU-Pro", sounds), tmp_path / "bench")
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({"benchmark": str(tmp_path / "bench"), "output": str(tmp_path / "run"),
@@ -213,8 +213,12 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     for text, robust in cot.select("raw_text", "robust_choice").iter_rows():  # simulated: "Answer: X (simulated)"
         assert robust == re.fullmatch(r"Answer: ([A-E]) \(simulated\)", text).group(1)
 
+    capsys.readouterr()
     assert main(["metrics", str(tmp_path / "run" / "predictions.parquet"), "--out", str(tmp_path / "metrics"),
                  "--resamples", "200", "--permutations", "200"]) == 0
+    printed = capsys.readouterr().out.split("Answer verdicts", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert printed and all(line.split(" | ")[5] == "official rule not computed"
+               and line.split(" | ")[-1].endswith(f"official rule not computed ({REASON})") for line in printed)
     table = pl.read_csv(tmp_path / "metrics" / "metrics.csv", schema_overrides={"key": pl.Utf8})
     got = {(r["model"], r["prompt"], r["metric"], r["key"] or ""): r["value"] for r in table.iter_rows(named=True)
            if r["protocol"] == "spectrum"}

@@ -65,11 +65,29 @@ def verdict_table(metrics: pl.DataFrame) -> pl.DataFrame:
     return wide.select(*cell, *wanted).with_columns(flags=pl.Series(["; ".join(f) for f in flags], dtype=pl.Utf8))
 
 
-def render_verdicts(metrics: pl.DataFrame) -> str:
-    """``verdict_table`` as plain text lines ('' when no answer was read from generated text)."""
+def not_computed_reasons(frames) -> dict[tuple[str, str], str]:
+    """(prompt, split) -> why the official rule was not computed on those answers, from prediction frames whose rows
+    say so (``official_how`` beginning ``scoring.base.NOT_COMPUTED``): a run names one scorer for all its models."""
+    from omnieval.scoring.base import NOT_COMPUTED
+
+    found: dict[tuple[str, str], str] = {}
+    for frame in frames:
+        if not {"official_how", "prompt", "split"} <= set(frame.columns):
+            continue
+        rows = frame.select("prompt", "split", pl.col("official_how").cast(pl.Utf8)).filter(
+            pl.col("official_how").str.starts_with(NOT_COMPUTED)).unique(subset=["prompt", "split"])
+        for prompt, split, how in rows.iter_rows():
+            found.setdefault((str(prompt), str(split)), how.removeprefix(NOT_COMPUTED))
+    return found
+
+
+def render_verdicts(metrics: pl.DataFrame, not_computed: dict[tuple[str, str], str] | None = None) -> str:
+    """``verdict_table`` as plain text lines ('' when no answer was read from generated text); ``not_computed``
+    (``not_computed_reasons``): the cells whose official rule was not computed, and why."""
     table = verdict_table(metrics)
     if table.is_empty():
         return ""
+    not_computed = not_computed or {}
 
     def pct(value) -> str:
         return "—" if value is None else f"{value:.3f}"
@@ -78,7 +96,12 @@ def render_verdicts(metrics: pl.DataFrame) -> str:
              "model | prompt | split | cell | accuracy | official | disagree | unparsed | forced | official forced | "
              "flags"]
     for r in table.iter_rows(named=True):
-        official = official_text(r["official_accuracy"], r["disagree"] is not None, pct)
+        read = r["disagree"] is not None or r["official_accuracy"] is not None
+        reason = None if read else not_computed.get((r["prompt"], r["split"]))
+        official = official_text(r["official_accuracy"], r["disagree"] is not None, pct, reason)
+        if reason is not None:
+            r["flags"] = "; ".join(f for f in [*r["flags"].split("; "), f"{NOT_COMPUTED_TEXT} ({reason})"]
+                                   if f and f != NO_SCORER)
         disagree = "—" if r["disagree"] is None else str(round(r["disagree"]))
         lines.append(" | ".join([r["model"], r["prompt"], r["split"], r["key"] or "all", pct(r["accuracy"]),
                                  official, disagree, pct(r["unparsed_share"]), pct(r["forced_share"]),
