@@ -317,6 +317,7 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         jointavbench,
         mmar,
         mmau,
+        mmau_pro,
         mmsu,
         omnibench,
         omnivideobench,
@@ -342,6 +343,7 @@ def _datasets_omni(args: argparse.Namespace) -> int:
                    "av-odyssey": av_odyssey.convert_av_odyssey,
                    "omnivideobench": omnivideobench.convert_omnivideobench,
                    "voicebench": voicebench.convert_voicebench, "mmsu": mmsu.convert_mmsu,
+                   "mmau-pro": mmau_pro.convert_mmau_pro,
                    "videomme-v2": videomme_v2.convert_videomme_v2,
                    "video-holmes": video_holmes.convert_video_holmes}[args.release_name]
         converted = convert(args.release, args.out, **common)
@@ -785,6 +787,10 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                    "a folder of media (not needed: the recordings are embedded)"),
     "mmsu": ("MMSU: data/*.parquet (clips embedded, or named under audio/); the answer's text mapped to its choice",
              "a folder holding audio/"),
+    "mmau-pro": ("MMAU-Pro: test.parquet beside data.zip, or that unpacked to data/<uuid>.wav; closed-form questions "
+                 "with the answer's text mapped to its choice, open ones as open items (modes: [open]) with their "
+                 "reference for the judges, instruction-following ones skipped and listed",
+                 "a folder holding data/ or data.zip"),
     "jointavbench": ("JointAVBench: jointavbench.json; the release ships no media: each question's clip, cut by the "
                      "user, named <qid>.mp4 (its soundtrack the audio), a missing one skipped and listed",
                      "the folder holding the <qid>.mp4 clips"),

@@ -58,6 +58,9 @@ COMMANDS = {
         "-h/--help", "release", "--out (required)", "--name='mmau'", "--media-root", "--copy",
         "--version {original,v05.15.25}", "--overwrite",
     ],
+    "omnieval datasets mmau-pro": [
+        "-h/--help", "release", "--out (required)", "--name='mmau-pro'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets mmsu": [
         "-h/--help", "release", "--out (required)", "--name='mmsu'", "--media-root", "--copy", "--overwrite",
     ],

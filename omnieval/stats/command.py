@@ -106,6 +106,14 @@ def metrics_files(paths: list[str | Path | StoredPath], resamples: int = 10_000,
     return MetricsFiles(files, table, paired, n_predictions, ranks)
 
 
+def _verdict_notes(paths: list[str]):
+    """Each input's prompt, split and ``official_how`` columns, read again for the official rule's reasons alone."""
+    from omnieval.stats.read import some_columns
+
+    for path in paths:
+        yield some_columns(path, ("prompt", "split", "official_how"))
+
+
 def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: int = 0,
                     permutations: int = 10_000, cluster: ClusterChoice = None,
                     interval: str = DEFAULT_METHOD, address: str | None = None, random: str | None = None) -> int:
@@ -119,10 +127,11 @@ def metrics_command(paths: list[str], out: str, resamples: int = 10_000, seed: i
     for name, data in made.files.items():
         (folder / name).write_bytes(data)
     from omnieval.stats.headlines import headline_tables, render
-    from omnieval.stats.verdicts import render_verdicts
+    from omnieval.stats.verdicts import not_computed_reasons, render_verdicts, verdict_table
 
     print(render(headline_tables(made.metrics)))
-    if verdicts := render_verdicts(made.metrics):
+    reasons = not_computed_reasons(_verdict_notes(paths)) if not verdict_table(made.metrics).is_empty() else {}
+    if verdicts := render_verdicts(made.metrics, reasons):
         print(f"\n{verdicts}")
     print(f"\nomnieval metrics: {len(made.metrics)} rows and {len(made.paired)} paired differences from "
           f"{made.n_predictions} predictions in {time.perf_counter() - start:.1f} s -> {folder} (every metric: "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -61,6 +61,20 @@ def _read_one(path: Path | StoredPath) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise InputError(f"cannot read predictions: {exc}", file=path) from exc
     raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
+
+
+def some_columns(path: str | Path | StoredPath, columns: Sequence[str]) -> pl.DataFrame:
+    """The ``columns`` a predictions file has of those named, as written (not checked or typed: for a side note
+    such as the official rule's reasons, ``stats.verdicts.not_computed_reasons``); a local Parquet file is read for
+    those columns alone."""
+    path = stored_path(path)
+    if isinstance(path, Path) and path.is_dir() and (path / "predictions.parquet").is_file():
+        path = path / "predictions.parquet"
+    if isinstance(path, Path) and path.suffix.lower() == ".parquet":
+        names = pl.read_parquet_schema(path)
+        return pl.read_parquet(path, columns=[c for c in columns if c in names])
+    frame = _read_one(path)
+    return frame.select([c for c in columns if c in frame.columns])
 
 
 def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
