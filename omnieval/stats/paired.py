@@ -182,10 +182,20 @@ def _bootstrap_p(diff: np.ndarray) -> float | None:
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson's r of the finite pairs; None below 3 pairs or where a side is constant. The operations of
+    ``np.corrcoef`` (the same bits) without its argument handling, which cost more than the sums for thousands of
+    paired rows of a few hundred items each."""
     ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3 or np.std(x[ok]) == 0 or np.std(y[ok]) == 0:
+    if ok.sum() < 3:
         return None
-    return float(np.corrcoef(x[ok], y[ok])[0, 1])
+    both = np.vstack((x[ok], y[ok])).astype(np.float64)
+    if np.std(both[0]) == 0 or np.std(both[1]) == 0:
+        return None
+    both -= both.mean(axis=1)[:, None]
+    c = np.dot(both, both.T.conj())
+    c *= np.true_divide(1, both.shape[1] - 1)
+    sd = np.sqrt(np.diag(c))
+    return float(np.clip(c[0, 1] / sd[0] / sd[1], -1, 1))
 
 
 def _num(x) -> float | None:
