@@ -33,6 +33,7 @@ from omnieval.sweep.state import (
     read_json,
     resolved_units,
     run_verdicts,
+    write_combined,
     write_metrics,
 )
 from omnieval.sweep.status import RunOutcome, RunProgress, SweepResult, log_line
@@ -378,6 +379,7 @@ class SweepRunner:
                                          "config": self.sweep.model_dump(mode="json")})
         if final and self.sweep.metrics.enabled:
             self._write_combined_metrics(root, result)
+            write_combined(root, result.runs, self._metrics_settings(), log=self.log)
 
     def _write_combined_metrics(self, root, result: SweepResult) -> None:
         import pyarrow as pa
