@@ -1,5 +1,6 @@
 """The sweep runner: checks the whole sweep, skips complete runs, runs the rest model by model (scheduling, retries
-and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json`` and the combined ``metrics.parquet``."""
+and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json``, the combined ``metrics.parquet`` and each
+benchmark's pooled result (``state.write_combined``)."""
 
 from __future__ import annotations
 

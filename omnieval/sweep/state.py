@@ -125,6 +125,7 @@ def write_combined(root, runs: list, settings: dict, log=None) -> list[str]:
 
     from omnieval.core.names import folder_name
     from omnieval.core.run_outputs import RunOutputs
+    from omnieval.core.schema import InputError
     from omnieval.core.storage import stored_path
     from omnieval.stats.compute import RECORD, Inputs, compute, fingerprint, labels, result_files
 
@@ -150,7 +151,12 @@ def write_combined(root, runs: list, settings: dict, log=None) -> list[str]:
             continue
         if log is not None:
             log(f"{benchmark}: computing the pooled result of {len(mine)} runs -> {rel}")
-        result = compute(inputs, made_with)
+        try:
+            result = compute(inputs, made_with)
+        except InputError as exc:  # the runs stand; the report computes what it needs from them, or says why
+            if log is not None:
+                log(f"{benchmark}: no pooled result: {exc}")
+            continue
         for name, data in result_files(result, inputs).items():
             root.write_bytes(f"{rel}/{name}", data)
         root.write_json(f"{rel}/{RECORD}", {
