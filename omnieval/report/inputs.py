@@ -409,14 +409,14 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             if predictions is not None:
                 made = compute(Inputs(paths=tuple(run.source.predictions), protocol=protocol),
                                Settings(seed=seed, permutations=permutations, cluster=unit, metrics=False,
-                                        tests=True))
+                                        tests=tests is None, power=True))  # tests read beside the run stand
                 tests = made.tests if tests is None else tests
                 power = made.power
         elif len(with_preds) >= 1 and predictions is not None:
             unit = cluster if cluster is not None else run_cluster(members[0].info.get("metrics", {}))
             pooled = Inputs.pooled({r.label: r.source.predictions for r in with_preds}, protocol)
             settings = Settings(resamples=resamples, seed=seed, permutations=permutations, cluster=unit,
-                                tests=True)
+                                tests=True, power=True)
             found = (stored or {}).get(fingerprint(pooled, settings)) if stored else None
             made = read_result(found) if found is not None else compute(pooled, settings)
             tests, paired, power = made.tests, made.paired, made.power

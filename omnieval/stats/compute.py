@@ -36,8 +36,9 @@ RECORD = "combined.json"
 @dataclass(frozen=True)
 class Settings:
     """Every choice that changes a computed number, and where to compute. ``metrics``: compute the metrics, paired
-    differences and ranks; ``tests``: the significance tests (``stats.significance``) and minimum detectable effects
-    (``stats.power``) as well. ``cluster``: the resampling unit (``stats.clusters``; None: each protocol's own)."""
+    differences and ranks; ``tests``: the significance tests (``stats.significance``); ``power``: the minimum
+    detectable effects (``stats.power``). ``cluster``: the resampling unit (``stats.clusters``; None: each
+    protocol's own)."""
 
     resamples: int = 10_000
     seed: int = 0
@@ -48,6 +49,7 @@ class Settings:
     address: str | None = None
     metrics: bool = True
     tests: bool = False
+    power: bool = False
 
     def record(self, protocol: str | None = None) -> dict:
         """The settings as JSON, the unit resolved for ``protocol`` (two spellings of one unit match); where to
@@ -158,8 +160,8 @@ def _read(inputs: Inputs) -> pl.DataFrame:
 
 
 def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
-    """The metrics, paired differences and ranks of one resampling pass, and (``settings.tests``) the significance
-    tests and minimum detectable effects, of the predictions ``inputs`` name."""
+    """The metrics, paired differences and ranks of one resampling pass, and (``settings.tests``, ``.power``) the
+    significance tests and minimum detectable effects, of the predictions ``inputs`` name."""
     from omnieval.stats import distributed
     from omnieval.stats.clusters import units_used
     from omnieval.stats.paired import Collector, metrics_and_paired
@@ -195,13 +197,14 @@ def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
         ranks = ranks_table(collector.units, paired, s.resamples, table)
         units, n_predictions = units_used(predictions, s.cluster), len(predictions)
     result = Result(table, paired, ranks, settings, units, n_predictions)
-    if s.tests:
+    if s.tests or s.power:
         from omnieval.stats.power import power_table
         from omnieval.stats.significance import stats_table
 
         predictions = _read(inputs) if predictions is None else predictions
-        if predictions.height:
+        if predictions.height and s.tests:
             result.tests = stats_table(predictions, permutations=s.permutations, seed=s.seed, cluster=s.cluster)
+        if predictions.height and s.power:
             result.power = power_table(predictions, cluster=s.cluster)
         result.n_predictions = result.n_predictions or len(predictions)
     return result
@@ -261,7 +264,8 @@ def read_result(folder: PathLike) -> Result:
     settings = Settings(resamples=int(doc["resamples"]), seed=int(doc["seed"]),
                         permutations=int(recorded.get("permutations", 10_000)),
                         cluster=recorded.get("cluster_choice"), interval=doc.get("interval", DEFAULT_METHOD),
-                        random=doc.get("random"), metrics=True, tests=table("tests") is not None)
+                        random=doc.get("random"), metrics=True, tests=table("tests") is not None,
+                        power=table("power") is not None)
     return Result(table("metrics"), table("paired"), table("ranks") if table("ranks") is not None else pl.DataFrame(),
                   settings, dict(doc.get("cluster") or {}), int(record.get("n_predictions", 0)), table("tests"),
                   table("power"))

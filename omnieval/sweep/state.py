@@ -112,7 +112,7 @@ def combined_settings(settings: dict, protocol: str):
     unit = (settings.get("cluster") or {}).get(protocol)
     chosen = {protocol: unit} if unit and unit != default_cluster(protocol) else None
     return Settings(resamples=settings["resamples"], seed=settings["seed"], permutations=settings["permutations"],
-                    cluster=chosen, tests=True)
+                    cluster=chosen, tests=True, power=True)
 
 
 def write_combined(root, runs: list, settings: dict, log=None) -> list[str]:
