@@ -23,7 +23,7 @@ import polars as pl
 
 from omnieval.core.storage import local_folder
 from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
-from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs
+from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs, stored_results
 from omnieval.report.shown import shown_table
 
 __all__ = ["build_report", "write_report", "report_command"]
@@ -202,7 +202,7 @@ def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: in
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples,
-                                   cluster=cluster)
+                                   cluster=cluster, stored=stored_results(inputs))
     sections = [runs_section(runs)]
     cascades: dict[str, str] = {}  # every run's cascade models: their cells in the runs and shown tables are marked
     for run in runs:

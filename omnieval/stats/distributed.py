@@ -249,7 +249,7 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
         raise InputError(f"no predictions of protocol {protocol!r}" + ("" if split is None else f", split {split!r}"))
     frame = pl.concat(frames, how="diagonal_relaxed")
     read._check_duplicates(frame)
-    return read._fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+    return read.fill_confidence(frame.drop("_file", "_row"))
 
 
 def group_facts(paths: Sequence[str], protocol: str | None, split: str | None, cluster: ClusterChoice,

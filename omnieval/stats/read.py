@@ -269,7 +269,7 @@ def _chosen_probability(logprobs: list[float | None], label: int) -> float:
     return restricted_softmax(list(logprobs) + [None] * (label + 1 - len(logprobs)))[label]
 
 
-def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
+def fill_confidence(frame: pl.DataFrame) -> pl.DataFrame:
     """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
     chosen label (method ``rs``), as the engines do when they score from logits (docs/reference.md, Prompting and
     parsing)."""
@@ -302,7 +302,7 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
         raise InputError("no predictions files given")
     frame = pl.concat(frames, how="diagonal_relaxed")
     _check_duplicates(frame)
-    return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+    return fill_confidence(frame.drop("_file", "_row"))
 
 
 def _with_error_kinds(frame: pl.DataFrame) -> pl.DataFrame:
