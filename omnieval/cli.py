@@ -589,9 +589,12 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
     p.add_argument("inputs", nargs="+", help="run folders, metrics folders, predictions or metrics files")
     p.add_argument("--out", required=True)
-    p.add_argument("--resamples", type=int, default=10_000, help="for runs that have no metrics yet")
-    p.add_argument("--permutations", type=int, default=10_000, help="for tests computed from predictions")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resamples", type=int, default=None,
+                   help="for what the report computes (default 10000; a sweep's stored pooled result is read with "
+                   "the sweep's own unless this is given)")
+    p.add_argument("--permutations", type=int, default=None,
+                   help="for tests computed from predictions (default 10000; as --resamples for a stored result)")
+    p.add_argument("--seed", type=int, default=None, help="default 0 (as --resamples for a stored result)")
     p.add_argument("--title", default=None)
     _cluster_flag(p)
     p.set_defaults(func=_report)

@@ -124,7 +124,7 @@ COMMANDS = {
         "--effect", "--alpha=0.05", "--power=0.8", "--cluster",
     ],
     "omnieval report": [
-        "-h/--help", "inputs+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0", "--title",
+        "-h/--help", "inputs+", "--out (required)", "--resamples", "--permutations", "--seed", "--title",
         "--cluster",
     ],
     "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],

@@ -125,6 +125,25 @@ def test_a_report_with_other_settings_computes_instead_of_reading_the_stored_res
     assert [bool(i.runs) for i in calls] == [True]
 
 
+def test_the_report_command_as_typed_reads_the_sweeps_result_with_the_sweeps_settings(sweep, monkeypatch, tmp_path):
+    """``omnieval report <sweep> --out DIR`` with no settings: the stored result is read (made with the sweep's 200
+    resamples, not the report's default 10,000), and its paired differences are what a plain loop gives; a setting
+    given that differs from the sweep's makes the report compute."""
+    root = sweep / "sweep"
+    _no_pooled_compute(monkeypatch)
+    assert main(["report", str(root), "--out", str(tmp_path / "r")]) == 0
+    stored = pl.read_parquet(root / "combined" / "crossmodal" / "paired.parquet")
+    page = (tmp_path / "r" / "report.md").read_text()
+    row = stored.filter((pl.col("comparison") == "models") & (pl.col("metric") == "accuracy")).row(0, named=True)
+    assert f"{row['estimate']:+.3f}".replace("+", "") in page.replace("+", "")
+    monkeypatch.undo()
+    calls = []
+    real = report_inputs.compute
+    monkeypatch.setattr(report_inputs, "compute", lambda i, s: calls.append((i, s)) or real(i, s))
+    assert main(["report", str(root), "--out", str(tmp_path / "s"), "--seed", "1"]) == 0
+    assert [(bool(i.runs), s.seed, s.resamples) for i, s in calls if i.runs] == [(True, 1, 10_000)]
+
+
 def test_the_report_on_a_sweep_reads_only_the_prediction_columns_it_shows(sweep, monkeypatch):
     _no_pooled_compute(monkeypatch)
     reads = []

@@ -192,10 +192,12 @@ def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
     return text
 
 
-def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
-                 title: str | None = None, cluster=None) -> Report:
+def build_report(inputs: list[str], *, resamples: int | None = None, permutations: int | None = None,
+                 seed: int | None = None, title: str | None = None, cluster=None) -> Report:
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
-    computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
+    computed here (``stats.clusters``; default: what the metrics record, else each protocol's own); ``resamples``,
+    ``permutations``, ``seed``: None reads a sweep's stored pooled result with the sweep's own settings
+    (``report.inputs.stored_settings``) and computes anything else with the defaults (``report.inputs.DEFAULTS``)."""
     from omnieval.protocols import known_protocols
     from omnieval.report import cards, leaderboard, noise, open_ended, paired, significance, verdicts
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
@@ -276,8 +278,8 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
     return paths
 
 
-def report_command(inputs: list[str], out: str, *, resamples: int = 10_000, permutations: int = 10_000,
-                   seed: int = 0, title: str | None = None, cluster=None) -> int:
+def report_command(inputs: list[str], out: str, *, resamples: int | None = None, permutations: int | None = None,
+                   seed: int | None = None, title: str | None = None, cluster=None) -> int:
     """``omnieval report INPUT... --out DIR``: build and write the report; print where it is."""
     start = time.perf_counter()
     local_folder(out)  # a bad --out stops here, before the computing

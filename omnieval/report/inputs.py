@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -289,12 +289,16 @@ def report_rows(paths: list[Path | StoredPath]) -> pl.DataFrame:
     return fill_confidence(pl.concat(frames, how="diagonal_relaxed"))
 
 
-def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0,
-              permutations: int = 10_000, cluster=None) -> list[Run]:
+def load_runs(inputs: list[str | Path], *, resamples: int | None = None, seed: int | None = None,
+              permutations: int | None = None, cluster=None) -> list[Run]:
     """Load every run found in ``inputs``: metrics read or computed, the prediction rows the report shows
     (``report_rows``), tests read; paired differences read (``paired.parquet`` beside the metrics), or computed in
     the same pass as the metrics (``stats.compute``). What is computed resamples by ``cluster``
-    (``stats.clusters``; default: the unit a metrics folder records, else each protocol's own)."""
+    (``stats.clusters``; default: the unit a metrics folder records, else each protocol's own); a setting left
+    None, its default (``DEFAULTS``)."""
+    resamples = DEFAULTS["resamples"] if resamples is None else resamples
+    seed = DEFAULTS["seed"] if seed is None else seed
+    permutations = DEFAULTS["permutations"] if permutations is None else permutations
     sources = discover(inputs)
     names = labels([s.root for s in sources])
     records = [_run_json(s.predictions) for s in sources]  # a bad one stops the report before any computing
@@ -348,6 +352,38 @@ def run_cluster(minfo: dict, cluster=None):
     return cluster if cluster is not None else recorded if isinstance(recorded, dict) else None
 
 
+RECORDS: dict[str, dict] = {}
+"""The ``combined.json`` of each stored result ``stored_results`` found, by fingerprint (what ``stored_settings``
+reads a result's settings from)."""
+
+
+def stored_settings(pooled: Inputs, given: Settings, asked: dict, stored: dict) -> Settings | None:
+    """The settings of a stored result (``stored``, by fingerprint) made from exactly ``pooled``'s files, where the
+    report was given no setting that differs (``asked``: the settings named on the command line, None for those left
+    to default): a sweep's pooled result is read with the sweep's own resamples and seed unless told otherwise.
+    None where no stored result fits."""
+    for stamp in stored:
+        doc = RECORDS.get(stamp) or {}
+        if doc.get("protocol") != pooled.protocol or not isinstance(doc.get("settings"), dict):
+            continue
+        recorded = dict(doc["settings"])
+        recorded["cluster"] = recorded.pop("cluster_choice", None)
+        try:
+            made_with = replace(given, **{k: v for k, v in recorded.items() if k in SETTING_FIELDS})
+        except TypeError:
+            continue
+        if any(v is not None and getattr(made_with, k) != v for k, v in asked.items()):
+            continue
+        if fingerprint(pooled, made_with) == stamp:
+            return made_with
+    return None
+
+
+SETTING_FIELDS = ("resamples", "seed", "permutations", "cluster", "interval", "random")
+DEFAULTS = {"resamples": 10_000, "seed": 0, "permutations": 10_000}
+"""What the report computes with where a setting is not given and no stored result fits."""
+
+
 def stored_results(inputs: list[str | Path]) -> dict[str, Path | StoredPath]:
     """The pooled results a sweep stored under the folders given (``<sweep>/combined/<benchmark>/``), by the
     fingerprint of what each was computed from (``stats.compute.fingerprint``)."""
@@ -357,7 +393,9 @@ def stored_results(inputs: list[str | Path]) -> dict[str, Path | StoredPath]:
         record = folder / RECORD
         if record.is_file():
             try:
-                found[json.loads(record.read_text())["fingerprint"]] = folder
+                doc = json.loads(record.read_text())
+                found[doc["fingerprint"]] = folder
+                RECORDS[doc["fingerprint"]] = doc
             except (json.JSONDecodeError, KeyError, TypeError, OSError):
                 print(f"omnieval report: {record} cannot be read; its result is computed again", file=sys.stderr)
             return
@@ -373,12 +411,15 @@ def stored_results(inputs: list[str | Path]) -> dict[str, Path | StoredPath]:
     return found
 
 
-def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
-                    resamples: int = 10_000, cluster=None,
+def protocol_inputs(runs: list[Run], *, permutations: int | None = None, seed: int | None = None,
+                    resamples: int | None = None, cluster=None,
                     stored: dict[str, Path | StoredPath] | None = None) -> list[ProtocolInput]:
     """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run. Tests,
     power and (several runs) paired differences and ranks come from ``stats.compute``, or from a result in
-    ``stored`` (``stored_results``) made from the same files with the same settings."""
+    ``stored`` (``stored_results``) made from the same files with the settings given; a setting left None takes
+    a stored result's (``stored_settings``), else its default (``DEFAULTS``)."""
+    asked = {"resamples": resamples, "seed": seed, "permutations": permutations}
+    resamples, seed, permutations = (DEFAULTS[k] if v is None else v for k, v in asked.items())
     order: list[str] = []
     for run in runs:
         for p in run.metrics["protocol"].unique(maintain_order=True).to_list():
@@ -418,6 +459,9 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             settings = Settings(resamples=resamples, seed=seed, permutations=permutations, cluster=unit,
                                 tests=True, power=True)
             found = (stored or {}).get(fingerprint(pooled, settings)) if stored else None
+            if found is None and stored:
+                fitting = stored_settings(pooled, settings, {**asked, "cluster": cluster}, stored)
+                found = stored.get(fingerprint(pooled, fitting)) if fitting is not None else None
             made = read_result(found) if found is not None else compute(pooled, settings)
             tests, paired, power = made.tests, made.paired, made.power
             ranks = made.ranks
