@@ -1,11 +1,12 @@
 """MMAU-Pro as its Hugging Face dataset lays it out (``test.parquet`` beside ``data.zip``, whose members are the
 ``data/<uuid>.wav`` clips the rows' ``audio_path`` lists name), read with the archive packed or unpacked: closed-form
 questions become audio items whose answers are the choices ``answer`` names by text (several clips kept in order),
-``open`` questions open items with their reference; instruction-following questions, closed-form ones with fewer
-than two choices and answers that are no choice are skipped and listed. The benchmark is run through two simulated
-models (multiple-choice and open-ended, zero-shot and chain-of-thought) and a simulated judge, then ``metrics`` and
-``report``: the accuracies recomputed from the predictions by plain loops, and the official verdict, whose rule
-(NV-Embed similarity) is not computed here, shown as not computed, never as a number."""
+``open`` questions open items with their reference, instruction-following ones open items scored by the release's
+checks; closed-form questions with fewer than two choices and answers that are no choice are skipped and listed.
+The benchmark is run through two simulated models (multiple-choice and open-ended, zero-shot and chain-of-thought)
+and a simulated judge, then ``metrics`` and ``report``: the accuracies recomputed from the predictions by plain
+loops, the closed-form official verdict, whose rule (NV-Embed similarity) is not computed here, shown as not
+computed, never as a number, and the instruction checks' success rate as ``open_official_accuracy``."""
 
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ UUIDS = [f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(12)]
 
 
 def rows() -> list[dict]:
-    """Ten rows as the release writes them: five closed-form (one with two clips, one whose answer differs from
-    its choice in case only, one of musical notes), two open, one instruction-following, one closed-form with a
-    single choice and one whose answer is no choice."""
+    """Eleven rows as the release writes them: five closed-form (one with two clips, one whose answer differs from
+    its choice in case only, one of musical notes), two open, two instruction-following (their arguments in the
+    release's struct, null where unused), one closed-form with a single choice and one whose answer is no choice."""
     def row(i, category, choices, answer, clips=(0,), **more):
         return {"id": f"q{i:03d}", "audio_path": [f"data/{UUIDS[c]}.wav" for c in clips],
                 "question": f"Question {i} about the sound?", "answer": answer, "choices": choices,
@@ -57,6 +58,8 @@ def rows() -> list[dict]:
         row(5, "open", [], "A dog barks twice near a busy road.", (6,)),
         row(6, "open", [], "Two people argue about the weather.", (7,)),
         row(7, "instruction following", [], None, (8,), task_identifier="All Uppercase", kwargs={"N": None}),
+        row(10, "instruction following", [], None, (11,), task_identifier="Number Words (range)",
+            kwargs={"N1": 1, "N2": 4}),
         row(8, "spatial", ["left"], "left", (9,)),
         row(9, "sound", ["wind", "waves", "fire", "traffic"], "a waterfall", (10,)),
     ]
@@ -81,7 +84,9 @@ def release(folder: Path, sounds, data: list[dict] | None = None, packed: bool =
                         ("answer", pa.string()), ("choices", strings), ("length_type", pa.string()),
                         ("perceptual_skills", strings), ("reasoning_skills", strings), ("category", pa.string()),
                         ("transcription", pa.string()), ("task_classification", pa.string()),
-                        ("task_identifier", pa.string()), ("kwargs", pa.struct([("N", pa.int64())])),
+                        ("task_identifier", pa.string()),
+                        ("kwargs", pa.struct([("N", pa.int64()), ("N1", pa.int64()), ("N2", pa.int64()),
+                                              ("keyword", pa.string()), ("keywords", pa.string())])),
                         ("sub-cat", pa.string())])
     pq.write_table(pa.Table.from_pylist(data, schema=schema), folder / "test.parquet")
     if packed:
@@ -97,25 +102,29 @@ def release(folder: Path, sounds, data: list[dict] | None = None, packed: bool =
 
 def check_items(bench: Path, sounds) -> None:
     items = items_of(bench)
-    assert sorted(items) == [f"q{i:03d}" for i in range(7)]
+    assert sorted(items) == [f"q{i:03d}" for i in (*range(8), 10)]
     answers = {"q000": "C", "q001": "A", "q002": "C", "q003": "B", "q004": "C"}
-    for record in rows()[:7]:
+    for record in rows()[:9]:
         item = items[record["id"]]
         clips = [sounds[UUIDS.index(Path(p).stem)].read_bytes() for p in record["audio_path"]]
         assert [(bench / m).read_bytes() for m in item["media"]["audio"]] == clips  # every clip, in order
         assert (item["split"], item["category"]) == ("test", record["category"])
-        assert item["breakdowns"] == {k: record[k] for k in ("category", "sub-cat", "length_type",
-                                                             "task_classification") if record[k]}
-        if record["category"] == "open":
+        expected = {k: record[k] for k in ("category", "sub-cat", "length_type", "task_classification") if record[k]}
+        if record["category"] == "instruction following":  # the check and its non-null arguments
+            expected |= {"task_identifier": record["task_identifier"],
+                         "aif_kwargs": json.dumps({k: v for k, v in record["kwargs"].items() if v is not None})}
+        assert item["breakdowns"] == expected
+        if record["category"] == "instruction following":
+            assert not item.get("options") and "answer" not in item and not item.get("reference")
+        elif record["category"] == "open":
             assert "options" not in item or not item["options"]
             assert item["reference"] == record["answer"] and "answer" not in item
         else:
             assert item["options"] == record["choices"] and item["answer"] == answers[record["id"]]
     info = json.loads((bench / "benchmark.json").read_text())
-    assert (info["scorer"], info["skipped_entries"]) == ("mmau-pro", 3)
+    assert (info["scorer"], info["skipped_entries"]) == ("mmau-pro", 2)
     skipped = {s["item_id"]: s for s in map(json.loads, (bench / "skipped.jsonl").read_text().splitlines())}
-    assert sorted(skipped) == ["q007", "q008", "q009"]
-    assert skipped["q007"]["field"] == "category" and "instruction-following" in skipped["q007"]["reason"]
+    assert sorted(skipped) == ["q008", "q009"]
     assert skipped["q008"]["field"] == "choices" and "1 choice" in skipped["q008"]["reason"]
     assert skipped["q009"]["field"] == "answer" and "'a waterfall' is not exactly one" in skipped["q009"]["reason"]
 
@@ -126,8 +135,8 @@ def test_the_release_with_data_zip_packed(tmp_path, sounds):
     done = subprocess.run([sys.executable, "-m", "omnieval.cli", "datasets", "mmau-pro", str(folder), "--out",
                            str(tmp_path / "bench")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "wrote 7 items (test: 7) and 8 media files" in done.stdout
-    assert "skipped 3 entries" in done.stdout
+    assert "wrote 9 items (test: 9) and 10 media files" in done.stdout
+    assert "skipped 2 entries" in done.stdout
     check_items(tmp_path / "bench", sounds)
     assert sorted(p.name for p in folder.iterdir()) == before  # nothing unpacked into the release
     assert all(m.startswith("media/data/") for it in items_of(tmp_path / "bench").values()
@@ -143,7 +152,7 @@ def test_a_clip_in_neither_place_is_skipped_and_listed(tmp_path, sounds):
     data = rows()
     data[1]["audio_path"] = ["data/not-there.wav"]
     converted = convert_mmau_pro(release(tmp_path / "MMAU-Pro", sounds, data), tmp_path / "bench")
-    assert converted.n_items == 6
+    assert converted.n_items == 8
     missing = next(s for s in converted.skipped if s.item_id == "q001")
     assert missing.field == "audio_path" and "'data/not-there.wav'" in missing.reason and "data.zip" in missing.reason
 
@@ -201,7 +210,7 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     opened = rows_.filter(pl.col("mode") == "open")
     assert mcq.height == 5 * len(conditions) * 2 * len(MODELS)
     # every question is asked open-ended too; the open ones only so
-    assert opened.height == 7 * len(conditions) * 2 * len(MODELS)
+    assert opened.height == 9 * len(conditions) * 2 * len(MODELS)
     assert set(mcq["item_id"]) == {f"q00{i}" for i in range(5)}
     references = dict(opened.select("item_id", "reference").unique().iter_rows())
     assert (references["q005"], references["q006"]) == (rows()[5]["answer"], rows()[6]["answer"])
@@ -240,13 +249,32 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     judged = opened.with_columns(verdict=pl.col("verdicts").list.first().struct.field("verdict"))
     open_records = judged.select("model", "prompt", "answer_text", "reference", "verdict").to_dicts()
     assert all(r["verdict"] == ("correct" if r["answer_text"] == r["reference"] else "incorrect")
-               for r in open_records)
+               for r in open_records if r["reference"] is not None)
+    assert all(r["verdict"] is None for r in open_records if r["reference"] is None)  # instruction following
     for model in NAMES:
         for prompt in ("zs", "cot"):
             verdicts = [r["verdict"] == "correct" for r in open_records if (r["model"], r["prompt"])
-                        == (model, prompt)]
+                        == (model, prompt) and r["reference"] is not None]  # no reference: not judged
             assert got[(model, prompt, "open_accuracy", "all")] == pytest.approx(sum(verdicts) / len(verdicts),
                                                                                  abs=1e-12)
+    # instruction-following answers: the release's checks, worked here by plain loops (q007: all upper-case;
+    # q010: 1 to 4 white-space words), and its success rate, the mean over those answers, as open_official_accuracy
+    checked = opened.select("model", "prompt", "item_id", "answer_text", "official_correct", "official_how")
+    aif = [r for r in checked.to_dicts() if r["item_id"] in ("q007", "q010")]
+    assert len(aif) == 2 * len(conditions) * 2 * len(MODELS)
+    for r in aif:
+        text = str(r["answer_text"])
+        expected = text.isupper() if r["item_id"] == "q007" else 1 <= len(text.split()) <= 4
+        assert r["official_correct"] is expected
+        assert r["official_how"] == ("instruction check " + ("All Uppercase" if r["item_id"] == "q007"
+                                                              else "Number Words (range)"))
+    others = checked.filter(~pl.col("item_id").is_in(["q007", "q010"]))
+    assert others["official_correct"].null_count() == others.height  # the open questions: the judges only
+    for model in NAMES:
+        for prompt in ("zs", "cot"):
+            hits = [r["official_correct"] for r in aif if (r["model"], r["prompt"]) == (model, prompt)]
+            assert got[(model, prompt, "open_official_accuracy", "all")] == pytest.approx(sum(hits) / len(hits),
+                                                                                          abs=1e-12)
 
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--resamples", "200",
                  "--permutations", "200"]) == 0
@@ -258,6 +286,11 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
              and c.get("data-prompt", "zs") == "zs"}
     for model in NAMES:
         assert shown[(model, "normal")] == pytest.approx(got[(model, "zs", "accuracy", "normal")], abs=1e-12)
+    official = {(c["data-model"], c.get("data-prompt", "zs")): float(c["data-value"]) for c in page.cells
+                if c["data-metric"] == "open_official_accuracy" and c.get("data-key", "all") == "all"
+                and c.get("data-value")}
+    assert official and all(v == pytest.approx(got[(m, p, "open_official_accuracy", "all")], abs=1e-12)
+                            for (m, p), v in official.items())
     # each chain-of-thought cell's official accuracy: not computed, the flag saying why, no number
     verdict_cells = [c for c in page.cells if c.get("data-metric") == "official_accuracy"]
     assert not verdict_cells
@@ -266,3 +299,11 @@ def test_converted_release_runs_with_two_simulated_models(ray_session, tmp_path,
     text = unescape(html)
     assert text.count('"v">official rule not computed</span>') == len(verdict_rows)
     assert text.count(f'"v">official rule not computed ({REASON})</span>') == len(verdict_rows)
+
+
+def test_an_instruction_following_row_without_its_check_is_skipped_and_listed(tmp_path, sounds):
+    data = rows()
+    data[7]["task_identifier"] = None
+    converted = convert_mmau_pro(release(tmp_path / "MMAU-Pro", sounds, data), tmp_path / "bench")
+    missing = next(s for s in converted.skipped if s.item_id == "q007")
+    assert missing.field == "task_identifier"

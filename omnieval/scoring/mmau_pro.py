@@ -17,15 +17,19 @@ mmau-pro`` refuses. No approximation (string overlap, a smaller embedding model)
 a number that reads as MMAU-Pro's own and is not. The robust verdict (omnieval's letter or option-text reading) is
 computed as for every benchmark.
 
-The script's other two rules are not this scorer's either: ``open`` questions are rated 1-5 by Qwen2.5-7B-Instruct
-against the reference (``evaluate_openended_with_qwen``; their score the mean rating over 5), and ``instruction
-following`` ones checked against the row's constraint (``evaluate_aif_sample``); its headline is the mean of the
-three kinds' scores weighted by their counts (``calculate_weighted_performance``).
+The script's ``instruction following`` rule is offline and is computed: each such open item's answer is checked
+against the row's constraint (``evaluate_aif_sample``, transcribed in ``omnieval.scoring.mmau_pro_aif``), the
+verdict ``score_open`` returns, so ``open_official_accuracy`` over those items is the release's success rate.
+``open`` questions are rated 1-5 by Qwen2.5-7B-Instruct against the reference (``evaluate_openended_with_qwen``;
+their score the mean rating over 5): no offline rule, so ``score_open`` returns None and the run's judges grade
+them. The script's headline is the mean of the three kinds' scores weighted by their counts
+(``calculate_weighted_performance``), not computed here as its other two parts are not.
 """
 
 from __future__ import annotations
 
 from omnieval.scoring.base import NOT_COMPUTED, ScoreItem, Verdict, register_scorer
+from omnieval.scoring.mmau_pro_aif import TASK_BREAKDOWN, aif_verdict
 
 REASON = ("MMAU-Pro's rule maps each answer to the choice nearest it in NV-Embed-v2's embedding space, a 7B model "
           "omnieval does not run offline")
@@ -41,3 +45,12 @@ class MMAUProScorer:
     def score(self, text: str | None, item: ScoreItem) -> Verdict:
         """No verdict: no choice, no correctness (so no denominator counts it), and the reason."""
         return Verdict(None, None, "unparsed", NOT_COMPUTED + REASON)
+
+    def score_open(self, text: str | None, inst) -> Verdict | None:
+        """An open item's answer by the release's instruction checks where the item is an instruction-following
+        one (its ``task_identifier`` breakdown: ``mmau_pro_aif.aif_verdict``); None for the ``open`` questions,
+        whose released rule is a 7B judge's rating."""
+        breakdowns = inst.breakdowns or {}
+        if TASK_BREAKDOWN not in breakdowns:
+            return None
+        return aif_verdict(text, breakdowns, inst.question)

@@ -90,7 +90,9 @@ def write_metrics(store, settings: dict) -> int:
 
 def run_verdicts(store) -> list[dict]:
     """The overall accuracy cells (no task or category scope) of a run's ``metrics/`` with both answer verdicts
-    (``stats.verdicts.verdict_table``): what the sweep summary prints; none where no answer was read from text."""
+    (``stats.verdicts.verdict_table``): what the sweep summary prints; none where no answer was read from text. A
+    cell the official rule did not read, of a run whose scorer's rule cannot be computed here, carries why as
+    ``not_computed``."""
     import polars as pl
 
     from omnieval.stats.key_parts import unscoped
@@ -99,7 +101,21 @@ def run_verdicts(store) -> list[dict]:
     if not store.exists("metrics/metrics.parquet"):
         return []
     cells = verdict_table(pl.from_arrow(store.read_table("metrics/metrics.parquet")))
-    return [] if cells.is_empty() else cells.filter(unscoped(cells)).to_dicts()
+    if cells.is_empty():
+        return []
+    reason = not_computed_reason((read_json(store, "run.json") or {}).get("scorer"))
+    return [cell | {"not_computed": reason} if reason and cell["disagree"] is None and cell["official_accuracy"]
+            is None else cell for cell in cells.filter(unscoped(cells)).to_dicts()]
+
+
+def not_computed_reason(scorer: str | None) -> str | None:
+    """Why the run's official scorer (``run.json``'s ``scorer``) has a rule omnieval cannot compute
+    (``scoring.base.unavailable_reason``); None for no scorer, one it computes, or a name it does not know."""
+    from omnieval.scoring.base import get_scorer, scorer_names, unavailable_reason
+
+    if not scorer or scorer not in scorer_names():
+        return None
+    return unavailable_reason(get_scorer(scorer))
 
 
 def combined_settings(settings: dict, protocol: str):

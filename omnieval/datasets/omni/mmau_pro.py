@@ -21,9 +21,10 @@ the rows by ``category``:
   with fewer, an answer that is no choice's text, or several, is skipped and listed in ``skipped.jsonl``.
 * ``open``: an open item (no options, asked with ``modes: [open]``) with ``answer`` as its reference, graded by the
   run's judges; the script rates them 1-5 with Qwen2.5-7B-Instruct instead (``omnieval.scoring.mmau_pro``).
-* ``instruction following``: skipped and listed: the script checks each answer against the row's constraint
-  (``task_identifier`` with ``kwargs``: word and sentence counts, keywords, casing, ...) with its own checks, not
-  transcribed here, and a judge's verdict would be another rule.
+* ``instruction following``: an open item without a reference, scored by the script's own checks of the row's
+  constraint (``omnieval.scoring.mmau_pro_aif``: word and sentence counts, keywords, casing, ...), the item keeping
+  ``task_identifier`` and ``kwargs`` (JSON, its null fields left out) as breakdowns ``task_identifier`` and
+  ``aif_kwargs``; a row without a ``task_identifier``, or with ``kwargs`` that are no object, is skipped and listed.
 
 Item ids are ``id``; the split is ``test``; the item's ``category`` is the row's, and ``category``, ``sub-cat``,
 ``length_type`` and ``task_classification`` are its ``breakdowns`` under those names (the script reports per
@@ -32,6 +33,7 @@ Item ids are ``id``; the split is ``test``; the item's ``category`` is the row's
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 
@@ -52,6 +54,7 @@ from omnieval.datasets.omni.common import (
     text_answered,
     write_release,
 )
+from omnieval.scoring.mmau_pro_aif import KWARGS_BREAKDOWN, TASK_BREAKDOWN
 
 CONVERTER = "mmau-pro"
 SCORER = "mmau-pro"
@@ -82,14 +85,13 @@ def _entry(record, where: Where, *, archives: ReleaseArchives) -> Entry:
     item_id = field_text(record, "id", where)
     where = where.named("id", item_id)
     category = field_text(record, "category", where)
-    if category == INSTRUCTION_FOLLOWING:
-        raise where.error("an instruction-following question: the release checks its answers against the row's "
-                          "constraint (task_identifier, kwargs) with its own checks, which omnieval does not "
-                          "transcribe", "category")
     common = {"where": where, "item_id": item_id, "question": field_text(record, "question", where),
               "split": "test", "media": {"audio": _clips(record, where, archives)}, "category": category,
               "breakdowns": {n: t for n in BREAKDOWNS if (t := field_text(record, n, where, required=False))},
               "fields": {"options": "choices", "reference": "answer"}}
+    if category == INSTRUCTION_FOLLOWING:
+        common["breakdowns"] |= _constraint(record, where)
+        return Entry(options=[], answer=None, reference=None, is_open=True, **common)
     if category == OPEN:
         return Entry(options=[], answer=None, reference=field_text(record, "answer", where), is_open=True, **common)
     choices = record.get("choices")
@@ -102,6 +104,21 @@ def _entry(record, where: Where, *, archives: ReleaseArchives) -> Entry:
     if answer is None:
         raise where.error("missing or empty 'answer'", "answer")
     return Entry(options=options, answer=answer, **common)
+
+
+def _constraint(record: dict, where: Where) -> dict[str, str]:
+    """An instruction-following row's check id and arguments as its item keeps them (module doc)."""
+    task = field_text(record, TASK_BREAKDOWN, where)
+    kwargs = record.get("kwargs")
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs) if kwargs.strip() else None
+        except json.JSONDecodeError as exc:
+            raise where.error(f"not JSON: {exc}", "kwargs") from None
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise where.error(f"expected an object of arguments, got {type(kwargs).__name__}", "kwargs")
+    plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in (kwargs or {}).items() if v is not None}
+    return {TASK_BREAKDOWN: task, KWARGS_BREAKDOWN: json.dumps(plain, sort_keys=True, ensure_ascii=False)}
 
 
 def _clips(record: dict, where: Where, archives: ReleaseArchives) -> list[MediaRef]:
