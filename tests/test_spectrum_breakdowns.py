@@ -194,9 +194,9 @@ def test_instances_without_breakdowns_keep_their_stored_form():
 
     labelled_items = video_items(6, subtitled=lambda i: False)
     bare, bare_digest = expanded([it.model_copy(update={"breakdowns": None}) for it in labelled_items])
-    assert bare and all("breakdowns" not in stored for stored in bare)
+    assert bare and all("breakdowns" not in stored.get("protocol_fields", {}) for stored in bare)
     labelled, labelled_digest = expanded(labelled_items)
-    assert labelled[0]["breakdowns"] == {"duration": "short"}
+    assert labelled[0]["protocol_fields"]["breakdowns"] == {"duration": "short"}
     assert labelled_digest != bare_digest
 
 

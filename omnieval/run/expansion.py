@@ -23,8 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
-from omnieval.core.schema import InputError, Instance
+from omnieval.core.schema import InputError, Instance, ProtocolValue, Segment
 
 CHUNK_ITEMS = 64
 BLOCK_INSTANCES = 512
@@ -40,11 +41,69 @@ NAMING_FIELDS = frozenset({"donors", "media_unit"})
 """Instance fields that name where content came from rather than what is shown: out of the digest, and out of an
 instance's stored JSON where unset."""
 LATER_FIELDS = frozenset({"breakdowns"})
-"""Instance fields added after outputs were written: out of the digest and the stored JSON where unset, so an
-instance without one has the digest it had before the field existed (a run written then still resumes)."""
+"""Canonical fields added after outputs were written: out of the digest where unset, so an instance without one has
+the digest it had before the field existed (a run written then still resumes)."""
 DERIVED_FIELDS = frozenset({"layout"})
 """Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest, and
 out of the stored JSON at their default."""
+
+
+class CanonicalInstance(BaseModel):
+    """The form of an instance the plan's digest hashes (``digest_text``), field for field and in the order of the
+    flat instance that runs were first made with: the protocols' own fields (``Instance.protocol_fields``) at the
+    places they held there, the simulated engine's hints under their first name, ``evidence``. Hashing this form
+    keeps the digest, and with it the identity of every run written before the fields moved, byte for byte
+    (``tests/test_instance_digest.py`` holds recorded texts). A protocol field not listed here (a protocol added
+    since) is hashed in ``protocol_fields`` at the end, left out where there is none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str
+    item_id: str
+    protocol: str
+    benchmark: str
+    split: str
+    condition: str
+    segments: list[Segment]
+    question: str
+    option_labels: list[str]
+    option_texts: list[str]
+    target: str
+    abstain_label: str | None = None
+    k: int | None = None
+    anchor: str | None = None
+    task: str | None = None
+    subtask: str | None = None
+    category: str | None = None
+    n_inputs: int | None = None
+    selection_type: str | None = None
+    answer_modality: str | None = None
+    group: str | None = None
+    option_segments: list[Segment] | None = None
+    evidence: dict[str, str | None]
+    evidence_modality: str | None = None
+    breakdowns: dict[str, str] | None = None
+    reference: str | None = None
+    judge_question: str | None = None
+    rated: bool = False
+    protocol_fields: dict[str, ProtocolValue] | None = None
+
+
+_SHARED = (frozenset(CanonicalInstance.model_fields) & frozenset(Instance.model_fields)) - {"protocol_fields"}
+_PLACED = frozenset(CanonicalInstance.model_fields) - _SHARED - {"evidence", "protocol_fields"}
+
+
+def digest_text(inst: Instance) -> str:
+    """The text of ``inst`` that the plan's digest hashes: its ``CanonicalInstance`` as JSON, without the naming
+    and derived fields, and without a later field (``LATER_FIELDS``) the instance does not set."""
+    own = inst.protocol_fields
+    canonical = CanonicalInstance(
+        **{name: getattr(inst, name) for name in _SHARED}, evidence=inst.simulation_hints,
+        **{name: own[name] for name in _PLACED if name in own},
+        protocol_fields={k: v for k, v in own.items() if k not in _PLACED} or None)
+    unset = {name for name in LATER_FIELDS if own.get(name) is None}
+    return canonical.model_dump_json(exclude=unset | ({"protocol_fields"} if canonical.protocol_fields is None
+                                                      else set()))
 
 INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
                              ("media_paths", pa.list_(pa.string()))])
@@ -141,11 +200,10 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
         for inst in instances[first:first + size]:
             # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
             # hashed), and are left out of the digest so that outputs written before the fields existed resume.
-            unset = {k for k in NAMING_FIELDS | LATER_FIELDS if getattr(inst, k) is None}
+            unset = {k for k in NAMING_FIELDS if getattr(inst, k) is None}
             default = {k for k in DERIVED_FIELDS if getattr(inst, k) == Instance.model_fields[k].default}
             text = inst.model_dump_json(exclude=unset | default)
-            digest.update(inst.model_dump_json(exclude=NAMING_FIELDS | DERIVED_FIELDS | (unset & LATER_FIELDS))
-                          .encode())
+            digest.update(digest_text(inst).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:

@@ -110,4 +110,4 @@ class VoiceBenchScorer:
     def score_open(self, text: str | None, inst) -> Verdict | None:
         """An open item's answer (``scoring.verdicts.open_verdicts``) by its subset's released rule where that rule
         is offline (``voicebench_open.open_verdict``: ``advbench``'s refusal list); None for the other subsets."""
-        return open_verdict(text, (inst.breakdowns or {}).get("subset"))
+        return open_verdict(text, (inst.field("breakdowns") or {}).get("subset"))
