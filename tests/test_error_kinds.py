@@ -3,7 +3,7 @@ and an engine's own error results; the cascade for describer failures), kept thr
 ``predictions.parquet``, and read as a column by the metrics. Expected kinds come from what each test broke (which
 file, which engine call), never from the code's own classification.
 
-Also here: an open-ended request carries no copy of its instance beside ``instance_json``; the engine gets the
+Also here: an open-ended request carries no copy of its instance beside its ``instance`` record; the engine gets the
 instance through the request, parsed once in the model stage for all the rows of that instance in a batch."""
 
 from __future__ import annotations

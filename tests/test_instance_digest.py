@@ -159,3 +159,19 @@ def test_prediction_rows_keep_the_flat_columns(name, columns):
 
     row = Prediction.scored(instances()[name], "m", "simulated", "zs", choice="A").row()
     assert {k: row[k] for k in columns} == columns
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_TEXTS))
+def test_an_instance_goes_through_its_arrow_record_unchanged(name):
+    """The instance blocks and request rows carry the instance as an Arrow struct (``records.INSTANCE_TYPE``): read
+    back from Arrow, it is the instance that was written, field for field (the map orders included)."""
+    import pyarrow as pa
+
+    from omnieval.run.records import INSTANCE_TYPE, instance_from_record, instance_record
+
+    inst = instances()[name].model_copy(update={"protocol_fields": {**instances()[name].protocol_fields,
+                                                                    "flagged": True, "none": None}})
+    back = instance_from_record(pa.array([instance_record(inst)], INSTANCE_TYPE).to_pylist()[0])
+    assert back == inst
+    assert list(back.simulation_hints) == list(inst.simulation_hints)
+    assert back.field("flagged") is True and back.field("k") == inst.field("k")

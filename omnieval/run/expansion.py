@@ -26,6 +26,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from omnieval.core.schema import InputError, Instance, ProtocolValue, Segment
+from omnieval.run.records import INSTANCE_TYPE, instance_from_record, instance_record
 
 CHUNK_ITEMS = 64
 BLOCK_INSTANCES = 512
@@ -38,14 +39,12 @@ packed (``stages.pack_rows``), under Ray's 100 KiB inline limit, so they reach t
 BATCHES_PER_BLOCK = 16
 DEFAULT_BLOCK_INSTANCES = 256
 NAMING_FIELDS = frozenset({"donors", "media_unit"})
-"""Instance fields that name where content came from rather than what is shown: out of the digest, and out of an
-instance's stored JSON where unset."""
+"""Instance fields that name where content came from rather than what is shown: out of the digest."""
 LATER_FIELDS = frozenset({"breakdowns"})
 """Canonical fields added after outputs were written: out of the digest where unset, so an instance without one has
 the digest it had before the field existed (a run written then still resumes)."""
 DERIVED_FIELDS = frozenset({"layout"})
-"""Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest, and
-out of the stored JSON at their default."""
+"""Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest."""
 
 
 class CanonicalInstance(BaseModel):
@@ -89,7 +88,9 @@ class CanonicalInstance(BaseModel):
     protocol_fields: dict[str, ProtocolValue] | None = None
 
 
-_SHARED = (frozenset(CanonicalInstance.model_fields) & frozenset(Instance.model_fields)) - {"protocol_fields"}
+_SHARED = frozenset(Instance.model_fields) - NAMING_FIELDS - DERIVED_FIELDS - {"protocol_fields", "simulation_hints"}
+"""The instance's fields hashed as they are; a shared field added to ``Instance`` and not to ``CanonicalInstance`` (or
+to the sets above) fails every expansion, so whether it changes the digest is decided, not left to chance."""
 _PLACED = frozenset(CanonicalInstance.model_fields) - _SHARED - {"evidence", "protocol_fields"}
 
 
@@ -105,10 +106,9 @@ def digest_text(inst: Instance) -> str:
     return canonical.model_dump_json(exclude=unset | ({"protocol_fields"} if canonical.protocol_fields is None
                                                       else set()))
 
-INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
+INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance", INSTANCE_TYPE),
                              ("media_paths", pa.list_(pa.string()))])
-"""An instance block: the id, the instance as JSON (its canonical form, the digest's input), and the media refs of
-its segments."""
+"""An instance block: the id, the instance (``records.INSTANCE_TYPE``), and the media refs of its segments."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,7 @@ class Expansion:
     def load_instances(self) -> list:
         """Every instance, parsed, in this process: O(instances) memory, for the few callers that need them all
         on the driver (describers, judges, benchmarks of the engine)."""
-        return [Instance.model_validate_json(j) for table in self._tables() for j in
-                table.column("instance_json").to_pylist()]
+        return [instance_from_record(r) for table in self._tables() for r in table.column("instance").to_pylist()]
 
     def _tables(self) -> Iterator[pa.Table]:
         for block in self.blocks:
@@ -196,22 +195,19 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
     digest = hashlib.sha256()
     media: dict[str, str] = {}
     for first in range(0, len(instances), size):
-        ids, texts, paths = [], [], []
+        ids, records, paths = [], [], []
         for inst in instances[first:first + size]:
             # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
             # hashed), and are left out of the digest so that outputs written before the fields existed resume.
-            unset = {k for k in NAMING_FIELDS if getattr(inst, k) is None}
-            default = {k for k in DERIVED_FIELDS if getattr(inst, k) == Instance.model_fields[k].default}
-            text = inst.model_dump_json(exclude=unset | default)
             digest.update(digest_text(inst).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:
                 media.setdefault(seg.ref, seg.modality)
             ids.append(inst.instance_id)
-            texts.append(text)
+            records.append(instance_record(inst))
             paths.append([seg.ref for seg in segments])
-        yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(texts, pa.string()),
+        yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(records, INSTANCE_TYPE),
                                     pa.array(paths, pa.list_(pa.string()))], schema=INSTANCE_SCHEMA)
     yield ChunkSummary(len(instances), digest.hexdigest(), media)
 
