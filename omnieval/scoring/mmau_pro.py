@@ -50,7 +50,7 @@ class MMAUProScorer:
         """An open item's answer by the release's instruction checks where the item is an instruction-following
         one (its ``task_identifier`` breakdown: ``mmau_pro_aif.aif_verdict``); None for the ``open`` questions,
         whose released rule is a 7B judge's rating."""
-        breakdowns = inst.breakdowns or {}
+        breakdowns = inst.field("breakdowns") or {}
         if TASK_BREAKDOWN not in breakdowns:
             return None
         return aif_verdict(text, breakdowns, inst.question)

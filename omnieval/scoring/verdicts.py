@@ -53,8 +53,8 @@ def score_item(inst: Instance) -> ScoreItem | None:
     if inst.target not in inst.option_labels:
         return None
     return ScoreItem(labels=tuple(inst.option_labels), options=tuple(inst.option_texts), answer=inst.target,
-                     extra={"task": inst.task, "subtask": inst.subtask, "category": inst.category,
-                            **(inst.breakdowns or {})})
+                     extra={"task": inst.task, "subtask": inst.field("subtask"), "category": inst.category,
+                            **(inst.field("breakdowns") or {})})
 
 
 def answer_verdicts(inst: Instance, text: str, scorer: str | None) -> dict:

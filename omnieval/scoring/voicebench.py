@@ -113,7 +113,7 @@ class VoiceBenchScorer:
         is offline: ``bbh``'s answer phrases (``voicebench_bbh.bbh_verdict``, on the item's ``bbh_task`` and
         ``reference``), ``advbench``'s refusal list and ``ifeval``'s instruction checks
         (``voicebench_open.open_verdict``); None for the other subsets."""
-        breakdowns = inst.breakdowns or {}
+        breakdowns = inst.field("breakdowns") or {}
         subset = breakdowns.get("subset")
         if subset == "bbh":
             return bbh_verdict(text, breakdowns.get("bbh_task") or "", inst.reference or "", inst.item_id)
