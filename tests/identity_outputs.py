@@ -63,7 +63,10 @@ def build_sweep(out: Path) -> None:
     path = out / "sweep.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     assert main(["sweep", str(path)]) == 0
-    assert main(["report", str(out / "sweep"), "--out", str(out / "sweep-report")]) == 0
+    # the report's settings of the recording, given: without them the report reads the sweep's pooled result, made
+    # with the sweep's 200 resamples (docs/runs.md), where the recording computed with 10,000
+    assert main(["report", str(out / "sweep"), "--out", str(out / "sweep-report"), "--resamples", "10000",
+                 "--permutations", "10000"]) == 0
     runs = sorted(str(p) for p in (out / "sweep").rglob("predictions.parquet") if "dissonance" in str(p))
     assert main(["metrics", *runs, "--random", "prompt", "--resamples", "200", "--permutations", "200",
                  "--out", str(out / "pooled")]) == 0

@@ -141,7 +141,7 @@ def test_no_donor_is_a_copy_of_the_items_own_question(converted, donor_within, s
         swapped = spectrum.replaced(inst.condition, it.modalities)
         assert (it.group in image_from) == ("image" not in swapped), (inst.instance_id, image_from)
         assert (it.group in text_from) == ("text" not in swapped), (inst.instance_id, text_from)
-        assert inst.group == it.group and inst.option_texts == it.options and inst.target == it.answer
+        assert inst.field("group") == it.group and inst.option_texts == it.options and inst.target == it.answer
         if donor_within:
             donor = next(o for o in items if o.group in (image_from if "image" in swapped else {it.group}))
             assert (donor.category, len(donor.options)) == (it.category, len(it.options))

@@ -35,9 +35,9 @@ MAX_DEPTH = 6  # a sweep's run folders sit at <sweep>/runs/<entry>/<model>/<prom
 METRIC_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
 REPORT_COLUMNS = ("protocol", "model", "prompt", "split", "mode", "instance_id", "sample", "skipped", "cascade",
                   "stage_engines", *SHOWN_COLUMNS, "choice", "target", "confidence", "confidence_method",
-                  "option_logprobs")
+                  "option_logprobs", "official_how")
 """The prediction columns the report's sections read (the runs and shown tables, cascades, the reliability
-diagram); the statistics read the files themselves (``stats.compute``)."""
+diagram, why an official rule was not computed: ``report.verdicts.not_computed``); the statistics read the files themselves (``stats.compute``)."""
 
 
 @dataclass
