@@ -37,7 +37,8 @@ REPORT_COLUMNS = ("protocol", "model", "prompt", "split", "mode", "instance_id",
                   "stage_engines", *SHOWN_COLUMNS, "choice", "target", "confidence", "confidence_method",
                   "option_logprobs", "official_how")
 """The prediction columns the report's sections read (the runs and shown tables, cascades, the reliability
-diagram, why an official rule was not computed: ``report.verdicts.not_computed``); the statistics read the files themselves (``stats.compute``)."""
+diagram, why an official rule was not computed: ``report.verdicts.not_computed``); the statistics read the files
+themselves (``stats.compute``)."""
 
 
 @dataclass
