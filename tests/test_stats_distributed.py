@@ -216,19 +216,6 @@ def test_metrics_files_above_the_threshold_are_the_same_bytes(ray_session, run_f
         assert got.files[name] == want.files[name], name
 
 
-def _tests_in_process(run_files) -> pl.DataFrame:
-    """``ray_tests``'s gathering without Ray: each protocol's table, then the kinds in the single process's order."""
-    from omnieval.stats.significance import stats_table
-
-    found = distributed.plan(run_files)
-    tables = [distributed.group_tests(run_files, p, stats_table, found.asked_model_order, RESAMPLES, 3, None)
-              for p in found.protocols]
-    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: pt[0])])
-    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(distributed.TEST_ORDER)},
-                                         return_dtype=pl.Int64)
-    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")  # as ray_tests does
-
-
 @pytest.mark.slow
 def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run_files):
     """``omnieval stats`` one protocol per task: every kind of test of both protocols, in the single process's
@@ -246,10 +233,22 @@ def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run
 
 
 def test_tests_gathered_in_process_match_the_single_process_table(run_files):
+    """Dissonance one task per split, crossmodal one: every kind's rows back in the single process's order (a
+    split's contexts interleaved with the other's) and the permutation family (test x protocol, across splits)
+    adjusted again over the gathered p-values."""
     from omnieval.stats.significance import stats_table
 
     want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
-    assert_frame_equal(_tests_in_process(run_files), want)
+    found = distributed.plan(run_files)
+    parts = [distributed.split_tests(run_files, "dissonance", split, stats_table, found.asked_model_order,
+                                     RESAMPLES, 3, None)[2] for split in ("real", "synthetic")]
+    permutation = want.filter((pl.col("test") == "permutation") & (pl.col("protocol") == "dissonance"))
+    assert set(permutation["split"]) == {"real", "synthetic"}
+    alone = pl.concat(parts).filter(pl.col("test") == "permutation")
+    assert not np.allclose(alone.sort("model", "split")["p_adjusted"].to_numpy(),  # each split's own family
+                           permutation.sort("model", "split")["p_adjusted"].to_numpy())
+    got = distributed.ray_tests(run_files, stats_table, permutations=RESAMPLES, seed=3, each=distributed.in_process)
+    assert_frame_equal(got, want)
 
 
 def _sampled_study() -> list[pl.DataFrame]:

@@ -642,18 +642,40 @@ def groups(paths: Sequence[str | Path | StoredPath], found: Plan, cluster: Clust
 
 
 def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
-              cluster: ClusterChoice = None, workers: int | None = None) -> pl.DataFrame:
-    """``omnieval stats``'s table with one Ray task per protocol, ``stats_table`` (``significance.stats_table``,
-    given by its caller, which imports this module) on each, rows in the single process's order: each kind of
-    test (``TEST_ORDER``) for every protocol before the next kind."""
+              cluster: ClusterChoice = None, workers: int | None = None, each=None) -> pl.DataFrame:
+    """``omnieval stats``'s table with one Ray task per split of a ``SPLIT_LOCAL`` protocol on two named splits
+    or more, one per other protocol, ``stats_table`` (``significance.stats_table``, given by its caller, which
+    imports this module) on each; the rows in the single process's order (``tests_in_order``) and the
+    Benjamini-Hochberg adjustment made again on the gathered p-values (``multiple_testing.adjust_tests``: the
+    ``permutation`` family crosses splits). A protocol whose splits fall back to different resampling units is
+    computed again as one task. ``each=in_process``: without Ray."""
+    from omnieval.stats.multiple_testing import adjust_tests
+
+    each = each or _each
     found = plan(paths)
-    jobs = [(n, (protocol, stats_table, found.asked_model_order, permutations, seed, cluster))
-            for protocol, n in found.protocols.items()]
-    tables = _each(group_tests, paths, jobs, workers)
-    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: _protocol_key(pt[0]))], how="vertical")
-    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(TEST_ORDER)}, default=len(TEST_ORDER),
-                                         return_dtype=pl.Int64)
-    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")
+    keys = []
+    for protocol in found.protocols:
+        splits = found.splits(protocol)
+        parted = protocol in SPLIT_LOCAL and len(splits) > 1 and None not in splits
+        keys += [(protocol, split) for split in splits] if parted else [(protocol, None)]
+    sizes = {key: found.groups[key] if key[1] is not None else found.protocols[key[0]] for key in keys}
+    jobs = [(sizes[key], (*key, stats_table, found.asked_model_order, permutations, seed, cluster)) for key in keys]
+    done = each(split_tests, paths, jobs, workers)
+    judges = sorted({judge for *_, named in done for judge in named})
+    units: dict[str | None, set] = {}
+    for protocol, _, _, used, _ in done:
+        units.setdefault(protocol, set()).add(tuple(sorted(used.items())))
+    whole = [p for p, found_units in units.items() if len(found_units) > 1]
+    # a group whose open rows lack a judge of the input: its tests again with every judge (the judge-mean row)
+    again = [(sizes[(p, s)], (p, s, stats_table, found.asked_model_order, permutations, seed, cluster, judges))
+             for p, s, _, _, named in done if p not in whole and named and named != judges]
+    again += [(found.protocols[p], (p, None, stats_table, found.asked_model_order, permutations, seed, cluster,
+                                    judges)) for p in whole]
+    redone = {(p, s) for _, (p, s, *_) in again}
+    done = [d for d in done if d[0] not in whole and (d[0], d[1]) not in redone] + \
+        each(split_tests, paths, again, workers)
+    table = tests_in_order([table for _, _, table, _, _ in done])
+    return adjust_tests(table)
 
 
 TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcnemar", "mcq_vs_open",
@@ -661,13 +683,51 @@ TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcne
 """The order ``significance.stats_table`` writes the kinds of tests in (Wilcoxon and Friedman of one protocol
 together, in that order); within a kind, protocols come sorted."""
 
+TEST_KEYS = {"wilcoxon": ("model", "prompt", "split"), "friedman": ("prompt", "split"),
+             "permutation": ("model", "split"), "permutation_models": ("prompt", "split"),
+             "mcnemar": ("prompt", "split"), "mcq_vs_open": ("model", "prompt", "split"),
+             "mcnemar_judges": ("model", "prompt", "split")}
+"""What ``significance.stats_table`` sorts each kind's rows of a protocol by (its contexts, sorted), before the
+order a context's rows are written in."""
+
+
+def tests_in_order(tables: list[pl.DataFrame]) -> pl.DataFrame:
+    """The groups' tests in the single process's order: each kind (``TEST_ORDER``) for every protocol before the
+    next kind, within a kind by protocol and the kind's contexts (``TEST_KEYS``: a split's contexts interleave
+    with another split's), within a context as its task wrote them."""
+    table = pl.concat(tables, how="vertical").with_row_index("_at")
+    parts = []
+    for kind in (*TEST_ORDER, None):
+        part = table.filter(~pl.col("test").is_in(list(TEST_ORDER))) if kind is None else \
+            table.filter(pl.col("test") == kind)
+        keys = [pl.col("protocol").is_null(), "protocol", *TEST_KEYS.get(kind, ()), "_at"]
+        parts.append(part.sort(keys, maintain_order=True, nulls_last=True))
+    return pl.concat(parts, how="vertical").drop("_at")
+
 
 def group_tests(paths: Sequence[str], protocol: str | None, stats_table, model_order: Sequence[str],
                 permutations: int, seed: int, cluster: ClusterChoice) -> tuple[str | None, pl.DataFrame]:
-    """The tests of one protocol (adjusted: their families never cross protocols): the body of one Ray task."""
-    frame = read_group(paths, protocol, cluster)
-    return protocol, stats_table(frame, permutations=permutations, seed=seed, cluster=cluster,
-                                 model_order=list(model_order))
+    """The tests of one protocol (adjusted within the protocol): a task of one protocol."""
+    protocol, _, table, _, _ = split_tests(paths, protocol, None, stats_table, model_order, permutations, seed,
+                                           cluster)
+    return protocol, table
+
+
+def split_tests(paths: Sequence[str], protocol: str | None, split: str | None, stats_table,
+                model_order: Sequence[str], permutations: int, seed: int, cluster: ClusterChoice,
+                judges: list[str] | None = None) -> tuple[str | None, str | None, pl.DataFrame, dict[str, str],
+                                                          list[str]]:
+    """The tests of one protocol or one split of it (``p_adjusted`` within the group, made again on the driver),
+    its resampling unit and the judges of its open rows: the body of one Ray task. ``judges``: the whole input's
+    (the open tests' judge-mean row exists where the input has two judges or more)."""
+    from omnieval.stats.clusters import units_used
+    from omnieval.stats.open_metrics import judges_of
+
+    frame = read_group(paths, protocol, cluster, split=split)
+    table = stats_table(frame, permutations=permutations, seed=seed, cluster=cluster, model_order=list(model_order),
+                        **({} if judges is None else {"judges": judges}))
+    opened = frame.filter(pl.col("mode") == "open") if "mode" in frame.columns else frame.clear()
+    return protocol, split, table, units_used(frame, cluster), judges_of(opened) if len(opened) else []
 
 
 def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None) -> list:
