@@ -317,6 +317,7 @@ def _datasets_omni(args: argparse.Namespace) -> int:
         jointavbench,
         mmar,
         mmau,
+        mmau_pro,
         mmsu,
         omnibench,
         omnivideobench,
@@ -342,6 +343,7 @@ def _datasets_omni(args: argparse.Namespace) -> int:
                    "av-odyssey": av_odyssey.convert_av_odyssey,
                    "omnivideobench": omnivideobench.convert_omnivideobench,
                    "voicebench": voicebench.convert_voicebench, "mmsu": mmsu.convert_mmsu,
+                   "mmau-pro": mmau_pro.convert_mmau_pro,
                    "videomme-v2": videomme_v2.convert_videomme_v2,
                    "video-holmes": video_holmes.convert_video_holmes}[args.release_name]
         converted = convert(args.release, args.out, **common)
@@ -587,9 +589,12 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="report.html (self-contained) and report.md from runs or metrics folders")
     p.add_argument("inputs", nargs="+", help="run folders, metrics folders, predictions or metrics files")
     p.add_argument("--out", required=True)
-    p.add_argument("--resamples", type=int, default=10_000, help="for runs that have no metrics yet")
-    p.add_argument("--permutations", type=int, default=10_000, help="for tests computed from predictions")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resamples", type=int, default=None,
+                   help="for what the report computes (default 10000; a sweep's stored pooled result is read with "
+                   "the sweep's own unless this is given)")
+    p.add_argument("--permutations", type=int, default=None,
+                   help="for tests computed from predictions (default 10000; as --resamples for a stored result)")
+    p.add_argument("--seed", type=int, default=None, help="default 0 (as --resamples for a stored result)")
     p.add_argument("--title", default=None)
     _cluster_flag(p)
     p.set_defaults(func=_report)
@@ -779,11 +784,16 @@ OMNI_RELEASES: dict[str, tuple[str, str]] = {
                        "its evidence label", "a folder holding videos/"),
     "voicebench": ("VoiceBench: <subset>/<split>-*.parquet (recordings embedded); its multiple-choice subsets "
                    "openbookqa and mmsu, the options read out of each prompt; its open subsets as open items "
-                   "(modes: [open]): sd-qa and bbh judged against their reference, advbench scored by its refusal "
-                   "list, alpacaeval, commoneval and wildvoice rated 1-5 by the judges",
+                   "(modes: [open]): sd-qa and bbh judged against their reference (bbh also scored by its answer "
+                   "phrases), advbench scored by its refusal list, alpacaeval, commoneval and wildvoice rated 1-5 by "
+                   "the judges",
                    "a folder of media (not needed: the recordings are embedded)"),
     "mmsu": ("MMSU: data/*.parquet (clips embedded, or named under audio/); the answer's text mapped to its choice",
              "a folder holding audio/"),
+    "mmau-pro": ("MMAU-Pro: test.parquet beside data.zip, or that unpacked to data/<uuid>.wav; closed-form questions "
+                 "with the answer's text mapped to its choice, open ones as open items (modes: [open]) with their "
+                 "reference for the judges, instruction-following ones skipped and listed",
+                 "a folder holding data/ or data.zip"),
     "jointavbench": ("JointAVBench: jointavbench.json; the release ships no media: each question's clip, cut by the "
                      "user, named <qid>.mp4 (its soundtrack the audio), a missing one skipped and listed",
                      "the folder holding the <qid>.mp4 clips"),

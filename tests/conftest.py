@@ -23,10 +23,12 @@ def ray_session():
 
 
 def start_local_ray():
-    """The test session's local Ray (see ``ray_session``)."""
+    """The test session's local Ray (see ``ray_session``): always a new one (``address="local"``), never a cluster
+    already running on the machine (a ``ray start`` head, another process's bench), which ``ray.init()`` would
+    otherwise join, refusing ``num_cpus``."""
     import ray
 
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.execution_no_progress_timeout_s = 600  # a hung engine fails its test in 10 min, not Ray's 30

@@ -59,6 +59,13 @@ class Options(Strict):
     """No knobs."""
 
 
+class InstanceFields(Strict):
+    """What an instance of this protocol carries of its own (``Instance.protocol_fields``): whether its text names
+    the answer. Declared here and in ``SPEC`` alone; no shared type knows of it."""
+
+    text_tells: bool
+
+
 def media_refs(item: Item) -> list[tuple[str, str, str]]:
     return [(item.image, "image", "image"), (item.other_image, "image", "other_image")]
 
@@ -71,8 +78,8 @@ def validate_items(items, bench=None, file=None) -> None:
 
 
 def expand_all(items, bench=None, seed: int = 0, options: Options | None = None) -> list[Instance]:
-    """Both conditions of every item. The simulated engine's evidence: the picture supports the answer when it is
-    the item's own; the text does when it names the answer."""
+    """Both conditions of every item. The simulated engine's hints: the picture supports the answer when it is the
+    item's own; the text does when it names the answer (the instance's own field ``text_tells``)."""
     out = []
     for item in items:
         labels = list(LABELS[: len(item.options)])
@@ -85,7 +92,8 @@ def expand_all(items, bench=None, seed: int = 0, options: Options | None = None)
                 segments=[Segment(kind="media", modality="image", path=item.image if own else item.other_image),
                           Segment(kind="text", text=f"Text: {item.text}")],
                 option_labels=labels, option_texts=list(item.options), target=item.answer,
-                evidence={"image": item.answer if own else None, "text": item.answer if tells else None}))
+                protocol_fields=SPEC.fields(text_tells=tells),
+                simulation_hints={"image": item.answer if own else None, "text": item.answer if tells else None}))
     return out
 
 
@@ -166,7 +174,7 @@ def make_benchmark(out: str | Path, seed: int, options, overwrite: bool = False)
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
-    expand_all=expand_all, metrics=metrics_spec,
+    expand_all=expand_all, metrics=metrics_spec, instance_fields=InstanceFields,
     item_local=True,  # an item names its replacement picture itself: no other item is read
     paired_matrix=(("accuracy", None), ("image_gain", "")),
     report=REPORT,

@@ -313,3 +313,28 @@ def test_a_cell_with_no_parsed_answer_still_shows_what_the_official_rule_credits
     row = {h: c.text for h, c in zip(shown.header, shown.rows[0], strict=True)}
     assert row["accuracy"] == "—" and row["official"] == f"{official:.3f}" and row["unparsed"] == "1.000"
     assert row["flag"] == "unparsed > 5%; official rule credits unparseable answers"
+
+
+def test_sweep_summary_says_why_an_unavailable_official_rule_was_not_computed(tmp_path):
+    """A run whose scorer's rule cannot be computed here (``mmau-pro``: NV-Embed): its summary lines say the official
+    rule was not computed and why, as ``omnieval metrics`` does; a run with no scorer still says "no official
+    scorer"."""
+    from omnieval.core.run_outputs import RunOutputs
+    from omnieval.scoring.mmau_pro import REASON
+    from omnieval.sweep.state import run_verdicts
+    from omnieval.sweep.status import RunOutcome, SweepResult
+
+    table = metrics_table(predictions(None), resamples=50, seed=0)  # no official columns filled, as mmau-pro's
+    lines = {}
+    for scorer in ("mmau-pro", None):
+        store = RunOutputs(str(tmp_path / str(scorer)))
+        store.write_table("metrics/metrics.parquet", table.to_arrow())
+        store.write_json("run.json", {"scorer": scorer})
+        outcome = RunOutcome(key="s/spectrum/m/cot", model="m", protocol="spectrum", benchmark="b", prompt="cot",
+                             output="o", fingerprint="f", status="done", verdicts=run_verdicts(store))
+        summary = SweepResult(output="o", summary_path="o/summary.json", runs=[outcome]).summary()
+        lines[scorer] = [line for line in summary.splitlines() if line.startswith("  s/spectrum/m/cot normal:")]
+    (unavailable,), (none,) = lines["mmau-pro"], lines[None]
+    assert " / official rule not computed, " in unavailable and "no official scorer" not in unavailable
+    assert "  FLAG: " in unavailable and unavailable.endswith(f"; official rule not computed: {REASON}")
+    assert " / no official scorer, " in none and none.endswith("; no official scorer")

@@ -27,7 +27,7 @@ def test_synthetic_predictions_have_the_schema_and_give_every_metric():
 
 
 CELL = {"seconds": r"([\d.]+) s", "ms": r"([\d.]+) ms", "baseline": r"scipy (\d+) ms", "ratio": r"([\d,]+\.\d)x",
-        "verdict": r"(met|MISSED) \((.+)\)"}
+        "in_process": r"in-process ([\d.]+) s", "verdict": r"(met|MISSED) \((.+)\)"}
 
 
 def _row(line: str) -> dict:
@@ -99,6 +99,10 @@ def check_quick_table(out: str) -> None:
                                                                 rows[0]["what"]).groups())
     assert 0 < cis <= metrics
     assert rows[3]["what"].startswith("(a) the same study as a user runs it: `omnieval metrics` in a fresh process")
+    # the whole command beside the in-process figure of row 2, measured in the same run: ratio = whole / in-process
+    assert rows[3]["in_process"] == rows[1]["seconds"]
+    lo, hi = _ratio_bounds(float(rows[3]["seconds"][0]), 0.01, float(rows[3]["in_process"][0]), 0.01)
+    assert lo - 0.05 <= float(rows[3]["ratio"][0].replace(",", "")) <= hi + 0.05
     assert rows[4]["what"].startswith("(b) crossmodal 2 models x 2,000 items x 6 directions")
     met = missed = 0
     for row in rows:

@@ -135,8 +135,9 @@ def test_benchmark_json_names_a_known_scorer_or_none(bench, scorer):
     assert load_benchmark(bench).scorer == "mmau"
     (bench / "benchmark.json").write_text(json.dumps({**meta, "scorer": scorer}))
     msg = _error(lambda: load_benchmark(bench))
-    assert (f"unknown scorer {scorer!r}; known scorers: av-odyssey, daily-omni, jointavbench, mmar, mmau, mmsu, "
-            "omnibench, omnivideobench, robust, video-holmes, videomme, videomme-v2, voicebench, worldsense") in msg
+    assert (f"unknown scorer {scorer!r}; known scorers: av-odyssey, daily-omni, jointavbench, mmar, mmau, mmau-pro, "
+            "mmsu, omnibench, omnivideobench, robust, video-holmes, videomme, videomme-v2, voicebench, "
+            "worldsense") in msg
     assert str(bench / "benchmark.json") in msg and "field 'scorer'" in msg
 
 

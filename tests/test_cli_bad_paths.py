@@ -55,7 +55,7 @@ def test_report_on_a_run_whose_run_json_is_cut_short_names_it_and_says_what_to_d
 
 
 @pytest.mark.parametrize("command, compute", [
-    ("metrics", "omnieval.stats.command.metrics_and_paired"),
+    ("metrics", "omnieval.stats.command.compute"),
     ("stats", "omnieval.stats.significance.stats_table"),
     ("power", "omnieval.stats.power.power_table"),
     ("report", "omnieval.report.build_report"),

@@ -58,6 +58,9 @@ COMMANDS = {
         "-h/--help", "release", "--out (required)", "--name='mmau'", "--media-root", "--copy",
         "--version {original,v05.15.25}", "--overwrite",
     ],
+    "omnieval datasets mmau-pro": [
+        "-h/--help", "release", "--out (required)", "--name='mmau-pro'", "--media-root", "--copy", "--overwrite",
+    ],
     "omnieval datasets mmsu": [
         "-h/--help", "release", "--out (required)", "--name='mmsu'", "--media-root", "--copy", "--overwrite",
     ],
@@ -121,7 +124,7 @@ COMMANDS = {
         "--effect", "--alpha=0.05", "--power=0.8", "--cluster",
     ],
     "omnieval report": [
-        "-h/--help", "inputs+", "--out (required)", "--resamples=10000", "--permutations=10000", "--seed=0", "--title",
+        "-h/--help", "inputs+", "--out (required)", "--resamples", "--permutations", "--seed", "--title",
         "--cluster",
     ],
     "omnieval run": ["-h/--help", "config", "--out", "--address", "--overwrite"],

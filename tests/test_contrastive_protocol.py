@@ -132,8 +132,8 @@ def test_all_orders_with_targets_from_itertools():
             assert shown[LETTERS.index(inst.target)] == item.inputs[answer].path  # the target shows the answer
             assert inst.option_labels == list(LETTERS[:n]) and inst.option_texts == [f"Scene {c}" for c in
                                                                                      LETTERS[:n]]
-            assert inst.n_inputs == n and inst.selection_type == "random"
-            assert inst.answer_modality == item.inputs[answer].modality
+            assert inst.field("n_inputs") == n and inst.field("selection_type") == "random"
+            assert inst.field("answer_modality") == item.inputs[answer].modality
             assert inst.instance_id == f"i{n}|{inst.condition}|s5" and inst.segments == []
 
 
@@ -169,7 +169,7 @@ def test_caption_baseline_and_point_cloud_modes():
         assert all(s.kind == "text" for s in c.option_segments) and c.media_segments() == []
         assert [s.text for s in c.option_segments] == [item.inputs[int(LETTERS.index(p))].caption for p in
                                                        (m.condition[5:] if m.condition != "original" else "ABC")]
-        assert c.evidence["text"] == c.target and m.evidence["pointcloud"] == m.target
+        assert c.simulation_hints["text"] == c.target and m.simulation_hints["pointcloud"] == m.target
     # point clouds are shown as an image (the rendered views) by default, as themselves in native mode
     assert [s.modality for s in media[0].option_segments] == ["image", "audio", "image"]
     assert media[0].option_segments[2].path.endswith(".ply")

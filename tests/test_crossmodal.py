@@ -53,8 +53,8 @@ def test_six_directions_show_the_context_and_the_four_candidates_in_their_modali
         target_shown = shown[inst.option_labels.index(inst.target)]
         assert "dog" in target_shown  # the target is the context entity, in the candidate modality
         modality = {"A": "audio", "V": "image", "T": "text"}
-        assert inst.evidence == {f"{modality[x]}->{modality[y]}": inst.target}
-        assert inst.task == "perception" and inst.subtask == "animals" and len(inst.option_labels) == 4
+        assert inst.simulation_hints == {f"{modality[x]}->{modality[y]}": inst.target}
+        assert inst.task == "perception" and inst.field("subtask") == "animals" and len(inst.option_labels) == 4
 
 
 def test_options_are_shuffled_with_keyed_randomness():
@@ -72,8 +72,8 @@ def test_extra_conditions():
     assert [i.condition for i in instances] == ["V->A", "AV->T", "none->T"]
     av, none = instances[1], instances[2]
     assert [s.modality for s in av.segments] == ["audio", "video"]
-    assert av.evidence == {"audio->text": av.target, "video->text": av.target}
-    assert none.segments == [] and none.evidence == {}
+    assert av.simulation_hints == {"audio->text": av.target, "video->text": av.target}
+    assert none.segments == [] and none.simulation_hints == {}
 
 
 def test_prompt_interleaves_every_candidate_after_its_label():

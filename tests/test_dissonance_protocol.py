@@ -31,7 +31,7 @@ def _item(**kw) -> DissonanceItem:
 def test_eight_conditions_levels_and_ids_stable():
     inst = dissonance.expand(_item(), LIB, seed=7)
     assert [i.condition for i in inst] == ["C" + "".join(b) for b in itertools.product("01", repeat=3)]
-    assert [i.k for i in inst] == [0, 1, 1, 2, 1, 2, 2, 3]
+    assert [i.field("k") for i in inst] == [0, 1, 1, 2, 1, 2, 2, 3]
     assert len({i.instance_id for i in inst}) == 8
     again = dissonance.expand(_item(), LIB, seed=7)
     assert [i.model_dump() for i in inst] == [i.model_dump() for i in again]

@@ -3,7 +3,7 @@ and an engine's own error results; the cascade for describer failures), kept thr
 ``predictions.parquet``, and read as a column by the metrics. Expected kinds come from what each test broke (which
 file, which engine call), never from the code's own classification.
 
-Also here: an open-ended request carries no copy of its instance beside ``instance_json``; the engine gets the
+Also here: an open-ended request carries no copy of its instance beside its ``instance`` record; the engine gets the
 instance through the request, parsed once in the model stage for all the rows of that instance in a batch."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def _instance(n: int) -> Instance:
                     condition="C000", segments=[Segment(kind="text", text=f"Text: fox number {n}")],
                     question="Which animal is it?", option_labels=list("ABCDE"),
                     option_texts=["a fox", "a cat", "a car", "a drum", "I cannot answer"], target="A",
-                    abstain_label="E", k=0, evidence={"text": "A"})
+                    abstain_label="E", protocol_fields={"k": 0},
+                    simulation_hints={"text": "A"})
 
 
 class FailingEngine(SimulatedEngine):

@@ -249,6 +249,32 @@ def test_expansion_refuses_instances_that_do_not_follow_the_spec(fifth, tmp_path
         scenes.expand(bench.items, bench, 0, options)
 
 
+def test_its_own_instance_field_is_declared_by_the_spec_alone(fifth, tmp_path):
+    """``text_tells`` is declared in the module's ``InstanceFields`` and nowhere else: every instance carries it with
+    the value read off its item (the text holds the answer's option text), and a spec that does not declare it
+    refuses the instances at expansion, naming the instance and the field."""
+    import dataclasses
+    import json
+
+    from omnieval.core.schema import Instance
+    from omnieval.datasets.benchmark import load_benchmark
+    from omnieval.protocols.spec import NoFields
+
+    assert "text_tells" not in Instance.model_fields
+    bench = load_benchmark(main_synth(tmp_path))
+    items = {json.loads(line)["item_id"]: json.loads(line)
+             for line in (tmp_path / "bench" / "items.jsonl").read_text().splitlines()}
+    instances = fifth.expand(bench.items, bench, 0, fifth.options())
+    for inst in instances:
+        item = items[inst.item_id]
+        tells = item["options"]["ABCDE".index(item["answer"])] in item["text"]
+        assert inst.protocol_fields == {"text_tells": tells}
+    assert {inst.field("text_tells") for inst in instances} == {True, False}  # both kinds of item in the benchmark
+    undeclared = dataclasses.replace(fifth, instance_fields=NoFields)
+    with pytest.raises(ValueError, match=r"instance 'q000\|normal\|s0' with protocol field 'text_tells': Extra inputs"):
+        undeclared.expand(bench.items, bench, 0, fifth.options())
+
+
 def main_synth(tmp_path: Path) -> Path:
     """An eight-item benchmark of the fifth protocol, written by its spec's synthetic benchmark writer."""
     bench = tmp_path / "bench"

@@ -150,3 +150,24 @@ def test_paired_difference_intervals_over_anchors(method):
                         bootstrap_result=previous, method="BCa").confidence_interval
         want = (got.low, got.high)
     assert row["ci_low"] == pytest.approx(want[0], abs=1e-12) and row["ci_high"] == pytest.approx(want[1], abs=1e-12)
+
+
+def test_t_interval_of_a_table_larger_than_a_block_matches_a_row_by_row_loop():
+    """Rows are done a block at a time: a block with NaN resamples next to blocks without gives every row its own
+    interval (checked against scipy's t quantile and numpy's sd, row by row)."""
+    rng = np.random.default_rng(11)
+    n_rows, n_resamples = 3_000, 99  # several blocks of rows
+    values = rng.normal(0.5, 0.1, (n_rows, n_resamples + 1)) * rng.random((n_rows, 1))
+    values[1500:1510, 1:][rng.random((10, n_resamples)) < 0.3] = np.nan  # one block only
+    values[2990, 1:] = np.nan  # no resample defined
+    clusters = rng.integers(1, 60, n_rows)
+    low, high = intervals(values, n_resamples, "t", clusters)
+    for m in range(n_rows):
+        boot = values[m, 1:][np.isfinite(values[m, 1:])]
+        if clusters[m] < 2 or len(boot) < 2:
+            assert np.isnan(low[m]) and np.isnan(high[m]), m
+            continue
+        c = clusters[m]
+        half = t.ppf(0.975, c - 1) * np.std(boot, ddof=1) * np.sqrt(c / (c - 1))
+        assert low[m] == pytest.approx(values[m, 0] - half, rel=1e-12, abs=1e-13), m
+        assert high[m] == pytest.approx(values[m, 0] + half, rel=1e-12, abs=1e-13), m

@@ -89,3 +89,43 @@ def test_ece_bins_include_one_in_the_last_bin_and_empty_resample_is_nan():
     assert np.isclose(ece[0], ece_loop(conf, correct))
     ece, auc = calibration_weighted(np.zeros((1, 3), dtype=np.int32), np.arange(3), conf, correct, 10)
     assert np.isnan(ece[0]) and np.isnan(auc[0])
+
+
+def _running_sums_loop(w_row, item, conf, correct, bins=10):
+    """ECE and RC-AUC of one resample as plain Python running sums over the instances sorted by confidence
+    (distinct confidences): the module docstring's formulas, added up in the same order as the kernel."""
+    order = sorted(range(len(conf)), key=lambda t: -conf[t])
+    harmonic = [0.0]
+    for k in range(1, int(sum(w_row[i] for i in item)) + 1):
+        harmonic.append(harmonic[-1] + 1.0 / k)
+    total, errors, area, gap, g = 0, 0.0, 0.0, 0.0, 0.0
+    for pos, t in enumerate(order):
+        w = int(w_row[item[t]])
+        err = 1.0 - correct[t]
+        g += w * (correct[t] - conf[t])
+        last_of_bin = pos == len(order) - 1 or (min(int(conf[t] * bins), bins - 1)
+                                                != min(int(conf[order[pos + 1]] * bins), bins - 1))
+        if last_of_bin:
+            gap += abs(g)
+            g = 0.0
+        area += w * err + (errors - total * err) * (harmonic[total + w] - harmonic[total])
+        total += w
+        errors += w * err
+    return (gap / total, area / total) if total else (np.nan, np.nan)
+
+
+def test_each_resample_row_is_exactly_the_plain_loop_whatever_its_neighbours():
+    """Resamples go through the kernel several at a time; every row count (a multiple of that batch or not)
+    must give each row the bits a plain loop gives it alone."""
+    rng = np.random.default_rng(7)
+    n_items = 30
+    item = np.repeat(np.arange(n_items), 3)
+    conf = rng.random(len(item))
+    correct = (rng.random(len(item)) < conf).astype(float)
+    weights = rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=11).astype(np.int32)
+    weights[5] = 0  # an empty resample among full ones
+    expected = [_running_sums_loop(weights[r], item, conf, correct) for r in range(len(weights))]
+    for n_rows in range(1, len(weights) + 1):
+        ece, auc = calibration_weighted(weights[:n_rows], item, conf, correct, 10)
+        got = list(zip(ece.tolist(), auc.tolist()))
+        assert np.array_equal(np.array(got), np.array(expected[:n_rows]), equal_nan=True), n_rows

@@ -70,7 +70,7 @@ def small_store_ray():
     had = ray.is_initialized()
     if had:
         ray.shutdown()
-    ray.init(num_cpus=8, object_store_memory=STORE_BYTES, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=8, object_store_memory=STORE_BYTES, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()

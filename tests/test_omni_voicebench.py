@@ -1,10 +1,11 @@
 """VoiceBench as its Hugging Face dataset lays it out (``<subset>/<split>-00000-of-00001.parquet``, each row the
 recording embedded in ``audio``, the prompt's text in ``prompt`` and the letter in ``reference``): its
 multiple-choice subsets ``openbookqa`` and ``mmsu`` converted to audio items with the options read out of the
-prompt and the prompt as the audio's text stand-in; its open subsets ``sd-qa``, ``bbh`` and ``advbench`` converted
-to open items (a reference answer, or none), the others found named and left out; a prompt without options skipped
-and listed; the benchmark run through two simulated models, metrics and report, with ``audio_as_text`` and the
-accuracy per subset recomputed from the predictions (tests/test_omni_voicebench_open.py runs the open items)."""
+prompt and the prompt as the audio's text stand-in; its open subsets ``sd-qa``, ``bbh``, ``advbench`` and ``ifeval``
+converted to open items (a reference answer, or none), the others found named and left out; a prompt without
+options skipped and listed; the benchmark run through two simulated models, metrics and report, with
+``audio_as_text`` and the accuracy per subset recomputed from the predictions (tests/test_omni_voicebench_open.py
+runs the open items)."""
 
 from __future__ import annotations
 
@@ -128,18 +129,25 @@ def test_each_open_subset_named_with_the_evaluator_the_release_scores_it_by(tmp_
     shard(folder / "bbh" / "test-00000-of-00001.parquet", [("Is it plausible?", "yes")], sounds)  # no ``id``
     converted = convert_voicebench(folder, tmp_path / "bench")
     meta = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
-    assert meta["open_subsets_converted"] == ["advbench", "alpacaeval", "bbh", "commoneval", "sd-qa", "wildvoice"]
-    assert meta["open_subsets_not_converted"] == ["ifeval", "mtbench"]
+    assert meta["open_subsets_converted"] == ["advbench", "alpacaeval", "bbh", "commoneval", "ifeval", "sd-qa",
+                                              "wildvoice"]
+    assert meta["open_subsets_not_converted"] == ["mtbench"]
     evaluators = {s: rule["evaluator"] for s, rule in meta["open_subset_rules"].items()}
     assert evaluators == {"advbench": "harm", "alpacaeval": "open", "bbh": "bbh", "commoneval": "open",
                           "ifeval": "ifeval", "mtbench": "none", "sd-qa": "qa", "wildvoice": "open"}
-    # advbench's row needs no reference; bbh's row names no task in an ``id``: skipped and listed
+    # advbench's row needs no reference; bbh's row names no task in an ``id``, ifeval's no instructions: skipped
+    # and listed
     assert converted.splits == {"openbookqa": 3, "mmsu": 3, "alpacaeval": 1, "sd-qa": 2, "advbench": 1,
                                 "commoneval": 1, "wildvoice": 1}
-    assert [(s.entry, s.field) for s in converted.skipped] == [("row 0 (item bbh/test/0)", "id")]
+    assert sorted((s.entry, s.field) for s in converted.skipped) == [
+        ("row 0 (item bbh/test/0)", "id"), ("row 0 (item ifeval/test/0)", "instruction_id_list")]
     assert any(n.startswith("alpacaeval, commoneval, wildvoice (gpt rating 1-5): open items without a reference")
                for n in converted.notes)
-    assert any(n.startswith("ifeval (instruction checks): not converted: ") for n in converted.notes)
+    assert any(n.startswith("ifeval (instruction checks): open items without a reference, scored by IFEval's ")
+               for n in converted.notes)
+    # mtbench: no released rule, and a later turn needs the model's own earlier answers (voicebench_open.MTBENCH_NOTE)
+    (mtbench,) = [n for n in converted.notes if n.startswith("mtbench (multi-turn): not converted: ")]
+    assert "names no evaluator" in mtbench and "issue 3" in mtbench and "no chat history" in mtbench
     assert all(s in OPEN_RULES for s in ("alpacaeval_full", "alpacaeval_speaker"))
 
 
@@ -192,10 +200,11 @@ def test_a_prompt_without_options_or_a_reference_past_its_letters_is_skipped(tmp
 
 
 def test_a_release_without_a_subset_omnieval_reads_is_refused(tmp_path, sounds):
-    shard(tmp_path / "voicebench" / "ifeval" / "test-00000-of-00001.parquet", [("Answer in three words.", None)],
+    shard(tmp_path / "voicebench" / "mtbench" / "test-00000-of-00001.parquet", [("Answer in three words.", None)],
           sounds)
     with pytest.raises(InputError, match=r"no subset omnieval reads \(openbookqa/\*.parquet, mmsu/\*.parquet, "
-                                         r"sd-qa/\*.parquet, bbh/\*.parquet, advbench/\*.parquet, alpacaeval/"):
+                                         r"sd-qa/\*.parquet, bbh/\*.parquet, advbench/\*.parquet, "
+                                         r"ifeval/\*.parquet, alpacaeval/"):
         convert_voicebench(tmp_path / "voicebench", tmp_path / "bench")
 
 

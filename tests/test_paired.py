@@ -230,3 +230,26 @@ def test_report_matrices_show_every_pair_of_models_and_prompts():
             assert float(cell.data["paired_value"]) == want["estimate"]
             assert cell.ci.startswith(f"[{fmt(want['ci_low'])}, {fmt(want['ci_high'])}] p=")
             assert cell.ci.endswith("‡") == (want["n_clusters"] < FEW_CLUSTERS)
+
+
+def test_item_correlation_is_numpys_corrcoef_to_the_bit():
+    """``item_corr`` repeats ``np.corrcoef``'s operations without its argument handling: the same bits on finite
+    pairs, None below three pairs or where a side is constant (0/1 outcomes, NaN gaps, wide scales alike)."""
+    from omnieval.stats.paired import _corr
+
+    rng = np.random.default_rng(3)
+    for k in range(600):
+        n = int(rng.integers(1, 300))
+        x = rng.normal(size=n) * 10.0 ** rng.uniform(-4, 4)
+        y = 0.4 * x + rng.normal(size=n)
+        if k % 3 == 0:
+            x, y = (rng.random(n) < 0.6).astype(float), (rng.random(n) < 0.5).astype(float)
+        if k % 5 == 0:
+            x[rng.random(n) < 0.2] = np.nan
+        if k % 11 == 0:
+            y[:] = 0.25
+        ok = np.isfinite(x) & np.isfinite(y)
+        if ok.sum() < 3 or np.std(x[ok]) == 0 or np.std(y[ok]) == 0:
+            assert _corr(x, y) is None, k
+        else:
+            assert _corr(x, y) == float(np.corrcoef(x[ok], y[ok])[0, 1]), k

@@ -188,7 +188,8 @@ def _instance(n: int):
                     condition="C000", segments=[Segment(kind="text", text=f"Text: fox number {n}")],
                     question="Which animal is it?", option_labels=list("ABCDE"),
                     option_texts=["a fox", "a cat", "a car", "a drum", "I cannot answer"], target="A",
-                    abstain_label="E", k=0, evidence={"text": "A"})
+                    abstain_label="E", protocol_fields={"k": 0},
+                    simulation_hints={"text": "A"})
 
 
 def sampled_rows(k: int, temperature: float | None = None, top_p: float | None = None, done=frozenset(),

@@ -190,13 +190,14 @@ def test_instances_without_breakdowns_keep_their_stored_form():
     def expanded(items):  # in this process, whether or not Ray is up: the stored blocks, then the digest
         *blocks, summary = expand_chunk(ExpansionSource("spectrum", _Bench(items), 0, spectrum.Options()), 0,
                                         len(items))
-        return [json.loads(text) for block in blocks for text in block["instance_json"].to_pylist()], summary.digest
+        return [record for block in blocks for record in block["instance"].to_pylist()], summary.digest
 
     labelled_items = video_items(6, subtitled=lambda i: False)
     bare, bare_digest = expanded([it.model_copy(update={"breakdowns": None}) for it in labelled_items])
-    assert bare and all("breakdowns" not in stored for stored in bare)
+    assert bare and all("breakdowns" not in [f["name"] for f in stored["protocol_fields"]] for stored in bare)
     labelled, labelled_digest = expanded(labelled_items)
-    assert labelled[0]["breakdowns"] == {"duration": "short"}
+    assert {"name": "breakdowns", "text": None, "number": None, "flag": None,
+            "pairs": [{"name": "duration", "value": "short"}]} in labelled[0]["protocol_fields"]
     assert labelled_digest != bare_digest
 
 

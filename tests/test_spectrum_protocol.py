@@ -142,8 +142,8 @@ def test_evidence_supports_the_target_only_through_the_items_own_modalities():
     for inst in spectrum.expand_all(items, None, seed=0):
         src = shown(inst)
         own = {m for m, s in src.items() if s == inst.item_id}
-        assert len(inst.evidence) == 7  # 3 modalities + 3 pairs + the triple
-        for percept, label in inst.evidence.items():
+        assert len(inst.simulation_hints) == 7  # 3 modalities + 3 pairs + the triple
+        for percept, label in inst.simulation_hints.items():
             parts = set(percept.split("+"))
             assert label == (inst.target if parts <= own else None), (inst.condition, percept)
 

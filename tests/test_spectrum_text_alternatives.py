@@ -50,8 +50,8 @@ def test_the_as_text_conditions_show_the_stand_in_instead_of_the_medium():
     assert [s.modality for s in image_text.media_segments()] == ["audio"]
     assert "Image description: a caption of picture 3" in render_prompt(image_text)[-1].text
     # for the simulated engine: the medium itself is not shown, its stand-in supports the target
-    assert audio_text.evidence["audio"] is None and audio_text.evidence["audio+text"] is None
-    assert audio_text.evidence["audio_as_text"] == "D" and audio_text.evidence["image+text"] == "D"
+    assert audio_text.simulation_hints["audio"] is None and audio_text.simulation_hints["audio+text"] is None
+    assert audio_text.simulation_hints["audio_as_text"] == "D" and audio_text.simulation_hints["image+text"] == "D"
 
 
 def test_a_stand_in_missing_on_some_items_runs_on_the_others_and_asking_for_one_no_item_has_is_refused():
@@ -98,7 +98,7 @@ def rows(model: str, reliance: dict, instances) -> list[dict]:
                     "instance_id": inst.instance_id, "condition": inst.condition, "target": inst.target,
                     "choice": res.choice, "abstain_label": None, "confidence": res.confidence,
                     "confidence_method": res.confidence_method, "n_options": len(inst.option_labels),
-                    "evidence_modality": inst.evidence_modality})
+                    "evidence_modality": inst.field("evidence_modality")})
     return out
 
 

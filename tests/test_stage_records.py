@@ -24,7 +24,8 @@ def _instance(n: int, media: bool = True) -> Instance:
     return Instance(instance_id=f"q{n}|C000", item_id=f"q{n}", protocol="dissonance", benchmark="b", split="s",
                     condition="C000", segments=segments, question="Which animal is it?",
                     option_labels=list("ABCDE"), option_texts=["a fox", "a cat", "a car", "a drum", "I cannot answer"],
-                    target="A", abstain_label="E", k=0, evidence={"text": "A"})
+                    target="A", abstain_label="E", protocol_fields={"k": 0},
+                    simulation_hints={"text": "A"})
 
 
 class Scripted(Engine):

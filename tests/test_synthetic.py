@@ -87,7 +87,7 @@ def test_abstention_targets_have_the_papers_shape(tmp_path):
                                                      splits=("real",)))
     share = collections.defaultdict(list)
     for inst in dissonance.expand_items(bench.items, bench.anchors, seed=0):
-        share[inst.k].append(inst.target == inst.abstain_label)
+        share[inst.field("k")].append(inst.target == inst.abstain_label)
     rates = {k: float(np.mean(v)) for k, v in share.items()}
     assert rates[0] == rates[1] == 0.0
     assert rates[2] < 0.10 and rates[3] > 0.85, rates

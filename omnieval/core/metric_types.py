@@ -24,7 +24,8 @@ SHARED_BOUNDS: dict[str, tuple[float, float]] = {
     "rc_auc": UNIT, "open_accuracy": UNIT, "open_abstention": UNIT, "judge_agreement": UNIT,
     "open_invalid_verdicts": UNIT, "mcq_open_gap": DIFFERENCE, "judge_kappa": DIFFERENCE,
     "official_accuracy": UNIT, "open_official_accuracy": UNIT, "unparsed_share": UNIT, "forced_share": UNIT,
-    "official_forced_share": UNIT, "open_rating": (1.0, 5.0),
+    "official_forced_share": UNIT, "open_rating": (1.0, 5.0), "ifeval_prompt_strict": UNIT,
+    "ifeval_instruction_strict": UNIT, "ifeval_prompt_loose": UNIT, "ifeval_instruction_loose": UNIT,
     "disagree": (0.0, np.inf)}
 """The metrics shared code adds to every protocol (``with_error_rates``, ``with_forced_rate``,
 ``with_answer_verdicts``, calibration, the open-ended metrics of ``stats.open_metrics``)."""

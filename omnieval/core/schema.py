@@ -221,6 +221,15 @@ class Segment(Strict):
         return media_ref(self.path or "", self.modality)
 
 
+ProtocolValue = str | int | bool | dict[str, str] | None
+"""A value of ``Instance.protocol_fields``: a label, a count, a flag, or a name -> value map (breakdowns)."""
+
+PROTOCOL_COLUMNS: tuple[str, ...] = ("k", "anchor", "subtask", "n_inputs", "selection_type", "answer_modality",
+                                     "group", "evidence_modality", "breakdowns")
+"""The prediction columns (docs/reference.md, Predictions) that hold a protocol's own instance fields: the row
+builder writes ``Instance.protocol_fields`` flat into them (null where the protocol sets none)."""
+
+
 class Instance(Strict):
     """What one model call sees. ``instance_id`` is stable: same item, condition and seed -> same id and content.
 
@@ -228,17 +237,17 @@ class Instance(Strict):
     label, shown right after its label (``A. <audio>``, ``B. <audio>``, ...); ``option_texts`` then hold short
     descriptions for logs and text matching. None when every option is plain text.
 
-    ``group``: the ``item_id`` of the question the item is a copy of (rotated options, ``spectrum.Item.group``);
-    the bootstrap draws a group's items together. None: the item is its own question.
+    ``task`` / ``category``: the item's own labels (docs/reference.md, Items: common to every protocol).
+
+    ``protocol_fields``: what only the instance's protocol knows of it, name -> value, checked against the pydantic
+    model its spec declares (``ProtocolSpec.instance_fields``) when the protocol expands: dissonance's ``k`` and
+    ``anchor``, crossmodal's ``subtask``, contrastive's ``n_inputs``, ``selection_type`` and ``answer_modality``,
+    spectrum's ``group`` (the question an item is a copy of: the bootstrap draws a group's items together),
+    ``evidence_modality`` and ``breakdowns`` (the release's own score breakdowns, name -> value). A field named as
+    a prediction column (``PROTOCOL_COLUMNS``) is written flat into that column; read one with ``field``.
 
     ``donors``: for a shuffled condition, the ``item_id`` each replaced modality was taken from (``{"audio":
     "q07"}``), so anyone can check that no item was handed its own media; None where nothing was replaced.
-
-    ``evidence_modality``: the modality the item's answer evidence comes from, as its benchmark labels it
-    (``spectrum.Item.evidence_modality``); metrics are also given per label.
-
-    ``breakdowns``: the release's own score breakdowns of the item, name -> value (``spectrum.Item.breakdowns``:
-    Video-MME's ``{"duration": "long"}``); metrics are also given per value of each. None: the item has none.
 
     ``media_unit``: the media file the item's questions share (a video several questions ask about, the clip an
     entity is), named by its benchmark-relative path, the same in every instance of the item; set by the protocol
@@ -250,8 +259,9 @@ class Instance(Strict):
     or ``scenes`` (the options are the inputs, each shown after ``Scene X.``); set by the protocol
     (``ProtocolSpec.prompt_layout``), so an engine lays out any instance without knowing its protocol.
 
-    ``evidence`` maps a percept to the option label its content supports (or None): the protocol knows it because it
-    built the instance; the simulated engine uses it as its ground truth and no real engine ever reads it. A percept
+    ``simulation_hints`` maps a percept to the option label its content supports (or None): the protocol knows it
+    because it built the instance; only the simulated engine (a test double) reads it, as its ground truth; no real
+    engine and no statistic ever does. A percept
     is a modality (``video``) or a joint percept of several, sorted and joined by ``+`` (``audio+text``: matching an
     audio context to text candidates needs both).
 
@@ -273,25 +283,21 @@ class Instance(Strict):
     option_texts: list[str]
     target: str
     abstain_label: str | None = None
-    k: int | None = None
-    anchor: str | None = None
     task: str | None = None
-    subtask: str | None = None
     category: str | None = None
-    n_inputs: int | None = None
-    selection_type: str | None = None
-    answer_modality: str | None = None
-    group: str | None = None
     option_segments: list[Segment] | None = None
-    evidence: dict[str, str | None] = Field(default_factory=dict)
+    protocol_fields: dict[str, ProtocolValue] = Field(default_factory=dict)
+    simulation_hints: dict[str, str | None] = Field(default_factory=dict)
     donors: dict[str, str] | None = None
-    evidence_modality: str | None = None
     media_unit: str | None = None
-    breakdowns: dict[str, str] | None = None
     layout: Literal["options", "scenes"] = "options"
     reference: str | None = None
     judge_question: str | None = None
     rated: bool = False
+
+    def field(self, name: str) -> ProtocolValue:
+        """The protocol's field ``name`` of this instance (``protocol_fields``); None where its protocol sets none."""
+        return self.protocol_fields.get(name)
 
     @property
     def open_only(self) -> bool:
@@ -422,12 +428,14 @@ the ground truth in words, ``verdicts`` one entry per judge: ``correct`` / ``inc
 when unparseable after a retry); ``cascade`` names the describer and the modalities it
 described (null for a direct model call), ``intermediate_text`` is a JSON object media path -> description,
 ``stage_engines`` names each stage's engine (``describe=hf:name;answer=vllm:name``); ``group`` the question an item
-is a copy of (``Instance.group``): where set, the bootstrap's resampling unit instead of ``item_id``; ``donors``
-(shuffled conditions) a JSON object modality -> the ``item_id`` that modality was taken from (``Instance.donors``);
+is a copy of (spectrum's ``group``, one of ``Instance.protocol_fields``): where set, the bootstrap's resampling unit
+instead of ``item_id``; ``donors`` (shuffled conditions) a JSON object modality -> the ``item_id`` that modality
+was taken from (``Instance.donors``);
 ``evidence_modality`` the modality an item's answer evidence comes from, as its benchmark labels it; ``media_unit``
 the media file the item's questions share (``Instance.media_unit``), the default resampling unit where it is set;
-``breakdowns`` the release's own score breakdowns of the item (``Instance.breakdowns``) as ``{name, value}`` pairs
-(``BREAKDOWNS_TYPE``), metrics being also given per value of each;
+``breakdowns`` the release's own score breakdowns of the item (spectrum's ``breakdowns``, one of
+``Instance.protocol_fields``) as ``{name, value}`` pairs (``BREAKDOWNS_TYPE``), metrics being also given per value
+of each;
 ``skipped`` the modalities of a row that was not asked because its model cannot take them (no choice, no error; left
 out of every metric), ``media_noted`` those a one-line text note replaced (``media_policy``); ``SHOWN_COLUMNS`` what
 the model was shown (``engines.shown``)."""

@@ -36,7 +36,7 @@ from omnieval.core.schema import InputError
 
 CONVERTERS: tuple[str, ...] = ("synth", "xmodbench", "mcq", "contra4", "daily-omni", "worldsense", "videomme",
                                "omnibench", "mmau", "mmar", "av-odyssey", "omnivideobench",
-                               "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes")
+                               "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes", "mmau-pro")
 """The ``omnieval datasets`` commands that write a benchmark folder; each records its name in ``benchmark.json``."""
 OUTPUT_ENTRIES = frozenset({"benchmark.json", "items.jsonl", "anchors.jsonl", "media", "unmatched.jsonl",
                             "skipped.jsonl"})

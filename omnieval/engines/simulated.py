@@ -1,13 +1,13 @@
 """A simulated model with a configurable modality-reliance profile: the known-answer instrument.
 
 It reads no media (it reports only what a model taking its ``modalities`` would have been shown: frames, their
-size, seconds of audio, ``engines.shown``). It reads the instance's ``evidence`` (which option each modality's
+size, seconds of audio, ``engines.shown``). It reads the instance's ``simulation_hints`` (which option each modality's
 content supports, recorded by the protocol that built the instance) and behaves like a model that perceives each
 modality with a set probability:
 
-1. Each percept in the instance's ``evidence`` is perceived with probability ``reliance[percept]``. A percept is a
-   modality (``video``), a joint percept (``image+text``: the image and the question together) or a directed one
-   (``audio->text``: matching an audio context to text candidates, which may differ from ``text->audio``);
+1. Each percept in the instance's ``simulation_hints`` is perceived with probability ``reliance[percept]``. A
+   percept is a modality (``video``), a joint percept (``image+text``: the image and the question together) or a
+   directed one (``audio->text``: matching an audio context to text candidates, which may differ from ``text->audio``);
    a joint or directed percept missing from ``reliance`` gets the product of its modalities' reliances,
    so ``{"image+text": 0.9}`` is a model that only succeeds when it combines both, and ``{"audio": 0.7,
    "text": 0.9}`` one whose audio->text matching succeeds 0.63 of the time. Missing modalities: 0. A medium's
@@ -139,9 +139,9 @@ class SimulatedEngine(Engine):
     def _decide(self, request: EngineRequest, rng: np.random.Generator) -> str:
         inst = request.instance
         votes: dict[str, int] = {}
-        for percept in sorted(inst.evidence):
+        for percept in sorted(inst.simulation_hints):
             perceived = rng.random() < self.perceive_probability(percept)
-            label = inst.evidence[percept]
+            label = inst.simulation_hints[percept]
             if perceived and label is not None:
                 votes[label] = votes.get(label, 0) + 1
         answers = [lab for lab in inst.option_labels if lab != inst.abstain_label]
@@ -249,9 +249,9 @@ class SimulatedEngine(Engine):
         a sentence that quotes it."""
         inst, style = request.instance, request.meta.get("style", "zs")
         perceived = False
-        for percept in sorted(inst.evidence):  # one draw per percept, in ``_decide``'s order
+        for percept in sorted(inst.simulation_hints):  # one draw per percept, in ``_decide``'s order
             hit = rng.random() < self.perceive_probability(percept)
-            perceived = perceived or (hit and inst.evidence[percept] is not None)
+            perceived = perceived or (hit and inst.simulation_hints[percept] is not None)
         if rng.random() < self.invalid_rate:
             return "(simulated) I am not sure what you are asking."
         if not perceived:

@@ -113,6 +113,15 @@ class Item(_Strict):
         return self.inputs[self.answer].modality
 
 
+class InstanceFields(_Strict):
+    """What a contrastive instance carries of its own (``Instance.protocol_fields``): how many inputs it shows, how
+    its negatives were chosen and the modality of its answer, prediction columns the accuracy is split by."""
+
+    n_inputs: int
+    selection_type: str | None = None
+    answer_modality: str | None = None
+
+
 class Options(_Strict):
     """``permutations``: ``"all"`` or a sample size (0 = original only); ``captions``: add the caption-baseline
     instances; ``media``: the media instances (False: captions only); ``pointcloud``: ``views`` (rendered images) or
@@ -229,8 +238,9 @@ def expand(item: Item, seed: int, options: Options | None = None) -> list[Instan
                 benchmark=item.benchmark, split=item.split, condition=condition, segments=[],
                 question=item.question, option_labels=labels, option_texts=[f"Scene {lab}" for lab in labels],
                 option_segments=segments, target=target, task=item.task, category=item.category,
-                n_inputs=n, selection_type=item.selection_type, answer_modality=item.answer_modality,
-                evidence=evidence, media_unit=item.inputs[item.answer].path, layout=PROMPT_LAYOUT,
+                protocol_fields=SPEC.fields(n_inputs=n, selection_type=item.selection_type,
+                                            answer_modality=item.answer_modality),
+                simulation_hints=evidence, media_unit=item.inputs[item.answer].path, layout=PROMPT_LAYOUT,
             ))
     return out
 
@@ -361,7 +371,7 @@ def metrics_spec():
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
-    expand_all=expand_all, metrics=metrics_spec,
+    expand_all=expand_all, metrics=metrics_spec, instance_fields=InstanceFields,
     item_local=True,  # an item's instances depend on that item alone
     prompt_layout=PROMPT_LAYOUT,
     paired_matrix=(("accuracy", "all"), ("permutation_consistency", "")),

@@ -17,8 +17,8 @@ Items come in two forms (one ``Item`` model, validated either way):
 Both forms give one item per base question, so the bootstrap resamples an item's six directions together and
 ``consistency`` / ``agreement`` compare the same content across directions.
 
-Instances carry ``evidence`` for the simulated engine as a directed percept (``audio->text``: the context's modality
-to the candidates'), so a simulated model can be given a per-direction skill, or per-modality reliances whose
+Instances carry ``simulation_hints`` for the simulated engine as a directed percept (``audio->text``: the context's
+modality to the candidates'), so a simulated model can be given a per-direction skill, or per-modality reliances whose
 products make a direction's skill.
 """
 
@@ -143,6 +143,13 @@ class Item(_Strict):
         if bad:
             raise ValueError(f"questions has an unknown direction {bad[0]!r}")
         return self
+
+
+class InstanceFields(_Strict):
+    """What a crossmodal instance carries of its own (``Instance.protocol_fields``): its item's subtask, a
+    prediction column every metric is also given per."""
+
+    subtask: str | None = None
 
 
 class Options(_Strict):
@@ -282,8 +289,9 @@ def expand_entities(item: Item, directions: Sequence[str], seed: int) -> list[In
             question=_question(item, direction, context_modalities, cand_modality),
             option_labels=labels, option_texts=[e.text for e in shown],
             option_segments=[_segment(m, v) for m, v in rendered], target=target,
-            task=item.task, subtask=item.subtask, category=item.category, media_unit=media_unit(item),
-            evidence=_percepts(context_modalities, cand_modality, target),
+            task=item.task, category=item.category, media_unit=media_unit(item),
+            protocol_fields=SPEC.fields(subtask=item.subtask),
+            simulation_hints=_percepts(context_modalities, cand_modality, target),
         ))
     return out
 
@@ -307,8 +315,9 @@ def expand_released(item: Item, directions: Sequence[str], seed: int) -> list[In
             option_texts=[o.input if o.modality == "text" else f"({o.modality} {lab})"
                           for o, lab in zip(entry.options, labels, strict=True)],
             option_segments=[_segment(o.modality, o.input) for o in entry.options], target=entry.answer,
-            task=item.task, subtask=item.subtask, category=item.category, media_unit=media_unit(item),
-            evidence=_percepts(context_modalities, cand_modality, entry.answer),
+            task=item.task, category=item.category, media_unit=media_unit(item),
+            protocol_fields=SPEC.fields(subtask=item.subtask),
+            simulation_hints=_percepts(context_modalities, cand_modality, entry.answer),
         ))
     return out
 
@@ -473,7 +482,7 @@ def metrics_spec():
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
-    expand_all=expand_all, metrics=metrics_spec,
+    expand_all=expand_all, metrics=metrics_spec, instance_fields=InstanceFields,
     item_local=True,  # an item's instances depend on that item alone
     paired_matrix=(("average", ""), ("disparity", None), ("consistency", "")),
     report_section="omnieval.report.crossmodal:section",

@@ -122,7 +122,8 @@ def expand(item: DissonanceItem, library: Mapping[str, Anchor], seed: int) -> li
                       Segment(kind="media", modality="audio", path=audio),
                       Segment(kind="text", text=f"Text: {passage}")],
             option_labels=labels, option_texts=option_texts, target=target, abstain_label=abstain_label,
-            k=sum(vector), anchor=item.anchor, task=item.task, category=item.category, evidence=evidence,
+            task=item.task, category=item.category, simulation_hints=evidence,
+            protocol_fields=SPEC.fields(k=sum(vector), anchor=item.anchor),
         ))
     return instances
 
@@ -146,6 +147,16 @@ def expand_items(items: Sequence[DissonanceItem], anchors: Sequence[Anchor], see
     for item in items:
         out.extend(expand(item, libraries[item.split], seed))
     return out
+
+
+class InstanceFields(BaseModel):
+    """What a dissonance instance carries of its own (``Instance.protocol_fields``): its corruption level ``k`` and
+    the anchor of its item, both prediction columns the metrics group by."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: int
+    anchor: str
 
 
 class Options(BaseModel):
@@ -383,7 +394,7 @@ def metrics_spec():
 
 SPEC = ProtocolSpec(
     name=NAME, item=DissonanceItem, options=Options, media_refs=media_refs, validate_items=validate_items,
-    expand_all=expand_all, metrics=metrics_spec,
+    expand_all=expand_all, metrics=metrics_spec, instance_fields=InstanceFields,
     item_local=True,  # an item's instances depend on it and the benchmark's anchor library, never on other items
     paired_matrix=(("accuracy_k", None), ("ace", ""), ("shapley", None)),
     report_section="omnieval.report.dissonance:section",

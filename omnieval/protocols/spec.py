@@ -16,14 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from omnieval.core.prompts import DEFAULT_LAYOUT, LAYOUTS
-from omnieval.core.schema import Instance
+from omnieval.core.schema import Instance, pydantic_message
 
 if TYPE_CHECKING:  # both import polars; expanding a benchmark (and the GPU bench, which has no polars) must not
     from omnieval.core.metric_types import ProtocolMetrics
     from omnieval.core.protocol_views import ReportLayout
+
+class NoFields(BaseModel):
+    """The per-instance fields of a protocol that has none of its own (``ProtocolSpec.instance_fields``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
 
 MediaRefs = Callable[[Any], list[tuple[str, str, str]]]
 Expand = Callable[..., list[Instance]]
@@ -44,6 +50,10 @@ class ProtocolSpec:
     (``core.keyed``), never order-dependent.
     ``metrics()``: the cells and metric function (``core.metric_types.ProtocolMetrics``) and what the statistics read
     besides: paired metrics, headline tables, significance tests.
+    ``instance_fields``: the protocol's own per-instance fields (a pydantic model, extra fields forbidden), carried
+    in ``Instance.protocol_fields`` and checked against this model by ``expand``; those named as prediction columns
+    (``schema.PROTOCOL_COLUMNS``) are written flat into them. The shared ``Instance`` holds only what every protocol
+    uses; a protocol without fields of its own keeps the empty default.
     ``item_local``: an item's instances never depend on the other items, so expansion may run on chunks of the items
     in parallel Ray tasks (``omnieval.run.expansion``).
     ``condition_coverage(items, options)``: the conditions that run on some items only, condition -> (items it runs
@@ -66,6 +76,7 @@ class ProtocolSpec:
     validate_items: Callable[..., None]
     expand_all: Expand
     metrics: Callable[[], ProtocolMetrics]
+    instance_fields: type[BaseModel] = NoFields
     item_local: bool = False
     condition_coverage: Callable[..., dict[str, tuple[int, int]]] | None = None
     prompt_layout: str = DEFAULT_LAYOUT
@@ -79,7 +90,7 @@ class ProtocolSpec:
         where = f"protocol spec {self.name!r}"
         if not isinstance(self.name, str) or not self.name.strip():
             raise TypeError(f"protocol spec: name must be a non-empty string, got {self.name!r}")
-        for name in ("item", "options"):
+        for name in ("item", "options", "instance_fields"):
             value = getattr(self, name)
             if not (isinstance(value, type) and issubclass(value, BaseModel)):
                 raise TypeError(f"{where}: {name} must be a pydantic model class, got {value!r}")
@@ -100,15 +111,32 @@ class ProtocolSpec:
         object.__setattr__(self, "value_ranges", dict(self.value_ranges))
 
     def expand(self, items: Sequence[BaseModel], bench, seed: int, options: BaseModel | None) -> list[Instance]:
-        """``expand_all``, and a check that every instance is this protocol's and carries its prompt layout (an
-        instance of another layout would be prompted as the wrong kind of question)."""
+        """``expand_all``, and a check that every instance is this protocol's, carries its prompt layout (an
+        instance of another layout would be prompted as the wrong kind of question) and holds in
+        ``protocol_fields`` only the fields, of the types, that ``instance_fields`` declares."""
         instances = self.expand_all(items, bench, seed, options)
         for inst in instances:
             if inst.protocol != self.name or inst.layout != self.prompt_layout:
                 raise ValueError(f"protocol {self.name!r} made instance {inst.instance_id!r} with protocol "
                                  f"{inst.protocol!r} and prompt layout {inst.layout!r}; its spec says "
                                  f"{self.name!r} and {self.prompt_layout!r}")
+            self._check_fields(inst)
         return instances
+
+    def fields(self, **values) -> dict:
+        """``values`` checked against ``instance_fields``, as ``Instance.protocol_fields`` holds them (fields left
+        None are left out)."""
+        return self.instance_fields(**values).model_dump(exclude_none=True)
+
+    def _check_fields(self, inst: Instance) -> None:
+        try:
+            self.instance_fields.model_validate(inst.protocol_fields)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field_name = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"protocol {self.name!r} made instance {inst.instance_id!r} with protocol field "
+                             f"{field_name!r}: {pydantic_message(err)} (its spec's instance_fields: "
+                             f"{self.instance_fields.__name__})") from None
 
 
 def _pairs(matrix, where: str) -> tuple[tuple[str, str | None], ...]:

@@ -33,10 +33,11 @@ given per label (keys ``evidence=<label>/<condition>``): the benchmark's own lab
 
 **Breakdowns.** An item may carry the release's own score breakdowns (``Item.breakdowns``: Video-MME's duration and
 domain). Every metric is then also given per value of each (keys ``<name>=<value>/<condition>``, ``duration=long/
-normal``), so a run shows the release's headline axes with intervals; the pairs travel in ``Instance.breakdowns`` and
-the predictions' ``breakdowns`` column. Where the breakdowns carry Video-MME-v2's ``group_type`` (and
-``group_structure``), the questions on one clip are also scored as its release scores them, a group of four at a
-time: ``group_score`` per condition and scope (``group_score_columns``, ``scoring.videomme_v2``), resampled by clip.
+normal``), so a run shows the release's headline axes with intervals; the pairs travel in
+``Instance.protocol_fields`` and the predictions' ``breakdowns`` column. Where the breakdowns carry Video-MME-v2's
+``group_type`` (and ``group_structure``), the questions on one clip are also scored as its release scores them, a
+group of four at a time: ``group_score`` per condition and scope (``group_score_columns``,
+``scoring.videomme_v2``), resampled by clip.
 
 **Donors.** One seeded derangement per modality (``omnieval.kernels.derangement``, stream keyed on the modality, ranks
 keyed on the item id): ``donor_m[i]`` is never ``i``, and within a group the donors are a permutation of the group, so
@@ -59,12 +60,11 @@ come from ``omnieval.kernels.derangement.derange_apart`` (still a permutation of
 question); a donor group where one question holds more than half of the items cannot be deranged that way and is
 treated like a lone item (error, or pooled).
 
-The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...).
-Instances carry ``evidence`` for the simulated engine: each modality supports the target when shown from the item
-itself and nothing (None) when shown from a donor, and each joint percept of two or more modalities (``image+text``)
-supports the target only when all of them are the item's own. So a simulated model with ``{"image": 0.9}`` answers
-``image_only`` like ``normal`` and ``text_only`` at chance, one with ``{"image+text": 0.9}`` needs both.
-
+The target label stays the item's own in every condition (options are in the item's order, labels A, B, ...). Instances
+carry ``simulation_hints`` for the simulated engine: each modality supports the target when shown from the item itself
+and nothing (None) when shown from a donor, and each joint percept of two or more modalities (``image+text``) supports
+the target only when all of them are the item's own. So a simulated model with ``{"image": 0.9}`` answers ``image_only``
+like ``normal`` and ``text_only`` at chance, one with ``{"image+text": 0.9}`` needs both.
 An instance's content depends on its donors, so on which items share its group: the same benchmark, options and seed
 always give the same instances, in any order and split over any number of workers (``instance_id`` =
 ``item_id|condition|s<seed>``).
@@ -232,6 +232,16 @@ class Item(Strict):
         return self.group or self.item_id
 
 
+class InstanceFields(Strict):
+    """What a spectrum instance carries of its own (``Instance.protocol_fields``), each a prediction column: the
+    question its item is a copy of (``group``: the bootstrap's resampling unit where set), the modality the
+    benchmark says its evidence comes from, and the release's own score breakdowns (name -> value)."""
+
+    group: str | None = None
+    evidence_modality: str | None = None
+    breakdowns: dict[str, str] | None = None
+
+
 class Options(Strict):
     """``text_unit``: what the text donor lends, the question stem (options stay with the item: the default) or
     the question with its options. ``donor_within``: donors also share the item's ``category`` and/or option count
@@ -378,15 +388,18 @@ def expand(item: Item, sources: Mapping[str, Item], condition: str, seed: int, o
         instance_id=instance_id(item.item_id, condition, seed), item_id=item.item_id, protocol=NAME,
         benchmark=item.benchmark, split=item.split, condition=condition, segments=segments,
         question=text_from.question, option_labels=list(LABELS[: len(option_texts)]), option_texts=option_texts,
-        target=target, task=item.task, category=item.category, group=item.group, evidence=clues,
-        donors={m: sources[m].item_id for m in sorted(swapped)} or None, evidence_modality=item.evidence_modality,
-        media_unit=media_unit(item), breakdowns=item.breakdowns, reference=item.reference,
+        target=target, task=item.task, category=item.category, simulation_hints=clues,
+        protocol_fields=SPEC.fields(group=item.group, evidence_modality=item.evidence_modality,
+                                    breakdowns=item.breakdowns),
+        donors={m: sources[m].item_id for m in sorted(swapped)} or None,
+        media_unit=media_unit(item), reference=item.reference,
         judge_question=judge_question(item) if item.is_open else None, rated=item.rated,
     )
 
 
 OPEN_TARGET = ""
-"""An open item's ``Instance.target`` (it has no option label); its ``evidence`` names this for a clean percept."""
+"""An open item's ``Instance.target`` (it has no option label); its ``simulation_hints`` name this for a clean
+percept."""
 
 
 def judge_question(item: Item) -> str:
@@ -908,7 +921,7 @@ def metrics_spec():
 
 SPEC = ProtocolSpec(
     name=NAME, item=Item, options=Options, media_refs=media_refs, validate_items=validate_items,
-    expand_all=expand_all, metrics=metrics_spec,
+    expand_all=expand_all, metrics=metrics_spec, instance_fields=InstanceFields,
     item_local=False,  # donors are drawn across all items: one expansion task holds them all
     condition_coverage=condition_coverage,
     paired_matrix=(("accuracy", "normal"), ("intra", None), ("inter", "")),

@@ -23,7 +23,7 @@ import polars as pl
 
 from omnieval.core.storage import local_folder
 from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
-from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs
+from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs, stored_results
 from omnieval.report.shown import shown_table
 
 __all__ = ["build_report", "write_report", "report_command"]
@@ -92,11 +92,9 @@ def _values(run: Run, column: str) -> list:
 
 def units_text(metrics: pl.DataFrame, recorded) -> str:
     """Each protocol's resampling unit with its cluster count (the most any row rests on): ``anchor (27)``, one
-    protocol; ``dissonance: anchor (27); crossmodal: item (400)`` for several. A table written before the unit was
-    recorded resampled items."""
+    protocol; ``dissonance: anchor (27); crossmodal: item (400)`` for several."""
     units = recorded if isinstance(recorded, dict) else {}
-    column = "n_clusters" if "n_clusters" in metrics.columns else "n_items"
-    counts = metrics.group_by("protocol", maintain_order=True).agg(pl.col(column).max())
+    counts = metrics.group_by("protocol", maintain_order=True).agg(pl.col("n_clusters").max())
     parts = [(protocol, f"{units.get(protocol, 'item')} ({n if n is not None else '—'})")
              for protocol, n in counts.iter_rows()]
     if len(parts) == 1:
@@ -192,17 +190,19 @@ def value_ranges(runs: list[Run], inputs: list[ProtocolInput] = ()) -> str:
     return text
 
 
-def build_report(inputs: list[str], *, resamples: int = 10_000, permutations: int = 10_000, seed: int = 0,
-                 title: str | None = None, cluster=None) -> Report:
+def build_report(inputs: list[str], *, resamples: int | None = None, permutations: int | None = None,
+                 seed: int | None = None, title: str | None = None, cluster=None) -> Report:
     """Load the inputs and build every section (nothing is written). ``cluster``: the resampling unit of what is
-    computed here (``stats.clusters``; default: what the metrics record, else each protocol's own)."""
+    computed here (``stats.clusters``; default: what the metrics record, else each protocol's own); ``resamples``,
+    ``permutations``, ``seed``: None reads a sweep's stored pooled result with the sweep's own settings
+    (``report.inputs.stored_settings``) and computes anything else with the defaults (``report.inputs.DEFAULTS``)."""
     from omnieval.protocols import known_protocols
     from omnieval.report import cards, leaderboard, noise, open_ended, paired, significance, verdicts
     from omnieval.report.tables import FEW_CLUSTERS, FEW_MARK
 
     runs = load_runs(inputs, resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
     per_protocol = protocol_inputs(runs, permutations=permutations, seed=seed, resamples=resamples,
-                                   cluster=cluster)
+                                   cluster=cluster, stored=stored_results(inputs))
     sections = [runs_section(runs)]
     cascades: dict[str, str] = {}  # every run's cascade models: their cells in the runs and shown tables are marked
     for run in runs:
@@ -276,8 +276,8 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
     return paths
 
 
-def report_command(inputs: list[str], out: str, *, resamples: int = 10_000, permutations: int = 10_000,
-                   seed: int = 0, title: str | None = None, cluster=None) -> int:
+def report_command(inputs: list[str], out: str, *, resamples: int | None = None, permutations: int | None = None,
+                   seed: int | None = None, title: str | None = None, cluster=None) -> int:
     """``omnieval report INPUT... --out DIR``: build and write the report; print where it is."""
     start = time.perf_counter()
     local_folder(out)  # a bad --out stops here, before the computing

@@ -46,7 +46,7 @@ from omnieval.report.blocks import Cell, Note, Section, Table, fmt, text_cell
 
 COLUMNS = ("model", "variant", "benchmark", "version", "setting", "number", "source", "date")
 BENCHMARKS = ("mmau", "mmar", "videomme", "worldsense", "daily-omni", "omnibench", "av-odyssey", "omnivideobench",
-              "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes")
+              "voicebench", "mmsu", "jointavbench", "videomme-v2", "video-holmes", "mmau-pro")
 """The omni converters' names: what ``benchmark.json`` records and a row's ``benchmark`` must be."""
 OURS = ("spectrum", "accuracy", "normal")
 """The metrics row compared with a card: the spectrum protocol's accuracy with every modality as given (no scope)."""

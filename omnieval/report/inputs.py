@@ -2,30 +2,42 @@
 (``metrics.parquet`` + ``metrics.json``), test tables (``tests.parquet``), or a folder holding several (the demo's).
 
 A metrics folder is paired with the predictions it was computed from through the ``inputs`` that ``metrics.json``
-records; a run with no metrics folder gets its metrics computed here (``omnieval.stats.metrics.metrics_table``), and the
-significance tests are computed from the predictions (``stats.significance.stats_table``) unless a ``tests.parquet``
-lies beside the metrics. Several runs of one protocol are shown side by side: their metric rows carry a ``run``
-label, and the paired tests are computed on their pooled predictions with models named ``<run>:<model>``, so every
-pair of (run, model) is compared on the instances both answered.
+records. Everything computed here goes through ``omnieval.stats.compute.compute``: the metrics of a run with no
+metrics folder, the significance tests (unless a ``tests.parquet`` lies beside the metrics) and the minimum detectable
+effects. Several runs of one protocol are shown side by side: their metric rows carry a ``run`` label, and the
+paired differences, ranks, tests and power come from one ``compute`` over their pooled predictions
+(``stats.compute.pool``: models named ``<run>:<model>``, so every pair of (run, model) is compared on the instances
+both answered), or are read from a pooled result a sweep stored (``<sweep>/combined/<benchmark>/``) when it was made
+from the same files with the same settings (``stats.compute.fingerprint``).
+
+The report reads of each run's predictions only the columns its sections show (``REPORT_COLUMNS``: counts,
+skipped rows, what was shown, cascades, the reliability diagram); the statistics read the files themselves.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
 
 from omnieval.core.metric_types import KEY_PARTS
-from omnieval.core.schema import InputError
+from omnieval.core.schema import SHOWN_COLUMNS, InputError
 from omnieval.core.storage import StoredPath, readable, stored_path
+from omnieval.stats.compute import RECORD, Inputs, Settings, compute, fingerprint, read_result
+from omnieval.stats.compute import labels as labels
 
 SKIP_DIRS = {"parts", "media", "benchmark", "models", "figures", "__pycache__"}
 ROLE_DIRS = {"run", "metrics", "stats", "predictions"}
 MAX_DEPTH = 6  # a sweep's run folders sit at <sweep>/runs/<entry>/<model>/<prompt>/metrics
 METRIC_COLUMNS = ("protocol", "model", "prompt", "split", "metric", "key", "value", "ci_low", "ci_high", "n")
+REPORT_COLUMNS = ("protocol", "model", "prompt", "split", "mode", "instance_id", "sample", "skipped", "cascade",
+                  "stage_engines", *SHOWN_COLUMNS, "choice", "target", "confidence", "confidence_method",
+                  "option_logprobs")
+"""The prediction columns the report's sections read (the runs and shown tables, cascades, the reliability
+diagram); the statistics read the files themselves (``stats.compute``)."""
 
 
 @dataclass
@@ -80,6 +92,8 @@ class ProtocolInput:
 
 
 def _walk(folder: Path | StoredPath, depth: int = 0):
+    if (folder / RECORD).is_file():  # a pooled result (``stored_results``), not a run
+        return
     yield folder
     if depth >= MAX_DEPTH:
         return
@@ -164,23 +178,6 @@ def discover(inputs: list[str | Path]) -> list[RunSource]:
     return sources
 
 
-def labels(roots: list[Path | StoredPath]) -> list[str]:
-    """Short distinct names: the folder name, with parent folders added until they differ (never the filesystem
-    root's slash); roots that are the same folder are numbered."""
-    depth = 1
-    while True:
-        names = ["/".join(p for p in r.parts[-depth:] if p != "/") if r.parts else str(r) for r in roots]
-        if len(set(names)) == len(names) or depth > max(len(r.parts) for r in roots):
-            break
-        depth += 1
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
-    return out
-
-
 def _read_metrics(path: Path | StoredPath) -> tuple[pl.DataFrame, dict]:
     try:
         if path.suffix == ".parquet":
@@ -221,27 +218,24 @@ def _read_tests(path: Path | StoredPath) -> pl.DataFrame:
 
 def normalise_metrics(frame: pl.DataFrame, path: Path | StoredPath | None = None) -> pl.DataFrame:
     """The columns of docs/reference.md, Metrics, with their types (key '' where null), the key's parts ('' where
-    null), ``n_items`` (null in older tables), ``n_clusters`` (``n_items`` in tables written before the unit was a
-    choice: the item was the unit) and the variance split of repeated samples (null where the table has none).
+    null), ``n_items``, ``n_clusters`` and the variance split of repeated samples (null where the table has none).
 
-    A table written before the key's parts were columns of their own is refused, naming ``path``: its keys would
-    have to be parsed back into parts, which is what the columns are there to avoid; the table is rebuilt from its
-    predictions by running ``omnieval metrics`` again (the values come out the same)."""
+    A table written before the key's parts were columns of their own, or before the resampling unit was recorded
+    (no ``n_clusters``), is refused, naming ``path``: its keys would have to be parsed back into parts, which is what
+    the columns are there to avoid; the table is rebuilt from its predictions by running ``omnieval metrics`` again
+    (the values come out the same)."""
     from omnieval.stats.key_parts import key_columns
     from omnieval.stats.samples import SPLIT_COLUMNS
 
     parts = key_columns()
-    if any(p not in frame.columns for p in KEY_PARTS):
-        raise InputError("written before the metrics table held its key's parts as columns "
-                         f"({', '.join(KEY_PARTS)}, ...): run `omnieval metrics` on its predictions again", file=path)
+    if any(p not in frame.columns for p in (*KEY_PARTS, "n_items", "n_clusters")):
+        raise InputError("written before the metrics table held its key's parts and cluster counts as columns "
+                         f"({', '.join(KEY_PARTS)}, ..., n_clusters): run `omnieval metrics` on its predictions again",
+                         file=path)
     frame = frame.with_columns(pl.lit("").alias(p) for p in parts if p not in frame.columns)
 
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
-    if "n_items" not in frame.columns:
-        frame = frame.with_columns(n_items=pl.lit(None, dtype=pl.Int64))
-    if "n_clusters" not in frame.columns:
-        frame = frame.with_columns(n_clusters=pl.col("n_items"))
     # the variance split of repeated samples (``stats.samples``): null in tables without samples
     frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(c) for c in SPLIT_COLUMNS
                                if c not in frame.columns)
@@ -271,38 +265,58 @@ def _run_json(predictions: list[Path | StoredPath]) -> dict:
     return {}
 
 
-def load_runs(inputs: list[str | Path], *, resamples: int = 10_000, seed: int = 0,
-              permutations: int = 10_000, cluster=None) -> list[Run]:
-    """Load every run found in ``inputs``: metrics read or computed, predictions read, tests read or computed;
-    paired differences read (``paired.parquet`` beside the metrics), or computed in the same pass as the metrics,
-    or from the predictions. What is computed resamples by ``cluster`` (``stats.clusters``; default: the unit a
-    metrics folder records, else each protocol's own)."""
-    from omnieval.stats.clusters import units_used
-    from omnieval.stats.intervals import DEFAULT_METHOD
-    from omnieval.stats.paired import metrics_and_paired, paired_table
-    from omnieval.stats.read import read_predictions
+def report_rows(paths: list[Path | StoredPath]) -> pl.DataFrame:
+    """The prediction rows the report's sections read: of a Parquet file only ``REPORT_COLUMNS`` (column pushdown:
+    the reasoning, texts and instance fields stay on disk), of another format the rows ``read_predictions`` reads,
+    narrowed to them. A confidence a row leaves to its option logprobs is filled as the statistics fill it."""
+    import pyarrow.parquet as pq
 
+    from omnieval.stats.read import fill_confidence, read_predictions
+
+    frames = []
+    for path in paths:
+        if path.suffix.lower() != ".parquet":
+            frame = read_predictions([path])
+            frames.append(frame.select(c for c in REPORT_COLUMNS if c in frame.columns))
+            continue
+        source = readable(path)
+        present = set(pq.read_schema(source).names)
+        source = readable(path) if not isinstance(source, Path) else source
+        frames.append(pl.read_parquet(source, columns=[c for c in REPORT_COLUMNS if c in present]))
+    return fill_confidence(pl.concat(frames, how="diagonal_relaxed"))
+
+
+def load_runs(inputs: list[str | Path], *, resamples: int | None = None, seed: int | None = None,
+              permutations: int | None = None, cluster=None) -> list[Run]:
+    """Load every run found in ``inputs``: metrics read or computed, the prediction rows the report shows
+    (``report_rows``), tests read; paired differences read (``paired.parquet`` beside the metrics), or computed in
+    the same pass as the metrics (``stats.compute``). What is computed resamples by ``cluster``
+    (``stats.clusters``; default: the unit a metrics folder records, else each protocol's own); a setting left
+    None, its default (``DEFAULTS``)."""
+    resamples = DEFAULTS["resamples"] if resamples is None else resamples
+    seed = DEFAULTS["seed"] if seed is None else seed
+    permutations = DEFAULTS["permutations"] if permutations is None else permutations
     sources = discover(inputs)
     names = labels([s.root for s in sources])
     records = [_run_json(s.predictions) for s in sources]  # a bad one stops the report before any computing
     runs = []
     for label, source, record in zip(names, sources, records, strict=True):
-        predictions = read_predictions(source.predictions) if source.predictions else None
+        predictions = report_rows(source.predictions) if source.predictions else None
         paired = None
         if source.metrics is not None:
             metrics, minfo = _read_metrics(source.metrics)
             if source.paired is not None:
                 paired = pl.read_parquet(readable(source.paired))
             elif predictions is not None:
-                paired = paired_table(predictions, resamples=resamples, seed=seed, permutations=permutations,
-                                      cluster=run_cluster(minfo, cluster))
+                paired = compute(Inputs(paths=tuple(source.predictions)),
+                                 Settings(resamples=resamples, seed=seed, permutations=permutations,
+                                          cluster=run_cluster(minfo, cluster))).paired
         else:
-            computed, paired = metrics_and_paired(predictions, resamples=resamples, seed=seed,
-                                                  permutations=permutations, cluster=cluster)
-            metrics = normalise_metrics(computed)
+            settings = Settings(resamples=resamples, seed=seed, permutations=permutations, cluster=cluster)
+            made = compute(Inputs(paths=tuple(source.predictions)), settings)
+            metrics, paired = normalise_metrics(made.metrics), made.paired
             minfo = {"source": "computed by omnieval report", "seed": seed, "resamples": resamples,
-                     "confidence_level": 0.95, "cluster": units_used(predictions, cluster),
-                     "interval": DEFAULT_METHOD}
+                     "confidence_level": 0.95, "cluster": made.units, "interval": settings.interval}
         tests = _read_tests(source.tests) if source.tests is not None else None
         info = dict(record)
         info["metrics"] = minfo
@@ -335,40 +349,74 @@ def run_cluster(minfo: dict, cluster=None):
     return cluster if cluster is not None else recorded if isinstance(recorded, dict) else None
 
 
-def pooled_models(predictions: pl.DataFrame) -> pl.DataFrame:
-    """Several runs' predictions as one table for the tests and paired differences, each run's models kept apart
-    (``<run>:<model>``, or the run alone where its label already ends with the model's name, as a sweep's
-    ``<entry>/<model>`` does: the pair labels stay short enough to read) except across prompt styles: a sweep
-    writes each model's prompts to sibling runs (``<entry>/<model>/zs``, ``.../cot``), and those are one model
-    whose ``cot - zs`` pairs the report must form, so a run holding one prompt whose label ends with it is named by
-    the rest of its label. Where that would put two rows of one (model, prompt, mode, instance) together, every run
-    keeps its full label."""
-    prompts = predictions.group_by("run").agg(pl.col("prompt").unique())
-    base = {}
-    for run, ps in prompts.iter_rows():
-        p = ps[0] if len(ps) == 1 else None
-        base[run] = run[: -len(p)].rstrip("/") if p and (run == p or run.endswith("/" + p)) else run
-
-    def named(labels: dict[str, str]) -> pl.DataFrame:
-        prefix = pl.col("run").replace_strict(labels, return_dtype=pl.Utf8)
-        names_model = (prefix == pl.col("model")) | prefix.str.ends_with(pl.lit("/") + pl.col("model"))
-        return predictions.with_columns(
-            model=pl.when(prefix == "").then(pl.col("model")).when(names_model).then(prefix)
-            .otherwise(prefix + pl.lit(":") + pl.col("model")))
-
-    pooled = named(base)
-    key = [c for c in ("model", "prompt", "mode", "instance_id") if c in pooled.columns]
-    if pooled.select(key).is_duplicated().any():
-        pooled = named({run: run for run in base})
-    return pooled.drop("run")
+RECORDS: dict[str, dict] = {}
+"""The ``combined.json`` of each stored result ``stored_results`` found, by fingerprint (what ``stored_settings``
+reads a result's settings from)."""
 
 
-def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 0,
-                    resamples: int = 10_000, cluster=None) -> list[ProtocolInput]:
-    """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run."""
-    from omnieval.stats.power import power_table
-    from omnieval.stats.significance import stats_table
+def stored_settings(pooled: Inputs, given: Settings, asked: dict, stored: dict) -> Settings | None:
+    """The settings of a stored result (``stored``, by fingerprint) made from exactly ``pooled``'s files, where the
+    report was given no setting that differs (``asked``: the settings named on the command line, None for those left
+    to default): a sweep's pooled result is read with the sweep's own resamples and seed unless told otherwise.
+    None where no stored result fits."""
+    for stamp in stored:
+        doc = RECORDS.get(stamp) or {}
+        if doc.get("protocol") != pooled.protocol or not isinstance(doc.get("settings"), dict):
+            continue
+        recorded = dict(doc["settings"])
+        recorded["cluster"] = recorded.pop("cluster_choice", None)
+        try:
+            made_with = replace(given, **{k: v for k, v in recorded.items() if k in SETTING_FIELDS})
+        except TypeError:
+            continue
+        if any(v is not None and getattr(made_with, k) != v for k, v in asked.items()):
+            continue
+        if fingerprint(pooled, made_with) == stamp:
+            return made_with
+    return None
 
+
+SETTING_FIELDS = ("resamples", "seed", "permutations", "cluster", "interval", "random")
+DEFAULTS = {"resamples": 10_000, "seed": 0, "permutations": 10_000}
+"""What the report computes with where a setting is not given and no stored result fits."""
+
+
+def stored_results(inputs: list[str | Path]) -> dict[str, Path | StoredPath]:
+    """The pooled results a sweep stored under the folders given (``<sweep>/combined/<benchmark>/``), by the
+    fingerprint of what each was computed from (``stats.compute.fingerprint``)."""
+    found: dict[str, Path | StoredPath] = {}
+
+    def walk(folder, depth: int = 0) -> None:
+        record = folder / RECORD
+        if record.is_file():
+            try:
+                doc = json.loads(record.read_text())
+                found[doc["fingerprint"]] = folder
+                RECORDS[doc["fingerprint"]] = doc
+            except (json.JSONDecodeError, KeyError, TypeError, OSError):
+                print(f"omnieval report: {record} cannot be read; its result is computed again", file=sys.stderr)
+            return
+        if depth < MAX_DEPTH:
+            for child in sorted(folder.iterdir()):
+                if child.is_dir() and child.name not in SKIP_DIRS and not child.name.startswith("."):
+                    walk(child, depth + 1)
+
+    for raw in inputs:
+        path = stored_path(raw)
+        if path.is_dir():
+            walk(path)
+    return found
+
+
+def protocol_inputs(runs: list[Run], *, permutations: int | None = None, seed: int | None = None,
+                    resamples: int | None = None, cluster=None,
+                    stored: dict[str, Path | StoredPath] | None = None) -> list[ProtocolInput]:
+    """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run. Tests,
+    power and (several runs) paired differences and ranks come from ``stats.compute``, or from a result in
+    ``stored`` (``stored_results``) made from the same files with the settings given; a setting left None takes
+    a stored result's (``stored_settings``), else its default (``DEFAULTS``)."""
+    asked = {"resamples": resamples, "seed": seed, "permutations": permutations}
+    resamples, seed, permutations = (DEFAULTS[k] if v is None else v for k, v in asked.items())
     order: list[str] = []
     for run in runs:
         for p in run.metrics["protocol"].unique(maintain_order=True).to_list():
@@ -393,20 +441,27 @@ def protocol_inputs(runs: list[Run], *, permutations: int = 10_000, seed: int = 
             unit = run_cluster(run.info.get("metrics", {}), cluster)
             if run.tests is not None:
                 tests = run.tests.filter(pl.col("protocol") == protocol)
-            elif predictions is not None:
-                tests = stats_table(predictions.drop("run"), permutations=permutations, seed=seed, cluster=unit)
             if run.paired is not None:
                 paired = run.paired.filter(pl.col("protocol") == protocol)
             ranks = _ranks_beside(run.source, protocol)
             if predictions is not None:
-                power = power_table(predictions.drop("run"), cluster=unit)
+                made = compute(Inputs(paths=tuple(run.source.predictions), protocol=protocol),
+                               Settings(seed=seed, permutations=permutations, cluster=unit, metrics=False,
+                                        tests=tests is None, power=True))  # tests read beside the run stand
+                tests = made.tests if tests is None else tests
+                power = made.power
         elif len(with_preds) >= 1 and predictions is not None:
-            renamed = pooled_models(predictions)
             unit = cluster if cluster is not None else run_cluster(members[0].info.get("metrics", {}))
-            tests = stats_table(renamed, permutations=permutations, seed=seed, cluster=unit)
-            paired, ranks = paired_and_ranks(renamed, resamples=resamples, seed=seed, permutations=permutations,
-                                             cluster=unit)
-            power = power_table(renamed, cluster=unit)
+            pooled = Inputs.pooled({r.label: r.source.predictions for r in with_preds}, protocol)
+            settings = Settings(resamples=resamples, seed=seed, permutations=permutations, cluster=unit,
+                                tests=True, power=True)
+            found = (stored or {}).get(fingerprint(pooled, settings)) if stored else None
+            if found is None and stored:
+                fitting = stored_settings(pooled, settings, {**asked, "cluster": cluster}, stored)
+                found = stored.get(fingerprint(pooled, fitting)) if fitting is not None else None
+            made = read_result(found) if found is not None else compute(pooled, settings)
+            tests, paired, power = made.tests, made.paired, made.power
+            ranks = made.ranks
             tests, paired = without_unshown_ensemble(metrics, tests, paired)
         benchmarks = {r.label: r.info.get("benchmark_name") for r in members if r.info.get("benchmark_name")}
         out.append(ProtocolInput(protocol, metrics, predictions, tests, [r.label for r in members], paired, power,
@@ -421,19 +476,6 @@ def _ranks_beside(source: RunSource, protocol: str) -> pl.DataFrame | None:
         return None
     ranks = pl.read_parquet(readable(source.metrics.parent / "ranks.parquet"))
     return ranks.filter(pl.col("protocol") == protocol)
-
-
-def paired_and_ranks(renamed: pl.DataFrame, *, resamples: int, seed: int, permutations: int,
-                     cluster) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The paired differences and the ranks (``stats.ranks``: the models, never a majority-vote ensemble) of pooled
-    runs from one resampling pass."""
-    from omnieval.stats.paired import Collector, metrics_and_paired
-    from omnieval.stats.ranks import ranks_table
-
-    collector = Collector()
-    metrics, paired = metrics_and_paired(renamed, resamples=resamples, seed=seed, permutations=permutations,
-                                         cluster=cluster, collector=collector)
-    return paired, ranks_table(collector.units, paired, resamples, metrics)
 
 
 def without_unshown_ensemble(metrics: pl.DataFrame, tests: pl.DataFrame | None,

@@ -21,7 +21,8 @@ from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 from omnieval.stats.significance import pair_label
 
 OPEN_METRICS = ("open_accuracy", "open_abstention", "judge_agreement", "judge_kappa", "mcq_open_gap",
-                "open_invalid_verdicts", "open_error_rate", "open_official_accuracy", "open_rating")
+                "open_invalid_verdicts", "open_error_rate", "open_official_accuracy", "open_rating",
+                "ifeval_prompt_strict", "ifeval_instruction_strict", "ifeval_prompt_loose", "ifeval_instruction_loose")
 PER_JUDGE = ("open_accuracy", "open_abstention", "open_rating")
 CASCADE_MARK = " †"
 BY_JUDGE = ("run", "model", "prompt", "split", "scope")
@@ -67,6 +68,16 @@ def _cols(view: MetricView, metric: str, scope, scale: str = "seq") -> list[Col]
             + [Col(x, metric, x, group="by condition", scale=scale) for x in conditions])
 
 
+def _ifeval_table(view: MetricView, level: str, reading: str, protocol: str) -> Table | None:
+    """One of IFEval's four shares (``stats.open_metrics``: ``ifeval_<level>_<reading>``), per condition."""
+    what = ("answers following every instruction of their prompt" if level == "prompt"
+            else "all the prompts' instructions followed")
+    loose = ", also with the first or last line cut or '*' removed" if reading == "loose" else ""
+    return view.table(f"VoiceBench ifeval, {level}-level {reading} (share of {what}{loose})",
+                      _cols(view, f"ifeval_{level}_{reading}", lambda s: s == ""),
+                      name=f"{protocol}-ifeval-{level}-{reading}")
+
+
 def section(data: ProtocolInput) -> Section | None:
     view = MetricView(data.metrics, _scope_and_leaf)
     if not view:
@@ -84,8 +95,11 @@ def section(data: ProtocolInput) -> Section | None:
                                         Col("invalid verdicts", "open_invalid_verdicts", "invalid", scale=None)],
                    rows=BY_JUDGE, scope=judge, scope_label="judge", name=f"{data.protocol}-open-judges"),
         view.table("Open-ended answers scored by the benchmark's released rule (share it counts correct: "
-                   "VoiceBench advbench's refusal rate)", _cols(view, "open_official_accuracy", average),
+                   "VoiceBench advbench's refusal rate; ifeval's score, the mean of the four IFEval shares below)",
+                   _cols(view, "open_official_accuracy", average),
                    name=f"{data.protocol}-open-official"),
+        *(_ifeval_table(view, level, reading, data.protocol)
+          for reading in ("strict", "loose") for level in ("prompt", "instruction")),
         view.table("Open-ended answers rated 1-5 by the judges (rated open items: VoiceBench alpacaeval, commoneval, "
                    "wildvoice), mean over judges", _cols(view, "open_rating", average, scale=None),
                    name=f"{data.protocol}-open-rating"),

@@ -12,7 +12,8 @@ from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 from omnieval.report.blocks import Section, Table, text_cell
 from omnieval.report.inputs import ProtocolInput
 from omnieval.report.tables import IDENTITY, MetricView
-from omnieval.stats.verdicts import NO_SCORER, cell_flags, official_text
+from omnieval.scoring.base import NOT_COMPUTED
+from omnieval.stats.verdicts import NO_SCORER, NOT_COMPUTED_TEXT, cell_flags, official_text
 
 SHARES = (("unparsed", "unparsed_share", "answers omnieval's rule found no option in"),
           ("forced", "forced_share", "answers whose option the label logits made after a reasoning that named none"),
@@ -21,7 +22,8 @@ SHARES = (("unparsed", "unparsed_share", "answers omnieval's rule found no optio
            "answer)"))
 NOTE = (f"Answers read from generated text, per accuracy cell. accuracy: omnieval's own reading (the row's choice); "
         f"official: the benchmark's released rule, over the answers it counts (the number comparable with published "
-        f"ones; '{NO_SCORER}' where the run names none); disagree: answers the two rules read as different options. "
+        f"ones; '{NO_SCORER}' where the run names none, '{NOT_COMPUTED_TEXT}' where its rule needs what omnieval "
+        f"does not run offline, the flag saying what); disagree: answers the two rules read as different options. "
         f"Flagged: more than {UNPARSED_FLAG:.0%} unparsed, or an official rule that credits answers naming no "
         f"option.")
 
@@ -49,16 +51,33 @@ def section(data: ProtocolInput) -> Section | None:
         "omnieval's own rule (the row's choice), over the answers it read an option in",
         "the benchmark's released rule, over the answers it counts", "answers the two rules read differently",
         *(s[2] for s in SHARES), "what needs a look before the number is quoted"]
-    rows = [_row(view, rec, shown) for rec in cells]
+    unavailable = not_computed(data.predictions)
+    rows = [_row(view, rec, shown, unavailable.get(tuple(rec[c] for c in CELL))) for rec in cells]
     table = Table(caption="Answer verdicts: official and robust accuracy, disagreements, unparsed and forced answers",
                   header=header, rows=rows, note=NOTE, collapsed=len(rows) > 40, name="verdicts",
                   header_titles=titles)
     return Section(f"verdicts-{data.protocol}", "Answer verdicts", blocks=[table])
 
 
-def _row(view: MetricView, rec: dict, shown: list[str]) -> list:
+CELL = ("run", "prompt", "split")
+"""What an official rule is fixed by: a run names one scorer for every model, the majority-vote ensemble included."""
+
+
+def not_computed(predictions: pl.DataFrame | None) -> dict[tuple, str]:
+    """(run, prompt, split) -> why the run's official rule was not computed on those answers, where the rows say so
+    (``official_how`` beginning ``scoring.base.NOT_COMPUTED``)."""
+    if predictions is None or "official_how" not in predictions.columns \
+            or not all(c in predictions.columns for c in CELL):
+        return {}
+    rows = predictions.filter(pl.col("official_how").cast(pl.Utf8).str.starts_with(NOT_COMPUTED))
+    return {tuple(r[:3]): r[3].removeprefix(NOT_COMPUTED)
+            for r in rows.select(*CELL, pl.col("official_how").cast(pl.Utf8)).unique(subset=list(CELL)).iter_rows()}
+
+
+def _row(view: MetricView, rec: dict, shown: list[str], unavailable: str | None = None) -> list:
     """One accuracy cell's row (``rec``: any of its verdict metrics): identity, both accuracies with intervals
-    (``—`` for an accuracy with no answer to average), the count and shares, the flags."""
+    (``—`` for an accuracy with no answer to average), the count and shares, the flags; ``unavailable``: why the
+    run's official rule was not computed."""
     ident = {c: rec[c] for c in IDENTITY}
     accuracy = view.get(ident, "accuracy", rec["leaf"])
     official = view.get(ident, "official_accuracy", rec["leaf"])
@@ -68,10 +87,10 @@ def _row(view: MetricView, rec: dict, shown: list[str]) -> list:
     shares = {metric: view.get(ident, metric, rec["leaf"]) for _, metric, _ in SHARES}
     values = {metric: (r["value"] if r is not None else None) for metric, r in shares.items()}
     read = official is not None or disagree is not None  # the official rule read the cell's answers
-    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], read)
+    flags = cell_flags(values["unparsed_share"], values["official_forced_share"], read, unavailable)
     return [*(text_cell(str(rec[c]), header=True) for c in shown), text_cell(str(rec["model"]), header=True),
             text_cell(rec["leaf"] or "all"), view.cell(accuracy),
-            view.cell(official) if official is not None else text_cell(official_text(None, read, str)),
+            view.cell(official) if official is not None else text_cell(official_text(None, read, str, unavailable)),
             text_cell(str(round(disagree["value"])) if disagree is not None else "—",
                       sort=disagree["value"] if disagree is not None else None),
             *(view.cell(shares[metric], scale=None) for _, metric, _ in SHARES),

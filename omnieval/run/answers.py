@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from omnieval.core.keyed import keyed_seed
 from omnieval.core.prompts import open_media_paths, render_open_prompt
@@ -23,7 +24,7 @@ from omnieval.core.schema import DESCRIBE_ERROR, Instance
 from omnieval.engines.base import EngineResult
 from omnieval.run.media_policy import MediaPolicy
 from omnieval.run.predictions import Prediction
-from omnieval.run.records import request_schema
+from omnieval.run.records import instance_from_record, instance_record, request_schema
 from omnieval.run.stages import INSTANCE_COLUMN, RESULT_COLUMN
 from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts, open_verdicts
 
@@ -31,7 +32,7 @@ from omnieval.scoring.verdicts import SCORER_COLUMN, answer_verdicts, open_verdi
 def open_generation(inst: Instance, style: str) -> dict:
     """The generate columns of one open-ended answer; ``key`` and ``meta`` let the simulated engine stand in for a
     model with set behaviour (real engines read the parts alone). The instance itself is not copied here: the
-    row's ``instance_json``, parsed once in the model stage, reaches the engine as the request's ``instance``."""
+    row's ``instance``, read once in the model stage, reaches the engine as the request's ``instance``."""
     parts = [{"kind": p.kind, "text": p.text, "modality": p.modality, "path": p.path}
              for p in render_open_prompt(inst, style)]
     return {"parts": parts, "max_new_tokens": None, "key": f"{inst.instance_id}|{style}",
@@ -62,7 +63,7 @@ def sample_draws(model, seed: int) -> SampleDraws:
     return SampleDraws(model.samples, seed, model.temperature, model.top_p)
 
 
-REQUEST_SCHEMA = request_schema(["call", "mode", "prompt", "instance_json", "instance_id", "media_paths", "cascade",
+REQUEST_SCHEMA = request_schema(["call", "mode", "prompt", "instance", "instance_id", "media_paths", "cascade",
                                  "parts", "max_new_tokens", "key", "meta", "skipped", "media_noted", "sample",
                                  "sampling"])
 """The columns of an answering model's request rows (``records.REQUEST_FIELDS``; the open-ended ones null on
@@ -76,18 +77,19 @@ def answer_requests(instances: Iterable[Instance], modes: list[str], prompts: li
     gives the cascade columns per instance id (all rows or none); ``policy`` marks rows showing media the model
     cannot take; ``draws`` its repeated samples (one where None)."""
     for inst in instances:
-        yield from _requests(inst.instance_id, inst.model_dump_json(), [s.ref for s in inst.media_segments()],
+        record = instance_record(inst)
+        for row in _requests(inst.instance_id, inst.open_only, [s.ref for s in inst.media_segments()],
                              lambda inst=inst: inst, modes, prompts, done, cascade.get(inst.instance_id),
-                             policy or MediaPolicy(), (draws or SampleDraws()).draws())
+                             policy or MediaPolicy(), (draws or SampleDraws()).draws()):
+            yield row | {"instance": record}
 
 
-def _requests(instance_id: str, instance_json: str, media_paths: list[str], instance, modes: list[str],
+def _requests(instance_id: str, open_only: bool, media_paths: list[str], instance, modes: list[str],
               prompts: list[str], done, cascade: dict | None, policy: MediaPolicy,
               draws: list[tuple[int, dict | None]]) -> Iterator[dict]:
-    """The rows of one instance; ``instance()`` parses it, asked only for open-ended rows. An open instance (no
-    options: ``Instance.open_only``) has no multiple-choice row."""
-    # model_dump_json writes an empty list as ``[]`` with no space: the check spares parsing every instance
-    open_only = '"option_labels":[]' in instance_json
+    """The rows of one instance, without its ``instance`` record (the caller adds it); ``instance()`` reads it,
+    asked only for open-ended rows. An open instance (no options: ``Instance.open_only``) has no multiple-choice
+    row."""
     for mode in modes:
         if open_only and mode != "open":
             continue
@@ -98,7 +100,7 @@ def _requests(instance_id: str, instance_json: str, media_paths: list[str], inst
                 if (mode, prompt, instance_id, sample) in done:
                     continue
                 row = {"call": "generate" if mode == "open" else "score", "mode": mode, "prompt": prompt,
-                       "instance_json": instance_json, "instance_id": instance_id,
+                       "instance_id": instance_id,
                        "media_paths": [] if skipped else paths, "cascade": cascade,
                        "skipped": skipped, "media_noted": noted, "sample": sample, "sampling": sampling}
                 if mode == "open":
@@ -123,7 +125,6 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
     ``tags`` columns (its run). ``done`` is an object ref to the finished (mode, prompt, instance id, sample) keys,
     or None; a worker fetches it once; ``draws``: the model's repeated samples. ``policy``: the model's
     ``media_policy.MediaPolicy`` over the run's media."""
-    from omnieval.core.schema import Instance
 
     finished: frozenset = frozenset()
     if done is not None:
@@ -135,20 +136,27 @@ def block_requests(block: pa.Table, *, modes: list[str], prompts: list[str], don
             _DONE[key] = frozenset(ray.get(done))
         finished = _DONE[key]
     rows: list[dict] = []
+    taken: list[int] = []  # the block's row of each request row's instance
     parsed: dict[int, Instance] = {}
-    texts = block.column("instance_json").to_pylist()
+    records = block.column("instance")
 
     def instance(i: int) -> Instance:
         if i not in parsed:
-            parsed[i] = Instance.model_validate_json(texts[i])
+            parsed[i] = instance_from_record(records[i].as_py())
         return parsed[i]
 
     samples = (draws or SampleDraws()).draws()
+    n_labels = pc.list_value_length(pc.struct_field(records, "option_labels")).to_pylist()
     for i, (iid, paths) in enumerate(zip(block.column("instance_id").to_pylist(),
                                          block.column("media_paths").to_pylist(), strict=True)):
-        rows += _requests(iid, texts[i], paths, lambda i=i: instance(i), modes, prompts, finished,
+        before = len(rows)
+        rows += _requests(iid, not n_labels[i], paths, lambda i=i: instance(i), modes, prompts, finished,
                           None, policy or MediaPolicy(), samples)
-    return request_table(rows, tags)
+        taken += [i] * (len(rows) - before)
+    # the instance records go from the block to the request rows in Arrow, never through Python objects
+    table = request_table(rows, tags)
+    return table.set_column(table.schema.get_field_index("instance"), "instance",
+                            records.take(pa.array(taken, pa.int64())))
 
 
 class PredictionRows:

@@ -23,8 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
-from omnieval.core.schema import InputError, Instance
+from omnieval.core.schema import InputError, Instance, ProtocolValue, Segment
+from omnieval.run.records import INSTANCE_TYPE, instance_from_record, instance_record
 
 CHUNK_ITEMS = 64
 BLOCK_INSTANCES = 512
@@ -37,19 +39,76 @@ packed (``stages.pack_rows``), under Ray's 100 KiB inline limit, so they reach t
 BATCHES_PER_BLOCK = 16
 DEFAULT_BLOCK_INSTANCES = 256
 NAMING_FIELDS = frozenset({"donors", "media_unit"})
-"""Instance fields that name where content came from rather than what is shown: out of the digest, and out of an
-instance's stored JSON where unset."""
+"""Instance fields that name where content came from rather than what is shown: out of the digest."""
 LATER_FIELDS = frozenset({"breakdowns"})
-"""Instance fields added after outputs were written: out of the digest and the stored JSON where unset, so an
-instance without one has the digest it had before the field existed (a run written then still resumes)."""
+"""Canonical fields added after outputs were written: out of the digest where unset, so an instance without one has
+the digest it had before the field existed (a run written then still resumes)."""
 DERIVED_FIELDS = frozenset({"layout"})
-"""Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest, and
-out of the stored JSON at their default."""
+"""Instance fields that follow from the protocol (already in the digest through ``protocol``): out of the digest."""
 
-INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance_json", pa.string()),
+
+class CanonicalInstance(BaseModel):
+    """The form of an instance the plan's digest hashes (``digest_text``), field for field and in the order of the
+    flat instance that runs were first made with: the protocols' own fields (``Instance.protocol_fields``) at the
+    places they held there, the simulated engine's hints under their first name, ``evidence``. Hashing this form
+    keeps the digest, and with it the identity of every run written before the fields moved, byte for byte
+    (``tests/test_instance_digest.py`` holds recorded texts). A protocol field not listed here (a protocol added
+    since) is hashed in ``protocol_fields`` at the end, left out where there is none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str
+    item_id: str
+    protocol: str
+    benchmark: str
+    split: str
+    condition: str
+    segments: list[Segment]
+    question: str
+    option_labels: list[str]
+    option_texts: list[str]
+    target: str
+    abstain_label: str | None = None
+    k: int | None = None
+    anchor: str | None = None
+    task: str | None = None
+    subtask: str | None = None
+    category: str | None = None
+    n_inputs: int | None = None
+    selection_type: str | None = None
+    answer_modality: str | None = None
+    group: str | None = None
+    option_segments: list[Segment] | None = None
+    evidence: dict[str, str | None]
+    evidence_modality: str | None = None
+    breakdowns: dict[str, str] | None = None
+    reference: str | None = None
+    judge_question: str | None = None
+    rated: bool = False
+    protocol_fields: dict[str, ProtocolValue] | None = None
+
+
+_SHARED = frozenset(Instance.model_fields) - NAMING_FIELDS - DERIVED_FIELDS - {"protocol_fields", "simulation_hints"}
+"""The instance's fields hashed as they are; a shared field added to ``Instance`` and not to ``CanonicalInstance`` (or
+to the sets above) fails every expansion, so whether it changes the digest is decided, not left to chance."""
+_PLACED = frozenset(CanonicalInstance.model_fields) - _SHARED - {"evidence", "protocol_fields"}
+
+
+def digest_text(inst: Instance) -> str:
+    """The text of ``inst`` that the plan's digest hashes: its ``CanonicalInstance`` as JSON, without the naming
+    and derived fields, and without a later field (``LATER_FIELDS``) the instance does not set."""
+    own = inst.protocol_fields
+    canonical = CanonicalInstance(
+        **{name: getattr(inst, name) for name in _SHARED}, evidence=inst.simulation_hints,
+        **{name: own[name] for name in _PLACED if name in own},
+        protocol_fields={k: v for k, v in own.items() if k not in _PLACED} or None)
+    unset = {name for name in LATER_FIELDS if own.get(name) is None}
+    return canonical.model_dump_json(exclude=unset | ({"protocol_fields"} if canonical.protocol_fields is None
+                                                      else set()))
+
+INSTANCE_SCHEMA = pa.schema([("instance_id", pa.string()), ("instance", INSTANCE_TYPE),
                              ("media_paths", pa.list_(pa.string()))])
-"""An instance block: the id, the instance as JSON (its canonical form, the digest's input), and the media refs of
-its segments."""
+"""An instance block: the id, the instance (``records.INSTANCE_TYPE``), and the media refs of its segments."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +161,7 @@ class Expansion:
     def load_instances(self) -> list:
         """Every instance, parsed, in this process: O(instances) memory, for the few callers that need them all
         on the driver (describers, judges, benchmarks of the engine)."""
-        return [Instance.model_validate_json(j) for table in self._tables() for j in
-                table.column("instance_json").to_pylist()]
+        return [instance_from_record(r) for table in self._tables() for r in table.column("instance").to_pylist()]
 
     def _tables(self) -> Iterator[pa.Table]:
         for block in self.blocks:
@@ -137,23 +195,19 @@ def _expand_items(source: ExpansionSource, items: list, size: int) -> Iterator[p
     digest = hashlib.sha256()
     media: dict[str, str] = {}
     for first in range(0, len(instances), size):
-        ids, texts, paths = [], [], []
+        ids, records, paths = [], [], []
         for inst in instances[first:first + size]:
             # ``donors`` and ``media_unit`` only name where the content shown came from (the content itself is
             # hashed), and are left out of the digest so that outputs written before the fields existed resume.
-            unset = {k for k in NAMING_FIELDS | LATER_FIELDS if getattr(inst, k) is None}
-            default = {k for k in DERIVED_FIELDS if getattr(inst, k) == Instance.model_fields[k].default}
-            text = inst.model_dump_json(exclude=unset | default)
-            digest.update(inst.model_dump_json(exclude=NAMING_FIELDS | DERIVED_FIELDS | (unset & LATER_FIELDS))
-                          .encode())
+            digest.update(digest_text(inst).encode())
             digest.update(b"\n")
             segments = inst.media_segments()
             for seg in segments:
                 media.setdefault(seg.ref, seg.modality)
             ids.append(inst.instance_id)
-            texts.append(text)
+            records.append(instance_record(inst))
             paths.append([seg.ref for seg in segments])
-        yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(texts, pa.string()),
+        yield pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(records, INSTANCE_TYPE),
                                     pa.array(paths, pa.list_(pa.string()))], schema=INSTANCE_SCHEMA)
     yield ChunkSummary(len(instances), digest.hexdigest(), media)
 

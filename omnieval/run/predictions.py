@@ -21,6 +21,7 @@ from omnieval.core.schema import (
     ERROR_KINDS,
     OPEN_MODE,
     OTHER_ERROR,
+    PROTOCOL_COLUMNS,
     VERDICT_COLUMNS,
     Instance,
     breakdown_pairs,
@@ -36,6 +37,15 @@ def reference_text(inst: Instance) -> str | None:
     if inst.open_only:
         return inst.reference
     return inst.option_texts[inst.option_labels.index(inst.target)]
+
+
+def protocol_columns(inst: Instance) -> dict:
+    """The protocol's own fields of ``inst`` (``Instance.protocol_fields``) flat, as the prediction columns of the
+    same names (``schema.PROTOCOL_COLUMNS``; null where the protocol sets none): the columns docs/reference.md
+    names keep their place whatever protocol holds them. ``breakdowns`` becomes its ``{name, value}`` pairs."""
+    columns = {name: inst.field(name) for name in PROTOCOL_COLUMNS}
+    columns["breakdowns"] = breakdown_pairs(columns["breakdowns"])
+    return columns
 
 
 @dataclass(frozen=True)
@@ -130,12 +140,10 @@ class Prediction:
             "item_id": inst.item_id, "instance_id": inst.instance_id, "condition": inst.condition,
             "target": inst.target, "choice": self.choice, "abstain_label": inst.abstain_label,
             "confidence": self.confidence, "confidence_method": self.confidence_method,
-            "n_options": len(inst.option_labels) or None, "k": inst.k, "anchor": inst.anchor, "task": inst.task,
-            "subtask": inst.subtask, "category": inst.category, "n_inputs": inst.n_inputs,
-            "selection_type": inst.selection_type, "answer_modality": inst.answer_modality, "group": inst.group,
+            "n_options": len(inst.option_labels) or None, "task": inst.task, "category": inst.category,
+            **protocol_columns(inst),
             "donors": json.dumps(inst.donors, sort_keys=True) if inst.donors else None,
-            "evidence_modality": inst.evidence_modality, "media_unit": inst.media_unit,
-            "breakdowns": breakdown_pairs(inst.breakdowns),
+            "media_unit": inst.media_unit,
             "option_logprobs": self.option_logprobs, "raw_text": self.raw_text, "error": self.error,
             "error_kind": self.error_kind, "latency_s": self.latency_s, "engine": self.engine, "mode": self.mode,
             "answer_text": self.answer_text,

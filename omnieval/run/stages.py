@@ -11,8 +11,8 @@ A run's answers, open answers, judge verdicts and media descriptions all take th
                  -> ``drain`` on the driver (atomic Parquet parts: the resume log)
 
 A request row (``records.REQUEST_FIELDS``: Arrow lists and structs, read once per batch) says what to ask with
-``call``: ``score`` (multiple choice: ``instance_json`` + ``prompt``, the prompt style) or ``generate`` (free text:
-``parts``, ``max_new_tokens``, ``key``, ``meta``, and for an open-ended answer its ``instance_json``, parsed once for
+``call``: ``score`` (multiple choice: ``instance`` + ``prompt``, the prompt style) or ``generate`` (free text:
+``parts``, ``max_new_tokens``, ``key``, ``meta``, and for an open-ended answer its ``instance``, read once for
 the request and the row), and which media it needs (``media_paths``: ``schema.media_ref`` of each, a path relative
 to its benchmark or ``<path>#audio`` for a video file's soundtrack, as the engine looks them up). Where rows of
 several runs
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the decode cache imports Ray; planning a run (and the GPU b
     from omnieval.run.decode_cache import MediaSource
 
 INSTANCE_COLUMN = "_instance"
-"""The parsed ``Instance`` of a row with ``instance_json``: a batch column inside the model actor only (handed to
+"""The ``Instance`` of a row with an ``instance`` record: a batch column inside the model actor only (handed to
 the row builder there, never serialised into the stream)."""
 MODEL_BATCH_FORMAT = "pyarrow"
 """The model stage takes its batches as Arrow tables and reads their columns once (``records.batch_columns``)."""
@@ -162,8 +162,8 @@ class ModelCalls:
         ``_row_keys`` where the caller has them already. Returns the batch with ``INSTANCE_COLUMN`` and
         ``RESULT_COLUMN`` added."""
         n = len(batch["call"])
-        if "instance_json" in batch:
-            batch[INSTANCE_COLUMN] = _parsed_instances(batch["instance_json"])
+        if "instance" in batch:
+            batch[INSTANCE_COLUMN] = _parsed_instances(batch["instance"])
         calls = batch["call"]
         decode_errors = batch["decode_error"] if "decode_error" in batch else [""] * n
         keys_of = keys_of if keys_of is not None else _row_keys(batch)
@@ -332,18 +332,25 @@ def typed_rows(rows: list[dict]) -> pa.Table:
     return request_rows_table(rows, {k: pa.array([r.get(k) for r in rows]).type for k in names})
 
 
-def _parsed_instances(texts) -> list:
-    """The ``Instance`` of each row's ``instance_json`` (None where it has none), each distinct text parsed once:
+def _parsed_instances(records) -> list:
+    """The ``Instance`` of each row's ``instance`` record (None where it has none), each distinct one read once:
     the engine's request and the row builder both read it, and the rows of one instance (its modes and prompt
-    styles, made one after another by ``answers.block_requests``) share one parse (~35 us) within a batch."""
-    from omnieval.core.schema import Instance
+    styles, made one after another by ``answers.block_requests``) share one within a batch. Records are told
+    apart by their whole value, not their id: rows of several runs in one pipeline may share an id."""
+    from omnieval.run.records import instance_from_record
 
-    parsed: dict[str, Instance] = {}
+    seen: dict[str, list] = {}
     out = []
-    for text in texts:
-        if text is not None and text not in parsed:
-            parsed[text] = Instance.model_validate_json(text)
-        out.append(None if text is None else parsed[text])
+    for record in records:
+        if record is None:
+            out.append(None)
+            continue
+        same = seen.setdefault(record["instance_id"], [])
+        inst = next((parsed for other, parsed in same if other == record), None)
+        if inst is None:
+            inst = instance_from_record(record)
+            same.append((record, inst))
+        out.append(inst)
     return out
 
 

@@ -58,6 +58,17 @@ class Scorer(Protocol):
     def score(self, text: str | None, item: ScoreItem) -> Verdict: ...
 
 
+NOT_COMPUTED = "not computed: "
+"""How an official verdict the scorer cannot compute begins (``official_how``), followed by the reason."""
+
+
+def unavailable_reason(scorer: Scorer) -> str | None:
+    """Why ``scorer``'s released rule cannot be computed here (its ``unavailable`` attribute: e.g. a rule that needs
+    a model omnieval does not run offline), or None where it can. Such a scorer's ``score`` is never called for an
+    official verdict: the verdict stays empty and says why (``scoring.verdicts``), and no number stands in for it."""
+    return getattr(scorer, "unavailable", None)
+
+
 _REGISTRY: dict[str, Callable[[], Scorer]] = {}
 # Modules that register scorers on import; a name resolves by importing them all once.
 _MODULES: tuple[str, ...] = (
@@ -72,7 +83,7 @@ _MODULES: tuple[str, ...] = (
     "omnieval.scoring.omnivideobench",
     "omnieval.scoring.voicebench", "omnieval.scoring.mmsu", "omnieval.scoring.jointavbench",
     "omnieval.scoring.videomme_v2",
-    "omnieval.scoring.video_holmes",
+    "omnieval.scoring.video_holmes", "omnieval.scoring.mmau_pro",
 )
 
 

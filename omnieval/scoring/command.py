@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from omnieval.core.schema import InputError
-from omnieval.scoring.base import ScoreItem, Verdict, get_scorer, labels_for, scorer_names
+from omnieval.scoring.base import ScoreItem, Verdict, get_scorer, labels_for, scorer_names, unavailable_reason
 
 ROW_FIELDS = ("id", "options", "answer", "text")
 
@@ -28,6 +28,10 @@ def parse_command(scorer_name: str, input_path: str | Path, out: str | Path, rob
         raise InputError(f"unknown scorer {scorer_name!r}; known scorers: {', '.join(scorer_names())}",
                          field="--scorer")
     name = "robust" if robust else scorer_name
+    reason = unavailable_reason(get_scorer(name))
+    if reason is not None:
+        raise InputError(f"the official rule of {name} is not computed here ({reason}); --robust scores the answers "
+                         "by omnieval's own rule", field="--scorer")
     if Path(out).is_dir():
         raise InputError("is a folder: give the file to write", file=out, field="--out")
     rows = read_rows(Path(input_path))

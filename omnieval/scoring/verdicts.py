@@ -3,8 +3,10 @@
 A run scores every answer whose option was read from generated text (chain-of-thought, generate-and-parse
 endpoints) twice, in one place for every engine (``run.answers.PredictionRows``): by omnieval's own rule
 (``robust``) and by the benchmark's released rule (``official``: the scorer named by the run's ``scorer`` or its
-benchmark's ``benchmark.json``). The row's ``choice`` and ``correct`` stay the robust reading the engine made, so
-every other metric keeps its meaning; the official columns are null where no official scorer is set.
+benchmark's ``benchmark.json``; a scorer whose rule cannot be computed here, ``base.unavailable_reason``, leaves
+the official columns empty with ``official_how`` saying why). The row's ``choice`` and ``correct`` stay the robust
+reading the engine made, so every other metric keeps its meaning; the official columns are null where no official
+scorer is set.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from pathlib import Path
 
 from omnieval.core.schema import VERDICT_COLUMNS, InputError, Instance
-from omnieval.scoring.base import ScoreItem, Verdict, get_scorer, scorer_names
+from omnieval.scoring.base import NOT_COMPUTED, ScoreItem, Verdict, get_scorer, scorer_names, unavailable_reason
 
 SCORER_COLUMN = "scorer"
 """The request column naming a run's official scorer (a run tag: one pipeline may answer several runs)."""
@@ -51,8 +53,8 @@ def score_item(inst: Instance) -> ScoreItem | None:
     if inst.target not in inst.option_labels:
         return None
     return ScoreItem(labels=tuple(inst.option_labels), options=tuple(inst.option_texts), answer=inst.target,
-                     extra={"task": inst.task, "subtask": inst.subtask, "category": inst.category,
-                            **(inst.breakdowns or {})})
+                     extra={"task": inst.task, "subtask": inst.field("subtask"), "category": inst.category,
+                            **(inst.field("breakdowns") or {})})
 
 
 def answer_verdicts(inst: Instance, text: str, scorer: str | None) -> dict:
@@ -67,6 +69,10 @@ def answer_verdicts(inst: Instance, text: str, scorer: str | None) -> dict:
     robust = get_scorer("robust").score(text, item)
     out.update(robust_choice=robust.choice, robust_source=robust.source)
     if scorer is not None:
+        reason = unavailable_reason(get_scorer(scorer))
+        if reason is not None:  # a rule omnieval cannot compute: no verdict, and why (never a stand-in number)
+            out["official_how"] = NOT_COMPUTED + reason
+            return out
         try:
             official = get_scorer(scorer).score(text, item)
         except Exception as exc:  # one scorer bug never loses a batch of model answers

@@ -27,6 +27,7 @@ A ``None`` text (no output) is read as the empty answer.
 from __future__ import annotations
 
 from omnieval.scoring.base import ScoreItem, Verdict, register_scorer, verdict_for
+from omnieval.scoring.voicebench_bbh import bbh_verdict
 from omnieval.scoring.voicebench_open import open_verdict
 
 LETTERS = ("a", "b", "c", "d")
@@ -109,5 +110,11 @@ class VoiceBenchScorer:
 
     def score_open(self, text: str | None, inst) -> Verdict | None:
         """An open item's answer (``scoring.verdicts.open_verdicts``) by its subset's released rule where that rule
-        is offline (``voicebench_open.open_verdict``: ``advbench``'s refusal list); None for the other subsets."""
-        return open_verdict(text, (inst.breakdowns or {}).get("subset"))
+        is offline: ``bbh``'s answer phrases (``voicebench_bbh.bbh_verdict``, on the item's ``bbh_task`` and
+        ``reference``), ``advbench``'s refusal list and ``ifeval``'s instruction checks
+        (``voicebench_open.open_verdict``); None for the other subsets."""
+        breakdowns = inst.field("breakdowns") or {}
+        subset = breakdowns.get("subset")
+        if subset == "bbh":
+            return bbh_verdict(text, breakdowns.get("bbh_task") or "", inst.reference or "", inst.item_id)
+        return open_verdict(text, subset, breakdowns)

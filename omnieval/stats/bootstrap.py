@@ -280,7 +280,8 @@ def bootstrap_unit(unit: UnitData, resamples: int, seed: int, stream: int,
                     e, a = calibration_weighted(w, item, conf, correct, N_BINS)
                     calib[method][0][1 + r0:1 + r1], calib[method][1][1 + r0:1 + r1] = e, a
     full_t = np.empty((values.shape[1], resamples + 1 + n_jack))
-    full_t[np.nonzero(~const)[0]] = rows_t[inverse]
+    for channel, source in zip(np.nonzero(~const)[0], inverse, strict=True):  # row copies: no gathered temporary
+        full_t[channel] = rows_t[source]
     full_t[np.nonzero(const)[0], :resamples + 1] = (n * const_values)[:, None]
     full_t[np.nonzero(const)[0], resamples + 1:] = ((n - 1) * const_values)[:, None]
     return full_t.T, calib

@@ -292,7 +292,7 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
                          + "".join(f", {column} {list(values)}" for column, values in (where or {}).items()))
     frame = pl.concat(frames, how="diagonal_relaxed")
     read._check_duplicates(frame)
-    return read._fill_confidence_from_logprobs(frame if numbered else frame.drop("_file", "_row"))
+    return read.fill_confidence(frame if numbered else frame.drop("_file", "_row"))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,14 @@ metric (``unit_bootstrap.protocol_rows``: all of these are functions of cell mea
 | ``open_error_rate`` | ``""``, kind | share of open rows with an ``error`` (kinds: ``schema.ERROR_KINDS``) |
 | ``open_rating`` | as ``open_accuracy`` (with ``@<judge>``) | mean of the valid 1-5 ratings (rated open items) |
 | ``open_official_accuracy`` | as ``open_accuracy`` | share of the open answers the benchmark's released rule counts |
-|  |  | that it counts correct (``official_correct``: open items scored offline, ``scoring.verdicts.open_verdicts``) |
+|  |  | that it counts correct (``official_correct``: open items scored offline, ``scoring.verdicts.open_verdicts``); |
+|  |  | where all of them carry IFEval's counts: the mean of the four ``ifeval_*`` shares (the release's score) |
+| ``ifeval_prompt_strict`` | as ``open_accuracy`` | VoiceBench ``ifeval`` (``scoring.ifeval``): share of answers |
+|  |  | following every instruction of their prompt, strict (from the ``official_how`` counts) |
+| ``ifeval_prompt_loose`` | as ``open_accuracy`` | the same, loose |
+| ``ifeval_instruction_strict`` | as ``open_accuracy`` | instructions followed strictly, summed over the answers, over |
+|  |  | the instructions summed |
+| ``ifeval_instruction_loose`` | as ``open_accuracy`` | the same, loose |
 
 An open row with an ``error`` (media, engine or describer failure, no answer text) was never answered: judges do not
 grade it and it stays out of every open metric but ``open_error_rate``. An open row with no ground truth in words
@@ -55,6 +62,7 @@ from omnieval.core.metric_types import (
     with_error_rates,
 )
 from omnieval.core.schema import ERROR_KINDS, VERDICTS
+from omnieval.scoring.ifeval import HOW
 from omnieval.stats.bootstrap import protocol_rows
 from omnieval.stats.intervals import DEFAULT_METHOD
 from omnieval.stats.read import error_kinds_present
@@ -107,6 +115,7 @@ def open_frame(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
              "mcq_valid": (pl.col("mode") != "open") & pl.col("valid"),
              "open_official": is_open & (pl.col("_official_counted") if "_official_counted" in frame.columns
                                          else pl.lit(False))}
+    flags |= _ifeval_flags(frame, flags["open_official"])
     for i, c in enumerate(cols):
         ok = graded & pl.col(c).is_in(list(VERDICTS)).fill_null(False)
         flags[f"ok{i}"] = ok
@@ -153,6 +162,7 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
             fams.append(CellFamily(f"agree{tag}", "agree", "all_ok", by))
         fams.append(CellFamily(f"mcq{tag}", "correct", "mcq_valid", by))
         fams.append(CellFamily(f"off{tag}", "_official_correct", "open_official", by))
+        fams += [CellFamily(f"{name}{tag}", f"_{name}", "_ife", by) for name in IFEVAL_CELLS]
     for i in range(m):
         fams.append(CellFamily(f"bad{i}", f"bad{i}", "graded_or_rated"))
     if m == 2:
@@ -169,8 +179,14 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
                 name, parts = {"c": lambda k: (k[0], {"leaf": k[0]}), "a": lambda k: ("all", {}),
                                "k": lambda k: (f"k={k[0]}", {"k": k[0]})}[tag](key)
                 if cells.has(f"off{tag}", *key):
-                    yield MetricRow("open_official_accuracy", cells.mean(f"off{tag}", *key),
-                                    cells.support(f"off{tag}", *key), name, parts)
+                    official = cells.mean(f"off{tag}", *key)
+                    if cells.has(f"ife_n{tag}", *key):
+                        figures = _ifeval_figures(cells, tag, key)
+                        support = cells.support(f"ife_n{tag}", *key)
+                        yield from (MetricRow(metric, value, support, name, parts) for metric, value in figures.items())
+                        if support.n == cells.n(f"off{tag}", *key):  # every official answer is an ifeval one
+                            official = sum(figures.values()) / len(figures)
+                    yield MetricRow("open_official_accuracy", official, cells.support(f"off{tag}", *key), name, parts)
                 yield from _per_judge(cells, "open_accuracy", f"acc{{i}}{tag}", key, name, parts, judges)
                 yield from _per_judge(cells, "open_rating", f"rate{{i}}{tag}", key, name, parts, judges)
                 if has_abstention:
@@ -196,6 +212,40 @@ def open_spec(protocol: str, judges: list[str], has_k: bool, has_abstention: boo
             yield MetricRow("judge_kappa", _fleiss(cells), cells.support("fleiss_p"), "fleiss", {"leaf": "fleiss"})
 
     return ProtocolMetrics(name=protocol, families=tuple(fams), metrics=metrics, key_parts=OPEN_KEY_PARTS)
+
+
+IFEVAL_CELLS = ("ife_n", "ife_strict", "ife_loose", "ife_prompt_strict", "ife_prompt_loose")
+"""The cells of an IFEval answer (``_ifeval_flags``): its instructions, those followed strict and loose, and
+whether all were (prompt level)."""
+
+
+def _ifeval_flags(frame: pl.DataFrame, official: pl.Expr) -> dict[str, pl.Expr]:
+    """``_ife``: an open row the released rule scored whose ``official_how`` ends with IFEval's counts
+    (``scoring.ifeval.HOW``); with its counts in ``_ife_n``, ``_ife_strict``, ``_ife_loose`` and the prompt-level
+    verdicts ``_ife_prompt_strict``, ``_ife_prompt_loose`` (0 on other rows)."""
+    how = pl.col("official_how").cast(pl.Utf8) if "official_how" in frame.columns else pl.lit(None, pl.Utf8)
+    strict, n, loose = (how.str.extract(HOW.pattern, g).cast(pl.Float64) for g in (1, 2, 3))
+    row = (official & n.is_not_null()).fill_null(False)
+
+    def on_row(value: pl.Expr) -> pl.Expr:
+        return pl.when(row).then(value.cast(pl.Float64)).otherwise(0.0)
+
+    return {"_ife": row, "_ife_n": on_row(n), "_ife_strict": on_row(strict), "_ife_loose": on_row(loose),
+            "_ife_prompt_strict": on_row(strict == n), "_ife_prompt_loose": on_row(loose == n)}
+
+
+def _ifeval_figures(cells, tag: str, key: tuple) -> dict[str, np.ndarray]:
+    """IFEval's four shares over a cell's answers (module table): the prompt-level ones means over answers, the
+    instruction-level ones sums over instructions."""
+    def ratio(family: str) -> np.ndarray:
+        total = cells.sum(f"ife_n{tag}", *key)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, cells.sum(f"{family}{tag}", *key) / np.where(total > 0, total, 1), np.nan)
+
+    return {"ifeval_prompt_strict": cells.mean(f"ife_prompt_strict{tag}", *key),
+            "ifeval_instruction_strict": ratio("ife_strict"),
+            "ifeval_prompt_loose": cells.mean(f"ife_prompt_loose{tag}", *key),
+            "ifeval_instruction_loose": ratio("ife_loose")}
 
 
 def _nanmean_rows(arrays: list[np.ndarray]) -> np.ndarray:

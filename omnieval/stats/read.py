@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -61,6 +61,20 @@ def _read_one(path: Path | StoredPath) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise InputError(f"cannot read predictions: {exc}", file=path) from exc
     raise InputError(f"unsupported predictions format {suffix!r} (use .parquet, .jsonl or .csv)", file=path)
+
+
+def some_columns(path: str | Path | StoredPath, columns: Sequence[str]) -> pl.DataFrame:
+    """The ``columns`` a predictions file has of those named, as written (not checked or typed: for a side note
+    such as the official rule's reasons, ``stats.verdicts.not_computed_reasons``); a local Parquet file is read for
+    those columns alone."""
+    path = stored_path(path)
+    if isinstance(path, Path) and path.is_dir() and (path / "predictions.parquet").is_file():
+        path = path / "predictions.parquet"
+    if isinstance(path, Path) and path.suffix.lower() == ".parquet":
+        names = pl.read_parquet_schema(path)
+        return pl.read_parquet(path, columns=[c for c in columns if c in names])
+    frame = _read_one(path)
+    return frame.select([c for c in columns if c in frame.columns])
 
 
 def _normalise(frame: pl.DataFrame, path: Path | StoredPath) -> pl.DataFrame:
@@ -255,7 +269,7 @@ def _chosen_probability(logprobs: list[float | None], label: int) -> float:
     return restricted_softmax(list(logprobs) + [None] * (label + 1 - len(logprobs)))[label]
 
 
-def _fill_confidence_from_logprobs(frame: pl.DataFrame) -> pl.DataFrame:
+def fill_confidence(frame: pl.DataFrame) -> pl.DataFrame:
     """Where ``confidence`` is null but ``option_logprobs`` are given, use the restricted softmax value of the
     chosen label (method ``rs``), as the engines do when they score from logits (docs/reference.md, Prompting and
     parsing)."""
@@ -288,7 +302,7 @@ def read_predictions(paths: Iterable[str | Path | StoredPath]) -> pl.DataFrame:
         raise InputError("no predictions files given")
     frame = pl.concat(frames, how="diagonal_relaxed")
     _check_duplicates(frame)
-    return _fill_confidence_from_logprobs(frame.drop("_file", "_row"))
+    return fill_confidence(frame.drop("_file", "_row"))
 
 
 def _with_error_kinds(frame: pl.DataFrame) -> pl.DataFrame:

@@ -36,6 +36,10 @@ folder, as ``pipeline.run_evaluation`` would write it alone::
     <output>/summary.json                               every run's status, counts, timings; sweep totals (with
                                                         the media its passes decoded and read from the store)
     <output>/metrics.parquet                            every run's metrics table, with a ``benchmark`` column
+    <output>/combined/<benchmark>/                      the benchmark's runs pooled (``stats.compute``): paired
+                                                        differences, ranks, tests and power across its models and
+                                                        prompt styles, and ``combined.json`` (inputs, settings,
+                                                        fingerprint: recomputed only when that changes)
     <output>/runs/<protocol entry>/<model>/<prompt>/    run.json, predictions.parquet, parts/, sweep-run.json
                                                         (this run's state and fingerprint), metrics/ (the files
                                                         ``omnieval metrics`` writes: ``stats.command``)

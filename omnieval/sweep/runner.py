@@ -1,5 +1,6 @@
 """The sweep runner: checks the whole sweep, skips complete runs, runs the rest model by model (scheduling, retries
-and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json`` and the combined ``metrics.parquet``."""
+and logging: ``omnieval.sweep``'s docstring), and writes ``summary.json``, the combined ``metrics.parquet`` and each
+benchmark's pooled result (``state.write_combined``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from omnieval.sweep.state import (
     read_json,
     resolved_units,
     run_verdicts,
+    write_combined,
     write_metrics,
 )
 from omnieval.sweep.status import RunOutcome, RunProgress, SweepResult, log_line
@@ -378,6 +380,7 @@ class SweepRunner:
                                          "config": self.sweep.model_dump(mode="json")})
         if final and self.sweep.metrics.enabled:
             self._write_combined_metrics(root, result)
+            write_combined(root, result.runs, self._metrics_settings(), log=self.log)
 
     def _write_combined_metrics(self, root, result: SweepResult) -> None:
         import pyarrow as pa

@@ -79,15 +79,17 @@ class SweepResult:
     def verdict_lines(self) -> list[str]:
         """Per run and overall accuracy cell of answers read from generated text: both accuracies, the answers the
         rules read differently, the unparsed and forced shares, and the flags (``stats.verdicts.cell_flags``)."""
-        from omnieval.stats.verdicts import NO_SCORER, official_text
+        from omnieval.stats.verdicts import NO_SCORER, NOT_COMPUTED_TEXT, official_text
 
         cells = [(r.key, cell) for r in self.runs for cell in r.verdicts]
         if not cells:
             return []
         lines = ["answer verdicts (accuracy / official, disagree, unparsed, forced, official forced):"]
         for key, c in cells:
-            official = official_text(c["official_accuracy"], c["disagree"] is not None, _share)
-            flags = f"  FLAG: {c['flags']}" if c["flags"] and c["flags"] != NO_SCORER else ""
+            reason = c.get("not_computed")  # an official rule named but not computable here (state.run_verdicts)
+            official = official_text(c["official_accuracy"], c["disagree"] is not None, _share, reason)
+            flags = c["flags"].replace(NO_SCORER, f"{NOT_COMPUTED_TEXT}: {reason}") if reason else c["flags"]
+            flags = f"  FLAG: {flags}" if flags and flags != NO_SCORER else ""
             split = f" {c['split']}" if c.get("split") not in (None, "", "all") else ""  # a run's splits apart
             lines.append(f"  {key}{split} {c['key'] or 'all'}: {_share(c['accuracy'])} / {official}, "
                          f"disagree {_count(c['disagree'])}, unparsed {_share(c['unparsed_share'])}, "

@@ -11,6 +11,8 @@ WorldSense                ``worldsense``                  one mp4 as video and a
 Video-MME (with audio)    ``videomme``                    one mp4 as video and as audio (its soundtrack)
 OmniBench                 ``omnibench``                   image and audio
 MMAU                      ``mmau``                        audio (the version read is recorded)
+MMAU-Pro                  ``mmau_pro``                    audio clip(s) (``data.zip`` read in place); open
+                                                          items for its ``open`` questions
 MMAR                      ``mmar``                        audio
 AV-Odyssey                ``av_odyssey``                  image(s) or video, and audio clip(s): one benchmark
 OmniVideoBench            ``omnivideobench``              one mp4 as video and as audio, evidence labels

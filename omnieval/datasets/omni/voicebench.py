@@ -20,18 +20,24 @@ whole text is the audio's text stand-in (``audio_as_text``: the release's ``--mo
 **Open subsets** (``OPEN_SUBSETS``: ``alpacaeval``, ``alpacaeval_full``, ``commoneval``, ``wildvoice``, ``sd-qa``,
 ``ifeval``, ``advbench``, ``bbh``, ``mtbench``, ``alpacaeval_speaker``) are scored by the release with a GPT rating
 (1-5), reference answers, answer phrases, instruction checks or a refusal list (``omnieval.scoring.voicebench_open``:
-``OPEN_RULES``). Eight become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
+``OPEN_RULES``). Nine become open items (``spectrum.Item`` without options, asked only with ``modes: [open]``;
 ``voicebench_open.CONVERTED``): ``sd-qa`` (one split per speaker region: ``aus``, ``usa``, ...) and ``bbh`` with the
-row's ``reference`` as the ground truth the run's judges compare the answer with; ``advbench`` with none, its
+row's ``reference`` as the ground truth the run's judges compare the answer with, ``bbh``'s answers also scored by the
+release's answer phrases (``omnieval.scoring.voicebench_bbh``: ``open_official_accuracy`` is the release's score; a
+``reference`` other than ``yes``, ``no``, ``(A)``, ``(B)`` is an error naming the row); ``advbench`` with none, its
 answers scored by the release's refusal list (the ``voicebench`` scorer's ``score_open``: the metric
-``open_official_accuracy`` is its refusal rate); ``alpacaeval``, ``alpacaeval_full``, ``alpacaeval_speaker``,
-``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's judges (``rated``; ``open_rating``). ``bbh``'s
-rows name their task in ``id`` (the release's ``BBHEvaluator`` tells ``sports_understanding``, ``hyperbaton``,
-``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the breakdown ``bbh_task``, a row naming none
-of them skipped and listed (the release stops on it). ``ifeval`` and ``mtbench`` are not converted: the conversion
-names the open subsets found, one note per rule (``benchmark.json``: ``open_subsets_converted``,
-``open_subsets_not_converted``, and ``open_subset_rules``: per subset the release's evaluator, its kind of rule, and
-how omnieval reads it or why not).
+``open_official_accuracy`` is its refusal rate); ``ifeval`` with none, its answers scored by IFEval's instruction
+checks (``omnieval.scoring.ifeval``; ``open_official_accuracy`` is the release's score, the mean of IFEval's four
+shares), each row's ``instruction_id_list`` and ``kwargs`` (one object of arguments per instruction, every argument
+name of the set present, ``None`` where unused) kept as the breakdown ``ifeval_instructions`` (JSON, empty arguments
+dropped; a row naming an id the checks do not know is skipped and listed); ``alpacaeval``, ``alpacaeval_full``,
+``alpacaeval_speaker``, ``commoneval`` and ``wildvoice`` with none, rated 1-5 by the run's judges (``rated``;
+``open_rating``). ``bbh``'s rows name their task in ``id`` (the release's ``BBHEvaluator`` tells
+``sports_understanding``, ``hyperbaton``, ``navigate`` and ``web_of_lies`` apart by a substring of it): kept as the
+breakdown ``bbh_task``, a row naming none of them skipped and listed (the release stops on it). ``mtbench`` is not
+converted (the release scores it by no rule, ``voicebench_open.MTBENCH_NOTE``): the conversion names the open subsets
+found, one note per rule (``benchmark.json``: ``open_subsets_converted``, ``open_subsets_not_converted``, and
+``open_subset_rules``: per subset the release's evaluator, its kind of rule, and how omnieval reads it or why not).
 
 Item ids are ``<subset>/<split>/<row>`` (the rows have no id of their own); the item's split and ``task`` are the
 subset (the release scores each subset apart; a ``spectrum`` split is also where a shuffle takes its donors from, and
@@ -41,6 +47,7 @@ both kept as its ``breakdowns`` (``subset``, ``split``).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -58,7 +65,9 @@ from omnieval.datasets.omni.common import (
     sound_entries,
     write_release,
 )
-from omnieval.scoring.voicebench_open import CONVERTED, OPEN_RULES, RATED
+from omnieval.scoring.ifeval import CHECKS, release_kwargs
+from omnieval.scoring.voicebench_bbh import REFERENCE_INDEX
+from omnieval.scoring.voicebench_open import CONVERTED, IFEVAL_BREAKDOWN, OPEN_RULES, RATED
 
 CONVERTER = "voicebench"
 SCORER = "voicebench"
@@ -142,8 +151,11 @@ def _recording(record: dict, where: Where) -> MediaRef:
 
 def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str, where: Where) -> Entry:
     """An open item of a converted open subset (module doc): the reference where the subset has one."""
-    reference = None if subset == "advbench" or subset in RATED else field_text(record, "reference", where)
+    reference = None if subset in ("advbench", "ifeval") or subset in RATED \
+        else field_text(record, "reference", where)
     breakdowns = {"subset": subset, "split": split}
+    if subset == "ifeval":
+        breakdowns[IFEVAL_BREAKDOWN] = _ifeval_instructions(record, where)
     if subset == "bbh":
         row_id = field_text(record, "id", where)
         task = next((t for t in BBH_TASKS if t in row_id), None)
@@ -151,10 +163,36 @@ def _open_entry(record: dict, subset: str, split: str, item_id: str, prompt: str
             raise where.error(f"id {row_id!r} names none of the bbh tasks the release reads ({', '.join(BBH_TASKS)})",
                               "id")
         breakdowns["bbh_task"] = task
+        if reference.lower() not in REFERENCE_INDEX:
+            raise where.error(f"reference {reference!r} is none of yes, no, (A), (B) (the answers the release's bbh "
+                              "rule reads; it raises on any other)", "reference")
     return Entry(where=where, item_id=item_id, question=QUESTION, options=[], answer=None, split=subset,
                  media={"audio": _recording(record, where)}, category=split, task=subset,
                  text_alternatives={"audio": prompt}, breakdowns=breakdowns, reference=reference, is_open=True,
                  rated=subset in RATED)
+
+
+def _ifeval_instructions(record: dict, where: Where) -> str:
+    """An ``ifeval`` row's instructions as its item keeps them (``voicebench_open.IFEVAL_BREAKDOWN``): each id of
+    ``instruction_id_list`` with its entry of ``kwargs``, empty values dropped as the release drops them; an id the
+    checks do not know, or lists of different lengths, is an error naming the field."""
+    ids, kwargs = record.get("instruction_id_list"), record.get("kwargs")
+    if not isinstance(ids, (list, tuple)) or not ids or not all(isinstance(i, str) for i in ids):
+        raise where.error("expected a non-empty list of instruction ids", "instruction_id_list")
+    if not isinstance(kwargs, (list, tuple)) or len(kwargs) != len(ids) \
+            or not all(k is None or isinstance(k, dict) for k in kwargs):
+        raise where.error(f"expected one object of arguments per instruction ({len(ids)})", "kwargs")
+    unknown = [i for i in ids if i not in CHECKS]
+    if unknown:
+        raise where.error(f"instruction id {unknown[0]!r} is none of IFEval's checks", "instruction_id_list")
+    pairs = [[i, {name: _plain(v) for name, v in release_kwargs(kw).items()}] for i, kw in zip(ids, kwargs,
+                                                                                                   strict=True)]
+    return json.dumps(pairs, sort_keys=True, ensure_ascii=False)
+
+
+def _plain(value):
+    """An argument as JSON holds it (a list cell of Arrow is read as a list)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def convert_voicebench(release: str | Path, out: str | Path, *, name: str = "voicebench",
