@@ -55,11 +55,13 @@ def test_scale_bench_writes_the_rows_it_names_as_valid_per_run_files(tmp_path):
     from omnieval.dev.bench_scale import write_runs
     from omnieval.stats.read import read_predictions
 
-    paths = write_runs(20_000, tmp_path)
+    paths = write_runs(100_000, tmp_path)  # whole items per model, prompt and split: within 2% from here up
     frame = read_predictions(paths)
     counts = dict(frame.group_by("protocol").len().iter_rows())
-    assert abs(sum(counts.values()) - 20_000) <= 20_000 * 0.02 and set(counts) == {"dissonance", "crossmodal"}
-    assert abs(counts["dissonance"] - counts["crossmodal"]) <= 20_000 * 0.02
+    assert abs(sum(counts.values()) - 100_000) <= 100_000 * 0.02 and set(counts) == {"dissonance", "crossmodal"}
+    assert abs(counts["dissonance"] - counts["crossmodal"]) <= 100_000 * 0.02
+    groups = frame.group_by("protocol", "split", "prompt").len()  # six Ray groups per protocol, of equal size
+    assert groups.height == 12 and groups["len"].max() - groups["len"].min() <= counts["crossmodal"] // 6 // 50
     assert all(pl.read_parquet(p)["model"].n_unique() == 1 for p in paths) and len(paths) == 10 + 14
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from omnieval.core.metric_types import CellFamily, MetricRow, ProtocolMetrics, Support
+from omnieval.core.metric_types import KEY_PARTS, CellFamily, MetricRow, ProtocolMetrics, Support
 from omnieval.core.schema import InputError
 from omnieval.protocols.crossmodal import DIRECTIONS
 from omnieval.report import build_report
@@ -113,6 +113,11 @@ def test_a_metrics_table_or_tests_table_written_before_the_parts_is_refused_nami
         load_runs([str(folder)])
     message = str(got.value)
     assert "metrics.parquet" in message and "written before" in message and "\n" not in message
+    # key parts as columns, but written before the resampling unit was recorded: no n_clusters to show
+    old.with_columns([pl.lit("").alias(p) for p in KEY_PARTS] + [pl.lit(10).alias("n_items")]).write_parquet(
+        folder / "metrics.parquet")
+    with pytest.raises(InputError, match=r"metrics\.parquet.*n_clusters"):
+        load_runs([str(folder)])
 
     run = tmp_path / "run"
     run.mkdir()

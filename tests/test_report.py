@@ -612,7 +612,7 @@ def handmade_metrics() -> pl.DataFrame:
         named = kw or ({"leaf": key} if key else {})
         rows.append({"protocol": protocol, "model": model, "prompt": "zs", "split": split, "metric": metric,
                      "key": key, "value": value, "ci_low": low, "ci_high": high, "n": n,
-                     **{p: named.get(p, "") for p in parts}})
+                     "n_items": None, "n_clusters": None, **{p: named.get(p, "") for p in parts}})
 
     for i, model in enumerate(["m-vision", "m-text", "ensemble"]):
         for scope in ("", "charts/", "maps/"):
@@ -654,7 +654,8 @@ def handmade_metrics() -> pl.DataFrame:
     add("newproto", "m1", "invalid_rate", "", 0.0, 0.0, 0.0)
     return pl.DataFrame(rows, schema={"protocol": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "split": pl.Utf8,
                                       "metric": pl.Utf8, "key": pl.Utf8, "value": pl.Float64, "ci_low": pl.Float64,
-                                      "ci_high": pl.Float64, "n": pl.Int64, **dict.fromkeys(parts, pl.Utf8)})
+                                      "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,
+                                      "n_clusters": pl.Int64, **dict.fromkeys(parts, pl.Utf8)})
 
 
 def test_report_sections_of_handmade_spectrum_and_contrastive_metrics(tmp_path):

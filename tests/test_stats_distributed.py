@@ -216,19 +216,6 @@ def test_metrics_files_above_the_threshold_are_the_same_bytes(ray_session, run_f
         assert got.files[name] == want.files[name], name
 
 
-def _tests_in_process(run_files) -> pl.DataFrame:
-    """``ray_tests``'s gathering without Ray: each protocol's table, then the kinds in the single process's order."""
-    from omnieval.stats.significance import stats_table
-
-    found = distributed.plan(run_files)
-    tables = [distributed.group_tests(run_files, p, stats_table, found.asked_model_order, RESAMPLES, 3, None)
-              for p in found.protocols]
-    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: pt[0])])
-    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(distributed.TEST_ORDER)},
-                                         return_dtype=pl.Int64)
-    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")  # as ray_tests does
-
-
 @pytest.mark.slow
 def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run_files):
     """``omnieval stats`` one protocol per task: every kind of test of both protocols, in the single process's
@@ -246,10 +233,22 @@ def test_significance_tests_on_ray_are_the_single_process_table(ray_session, run
 
 
 def test_tests_gathered_in_process_match_the_single_process_table(run_files):
+    """Dissonance one task per split, crossmodal one: every kind's rows back in the single process's order (a
+    split's contexts interleaved with the other's) and the permutation family (test x protocol, across splits)
+    adjusted again over the gathered p-values."""
     from omnieval.stats.significance import stats_table
 
     want = stats_table(read_predictions(run_files), permutations=RESAMPLES, seed=3)
-    assert_frame_equal(_tests_in_process(run_files), want)
+    found = distributed.plan(run_files)
+    parts = [distributed.split_tests(run_files, "dissonance", split, stats_table, found.asked_model_order,
+                                     RESAMPLES, 3, None)[2] for split in ("real", "synthetic")]
+    permutation = want.filter((pl.col("test") == "permutation") & (pl.col("protocol") == "dissonance"))
+    assert set(permutation["split"]) == {"real", "synthetic"}
+    alone = pl.concat(parts).filter(pl.col("test") == "permutation")
+    assert not np.allclose(alone.sort("model", "split")["p_adjusted"].to_numpy(),  # each split's own family
+                           permutation.sort("model", "split")["p_adjusted"].to_numpy())
+    got = distributed.ray_tests(run_files, stats_table, permutations=RESAMPLES, seed=3, each=distributed.in_process)
+    assert_frame_equal(got, want)
 
 
 def _sampled_study() -> list[pl.DataFrame]:
@@ -310,3 +309,118 @@ def test_a_protocol_whose_splits_fall_back_to_different_units_stays_one_task(tmp
     metrics, paired = distributed.gather(_in_process(paths))
     assert_frame_equal(metrics, want[0])
     assert_frame_equal(paired, want[1])
+
+
+def test_prompt_tasks_and_the_prompt_pairs_stage_give_the_single_process_tables(run_files, single_process):
+    """Dissonance (2 prompts x 2 splits x 3 models) one task per split and prompt, then one small stage per split
+    for its prompt pairs (cot - zs per model) from the prompt tasks' resampled values: the same tables and ranks
+    as the single process, bit for bit."""
+    from omnieval.stats.paired import Collector
+    from omnieval.stats.ranks import ranks_table
+
+    metrics, paired, groups = distributed._tables(run_files, RESAMPLES, 3, RESAMPLES, None, "t", None, None, True,
+                                                  distributed.in_process)
+    tasks = {(g.protocol, g.split, g.prompt) for g in groups if g.metrics is not None}
+    assert tasks == {("crossmodal", None, None)} | {("dissonance", s, p) for s in ("real", "synthetic")
+                                                    for p in ("zs", "cot")}
+    stages = [g for g in groups if g.metrics is None]
+    assert sorted(g.split for g in stages) == ["real", "synthetic"]
+    assert {row["comparison"] for g in stages for row in g.paired} == {"prompts"}
+    assert len([row for g in stages for row in g.paired]) == \
+        single_process[1].filter((pl.col("protocol") == "dissonance") & (pl.col("comparison") == "prompts")).height
+    assert_frame_equal(metrics, single_process[0])
+    assert_frame_equal(paired, single_process[1])
+    collector = Collector()
+    metrics_and_paired(read_predictions(run_files), resamples=RESAMPLES, seed=3, permutations=RESAMPLES,
+                       collector=collector)
+    assert_frame_equal(distributed.gather_ranks(groups),
+                       ranks_table(collector.units, single_process[1], RESAMPLES, single_process[0]))
+
+
+def _lone_units_study(tmp_path) -> list[str]:
+    """Crossmodal, 2 prompts x 2 splits x 3 models, where model00 has answered a question fewer under cot than
+    under zs (its prompt pair is compared on the common questions, in a pass reading that model's rows of both
+    prompts), and where model01 under zs and model02 under cot both lack question x5: these two units share their
+    clusters with each other alone, across prompts, so the single process draws them paired (index resampling),
+    where a task holding one prompt would see a unit of its own and take the pattern shortcut."""
+    runs = []
+    for i, (prompt, split) in enumerate([(p, s) for p in ("zs", "cot") for s in ("a", "b")]):
+        runs.append(synthetic_crossmodal(n_models=3, n_items=600, seed=10 + i).with_columns(
+            prompt=pl.lit(prompt), split=pl.lit(split), instance_id=pl.lit(split + ":") + pl.col("instance_id")))
+    xm = pl.concat(runs)
+    drop = ((pl.col("model") == "model00") & (pl.col("prompt") == "cot") & (pl.col("item_id") == "x3")) | \
+        ((pl.col("model") == "model01") & (pl.col("prompt") == "zs") & (pl.col("item_id") == "x5")) | \
+        ((pl.col("model") == "model02") & (pl.col("prompt") == "cot") & (pl.col("item_id") == "x5"))
+    xm = xm.filter(~drop)
+    paths = []
+    for model in ("model00", "model01", "model02"):
+        paths.append(str(tmp_path / f"{model}.parquet"))
+        xm.filter(pl.col("model") == model).write_parquet(paths[-1])
+    return paths
+
+
+def test_prompt_tasks_draw_paired_the_units_that_share_clusters_across_prompts(tmp_path):
+    from omnieval.protocols import metric_spec
+    from omnieval.stats.bootstrap import _compress, _pattern_shortcut, shared_item_sets, unit_data
+    from omnieval.stats.clusters import with_clusters
+    from omnieval.stats.read import prepare
+
+    paths = _lone_units_study(tmp_path)
+    frame = read_predictions(paths)
+    spec = metric_spec("crossmodal")
+    part = with_clusters(prepare(frame), None)
+    units = {u.key: u for u in unit_data(part if spec.derive is None else spec.derive(part), spec)}
+    lone, other = ("model01", "zs", "a"), ("model02", "cot", "a")
+    assert lone in shared_item_sets(list(units.values()))
+    assert {k for k, u in units.items() if u.cluster_ids == units[lone].cluster_ids and k[2] == "a"} == \
+        {other, lone}
+    # alone in its prompt's task, the unit would be resampled through the shortcut: other draws
+    assert _pattern_shortcut(_compress(np.hstack([units[lone].sums, units[lone].counts]))[0],
+                             units[lone].n_clusters) is not None
+    want = metrics_and_paired(frame, resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    metrics, paired, groups = distributed._tables(paths, RESAMPLES, 3, RESAMPLES, None, "t", None, None, True,
+                                                  distributed.in_process)
+    assert {(g.split, g.prompt) for g in groups if g.metrics is not None} == \
+        {(s, p) for s in ("a", "b") for p in ("zs", "cot")}
+    assert_frame_equal(metrics, want[0])
+    assert_frame_equal(paired, want[1])
+    model00 = paired.filter((pl.col("comparison") == "prompts") & (pl.col("model") == "model00")
+                            & (pl.col("split") == "a"))
+    assert set(model00["n_items"]) == {599}  # compared on the 599 questions both prompts answered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 4])
+def test_prompt_tasks_on_ray_are_the_single_process_tables(ray_session, tmp_path, workers):
+    paths = _lone_units_study(tmp_path)
+    want = metrics_and_paired(read_predictions(paths), resamples=RESAMPLES, seed=3, permutations=RESAMPLES)
+    metrics, paired, groups = distributed.ray_tables(paths, resamples=RESAMPLES, seed=3, permutations=RESAMPLES,
+                                                     workers=workers)
+    assert len([g for g in groups if g.prompt is not None]) == 4
+    assert_frame_equal(metrics, want[0])
+    assert_frame_equal(paired, want[1])
+
+
+@pytest.mark.parametrize("across", ["splits", "protocols", "one group"])
+def test_a_duplicate_in_two_groups_is_refused_as_the_single_process_refuses_it(tmp_path, across):
+    """The same (model, prompt, mode, instance) written in two splits of a protocol, in two protocols, or twice
+    in one group: each task alone holds one copy in the first two cases; the driver finds the shared key from the
+    tasks' digests and names both rows as the single-process reader does."""
+    runs = _study()
+    dis = runs[3].filter(pl.col("prompt") == "zs")
+    copy = dis.filter(pl.col("split") == "real").slice(7, 1)
+    if across == "splits":
+        copy = copy.with_columns(split=pl.lit("synthetic"))
+    elif across == "protocols":  # a crossmodal row given the dissonance row's instance
+        copy = runs[1].filter(pl.col("mode") == "mcq").slice(0, 1).with_columns(
+            model=copy["model"], prompt=copy["prompt"], instance_id=copy["instance_id"])
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    dis.write_parquet(first)
+    pl.concat([runs[0], copy], how="diagonal_relaxed").write_parquet(second)
+    with pytest.raises(InputError) as single:
+        read_predictions([first, second])
+    with pytest.raises(InputError) as grouped:
+        distributed._tables([str(first), str(second)], RESAMPLES, 3, RESAMPLES, None, "t", None, None, True,
+                            distributed.in_process)
+    assert str(grouped.value) == str(single.value)
+    assert f"{first} row 8 and {second} row {len(runs[0]) + 1}" in str(grouped.value)

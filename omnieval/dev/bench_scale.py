@@ -1,5 +1,5 @@
-"""``omnieval bench stats --scale``: ``omnieval metrics`` over millions of predictions, one group (a protocol, or a
-split of it) per Ray task (``omnieval.stats.distributed``) on a local Ray of simulated nodes
+"""``omnieval bench stats --scale``: ``omnieval metrics`` over millions of predictions, one group (a protocol, a
+split of it, or one prompt of a split) per Ray task (``omnieval.stats.distributed``) on a local Ray of simulated nodes
 (``ray.cluster_utils.Cluster``, one CPU each), against the single-process path measured in the same run.
 
 For each size (rows in all; default 1, 5 and 20 million), the bench writes per-run Parquet files (one per model and
@@ -33,13 +33,15 @@ import polars as pl
 RESAMPLES = 1_000
 MEMORY_LIMIT_MB = 4096
 SINGLE_MAX_ROWS = 5_000_000
-DISSONANCE_MODELS, DISSONANCE_ROWS_PER_ITEM = 10, 2 * 2 * 8  # prompts x splits x conditions per model and item
-CROSSMODAL_MODELS, CROSSMODAL_ROWS_PER_ITEM = 14, 6  # directions
+PROMPTS, SPLITS = ("zs", "cot", "plan"), ("real", "synthetic")  # a sweep's prompt styles; both protocols' splits
+DISSONANCE_MODELS, DISSONANCE_ROWS_PER_ITEM = 10, len(PROMPTS) * len(SPLITS) * 8  # x conditions, per model and item
+CROSSMODAL_MODELS, CROSSMODAL_ROWS_PER_ITEM = 14, len(PROMPTS) * len(SPLITS) * 6  # x directions
 
 
 def write_runs(rows: int, folder: Path) -> list[str]:
     """Per-run Parquet files of about ``rows`` predictions in all, half per protocol, written one run at a time
-    (the bench's own memory stays that of one run)."""
+    (the bench's own memory stays that of one run). Both protocols hold three prompt styles over two splits, as a
+    sweep's do: six groups each (``stats.distributed``), a sixth of a protocol's rows per task."""
     from omnieval.dev.bench_stats import synthetic_crossmodal, synthetic_dissonance
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,12 +49,14 @@ def write_runs(rows: int, folder: Path) -> list[str]:
     dis_items = max(1, rows // 2 // (DISSONANCE_MODELS * DISSONANCE_ROWS_PER_ITEM))
     xm_items = max(1, rows // 2 // (CROSSMODAL_MODELS * CROSSMODAL_ROWS_PER_ITEM))
     for m in range(DISSONANCE_MODELS):
-        run = synthetic_dissonance(n_models=1, n_items=dis_items, seed=m).with_columns(
+        run = synthetic_dissonance(n_models=1, prompts=PROMPTS, splits=SPLITS, n_items=dis_items, seed=m).with_columns(
             model=pl.lit(f"model{m:02d}"), instance_id=pl.col("split") + ":" + pl.col("instance_id"))
         paths.append(_write(run, folder / f"dissonance-model{m:02d}.parquet"))
     for m in range(CROSSMODAL_MODELS):
-        run = synthetic_crossmodal(n_models=1, n_items=xm_items, seed=100 + m).with_columns(
-            model=pl.lit(f"model{m:02d}"))
+        run = pl.concat([synthetic_crossmodal(n_models=1, n_items=xm_items, seed=1000 * m + i).with_columns(
+            model=pl.lit(f"model{m:02d}"), prompt=pl.lit(prompt), split=pl.lit(split),
+            instance_id=pl.lit(f"{split}:") + pl.col("instance_id"))
+            for i, (prompt, split) in enumerate((p, s) for p in PROMPTS for s in SPLITS)])
         paths.append(_write(run, folder / f"crossmodal-model{m:02d}.parquet"))
     return paths
 

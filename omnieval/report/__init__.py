@@ -92,11 +92,9 @@ def _values(run: Run, column: str) -> list:
 
 def units_text(metrics: pl.DataFrame, recorded) -> str:
     """Each protocol's resampling unit with its cluster count (the most any row rests on): ``anchor (27)``, one
-    protocol; ``dissonance: anchor (27); crossmodal: item (400)`` for several. A table written before the unit was
-    recorded resampled items."""
+    protocol; ``dissonance: anchor (27); crossmodal: item (400)`` for several."""
     units = recorded if isinstance(recorded, dict) else {}
-    column = "n_clusters" if "n_clusters" in metrics.columns else "n_items"
-    counts = metrics.group_by("protocol", maintain_order=True).agg(pl.col(column).max())
+    counts = metrics.group_by("protocol", maintain_order=True).agg(pl.col("n_clusters").max())
     parts = [(protocol, f"{units.get(protocol, 'item')} ({n if n is not None else '—'})")
              for protocol, n in counts.iter_rows()]
     if len(parts) == 1:

@@ -219,27 +219,24 @@ def _read_tests(path: Path | StoredPath) -> pl.DataFrame:
 
 def normalise_metrics(frame: pl.DataFrame, path: Path | StoredPath | None = None) -> pl.DataFrame:
     """The columns of docs/reference.md, Metrics, with their types (key '' where null), the key's parts ('' where
-    null), ``n_items`` (null in older tables), ``n_clusters`` (``n_items`` in tables written before the unit was a
-    choice: the item was the unit) and the variance split of repeated samples (null where the table has none).
+    null), ``n_items``, ``n_clusters`` and the variance split of repeated samples (null where the table has none).
 
-    A table written before the key's parts were columns of their own is refused, naming ``path``: its keys would
-    have to be parsed back into parts, which is what the columns are there to avoid; the table is rebuilt from its
-    predictions by running ``omnieval metrics`` again (the values come out the same)."""
+    A table written before the key's parts were columns of their own, or before the resampling unit was recorded
+    (no ``n_clusters``), is refused, naming ``path``: its keys would have to be parsed back into parts, which is what
+    the columns are there to avoid; the table is rebuilt from its predictions by running ``omnieval metrics`` again
+    (the values come out the same)."""
     from omnieval.stats.key_parts import key_columns
     from omnieval.stats.samples import SPLIT_COLUMNS
 
     parts = key_columns()
-    if any(p not in frame.columns for p in KEY_PARTS):
-        raise InputError("written before the metrics table held its key's parts as columns "
-                         f"({', '.join(KEY_PARTS)}, ...): run `omnieval metrics` on its predictions again", file=path)
+    if any(p not in frame.columns for p in (*KEY_PARTS, "n_items", "n_clusters")):
+        raise InputError("written before the metrics table held its key's parts and cluster counts as columns "
+                         f"({', '.join(KEY_PARTS)}, ..., n_clusters): run `omnieval metrics` on its predictions again",
+                         file=path)
     frame = frame.with_columns(pl.lit("").alias(p) for p in parts if p not in frame.columns)
 
     strings = {c: pl.Utf8 for c in METRIC_COLUMNS[:6]}
     floats = {c: pl.Float64 for c in ("value", "ci_low", "ci_high")}
-    if "n_items" not in frame.columns:
-        frame = frame.with_columns(n_items=pl.lit(None, dtype=pl.Int64))
-    if "n_clusters" not in frame.columns:
-        frame = frame.with_columns(n_clusters=pl.col("n_items"))
     # the variance split of repeated samples (``stats.samples``): null in tables without samples
     frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(c) for c in SPLIT_COLUMNS
                                if c not in frame.columns)

@@ -34,10 +34,8 @@ def few_clusters(n_clusters) -> bool:
 
 
 def clusters_of(rec: dict) -> int | None:
-    """The clusters behind a metrics or paired row (its ``n_items`` in tables written before the unit was a
-    choice, when the item was the unit)."""
-    n = rec.get("n_clusters")
-    return rec.get("n_items") if n is None else n
+    """The clusters behind a metrics or paired row."""
+    return rec.get("n_clusters")
 
 ScopeAndLeaf = Callable[[dict], tuple[str, str, tuple[str, ...]]]
 """(scope, leaf, kind) of one metrics row (a dict of its columns), read from its key parts: ``scope`` as shown,

@@ -298,16 +298,18 @@ def shared_item_sets(units: list[UnitData]) -> set[tuple[str, ...]]:
 
 def protocol_rows(frame: pl.DataFrame, spec: ProtocolMetrics, resamples: int, seed: int,
                   on_unit: UnitHook | None = None, interval: str = DEFAULT_METHOD,
-                  methods: tuple[str, ...] | None = None) -> list[dict]:
+                  methods: tuple[str, ...] | None = None,
+                  paired: frozenset[tuple[str, ...]] | None = None) -> list[dict]:
     """The metric rows of one protocol's prepared frame, each with its interval (``interval``: a method of
     ``stats.intervals``). ``on_unit`` sees each unit's values over [data, resamples] and, for BCa, the jackknife
     rows after them. ``methods``: the confidence methods of the whole protocol (``stats.first_pass``) where
-    ``frame`` holds part of it; default: ``frame``'s."""
+    ``frame`` holds part of it; default: ``frame``'s. ``paired``: the units drawn paired (``shared_item_sets``)
+    decided from the whole protocol where ``frame`` holds one prompt of it; default: from ``frame``'s units."""
     if methods is None:
         methods = tuple(sorted(frame.filter("has_conf")["conf_method"].unique().to_list()))
     out: list[dict] = []
     units = unit_data(frame, spec)
-    paired = shared_item_sets(units)
+    paired = shared_item_sets(units) if paired is None else paired
     jackknife = needs_jackknife(interval)
     for unit in units:
         stream = keyed_seed(0, "bootstrap", spec.name, unit.key[2])

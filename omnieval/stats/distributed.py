@@ -5,16 +5,26 @@ Statistics at scale).
 
 The groups: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its cells, its resampling
 streams keyed by protocol and split, its pairs), and inside a protocol every split on its own (model and prompt
-pairs, ranks and the resamples units share never cross a split). A ``SPLIT_LOCAL`` protocol with two splits or
-more is therefore one task per split; any other protocol one task. Some choices read all of a protocol's rows at
-once (the error kinds and confidence methods present, the judges of the open-ended rows: which rows the table
-has): a first pass of tasks computes them per split (``group_facts``, ``stats.first_pass``), the driver merges them
-per protocol and hands them to the split tasks. Prompts stay together: prompt pairs join a model's units across
-prompts, ``--random prompt`` pools them, and whether a unit's resamples are drawn paired (no pattern shortcut,
-``bootstrap.shared_item_sets``) depends on every unit of its split on the same questions, of any prompt.
+pairs, ranks and the resamples units share never cross a split). A ``SPLIT_LOCAL`` protocol on named splits is
+therefore one task per split and prompt (a sweep's three prompt styles over two splits: six groups, each a sixth
+of the protocol), or one per split where its prompts cannot be parted (a random factor pools them, repeated
+samples' variance split reads across them, a null prompt); any other protocol one task. Some choices read all of
+a protocol's rows at once (the error kinds and confidence methods present, the judges of the open-ended rows:
+which rows the table has; which units share their clusters with another unit of the split, of any prompt, and are
+therefore drawn paired, never through the pattern shortcut, ``bootstrap.shared_item_sets``): a first pass of tasks
+over the same groups computes them (``cell_facts``, ``stats.first_pass``), the driver merges them per protocol
+and hands them to the tasks. A prompt's task writes its units' metrics rows, its model pairs and ranks (a prompt's
+context) and its ``modes`` rows, and sends back its units' resampled headline values (``paired.UnitValues``: each
+headline metric over [data, resamples] and per-cluster accuracies, not rows); a second stage, one small task per
+split, makes the prompt pairs (cot - zs per model) from them with the single process's own code
+(``prompt_pairs``, ``paired.paired_rows``): the units drew the same keyed streams (keyed by protocol and split, not
+by prompt) as in one process, and each row's permutation stream is keyed by the row. Two units on different
+questions are compared on their common ones, in a pass that reads that model's rows of the two prompts alone.
 Nothing else is shared between tasks but the models' order of first appearance in the input (the orientation of
-model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats`` keeps one task per
-protocol.
+model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats`` is one task per
+split of a ``SPLIT_LOCAL`` protocol too (``ray_tests``): its tests never cross a split, and the one family of its
+Benjamini-Hochberg adjustment that does (``permutation``: test x protocol) is adjusted on the driver over the
+gathered p-values.
 
 Identical numbers: a task reads its rows in the input's order (files in the order given, rows in file order,
 pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
@@ -30,8 +40,9 @@ other filesystem a run writes to (``s3://``, ``gs://``) with pyarrow's dataset s
 (column pushdown: ``UNREAD_COLUMNS`` stay on disk); a sweep's per-run files are read in place.
 JSONL and CSV files have no such index: they are read whole inside the task and filtered. Rows are checked as
 ``stats.read.read_predictions`` checks them; a refused row is reported with the row number of its file (the file
-is read again whole to name it). Duplicates are found within a group only: the same (model, prompt, mode,
-instance) in two protocols, or in two splits of a split protocol, is refused by the single process but not here.
+is read again whole to name it). A duplicate (model, prompt, mode, instance, sample) inside a group is refused by
+its task as the reader refuses it; one in two groups (two protocols, two splits) by the driver, from the 64-bit
+digests of every task's keys (``check_duplicates``), with the reader's message naming both rows.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +75,9 @@ UNREAD_COLUMNS = frozenset({"reasoning", "intermediate_text", "answer_text", "re
 media accounting, most of a row's bytes. A ``--cluster`` column is always read."""
 
 
+Where = dict[str, tuple[str, ...]]
+"""Columns and the values a group's rows hold there (``read_group``): a prompt task's ``{"prompt": ("cot",)}``."""
+
 SPLIT_LOCAL = frozenset({"dissonance", "crossmodal", "contrastive"})
 """Protocols whose rows are computed one split per task: their ``derive`` reads one item's rows of one unit at a
 time, so a split's rows give the same derived rows alone as with the others. ``spectrum``'s derive reads across
@@ -81,6 +95,12 @@ class Plan:
     model_order: tuple[str, ...]
     n_rows: int
     asked_model_order: tuple[str, ...] = ()  # the same among the rows not marked ``skipped`` (what tests read)
+    cells: dict[tuple[str | None, str | None, str | None], int] = field(default_factory=dict)  # + prompt
+
+    def prompts(self, protocol: str | None, split: str | None = None) -> list[str | None]:
+        """The prompts of a protocol (of one of its splits where given), sorted (a null prompt last)."""
+        found = {c for p, s, c in self.cells if p == protocol and (split is None or s == split)}
+        return sorted(found, key=lambda c: (c is None, c or ""))
 
     @property
     def protocols(self) -> dict[str | None, int]:
@@ -109,6 +129,9 @@ class GroupResult:
     extra: tuple[str, ...] = ()  # the paired table's extra columns (stats.samples' variance split)
     split: str | None = None  # the group's split (None: every split of the protocol)
     unit_keys: tuple[tuple[str, str, str], ...] = ()  # (model, prompt, split) of the units paired, in order
+    prompt: str | None = None  # the group's prompt (None: every prompt of its split)
+    kept: list | None = None  # a prompt task's ``paired.UnitValues``: what the prompt pairs' stage reads
+    key_digests: np.ndarray | None = None  # sorted 64-bit digests of its rows' duplicate keys (``_key_digests``)
 
 
 def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
@@ -137,18 +160,23 @@ def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
     if not paths:
         raise InputError("no predictions files given")
     counts: dict[tuple[str | None, str | None], int] = {}
+    cells: dict[tuple[str | None, str | None, str | None], int] = {}
     models: dict[str, None] = {}
     asked: dict[str, None] = {}
     n_rows = 0
     for given in paths:
         for frame in _protocols_and_models(given):
             n_rows += frame.height
-            for protocol, split, n in frame.group_by("protocol", "split", maintain_order=True).len().iter_rows():
+            if "prompt" not in frame.columns:
+                frame = frame.with_columns(prompt=pl.lit(None, pl.Utf8))
+            for protocol, split, prompt, n in frame.group_by("protocol", "split", "prompt",
+                                                             maintain_order=True).len().iter_rows():
                 counts[(protocol, split)] = counts.get((protocol, split), 0) + n
+                cells[(protocol, split, prompt)] = cells.get((protocol, split, prompt), 0) + n
             models.update(dict.fromkeys(frame["model"].drop_nulls().unique(maintain_order=True).to_list()))
             kept = without_skipped(frame)["model"].drop_nulls()
             asked.update(dict.fromkeys(kept.unique(maintain_order=True).to_list()))
-    return Plan(counts, tuple(models), n_rows, tuple(asked))
+    return Plan(counts, tuple(models), n_rows, tuple(asked), cells)
 
 
 def _protocols_and_models(given: str | Path | StoredPath):
@@ -161,12 +189,12 @@ def _protocols_and_models(given: str | Path | StoredPath):
     names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
     if not {"protocol", "split", "model"} <= names:
         frame = read_predictions([given])
-        yield frame.select("protocol", "split", "model", *(["skipped"] if "skipped" in frame.columns else []))
+        yield frame.select("protocol", "split", "model", *[c for c in ("prompt", "skipped") if c in frame.columns])
         return
-    columns = ["protocol", "split", "model", *(["skipped"] if "skipped" in names else [])]
+    columns = ["protocol", "split", "model", *[c for c in ("prompt", "skipped") if c in names]]
     try:
         for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
-            yield pl.from_arrow(batch).with_columns(pl.col("protocol", "split", "model").cast(pl.Utf8))
+            yield pl.from_arrow(batch).with_columns(pl.col(c).cast(pl.Utf8) for c in columns if c != "skipped")
     except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
@@ -181,9 +209,11 @@ def _columns(path: Path | StoredPath, cluster: ClusterChoice, random: str | None
 
 
 def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: ClusterChoice,
-                   random: str | None = None, split: str | None = None) -> pl.DataFrame:
-    """One file's rows of ``protocol`` (and of ``split``; None: every split) in file order, with ``_row`` (the row
-    number in the file, from 1)."""
+                   random: str | None = None, split: str | None = None,
+                   where: Where | None = None) -> pl.DataFrame:
+    """One file's rows of ``protocol`` (and of ``split``; None: every split; and holding one of the values
+    ``where`` names in each of its columns) in file order, with ``_row`` (the row number in the file, from 1)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -191,51 +221,63 @@ def _protocol_rows(path: Path | StoredPath, protocol: str | None, cluster: Clust
         from omnieval.stats.read import _read_one
 
         frame = _read_one(path).with_columns(_row=pl.int_range(1, pl.len() + 1))
-        return frame.filter(_in_group(protocol, split))
+        return frame.filter(_in_group(protocol, split, where))
     if not isinstance(path, StoredPath):
-        return _local_protocol_rows(path, protocol, cluster, random, split)
+        return _local_protocol_rows(path, protocol, cluster, random, split, where)
     data = _dataset(path)
-    where = ds.field("protocol").is_null() if protocol is None else ds.field("protocol") == protocol
-    table = data.to_table(columns=["protocol", *([] if split is None else ["split"])])
+    chosen = dict(where or {})
+    if split is not None:
+        chosen["split"] = (split,)
+    kept = ds.field("protocol").is_null() if protocol is None else ds.field("protocol") == protocol
+    table = data.to_table(columns=["protocol", *chosen])
     match = pc.is_null(table["protocol"]) if protocol is None else pc.fill_null(pc.equal(table["protocol"],
                                                                                       protocol), False)
-    if split is not None:
-        where = where & (ds.field("split") == split)
-        match = pc.and_(match, pc.fill_null(pc.equal(pc.cast(table["split"], "string"), split), False))
+    for column, values in chosen.items():
+        kept = kept & ds.field(column).isin(list(values))
+        match = pc.and_(match, pc.fill_null(pc.is_in(pc.cast(table[column], "string"),
+                                                     value_set=pa.array(list(values), pa.string())), False))
     rows = np.flatnonzero(match.to_numpy(zero_copy_only=False))
-    frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster, random), filter=where))
+    frame = pl.from_arrow(data.to_table(columns=_columns(path, cluster, random), filter=kept))
     return frame.with_columns(_row=pl.Series(rows + 1, dtype=pl.Int64))
 
 
-def _in_group(protocol: str | None, split: str | None) -> pl.Expr:
-    """Rows of ``protocol`` (and of ``split``; None: every split)."""
+def _in_group(protocol: str | None, split: str | None, where: Where | None = None) -> pl.Expr:
+    """Rows of ``protocol`` (and of ``split``; None: every split; and of ``where``'s values)."""
     match = pl.col("protocol").is_null() if protocol is None else pl.col("protocol").cast(pl.Utf8) == protocol
-    return match if split is None else match & (pl.col("split").cast(pl.Utf8) == split).fill_null(False)
+    if split is not None:
+        match = match & (pl.col("split").cast(pl.Utf8) == split).fill_null(False)
+    for column, values in (where or {}).items():
+        match = match & pl.col(column).cast(pl.Utf8).is_in(list(values)).fill_null(False)
+    return match
 
 
 def _local_protocol_rows(path: Path, protocol: str | None, cluster: ClusterChoice, random: str | None = None,
-                         split: str | None = None) -> pl.DataFrame:
+                         split: str | None = None, where: Where | None = None) -> pl.DataFrame:
     """``_protocol_rows`` of a local Parquet file in one pass of polars' reader (numbered, then filtered, row
     groups the filter excludes skipped): measured at 400,000 rows, 0.28 KB a row of the process's peak against 0.45
     KB through pyarrow's scanner, which also reads the ``protocol`` column a second time for the row numbers."""
     try:
         return pl.scan_parquet(path).select(_columns(path, cluster, random)).with_row_index("_row", offset=1) \
-            .filter(_in_group(protocol, split)).with_columns(pl.col("_row").cast(pl.Int64)).collect()
+            .filter(_in_group(protocol, split, where)).with_columns(pl.col("_row").cast(pl.Int64)).collect()
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
 
 def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
-               cluster: ClusterChoice = None, random: str | None = None, split: str | None = None) -> pl.DataFrame:
-    """The rows of one protocol (and of one ``split`` of it; None: every split) from every file, checked and
-    completed as ``read.read_predictions`` does for the whole input (same rows, same order, same columns but
-    ``UNREAD_COLUMNS``)."""
+               cluster: ClusterChoice = None, random: str | None = None, split: str | None = None,
+               prompt: str | None = None, where: Where | None = None, numbered: bool = False) -> pl.DataFrame:
+    """The rows of one protocol (and of one ``split`` of it; None: every split; of one ``prompt``; of the values
+    ``where`` names in its columns) from every file, checked and completed as ``read.read_predictions`` does for
+    the whole input (same rows, same order, same columns but ``UNREAD_COLUMNS``; ``numbered``: with ``_file`` and
+    ``_row``, where each row is in the files)."""
+    if prompt is not None:
+        where = {**(where or {}), "prompt": (prompt,)}
     from omnieval.stats import read
 
     frames = []
     for given in paths:
         path = _file_of(given)
-        part = _protocol_rows(path, protocol, cluster, random, split)
+        part = _protocol_rows(path, protocol, cluster, random, split, where)
         if part.is_empty():
             continue
         rows = part["_row"]
@@ -246,51 +288,150 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
             raise
         frames.append(part.with_columns(_file=pl.lit(str(path)), _row=rows))
     if not frames:
-        raise InputError(f"no predictions of protocol {protocol!r}" + ("" if split is None else f", split {split!r}"))
+        raise InputError(f"no predictions of protocol {protocol!r}" + ("" if split is None else f", split {split!r}")
+                         + "".join(f", {column} {list(values)}" for column, values in (where or {}).items()))
     frame = pl.concat(frames, how="diagonal_relaxed")
     read._check_duplicates(frame)
-    return read.fill_confidence(frame.drop("_file", "_row"))
+    return read.fill_confidence(frame if numbered else frame.drop("_file", "_row"))
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    """What the first pass learns of one group (``cell_facts``)."""
+
+    facts: ProtocolFacts
+    units: dict[str, str]  # protocol -> resampling unit (``clusters.units_used``)
+    cluster_sets: dict[tuple[str, str, str], str]  # unit -> digest of its clusters (``first_pass``)
+    samples: bool  # repeated samples (``stats.samples``): its variance split reads across prompts
+
+
+def cell_facts(paths: Sequence[str], protocol: str | None, split: str | None, cluster: ClusterChoice,
+               random: str | None = None, prompt: str | None = None) -> FirstPass:
+    """The first pass over one group (a split, or one prompt of it): its whole-protocol choices
+    (``stats.first_pass``) from the frame the metrics read (read, prepared, clustered and derived as
+    ``metrics.metrics_table`` does), its resampling unit and its units' clusters."""
+    from omnieval.protocols import metric_spec
+    from omnieval.stats.clusters import units_used, with_clusters
+    from omnieval.stats.first_pass import unit_cluster_sets
+    from omnieval.stats.read import prepare
+    from omnieval.stats.samples import has_samples
+
+    frame = with_clusters(prepare(read_group(paths, protocol, cluster, random, split, prompt)), cluster)
+    spec = metric_spec(protocol)
+    part = frame if spec.derive is None else spec.derive(frame)
+    return FirstPass(protocol_facts(part), units_used(frame, cluster), unit_cluster_sets(part), has_samples(frame))
 
 
 def group_facts(paths: Sequence[str], protocol: str | None, split: str | None, cluster: ClusterChoice,
                 random: str | None = None) -> tuple[ProtocolFacts, dict[str, str]]:
-    """The first pass over one group: its whole-protocol choices (``stats.first_pass``) from the frame the metrics
-    read (read, prepared, clustered and derived as ``metrics.metrics_table`` does), and its resampling unit."""
-    from omnieval.protocols import metric_spec
-    from omnieval.stats.clusters import units_used, with_clusters
-    from omnieval.stats.read import prepare
-
-    frame = with_clusters(prepare(read_group(paths, protocol, cluster, random, split)), cluster)
-    spec = metric_spec(protocol)
-    part = frame if spec.derive is None else spec.derive(frame)
-    return protocol_facts(part), units_used(frame, cluster)
+    """``cell_facts``'s choices and resampling unit of one split."""
+    first = cell_facts(paths, protocol, split, cluster, random)
+    return first.facts, first.units
 
 
 def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequence[str], resamples: int,
                  seed: int, permutations: int, cluster: ClusterChoice, interval: str,
                  random: str | None = None, split: str | None = None,
-                 facts: ProtocolFacts | None = None) -> GroupResult:
-    """The metrics rows and paired rows (not yet adjusted) of one group (a protocol, or one split of it with the
-    whole protocol's ``facts``): the body of one Ray task, the single process's own
-    (``stats.paired.metrics_and_paired_rows``) on the group's rows."""
+                 facts: ProtocolFacts | None = None, prompt: str | None = None) -> GroupResult:
+    """The metrics rows and paired rows (not yet adjusted) of one group (a protocol, or one split of it, or one
+    prompt of a split, with the whole protocol's ``facts``): the body of one Ray task, the single process's own
+    (``stats.paired.metrics_and_paired_rows``) on the group's rows. A prompt's task keeps its units' resampled
+    values for the prompt pairs (``prompt_pairs``)."""
     from omnieval.stats.clusters import units_used
     from omnieval.stats.paired import Collector, metrics_and_paired_rows, table_of
     from omnieval.stats.ranks import ranks_table
 
-    frame = read_group(paths, protocol, cluster, random, split)
+    frame = read_group(paths, protocol, cluster, random, split, prompt)
     collector = Collector()
     metrics, paired, extra = metrics_and_paired_rows(frame, resamples, seed, permutations, cluster, interval,
                                                      collector, random, model_order=list(model_order),
                                                      random_checked=True,  # the whole input was: check_random
                                                      facts=None if facts is None else {protocol: facts})
     ranks = ranks_table(collector.units, table_of(paired, extra), resamples, metrics)
+    digests = _key_digests(frame)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks, extra,
-                       split, tuple(u.key for u in collector.units))
+                       split, tuple(u.key for u in collector.units), prompt,
+                       collector.units if prompt is not None else None, digests)
+
+
+def prompt_pairs(paths: Sequence[str], protocol: str, split: str, units: list, resamples: int, seed: int,
+                 permutations: int, cluster: ClusterChoice, interval: str) -> GroupResult:
+    """The second stage of a split whose prompts were tasks apart: its prompt pairs (cot - zs per model) from the
+    prompt tasks' units (``paired.UnitValues``: each headline metric over [data, resamples], per-cluster
+    accuracies), drawn as the single process draws them (the same keyed streams per split, the same permutation
+    streams per row). Two units on different questions are compared on their common ones in a pass of their own,
+    which reads that model's rows of the two prompts alone."""
+    from omnieval.stats.paired import Collector, paired_rows
+
+    collector = Collector()
+    collector.units = sorted(units, key=lambda u: u.key)  # the single process's order of units (sorted by unit)
+
+    def rows_of(a, b) -> pl.DataFrame:
+        return read_group(paths, protocol, cluster, None, split,
+                          where={"model": (a.key[0],), "prompt": tuple(sorted({a.key[1], b.key[1]}))})
+    rows = paired_rows(collector, None, resamples, seed, permutations, cluster, interval, model_order=[],
+                       comparisons=("prompts",), rows_of=rows_of)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return GroupResult(protocol, None, rows, {}, 0, peak, None, (), split)
+
+
+def _key_digests(frame: pl.DataFrame) -> np.ndarray:
+    """Sorted distinct 64-bit digests of the rows' duplicate keys (model, prompt, mode, instance, sample: what
+    ``read._check_duplicates`` keys on), for the driver's check across groups (``check_duplicates``)."""
+    return np.unique(_key_digests_of_rows(frame))
+
+
+def check_duplicates(paths: Sequence[str | Path | StoredPath], results: list[GroupResult]) -> None:
+    """Refuse, as the single-process reader does, a prediction given twice in two groups (two protocols, two
+    splits): a task finds the duplicates inside its own group when it reads it; across groups the driver
+    intersects the groups' key digests, and where two share one it reads those groups' rows again, in the
+    input's order, for the reader's own check and message (a digest shared by chance raises nothing)."""
+    with_keys = [r for r in results if r.key_digests is not None and len(r.key_digests)]
+    seen = np.zeros(0, np.uint64)
+    shared = []
+    for result in with_keys:
+        found = result.key_digests[np.isin(result.key_digests, seen, assume_unique=True)]
+        if len(found):
+            shared.append(found)
+        seen = np.union1d(seen, result.key_digests)
+    del seen
+    if not shared:
+        return
+    from omnieval.stats import read
+
+    shared_keys = np.unique(np.concatenate(shared))
+    frames = []
+    for result in with_keys:
+        if not np.isin(result.key_digests, shared_keys, assume_unique=True).any():
+            continue
+        frame = read_group(paths, result.protocol, None, None, result.split, result.prompt, numbered=True)
+        frames.append(frame.filter(pl.Series(np.isin(_key_digests_of_rows(frame), shared_keys))))
+    order = {str(_file_of(p)): i for i, p in enumerate(paths)}
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    frame = frame.with_columns(_at=pl.col("_file").replace_strict(order, return_dtype=pl.Int64)) \
+        .sort("_at", "_row").drop("_at")
+    read._check_duplicates(frame)
+
+
+def _key_digests_of_rows(frame: pl.DataFrame) -> np.ndarray:
+    """``_key_digests`` row by row (not distinct, not sorted)."""
+    from omnieval.stats import read
+    from omnieval.stats.samples import sample_index
+
+    return frame.select(pl.struct(model=pl.col("model").cast(pl.Utf8), prompt=pl.col("prompt").cast(pl.Utf8),
+                                  mode=read._mode(frame), instance=pl.col("instance_id").cast(pl.Utf8),
+                                  sample=sample_index(frame)).hash(seed=49))[:, 0].to_numpy()
 
 
 def _protocol_key(protocol: str | None) -> tuple[bool, str]:
     return protocol is None, protocol or ""
+
+
+def _group_key(r: GroupResult) -> tuple:
+    """Groups by protocol, split and prompt (a prompt pairs' stage after its split's prompts)."""
+    return (_protocol_key(r.protocol), r.split is None, r.split or "", r.metrics is None, r.prompt is None,
+            r.prompt or "")
 
 
 def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -298,12 +439,13 @@ def gather(results: list[GroupResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
     repeated samples has no variance-split columns where another has them: null there, as in the single process."""
     from omnieval.stats.paired import table_of
 
-    results = sorted(results, key=lambda r: (_protocol_key(r.protocol), r.split is None, r.split or ""))
-    widest = max((r.metrics.columns for r in results), key=len)
+    results = sorted(results, key=_group_key)
+    widest = max((r.metrics.columns for r in results if r.metrics is not None), key=len)
     by_protocol: dict[str | None, list[GroupResult]] = {}
     for r in results:
         by_protocol.setdefault(r.protocol, []).append(r)
-    metrics = pl.concat([_metrics_in_order(group) for group in by_protocol.values()],
+    metrics = pl.concat([_metrics_in_order([g for g in group if g.metrics is not None])
+                         for group in by_protocol.values()],
                         how="diagonal_relaxed").select(widest)
     extra = max((r.extra for r in results), key=len)
     pairs = [row for group in by_protocol.values() for row in _pairs_in_order(group)]
@@ -354,7 +496,7 @@ def gather_ranks(results: list[GroupResult]) -> pl.DataFrame:
     """The ``stats.ranks`` table from the groups' own, in the single process's order (protocol, prompt, split)."""
     from omnieval.stats.ranks import RANK_COLUMNS
 
-    results = sorted(results, key=lambda r: (_protocol_key(r.protocol), r.split is None, r.split or ""))
+    results = sorted(results, key=_group_key)
     frames = [r.ranks for r in results if r.ranks is not None]
     if not frames:
         return pl.DataFrame(schema=dict.fromkeys(RANK_COLUMNS, pl.Utf8))
@@ -407,63 +549,133 @@ def check_random(paths: Sequence[str | Path | StoredPath], random: str) -> None:
 
 def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                permutations: int = 10_000, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
-               workers: int | None = None,
-               random: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
-    """Both tables with one Ray task per group (``groups``) on the Ray this process is connected to
+               workers: int | None = None, random: str | None = None,
+               by_prompt: bool = True) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+    """Both tables with one Ray task per group (``tasks``) on the Ray this process is connected to
     (``connect``), the largest groups first, at most ``workers`` tasks at a time (default: as many as the
-    cluster's CPUs take). The driver holds only the plan, the groups' facts and the tasks' rows."""
+    cluster's CPUs take), then one small task per split whose prompts were tasks apart, for its prompt pairs
+    (``prompt_pairs``). The driver holds only the plan, the groups' facts, the tasks' rows and the prompt tasks'
+    resampled headline values. ``by_prompt=False``: a split's prompts stay one task."""
+    return _tables(paths, resamples, seed, permutations, cluster, interval, workers, random, by_prompt, _each)
+
+
+def _tables(paths, resamples, seed, permutations, cluster, interval, workers, random, by_prompt,
+            each) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+    """``ray_tables`` with ``each`` running the tasks (``_each``: Ray; ``in_process``: this process)."""
     found = plan(paths)
     if random is not None:
         check_random(paths, random)
+    planned = tasks(paths, found, cluster, random, workers, each=each, by_prompt=by_prompt)
     jobs = [(n, (protocol, found.model_order, resamples, seed, permutations, cluster, interval, random, split,
-                 facts)) for protocol, split, facts, n in groups(paths, found, cluster, random, workers)]
-    results = _each(group_tables, paths, jobs, workers)
+                 facts, prompt)) for protocol, split, prompt, facts, n in planned]
+    results = each(group_tables, paths, jobs, workers)
+    check_duplicates(paths, results)
+    stages: dict[tuple[str | None, str | None], list] = {}
+    for r in results:
+        if r.prompt is not None:
+            stages.setdefault((r.protocol, r.split), []).append(r)
+    second = [(sum(r.n_predictions for r in mine), (protocol, split, [u for r in mine for u in r.kept], resamples,
+                                                     seed, permutations, cluster, interval))
+              for (protocol, split), mine in stages.items() if len(mine) > 1]
+    for r in results:
+        r.kept = None  # the units went to the second stage; the caller keeps the tables' rows alone
+    results += each(prompt_pairs, paths, second, workers)
     metrics, paired = gather(results)
     return metrics, paired, results
+
+
+def tasks(paths: Sequence[str | Path | StoredPath], found: Plan, cluster: ClusterChoice = None,
+          random: str | None = None, workers: int | None = None, each=None,
+          by_prompt: bool = True) -> list[tuple[str | None, str | None, str | None, ProtocolFacts | None, int]]:
+    """``(protocol, split, prompt, facts, rows)`` of every task. A ``SPLIT_LOCAL`` protocol on named splits is
+    one task per split and prompt (``by_prompt``, two prompts or more, no null prompt, no random factor: prompt
+    pairs and the pooling of a random factor read across prompts), else one per split where it has two or more;
+    each such task gets the whole protocol's facts from a first pass over the same groups (``cell_facts``, as Ray
+    tasks; ``each=in_process``: in this process), with the units drawn paired across prompts
+    (``first_pass.paired_units``). Any other protocol is one task (split and prompt None, facts its own). A
+    protocol whose groups fall back to different resampling units stays one task; one with repeated samples
+    (their variance split reads across prompts) one task per split."""
+    from omnieval.stats.first_pass import paired_units, with_paired_units
+
+    out: list[tuple[str | None, str | None, str | None, ProtocolFacts | None, int]] = []
+    keys: list[tuple[str | None, str | None, str | None]] = []
+    for protocol, n in found.protocols.items():
+        splits = found.splits(protocol)
+        prompts = found.prompts(protocol)
+        if protocol not in SPLIT_LOCAL or None in splits:
+            out.append((protocol, None, None, None, n))
+        elif by_prompt and random is None and None not in prompts and len(prompts) > 1:
+            keys += [(protocol, split, prompt) for split in splits for prompt in found.prompts(protocol, split)]
+        elif len(splits) > 1:
+            keys += [(protocol, split, None) for split in splits]
+        else:
+            out.append((protocol, None, None, None, n))
+    sizes = {key: found.cells[key] if key[2] is not None else found.groups[key[:2]] for key in keys}
+    firsts = (each or _each)(cell_facts, paths,
+                             [(sizes[key], (key[0], key[1], cluster, random, key[2])) for key in keys], workers)
+    for protocol in dict.fromkeys(key[0] for key in keys):
+        mine = [(key, first) for key, first in zip(keys, firsts, strict=True) if key[0] == protocol]
+        if len({tuple(sorted(first.units.items())) for _, first in mine}) > 1:
+            out.append((protocol, None, None, None, found.protocols[protocol]))
+            continue
+        merged = merge([first.facts for _, first in mine])
+        by_prompts = mine[0][0][2] is not None
+        if by_prompts and any(first.samples for _, first in mine):
+            out += [(protocol, split, None, merged, found.groups[(protocol, split)])
+                    for split in found.splits(protocol)]
+            continue
+        if by_prompts:
+            sets = {unit: digest for _, first in mine for unit, digest in first.cluster_sets.items()}
+            merged = with_paired_units(merged, paired_units(sets))
+        out += [(protocol, split, prompt, merged, sizes[(protocol, split, prompt)]) for (_, split, prompt), _ in mine]
+    return out
 
 
 def groups(paths: Sequence[str | Path | StoredPath], found: Plan, cluster: ClusterChoice = None,
            random: str | None = None, workers: int | None = None,
            each=None) -> list[tuple[str | None, str | None, ProtocolFacts | None, int]]:
-    """``(protocol, split, facts, rows)`` of every task: one per split of a ``SPLIT_LOCAL`` protocol with two
-    splits or more, each with the whole protocol's facts from a first pass over its splits (``group_facts``, as
-    Ray tasks; ``each=in_process``: in this process); one per other protocol (split None, facts its own). A
-    protocol whose splits fall back to different resampling units (``stats.first_pass``) stays one task."""
-    out: list[tuple[str | None, str | None, ProtocolFacts | None, int]] = []
-    splittable = []
-    for protocol, n in found.protocols.items():
-        splits = found.splits(protocol)
-        if protocol in SPLIT_LOCAL and len(splits) > 1 and None not in splits:
-            splittable.append(protocol)
-        else:
-            out.append((protocol, None, None, n))
-    keys = [(protocol, split) for protocol in splittable for split in found.splits(protocol)]
-    firsts = (each or _each)(group_facts, paths, [(found.groups[key], (*key, cluster, random)) for key in keys],
-                             workers)
-    for protocol in splittable:
-        mine = [(key[1], facts, units) for key, (facts, units) in zip(keys, firsts, strict=True)
-                if key[0] == protocol]
-        if len({tuple(sorted(units.items())) for _, _, units in mine}) > 1:
-            out.append((protocol, None, None, found.protocols[protocol]))
-            continue
-        merged = merge([facts for _, facts, _ in mine])
-        out += [(protocol, split, merged, found.groups[(protocol, split)]) for split, _, _ in mine]
-    return out
+    """``(protocol, split, facts, rows)`` of every task with a split's prompts together (``tasks`` with
+    ``by_prompt=False``): one per split of a ``SPLIT_LOCAL`` protocol with two splits or more, one per other
+    protocol."""
+    return [(protocol, split, facts, n) for protocol, split, _, facts, n
+            in tasks(paths, found, cluster, random, workers, each, by_prompt=False)]
 
 
 def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
-              cluster: ClusterChoice = None, workers: int | None = None) -> pl.DataFrame:
-    """``omnieval stats``'s table with one Ray task per protocol, ``stats_table`` (``significance.stats_table``,
-    given by its caller, which imports this module) on each, rows in the single process's order: each kind of
-    test (``TEST_ORDER``) for every protocol before the next kind."""
+              cluster: ClusterChoice = None, workers: int | None = None, each=None) -> pl.DataFrame:
+    """``omnieval stats``'s table with one Ray task per split of a ``SPLIT_LOCAL`` protocol on two named splits
+    or more, one per other protocol, ``stats_table`` (``significance.stats_table``, given by its caller, which
+    imports this module) on each; the rows in the single process's order (``tests_in_order``) and the
+    Benjamini-Hochberg adjustment made again on the gathered p-values (``multiple_testing.adjust_tests``: the
+    ``permutation`` family crosses splits). A protocol whose splits fall back to different resampling units is
+    computed again as one task. ``each=in_process``: without Ray."""
+    from omnieval.stats.multiple_testing import adjust_tests
+
+    each = each or _each
     found = plan(paths)
-    jobs = [(n, (protocol, stats_table, found.asked_model_order, permutations, seed, cluster))
-            for protocol, n in found.protocols.items()]
-    tables = _each(group_tests, paths, jobs, workers)
-    table = pl.concat([t for _, t in sorted(tables, key=lambda pt: _protocol_key(pt[0]))], how="vertical")
-    kind = pl.col("test").replace_strict({t: i for i, t in enumerate(TEST_ORDER)}, default=len(TEST_ORDER),
-                                         return_dtype=pl.Int64)
-    return table.with_row_index("_at").sort(kind, "_at", maintain_order=True).drop("_at")
+    keys = []
+    for protocol in found.protocols:
+        splits = found.splits(protocol)
+        parted = protocol in SPLIT_LOCAL and len(splits) > 1 and None not in splits
+        keys += [(protocol, split) for split in splits] if parted else [(protocol, None)]
+    sizes = {key: found.groups[key] if key[1] is not None else found.protocols[key[0]] for key in keys}
+    jobs = [(sizes[key], (*key, stats_table, found.asked_model_order, permutations, seed, cluster)) for key in keys]
+    done = each(split_tests, paths, jobs, workers)
+    judges = sorted({judge for *_, named in done for judge in named})
+    units: dict[str | None, set] = {}
+    for protocol, _, _, used, _ in done:
+        units.setdefault(protocol, set()).add(tuple(sorted(used.items())))
+    whole = [p for p, found_units in units.items() if len(found_units) > 1]
+    # a group whose open rows lack a judge of the input: its tests again with every judge (the judge-mean row)
+    again = [(sizes[(p, s)], (p, s, stats_table, found.asked_model_order, permutations, seed, cluster, judges))
+             for p, s, _, _, named in done if p not in whole and named and named != judges]
+    again += [(found.protocols[p], (p, None, stats_table, found.asked_model_order, permutations, seed, cluster,
+                                    judges)) for p in whole]
+    redone = {(p, s) for _, (p, s, *_) in again}
+    done = [d for d in done if d[0] not in whole and (d[0], d[1]) not in redone] + \
+        each(split_tests, paths, again, workers)
+    table = tests_in_order([table for _, _, table, _, _ in done])
+    return adjust_tests(table)
 
 
 TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcnemar", "mcq_vs_open",
@@ -471,13 +683,51 @@ TEST_ORDER = ("wilcoxon", "friedman", "permutation", "permutation_models", "mcne
 """The order ``significance.stats_table`` writes the kinds of tests in (Wilcoxon and Friedman of one protocol
 together, in that order); within a kind, protocols come sorted."""
 
+TEST_KEYS = {"wilcoxon": ("model", "prompt", "split"), "friedman": ("prompt", "split"),
+             "permutation": ("model", "split"), "permutation_models": ("prompt", "split"),
+             "mcnemar": ("prompt", "split"), "mcq_vs_open": ("model", "prompt", "split"),
+             "mcnemar_judges": ("model", "prompt", "split")}
+"""What ``significance.stats_table`` sorts each kind's rows of a protocol by (its contexts, sorted), before the
+order a context's rows are written in."""
+
+
+def tests_in_order(tables: list[pl.DataFrame]) -> pl.DataFrame:
+    """The groups' tests in the single process's order: each kind (``TEST_ORDER``) for every protocol before the
+    next kind, within a kind by protocol and the kind's contexts (``TEST_KEYS``: a split's contexts interleave
+    with another split's), within a context as its task wrote them."""
+    table = pl.concat(tables, how="vertical").with_row_index("_at")
+    parts = []
+    for kind in (*TEST_ORDER, None):
+        part = table.filter(~pl.col("test").is_in(list(TEST_ORDER))) if kind is None else \
+            table.filter(pl.col("test") == kind)
+        keys = [pl.col("protocol").is_null(), "protocol", *TEST_KEYS.get(kind, ()), "_at"]
+        parts.append(part.sort(keys, maintain_order=True, nulls_last=True))
+    return pl.concat(parts, how="vertical").drop("_at")
+
 
 def group_tests(paths: Sequence[str], protocol: str | None, stats_table, model_order: Sequence[str],
                 permutations: int, seed: int, cluster: ClusterChoice) -> tuple[str | None, pl.DataFrame]:
-    """The tests of one protocol (adjusted: their families never cross protocols): the body of one Ray task."""
-    frame = read_group(paths, protocol, cluster)
-    return protocol, stats_table(frame, permutations=permutations, seed=seed, cluster=cluster,
-                                 model_order=list(model_order))
+    """The tests of one protocol (adjusted within the protocol): a task of one protocol."""
+    protocol, _, table, _, _ = split_tests(paths, protocol, None, stats_table, model_order, permutations, seed,
+                                           cluster)
+    return protocol, table
+
+
+def split_tests(paths: Sequence[str], protocol: str | None, split: str | None, stats_table,
+                model_order: Sequence[str], permutations: int, seed: int, cluster: ClusterChoice,
+                judges: list[str] | None = None) -> tuple[str | None, str | None, pl.DataFrame, dict[str, str],
+                                                          list[str]]:
+    """The tests of one protocol or one split of it (``p_adjusted`` within the group, made again on the driver),
+    its resampling unit and the judges of its open rows: the body of one Ray task. ``judges``: the whole input's
+    (the open tests' judge-mean row exists where the input has two judges or more)."""
+    from omnieval.stats.clusters import units_used
+    from omnieval.stats.open_metrics import judges_of
+
+    frame = read_group(paths, protocol, cluster, split=split)
+    table = stats_table(frame, permutations=permutations, seed=seed, cluster=cluster, model_order=list(model_order),
+                        **({} if judges is None else {"judges": judges}))
+    opened = frame.filter(pl.col("mode") == "open") if "mode" in frame.columns else frame.clear()
+    return protocol, split, table, units_used(frame, cluster), judges_of(opened) if len(opened) else []
 
 
 def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None) -> list:

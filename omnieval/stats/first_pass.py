@@ -12,6 +12,12 @@ kind, method or judge present in any group is present in the protocol), and the 
 to every task of the protocol (``metrics.metrics_table``'s ``facts``). The single process computes the same facts
 from its whole frame with the same functions, so both paths write the same rows, bit for bit.
 
+Split finer still, one task per prompt of a split, a unit's resampling also depends on the other prompts: units of
+one split on the same clusters are drawn paired (``bootstrap.shared_item_sets``: index resampling, never the
+pattern shortcut), and the unit they share them with may be another prompt's. The first pass reports every unit's
+set of clusters as a digest (``unit_cluster_sets``), the driver finds the units sharing one
+(``paired_units``) and hands them to the tasks in ``ProtocolFacts.paired_units``.
+
 What is not merged but checked: the resampling unit a protocol's default falls back from (``clusters.units_used``:
 its column empty in a group but not in the protocol); where groups disagree on it, the protocol is computed as one
 task (``stats.distributed``).
@@ -19,7 +25,8 @@ task (``stats.distributed``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -36,9 +43,10 @@ class ProtocolFacts:
     answers_from_text: bool
     confidence_methods: tuple[str, ...]
     open: OpenFacts | None = None
+    paired_units: frozenset[tuple[str, ...]] | None = None  # set by the driver where prompts are tasks apart
 
     def merged(self, other: ProtocolFacts) -> ProtocolFacts:
-        """The facts of both parts' rows together."""
+        """The facts of both parts' rows together (``paired_units`` left unset: the driver's to fill)."""
         kinds = set(self.error_kinds) | set(other.error_kinds)
         opened = other.open if self.open is None else self.open.merged(other.open)
         return ProtocolFacts(tuple(kind for kind in ERROR_KINDS if kind in kinds),
@@ -64,3 +72,28 @@ def merge(facts: list[ProtocolFacts]) -> ProtocolFacts:
     for more in facts[1:]:
         out = out.merged(more)
     return out
+
+
+def with_paired_units(facts: ProtocolFacts, paired: frozenset[tuple[str, ...]]) -> ProtocolFacts:
+    """``facts`` with the units drawn paired decided for the whole protocol."""
+    return replace(facts, paired_units=paired)
+
+
+def unit_cluster_sets(part: pl.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(model, prompt, split) -> a digest of the unit's sorted resampling clusters among the multiple-choice rows
+    of a prepared, clustered and derived frame: the ``cluster_ids`` ``bootstrap.unit_data`` gives the unit."""
+    from omnieval.core.metric_types import CLUSTER
+
+    mcq = part.filter(pl.col("mode") != "open")
+    sets = mcq.group_by("model", "prompt", "split").agg(pl.col(CLUSTER).unique().sort())
+    return {(m, p, s): hashlib.sha1("\x1f".join(ids).encode()).hexdigest()
+            for m, p, s, ids in sets.iter_rows()}
+
+
+def paired_units(sets: dict[tuple[str, str, str], str]) -> frozenset[tuple[str, str, str]]:
+    """The units sharing their split and clusters with another unit (``bootstrap.shared_item_sets`` from the
+    digests of every unit of a protocol)."""
+    seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for key, digest in sets.items():
+        seen.setdefault((key[2], digest), []).append(key)
+    return frozenset(key for keys in seen.values() if len(keys) > 1 for key in keys)

@@ -91,7 +91,8 @@ def metrics_table(predictions: pl.DataFrame, resamples: int = 10_000, seed: int 
         if factor is not None:
             factor.spec_frames[spec.name] = mcq
             hook = _both(factor, hook)
-        rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval, methods=fact.confidence_methods))
+        rows.extend(protocol_rows(mcq, spec, resamples, seed, hook, interval, methods=fact.confidence_methods,
+                                   paired=fact.paired_units))
         rows.extend(open_rows(part, protocol, resamples, seed, on_unit, interval, fact.open))
     schema = {c: pl.Utf8 for c in TABLE_COLUMNS[:6]} | {"value": pl.Float64, "ci_low": pl.Float64,
                                                          "ci_high": pl.Float64, "n": pl.Int64, "n_items": pl.Int64,

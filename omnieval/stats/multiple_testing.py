@@ -28,6 +28,16 @@ def bh_within(table: pl.DataFrame, family: pl.Expr) -> pl.DataFrame:
     return table.with_columns(p_adjusted=pl.Series(adjusted).fill_nan(None)).drop("_row", "_family")
 
 
+def adjust_tests(table: pl.DataFrame) -> pl.DataFrame:
+    """``omnieval stats``'s ``p_adjusted``: within test x protocol x prompt x split (``permutation``, which
+    compares prompts, within test x protocol). Here rather than beside the tests so that ``stats.distributed``
+    adjusts the gathered groups' p-values without importing them."""
+    family = [pl.col("test"), pl.col("protocol"),
+              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("prompt")),
+              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("split"))]
+    return bh_within(table, pl.concat_str(family, separator="|"))
+
+
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """The Benjamini-Hochberg adjusted p-values of the finite p-values ``p``, in their order: sorted, each divided
     by its rank over the count, the running minimum taken from the largest down, capped at 1. The operations are

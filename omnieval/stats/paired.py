@@ -33,7 +33,7 @@ a - b; ``prompts`` (per model): the later style minus the earlier (``zs`` and ``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -315,26 +315,33 @@ def _common_items_pass(predictions: pl.DataFrame, protocol: str, a: UnitValues, 
     return (found[a.key], found[b.key]) if a.key in found and b.key in found else None
 
 
-def paired_rows(collector: Collector, predictions: pl.DataFrame, resamples: int, seed: int,
+def paired_rows(collector: Collector, predictions: pl.DataFrame | None, resamples: int, seed: int,
                 permutations: int, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
-                model_order: list[str] | None = None) -> list[dict]:
+                model_order: list[str] | None = None,
+                comparisons: tuple[str, ...] = ("models", "prompts", "modes"),
+                rows_of: Callable[[UnitValues, UnitValues], pl.DataFrame] | None = None) -> list[dict]:
     """The paired rows of the collected units (p not yet adjusted). ``model_order``: the models in order of first
     appearance in the whole input, which orients model pairs (default: this frame's; ``stats.distributed`` passes
-    the whole input's to a task that holds one protocol's rows)."""
+    the whole input's to a task that holds one protocol's rows). ``comparisons``: the kinds of rows made;
+    ``rows_of(a, b)``: the predictions holding two units compared on their common questions (default:
+    ``predictions``; ``stats.distributed``'s prompt pairs read them when needed)."""
     if model_order is None:
         model_order = predictions["model"].unique(maintain_order=True).to_list()
     order = {m: i for i, m in enumerate(model_order)}
     pending = _Intervals(resamples, interval)
     jobs: list[tuple[dict, np.ndarray, np.uint64]] = []
     for comparison, model, prompt, split, a, b in _pairs(collector.units, order):
+        if comparison not in comparisons:
+            continue
         names = (a.key[0], b.key[0]) if comparison == "models" else (a.key[1], b.key[1])
         if a.item_ids != b.item_ids:
-            again = _common_items_pass(predictions, a.protocol, a, b, resamples, seed, cluster, interval)
+            rows = predictions if rows_of is None else rows_of(a, b)
+            again = _common_items_pass(rows, a.protocol, a, b, resamples, seed, cluster, interval)
             if again is None:
                 continue
             a, b = again
         pending.add(*pair_rows(comparison, model, prompt, split, a, b, jobs, *names, resamples))
-    for u in collector.open_units:
+    for u in collector.open_units if "modes" in comparisons else []:
         pending.add(*pair_rows("modes", u.key[0], u.key[1], u.key[2], u, None, jobs, DEFAULT_MODE, OPEN_MODE,
                                resamples))
     results = sign_flip_tests([d for _, d, _ in jobs], permutations, np.uint64(seed % 2**64),

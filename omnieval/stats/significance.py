@@ -55,7 +55,7 @@ from omnieval.core.protocol_views import ConditionTests
 from omnieval.core.storage import local_folder
 from omnieval.kernels.permutation import sign_flip_test
 from omnieval.stats.clusters import ClusterChoice, with_clusters
-from omnieval.stats.multiple_testing import bh_within
+from omnieval.stats.multiple_testing import adjust_tests
 from omnieval.stats.read import prepare, read_predictions
 
 TEST_COLUMNS = ("protocol", "model", "prompt", "split", "test", "comparison", "statistic", "estimate", "p_value",
@@ -219,12 +219,14 @@ def model_permutation_tests(frame: pl.DataFrame, permutations: int, seed: int,
     return rows
 
 
-def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
-    """``mcq_vs_open`` and ``mcnemar_judges`` on a prepared frame holding open rows (nothing without judges)."""
+def open_tests(frame: pl.DataFrame, permutations: int, seed: int, judges: list[str] | None = None) -> list[dict]:
+    """``mcq_vs_open`` and ``mcnemar_judges`` on a prepared frame holding open rows (nothing without judges).
+    ``judges``: the judges of the whole input where ``frame`` holds part of it (default: ``frame``'s)."""
     from omnieval.stats.open_metrics import judges_of, open_frame
 
     opened = frame.filter(pl.col("mode") == "open")
-    judges = judges_of(opened) if len(opened) else []
+    if judges is None or not len(opened):
+        judges = judges_of(opened) if len(opened) else []
     if not judges:
         return []
     graded = open_frame(opened, judges).with_columns(
@@ -261,20 +263,20 @@ def open_tests(frame: pl.DataFrame, permutations: int, seed: int) -> list[dict]:
 
 
 def adjust_p(table: pl.DataFrame) -> pl.DataFrame:
-    """``p_adjusted`` within a family: test x protocol x prompt x split (permutation: test x protocol)."""
-    family = [pl.col("test"), pl.col("protocol"),
-              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("prompt")),
-              pl.when(pl.col("test") == "permutation").then(pl.lit("")).otherwise(pl.col("split"))]
-    return bh_within(table, pl.concat_str(family, separator="|"))
+    """``p_adjusted`` within a family: test x protocol x prompt x split (permutation: test x protocol;
+    ``multiple_testing.adjust_tests``)."""
+    return adjust_tests(table)
 
 
 def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int = 0,
-                cluster: ClusterChoice = None, model_order: list[str] | None = None) -> pl.DataFrame:
+                cluster: ClusterChoice = None, model_order: list[str] | None = None,
+                judges: list[str] | None = None) -> pl.DataFrame:
     """All tests of a predictions frame (as returned by ``read_predictions``) as one table: a protocol's tests on its
     conditions (its ``ProtocolMetrics.tests``: Wilcoxon and Friedman first, McNemar after the permutation tests),
     the permutation tests of every protocol (over the units ``cluster`` names: ``stats.clusters``), the open-ended
     tests. ``model_order``: how model pairs are oriented (``model_permutation_tests``; ``stats.distributed``
-    passes the whole input's to a task holding one protocol)."""
+    passes the whole input's to a task holding one protocol); ``judges``: the open rows' judges of the whole input
+    (``open_tests``; default: the frame's)."""
     from omnieval.protocols import metric_spec
 
     frame = with_clusters(prepare(predictions), cluster)
@@ -292,7 +294,7 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
         last += mcnemar_tests(part, protocol, tests.baseline)
     rows = first + permutation_tests(frame, permutations, seed)
     rows += model_permutation_tests(frame, permutations, seed, model_order)
-    rows += last + open_tests(frame, permutations, seed)
+    rows += last + open_tests(frame, permutations, seed, judges)
     schema = {c: pl.Utf8 for c in TEST_COLUMNS[:6]} | {c: pl.Float64 for c in TEST_COLUMNS[6:10]} | {
         "n": pl.Int64, "model_a": pl.Utf8, "model_b": pl.Utf8}
     table = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
@@ -302,7 +304,7 @@ def stats_table(predictions: pl.DataFrame, permutations: int = 10_000, seed: int
 def stats_command(paths: Iterable[str], out: str, permutations: int = 10_000, seed: int = 0,
                   cluster: ClusterChoice = None, address: str | None = None) -> int:
     """Write ``tests.csv`` and ``tests.parquet`` to ``out``; large inputs, or any with ``address`` (a Ray
-    cluster), one protocol per Ray task (``stats.distributed``: the same table)."""
+    cluster), one protocol or split per Ray task (``stats.distributed``: the same table)."""
     from omnieval.stats import distributed
 
     start = time.perf_counter()
