@@ -137,6 +137,21 @@ def run_and_check(bench: Path, base: Path, conditions: list[str]) -> pl.DataFram
     return rows
 
 
+OPEN_CONDITIONS = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
+"""The spectrum conditions of a spoken-question benchmark's open items."""
+
+
+def run_open(bench: Path, out: Path, judge: dict) -> pl.DataFrame:
+    """``omnieval run`` of ``bench``'s open items (``modes: [open]``, ``zs``) with ``MODELS`` and one judge, into
+    ``out``; its predictions."""
+    config = out.parent / f"{out.name}.yaml"
+    config.write_text(yaml.safe_dump({"benchmark": str(bench), "output": str(out), "protocol": "spectrum",
+                                      "modes": ["open"], "prompts": ["zs"], "judges": [judge],
+                                      "decode": {"num_frames": 2, "max_side": 32}, "models": MODELS}))
+    assert main(["run", str(config)]) == 0
+    return pl.read_parquet(out / "predictions.parquet")
+
+
 def accuracy(rows: pl.DataFrame, model: str, condition: str, with_rows_in: str | None = None) -> float:
     """Accuracy of ``model``'s valid rows under ``condition``; with ``with_rows_in``, over the items that have rows
     under that condition only (normal on the items with a text stand-in: what ``as_text_gap`` compares)."""

@@ -13,14 +13,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from omnieval.cli import main
 from omnieval.core.keyed import keyed_rng
 from omnieval.datasets.omni.voicebench import convert_voicebench
 from omnieval.engines.simulated import OPEN_MISSED
 from omnieval.scoring.voicebench_bbh import bbh_verdict, normalize, read_answer
-from tests.omni_release_run import MODELS, NAMES, _Cells, items_of
+from tests.omni_release_run import MODELS, NAMES, OPEN_CONDITIONS, _Cells, items_of, run_open
 from tests.test_omni_voicebench import shard
 
 # (task, answer, the index the release reads: 0 no / (A), 1 yes / (B), None where it guesses), worked by hand
@@ -168,14 +167,8 @@ def test_bbh_run_scored_by_the_release_rule_beside_the_judge(ray_session, tmp_pa
     tasks = {f"bbh/test/{i}": row_id.rsplit("_", 1)[0] for i, (row_id, _, _) in enumerate(BBH[:6])}
     assert {i: items[i]["breakdowns"]["bbh_task"] for i in tasks} == tasks
 
-    config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({"benchmark": str(tmp_path / "bench"), "output": str(tmp_path / "run"),
-                                      "protocol": "spectrum", "modes": ["open"], "prompts": ["zs"],
-                                      "judges": [JUDGE], "decode": {"num_frames": 2, "max_side": 32},
-                                      "models": MODELS}))
-    assert main(["run", str(config)]) == 0
-    rows = pl.read_parquet(tmp_path / "run" / "predictions.parquet")
-    conditions = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
+    rows = run_open(tmp_path / "bench", tmp_path / "run", JUDGE)
+    conditions = OPEN_CONDITIONS
     assert rows.height == 6 * len(conditions) * len(MODELS) and rows["error"].null_count() == rows.height
     references = {f"bbh/test/{i}": reference for i, (_, _, reference) in enumerate(BBH[:6])}
     truth = {"yes": 1, "no": 0, "(A)": 0, "(B)": 1}

@@ -16,12 +16,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
-import yaml
 
 from omnieval.cli import main
 from omnieval.datasets.omni.voicebench import QUESTION, convert_voicebench
 from omnieval.engines.simulated import OPEN_MISSED, OPEN_REFUSAL
-from tests.omni_release_run import MODELS, NAMES, _Cells, items_of
+from tests.omni_release_run import MODELS, NAMES, OPEN_CONDITIONS, _Cells, items_of, run_open
 from tests.test_omni_voicebench import shard
 
 SD_QA = {"usa": [("Who wrote Hamlet?", "William Shakespeare"), ("What is the capital of France?", "Paris")],
@@ -130,14 +129,8 @@ def test_open_subsets_become_open_items(tmp_path, sounds):
 @pytest.mark.slow
 def test_open_items_run_judged_and_scored_by_the_release_rule(ray_session, tmp_path, sounds):
     convert_voicebench(release(tmp_path / "voicebench", sounds), tmp_path / "bench")
-    config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({"benchmark": str(tmp_path / "bench"), "output": str(tmp_path / "run"),
-                                      "protocol": "spectrum", "modes": ["open"], "prompts": ["zs"],
-                                      "judges": [JUDGE], "decode": {"num_frames": 2, "max_side": 32},
-                                      "models": MODELS}))
-    assert main(["run", str(config)]) == 0
-    rows = pl.read_parquet(tmp_path / "run" / "predictions.parquet")
-    conditions = ["normal", "audio_only", "text_only", "random", "audio_as_text"]
+    rows = run_open(tmp_path / "bench", tmp_path / "run", JUDGE)
+    conditions = OPEN_CONDITIONS
     assert rows.height == 16 * len(conditions) * len(MODELS)
     assert set(rows["mode"]) == {"open"} and rows["error"].null_count() == rows.height
     # the simulated model says the reference (or, without one, refuses) when it perceives the question, else a
