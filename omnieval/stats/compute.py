@@ -7,10 +7,11 @@ run's models kept apart (``pool``, the naming the report's tables show). ``setti
 changes a number (resamples, seed, permutations, resampling unit, interval, random factor) and where to compute
 (``address``: a Ray cluster).
 
-Large inputs, or any with ``address``, are computed one protocol (or split) per Ray task by ``stats.distributed``;
-the rest in this process: the same numbers either way. ``result_files`` turns a ``Result`` into the files of a
-metrics folder (``metrics.*``, ``paired.*``, ``ranks.*``, and ``tests.parquet`` / ``power.parquet`` where computed),
-``read_result`` reads such a folder back.
+Large inputs, or any with ``address``, are computed one protocol (or split, or prompt of a split) per Ray task
+by ``stats.distributed`` (pooled runs too: each file's models renamed by the task that reads it,
+``distributed.renamed``); the rest in this process: the same numbers either way. ``result_files`` turns a
+``Result`` into the files of a metrics folder (``metrics.*``, ``paired.*``, ``ranks.*``, and ``tests.parquet`` /
+``power.parquet`` where computed), ``read_result`` reads such a folder back.
 """
 
 from __future__ import annotations
@@ -120,30 +121,22 @@ def labels(roots: list) -> list[str]:
 
 
 def pool(predictions: pl.DataFrame) -> pl.DataFrame:
-    """Several runs' predictions (a ``run`` column) as one table, each run's models kept apart (``<run>:<model>``,
-    or the run alone where its label already ends with the model's name, as a sweep's ``<entry>/<model>`` does)
-    except across prompt styles: a sweep writes each model's prompts to sibling runs (``.../zs``, ``.../cot``), one
-    model whose ``cot - zs`` pairs are wanted, so a run holding one prompt whose label ends with it is named by the
-    rest of its label. Where that would put two rows of one (model, prompt, mode, instance) together, every run
-    keeps its full label."""
-    prompts = predictions.group_by("run").agg(pl.col("prompt").unique())
-    base = {}
-    for run, ps in prompts.iter_rows():
-        p = ps[0] if len(ps) == 1 else None
-        base[run] = run[: -len(p)].rstrip("/") if p and (run == p or run.endswith("/" + p)) else run
+    """Several runs' predictions (a ``run`` column) as one table, each run's models named as ``stats.pooling``
+    names them (``<run>:<model>``, ``<run>``, or a prompt's sibling runs as one model)."""
+    from omnieval.stats.pooling import pooled_names
 
-    def named(names: dict[str, str]) -> pl.DataFrame:
-        prefix = pl.col("run").replace_strict(names, return_dtype=pl.Utf8)
-        names_model = (prefix == pl.col("model")) | prefix.str.ends_with(pl.lit("/") + pl.col("model"))
-        return predictions.with_columns(
-            model=pl.when(prefix == "").then(pl.col("model")).when(names_model).then(prefix)
-            .otherwise(prefix + pl.lit(":") + pl.col("model")))
-
-    pooled = named(base)
-    key = [c for c in ("model", "prompt", "mode", "instance_id") if c in pooled.columns]
-    if pooled.select(key).is_duplicated().any():
-        pooled = named({run: run for run in base})
-    return pooled.drop("run")
+    prompt = pl.col("prompt") if "prompt" in predictions.columns else pl.lit(None, pl.Utf8)
+    predictions = predictions.with_columns(pl.col("model").cast(pl.Utf8))
+    held = predictions.select("run", "model", prompt.alias("prompt")).unique()
+    cells: dict[str, list] = {}
+    for run, model, p in held.iter_rows():
+        cells.setdefault(run, []).append((model, p))
+    names = pooled_names(cells)
+    key = pl.col("run") + pl.lit("\x00") + pl.col("model")
+    mapping = {f"{run}\x00{model}": name for run, models in names.items() for model, name in models.items()
+               if model is not None}
+    return predictions.with_columns(model=key.replace_strict(mapping, default=None, return_dtype=pl.Utf8)) \
+        .drop("run")
 
 
 def _read(inputs: Inputs) -> pl.DataFrame:
@@ -174,11 +167,12 @@ def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
         table = paired = ranks = empty
         units: dict[str, str] = {}
         n_predictions = 0
-    elif not inputs.runs and inputs.protocol is None and distributed.use_ray(list(inputs.paths), s.address):
+    elif distributed.use_ray(inputs.files(), s.address):
+        paths = distributed.renamed(inputs.runs, inputs.protocol) if inputs.runs else list(inputs.paths)
         started = distributed.connect(s.address)
         try:
-            table, paired, groups = distributed.ray_tables(list(inputs.paths), s.resamples, s.seed, s.permutations,
-                                                           s.cluster, s.interval, random=s.random)
+            table, paired, groups = distributed.ray_tables(paths, s.resamples, s.seed, s.permutations, s.cluster,
+                                                           s.interval, random=s.random, protocol=inputs.protocol)
             ranks = distributed.gather_ranks(groups)
         finally:
             if started:

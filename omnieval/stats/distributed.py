@@ -134,8 +134,60 @@ class GroupResult:
     key_digests: np.ndarray | None = None  # sorted 64-bit digests of its rows' duplicate keys (``_key_digests``)
 
 
-def _file_of(path: str | Path | StoredPath) -> Path | StoredPath:
+@dataclass(frozen=True)
+class Renamed:
+    """A predictions file of one of several pooled runs, its models read under their pooled names
+    (``stats.pooling``): how the report's and a sweep's pooled computes reach the tasks, which read and rename
+    each file's rows themselves. ``path``: the file (or run folder), as ``_file_of`` takes it; ``models``: (model
+    in the file, pooled name) pairs."""
+
+    path: str
+    models: tuple[tuple[str, str], ...]
+
+    def rename(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(model=pl.col("model").cast(pl.Utf8).replace_strict(
+            dict(self.models), default=None, return_dtype=pl.Utf8))
+
+    def in_file(self, where: Where | None) -> Where | None:
+        """``where`` with pooled model names turned back into this file's own (none of them: nothing matches)."""
+        if not where or "model" not in where:
+            return where
+        own = tuple(model for model, name in self.models if name in where["model"])
+        return {**where, "model": own}
+
+
+def renamed(runs: Sequence[tuple[str, Sequence[str | Path | StoredPath]]],
+            protocol: str | None = None) -> list[Renamed]:
+    """Every file of ``runs`` (label -> files, in order) as a ``Renamed``, its models named as the single process
+    pools them (``stats.pooling``: from which models and prompts each run holds, of ``protocol`` where given),
+    read from the ``model`` and ``prompt`` columns alone."""
+    from omnieval.stats.pooling import pooled_names
+
+    cells: dict[str, set] = {}
+    for label, files in runs:
+        mine = cells.setdefault(label, set())
+        for given in files:
+            for frame in _protocols_and_models(given):
+                if protocol is not None:
+                    frame = frame.filter(pl.col("protocol") == protocol)
+                prompt = pl.col("prompt") if "prompt" in frame.columns else pl.lit(None, pl.Utf8)
+                mine.update(frame.select("model", prompt.alias("prompt")).unique().iter_rows())
+    names = pooled_names(cells)
+    return [Renamed(_uri(given), tuple(sorted((m, n) for m, n in names[label].items() if m is not None)))
+            for label, files in runs for given in files]
+
+
+def _uri(path: str | Path | StoredPath | Renamed) -> str | Renamed:
+    """A path as a task receives it (a string: what every process can open)."""
+    if isinstance(path, Renamed):
+        return path
+    return path.uri if isinstance(path, StoredPath) else str(path)
+
+
+def _file_of(path: str | Path | StoredPath | Renamed) -> Path | StoredPath:
     """The predictions file behind a path (a folder holding ``predictions.parquet`` stands for it)."""
+    if isinstance(path, Renamed):
+        path = path.path
     path = stored_path(path)
     if path.is_dir() and (path / "predictions.parquet").is_file():
         path = path / "predictions.parquet"
@@ -154,9 +206,10 @@ def _is_parquet(path: Path | StoredPath) -> bool:
     return path.suffix.lower() == ".parquet"
 
 
-def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
-    """Groups, model order and row count of the input, from the ``protocol``, ``split`` and ``model`` columns
-    alone (Parquet, batch by batch); a file of another format is read whole once here (such inputs are small)."""
+def plan(paths: Sequence[str | Path | StoredPath], only: str | None = None) -> Plan:
+    """Groups, model order and row count of the input (of its rows of protocol ``only`` where given), from the
+    ``protocol``, ``split`` and ``model`` columns alone (Parquet, batch by batch); a file of another format is read
+    whole once here (such inputs are small)."""
     if not paths:
         raise InputError("no predictions files given")
     counts: dict[tuple[str | None, str | None], int] = {}
@@ -166,6 +219,8 @@ def plan(paths: Sequence[str | Path | StoredPath]) -> Plan:
     n_rows = 0
     for given in paths:
         for frame in _protocols_and_models(given):
+            if only is not None:
+                frame = frame.filter(pl.col("protocol") == only)
             n_rows += frame.height
             if "prompt" not in frame.columns:
                 frame = frame.with_columns(prompt=pl.lit(None, pl.Utf8))
@@ -186,15 +241,18 @@ def _protocols_and_models(given: str | Path | StoredPath):
     from omnieval.stats.read import read_predictions
 
     path = _file_of(given)
+    rename = given.rename if isinstance(given, Renamed) else (lambda frame: frame)
     names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
     if not {"protocol", "split", "model"} <= names:
-        frame = read_predictions([given])
-        yield frame.select("protocol", "split", "model", *[c for c in ("prompt", "skipped") if c in frame.columns])
+        frame = read_predictions([path])
+        yield rename(frame.select("protocol", "split", "model",
+                                  *[c for c in ("prompt", "skipped") if c in frame.columns]))
         return
     columns = ["protocol", "split", "model", *[c for c in ("prompt", "skipped") if c in names]]
     try:
         for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
-            yield pl.from_arrow(batch).with_columns(pl.col(c).cast(pl.Utf8) for c in columns if c != "skipped")
+            yield rename(pl.from_arrow(batch).with_columns(pl.col(c).cast(pl.Utf8) for c in columns
+                                                           if c != "skipped"))
     except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
         raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
@@ -275,9 +333,10 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
     from omnieval.stats import read
 
     frames = []
-    for given in paths:
+    for at, given in enumerate(paths):
         path = _file_of(given)
-        part = _protocol_rows(path, protocol, cluster, random, split, where)
+        own = given.in_file(where) if isinstance(given, Renamed) else where
+        part = _protocol_rows(path, protocol, cluster, random, split, own)
         if part.is_empty():
             continue
         rows = part["_row"]
@@ -286,13 +345,15 @@ def read_group(paths: Sequence[str | Path | StoredPath], protocol: str | None,
         except InputError:
             read._normalise(read._read_one(path), path)  # names the row as counted in the file
             raise
-        frames.append(part.with_columns(_file=pl.lit(str(path)), _row=rows))
+        if isinstance(given, Renamed):
+            part = given.rename(part)
+        frames.append(part.with_columns(_file=pl.lit(str(path)), _row=rows, _at=pl.lit(at, pl.Int64)))
     if not frames:
         raise InputError(f"no predictions of protocol {protocol!r}" + ("" if split is None else f", split {split!r}")
                          + "".join(f", {column} {list(values)}" for column, values in (where or {}).items()))
     frame = pl.concat(frames, how="diagonal_relaxed")
-    read._check_duplicates(frame)
-    return read.fill_confidence(frame if numbered else frame.drop("_file", "_row"))
+    read._check_duplicates(frame.drop("_at"))
+    return read.fill_confidence(frame if numbered else frame.drop("_file", "_row", "_at"))
 
 
 @dataclass(frozen=True)
@@ -406,10 +467,7 @@ def check_duplicates(paths: Sequence[str | Path | StoredPath], results: list[Gro
             continue
         frame = read_group(paths, result.protocol, None, None, result.split, result.prompt, numbered=True)
         frames.append(frame.filter(pl.Series(np.isin(_key_digests_of_rows(frame), shared_keys))))
-    order = {str(_file_of(p)): i for i, p in enumerate(paths)}
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    frame = frame.with_columns(_at=pl.col("_file").replace_strict(order, return_dtype=pl.Int64)) \
-        .sort("_at", "_row").drop("_at")
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("_at", "_row").drop("_at")
     read._check_duplicates(frame)
 
 
@@ -548,20 +606,22 @@ def check_random(paths: Sequence[str | Path | StoredPath], random: str) -> None:
 
 def ray_tables(paths: Sequence[str | Path | StoredPath], resamples: int = 10_000, seed: int = 0,
                permutations: int = 10_000, cluster: ClusterChoice = None, interval: str = DEFAULT_METHOD,
-               workers: int | None = None, random: str | None = None,
-               by_prompt: bool = True) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+               workers: int | None = None, random: str | None = None, by_prompt: bool = True,
+               protocol: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
     """Both tables with one Ray task per group (``tasks``) on the Ray this process is connected to
     (``connect``), the largest groups first, at most ``workers`` tasks at a time (default: as many as the
     cluster's CPUs take), then one small task per split whose prompts were tasks apart, for its prompt pairs
     (``prompt_pairs``). The driver holds only the plan, the groups' facts, the tasks' rows and the prompt tasks'
-    resampled headline values. ``by_prompt=False``: a split's prompts stay one task."""
-    return _tables(paths, resamples, seed, permutations, cluster, interval, workers, random, by_prompt, _each)
+    resampled headline values. ``by_prompt=False``: a split's prompts stay one task. ``protocol``: that protocol's
+    rows alone. ``paths`` may be ``Renamed`` files (pooled runs: ``renamed``)."""
+    return _tables(paths, resamples, seed, permutations, cluster, interval, workers, random, by_prompt, _each,
+                   protocol)
 
 
 def _tables(paths, resamples, seed, permutations, cluster, interval, workers, random, by_prompt,
-            each) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
+            each, protocol=None) -> tuple[pl.DataFrame, pl.DataFrame, list[GroupResult]]:
     """``ray_tables`` with ``each`` running the tasks (``_each``: Ray; ``in_process``: this process)."""
-    found = plan(paths)
+    found = plan(paths, protocol)
     if random is not None:
         check_random(paths, random)
     planned = tasks(paths, found, cluster, random, workers, each=each, by_prompt=by_prompt)
@@ -736,7 +796,7 @@ def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None) -> li
     ``workers`` at a time (default: as many as the cluster's CPUs take); the results in the jobs' order."""
     import ray
 
-    uris = [p.uri if isinstance(p, StoredPath) else str(p) for p in paths]
+    uris = [_uri(p) for p in paths]
     task = ray.remote(num_cpus=1, max_retries=0, runtime_env=ONE_THREAD)(_in_its_cpus(body))
     waiting = sorted(range(len(jobs)), key=lambda i: -jobs[i][0])  # stable: ties keep the jobs' order
     running: dict = {}
