@@ -426,6 +426,7 @@ def prompt_pairs(paths: Sequence[str], protocol: str, split: str, units: list, r
     from omnieval.stats.paired import Collector, paired_rows
 
     collector = Collector()
+    units = [u for part in units for u in _fetched(part)]  # each prompt task's units, or Ray's reference to them
     collector.units = sorted(units, key=lambda u: u.key)  # the single process's order of units (sorted by unit)
 
     def rows_of(a, b) -> pl.DataFrame:
@@ -448,27 +449,50 @@ def check_duplicates(paths: Sequence[str | Path | StoredPath], results: list[Gro
     splits): a task finds the duplicates inside its own group when it reads it; across groups the driver
     intersects the groups' key digests, and where two share one it reads those groups' rows again, in the
     input's order, for the reader's own check and message (a digest shared by chance raises nothing)."""
-    with_keys = [r for r in results if r.key_digests is not None and len(r.key_digests)]
-    if len(with_keys) < 2:
+    digests = [r.key_digests for r in results if r.key_digests is not None]
+    if len(digests) < 2:
         return
-    # each group's digests are distinct, so a value met twice in all of them together is in two groups: one sort
-    # (a running union per group sorted the growing set again for every group: 20 s of the driver's at 5M rows)
-    every = np.concatenate([r.key_digests for r in with_keys])
-    every.sort()
-    shared_keys = np.unique(every[1:][every[1:] == every[:-1]])
-    del every
+    if any(_is_ref(d) for d in digests):  # the digests stayed in Ray's object store: a task intersects them
+        import ray
+
+        shared_keys = ray.get(ray.remote(num_cpus=1, max_retries=0)(shared_digests).remote(*digests))
+    else:
+        shared_keys = shared_digests(*digests)
     if not len(shared_keys):
         return
     from omnieval.stats import read
 
     frames = []
-    for result in with_keys:
-        if not np.isin(result.key_digests, shared_keys, assume_unique=True).any():
+    for result in results:
+        mine = _fetched(result.key_digests)
+        if mine is None or not np.isin(mine, shared_keys, assume_unique=True).any():
             continue
         frame = read_group(paths, result.protocol, None, None, result.split, result.prompt, numbered=True)
         frames.append(frame.filter(pl.Series(np.isin(_key_digests_of_rows(frame), shared_keys))))
     frame = pl.concat(frames, how="diagonal_relaxed").sort("_at", "_row").drop("_at")
     read._check_duplicates(frame)
+
+
+def shared_digests(*digests: np.ndarray) -> np.ndarray:
+    """The digests found in two of ``digests`` (each distinct within itself): one sort of them all (a running
+    union per group sorted the growing set again for every group: 20 s of the driver's at 5 million rows)."""
+    every = np.concatenate(digests)
+    every.sort()
+    return np.unique(every[1:][every[1:] == every[:-1]])
+
+
+def _is_ref(value) -> bool:
+    """Whether ``value`` is a Ray object reference (without importing Ray where it is not)."""
+    return type(value).__name__ == "ObjectRef"
+
+
+def _fetched(value):
+    """``value``, or what it refers to where it is a Ray object reference."""
+    if _is_ref(value):
+        import ray
+
+        return ray.get(value)
+    return value
 
 
 def _key_digests_of_rows(frame: pl.DataFrame) -> np.ndarray:
@@ -627,7 +651,7 @@ def _tables(paths, resamples, seed, permutations, cluster, interval, workers, ra
     planned = tasks(paths, found, cluster, random, workers, each=each, by_prompt=by_prompt)
     jobs = [(n, (protocol, found.model_order, resamples, seed, permutations, cluster, interval, random, split,
                  facts, prompt)) for protocol, split, prompt, facts, n in planned]
-    results = each(group_tables, paths, jobs, workers)
+    results = each(group_tables, paths, jobs, workers, parted=True)
     check_duplicates(paths, results)
     for r in results:
         r.key_digests = None  # checked: the driver holds the tables' rows and the prompt tasks' units alone
@@ -635,7 +659,7 @@ def _tables(paths, resamples, seed, permutations, cluster, interval, workers, ra
     for r in results:
         if r.prompt is not None:
             stages.setdefault((r.protocol, r.split), []).append(r)
-    second = [(sum(r.n_predictions for r in mine), (protocol, split, [u for r in mine for u in r.kept], resamples,
+    second = [(sum(r.n_predictions for r in mine), (protocol, split, [r.kept for r in mine], resamples,
                                                      seed, permutations, cluster, interval))
               for (protocol, split), mine in stages.items() if len(mine) > 1]
     for r in results:
@@ -791,23 +815,42 @@ def split_tests(paths: Sequence[str], protocol: str | None, split: str | None, s
     return protocol, split, table, units_used(frame, cluster), judges_of(opened) if len(opened) else []
 
 
-def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None) -> list:
+def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None, parted: bool = False) -> list:
     """``body(paths, *args)`` for every ``(rows, args)`` of ``jobs`` as Ray tasks, the largest first, at most
-    ``workers`` at a time (default: as many as the cluster's CPUs take); the results in the jobs' order."""
+    ``workers`` at a time (default: as many as the cluster's CPUs take); the results in the jobs' order.
+    ``parted``: ``body`` gives a ``GroupResult`` whose bulk (a prompt task's units, the key digests: tens of bytes a
+    row in all) comes back as Ray references this process never fetches: the second stage and the duplicate check
+    read them in tasks of their own."""
     import ray
 
     uris = [_uri(p) for p in paths]
-    task = ray.remote(num_cpus=1, max_retries=0, runtime_env=ONE_THREAD)(_in_its_cpus(body))
+    task = ray.remote(num_cpus=1, max_retries=0, runtime_env=ONE_THREAD, num_returns=3 if parted else 1)(
+        _in_its_cpus(_parted(body) if parted else body))
     waiting = sorted(range(len(jobs)), key=lambda i: -jobs[i][0])  # stable: ties keep the jobs' order
     running: dict = {}
     results: dict[int, object] = {}
     while waiting or running:
         while waiting and (workers is None or len(running) < workers):
             i = waiting.pop(0)
-            running[task.remote(uris, *jobs[i][1])] = i
+            refs = task.remote(uris, *jobs[i][1])
+            running[refs[0] if parted else refs] = (i, refs)
         done, _ = ray.wait(list(running), num_returns=1)
-        results[running.pop(done[0])] = _result(done[0])
+        i, refs = running.pop(done[0])
+        results[i] = _result(done[0])
+        if parted:
+            results[i].kept, results[i].key_digests = refs[1], refs[2]
     return [results[i] for i in range(len(jobs))]
+
+
+def _parted(body):
+    """``body``'s ``GroupResult`` as three returns: itself without its bulk, its units, its key digests."""
+    def task(*args):
+        result = body(*args)
+        kept, digests = result.kept, result.key_digests
+        result.kept = result.key_digests = None
+        return result, kept, digests
+    task.__name__ = task.__qualname__ = body.__name__
+    return task
 
 
 ONE_THREAD = {"env_vars": {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1"}}
@@ -830,7 +873,8 @@ def _in_its_cpus(body):
     return task
 
 
-def in_process(body, paths, jobs: list[tuple[int, tuple]], workers: int | None = None) -> list:
+def in_process(body, paths, jobs: list[tuple[int, tuple]], workers: int | None = None,
+               parted: bool = False) -> list:
     """``_each`` without Ray: the jobs one after the other in this process (what the tests compare)."""
     return [body(list(paths), *args) for _, args in jobs]
 
