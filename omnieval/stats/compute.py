@@ -7,10 +7,10 @@ run's models kept apart (``pool``, the naming the report's tables show). ``setti
 changes a number (resamples, seed, permutations, resampling unit, interval, random factor) and where to compute
 (``address``: a Ray cluster).
 
-Large inputs, or any with ``address``, are computed one protocol (or split) per Ray task by ``stats.distributed``;
-the rest in this process: the same numbers either way. ``result_files`` turns a ``Result`` into the files of a
-metrics folder (``metrics.*``, ``paired.*``, ``ranks.*``, and ``tests.parquet`` / ``power.parquet`` where computed),
-``read_result`` reads such a folder back.
+Large inputs, or any with ``address``, are computed one protocol (or split) per Ray task by ``stats.distributed``
+(the tests and the power table too, for files given alone); the rest in this process: the same numbers either
+way. ``result_files`` turns a ``Result`` into the files of a metrics folder (``metrics.*``, ``paired.*``,
+``ranks.*``, and ``tests.parquet`` / ``power.parquet`` where computed), ``read_result`` reads such a folder back.
 """
 
 from __future__ import annotations
@@ -159,9 +159,37 @@ def _read(inputs: Inputs) -> pl.DataFrame:
     return pool(pl.concat([f for f in frames if f.height] or frames[:1], how="diagonal_relaxed"))
 
 
+def _tests_on_ray(inputs: Inputs, settings: Settings) -> bool:
+    """Whether the significance tests and the power table go to Ray tasks (``distributed.ray_tests``,
+    ``distributed.ray_power``): files given alone (no pooled runs, no protocol chosen) that are large, or a
+    cluster named."""
+    from omnieval.stats import distributed
+
+    return (settings.tests or settings.power) and not inputs.runs and inputs.protocol is None \
+        and distributed.use_ray(list(inputs.paths), settings.address)
+
+
 def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
     """The metrics, paired differences and ranks of one resampling pass, and (``settings.tests``, ``.power``) the
-    significance tests and minimum detectable effects, of the predictions ``inputs`` name."""
+    significance tests and minimum detectable effects, of the predictions ``inputs`` name. Where the tests or the
+    power table go to Ray, one Ray serves them and the metrics' tasks (a library caller without one gets a local
+    one, or the cluster at ``settings.address``, for this call)."""
+    from omnieval.stats import distributed
+
+    if not _tests_on_ray(inputs, settings):
+        return _compute(inputs, settings)
+    started = distributed.connect(settings.address)
+    try:
+        return _compute(inputs, settings)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _compute(inputs: Inputs, settings: Settings) -> Result:
+    """``compute`` on the Ray this process is connected to, where it uses one."""
     from omnieval.stats import distributed
     from omnieval.stats.clusters import units_used
     from omnieval.stats.paired import Collector, metrics_and_paired
@@ -197,7 +225,20 @@ def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
         ranks = ranks_table(collector.units, paired, s.resamples, table)
         units, n_predictions = units_used(predictions, s.cluster), len(predictions)
     result = Result(table, paired, ranks, settings, units, n_predictions)
-    if s.tests or s.power:
+    if _tests_on_ray(inputs, s):
+        from omnieval.stats.power import power_table
+        from omnieval.stats.significance import stats_table
+
+        # one task per split or protocol (``stats.distributed``); the driver never reads the predictions
+        paths = list(inputs.paths)
+        found = distributed.plan(paths)
+        if found.n_rows and s.tests:
+            result.tests = distributed.ray_tests(paths, stats_table, permutations=s.permutations, seed=s.seed,
+                                                 cluster=s.cluster)
+        if found.n_rows and s.power:
+            result.power = distributed.ray_power(paths, power_table, cluster=s.cluster, found=found)
+        result.n_predictions = result.n_predictions or found.n_rows
+    elif s.tests or s.power:
         from omnieval.stats.power import power_table
         from omnieval.stats.significance import stats_table
 

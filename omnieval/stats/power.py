@@ -206,8 +206,11 @@ def _print(table: pl.DataFrame) -> None:
 
 def power_command(paths: list[str], out: str | None, *, n_items: int | None = None, accuracy: float | None = None,
                   correlation: float | None = None, instances: int = 1, icc: float = 0.0,
-                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None) -> int:
-    """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
+                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None,
+                  address: str | None = None) -> int:
+    """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table; large inputs, or any with
+    ``address`` (a Ray cluster), one split or protocol per Ray task (``stats.distributed.ray_power``: the same
+    table)."""
     from omnieval.core.schema import InputError
     from omnieval.core.storage import local_folder
     from omnieval.stats.read import read_predictions
@@ -217,10 +220,25 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
         raise InputError("--correlation must lie in [-1, 1]", field="--correlation")
     if effect is not None and effect <= 0:
         raise InputError("--effect must be positive", field="--effect")
+    for name, value in (("--alpha", alpha), ("--power", power)):
+        if not 0 < value < 1:
+            raise InputError(f"{name} must lie strictly between 0 and 1", field=name)
     folder = local_folder(out) if out else None  # a bad --out stops here, before the computing
+    options = {"effect": effect, "alpha": alpha, "power": power, "correlation": correlation}
     if paths:
-        table = power_table(read_predictions(paths), effect=effect, alpha=alpha, power=power,
-                            correlation=correlation, cluster=cluster)
+        from omnieval.stats import distributed
+
+        if distributed.use_ray(paths, address):
+            started = distributed.connect(address)
+            try:
+                table = distributed.ray_power(paths, power_table, cluster=cluster, **options)
+            finally:
+                if started:
+                    import ray
+
+                    ray.shutdown()
+        else:
+            table = power_table(read_predictions(paths), cluster=cluster, **options)
     else:
         if n_items is None or accuracy is None:
             raise InputError("give predictions files, or --items and --accuracy (and --correlation)",
