@@ -196,3 +196,18 @@ def test_the_power_command_above_the_threshold_writes_the_single_process_table(r
 
 def _never(*_, **__):
     raise AssertionError("read whole")
+
+
+def test_a_jsonl_input_is_read_whole_for_the_order_and_filtered_in_its_tasks(tmp_path):
+    """A file without Parquet's column index (JSONL) beside a Parquet one: the driver reads it whole for the
+    models' order, each task reads it whole and keeps its split; the single process's table."""
+    runs = _study()
+    parquet, jsonl = tmp_path / "xm.parquet", tmp_path / "dis.jsonl"
+    pl.concat(runs[1:4]).write_parquet(parquet)
+    pl.concat(runs[4:]).write_ndjson(jsonl)
+    paths = [str(jsonl), str(parquet)]
+    assert distributed.power_model_order(paths) == ("model00", "model01", "model02")
+    want = power_table(read_predictions(paths))
+    jobs: list = []
+    _exactly(distributed.ray_power(paths, power_table, each=_recording(jobs)), want)
+    assert len(jobs) == 4

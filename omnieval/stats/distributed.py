@@ -755,13 +755,13 @@ def ray_power(paths: Sequence[str | Path | StoredPath], power_table, cluster: Cl
     """``power_table`` (``power.power_table``, given by its caller, which imports this module; ``options``: its
     ``effect``, ``alpha``, ``power``, ``correlation``) with one Ray task per split of every protocol on two named
     splits or more, one per other protocol (``protocol``: that protocol's alone; ``found``: the input's ``plan``
-    where the caller has it). Its rows are per protocol, prompt, split and
-    condition, and a cell reads its own rows alone; two choices read more: the models' order (the whole input's
-    multiple-choice rows, ``power_model_order``, handed to every task) and the protocol's resampling unit
-    (``clusters.with_clusters``: the default unit's column empty in a whole split falls back to the question
-    there, and a named unit's column empty in a split is refused by that split alone), so a protocol whose split
-    tasks took different units, or refused their unit, is computed again as one task. A split's prompts stay
-    together: a unit must hold a question's rows of every prompt of the split, which the check reads across them.
+    where the caller has it). Its rows are per protocol, prompt, split and condition, and a cell reads its own
+    rows alone; two choices read more: the models' order (the whole input's multiple-choice rows,
+    ``power_model_order``, handed to every task) and the protocol's resampling unit (``clusters.with_clusters``:
+    the default unit's column empty in a whole split falls back to the question there, and a named unit's column
+    empty in a split is refused by that split alone), so a protocol whose split tasks took different units, or
+    refused their unit, is computed again as one task. A split's prompts stay together: a unit must hold a
+    question's rows of every prompt of the split, which the check reads across them.
     The rows come back in ``power_table``'s order; a prediction given in two groups is refused by the driver
     (``check_duplicates``). ``each=in_process``: without Ray; an input without rows gives an empty frame."""
     each = each or _each
