@@ -177,9 +177,12 @@ def _stats(args: argparse.Namespace) -> int:
 def _power(args: argparse.Namespace) -> int:
     from omnieval.stats.power import power_command
 
-    return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
-                         correlation=args.correlation, instances=args.instances, icc=args.icc, effect=args.effect,
-                         alpha=args.alpha, power=args.power, cluster=_cluster(args))
+    # from numbers alone there is nothing to spread
+    with _statistics_ray(args.predictions, args.address) if args.predictions else contextlib.nullcontext():
+        return power_command(args.predictions, args.out, n_items=args.items, accuracy=args.accuracy,
+                             correlation=args.correlation, instances=args.instances, icc=args.icc,
+                             effect=args.effect, alpha=args.alpha, power=args.power, cluster=_cluster(args),
+                             address=args.address)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -571,6 +574,10 @@ def _add_statistics_commands(sub) -> None:
     p.add_argument("--effect", type=float, default=None, help="also the items needed to detect this difference")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.80)
+    p.add_argument("--address", default=None,
+                   help="compute one split or protocol per Ray task on the cluster at this address (host:port, or "
+                        "auto); inputs of 2 million Parquet rows or more use a local Ray without it (docs/runs.md, "
+                        "Statistics at scale)")
     _cluster_flag(p)
     p.set_defaults(func=_power)
 

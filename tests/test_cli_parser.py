@@ -121,7 +121,7 @@ COMMANDS = {
     "omnieval parse": ["-h/--help", "input", "--scorer (required)", "--out (required)", "--robust"],
     "omnieval power": [
         "-h/--help", "predictions*", "--out", "--items", "--accuracy", "--correlation", "--instances=1", "--icc=0.0",
-        "--effect", "--alpha=0.05", "--power=0.8", "--cluster",
+        "--effect", "--alpha=0.05", "--power=0.8", "--address", "--cluster",
     ],
     "omnieval report": [
         "-h/--help", "inputs+", "--out (required)", "--resamples", "--permutations", "--seed", "--title",

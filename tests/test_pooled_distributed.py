@@ -4,9 +4,11 @@ file's models renamed by the task that reads it) against the single process, bit
 
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
+from polars.testing import assert_frame_equal as frames_equal
 
 from omnieval.dev.bench_stats import synthetic_crossmodal, synthetic_dissonance
 from omnieval.stats import compute as compute_module
@@ -15,6 +17,8 @@ from omnieval.stats.compute import Inputs, Settings, compute, pool
 from omnieval.stats.pooling import pooled_names
 
 RESAMPLES = 200
+
+assert_frame_equal = functools.partial(frames_equal, check_exact=True)  # bit for bit, not within 1e-5
 
 
 def test_sibling_prompt_runs_are_one_model_and_a_run_that_ends_with_its_model_is_named_by_it():
@@ -97,15 +101,17 @@ def test_pooled_groups_in_process_are_the_single_process_tables(pooled):
 @pytest.mark.slow
 def test_a_pooled_compute_above_the_threshold_goes_to_ray_and_gives_the_same_tables(ray_session, pooled,
                                                                                     monkeypatch):
-    settings = Settings(resamples=RESAMPLES, seed=5, permutations=RESAMPLES)
+    """Metrics, paired differences, ranks, tests and power of pooled runs through Ray tasks: the single process's
+    tables bit for bit, the pooled predictions never read whole in this process."""
+    settings = Settings(resamples=RESAMPLES, seed=5, permutations=RESAMPLES, tests=True, power=True)
     want = compute(pooled, settings)
+    assert want.tests.height and want.power.height
     monkeypatch.setattr(distributed, "SCALE_THRESHOLD_ROWS", 1)
 
     def whole(_):
         raise AssertionError("the pooled input was read whole in the driver")
     monkeypatch.setattr(compute_module, "_read", whole)
     got = compute(pooled, settings)
-    assert_frame_equal(got.metrics, want.metrics)
-    assert_frame_equal(got.paired, want.paired)
-    assert_frame_equal(got.ranks, want.ranks)
+    for name in ("metrics", "paired", "ranks", "tests", "power"):
+        assert_frame_equal(getattr(got, name), getattr(want, name))
     assert got.units == want.units and got.n_predictions == want.n_predictions

@@ -110,3 +110,23 @@ def test_power_cli_from_numbers_and_from_a_file(tmp_path, capsys):
     assert set(table["key"]) == {"all", "normal"} and (table["n_items"] == 80).all()
     assert main(["power", "--items", "10"]) == 2
     assert "--accuracy" in capsys.readouterr().err
+
+
+def test_a_cell_has_the_same_bits_alone_as_among_other_rows():
+    """A cell's figures are sums over its clusters and models: taken in one order (clusters sorted, models in
+    the given order), a split's rows alone give the bits they give among the whole input's, as a Ray task holding
+    one split computes them (``stats.distributed.ray_power``); grouped in the order the hashing left them, they
+    differed in the last bits, from run to run too."""
+    from polars.testing import assert_frame_equal
+
+    from omnieval.dev.bench_stats import synthetic_dissonance
+
+    frame = synthetic_dissonance(n_models=3, n_items=200, seed=1).with_columns(
+        instance_id=pl.col("split") + ":" + pl.col("instance_id"))
+    whole = power_table(frame)
+    assert whole.select("split", "prompt").unique().height == 4
+    for (split, prompt), part in frame.partition_by("split", "prompt", as_dict=True).items():
+        want = whole.filter((pl.col("split") == split) & (pl.col("prompt") == prompt))
+        assert_frame_equal(power_table(part, model_order=["model00", "model01", "model02"]), want, check_exact=True)
+    assert_frame_equal(power_table(frame.sample(fraction=1.0, shuffle=True, seed=4),
+                                   model_order=["model00", "model01", "model02"]), whole, check_exact=True)

@@ -6,10 +6,12 @@ named by their row numbers in the files, as the single-process reader names them
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
+from polars.testing import assert_frame_equal as frames_equal
 
 from omnieval.core.schema import InputError
 from omnieval.dev.bench_stats import synthetic_crossmodal, synthetic_dissonance
@@ -18,6 +20,8 @@ from omnieval.stats.paired import metrics_and_paired
 from omnieval.stats.read import read_predictions
 
 RESAMPLES = 300
+
+assert_frame_equal = functools.partial(frames_equal, check_exact=True)  # bit for bit, not within 1e-5
 
 
 def _open_copy(frame: pl.DataFrame, seed: int, second_judge_in: str | None = None) -> pl.DataFrame:

@@ -150,7 +150,7 @@ def _same(folders: list[Path]) -> bool:
         for name in ("metrics.parquet", "paired.parquet"):
             want = pl.read_parquet(folders[0] / name)
             for folder in folders[1:]:
-                assert_frame_equal(pl.read_parquet(folder / name), want)
+                assert_frame_equal(pl.read_parquet(folder / name), want, check_exact=True)
     except AssertionError:
         return False
     return True

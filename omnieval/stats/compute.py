@@ -8,10 +8,10 @@ changes a number (resamples, seed, permutations, resampling unit, interval, rand
 (``address``: a Ray cluster).
 
 Large inputs, or any with ``address``, are computed one protocol (or split, or prompt of a split) per Ray task
-by ``stats.distributed`` (pooled runs too: each file's models renamed by the task that reads it,
-``distributed.renamed``); the rest in this process: the same numbers either way. ``result_files`` turns a
-``Result`` into the files of a metrics folder (``metrics.*``, ``paired.*``, ``ranks.*``, and ``tests.parquet`` /
-``power.parquet`` where computed), ``read_result`` reads such a folder back.
+by ``stats.distributed``, the tests and the power table too, pooled runs too (each file's models renamed by the
+task that reads it, ``distributed.renamed``); the rest in this process: the same numbers either way.
+``result_files`` turns a ``Result`` into the files of a metrics folder (``metrics.*``, ``paired.*``,
+``ranks.*``, and ``tests.parquet`` / ``power.parquet`` where computed), ``read_result`` reads such a folder back.
 """
 
 from __future__ import annotations
@@ -152,9 +152,36 @@ def _read(inputs: Inputs) -> pl.DataFrame:
     return pool(pl.concat([f for f in frames if f.height] or frames[:1], how="diagonal_relaxed"))
 
 
+def _on_ray(inputs: Inputs, settings: Settings) -> bool:
+    """Whether what ``settings`` asks for goes to Ray tasks (``distributed.ray_tables``, ``.ray_tests``,
+    ``.ray_power``): the predictions are large, or a cluster is named."""
+    from omnieval.stats import distributed
+
+    return (settings.metrics or settings.tests or settings.power) and \
+        distributed.use_ray(inputs.files(), settings.address)
+
+
 def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
     """The metrics, paired differences and ranks of one resampling pass, and (``settings.tests``, ``.power``) the
-    significance tests and minimum detectable effects, of the predictions ``inputs`` name."""
+    significance tests and minimum detectable effects, of the predictions ``inputs`` name. Where the tests or the
+    power table go to Ray, one Ray serves them and the metrics' tasks (a library caller without one gets a local
+    one, or the cluster at ``settings.address``, for this call)."""
+    from omnieval.stats import distributed
+
+    if not _on_ray(inputs, settings):
+        return _compute(inputs, settings)
+    started = distributed.connect(settings.address)
+    try:
+        return _compute(inputs, settings)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _compute(inputs: Inputs, settings: Settings) -> Result:
+    """``compute`` on the Ray this process is connected to, where it uses one."""
     from omnieval.stats import distributed
     from omnieval.stats.clusters import units_used
     from omnieval.stats.paired import Collector, metrics_and_paired
@@ -163,22 +190,18 @@ def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
     s = settings
     empty = pl.DataFrame()
     predictions = None
+    on_ray = _on_ray(inputs, s)
+    paths = None
+    if on_ray:  # pooled runs: each file with its models' pooled names, renamed by the task that reads it
+        paths = distributed.renamed(inputs.runs, inputs.protocol) if inputs.runs else list(inputs.paths)
     if not s.metrics:
         table = paired = ranks = empty
         units: dict[str, str] = {}
         n_predictions = 0
-    elif distributed.use_ray(inputs.files(), s.address):
-        paths = distributed.renamed(inputs.runs, inputs.protocol) if inputs.runs else list(inputs.paths)
-        started = distributed.connect(s.address)
-        try:
-            table, paired, groups = distributed.ray_tables(paths, s.resamples, s.seed, s.permutations, s.cluster,
-                                                           s.interval, random=s.random, protocol=inputs.protocol)
-            ranks = distributed.gather_ranks(groups)
-        finally:
-            if started:
-                import ray
-
-                ray.shutdown()
+    elif on_ray:
+        table, paired, groups = distributed.ray_tables(paths, s.resamples, s.seed, s.permutations, s.cluster,
+                                                       s.interval, random=s.random, protocol=inputs.protocol)
+        ranks = distributed.gather_ranks(groups)
         # by protocol name, as ``units_used`` gives them: the groups come back in the order their tasks finished
         units = dict(sorted((protocol, unit) for group in groups for protocol, unit in group.units.items()))
         n_predictions = sum(group.n_predictions for group in groups)
@@ -191,7 +214,20 @@ def compute(inputs: Inputs, settings: Settings = Settings()) -> Result:
         ranks = ranks_table(collector.units, paired, s.resamples, table)
         units, n_predictions = units_used(predictions, s.cluster), len(predictions)
     result = Result(table, paired, ranks, settings, units, n_predictions)
-    if s.tests or s.power:
+    if on_ray and (s.tests or s.power):
+        from omnieval.stats.power import power_table
+        from omnieval.stats.significance import stats_table
+
+        # one task per split or protocol (``stats.distributed``); the driver never reads the predictions
+        found = distributed.plan(paths, inputs.protocol)
+        if found.n_rows and s.tests:
+            result.tests = distributed.ray_tests(paths, stats_table, permutations=s.permutations, seed=s.seed,
+                                                 cluster=s.cluster, protocol=inputs.protocol, found=found)
+        if found.n_rows and s.power:
+            result.power = distributed.ray_power(paths, power_table, cluster=s.cluster, found=found,
+                                                 protocol=inputs.protocol)
+        result.n_predictions = result.n_predictions or found.n_rows
+    elif s.tests or s.power:
         from omnieval.stats.power import power_table
         from omnieval.stats.significance import stats_table
 

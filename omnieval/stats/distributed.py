@@ -1,7 +1,7 @@
-"""``omnieval metrics`` and ``omnieval stats`` at sweep scale: the metrics table, the paired differences and the
-significance tests computed one group at a time as Ray tasks, each reading only its own rows and the columns the
-statistics read, so that the memory of a process is bounded by its group, not by the whole input (docs/runs.md,
-Statistics at scale).
+"""``omnieval metrics``, ``omnieval stats`` and ``omnieval power`` at sweep scale: the metrics table, the paired
+differences, the significance tests and the power table computed one group at a time as Ray tasks, each reading
+only its own rows and the columns the statistics read, so that the memory of a process is bounded by its group, not
+by the whole input (docs/runs.md, Statistics at scale).
 
 The groups: ``stats.metrics.metrics_table`` computes every protocol on its own (its rows, its cells, its resampling
 streams keyed by protocol and split, its pairs), and inside a protocol every split on its own (model and prompt
@@ -24,7 +24,9 @@ Nothing else is shared between tasks but the models' order of first appearance i
 model pairs), which the driver reads first from the ``model`` column alone. ``omnieval stats`` is one task per
 split of a ``SPLIT_LOCAL`` protocol too (``ray_tests``): its tests never cross a split, and the one family of its
 Benjamini-Hochberg adjustment that does (``permutation``: test x protocol) is adjusted on the driver over the
-gathered p-values.
+gathered p-values. ``omnieval power`` is one task per split of any protocol (``ray_power``): its cells never cross
+a split and it reads no derived column; the models' order of its multiple-choice rows (``power_model_order``) is
+read first, and a protocol whose splits would take different resampling units is computed again as one task.
 
 Identical numbers: a task reads its rows in the input's order (files in the order given, rows in file order,
 pyarrow's filtered read keeps it), runs the same code as the single process on them, and the driver puts the rows
@@ -244,7 +246,7 @@ def _protocols_and_models(given: str | Path | StoredPath):
     rename = given.rename if isinstance(given, Renamed) else (lambda frame: frame)
     names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
     if not {"protocol", "split", "model"} <= names:
-        frame = read_predictions([path])
+        frame = read_predictions([given.path if isinstance(given, Renamed) else given])
         yield rename(frame.select("protocol", "split", "model",
                                   *[c for c in ("prompt", "skipped") if c in frame.columns]))
         return
@@ -727,22 +729,26 @@ def groups(paths: Sequence[str | Path | StoredPath], found: Plan, cluster: Clust
 
 
 def ray_tests(paths: Sequence[str | Path | StoredPath], stats_table, permutations: int = 10_000, seed: int = 0,
-              cluster: ClusterChoice = None, workers: int | None = None, each=None) -> pl.DataFrame:
+              cluster: ClusterChoice = None, workers: int | None = None, each=None,
+              protocol: str | None = None, found: Plan | None = None) -> pl.DataFrame:
     """``omnieval stats``'s table with one Ray task per split of a ``SPLIT_LOCAL`` protocol on two named splits
     or more, one per other protocol, ``stats_table`` (``significance.stats_table``, given by its caller, which
     imports this module) on each; the rows in the single process's order (``tests_in_order``) and the
     Benjamini-Hochberg adjustment made again on the gathered p-values (``multiple_testing.adjust_tests``: the
     ``permutation`` family crosses splits). A protocol whose splits fall back to different resampling units is
-    computed again as one task. ``each=in_process``: without Ray."""
+    computed again as one task. ``protocol``: that protocol's rows alone; ``found``: the input's ``plan`` where the
+    caller has it. ``each=in_process``: without Ray."""
     from omnieval.stats.multiple_testing import adjust_tests
 
     each = each or _each
-    found = plan(paths)
+    found = found or plan(paths, protocol)
     keys = []
-    for protocol in found.protocols:
-        splits = found.splits(protocol)
-        parted = protocol in SPLIT_LOCAL and len(splits) > 1 and None not in splits
-        keys += [(protocol, split) for split in splits] if parted else [(protocol, None)]
+    for name in found.protocols:
+        if protocol is not None and name != protocol:
+            continue
+        splits = found.splits(name)
+        parted = name in SPLIT_LOCAL and len(splits) > 1 and None not in splits
+        keys += [(name, split) for split in splits] if parted else [(name, None)]
     sizes = {key: found.groups[key] if key[1] is not None else found.protocols[key[0]] for key in keys}
     jobs = [(sizes[key], (*key, stats_table, found.asked_model_order, permutations, seed, cluster)) for key in keys]
     done = each(split_tests, paths, jobs, workers)
@@ -813,6 +819,126 @@ def split_tests(paths: Sequence[str], protocol: str | None, split: str | None, s
                         **({} if judges is None else {"judges": judges}))
     opened = frame.filter(pl.col("mode") == "open") if "mode" in frame.columns else frame.clear()
     return protocol, split, table, units_used(frame, cluster), judges_of(opened) if len(opened) else []
+
+
+@dataclass
+class PowerGroup:
+    """What one ``omnieval power`` task sends back: its rows of the table (None: a choice of its protocol's unit
+    that its split's rows alone refuse, so that the protocol is computed again as one task), the resampling unit
+    its rows took, its row count and memory, and the digests of its rows' duplicate keys (``check_duplicates``)."""
+
+    protocol: str | None
+    split: str | None
+    table: pl.DataFrame | None
+    units: dict[str, str]
+    n_predictions: int
+    peak_rss_mb: float
+    key_digests: np.ndarray | None = None
+    prompt: str | None = None  # a power task holds every prompt of its split (what ``check_duplicates`` reads)
+
+
+def ray_power(paths: Sequence[str | Path | StoredPath], power_table, cluster: ClusterChoice = None,
+              workers: int | None = None, each=None, protocol: str | None = None, found: Plan | None = None,
+              **options) -> pl.DataFrame:
+    """``power_table`` (``power.power_table``, given by its caller, which imports this module; ``options``: its
+    ``effect``, ``alpha``, ``power``, ``correlation``) with one Ray task per split of every protocol on two named
+    splits or more, one per other protocol (``protocol``: that protocol's alone; ``found``: the input's ``plan``
+    where the caller has it). Its rows are per protocol, prompt, split and condition, and a cell reads its own
+    rows alone; two choices read more: the models' order (the whole input's multiple-choice rows,
+    ``power_model_order``, handed to every task) and the protocol's resampling unit (``clusters.with_clusters``:
+    the default unit's column empty in a whole split falls back to the question there, and a named unit's column
+    empty in a split is refused by that split alone), so a protocol whose split tasks took different units, or
+    refused their unit, is computed again as one task. A split's prompts stay together: a unit must hold a
+    question's rows of every prompt of the split, which the check reads across them.
+    The rows come back in ``power_table``'s order; a prediction given in two groups is refused by the driver
+    (``check_duplicates``). ``each=in_process``: without Ray; an input without rows gives an empty frame."""
+    each = each or _each
+    found = found or plan(paths, protocol)
+    order = power_model_order(paths, protocol)
+    keys = []
+    for name in found.protocols:
+        if protocol is not None and name != protocol:
+            continue
+        splits = found.splits(name)
+        keys += [(name, split) for split in splits] if len(splits) > 1 and None not in splits else [(name, None)]
+    sizes = {key: found.groups[key] if key[1] is not None else found.protocols[key[0]] for key in keys}
+    jobs = [(sizes[key], (*key, power_table, order, cluster, options)) for key in keys]
+    done = each(split_power, paths, jobs, workers)
+    units: dict[str | None, set] = {}
+    for g in done:
+        units.setdefault(g.protocol, set()).add(None if g.table is None else tuple(sorted(g.units.items())))
+    whole = [name for name, taken in units.items() if len(taken) > 1 or None in taken]
+    again = [(found.protocols[name], (name, None, power_table, order, cluster, options)) for name in whole]
+    done = [g for g in done if g.protocol not in whole] + each(split_power, paths, again, workers)
+    check_duplicates(paths, done)
+    tables = [g.table for g in done if g.table is not None]
+    return power_in_order(tables) if tables else pl.DataFrame()
+
+
+def power_in_order(tables: list[pl.DataFrame]) -> pl.DataFrame:
+    """The groups' power rows in ``power_table``'s order: by (protocol, prompt, split), within one the ``all``
+    cell before the conditions, sorted (Python's order of the same keys, so that a null sorts as it would there)."""
+    table = pl.concat(tables, how="vertical")
+    keys = table.select("protocol", "prompt", "split", "key").rows()
+    at = sorted(range(len(keys)), key=lambda i: (keys[i][:3], keys[i][3] != "all", keys[i][3]))
+    return table[pl.Series(at, dtype=pl.UInt32)]
+
+
+def split_power(paths: Sequence[str], protocol: str | None, split: str | None, power_table,
+                model_order: Sequence[str], cluster: ClusterChoice, options: dict) -> PowerGroup:
+    """The power rows of one protocol or one split of it: the body of one Ray task. A split whose rows refuse the
+    protocol's unit (``with_clusters``) sends back no table: the driver computes the protocol again whole, where
+    the refusal stands or not as in one process."""
+    from omnieval.stats.clusters import units_used
+
+    frame = read_group(paths, protocol, cluster, split=split)
+    try:
+        table = power_table(frame, cluster=cluster, model_order=list(model_order), **options)
+    except InputError:
+        if split is None:
+            raise
+        table = None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return PowerGroup(protocol, split, table, units_used(without_skipped(frame), cluster), frame.height, peak,
+                      _key_digests(frame))
+
+
+def power_model_order(paths: Sequence[str | Path | StoredPath], protocol: str | None = None) -> tuple[str, ...]:
+    """The models in order of first appearance among the rows ``power.power_table`` reads of the whole input (of
+    ``protocol`` where given): asked (not ``skipped``), not open-ended (a null ``mode`` is multiple-choice), from
+    those columns and ``model`` alone, batch by batch as ``plan`` reads. A cell's models are taken in this order:
+    the sums behind its figures run in it."""
+    from omnieval.core.schema import DEFAULT_MODE, OPEN_MODE
+
+    models: dict[str | None, None] = {}
+    for given in paths:
+        for frame in _some_columns(given, ("protocol", "model", "skipped", "mode")):
+            rows = without_skipped(frame)
+            if protocol is not None:
+                rows = rows.filter(pl.col("protocol").cast(pl.Utf8) == protocol)
+            if "mode" in rows.columns:
+                rows = rows.filter(pl.col("mode").cast(pl.Utf8).fill_null(DEFAULT_MODE) != OPEN_MODE)
+            models.update(dict.fromkeys(rows["model"].cast(pl.Utf8).unique(maintain_order=True).to_list()))
+    return tuple(models)
+
+
+def _some_columns(given: str | Path | StoredPath, wanted: Sequence[str]):
+    """The columns of ``wanted`` one file has (``protocol`` and ``model`` at least), batch by batch; a file that
+    is not Parquet, or lacks one of those two, goes whole through the reader, which names what is wrong."""
+    from omnieval.stats.read import read_predictions
+
+    path = _file_of(given)
+    rename = given.rename if isinstance(given, Renamed) else (lambda frame: frame)
+    names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
+    if not {"protocol", "model"} <= names:
+        frame = read_predictions([given.path if isinstance(given, Renamed) else given])
+        yield rename(frame.select(c for c in wanted if c in frame.columns))
+        return
+    try:
+        for batch in _dataset(path).to_batches(columns=[c for c in wanted if c in names], batch_size=1_000_000):
+            yield rename(pl.from_arrow(batch))
+    except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
+        raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
 
 
 def _each(body, paths, jobs: list[tuple[int, tuple]], workers: int | None, parted: bool = False) -> list:

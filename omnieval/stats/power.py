@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import polars as pl
@@ -131,11 +131,17 @@ def _num(x) -> float | None:
 
 
 def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha: float = ALPHA,
-                power: float = POWER, correlation: float | None = None, cluster=None) -> pl.DataFrame:
+                power: float = POWER, correlation: float | None = None, cluster=None,
+                model_order: Sequence[str] | None = None) -> pl.DataFrame:
     """Per protocol x prompt x split x cell (accuracy per condition, and ``all``): the MDE of a paired model
     comparison with the clustered variance of these predictions (multiple-choice rows; invalid ones left out).
     The clusters are the bootstrap's (``cluster``: ``stats.clusters``; the question by default, the copies of one
-    question being one)."""
+    question being one).
+
+    A cell's models are taken in ``model_order`` (default: their first appearance among these predictions'
+    multiple-choice rows; ``stats.distributed.ray_power`` passes the whole input's to a task holding one split)
+    and its clusters sorted: the sums behind each figure then run in one order, so that the figures are the same
+    bits whatever other rows the frame holds and however the grouping hashed them."""
     from omnieval.core.metric_types import CLUSTER, QUESTION
     from omnieval.stats.clusters import with_clusters
     from omnieval.stats.read import prepare
@@ -148,14 +154,16 @@ def power_table(predictions: pl.DataFrame, *, effect: float | None = None, alpha
         s=pl.col("correct").sum(), c=pl.len().cast(pl.Float64), q=pl.col(QUESTION).n_unique()) \
         .with_columns(condition=pl.lit("all"))
     cells = pl.concat([per_cell, pooled.select(per_cell.columns)])
-    order = {m: i for i, m in enumerate(frame["model"].unique(maintain_order=True).to_list())}
+    if model_order is None:
+        model_order = frame["model"].unique(maintain_order=True).to_list()
+    order = {m: i for i, m in enumerate(model_order)}
     rows = []
     for (protocol, prompt, split, key), g in sorted(
             cells.partition_by(["protocol", "prompt", "split", "condition"], as_dict=True).items(),
             key=lambda kv: (kv[0][:3], kv[0][3] != "all", kv[0][3])):
-        models = sorted(g["model"].unique().to_list(), key=lambda m: order.get(m, len(order)))
-        s = g.pivot("model", index=CLUSTER, values="s").select(models).to_numpy().astype(np.float64)
-        c = g.pivot("model", index=CLUSTER, values="c").select(models).to_numpy().astype(np.float64)
+        models = sorted(g["model"].unique().to_list(), key=lambda m: (order.get(m, len(order)), m))
+        s = g.pivot("model", index=CLUSTER, values="s").sort(CLUSTER).select(models).to_numpy().astype(np.float64)
+        c = g.pivot("model", index=CLUSTER, values="c").sort(CLUSTER).select(models).to_numpy().astype(np.float64)
         n_items = int(np.median(g.group_by("model").agg(pl.col("q").sum())["q"].to_numpy()))
         rows.append(_cell_row(protocol, prompt, split, key, s, c, models, correlation, alpha, power, effect,
                               n_items))
@@ -198,8 +206,11 @@ def _print(table: pl.DataFrame) -> None:
 
 def power_command(paths: list[str], out: str | None, *, n_items: int | None = None, accuracy: float | None = None,
                   correlation: float | None = None, instances: int = 1, icc: float = 0.0,
-                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None) -> int:
-    """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table."""
+                  effect: float | None = None, alpha: float = ALPHA, power: float = POWER, cluster=None,
+                  address: str | None = None) -> int:
+    """Print (and with ``out`` write ``power.csv`` / ``power.parquet``) the MDE table; large inputs, or any with
+    ``address`` (a Ray cluster), one split or protocol per Ray task (``stats.distributed.ray_power``: the same
+    table)."""
     from omnieval.core.schema import InputError
     from omnieval.core.storage import local_folder
     from omnieval.stats.read import read_predictions
@@ -209,10 +220,25 @@ def power_command(paths: list[str], out: str | None, *, n_items: int | None = No
         raise InputError("--correlation must lie in [-1, 1]", field="--correlation")
     if effect is not None and effect <= 0:
         raise InputError("--effect must be positive", field="--effect")
+    for name, value in (("--alpha", alpha), ("--power", power)):
+        if not 0 < value < 1:
+            raise InputError(f"{name} must lie strictly between 0 and 1", field=name)
     folder = local_folder(out) if out else None  # a bad --out stops here, before the computing
+    options = {"effect": effect, "alpha": alpha, "power": power, "correlation": correlation}
     if paths:
-        table = power_table(read_predictions(paths), effect=effect, alpha=alpha, power=power,
-                            correlation=correlation, cluster=cluster)
+        from omnieval.stats import distributed
+
+        if distributed.use_ray(paths, address):
+            started = distributed.connect(address)
+            try:
+                table = distributed.ray_power(paths, power_table, cluster=cluster, **options)
+            finally:
+                if started:
+                    import ray
+
+                    ray.shutdown()
+        else:
+            table = power_table(read_predictions(paths), cluster=cluster, **options)
     else:
         if n_items is None or accuracy is None:
             raise InputError("give predictions files, or --items and --accuracy (and --correlation)",
