@@ -217,3 +217,32 @@ def test_the_pooled_result_is_reused_while_its_inputs_stand_and_computed_again_w
     new = fresh.paired.filter(pick).row(0, named=True)
     assert new["b_value"] == pytest.approx(old["b_value"] + 1 / new["n_items"], abs=1e-12)
     assert stale.paired.filter(pick).row(0, named=True)["b_value"] == new["b_value"]
+
+
+def test_the_sweeps_pooled_result_above_the_threshold_is_made_by_ray_tasks_with_the_same_bytes(
+        sweep, tmp_path, monkeypatch):
+    """A sweep's pooled result of large runs: the same files (tables, tests, power, metrics.json, combined.json) as
+    the sweep wrote computing in one process, made by Ray tasks from the run files read in place (a local Ray of
+    the call's own), the pooled predictions never read whole in this process."""
+    from omnieval.core.run_outputs import RunOutputs
+    from omnieval.stats import compute as compute_module
+    from omnieval.stats import distributed
+    from omnieval.sweep.state import write_combined
+    from omnieval.sweep.status import RunOutcome
+
+    settings = {"resamples": RESAMPLES, "seed": 0, "permutations": RESAMPLES, "cluster": None}
+    outcomes = [RunOutcome(key=f"{m}/{p}", model=m, protocol="crossmodal", benchmark="crossmodal", prompt=p,
+                           output=str(sweep / "sweep" / "runs" / "crossmodal" / m / p), fingerprint="",
+                           status="done") for m in ("sim-sight", "sim-text") for p in ("zs", "cot")]
+    monkeypatch.setattr(distributed, "SCALE_THRESHOLD_ROWS", 1)
+
+    def whole(_):
+        raise AssertionError("the pooled input was read whole in the driver")
+    monkeypatch.setattr(compute_module, "_read", whole)
+    assert write_combined(RunOutputs(str(tmp_path)), outcomes, settings) == ["crossmodal"]
+    want = sweep / "sweep" / "combined" / "crossmodal"
+    names = sorted(p.name for p in want.iterdir())
+    assert {"paired.parquet", "tests.parquet", "power.parquet", "metrics.json", "combined.json"} <= set(names)
+    assert sorted(p.name for p in (tmp_path / "combined" / "crossmodal").iterdir()) == names
+    for name in names:
+        assert (tmp_path / "combined" / "crossmodal" / name).read_bytes() == (want / name).read_bytes(), name
