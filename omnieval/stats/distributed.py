@@ -43,8 +43,10 @@ other filesystem a run writes to (``s3://``, ``gs://``) with pyarrow's dataset s
 JSONL and CSV files have no such index: they are read whole inside the task and filtered. Rows are checked as
 ``stats.read.read_predictions`` checks them; a refused row is reported with the row number of its file (the file
 is read again whole to name it). A duplicate (model, prompt, mode, instance, sample) inside a group is refused by
-its task as the reader refuses it; one in two groups (two protocols, two splits) by the driver, from the 64-bit
-digests of every task's keys (``check_duplicates``), with the reader's message naming both rows.
+its task as the reader refuses it; one in two groups (two protocols, two splits) from the 64-bit digests of every
+task's keys (``check_duplicates``: one task sorts them together), with the reader's message naming both rows.
+A prompt task's bulk (its units for the second stage, its key digests) stays in Ray's object store: the driver
+passes the references on and never fetches them (``_each``'s ``parted``).
 """
 
 from __future__ import annotations
