@@ -170,26 +170,32 @@ def _scan(path: Path, columns: list[str]) -> pl.LazyFrame:
 
 def _filled(lazy: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     """The rows with a confidence left to the option logprobs filled as the statistics fill it
-    (``stats.read.fill_confidence``), morsel by morsel as the scan streams (the fill is row by row)."""
+    (``stats.read.fill_confidence``, method ``rs``), morsel by morsel as the scan streams (the fill is row by row;
+    a morsel with no such row costs one check); a file with no such row (a first scan of three columns says) is
+    left as it is."""
     if not isinstance(schema.get("option_logprobs"), pl.List) or "confidence" not in schema:
         return lazy
     from omnieval.stats.read import fill_confidence
 
-    parts = ("confidence", "confidence_method", "choice", "option_logprobs")
-    kept = [c for c in parts if c in schema]
-    out = pl.Struct({"confidence": pl.Float64, "confidence_method": pl.Utf8})
+    need = (pl.col("confidence").is_null() & pl.col("choice").is_not_null()
+            & pl.col("option_logprobs").list.len().fill_null(0).gt(0))
+    if not lazy.select(need.any()).collect(engine="streaming").item():  # most often: the engine gave confidences
+        return lazy
+    method = pl.col("confidence_method").cast(pl.Utf8) if "confidence_method" in schema else pl.lit(None, pl.Utf8)
 
     def fill(rows: pl.Series) -> pl.Series:
-        frame = rows.struct.unnest().with_columns(pl.col("confidence").cast(pl.Float64))
-        if "confidence_method" not in frame.columns:
-            frame = frame.with_columns(confidence_method=pl.lit(None, pl.Utf8))
-        frame = fill_confidence(frame.with_columns(pl.col("confidence_method").cast(pl.Utf8)))
-        return frame.select(pl.struct("confidence", "confidence_method").alias("_filled")).to_series()
+        frame = rows.struct.unnest()
+        if not frame["_need"].any():
+            return pl.Series("_filled", [None] * len(frame), dtype=pl.Float64)
+        frame = frame.with_columns(confidence=pl.lit(None, pl.Float64), confidence_method=pl.lit(None, pl.Utf8))
+        return fill_confidence(frame)["confidence"].alias("_filled")
 
-    filled = pl.struct(*kept).map_batches(fill, return_dtype=out, is_elementwise=True).alias("_filled")
+    filled = pl.struct(need.alias("_need"), "choice", "option_logprobs").map_batches(
+        fill, return_dtype=pl.Float64, is_elementwise=True).alias("_filled")
     return lazy.with_columns(filled).with_columns(
-        pl.col("_filled").struct.field("confidence"), pl.col("_filled").struct.field("confidence_method")) \
-        .drop("_filled")
+        confidence=pl.coalesce(pl.col("confidence").cast(pl.Float64), "_filled"),
+        confidence_method=pl.when(pl.col("_filled").is_not_null() & method.is_null()).then(pl.lit("rs"))
+        .otherwise(method)).drop("_filled")
 
 
 def _schema(path: Path | StoredPath) -> dict[str, pl.DataType]:
