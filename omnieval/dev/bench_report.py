@@ -3,20 +3,23 @@ keeps now (``report.summary``) against the rows it used to read whole (``report.
 
 For each size (rows in all; default 1 and 5 million), the bench writes a sweep-like folder: one run folder per model
 and protocol (``runs/<protocol>/<model>/predictions.parquet`` with its ``run.json``; the synthetic predictions of
-``bench stats --scale``, with what a sweep's rows also carry: skipped rows, what was shown, answer text) and beside
+``bench stats --scale``, with what a sweep's rows also carry: skipped rows, what was shown, option logprobs, answer
+text) and beside
 each its metrics folder (``metrics/``, written as ``omnieval metrics`` writes it, with few resamples: the values do not
 matter here), so that the report computes no metrics. Then, each in a fresh process so that its peak memory
-(``resource.getrusage`` maxrss) is its own, it reads the folder as the report does (``report.inputs.discover``, each
-run's metrics and paired differences) and:
+(``resource.getrusage`` maxrss) is its own (the folder is written in another: a child's peak counts the pages of
+the process it was forked from), it reads the folder as the report does (``report.inputs.discover``, each
+run's metrics table) and:
 
 * ``rows`` (the former path): every run's rows whole (``report_rows``: the report's 21 columns), then each protocol's
   rows of every run concatenated, as the report used to hand them to its sections;
 * ``summary`` (the report now): every run's summary (``report.summary.summarise``: streaming scans), then each
   protocol's pooled summary (``RowSummary.pooled``).
 
-It prints seconds and peak memory of each and their ratio, and checks that both count the same rows per protocol and
-the same answers per reliability bin. What is not measured: the pooled paired differences, tests and power of several
-runs (``stats.compute``, or read where a sweep stored them), which ``omnieval bench stats --scale`` measures.
+It prints seconds and peak memory of each (and the peak before reading: the imports) and their ratios, and checks
+that both count the same rows per protocol and the same answers per reliability bin. What is not measured: the
+pooled paired differences, tests and power of several runs (``stats.compute``, or read where a sweep stored them),
+which ``omnieval bench stats --scale`` measures.
 """
 
 from __future__ import annotations
@@ -84,7 +87,9 @@ def _peak_mb() -> float:
 def child(mode: str, root: str) -> dict:
     """One measurement in this (fresh) process: the figures and what both paths must agree on."""
     from omnieval.report import inputs
+    from omnieval.report.summary import RowSummary, summarise
 
+    imports_mb = _peak_mb()
     start = time.perf_counter()
     sources = inputs.discover([root])
     labels = inputs.labels([s.root for s in sources])
@@ -101,18 +106,17 @@ def child(mode: str, root: str) -> dict:
                 .agg(pl.len().alias("n"))
             check[protocol] = [pooled.height, sorted(bins.iter_rows())]
     else:
-        from omnieval.report.summary import RowSummary, summarise
-
         summaries = [summarise(s.predictions) for s in sources]
         for protocol in protocols:
             pooled = RowSummary.pooled(list(zip(labels, summaries, strict=True)), protocol)
             bins = pooled.reliability.group_by("bin").agg(pl.col("n").sum())
             check[protocol] = [pooled.rows, sorted(bins.iter_rows())]
-    return {"mode": mode, "seconds": time.perf_counter() - start, "peak_mb": _peak_mb(), "check": check}
+    return {"mode": mode, "seconds": time.perf_counter() - start, "peak_mb": _peak_mb(), "imports_mb": imports_mb,
+            "check": check}
 
 
-def _measure(mode: str, root: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "omnieval.dev.bench_report", mode, str(root)],
+def _measure(mode: str, root: Path, rows: int = 0) -> dict:
+    done = subprocess.run([sys.executable, "-m", "omnieval.dev.bench_report", mode, str(root), str(rows)],
                           capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"bench report --scale: the {mode} measurement failed:\n{done.stderr[-3000:]}")
@@ -128,20 +132,20 @@ def bench_report(sizes: list[int], workdir: str | None = None) -> int:
     try:
         for rows in sizes:
             root = scratch / f"{rows}"
-            if not (root / "runs").is_dir():
-                write_sweep(rows, root)
+            if not (root / "runs").is_dir():  # in a process of its own: a child's peak counts its parent's pages
+                _measure("write", root, rows)
             n = sum(pq.ParquetFile(p).metadata.num_rows for p in root.glob("runs/*/*/predictions.parquet"))
             old, new = _measure("rows", root), _measure("summary", root)
             same = old["check"] == new["check"]
             lines.append((f"{n:,}", f"{old['seconds']:.1f} s", f"{new['seconds']:.1f} s",
                           f"{old['seconds'] / new['seconds']:.1f}x", f"{old['peak_mb']:,.0f} MB",
                           f"{new['peak_mb']:,.0f} MB", f"{old['peak_mb'] / new['peak_mb']:.1f}x",
-                          "same" if same else "DIFFER"))
+                          f"{max(old['imports_mb'], new['imports_mb']):,.0f} MB", "same" if same else "DIFFER"))
     finally:
         if workdir is None:
             shutil.rmtree(scratch, ignore_errors=True)
     head = ("rows", "rows whole", "summaries", "time ratio", "peak, rows whole", "peak, summaries", "memory ratio",
-            "counts")
+            "imports", "counts")
     widths = [max(len(row[i]) for row in [head, *lines]) for i in range(len(head))]
     print("omnieval bench report --scale: reading a sweep's predictions for the report (fresh process each; "
           "metrics read from each run's metrics folder)")
@@ -151,4 +155,7 @@ def bench_report(sizes: list[int], workdir: str | None = None) -> int:
 
 
 if __name__ == "__main__":
-    print(json.dumps(child(sys.argv[1], sys.argv[2])))
+    if sys.argv[1] == "write":
+        print(json.dumps({"runs": len(write_sweep(int(sys.argv[3]), Path(sys.argv[2])))}))
+    else:
+        print(json.dumps(child(sys.argv[1], sys.argv[2])))
