@@ -173,3 +173,30 @@ def test_the_report_reads_only_the_columns_it_aggregates_and_no_file_whole(tmp_p
     assert made_summary.rows == 12
     (columns,) = scanned
     assert set(columns) <= set(summary.READ_COLUMNS) and "reasoning" not in columns
+
+
+def test_loading_a_run_with_its_metrics_reads_no_prediction_row_whole(tmp_path, monkeypatch):
+    """A run folder with its metrics folder (``omnieval metrics``' files): the report loads it without reading the
+    predictions file whole, and counts its rows and cells as the file holds them."""
+    from omnieval.dev.bench_stats import synthetic_dissonance
+    from omnieval.report.inputs import load_runs
+    from omnieval.stats.command import metrics_files
+
+    run = tmp_path / "run"
+    (run / "metrics").mkdir(parents=True)
+    synthetic_dissonance(n_models=2, prompts=("zs",), splits=("real",), n_items=6, seed=1) \
+        .write_parquet(run / "predictions.parquet")
+    for name, data in metrics_files([run / "predictions.parquet"], resamples=20, permutations=20).files.items():
+        (run / "metrics" / name).write_bytes(data)
+    real = pl.read_parquet
+
+    def refuse_predictions(source, *args, **kwargs):
+        assert not str(source).endswith("predictions.parquet"), "the predictions read whole"
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "read_parquet", refuse_predictions)
+    (loaded,) = load_runs([str(run)], resamples=20, permutations=20)
+    table = pq.read_table(run / "predictions.parquet", columns=["model"]).column("model").to_pylist()
+    assert loaded.predictions.rows == len(table) == 2 * 6 * 8  # models x items x conditions
+    assert {m: n for m, n in loaded.predictions.cells.select("model", "n").iter_rows()} == \
+        {m: table.count(m) for m in set(table)}
