@@ -437,6 +437,14 @@ def _bench_stats(args: argparse.Namespace) -> int:
     return _dev("bench_stats", "bench stats").bench_stats(quick=args.quick)
 
 
+def _bench_report(args: argparse.Namespace) -> int:
+    if not args.scale:
+        raise InputError("omnieval bench report has one measurement, at scale: pass --scale (with --quick for a "
+                         "smoke test)", field="--scale")
+    sizes = args.sizes or ([20_000] if args.quick else [1_000_000, 5_000_000])
+    return _dev("bench_report", "bench report --scale").bench_report(sizes, workdir=args.workdir)
+
+
 def _bench_coverage(args: argparse.Namespace) -> int:
     coverage = _dev("bench_coverage", "bench coverage")
     return coverage.bench_coverage(quick=args.quick, replicates=args.replicates, resamples=args.resamples,
@@ -902,6 +910,15 @@ def _add_bench(sub) -> None:
                    help="with --scale: input rows (default 1000000 5000000 20000000; --quick 20000)")
     s.add_argument("--workdir", default=None, help="with --scale: keep the Parquet inputs and outputs here")
     s.set_defaults(func=_bench_stats)
+    s = bsub.add_parser("report", help="what omnieval report holds of a sweep's predictions: per-run summaries "
+                        "against the rows read whole (seconds, peak memory)")
+    s.add_argument("--quick", action="store_true", help="20,000 rows (smoke test)")
+    s.add_argument("--scale", action="store_true", help="a sweep-like folder of millions of rows (required: the "
+                   "bench's one measurement)")
+    s.add_argument("--sizes", type=_bounded(1), nargs="+", default=None,
+                   help="input rows (default 1000000 5000000; --quick 20000)")
+    s.add_argument("--workdir", default=None, help="keep the sweep-like folders here and reuse them next time")
+    s.set_defaults(func=_bench_report)
     s = bsub.add_parser("sweep", help="models side by side vs one at a time on a local multi-node Ray with logical "
                         "GPUs: wall time, GPU occupancy, decodes against distinct media")
     s.add_argument("--quick", action="store_true", help="3 small models on 4 GPUs (smoke test)")

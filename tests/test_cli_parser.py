@@ -26,6 +26,7 @@ COMMANDS = {
     "omnieval bench coverage": ["-h/--help", "--quick", "--replicates", "--resamples", "--seed=0",
                                 "--part {main,few-anchors,few-items,ranks,samples}"],
     "omnieval bench pipeline": ["-h/--help", "--quick", "--workdir"],
+    "omnieval bench report": ["-h/--help", "--quick", "--scale", "--sizes", "--workdir"],
     "omnieval bench stats": ["-h/--help", "--quick", "--scale", "--sizes", "--workdir"],
     "omnieval bench sweep": ["-h/--help", "--quick", "--workdir"],
     "omnieval datasets": ["-h/--help"],

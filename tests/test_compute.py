@@ -145,22 +145,29 @@ def test_the_report_command_as_typed_reads_the_sweeps_result_with_the_sweeps_set
 
 
 def test_the_report_on_a_sweep_reads_only_the_prediction_columns_it_shows(sweep, monkeypatch):
+    from omnieval.report import summary
+
     _no_pooled_compute(monkeypatch)
-    reads = []
-    real = pl.read_parquet
+    reads, scans = [], []
+    real, real_scan = pl.read_parquet, summary._scan
 
     def spy(source, *args, **kwargs):
         reads.append((str(source), kwargs.get("columns")))
         return real(source, *args, **kwargs)
 
+    def scan_spy(source, columns):
+        scans.append((str(source), list(columns)))
+        return real_scan(source, columns)
+
     monkeypatch.setattr(pl, "read_parquet", spy)
+    monkeypatch.setattr(summary, "_scan", scan_spy)
     build_report([str(sweep / "sweep")], resamples=RESAMPLES, permutations=RESAMPLES)
-    predictions = [(source, columns) for source, columns in reads if source.endswith("predictions.parquet")]
-    assert len(predictions) == 4  # one read per run
+    predictions = [(source, columns) for source, columns in scans if source.endswith("predictions.parquet")]
+    assert len(predictions) == 4  # one scan per run, summarised as it streams (report.summary)
     everything = pq.read_schema(sweep / "sweep" / "runs" / "crossmodal" / "sim-sight" / "zs"
                                 / "predictions.parquet").names
     for _, columns in predictions:
-        assert columns is not None and set(columns) <= set(report_inputs.REPORT_COLUMNS)
+        assert set(columns) <= set(summary.READ_COLUMNS)
         assert len(columns) < len(everything) / 2 and "reasoning" not in columns and "raw_text" not in columns
     # nothing else read a predictions file whole (read_predictions reads bytes, then parses them)
     assert all(columns is not None for source, columns in reads if "predictions" in source or "BytesIO" in source)

@@ -25,6 +25,7 @@ from omnieval.core.storage import local_folder
 from omnieval.report.blocks import MARKS, Report, Section, Table, text_cell
 from omnieval.report.inputs import ProtocolInput, Run, load_runs, protocol_inputs, stored_results
 from omnieval.report.shown import shown_table
+from omnieval.report.summary import RowSummary, summarise_frame
 
 __all__ = ["build_report", "write_report", "report_command"]
 
@@ -60,7 +61,7 @@ def runs_section(runs: list[Run]) -> Section:
         rows.append([
             text_cell(run.label, header=True),
             *(text_cell(_join(_values(run, column))) for column in ("protocol", "model", "prompt", "split")),
-            text_cell(str(len(run.predictions)) if run.predictions is not None else "—",
+            text_cell(str(run.predictions.rows) if run.predictions is not None else "—",
                       title=_join(info.get("predictions_files", [])) or None),
             text_cell(skipped_text(run.predictions),
                       title="rows not asked: they show media their model cannot take (unsupported_media: skip); "
@@ -82,11 +83,13 @@ def runs_section(runs: list[Run]) -> Section:
 
 
 def _values(run: Run, column: str) -> list:
-    """A column's values in a run's metrics, else in its predictions (a run whose every row was skipped has no
-    metric, but still its protocol, models, prompts and splits)."""
-    for frame in (run.metrics, run.predictions):
-        if frame is not None and frame.height and column in frame.columns:
-            return frame[column].unique(maintain_order=True).to_list()
+    """A column's values in a run's metrics, else in its predictions, in order of first appearance (a run whose
+    every row was skipped has no metric, but still its protocol, models, prompts and splits)."""
+    if run.metrics.height and column in run.metrics.columns:
+        return run.metrics[column].unique(maintain_order=True).to_list()
+    summary = run.predictions
+    if summary is not None and summary.rows and summary.has(column):
+        return summary.cells[column].unique(maintain_order=True).to_list()  # cells: in order of first appearance
     return []
 
 
@@ -102,25 +105,25 @@ def units_text(metrics: pl.DataFrame, recorded) -> str:
     return "; ".join(f"{protocol}: {text}" for protocol, text in parts)
 
 
-def skipped_text(predictions) -> str:
-    """Skipped rows per model with their modalities (``sim 40: video 40``), or ``0``; ``—`` without predictions."""
+def skipped_text(predictions: RowSummary | pl.DataFrame | None) -> str:
+    """Skipped rows per model with their modalities (``sim 40: video 40``), or ``0``; ``—`` without predictions.
+    ``predictions``: a run's summary (``RowSummary.skipped``), or its rows (summarised first)."""
     if predictions is None:
         return "—"
-    if "skipped" not in predictions.columns:
+    if isinstance(predictions, pl.DataFrame):
+        predictions = summarise_frame(predictions)
+    if not predictions.has("skipped") or predictions.skipped.is_empty():
         return "0"
-    import polars as pl
-
-    skipped = predictions.filter(pl.col("skipped").is_not_null() & (pl.col("skipped") != ""))
-    if skipped.is_empty():
-        return "0"
+    groups = predictions.skipped.group_by("model", "skipped").agg(pl.col("n").sum(), pl.col("first").min())
     out = []
-    for model in skipped["model"].unique(maintain_order=True).to_list():
-        rows = skipped.filter(pl.col("model") == model)["skipped"].to_list()
+    for model in groups.sort("first")["model"].unique(maintain_order=True).to_list():
         kinds: dict[str, int] = {}
-        for value in rows:
+        rows = 0
+        for value, n in groups.filter(pl.col("model") == model).select("skipped", "n").iter_rows():
+            rows += n
             for modality in value.split("+"):
-                kinds[modality] = kinds.get(modality, 0) + 1
-        out.append(f"{model} {len(rows)}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+                kinds[modality] = kinds.get(modality, 0) + n
+        out.append(f"{model} {rows}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     return "; ".join(out)
 
 

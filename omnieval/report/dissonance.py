@@ -19,7 +19,6 @@ MODALITIES = ("video", "audio", "text")
 CALIBRATION = ("confidence_k", "ece", "rc_auc")
 METHOD_NAMES = {"rs": "restricted softmax over the option labels", "tp": "probability of the answer token",
                 "rs_topk": "restricted softmax over the option labels among an endpoint's top logprobs"}
-N_BINS = 10
 
 
 def scope_and_leaf(rec: dict) -> tuple[str, str, tuple[str, ...]]:
@@ -128,33 +127,27 @@ def _figures(view: MetricView, data: ProtocolInput, splits: list[str]) -> list:
 
 
 def _reliability(view: MetricView, data: ProtocolInput, splits: list[str]) -> Figure | None:
-    """From the predictions: accuracy per equal-width confidence bin; without them, mean confidence against
-    accuracy per level k from the metrics table."""
+    """From the predictions (their summary's ``reliability`` counts): accuracy per equal-width confidence bin;
+    without them, mean confidence against accuracy per level k from the metrics table."""
     panels = []
     preds = data.predictions
-    if preds is not None and "confidence" in preds.columns:
-        valid = preds.filter(pl.col("choice").is_not_null() & pl.col("confidence").is_not_null())
-        if len(valid):
-            valid = valid.with_columns(
-                method=pl.col("confidence_method").fill_null("unknown") if "confidence_method" in valid.columns
-                else pl.lit("unknown"),
-                correct=(pl.col("choice") == pl.col("target")).cast(pl.Float64),
-                bin=(pl.col("confidence") * N_BINS).floor().clip(0, N_BINS - 1).cast(pl.Int64))
-            if "run" not in valid.columns:
-                valid = valid.with_columns(run=pl.lit(data.runs[0]))
-            for (split, method), g in sorted(valid.partition_by(["split", "method"], as_dict=True).items()):
-                series = []
-                groups = g.partition_by(["run", "model", "prompt"], as_dict=True)
-                for (run, model, prompt), part in sorted(groups.items(), key=lambda kv: _order(view, kv[0])):
-                    bins = part.group_by("bin").agg(conf=pl.col("confidence").mean(), acc=pl.col("correct").mean(),
-                                                    n=pl.len()).sort("bin")
-                    rec = {"run": run, "model": model, "prompt": prompt}
-                    ece = (view.index.get((run, model, prompt, split, method, "ece", ""))
-                           or view.index.get((run, model, prompt, split, "", "ece", "")))
-                    label = series_label(view, rec) + (f" (ECE {ece['value']:.3f})" if ece and ece["value"]
-                                                       is not None else "")
-                    series.append((label, bins["conf"].to_list(), bins["acc"].to_list(), bins["n"].to_list()))
-                panels.append((f"split {split}, confidence {method}", series))
+    if preds is not None and preds.has("confidence") and preds.reliability.height:
+        valid = preds.reliability
+        if "run" not in valid.columns:
+            valid = valid.with_columns(run=pl.lit(data.runs[0]))
+        for (split, method), g in sorted(valid.partition_by(["split", "method"], as_dict=True).items()):
+            series = []
+            groups = g.sort("first").partition_by(["run", "model", "prompt"], as_dict=True)
+            for (run, model, prompt), part in sorted(groups.items(), key=lambda kv: _order(view, kv[0])):
+                bins = part.group_by("bin").agg(pl.col("conf_sum", "conf_n", "correct_sum", "correct_n", "n").sum()) \
+                    .sort("bin").with_columns(conf=_mean("conf_sum", "conf_n"), acc=_mean("correct_sum", "correct_n"))
+                rec = {"run": run, "model": model, "prompt": prompt}
+                ece = (view.index.get((run, model, prompt, split, method, "ece", ""))
+                       or view.index.get((run, model, prompt, split, "", "ece", "")))
+                label = series_label(view, rec) + (f" (ECE {ece['value']:.3f})" if ece and ece["value"]
+                                                   is not None else "")
+                series.append((label, bins["conf"].to_list(), bins["acc"].to_list(), bins["n"].to_list()))
+            panels.append((f"split {split}, confidence {method}", series))
     if panels:
         return Figure("dissonance-reliability", "Reliability diagram: accuracy against mean confidence in 10 "
                                                 "equal-width confidence bins (marker area: share of answers); "
@@ -180,6 +173,11 @@ def _reliability(view: MetricView, data: ProtocolInput, splits: list[str]) -> Fi
     return Figure("dissonance-reliability", "Mean confidence against accuracy per corruption level k (no predictions "
                                             "given, so no per-bin reliability); dotted: perfect calibration",
                   plots.reliability(panels[:6]), alt="confidence against accuracy")
+
+
+def _mean(total: str, count: str) -> pl.Expr:
+    """A mean from its sum and count (null for no value, as polars' mean of no value)."""
+    return pl.when(pl.col(count) > 0).then(pl.col(total) / pl.col(count)).otherwise(None)
 
 
 def _order(view: MetricView, key: tuple) -> tuple:

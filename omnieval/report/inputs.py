@@ -10,8 +10,11 @@ paired differences, ranks, tests and power come from one ``compute`` over their 
 both answered), or are read from a pooled result a sweep stored (``<sweep>/combined/<benchmark>/``) when it was made
 from the same files with the same settings (``stats.compute.fingerprint``).
 
-The report reads of each run's predictions only the columns its sections show (``REPORT_COLUMNS``: counts,
-skipped rows, what was shown, cascades, the reliability diagram); the statistics read the files themselves.
+The report never holds a run's prediction rows: of each run it keeps a ``report.summary.RowSummary`` (counts,
+skipped rows, what was shown, cascades, why an official rule was not computed, the reliability diagram's bins),
+aggregated from a streaming scan of the columns its sections show, and of each protocol the summaries of its runs
+(``RowSummary.pooled``); ``Run.predictions`` and ``ProtocolInput.predictions`` are those summaries. The statistics
+read the files themselves (``stats.compute``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import polars as pl
 from omnieval.core.metric_types import KEY_PARTS
 from omnieval.core.schema import SHOWN_COLUMNS, InputError
 from omnieval.core.storage import StoredPath, readable, stored_path
+from omnieval.report.summary import RowSummary, summarise, summarise_frame
 from omnieval.stats.compute import RECORD, Inputs, Settings, compute, fingerprint, read_result
 from omnieval.stats.compute import labels as labels
 
@@ -37,8 +41,8 @@ REPORT_COLUMNS = ("protocol", "model", "prompt", "split", "mode", "instance_id",
                   "stage_engines", *SHOWN_COLUMNS, "choice", "target", "confidence", "confidence_method",
                   "option_logprobs", "official_how")
 """The prediction columns the report's sections read (the runs and shown tables, cascades, the reliability
-diagram, why an official rule was not computed: ``report.verdicts.not_computed``); the statistics read the files
-themselves (``stats.compute``)."""
+diagram, why an official rule was not computed: ``report.verdicts.not_computed``), as ``report_rows`` reads them
+whole: what ``omnieval bench report --scale`` measures the summaries against."""
 
 
 @dataclass
@@ -54,31 +58,42 @@ class RunSource:
 
 @dataclass
 class Run:
+    """One run as the report shows it: ``predictions`` is the summary of its prediction rows (``RowSummary``; None
+    without predictions); rows given instead (a frame in memory) are summarised."""
+
     label: str
     source: RunSource
     metrics: pl.DataFrame
-    predictions: pl.DataFrame | None
+    predictions: RowSummary | None
     tests: pl.DataFrame | None
     info: dict  # run.json (if any), plus "metrics" (seed, resamples, confidence level, how obtained)
     paired: pl.DataFrame | None = None
 
+    def __post_init__(self):
+        if isinstance(self.predictions, pl.DataFrame):
+            self.predictions = summarise_frame(self.predictions)
+
 
 @dataclass
 class ProtocolInput:
-    """Everything one protocol's section needs: metric rows of every run (with ``run`` and ``_rid``), the pooled
-    predictions (with ``run``; None if no run has any) and the tests table (with ``run`` when one run); the paired
-    differences (``stats.paired``) and the minimum detectable effects (``stats.power``) where predictions or a
-    paired table exist."""
+    """Everything one protocol's section needs: metric rows of every run (with ``run`` and ``_rid``), the summary
+    of its runs' prediction rows (``RowSummary.pooled``, with ``run``; None if no run has any; rows given instead
+    are summarised) and the tests table (with ``run`` when one run); the paired differences (``stats.paired``) and
+    the minimum detectable effects (``stats.power``) where predictions or a paired table exist."""
 
     protocol: str
     metrics: pl.DataFrame
-    predictions: pl.DataFrame | None
+    predictions: RowSummary | None
     tests: pl.DataFrame | None
     runs: list[str]
     paired: pl.DataFrame | None = None
     power: pl.DataFrame | None = None
     benchmarks: dict[str, str] = field(default_factory=dict)  # run label -> its benchmark's name (``benchmark_name``)
     ranks: pl.DataFrame | None = None  # ``stats.ranks``: three or more models on the same questions
+
+    def __post_init__(self):
+        if isinstance(self.predictions, pl.DataFrame):
+            self.predictions = summarise_frame(self.predictions, run=self.runs[0] if self.runs else None)
 
     def where(self, split: str) -> str:
         """A split named with its benchmark: ``mmau, split test-mini``; the split alone when no run of it names
@@ -267,9 +282,9 @@ def _run_json(predictions: list[Path | StoredPath]) -> dict:
 
 
 def report_rows(paths: list[Path | StoredPath]) -> pl.DataFrame:
-    """The prediction rows the report's sections read: of a Parquet file only ``REPORT_COLUMNS`` (column pushdown:
-    the reasoning, texts and instance fields stay on disk), of another format the rows ``read_predictions`` reads,
-    narrowed to them. A confidence a row leaves to its option logprobs is filled as the statistics fill it."""
+    """Every prediction row the report's sections read, whole: of a Parquet file only ``REPORT_COLUMNS``, of
+    another format the rows ``read_predictions`` reads, narrowed to them. The report no longer reads this (it keeps
+    a ``RowSummary``); ``omnieval bench report --scale`` measures it as the baseline."""
     import pyarrow.parquet as pq
 
     from omnieval.stats.read import fill_confidence, read_predictions
@@ -289,11 +304,11 @@ def report_rows(paths: list[Path | StoredPath]) -> pl.DataFrame:
 
 def load_runs(inputs: list[str | Path], *, resamples: int | None = None, seed: int | None = None,
               permutations: int | None = None, cluster=None) -> list[Run]:
-    """Load every run found in ``inputs``: metrics read or computed, the prediction rows the report shows
-    (``report_rows``), tests read; paired differences read (``paired.parquet`` beside the metrics), or computed in
-    the same pass as the metrics (``stats.compute``). What is computed resamples by ``cluster``
-    (``stats.clusters``; default: the unit a metrics folder records, else each protocol's own); a setting left
-    None, its default (``DEFAULTS``)."""
+    """Load every run found in ``inputs``: metrics read or computed, the summary of the prediction rows the report
+    shows (``report.summary.summarise``), tests read; paired differences read (``paired.parquet`` beside the
+    metrics), or computed in the same pass as the metrics (``stats.compute``). What is computed resamples by
+    ``cluster`` (``stats.clusters``; default: the unit a metrics folder records, else each protocol's own); a
+    setting left None, its default (``DEFAULTS``)."""
     resamples = DEFAULTS["resamples"] if resamples is None else resamples
     seed = DEFAULTS["seed"] if seed is None else seed
     permutations = DEFAULTS["permutations"] if permutations is None else permutations
@@ -302,7 +317,7 @@ def load_runs(inputs: list[str | Path], *, resamples: int | None = None, seed: i
     records = [_run_json(s.predictions) for s in sources]  # a bad one stops the report before any computing
     runs = []
     for label, source, record in zip(names, sources, records, strict=True):
-        predictions = report_rows(source.predictions) if source.predictions else None
+        predictions = summarise(source.predictions) if source.predictions else None
         paired = None
         if source.metrics is not None:
             metrics, minfo = _read_metrics(source.metrics)
@@ -412,10 +427,10 @@ def stored_results(inputs: list[str | Path]) -> dict[str, Path | StoredPath]:
 def protocol_inputs(runs: list[Run], *, permutations: int | None = None, seed: int | None = None,
                     resamples: int | None = None, cluster=None,
                     stored: dict[str, Path | StoredPath] | None = None) -> list[ProtocolInput]:
-    """Per protocol (in order of first appearance), the pooled metrics, predictions and tests of every run. Tests,
-    power and (several runs) paired differences and ranks come from ``stats.compute``, or from a result in
-    ``stored`` (``stored_results``) made from the same files with the settings given; a setting left None takes
-    a stored result's (``stored_settings``), else its default (``DEFAULTS``)."""
+    """Per protocol (in order of first appearance), the pooled metrics, prediction summaries and tests of every run.
+    Tests, power and (several runs) paired differences and ranks come from ``stats.compute``, or from a result in
+    ``stored`` (``stored_results``) made from the same files with the settings given; a setting left None takes a
+    stored result's (``stored_settings``), else its default (``DEFAULTS``)."""
     asked = {"resamples": resamples, "seed": seed, "permutations": permutations}
     resamples, seed, permutations = (DEFAULTS[k] if v is None else v for k, v in asked.items())
     order: list[str] = []
@@ -429,13 +444,8 @@ def protocol_inputs(runs: list[Run], *, permutations: int | None = None, seed: i
     for protocol in order:
         metrics = all_metrics.filter(pl.col("protocol") == protocol)
         members = [r for r in runs if protocol in r.metrics["protocol"].to_list()]
-        with_preds = [r for r in members if r.predictions is not None
-                      and len(r.predictions.filter(pl.col("protocol") == protocol))]
-        predictions = None
-        if with_preds:
-            predictions = pl.concat([r.predictions.filter(pl.col("protocol") == protocol)
-                                     .with_columns(run=pl.lit(r.label)) for r in with_preds],
-                                    how="diagonal_relaxed")
+        with_preds = [r for r in members if r.predictions is not None and r.predictions.rows_of(protocol)]
+        predictions = RowSummary.pooled([(r.label, r.predictions) for r in with_preds], protocol)
         tests = paired = power = ranks = None
         if len(members) == 1:
             run = members[0]

@@ -17,6 +17,7 @@ import polars as pl
 from omnieval.report import plots
 from omnieval.report.blocks import Figure, Note, Section, Table
 from omnieval.report.inputs import ProtocolInput
+from omnieval.report.summary import RowSummary
 from omnieval.report.tables import Col, MetricView, error_cols, plot_series
 from omnieval.stats.significance import pair_label
 
@@ -146,15 +147,14 @@ def _figure(view: MetricView, protocol: str) -> Figure | None:
                   plots.bar_panels(panels, ncols=min(2, len(panels))), alt="open-ended accuracy and gap")
 
 
-def cascades_of(predictions: pl.DataFrame | None) -> dict[str, str]:
+def cascades_of(predictions: RowSummary | None) -> dict[str, str]:
     """Model -> how its cascade ran (``describer:modalities``, and each stage's engine), for models whose
-    predictions carry a ``cascade``."""
-    if predictions is None or "cascade" not in predictions.columns:
+    predictions carry a ``cascade``: of each model, its first such row's (``RowSummary.cascades``)."""
+    if predictions is None or not predictions.has("cascade"):
         return {}
-    engines = pl.col("stage_engines") if "stage_engines" in predictions.columns else pl.lit(None, pl.Utf8)
-    rows = predictions.filter(pl.col("cascade").is_not_null()).select("model", "cascade", engines.alias("stages"))
+    rows = predictions.cascades.sort("first").unique(subset=["model"], keep="first", maintain_order=True)
     out: dict[str, str] = {}
-    for row in rows.unique(subset=["model"], keep="first", maintain_order=True).iter_rows(named=True):
+    for row in rows.iter_rows(named=True):
         out[row["model"]] = f"{row['cascade']}" + (f" ({row['stages']})" if row["stages"] else "")
     return out
 

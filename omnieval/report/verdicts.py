@@ -11,6 +11,7 @@ import polars as pl
 from omnieval.core.metric_types import UNPARSED_FLAG, VERDICT_METRICS
 from omnieval.report.blocks import Section, Table, text_cell
 from omnieval.report.inputs import ProtocolInput
+from omnieval.report.summary import RowSummary
 from omnieval.report.tables import IDENTITY, MetricView
 from omnieval.scoring.base import NOT_COMPUTED
 from omnieval.stats.verdicts import NO_SCORER, NOT_COMPUTED_TEXT, cell_flags, official_text
@@ -63,15 +64,13 @@ CELL = ("run", "prompt", "split")
 """What an official rule is fixed by: a run names one scorer for every model, the majority-vote ensemble included."""
 
 
-def not_computed(predictions: pl.DataFrame | None) -> dict[tuple, str]:
+def not_computed(predictions: RowSummary | None) -> dict[tuple, str]:
     """(run, prompt, split) -> why the run's official rule was not computed on those answers, where the rows say so
-    (``official_how`` beginning ``scoring.base.NOT_COMPUTED``)."""
-    if predictions is None or "official_how" not in predictions.columns \
-            or not all(c in predictions.columns for c in CELL):
+    (``official_how`` beginning ``scoring.base.NOT_COMPUTED``; ``RowSummary.not_computed``, with ``run``)."""
+    if predictions is None or not predictions.has("official_how", *CELL):
         return {}
-    rows = predictions.filter(pl.col("official_how").cast(pl.Utf8).str.starts_with(NOT_COMPUTED))
-    return {tuple(r[:3]): r[3].removeprefix(NOT_COMPUTED)
-            for r in rows.select(*CELL, pl.col("official_how").cast(pl.Utf8)).unique(subset=list(CELL)).iter_rows()}
+    rows = predictions.not_computed.sort("first").unique(subset=list(CELL), keep="first", maintain_order=True)
+    return {tuple(r[:3]): r[3].removeprefix(NOT_COMPUTED) for r in rows.select(*CELL, "reason").iter_rows()}
 
 
 def _row(view: MetricView, rec: dict, shown: list[str], unavailable: str | None = None) -> list:
