@@ -53,3 +53,19 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB since it started its program: ``VmHWM`` of ``/proc/self/status``
+    (Linux), else ``ru_maxrss``. Not ``ru_maxrss`` first: Linux carries into it the peak of the image an ``exec``
+    replaced, so a child that Python's ``subprocess`` forked from a large parent reports the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -25,7 +25,6 @@ which ``omnieval bench stats --scale`` measures.
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import time
 from pathlib import Path
 
 import polars as pl
+
+from omnieval.core.processes import peak_rss_mb
 
 RESAMPLES = 20
 """Resamples and permutations of the metrics folders the bench writes (their values are not what is measured)."""
@@ -81,7 +82,7 @@ def _sweep_like(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def child(mode: str, root: str) -> dict:

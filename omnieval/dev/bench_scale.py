@@ -20,7 +20,6 @@ Bootstrap: 1,000 resamples and 1,000 permutations, as in the issue's measurement
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 from pathlib import Path
 
 import polars as pl
+
+from omnieval.core.processes import peak_rss_mb
 
 RESAMPLES = 1_000
 MEMORY_LIMIT_MB = 4096
@@ -67,7 +68,7 @@ def _write(frame: pl.DataFrame, path: Path) -> str:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def child(mode: str, out: str, paths: list[str]) -> dict:

@@ -52,7 +52,6 @@ passes the references on and never fetches them (``_each``'s ``parted``).
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from omnieval.core.processes import peak_rss_mb
 from omnieval.core.schema import InputError
 from omnieval.core.storage import StoredPath, stored_path
 from omnieval.stats.clusters import ClusterChoice
@@ -414,7 +414,7 @@ def group_tables(paths: Sequence[str], protocol: str | None, model_order: Sequen
                                                      facts=None if facts is None else {protocol: facts})
     ranks = ranks_table(collector.units, table_of(paired, extra), resamples, metrics)
     digests = _key_digests(frame)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return GroupResult(protocol, metrics, paired, units_used(frame, cluster), frame.height, peak, ranks, extra,
                        split, tuple(u.key for u in collector.units), prompt,
                        collector.units if prompt is not None else None, digests)
@@ -438,7 +438,7 @@ def prompt_pairs(paths: Sequence[str], protocol: str, split: str, units: list, r
                           where={"model": (a.key[0],), "prompt": tuple(sorted({a.key[1], b.key[1]}))})
     rows = paired_rows(collector, None, resamples, seed, permutations, cluster, interval, model_order=[],
                        comparisons=("prompts",), rows_of=rows_of)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return GroupResult(protocol, None, rows, {}, 0, peak, None, (), split)
 
 
@@ -900,7 +900,7 @@ def split_power(paths: Sequence[str], protocol: str | None, split: str | None, p
         if split is None:
             raise
         table = None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return PowerGroup(protocol, split, table, units_used(without_skipped(frame), cluster), frame.height, peak,
                       _key_digests(frame))
 
