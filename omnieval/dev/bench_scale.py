@@ -10,7 +10,7 @@ process so that its peak memory is its own:
   ``SINGLE_MAX_ROWS`` (above it the process would need more memory than the development machine has: ~1.1 KB a
   row, ~22 GB at 20 million rows; the tables are then compared between the Ray runs alone);
 * ``ray x1`` and ``ray x2``: the Ray path on 1 and 2 simulated nodes: seconds (the cluster's start left out), the
-  driver's peak memory and the largest worker's (``GroupResult.peak_rss_mb``).
+  driver's peak memory and the largest worker's (``VmHWM``: ``core.processes.peak_rss_mb``).
 
 and checks that the three give the same tables bit for bit. Targets (docs/runs.md, Statistics at scale): no process
 over 4 GB; throughput from 1 to 2 nodes >= 0.7 x linear (seconds on 1 node / seconds on 2 >= 1.4); identical tables.
