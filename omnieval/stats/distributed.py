@@ -239,26 +239,11 @@ def plan(paths: Sequence[str | Path | StoredPath], only: str | None = None) -> P
 
 
 def _protocols_and_models(given: str | Path | StoredPath):
-    """The ``protocol``, ``split``, ``model`` (and ``skipped``) columns of one file, batch by batch (the driver
-    never holds a whole column of a large file); a file that is not Parquet, or lacks a column, goes whole through
-    the reader, which names what is wrong."""
-    from omnieval.stats.read import read_predictions
-
-    path = _file_of(given)
-    rename = given.rename if isinstance(given, Renamed) else (lambda frame: frame)
-    names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
-    if not {"protocol", "split", "model"} <= names:
-        frame = read_predictions([given.path if isinstance(given, Renamed) else given])
-        yield rename(frame.select("protocol", "split", "model",
-                                  *[c for c in ("prompt", "skipped") if c in frame.columns]))
-        return
-    columns = ["protocol", "split", "model", *[c for c in ("prompt", "skipped") if c in names]]
-    try:
-        for batch in _dataset(path).to_batches(columns=columns, batch_size=1_000_000):
-            yield rename(pl.from_arrow(batch).with_columns(pl.col(c).cast(pl.Utf8) for c in columns
-                                                           if c != "skipped"))
-    except Exception as exc:  # noqa: BLE001 (pyarrow's errors have no common base): named, one line
-        raise InputError(f"cannot read predictions: {str(exc).splitlines()[0]}", file=path) from None
+    """The ``protocol``, ``split``, ``model`` (and ``prompt``, ``skipped``) columns of one file as text (``skipped``
+    as it is), batch by batch (``_some_columns``: the driver never holds a whole column of a large file)."""
+    for frame in _some_columns(given, ("protocol", "split", "model", "prompt", "skipped"),
+                               required=("protocol", "split", "model")):
+        yield frame.with_columns(pl.col(c).cast(pl.Utf8) for c in frame.columns if c != "skipped")
 
 
 def _columns(path: Path | StoredPath, cluster: ClusterChoice, random: str | None = None) -> list[str]:
@@ -924,15 +909,17 @@ def power_model_order(paths: Sequence[str | Path | StoredPath], protocol: str | 
     return tuple(models)
 
 
-def _some_columns(given: str | Path | StoredPath, wanted: Sequence[str]):
-    """The columns of ``wanted`` one file has (``protocol`` and ``model`` at least), batch by batch; a file that
-    is not Parquet, or lacks one of those two, goes whole through the reader, which names what is wrong."""
+def _some_columns(given: str | Path | StoredPath, wanted: Sequence[str],
+                  required: Sequence[str] = ("protocol", "model")):
+    """The columns of ``wanted`` one file has (``required`` at least), batch by batch, a ``Renamed`` file's models
+    renamed; a file that is not Parquet, or lacks a required column, goes whole through the reader, which names
+    what is wrong."""
     from omnieval.stats.read import read_predictions
 
     path = _file_of(given)
     rename = given.rename if isinstance(given, Renamed) else (lambda frame: frame)
     names = set(_dataset(path).schema.names) if _is_parquet(path) and path.is_file() else set()
-    if not {"protocol", "model"} <= names:
+    if not set(required) <= names:
         frame = read_predictions([given.path if isinstance(given, Renamed) else given])
         yield rename(frame.select(c for c in wanted if c in frame.columns))
         return
